@@ -1,1 +1,155 @@
-fn main() {}
+//! `tlslab`: the command-line front of the tlslab engines.
+//!
+//! This binary only wires flags to engines: `args` holds the raw flags
+//! (clap), `config` validates them into engine configurations without doing
+//! network I/O, and each subcommand below hands the result to its engine and
+//! prints what comes back. Exit codes: 0 success, 1 runtime failure, 2 usage
+//! error (bad flags, bad files named by flags).
+
+mod args;
+mod config;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+use crate::config::Usage;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout (exit 0) and errors to stderr (exit 2).
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_tracing(&cli.log_level);
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("tlslab: {err:#}");
+            if err.downcast_ref::<Usage>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Certs(a) => certs(a),
+        Command::Serve(a) => serve(a),
+        Command::Load(a) => load(a),
+        Command::Lab(a) => lab(a),
+    }
+}
+
+fn certs(a: args::CertsArgs) -> anyhow::Result<ExitCode> {
+    let key_type = config::key_type(&a.key)?;
+    let generated = tlslab_crypto::pki::generate(key_type, &a.san).map_err(config::usage)?;
+    let written = generated.write_to(&a.out).map_err(config::usage)?;
+    let mut out = std::io::stdout().lock();
+    for path in written {
+        writeln!(out, "wrote {}", path.display())?;
+    }
+    writeln!(
+        out,
+        "clients trust {}; serve with --cert {} --key {}",
+        a.out.join(tlslab_crypto::pki::CA_CERT_FILE).display(),
+        a.out.join(tlslab_crypto::pki::CHAIN_FILE).display(),
+        a.out.join(tlslab_crypto::pki::KEY_FILE).display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn serve(a: args::ServeArgs) -> anyhow::Result<ExitCode> {
+    let prepared = config::serve(&a)?;
+    let server = tlslab_server::Server::start(prepared.config).context("starting the server")?;
+    {
+        let mut out = std::io::stdout().lock();
+        if let Some(addr) = server.https_addr() {
+            writeln!(out, "tlslab serve: https https://{addr}")?;
+        }
+        if let Some(addr) = server.http_addr() {
+            writeln!(out, "tlslab serve: http http://{addr}")?;
+        }
+        if let Some(addr) = server.metrics_addr() {
+            writeln!(out, "tlslab serve: metrics http://{addr}/metrics")?;
+        }
+        if let Some(ca) = &prepared.ephemeral_ca {
+            writeln!(out, "tlslab serve: ca {}", ca.display())?;
+        }
+        out.flush()?;
+    }
+    tlslab_server::wait_for_signal().context("waiting for SIGINT/SIGTERM")?;
+    let summary = server.shutdown();
+    if let Some(dir) = prepared.ephemeral_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    println!("{}", summary.summary());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
+    let mut cfg = config::load(&a)?;
+    cfg.progress = !a.no_progress && std::io::stderr().is_terminal();
+    if a.insecure {
+        eprintln!(
+            "tlslab: WARNING: --insecure: server certificates are NOT verified; \
+             timings are valid, the connection is not authenticated"
+        );
+    }
+    let report = tlslab_load::run(&cfg).context("running the load")?;
+    print!("{}", report.render_table());
+    if let Some(path) = &a.json {
+        let body = serde_json::to_vec_pretty(&report)?;
+        std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if report.requests.attempted > 0 && report.requests.completed == 0 {
+        eprintln!(
+            "tlslab: every request failed ({}); check that the server is up and the URL, \
+             --tls and --cacert are right",
+            report.error_summary()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn lab(a: args::LabArgs) -> anyhow::Result<ExitCode> {
+    let cfg = config::lab(&a)?;
+    let report =
+        tlslab_experiment::lab::run(&cfg, |line| eprintln!("{line}")).context("running the lab")?;
+    print!("{}", report.render());
+    if let Some(path) = &a.json {
+        let body = serde_json::to_vec_pretty(&report)?;
+        std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

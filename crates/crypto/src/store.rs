@@ -2,7 +2,7 @@
 //! steers, and a ticketer that counts what it issues.
 
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,6 +39,8 @@ struct Entry {
     stored: Instant,
 }
 
+type Shard = Mutex<LruCache<Vec<u8>, Entry>>;
+
 /// A server session cache: bounded in size, with a time-to-live, O(1)
 /// lookups and inserts, and safe to share between threads.
 ///
@@ -55,7 +57,7 @@ struct Entry {
 ///
 /// [`take`]: StoresServerSessions::take
 pub struct ServerSessionCache {
-    shards: Box<[Mutex<LruCache<Vec<u8>, Entry>>]>,
+    shards: Box<[Shard]>,
     hasher: std::collections::hash_map::RandomState,
     ttl: Duration,
     capacity: usize,
@@ -104,10 +106,8 @@ impl ServerSessionCache {
         })
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<LruCache<Vec<u8>, Entry>> {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        &self.shards[(h.finish() as usize) % self.shards.len()]
+    fn shard(&self, key: &[u8]) -> &Shard {
+        &self.shards[(self.hasher.hash_one(key) as usize) % self.shards.len()]
     }
 
     /// The configured time-to-live.
@@ -130,10 +130,7 @@ impl ServerSessionCache {
 
     fn lookup(&self, key: &[u8], remove: bool) -> Option<Vec<u8>> {
         let mut shard = self.shard(key).lock();
-        let live = match shard.peek(key) {
-            None => None,
-            Some(e) => Some(e.stored.elapsed() <= self.ttl),
-        };
+        let live = shard.peek(key).map(|e| e.stored.elapsed() <= self.ttl);
         let out = match live {
             None => None,
             Some(false) => {

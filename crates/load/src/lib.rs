@@ -1,1 +1,196 @@
-//! placeholder
+//! The tlslab load engine behind `tlslab load`: closed-loop HTTP/1.1
+//! clients over TLS (or plain TCP) with a session-reuse knob.
+//!
+//! This crate is for generating load and measuring it from the client's
+//! side: [`run`] starts `clients` closed-loop clients on a tokio runtime of
+//! its own, each making one connection at a time with `requests_per_conn`
+//! requests on it. For every request it records TCP connect, TLS handshake
+//! (kind, whether resumption was offered and accepted, version, suite,
+//! group, bytes and round trips), time to first byte, transfer and total
+//! time into a [`tlslab_report::RequestRecord`], which flows one way into
+//! statistics, the CSV log and the progress line. The share of connections
+//! that resume is steered per client by [`ReusePlanner`].
+//!
+//! It is not for serving (that is `tlslab-server`), for printing (that is
+//! `tlslab-report`), nor for open-loop or HTTP/2 load. Network failures are
+//! never run errors: they are counted by kind in the report. Only a
+//! configuration that cannot work is an [`Error`].
+
+mod cpu;
+mod engine;
+mod errors;
+mod io;
+mod progress;
+mod reuse;
+mod target;
+mod tls;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use tlslab_crypto::provider::{Algorithms, Version};
+
+pub use engine::run;
+pub use reuse::ReusePlanner;
+pub use target::{Scheme, Target};
+
+/// How resumption is offered for TLS 1.2 (TLS 1.3 always uses tickets).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ResumeWith {
+    /// TLS 1.2 session IDs only (the client sends no ticket extension).
+    Id,
+    /// Session tickets (the client also keeps session IDs as a fallback,
+    /// as rustls does).
+    Ticket,
+    /// Whatever the server offers: tickets if it issues them, else IDs.
+    /// The client is configured as for [`ResumeWith::Ticket`].
+    #[default]
+    Auto,
+}
+
+impl ResumeWith {
+    /// The flag spelling: `id`, `ticket` or `auto`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ResumeWith::Id => "id",
+            ResumeWith::Ticket => "ticket",
+            ResumeWith::Auto => "auto",
+        }
+    }
+}
+
+impl FromStr for ResumeWith {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "id" | "session-id" => Ok(ResumeWith::Id),
+            "ticket" | "tickets" => Ok(ResumeWith::Ticket),
+            "auto" => Ok(ResumeWith::Auto),
+            _ => Err(Error::Config(format!(
+                "resumption mode '{s}' is unknown; choose id, ticket or auto"
+            ))),
+        }
+    }
+}
+
+/// Which server certificates the client accepts.
+#[derive(Clone, Debug)]
+pub enum Trust {
+    /// The CA certificates in this PEM file (`--cacert`).
+    CaFile(PathBuf),
+    /// These roots (for embedding, e.g. a generated CA).
+    Roots(rustls::RootCertStore),
+    /// The Mozilla root program, as shipped by the `webpki-roots` crate.
+    WebPki,
+    /// Any certificate (`--insecure`); handshake signatures are still
+    /// checked.
+    Insecure,
+}
+
+/// Everything a load run needs.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    /// The URLs to request. Targets with the same scheme, host and port
+    /// form an origin; client `c` uses origin `c % origins` and walks that
+    /// origin's paths in turn, one per request.
+    pub targets: Vec<Target>,
+    /// Concurrent clients (`-c`); each runs one connection at a time.
+    pub clients: usize,
+    /// Tokio worker threads of the engine.
+    pub threads: usize,
+    /// Pin every engine thread to this set of CPUs (affinity mask = the set).
+    pub pin_cpus: Option<Vec<usize>>,
+    /// Measure for this long (`-d`). At least one of `duration` and
+    /// `requests` must be set; when both are, the first reached ends the run.
+    pub duration: Option<Duration>,
+    /// Measure this many requests in total (`-n`), failed ones included.
+    pub requests: Option<u64>,
+    /// Run this long before measuring; nothing from it is recorded.
+    pub warmup: Duration,
+    /// Requests per connection (K): 1 opens a new connection per request,
+    /// 0 keeps connections open as long as the server allows.
+    pub requests_per_conn: u32,
+    /// Requested share of resumed handshakes, 0.0–1.0 (`--reuse P` / 100).
+    pub reuse: f64,
+    /// How TLS 1.2 resumption is offered.
+    pub resume_with: ResumeWith,
+    /// TLS versions the client offers.
+    pub versions: Vec<Version>,
+    /// Cipher suites and key-exchange groups the client offers.
+    pub algorithms: Algorithms,
+    /// Server name to send and verify; default: the URL's host (an IP
+    /// address sends no SNI).
+    pub sni: Option<String>,
+    /// Which certificates to accept.
+    pub trust: Trust,
+    /// Send each connection's first request as TLS 1.3 early data when the
+    /// stored session allows it.
+    pub early_data: bool,
+    /// Limit on each of: TCP connect, TLS handshake, one request (send to
+    /// last body byte). `Duration::MAX` means none.
+    pub timeout: Duration,
+    /// Write one CSV row per measured request to this file.
+    pub log: Option<PathBuf>,
+    /// Draw a live progress line on standard error.
+    pub progress: bool,
+}
+
+impl LoadConfig {
+    /// A configuration for `targets` with the defaults: 1 client on 1
+    /// thread for 10 s, a new connection per request, no reuse, TLS 1.2 and
+    /// 1.3 with default algorithms, the webpki roots, a 10 s timeout, no
+    /// warm-up, log or progress line.
+    pub fn new(targets: Vec<Target>) -> Self {
+        LoadConfig {
+            targets,
+            clients: 1,
+            threads: 1,
+            pin_cpus: None,
+            duration: Some(Duration::from_secs(10)),
+            requests: None,
+            warmup: Duration::ZERO,
+            requests_per_conn: 1,
+            reuse: 0.0,
+            resume_with: ResumeWith::Auto,
+            versions: vec![Version::Tls12, Version::Tls13],
+            algorithms: Algorithms::default(),
+            sni: None,
+            trust: Trust::WebPki,
+            early_data: false,
+            timeout: Duration::from_secs(10),
+            log: None,
+            progress: false,
+        }
+    }
+}
+
+/// Configuration errors: the run could not start. Network failures during
+/// a run are not errors; they are counted in the report.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A target URL could not be parsed.
+    #[error("bad URL '{url}': expected https://host[:port]/path ({reason})")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The options cannot work together; the message says which to change.
+    #[error("invalid load configuration: {0}")]
+    Config(String),
+    /// The TLS options or trust files are unusable.
+    #[error("TLS setup: {0}")]
+    Crypto(#[from] tlslab_crypto::Error),
+    /// rustls rejected the client configuration.
+    #[error("TLS setup: {0}; check --tls, --suites and --groups")]
+    Rustls(#[from] rustls::Error),
+    /// The request log could not be written.
+    #[error(transparent)]
+    Log(#[from] tlslab_report::Error),
+    /// The engine's runtime or thread pinning could not be set up.
+    #[error("{0}")]
+    Runtime(String),
+}

@@ -1,1 +1,245 @@
-//! placeholder
+//! The tlslab server engine: the HTTPS (and optional plain HTTP) server
+//! behind `tlslab serve`, also embedded in-process by `tlslab lab`.
+//!
+//! This crate is for serving a fixed, in-memory content set over TLS (via
+//! tokio-rustls and hyper, HTTP/1.1 keep-alive and HTTP/2 by ALPN) with the
+//! TLS knobs tlslab studies switchable (versions, suites, groups, session
+//! cache, tickets, early data), and for observing what that costs the
+//! server: handshakes by version and kind, session-cache and ticket
+//! counters, raw socket bytes, failures by reason and the CPU time of the
+//! server's own worker threads. It exposes those as a [`Snapshot`], a human
+//! [`Snapshot::summary`] and Prometheus/OpenMetrics text on a separate
+//! metrics address.
+//!
+//! It is not for general web serving: content is loaded into memory at
+//! start (at most 1 GiB), there is no configuration language, no request
+//! bodies are used, and no client authentication is done. It does not
+//! generate load (that is `tlslab-load`) and does not parse TLS itself
+//! beyond classifying the first bytes of a connection (`tlslab-wire`).
+//!
+//! Routes, on both the TLS and the plain listener (GET and HEAD; other
+//! methods get 405): the content's files; `/health` → `ok`;
+//! `/bytes/<N>` → N filler bytes; `/dyn?work=<µs>&bytes=<N>` → burns that
+//! much CPU time on the worker thread serving it (a busy loop on the thread
+//! CPU clock, which holds that worker like real application work would),
+//! then returns N bytes, with the CPU time burnt in the `x-tlslab-cpu-us`
+//! header. Work is capped at 10 s and N at 1 GiB; bad parameters get a 400
+//! naming the problem. Every fixed body carries `Content-Length`.
+//!
+//! [`Server::start`], [`Server::shutdown`] and [`wait_for_signal`] block the
+//! calling thread; call them from synchronous code (or `spawn_blocking`).
+//! The server runs on its own multi-thread tokio runtime.
+
+mod content;
+mod cpu;
+mod io;
+mod metrics;
+mod server;
+mod signal;
+mod stats;
+mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tlslab_crypto::provider::{Algorithms, Version};
+
+pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
+pub use cpu::{process_cpu_time, thread_cpu_time};
+pub use server::Server;
+pub use signal::{Signal, wait_for_signal};
+pub use stats::{EarlyDataStats, HandshakeCounts, KindCounts, Listener, PerListener, Snapshot};
+pub use tlslab_crypto::store::{CacheStats, TicketStats};
+
+/// Everything [`Server::start`] needs.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// The TLS listener address (`None`: no TLS listener). Port 0 picks a
+    /// free port; read it back with [`Server::https_addr`].
+    pub https: Option<SocketAddr>,
+    /// An optional plain-HTTP listener serving the same content, the
+    /// baseline for "what does TLS cost".
+    pub http: Option<SocketAddr>,
+    /// An optional address serving `GET /metrics` (OpenMetrics text, which
+    /// Prometheus scrapes) and `GET /health`. Its own traffic is not
+    /// counted in the connection, request or byte figures.
+    pub metrics: Option<SocketAddr>,
+    /// What is served.
+    pub content: Content,
+    /// TLS settings of the HTTPS listener.
+    pub tls: TlsSettings,
+    /// Tokio worker threads (at least 1).
+    pub threads: usize,
+    /// If set, every runtime thread is pinned to exactly this set of CPUs
+    /// (its affinity mask is the whole set; the kernel places threads
+    /// within it). `lab` passes a single CPU.
+    pub pin_cpus: Option<Vec<usize>>,
+    /// A TLS handshake (from accept to the client's Finished) must complete
+    /// within this; otherwise the connection is closed and counted as the
+    /// failure reason `timeout`.
+    pub handshake_timeout: Duration,
+    /// At most this many connections (TLS and plain together) are open at
+    /// once; while at the limit the server stops accepting, so new
+    /// connections wait in the kernel's listen queue.
+    pub max_connections: usize,
+}
+
+impl ServeConfig {
+    /// A configuration with an HTTPS listener on `https`, serving `content`
+    /// with `tls`: no plain or metrics listener, one worker thread per CPU,
+    /// no pinning, a 10 s handshake timeout and at most 10,000 connections.
+    pub fn new(https: SocketAddr, content: Content, tls: TlsSettings) -> Self {
+        ServeConfig {
+            https: Some(https),
+            http: None,
+            metrics: None,
+            content,
+            tls,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            pin_cpus: None,
+            handshake_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
+        }
+    }
+}
+
+/// What the server serves, besides the routes that are always there
+/// (`/health`, `/dyn?work=<µs>&bytes=<N>`, `/bytes/<N>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Content {
+    /// Only the built-in routes.
+    Empty,
+    /// The regular files under this directory, read into memory at start
+    /// (at most [`MAX_ROOT_BYTES`] in total). `/` and `/dir/` serve
+    /// `index.html` of that directory if present. Symbolic links to files
+    /// are followed; symbolic links to directories are not.
+    Root(PathBuf),
+    /// The 36 files of the SPECweb96 set under `/specweb96/`, generated in
+    /// memory (see `tlslab_workload::specweb96`).
+    Specweb96,
+}
+
+/// Where the server's certificate chain and key come from.
+#[derive(Clone, Debug)]
+pub enum CertSource {
+    /// PEM files: the chain (leaf first) and its private key.
+    Files {
+        /// The PEM certificate chain.
+        chain: PathBuf,
+        /// The PEM private key.
+        key: PathBuf,
+    },
+    /// A chain generated in memory with `tlslab_crypto::pki::generate`.
+    Generated(tlslab_crypto::pki::Generated),
+}
+
+/// Server-side TLS session storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionCache {
+    /// No server-side storage: TLS 1.2 session IDs and stateful TLS 1.3
+    /// tickets cannot resume (only stateless tickets can, if enabled).
+    None,
+    /// A bounded in-memory cache (`tlslab_crypto::store::ServerSessionCache`).
+    Memory {
+        /// Maximum number of sessions held.
+        capacity: usize,
+        /// How long a session stays resumable.
+        ttl: Duration,
+    },
+}
+
+/// TLS settings of the HTTPS listener.
+#[derive(Clone, Debug)]
+pub struct TlsSettings {
+    /// Protocol versions offered (`--tls`).
+    pub versions: Vec<Version>,
+    /// Cipher suites and key-exchange groups (`--suites`, `--groups`).
+    pub algorithms: Algorithms,
+    /// The certificate chain and key.
+    pub cert: CertSource,
+    /// Server-side session storage (`--session-cache`).
+    pub session_cache: SessionCache,
+    /// Stateless session tickets (`--tickets on|off`). On: TLS 1.2 tickets
+    /// and stateless TLS 1.3 tickets sealed by a rotating aws-lc-rs
+    /// ticketer. Off: TLS 1.2 resumes by session ID and TLS 1.3 tickets are
+    /// stateful (stored in the session cache), as rustls does by default.
+    pub tickets: bool,
+    /// `--max-early-data`: the most TLS 1.3 0-RTT bytes accepted per
+    /// connection (0 = early data off). rustls accepts early data only on
+    /// stateful resumption, so a non-zero value requires `tickets: false`
+    /// and a memory session cache ([`Server::start`] refuses otherwise);
+    /// single-use stateful tickets make each 0-RTT flight unreplayable.
+    /// Accepted early data is handed to the HTTP layer ahead of the
+    /// post-handshake bytes, in order, never dropped; but tokio-rustls has
+    /// no server 0.5-RTT path, so the server answers only once the
+    /// handshake is complete and 0-RTT saves the client no round trip here.
+    pub max_early_data: u32,
+    /// ALPN protocols offered, in preference order (default `h2`,
+    /// `http/1.1`). Empty: no ALPN (HTTP version found from the first bytes).
+    pub alpn: Vec<Vec<u8>>,
+}
+
+impl TlsSettings {
+    /// Settings with `cert` and tlslab's defaults: TLS 1.2 and 1.3, default
+    /// suites and groups, a memory session cache of 20,480 sessions kept for
+    /// 5 minutes, tickets off, no early data, ALPN `h2` and `http/1.1`.
+    pub fn new(cert: CertSource) -> Self {
+        TlsSettings {
+            versions: vec![Version::Tls12, Version::Tls13],
+            algorithms: Algorithms::default(),
+            cert,
+            session_cache: SessionCache::Memory {
+                capacity: 20_480,
+                ttl: Duration::from_secs(300),
+            },
+            tickets: false,
+            max_early_data: 0,
+            alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        }
+    }
+}
+
+/// Errors from starting or running the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration cannot work; the message says which option to change.
+    #[error("invalid server configuration: {0}")]
+    Config(String),
+    /// Building the TLS configuration failed (bad key material, or the
+    /// version/suite/group options leave nothing to negotiate).
+    #[error("TLS setup: {0}")]
+    Tls(#[from] tlslab_crypto::Error),
+    /// rustls rejected the certificate and key.
+    #[error(
+        "TLS setup: {0}; check that the key matches the first certificate of the chain (regenerate both with `tlslab certs --out DIR`)"
+    )]
+    Rustls(#[from] rustls::Error),
+    /// A listener could not be bound.
+    #[error(
+        "cannot listen on {addr} for {what}: {source}; pick another address or port (port 0 picks a free one)"
+    )]
+    Bind {
+        /// Which listener ("https", "http", "metrics").
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The content could not be loaded.
+    #[error("content: {path}: {problem}")]
+    Content {
+        /// The file or directory.
+        path: PathBuf,
+        /// What went wrong and what to do about it.
+        problem: String,
+    },
+    /// The runtime, thread pinning or signal handling could not be set up.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// Shorthand for results in this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

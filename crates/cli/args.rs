@@ -1,0 +1,336 @@
+//! Step one of flag parsing: the raw command line, as clap sees it. Nothing
+//! here does I/O; `config.rs` turns these into validated engine configs.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// tlslab: measure what TLS costs an HTTPS server, and what wins it back.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tlslab",
+    version,
+    about = "A laboratory for measuring what TLS costs an HTTPS server",
+    long_about = "tlslab measures what TLS costs an HTTPS server.\n\n\
+        `serve` is an HTTPS/HTTP server whose session cache, tickets, versions, suites, groups and \
+        certificates can all be switched, with Prometheus metrics. `load` is a load generator with \
+        a session-reuse knob that times TCP connect, full and resumed handshakes, first byte and \
+        transfer separately. `lab` runs both on this machine and prints what TLS costs here.\n\n\
+        Exit codes: 0 success, 1 runtime failure, 2 usage error.",
+    after_help = "Start with `tlslab lab --quick`. Every subcommand has its own --help."
+)]
+pub struct Cli {
+    /// Log verbosity for diagnostics on stderr (error, warn, info, debug, trace).
+    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
+    pub log_level: String,
+
+    /// The subcommand to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a CA and a server certificate chain signed by it.
+    Certs(CertsArgs),
+    /// Run the HTTPS (and optional plain HTTP) server.
+    Serve(ServeArgs),
+    /// Generate HTTPS load against one or more URLs and report per-phase timings.
+    Load(LoadArgs),
+    /// Run serve and load together on this machine and print what TLS costs here.
+    Lab(LabArgs),
+}
+
+/// `tlslab certs`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  tlslab certs --out certs --key ecdsa-p256 --san localhost,127.0.0.1\n\n\
+    Writes ca.pem (give it to clients with --cacert), ca.key, server.pem (leaf then CA) and \
+    server.key (mode 0600)."
+)]
+pub struct CertsArgs {
+    /// Directory to write ca.pem, ca.key, server.pem and server.key into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Key algorithm of the CA and the server certificate:
+    /// rsa2048, rsa3072, rsa4096, ecdsa-p256, ecdsa-p384 or ed25519.
+    #[arg(long, default_value = "ecdsa-p256", value_name = "TYPE")]
+    pub key: String,
+
+    /// Subject alternative names of the server certificate, comma separated
+    /// (DNS names or IP addresses). Default: localhost,127.0.0.1,::1.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub san: Vec<String>,
+}
+
+/// On or off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+/// Built-in file sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Fileset {
+    /// The 36 files of SPECweb96 (four classes of nine sizes, 102 B to 900 KB),
+    /// served under /specweb96/class{0-3}_{0-8}.
+    Specweb96,
+}
+
+/// `tlslab serve`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  tlslab serve --fileset specweb96 --http 127.0.0.1:8080 --metrics 127.0.0.1:9090 \\\n      \
+    --tls 1.2,1.3 --session-cache memory:100000 --tickets off\n\n\
+    Without --cert/--key it generates an ephemeral CA and certificate and prints where ca.pem is.\n\
+    Every mode also serves /dyn?work=<µs>&bytes=<N> (burns CPU, returns N bytes), /bytes/<N> and /health.\n\
+    SIGINT or SIGTERM stops it gracefully and prints a summary."
+)]
+pub struct ServeArgs {
+    /// Address of the HTTPS listener (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8443", value_name = "ADDR")]
+    pub listen: SocketAddr,
+
+    /// Also serve the same content over plain HTTP on this address (the TLS-vs-plain baseline).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+
+    /// Serve the static files under DIR (loaded into memory at start, at most 1 GiB).
+    #[arg(long, value_name = "DIR", conflicts_with = "fileset")]
+    pub root: Option<PathBuf>,
+
+    /// Serve a built-in file set generated in memory.
+    #[arg(long, value_name = "NAME")]
+    pub fileset: Option<Fileset>,
+
+    /// PEM certificate chain, leaf first (needs --key).
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+
+    /// PEM private key of --cert (needs --cert).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+
+    /// Key type of the ephemeral certificate generated when --cert is not given.
+    #[arg(
+        long,
+        default_value = "ecdsa-p256",
+        value_name = "TYPE",
+        conflicts_with = "cert"
+    )]
+    pub key_type: String,
+
+    /// TLS versions to accept, comma separated: 1.2, 1.3.
+    #[arg(long, default_value = "1.2,1.3", value_name = "VERSIONS")]
+    pub tls: String,
+
+    /// Cipher suites to accept, comma separated, by IANA name
+    /// (e.g. TLS13_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256). Default: rustls's.
+    #[arg(long, value_name = "SUITES", value_delimiter = ',')]
+    pub suites: Option<Vec<String>>,
+
+    /// Key-exchange groups in preference order, comma separated:
+    /// x25519, secp256r1, secp384r1, secp521r1, X25519MLKEM768. Default: rustls's.
+    #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
+    pub groups: Option<Vec<String>>,
+
+    /// Server session cache: `none`, or `memory:N` for at most N sessions
+    /// (TLS 1.2 session IDs and, with --tickets off, TLS 1.3 stateful tickets).
+    #[arg(long, default_value = "memory:100000", value_name = "SPEC")]
+    pub session_cache: String,
+
+    /// How long a cached session stays valid.
+    #[arg(long, default_value = "300s", value_name = "DURATION", value_parser = parse_duration)]
+    pub session_timeout: Duration,
+
+    /// Session tickets. `on`: TLS 1.2 tickets and stateless TLS 1.3 tickets.
+    /// `off`: no TLS 1.2 tickets, and TLS 1.3 tickets are stateful (kept in the session cache).
+    #[arg(long, default_value = "on", value_name = "on|off")]
+    pub tickets: OnOff,
+
+    /// Maximum TLS 1.3 early data (0-RTT) accepted per connection, in bytes; 0 disables it.
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub max_early_data: u32,
+
+    /// Worker threads (default: the number of CPUs this process may use).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Close connections whose TLS handshake has not finished within this time.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+
+    /// Maximum simultaneously open connections; at the limit the server stops accepting.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_connections: usize,
+
+    /// ALPN protocols to offer, comma separated, in preference order (h2, http/1.1).
+    #[arg(
+        long,
+        default_value = "h2,http/1.1",
+        value_name = "PROTOCOLS",
+        value_delimiter = ','
+    )]
+    pub alpn: Vec<String>,
+}
+
+/// How a client resumes sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ResumeWith {
+    /// TLS 1.2 session IDs only (no ticket extension). TLS 1.3 always uses PSK tickets.
+    Id,
+    /// TLS 1.2 session tickets (RFC 5077). TLS 1.3 always uses PSK tickets.
+    Ticket,
+    /// Offer both; the server chooses.
+    Auto,
+}
+
+/// `tlslab load`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  tlslab load https://127.0.0.1:8443/specweb96/class1_3 --cacert certs/ca.pem \\\n      \
+    -c 16 -d 10s --requests-per-conn 1 --reuse 50 --tls 1.3 --json run.json --log run.csv\n\n\
+    --reuse follows seed 000's running counter: each client offers resumption whenever the share \
+    of its connections that resumed is below P, so 50 gives N R N R ..., 100 gives N R R R ....\n\
+    All figures are client-observed over the measurement window printed with them.\n\
+    Exit code 1 when every request failed (the report is still printed)."
+)]
+pub struct LoadArgs {
+    /// Target URLs (http:// or https://); each client walks them in turn.
+    #[arg(required = true, value_name = "URL")]
+    pub urls: Vec<String>,
+
+    /// Concurrent clients (closed loop: each has one request outstanding).
+    #[arg(short = 'c', long, default_value_t = 8, value_name = "CLIENTS")]
+    pub clients: usize,
+
+    /// How long to measure (e.g. 10s, 1m). Default 10s unless -n is given.
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Total requests to send; with -d too, whichever comes first ends the run.
+    #[arg(short = 'n', long, value_name = "REQUESTS")]
+    pub requests: Option<u64>,
+
+    /// Unrecorded warm-up before the measurement window.
+    #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Duration,
+
+    /// Engine threads (default: the number of CPUs this process may use).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Requests per connection: 1 opens a new connection for every request
+    /// (as the papers did); 0 keeps each connection alive for the whole run.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub requests_per_conn: u32,
+
+    /// Target share of connections that resume a session, in percent (0-100).
+    #[arg(long, default_value_t = 0.0, value_name = "PERCENT")]
+    pub reuse: f64,
+
+    /// How to resume: id (TLS 1.2 session IDs), ticket (TLS 1.2 tickets), auto (both).
+    /// TLS 1.3 always resumes with PSK tickets.
+    #[arg(long, default_value = "auto", value_name = "HOW")]
+    pub resume_with: ResumeWith,
+
+    /// TLS versions to offer, comma separated: 1.2, 1.3.
+    #[arg(long, default_value = "1.2,1.3", value_name = "VERSIONS")]
+    pub tls: String,
+
+    /// Cipher suites to offer, comma separated, by IANA name. Default: rustls's.
+    #[arg(long, value_name = "SUITES", value_delimiter = ',')]
+    pub suite: Option<Vec<String>>,
+
+    /// Key-exchange groups to offer, in preference order, comma separated. Default: rustls's.
+    #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
+    pub group: Option<Vec<String>>,
+
+    /// Server name to send in SNI and verify (default: the URL's host).
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+
+    /// Trust only the CA certificates in this PEM file (e.g. the ca.pem of `tlslab certs`).
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<PathBuf>,
+
+    /// Do not verify the server certificate. Measurements stay valid, security does not.
+    #[arg(long)]
+    pub insecure: bool,
+
+    /// Send the request as TLS 1.3 early data (0-RTT) on resumed connections, where the server allows it.
+    #[arg(long)]
+    pub early_data: bool,
+
+    /// Give up on a connection or request after this long (e.g. 10s), or `inf`.
+    #[arg(long, default_value = "10s", value_name = "DURATION|inf", value_parser = parse_timeout)]
+    pub timeout: Duration,
+
+    /// Write the report as JSON to FILE (schema in the README).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write one CSV row per request to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+
+    /// Never show the live progress line (it is shown only on a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// `tlslab lab`.
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  tlslab lab --quick\n\n\
+    Starts an embedded server on loopback pinned to one CPU and drives it from another, for: \
+    plain HTTP, TLS full, TLS resumed and TLS keep-alive, each for TLS 1.2 and 1.3 with ECDSA \
+    P-256 and RSA-2048. Prints requests/s (client-observed) and server CPU per request \
+    (server-observed) for each row, and the ratios full/plain, resumed/full, keep-alive/full.")]
+pub struct LabArgs {
+    /// Short cells: finishes within about 15 s instead of about 90 s.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Measurement time per cell (overrides the default of 5s, or 0.7s with --quick).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub cell: Option<Duration>,
+
+    /// Concurrent clients per cell.
+    #[arg(short = 'c', long, default_value_t = 8, value_name = "CLIENTS")]
+    pub clients: usize,
+
+    /// Write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Parses `10s`, `500ms`, `2m`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<f64>()
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return Ok(Duration::from_secs_f64(secs));
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("'{s}' is not a duration ({e}); write it like 10s, 500ms or 2m"))
+}
+
+/// Like [`parse_duration`], and `inf` means no limit.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    if s.eq_ignore_ascii_case("inf") || s.eq_ignore_ascii_case("infinite") {
+        return Ok(Duration::MAX);
+    }
+    parse_duration(s)
+}

@@ -1,0 +1,343 @@
+//! Step two of flag parsing: validate raw flags into engine configurations.
+//! Everything wrong here is the user's to fix, so it is a [`Usage`] error
+//! (exit code 2) whose message names the problem and the fix.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tlslab_crypto::pki::KeyType;
+use tlslab_crypto::provider::{self, Algorithms};
+
+use crate::args::{self, OnOff};
+
+/// A usage error: bad flags or bad files named by flags. Exit code 2.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// Wraps any displayable error as a usage error.
+pub fn usage(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(Usage(e.to_string()))
+}
+
+fn bail<T>(msg: impl Into<String>) -> anyhow::Result<T> {
+    Err(anyhow::Error::new(Usage(msg.into())))
+}
+
+/// Parses a `--key`/`--key-type` value.
+pub fn key_type(s: &str) -> anyhow::Result<KeyType> {
+    s.parse::<KeyType>().map_err(usage)
+}
+
+fn threads(given: Option<usize>) -> anyhow::Result<usize> {
+    match given {
+        Some(0) => bail("--threads must be at least 1"),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
+}
+
+/// A validated `serve` configuration, plus where an ephemeral CA went.
+pub struct PreparedServe {
+    /// The engine configuration.
+    pub config: tlslab_server::ServeConfig,
+    /// The CA file clients should trust, when the certificate was generated.
+    pub ephemeral_ca: Option<PathBuf>,
+    /// The directory holding ephemeral files, removed at shutdown.
+    pub ephemeral_dir: Option<PathBuf>,
+}
+
+/// Validates `tlslab serve` flags.
+pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
+    use tlslab_server::{CertSource, Content, ServeConfig, TlsSettings};
+
+    let versions = provider::parse_versions(&a.tls).map_err(usage)?;
+    let algorithms = Algorithms {
+        suites: a.suites.clone(),
+        groups: a.groups.clone(),
+    };
+    // Fail on bad suites/groups now, with the flag's name in the message.
+    provider::build(&versions, &algorithms).map_err(usage)?;
+
+    let session_cache = parse_session_cache(&a.session_cache, a.session_timeout)?;
+    let content = match (&a.root, a.fileset) {
+        (Some(dir), _) => {
+            if !dir.is_dir() {
+                return bail(format!(
+                    "--root {}: not a directory; give a directory of files to serve",
+                    dir.display()
+                ));
+            }
+            Content::Root(dir.clone())
+        }
+        (None, Some(args::Fileset::Specweb96)) => Content::Specweb96,
+        (None, None) => Content::Empty,
+    };
+
+    let (cert, ephemeral_ca, ephemeral_dir) = match (&a.cert, &a.key) {
+        (Some(chain), Some(key)) => {
+            // Load now so that a bad file is a usage error naming the file.
+            tlslab_crypto::pki::load_chain(chain).map_err(usage)?;
+            tlslab_crypto::pki::load_key(key).map_err(usage)?;
+            (
+                CertSource::Files {
+                    chain: chain.clone(),
+                    key: key.clone(),
+                },
+                None,
+                None,
+            )
+        }
+        _ => {
+            let kt = key_type(&a.key_type)?;
+            let generated = tlslab_crypto::pki::generate(kt, &[]).map_err(usage)?;
+            let dir = std::env::temp_dir().join(format!("tlslab-serve-{}", std::process::id()));
+            generated
+                .write_to(&dir)
+                .map_err(|e| anyhow::anyhow!("writing the ephemeral certificate: {e}"))?;
+            let ca = dir.join(tlslab_crypto::pki::CA_CERT_FILE);
+            (CertSource::Generated(generated), Some(ca), Some(dir))
+        }
+    };
+
+    if a.max_connections == 0 {
+        return bail("--max-connections must be at least 1");
+    }
+    let mut alpn = Vec::new();
+    for p in &a.alpn {
+        match p.as_str() {
+            "h2" | "http/1.1" => alpn.push(p.as_bytes().to_vec()),
+            "" => {}
+            other => {
+                return bail(format!(
+                    "--alpn: '{other}' is not supported; use h2 and/or http/1.1"
+                ));
+            }
+        }
+    }
+
+    Ok(PreparedServe {
+        config: ServeConfig {
+            https: Some(a.listen),
+            http: a.http,
+            metrics: a.metrics,
+            content,
+            tls: TlsSettings {
+                versions,
+                algorithms,
+                cert,
+                session_cache,
+                tickets: a.tickets == OnOff::On,
+                max_early_data: a.max_early_data,
+                alpn,
+            },
+            threads: threads(a.threads)?,
+            pin_cpus: None,
+            handshake_timeout: a.handshake_timeout,
+            max_connections: a.max_connections,
+        },
+        ephemeral_ca,
+        ephemeral_dir,
+    })
+}
+
+fn parse_session_cache(spec: &str, ttl: Duration) -> anyhow::Result<tlslab_server::SessionCache> {
+    use tlslab_server::SessionCache;
+    let s = spec.trim();
+    if s.eq_ignore_ascii_case("none") || s.eq_ignore_ascii_case("off") {
+        return Ok(SessionCache::None);
+    }
+    if let Some(n) = s.strip_prefix("memory:") {
+        return match n.trim().parse::<usize>() {
+            Ok(capacity) if capacity > 0 => Ok(SessionCache::Memory { capacity, ttl }),
+            _ => bail(format!(
+                "--session-cache {spec}: the size must be a whole number of sessions above 0, as in memory:100000"
+            )),
+        };
+    }
+    bail(format!(
+        "--session-cache {spec}: expected `none` or `memory:N`, as in memory:100000"
+    ))
+}
+
+/// Validates `tlslab load` flags.
+pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
+    use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
+
+    let mut targets = Vec::with_capacity(a.urls.len());
+    for u in &a.urls {
+        targets.push(Target::parse(u).map_err(usage)?);
+    }
+    if a.clients == 0 {
+        return bail("-c/--clients must be at least 1");
+    }
+    if !(0.0..=100.0).contains(&a.reuse) || a.reuse.is_nan() {
+        return bail(format!(
+            "--reuse {}: give a percentage from 0 to 100",
+            a.reuse
+        ));
+    }
+    if a.requests == Some(0) {
+        return bail("-n/--requests must be at least 1");
+    }
+    if a.duration == Some(Duration::ZERO) {
+        return bail("-d/--duration must be above 0");
+    }
+    let duration = match (a.duration, a.requests) {
+        (None, None) => Some(Duration::from_secs(10)),
+        (d, _) => d,
+    };
+    let versions = provider::parse_versions(&a.tls).map_err(usage)?;
+    let algorithms = Algorithms {
+        suites: a.suite.clone(),
+        groups: a.group.clone(),
+    };
+    provider::build(&versions, &algorithms).map_err(usage)?;
+
+    let any_tls = targets.iter().any(|t| t.is_tls());
+    let trust = match (&a.cacert, a.insecure) {
+        (Some(_), true) => return bail("--cacert and --insecure contradict each other; drop one"),
+        (Some(path), false) => {
+            tlslab_crypto::pki::load_roots(path).map_err(usage)?;
+            Trust::CaFile(path.clone())
+        }
+        (None, true) => Trust::Insecure,
+        (None, false) => Trust::WebPki,
+    };
+    if a.early_data && !versions.contains(&provider::Version::Tls13) {
+        return bail("--early-data needs TLS 1.3; add 1.3 to --tls");
+    }
+    if !any_tls && (a.reuse > 0.0 || a.early_data) {
+        return bail("--reuse and --early-data need an https:// URL");
+    }
+
+    Ok(LoadConfig {
+        targets,
+        clients: a.clients,
+        threads: threads(a.threads)?,
+        pin_cpus: None,
+        duration,
+        requests: a.requests,
+        warmup: a.warmup,
+        requests_per_conn: a.requests_per_conn,
+        reuse: a.reuse / 100.0,
+        resume_with: match a.resume_with {
+            args::ResumeWith::Id => ResumeWith::Id,
+            args::ResumeWith::Ticket => ResumeWith::Ticket,
+            args::ResumeWith::Auto => ResumeWith::Auto,
+        },
+        versions,
+        algorithms,
+        sni: a.sni.clone(),
+        trust,
+        early_data: a.early_data,
+        timeout: a.timeout,
+        log: a.log.clone(),
+        progress: false,
+    })
+}
+
+/// Validates `tlslab lab` flags.
+pub fn lab(a: &args::LabArgs) -> anyhow::Result<tlslab_experiment::lab::LabConfig> {
+    if a.clients == 0 {
+        return bail("-c/--clients must be at least 1");
+    }
+    let cell = a.cell.unwrap_or(if a.quick {
+        Duration::from_millis(700)
+    } else {
+        Duration::from_secs(5)
+    });
+    if cell.is_zero() {
+        return bail("--cell must be above 0");
+    }
+    Ok(tlslab_experiment::lab::LabConfig {
+        cell,
+        clients: a.clients,
+        quick: a.quick,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(argv: &[&str]) -> crate::args::Cli {
+        crate::args::Cli::try_parse_from(argv).unwrap()
+    }
+
+    #[test]
+    fn session_cache_specs() {
+        let ttl = Duration::from_secs(1);
+        assert!(matches!(
+            parse_session_cache("none", ttl).unwrap(),
+            tlslab_server::SessionCache::None
+        ));
+        assert!(matches!(
+            parse_session_cache("memory:5", ttl).unwrap(),
+            tlslab_server::SessionCache::Memory { capacity: 5, .. }
+        ));
+        for bad in ["memory:0", "memory:x", "redis", ""] {
+            let err = parse_session_cache(bad, ttl).unwrap_err();
+            assert!(err.downcast_ref::<Usage>().is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn load_flags_validate() {
+        let cli = parse(&["tlslab", "load", "https://127.0.0.1:1/", "--reuse", "150"]);
+        let crate::args::Command::Load(a) = cli.command else {
+            panic!()
+        };
+        assert!(load(&a).unwrap_err().to_string().contains("0 to 100"));
+
+        let cli = parse(&["tlslab", "load", "ftp://x/"]);
+        let crate::args::Command::Load(a) = cli.command else {
+            panic!()
+        };
+        assert!(load(&a).unwrap_err().downcast_ref::<Usage>().is_some());
+
+        let cli = parse(&[
+            "tlslab",
+            "load",
+            "https://127.0.0.1:1/",
+            "--reuse",
+            "50",
+            "-n",
+            "10",
+        ]);
+        let crate::args::Command::Load(a) = cli.command else {
+            panic!()
+        };
+        let cfg = load(&a).unwrap();
+        assert_eq!(cfg.reuse, 0.5);
+        assert_eq!(cfg.duration, None);
+        assert_eq!(cfg.requests, Some(10));
+    }
+
+    #[test]
+    fn conflicting_flags_are_usage_errors() {
+        for argv in [
+            &[
+                "tlslab",
+                "load",
+                "https://x/",
+                "--insecure",
+                "--cacert",
+                "ca.pem",
+            ][..],
+            &["tlslab", "serve", "--root", ".", "--fileset", "specweb96"][..],
+            &["tlslab", "serve", "--cert", "a.pem"][..],
+        ] {
+            let err = crate::args::Cli::try_parse_from(argv).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{argv:?}");
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! `tlslab lab`: what TLS costs on this machine.
+//!
+//! One embedded server per certificate type (ECDSA P-256 and RSA-2048) runs
+//! on loopback with one worker pinned to one CPU; the load engine runs with
+//! one thread pinned to another CPU. Each cell is a short closed-loop run:
+//! plain HTTP (new connection per request, and keep-alive), then for each
+//! TLS version and key type: every request a full handshake, every request
+//! a resumed handshake, and keep-alive. Requests/s are client-observed over
+//! each cell's window; CPU per request is server-observed (the server
+//! worker's CPU time over the whole run divided by the requests it served).
+
+use std::time::Duration;
+
+use tlslab_crypto::pki::{self, KeyType};
+use tlslab_crypto::provider::{Algorithms, Version};
+use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
+use tlslab_server::{CertSource, Content, ServeConfig, Server, SessionCache, TlsSettings};
+
+use crate::Error;
+use crate::pin::Placement;
+
+/// The path every cell requests: a 4 KiB file of the SPECweb96 set.
+pub const PATH: &str = "/specweb96/class1_3";
+
+/// What the lab runs.
+#[derive(Clone, Debug)]
+pub struct LabConfig {
+    /// Measurement time per cell.
+    pub cell: Duration,
+    /// Concurrent clients per cell.
+    pub clients: usize,
+    /// Whether this is the short run (recorded in the output).
+    pub quick: bool,
+}
+
+/// The connection pattern of a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Plain HTTP, a new TCP connection per request.
+    PlainNewConn,
+    /// Plain HTTP, connections kept alive.
+    PlainKeepAlive,
+    /// TLS, a new connection and a full handshake per request.
+    TlsFull,
+    /// TLS, a new connection per request, every one but the first resumed.
+    TlsResumed,
+    /// TLS, connections kept alive.
+    TlsKeepAlive,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::PlainNewConn => "plain HTTP, new conn",
+            Mode::PlainKeepAlive => "plain HTTP, keep-alive",
+            Mode::TlsFull => "TLS full handshake",
+            Mode::TlsResumed => "TLS resumed",
+            Mode::TlsKeepAlive => "TLS keep-alive",
+        }
+    }
+}
+
+/// One measured cell.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CellResult {
+    /// The connection pattern.
+    pub mode: Mode,
+    /// The TLS version, for TLS cells.
+    pub version: Option<Version>,
+    /// The certificate key type, for TLS cells.
+    pub key: Option<String>,
+    /// Requests per second, client-observed over `window_s`.
+    pub requests_per_s: f64,
+    /// The client's measurement window in seconds.
+    pub window_s: f64,
+    /// Requests completed in the window.
+    pub requests: u64,
+    /// Server CPU time per request served in microseconds (server-observed,
+    /// whole run including warm-up).
+    pub server_cpu_us_per_request: f64,
+    /// Median handshake time in microseconds (client-observed), for TLS cells.
+    pub handshake_p50_us: Option<f64>,
+    /// Share of connections whose resumption the server accepted.
+    pub reuse_achieved: f64,
+    /// The client's CPU busy fraction over the window.
+    pub client_busy: f64,
+    /// Returns true if and only if the client was ≥ 90 % busy: the cell's
+    /// throughput then measures the client, not the server.
+    pub client_saturated: bool,
+    /// Failed requests in the window.
+    pub errors: u64,
+}
+
+/// Ratios for one version and key type.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Ratios {
+    /// TLS version.
+    pub version: Version,
+    /// Certificate key type.
+    pub key: String,
+    /// Requests/s with a full handshake per request ÷ plain HTTP new-connection requests/s.
+    pub full_over_plain: f64,
+    /// Resumed ÷ full requests/s.
+    pub resumed_over_full: f64,
+    /// Keep-alive ÷ full requests/s.
+    pub keepalive_over_full: f64,
+    /// Server CPU per request, full handshake ÷ plain HTTP new connection.
+    pub cpu_full_over_plain: f64,
+    /// Server CPU per request, resumed ÷ full.
+    pub cpu_resumed_over_full: f64,
+}
+
+/// The lab's results.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LabReport {
+    /// Schema version of this JSON.
+    pub schema_version: u32,
+    /// Whether this was `--quick`.
+    pub quick: bool,
+    /// Where server and client ran.
+    pub placement: Placement,
+    /// Concurrent clients per cell.
+    pub clients: usize,
+    /// Measurement time per cell, seconds.
+    pub cell_s: f64,
+    /// The path requested.
+    pub path: String,
+    /// Every cell, in run order.
+    pub cells: Vec<CellResult>,
+    /// Ratios per version and key type.
+    pub ratios: Vec<Ratios>,
+}
+
+struct Embedded {
+    key: KeyType,
+    server: Server,
+    roots: rustls::RootCertStore,
+}
+
+fn start_server(key: KeyType, placement: &Placement, with_http: bool) -> Result<Embedded, Error> {
+    let generated = pki::generate(key, &[])?;
+    let roots = generated.roots()?;
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let server = Server::start(ServeConfig {
+        https: Some(loopback),
+        http: with_http.then_some(loopback),
+        metrics: None,
+        content: Content::Specweb96,
+        tls: TlsSettings {
+            versions: vec![Version::Tls12, Version::Tls13],
+            algorithms: Algorithms::default(),
+            cert: CertSource::Generated(generated),
+            session_cache: SessionCache::Memory {
+                capacity: 100_000,
+                ttl: Duration::from_secs(300),
+            },
+            tickets: true,
+            max_early_data: 0,
+            alpn: vec![b"http/1.1".to_vec()],
+        },
+        threads: 1,
+        pin_cpus: (!placement.server.is_empty()).then(|| placement.server.clone()),
+        handshake_timeout: Duration::from_secs(10),
+        max_connections: 10_000,
+    })?;
+    Ok(Embedded { key, server, roots })
+}
+
+/// Runs the lab. `progress` receives one line per cell as it finishes.
+pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport, Error> {
+    let placement = Placement::split();
+    progress(&format!(
+        "tlslab lab: {} cells of {:.1} s each, {} clients; {}",
+        2 + 12,
+        cfg.cell.as_secs_f64(),
+        cfg.clients,
+        placement.describe()
+    ));
+    let ecdsa = start_server(KeyType::EcdsaP256, &placement, true)?;
+    let rsa = start_server(KeyType::Rsa2048, &placement, false)?;
+
+    let mut cells = Vec::new();
+    let http = ecdsa
+        .server
+        .http_addr()
+        .map(|a| format!("http://{a}{PATH}"));
+    if let Some(url) = &http {
+        for mode in [Mode::PlainNewConn, Mode::PlainKeepAlive] {
+            let c = run_cell(cfg, &placement, &ecdsa, url, mode, None)?;
+            progress(&progress_line(&c));
+            cells.push(c);
+        }
+    }
+    for version in [Version::Tls12, Version::Tls13] {
+        for emb in [&ecdsa, &rsa] {
+            let Some(addr) = emb.server.https_addr() else {
+                continue;
+            };
+            let url = format!("https://localhost:{}{PATH}", addr.port());
+            for mode in [Mode::TlsFull, Mode::TlsResumed, Mode::TlsKeepAlive] {
+                let c = run_cell(cfg, &placement, emb, &url, mode, Some(version))?;
+                progress(&progress_line(&c));
+                cells.push(c);
+            }
+        }
+    }
+    ecdsa.server.shutdown();
+    rsa.server.shutdown();
+
+    let ratios = ratios(&cells);
+    Ok(LabReport {
+        schema_version: 1,
+        quick: cfg.quick,
+        placement,
+        clients: cfg.clients,
+        cell_s: cfg.cell.as_secs_f64(),
+        path: PATH.into(),
+        cells,
+        ratios,
+    })
+}
+
+fn progress_line(c: &CellResult) -> String {
+    format!(
+        "  {:<24} {:<8} {:<11} {:>9.0} req/s",
+        c.mode.label(),
+        c.version.map_or("-", |v| v.name()),
+        c.key.as_deref().unwrap_or("-"),
+        c.requests_per_s
+    )
+}
+
+fn run_cell(
+    cfg: &LabConfig,
+    placement: &Placement,
+    emb: &Embedded,
+    url: &str,
+    mode: Mode,
+    version: Option<Version>,
+) -> Result<CellResult, Error> {
+    let (k, reuse) = match mode {
+        Mode::PlainNewConn | Mode::TlsFull => (1, 0.0),
+        Mode::TlsResumed => (1, 1.0),
+        Mode::PlainKeepAlive | Mode::TlsKeepAlive => (0, 0.0),
+    };
+    let load = LoadConfig {
+        targets: vec![Target::parse(url)?],
+        clients: cfg.clients,
+        threads: 1,
+        pin_cpus: (!placement.client.is_empty()).then(|| placement.client.clone()),
+        duration: Some(cfg.cell),
+        requests: None,
+        warmup: (cfg.cell / 5).min(Duration::from_millis(500)),
+        requests_per_conn: k,
+        reuse,
+        resume_with: ResumeWith::Auto,
+        versions: version.map_or_else(|| vec![Version::Tls12, Version::Tls13], |v| vec![v]),
+        algorithms: Algorithms::default(),
+        sni: None,
+        trust: Trust::Roots(emb.roots.clone()),
+        early_data: false,
+        timeout: Duration::from_secs(10),
+        log: None,
+        progress: false,
+    };
+    let before = emb.server.snapshot();
+    let cpu_before = emb.server.cpu_time();
+    let report = tlslab_load::run(&load)?;
+    let cpu = emb.server.cpu_time().saturating_sub(cpu_before);
+    let after = emb.server.snapshot();
+    let served = after
+        .requests
+        .total()
+        .saturating_sub(before.requests.total());
+
+    let label = format!(
+        "{} {} {}",
+        mode.label(),
+        version.map_or("", |v| v.name()),
+        if version.is_some() {
+            emb.key.name()
+        } else {
+            ""
+        }
+    );
+    if report.requests.completed == 0 || served == 0 {
+        return Err(Error::EmptyCell {
+            cell: label.trim().to_string(),
+            errors: report.error_summary(),
+        });
+    }
+    let hs = match mode {
+        Mode::TlsFull => report.latency.handshake_full.p50_us,
+        Mode::TlsResumed => report.latency.handshake_resumed.p50_us,
+        _ => None,
+    };
+    Ok(CellResult {
+        mode,
+        version,
+        key: version.map(|_| emb.key.name().to_string()),
+        requests_per_s: report.throughput.requests_per_s,
+        window_s: report.window.measured_s,
+        requests: report.requests.completed,
+        server_cpu_us_per_request: cpu.as_secs_f64() * 1e6 / served as f64,
+        handshake_p50_us: hs.map(|v| v as f64),
+        reuse_achieved: report.reuse.achieved,
+        client_busy: report.client_cpu.busy_fraction,
+        client_saturated: report.client_cpu.saturated,
+        errors: report.requests.errors,
+    })
+}
+
+fn find<'a>(
+    cells: &'a [CellResult],
+    mode: Mode,
+    version: Option<Version>,
+    key: Option<&str>,
+) -> Option<&'a CellResult> {
+    cells
+        .iter()
+        .find(|c| c.mode == mode && c.version == version && c.key.as_deref() == key)
+}
+
+fn ratios(cells: &[CellResult]) -> Vec<Ratios> {
+    let Some(plain) = find(cells, Mode::PlainNewConn, None, None) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for version in [Version::Tls12, Version::Tls13] {
+        for key in [KeyType::EcdsaP256.name(), KeyType::Rsa2048.name()] {
+            let (Some(full), Some(res), Some(ka)) = (
+                find(cells, Mode::TlsFull, Some(version), Some(key)),
+                find(cells, Mode::TlsResumed, Some(version), Some(key)),
+                find(cells, Mode::TlsKeepAlive, Some(version), Some(key)),
+            ) else {
+                continue;
+            };
+            out.push(Ratios {
+                version,
+                key: key.to_string(),
+                full_over_plain: full.requests_per_s / plain.requests_per_s,
+                resumed_over_full: res.requests_per_s / full.requests_per_s,
+                keepalive_over_full: ka.requests_per_s / full.requests_per_s,
+                cpu_full_over_plain: full.server_cpu_us_per_request
+                    / plain.server_cpu_us_per_request,
+                cpu_resumed_over_full: res.server_cpu_us_per_request
+                    / full.server_cpu_us_per_request,
+            });
+        }
+    }
+    out
+}
+
+impl LabReport {
+    /// The human table.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "\nWhat TLS costs on this machine{}",
+            if self.quick { " (quick run)" } else { "" }
+        );
+        let _ = writeln!(
+            s,
+            "GET {} (4096 B), {} closed-loop clients, {:.1} s per cell; {}.",
+            self.path,
+            self.clients,
+            self.cell_s,
+            self.placement.describe()
+        );
+        let _ = writeln!(
+            s,
+            "req/s and handshake p50 are client-observed over each cell's window; \
+             server CPU/req is server-observed (worker CPU time / requests served)."
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<24} {:<8} {:<11} {:>10} {:>15} {:>10} {:>8} {:>7}",
+            "cell", "version", "key", "req/s", "server CPU/req", "hs p50", "reused", "client"
+        );
+        for c in &self.cells {
+            let _ = writeln!(
+                s,
+                "{:<24} {:<8} {:<11} {:>10.0} {:>12.1} µs {:>10} {:>7.0}% {:>6.0}%{}",
+                c.mode.label(),
+                c.version.map_or("-", |v| v.name()),
+                c.key.as_deref().unwrap_or("-"),
+                c.requests_per_s,
+                c.server_cpu_us_per_request,
+                c.handshake_p50_us
+                    .map_or("-".to_string(), |v| format!("{v:.0} µs")),
+                c.reuse_achieved * 100.0,
+                c.client_busy * 100.0,
+                if c.client_saturated { " !" } else { "" }
+            );
+        }
+        if self.cells.iter().any(|c| c.client_saturated) {
+            let _ = writeln!(
+                s,
+                "! the client was ≥90 % busy in this cell: its req/s measures the client; \
+                 the server CPU/req column still measures the server."
+            );
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<8} {:<11} {:>12} {:>14} {:>16} {:>15} {:>17}",
+            "version",
+            "key",
+            "full/plain",
+            "resumed/full",
+            "keep-alive/full",
+            "CPU full/plain",
+            "CPU resumed/full"
+        );
+        for r in &self.ratios {
+            let _ = writeln!(
+                s,
+                "{:<8} {:<11} {:>12.2} {:>14.2} {:>16.2} {:>15.2} {:>17.2}",
+                r.version.name(),
+                r.key,
+                r.full_over_plain,
+                r.resumed_over_full,
+                r.keepalive_over_full,
+                r.cpu_full_over_plain,
+                r.cpu_resumed_over_full
+            );
+        }
+        let _ = writeln!(
+            s,
+            "ratios of req/s: below 1 means the first mode is slower. CPU ratios: how many times \
+             the server CPU per request of the first mode is the second's."
+        );
+        s
+    }
+}

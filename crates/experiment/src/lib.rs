@@ -1,0 +1,36 @@
+//! Experiments that drive tlslab's engines together.
+//!
+//! This crate is for orchestration: starting the embedded server, pinning it
+//! and the load engine to separate CPUs, running a matrix of cells and
+//! turning the per-cell reports into the tables a person reads. Today that
+//! is [`lab`], the "what TLS costs on this machine" matrix.
+//!
+//! It is not for measuring anything itself: every number comes from the
+//! server engine (server-observed CPU) or the load engine (client-observed
+//! throughput and latency), and the statistics from `tlslab-report`.
+
+pub mod lab;
+pub mod pin;
+
+/// Errors of an experiment.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The embedded server failed to start or stop.
+    #[error("embedded server: {0}")]
+    Server(#[from] tlslab_server::Error),
+    /// A load run failed.
+    #[error("load: {0}")]
+    Load(#[from] tlslab_load::Error),
+    /// Key material could not be generated.
+    #[error("certificates: {0}")]
+    Crypto(#[from] tlslab_crypto::Error),
+    /// A cell produced no successful request, so no figure can be given.
+    #[error("cell '{cell}' completed no request ({errors}); the lab cannot report it")]
+    EmptyCell {
+        /// The cell.
+        cell: String,
+        /// The errors the load engine saw.
+        errors: String,
+    },
+}

@@ -1,0 +1,55 @@
+//! Which CPUs the server and the client get.
+
+use nix::sched::{CpuSet, sched_getaffinity};
+use nix::unistd::Pid;
+
+/// The CPU plan of an experiment: the server on one CPU, the client on
+/// another, when the process may use at least two.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Placement {
+    /// CPUs for the server's worker threads (empty: not pinned).
+    pub server: Vec<usize>,
+    /// CPUs for the load engine's threads (empty: not pinned).
+    pub client: Vec<usize>,
+}
+
+impl Placement {
+    /// Splits the CPUs this process may use: the first for the server, the
+    /// second for the client. With a single CPU nothing is pinned.
+    pub fn split() -> Placement {
+        let cpus = allowed_cpus();
+        if cpus.len() >= 2 {
+            Placement {
+                server: vec![cpus[0]],
+                client: vec![cpus[1]],
+            }
+        } else {
+            Placement {
+                server: vec![],
+                client: vec![],
+            }
+        }
+    }
+
+    /// A sentence saying where each side ran.
+    pub fn describe(&self) -> String {
+        if self.server.is_empty() {
+            "server and client share the only CPU (not pinned)".into()
+        } else {
+            format!(
+                "server pinned to CPU {:?}, client pinned to CPU {:?}",
+                self.server, self.client
+            )
+        }
+    }
+}
+
+/// The CPUs this process may run on, ascending.
+pub fn allowed_cpus() -> Vec<usize> {
+    match sched_getaffinity(Pid::from_raw(0)) {
+        Ok(set) => (0..CpuSet::count())
+            .filter(|&i| set.is_set(i).unwrap_or(false))
+            .collect(),
+        Err(_) => vec![],
+    }
+}

@@ -1,0 +1,489 @@
+//! The report of a finished `tlslab load` run: what `--json` prints.
+//!
+//! Field names are a contract documented field by field in `SCHEMA.md`;
+//! change them only together with that file and [`SCHEMA_VERSION`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{KindTotals, PhaseStats, Stats};
+
+/// The version of the JSON layout. Bumped when a field changes meaning or
+/// disappears; adding fields keeps it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Client busy fraction at or above which the client is taken to be the
+/// bottleneck.
+pub const SATURATION_THRESHOLD: f64 = 0.90;
+
+/// The report of one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// Layout version ([`SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// The options the run used.
+    pub config: ConfigEcho,
+    /// When and how long the run was measured.
+    pub window: Window,
+    /// Request counts.
+    pub requests: Requests,
+    /// Rates over the window.
+    pub throughput: Throughput,
+    /// Latency per phase.
+    pub latency: Latency,
+    /// Session reuse: asked for, offered and achieved.
+    pub reuse: Reuse,
+    /// Handshake sizes, round trips and negotiated parameters.
+    pub handshake: HandshakeSummary,
+    /// Errors by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Responses by HTTP status (keys are the status as a string).
+    pub status: BTreeMap<String, u64>,
+    /// What the client itself spent.
+    pub client_cpu: ClientCpu,
+}
+
+/// The options of the run, echoed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConfigEcho {
+    /// Target URLs.
+    pub targets: Vec<String>,
+    /// Concurrent clients (closed loop, one connection each at a time).
+    pub clients: usize,
+    /// Engine worker threads.
+    pub threads: usize,
+    /// Requests per connection (K); 0 means unlimited keep-alive.
+    pub requests_per_conn: u32,
+    /// Requested reuse fraction, 0.0–1.0.
+    pub reuse: f64,
+    /// How sessions are resumed: `id`, `ticket` or `auto`.
+    pub resume_with: String,
+    /// TLS versions the client offered (`TLSv1.2`, `TLSv1.3`).
+    pub versions: Vec<String>,
+    /// Duration bound in seconds, if any.
+    pub duration_s: Option<f64>,
+    /// Request-count bound, if any.
+    pub requests: Option<u64>,
+    /// Warm-up seconds, not measured.
+    pub warmup_s: f64,
+    /// Per-connection and per-request timeout in seconds; `None` is infinite.
+    pub timeout_s: Option<f64>,
+    /// Returns true if and only if TLS 1.3 early data was enabled.
+    pub early_data: bool,
+}
+
+/// The measurement window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// Window start, Unix time in milliseconds.
+    pub start_unix_ms: u64,
+    /// Window length in seconds, as measured by the client's monotonic clock.
+    pub measured_s: f64,
+    /// Whose view the numbers are: always `client-observed`.
+    pub observed: String,
+}
+
+/// Request counts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Requests {
+    /// Requests attempted in the window (one per CSV log row).
+    pub attempted: u64,
+    /// Requests whose response arrived completely, any status.
+    pub completed: u64,
+    /// Completed requests with a 2xx status.
+    pub succeeded: u64,
+    /// Attempts that ended in an error of any kind (non-2xx included).
+    pub errors: u64,
+    /// Requests still in flight when the duration ran out; they are not
+    /// measured anywhere else.
+    pub unfinished: u64,
+}
+
+/// Rates over the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Completed requests per second.
+    pub requests_per_s: f64,
+    /// Full handshakes per second.
+    pub full_handshakes_per_s: f64,
+    /// Resumed handshakes per second.
+    pub resumed_handshakes_per_s: f64,
+    /// Response body bytes per second.
+    pub bytes_per_s: f64,
+}
+
+/// Latency of one phase, in microseconds. Everything but `count` is `null`
+/// when `count` is 0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// Values recorded.
+    pub count: u64,
+    /// Exact mean.
+    pub mean_us: Option<f64>,
+    /// Median (3 significant digits).
+    pub p50_us: Option<u64>,
+    /// 90th percentile.
+    pub p90_us: Option<u64>,
+    /// 99th percentile.
+    pub p99_us: Option<u64>,
+    /// 99.9th percentile.
+    pub p999_us: Option<u64>,
+    /// Exact maximum.
+    pub max_us: Option<u64>,
+}
+
+impl From<&PhaseStats> for Phase {
+    fn from(p: &PhaseStats) -> Self {
+        Phase {
+            count: p.count(),
+            mean_us: p.mean_us(),
+            p50_us: p.quantile_us(0.50),
+            p90_us: p.quantile_us(0.90),
+            p99_us: p.quantile_us(0.99),
+            p999_us: p.quantile_us(0.999),
+            max_us: p.max_us(),
+        }
+    }
+}
+
+/// Latency per phase.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// TCP connect.
+    pub connect: Phase,
+    /// Full TLS handshakes (end of connect → handshake complete).
+    pub handshake_full: Phase,
+    /// Resumed TLS handshakes.
+    pub handshake_resumed: Phase,
+    /// Request write start → response head.
+    pub ttfb: Phase,
+    /// Response head → last body byte.
+    pub transfer: Phase,
+    /// Request start (connection start for a connection's first request) →
+    /// last body byte.
+    pub total: Phase,
+}
+
+/// Session reuse.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reuse {
+    /// The fraction asked for (`--reuse` / 100).
+    pub requested: f64,
+    /// Fraction of completed handshakes that offered a stored session.
+    pub offered: f64,
+    /// Fraction of completed handshakes the server resumed.
+    pub achieved: f64,
+    /// Completed handshakes (the denominator of both fractions).
+    pub handshakes: u64,
+    /// Handshakes that offered a session.
+    pub offered_count: u64,
+    /// Handshakes the server resumed.
+    pub resumed_count: u64,
+}
+
+/// Counts for one handshake kind.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandshakeKindSummary {
+    /// Handshakes of this kind.
+    pub count: u64,
+    /// Mean bytes the client wrote during the handshake.
+    pub bytes_out_mean: Option<f64>,
+    /// Mean bytes the client read during the handshake.
+    pub bytes_in_mean: Option<f64>,
+    /// Mean read-after-write turnarounds.
+    pub round_trips_mean: Option<f64>,
+}
+
+impl From<&KindTotals> for HandshakeKindSummary {
+    fn from(k: &KindTotals) -> Self {
+        let mean = |sum: u64| (k.count > 0).then(|| sum as f64 / k.count as f64);
+        HandshakeKindSummary {
+            count: k.count,
+            bytes_out_mean: mean(k.bytes_out),
+            bytes_in_mean: mean(k.bytes_in),
+            round_trips_mean: mean(k.round_trips),
+        }
+    }
+}
+
+/// Full and resumed handshake counts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KindCounts {
+    /// Full handshakes.
+    pub full: u64,
+    /// Resumed handshakes.
+    pub resumed: u64,
+}
+
+/// Early data (0-RTT) counts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EarlyDataCounts {
+    /// Connections that sent their first request as early data.
+    pub sent: u64,
+    /// Of those, the ones the server accepted.
+    pub accepted: u64,
+}
+
+/// Handshake details.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandshakeSummary {
+    /// Full handshakes (HelloRetryRequest ones included).
+    pub full: HandshakeKindSummary,
+    /// Resumed handshakes.
+    pub resumed: HandshakeKindSummary,
+    /// Full handshakes that needed a HelloRetryRequest.
+    pub hello_retry_requests: u64,
+    /// Handshakes by protocol version.
+    pub versions: BTreeMap<String, KindCounts>,
+    /// Handshakes by cipher suite.
+    pub suites: BTreeMap<String, u64>,
+    /// Handshakes by key-exchange group.
+    pub groups: BTreeMap<String, u64>,
+    /// Early data.
+    pub early_data: EarlyDataCounts,
+}
+
+/// CPU time the client process used over the window, as the engine
+/// measured it (getrusage).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuUsage {
+    /// User CPU seconds.
+    pub user_s: f64,
+    /// System CPU seconds.
+    pub sys_s: f64,
+    /// CPUs the engine could keep busy: engine threads, capped at the CPUs
+    /// the process may run on.
+    pub capacity: usize,
+}
+
+/// The client's own CPU use.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientCpu {
+    /// User CPU seconds of the client process over the window.
+    pub user_s: f64,
+    /// System CPU seconds.
+    pub sys_s: f64,
+    /// CPU microseconds per completed handshake.
+    pub per_handshake_us: Option<f64>,
+    /// CPU microseconds per completed request.
+    pub per_request_us: Option<f64>,
+    /// CPUs the engine could use (threads capped at allowed CPUs).
+    pub capacity: usize,
+    /// (user + sys) / (window × capacity).
+    pub busy_fraction: f64,
+    /// Returns true if and only if `busy_fraction` ≥ 0.90.
+    pub saturated: bool,
+    /// Set when saturated: the run then measures the client, not the server.
+    pub warning: Option<String>,
+}
+
+fn per_s(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 { n as f64 / secs } else { 0.0 }
+}
+
+fn ratio(n: u64, d: u64) -> f64 {
+    if d > 0 { n as f64 / d as f64 } else { 0.0 }
+}
+
+impl LoadReport {
+    /// Builds the report of a run from its merged statistics.
+    ///
+    /// `unfinished` is the number of requests cut off when the duration ran
+    /// out; `cpu` is what the process used over the window.
+    pub fn build(
+        config: ConfigEcho,
+        window: Window,
+        stats: &Stats,
+        unfinished: u64,
+        cpu: CpuUsage,
+    ) -> LoadReport {
+        let secs = window.measured_s;
+        let handshakes = stats.handshakes();
+        let cpu_s = cpu.user_s + cpu.sys_s;
+        let per = |n: u64| (n > 0).then(|| cpu_s * 1e6 / n as f64);
+        let busy = if secs > 0.0 && cpu.capacity > 0 {
+            cpu_s / (secs * cpu.capacity as f64)
+        } else {
+            0.0
+        };
+        let saturated = busy >= SATURATION_THRESHOLD;
+        let warning = saturated.then(|| {
+            format!(
+                "the client was {:.0}% busy on {} CPU(s): the result measures the client, not the server; \
+                 add --threads, give the client more CPUs, or lower --clients",
+                busy * 100.0,
+                cpu.capacity
+            )
+        });
+        LoadReport {
+            schema_version: SCHEMA_VERSION,
+            requests: Requests {
+                attempted: stats.attempted,
+                completed: stats.completed,
+                succeeded: stats.succeeded,
+                errors: stats.error_count(),
+                unfinished,
+            },
+            throughput: Throughput {
+                requests_per_s: per_s(stats.completed, secs),
+                full_handshakes_per_s: per_s(stats.full.count, secs),
+                resumed_handshakes_per_s: per_s(stats.resumed.count, secs),
+                bytes_per_s: per_s(stats.body_bytes, secs),
+            },
+            latency: Latency {
+                connect: (&stats.connect).into(),
+                handshake_full: (&stats.handshake_full).into(),
+                handshake_resumed: (&stats.handshake_resumed).into(),
+                ttfb: (&stats.ttfb).into(),
+                transfer: (&stats.transfer).into(),
+                total: (&stats.total).into(),
+            },
+            reuse: Reuse {
+                requested: config.reuse,
+                offered: ratio(stats.offered, handshakes),
+                achieved: ratio(stats.resumed.count, handshakes),
+                handshakes,
+                offered_count: stats.offered,
+                resumed_count: stats.resumed.count,
+            },
+            handshake: HandshakeSummary {
+                full: (&stats.full).into(),
+                resumed: (&stats.resumed).into(),
+                hello_retry_requests: stats.hrr,
+                versions: stats
+                    .by_version
+                    .iter()
+                    .map(|(k, &(full, resumed))| (k.clone(), KindCounts { full, resumed }))
+                    .collect(),
+                suites: stats.suites.clone(),
+                groups: stats.groups.clone(),
+                early_data: EarlyDataCounts {
+                    sent: stats.early_data_sent,
+                    accepted: stats.early_data_accepted,
+                },
+            },
+            errors: stats.errors.clone(),
+            status: stats
+                .status
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            client_cpu: ClientCpu {
+                user_s: cpu.user_s,
+                sys_s: cpu.sys_s,
+                per_handshake_us: per(handshakes),
+                per_request_us: per(stats.completed),
+                capacity: cpu.capacity,
+                busy_fraction: busy,
+                saturated,
+                warning,
+            },
+            config,
+            window,
+        }
+    }
+
+    /// The report as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        // Every field is a plain number, string, option or string-keyed map,
+        // which serde_json always serializes.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::record::HandshakeKind;
+    use crate::stats::tests::record;
+
+    pub(crate) fn sample() -> LoadReport {
+        let mut s = Stats::default();
+        for i in 0..40 {
+            let kind = if i % 2 == 0 {
+                HandshakeKind::Full
+            } else {
+                HandshakeKind::Resumed
+            };
+            s.record(&record((i % 2) as u32, i, Some(kind)));
+        }
+        LoadReport::build(
+            ConfigEcho {
+                targets: vec!["https://127.0.0.1:8443/".into()],
+                clients: 2,
+                threads: 1,
+                requests_per_conn: 1,
+                reuse: 0.5,
+                resume_with: "auto".into(),
+                versions: vec!["TLSv1.3".into()],
+                duration_s: None,
+                requests: Some(40),
+                warmup_s: 0.0,
+                timeout_s: Some(10.0),
+                early_data: false,
+            },
+            Window {
+                start_unix_ms: 1_700_000_000_000,
+                measured_s: 2.0,
+                observed: "client-observed".into(),
+            },
+            &s,
+            0,
+            CpuUsage {
+                user_s: 1.5,
+                sys_s: 0.3,
+                capacity: 1,
+            },
+        )
+    }
+
+    #[test]
+    fn build_computes_rates_and_ratios() {
+        let r = sample();
+        assert_eq!(r.requests.attempted, 40);
+        assert_eq!(r.throughput.requests_per_s, 20.0);
+        assert_eq!(r.throughput.full_handshakes_per_s, 10.0);
+        assert_eq!(r.reuse.achieved, 0.5);
+        assert_eq!(r.reuse.offered, 0.5);
+        assert_eq!(r.handshake.versions["TLSv1.3"].resumed, 20);
+        assert_eq!(r.status["200"], 36);
+        assert!((r.client_cpu.busy_fraction - 0.9).abs() < 1e-9);
+        assert!(r.client_cpu.saturated);
+        assert!(r.client_cpu.warning.as_deref().unwrap().contains("90%"));
+        assert_eq!(r.client_cpu.per_handshake_us, Some(1.8e6 / 40.0));
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let r = sample();
+        let json = r.to_json();
+        let back: LoadReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["window"]["observed"], "client-observed");
+        assert!(v["latency"]["ttfb"]["p999_us"].is_u64());
+        assert!(v["latency"]["handshake_full"]["mean_us"].is_f64());
+    }
+
+    #[test]
+    fn empty_phases_are_null_not_zero() {
+        let r = LoadReport::build(
+            ConfigEcho::default(),
+            Window {
+                start_unix_ms: 0,
+                measured_s: 1.0,
+                observed: "client-observed".into(),
+            },
+            &Stats::default(),
+            0,
+            CpuUsage::default(),
+        );
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["latency"]["total"]["count"], 0);
+        assert!(v["latency"]["total"]["p50_us"].is_null());
+        assert!(v["client_cpu"]["per_request_us"].is_null());
+        assert!(!r.client_cpu.saturated);
+    }
+}

@@ -1,0 +1,235 @@
+//! The human-readable summary of a run, in the spirit of h2load and wrk.
+
+use std::fmt::Write;
+
+use crate::model::{HandshakeKindSummary, LoadReport, Phase};
+
+/// Formats microseconds with a unit that keeps 3–4 significant digits.
+fn dur(us: f64) -> String {
+    if us < 1_000.0 {
+        format!("{us:.0}µs")
+    } else if us < 1_000_000.0 {
+        format!("{:.2}ms", us / 1e3)
+    } else {
+        format!("{:.2}s", us / 1e6)
+    }
+}
+
+fn opt_dur(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".into(), |v| dur(v as f64))
+}
+
+fn bytes(n: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{v:.0}{}", UNITS[i])
+    } else {
+        format!("{v:.2}{}", UNITS[i])
+    }
+}
+
+fn pct(f: f64) -> String {
+    format!("{:.1}%", f * 100.0)
+}
+
+fn opt_f(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.prec$}"))
+}
+
+fn phase_row(out: &mut String, name: &str, p: &Phase) {
+    let _ = writeln!(
+        out,
+        "  {name:<18} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        p.count,
+        p.mean_us.map_or_else(|| "-".into(), dur),
+        opt_dur(p.p50_us),
+        opt_dur(p.p90_us),
+        opt_dur(p.p99_us),
+        opt_dur(p.p999_us),
+        opt_dur(p.max_us),
+    );
+}
+
+fn kind_row(out: &mut String, name: &str, k: &HandshakeKindSummary, per_s: f64) {
+    let _ = writeln!(
+        out,
+        "  {name:<18} {:>8} {:>10.1} {:>10} {:>10} {:>11}",
+        k.count,
+        per_s,
+        opt_f(k.bytes_out_mean, 0),
+        opt_f(k.bytes_in_mean, 0),
+        opt_f(k.round_trips_mean, 2),
+    );
+}
+
+fn counts<'a>(it: impl Iterator<Item = (&'a String, &'a u64)>) -> String {
+    let parts: Vec<String> = it.map(|(k, v)| format!("{k} {v}")).collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+impl LoadReport {
+    /// The errors by kind on one line, most frequent first (`refused 5,
+    /// timeout 2`), or `no errors`.
+    pub fn error_summary(&self) -> String {
+        if self.errors.is_empty() {
+            return "no errors".into();
+        }
+        let mut kinds: Vec<(&String, &u64)> = self.errors.iter().collect();
+        kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        counts(kinds.into_iter())
+    }
+
+    /// A compact table for people, headed with how it was measured.
+    pub fn render_table(&self) -> String {
+        let c = &self.config;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "tlslab load: client-observed over {:.2} s window; {} client(s), {} thread(s), {} request(s) per connection, reuse {} requested ({})",
+            self.window.measured_s,
+            c.clients,
+            c.threads,
+            if c.requests_per_conn == 0 {
+                "unlimited".to_string()
+            } else {
+                c.requests_per_conn.to_string()
+            },
+            pct(c.reuse),
+            c.resume_with,
+        );
+        let _ = writeln!(out, "targets: {}", c.targets.join(" "));
+        let r = &self.requests;
+        let t = &self.throughput;
+        let _ = writeln!(
+            out,
+            "requests: {} attempted, {} completed, {} succeeded, {} errors, {} unfinished",
+            r.attempted, r.completed, r.succeeded, r.errors, r.unfinished
+        );
+        let _ = writeln!(
+            out,
+            "throughput: {:.1} req/s, {}/s body",
+            t.requests_per_s,
+            bytes(t.bytes_per_s)
+        );
+
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "latency", "count", "mean", "p50", "p90", "p99", "p99.9", "max"
+        );
+        let l = &self.latency;
+        phase_row(&mut out, "connect", &l.connect);
+        phase_row(&mut out, "handshake full", &l.handshake_full);
+        phase_row(&mut out, "handshake resumed", &l.handshake_resumed);
+        phase_row(&mut out, "ttfb", &l.ttfb);
+        phase_row(&mut out, "transfer", &l.transfer);
+        phase_row(&mut out, "total", &l.total);
+
+        let h = &self.handshake;
+        if h.full.count + h.resumed.count > 0 {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "  {:<18} {:>8} {:>10} {:>10} {:>10} {:>11}",
+                "handshakes", "count", "per s", "bytes out", "bytes in", "round trips"
+            );
+            kind_row(&mut out, "full", &h.full, t.full_handshakes_per_s);
+            kind_row(&mut out, "resumed", &h.resumed, t.resumed_handshakes_per_s);
+            let _ = writeln!(
+                out,
+                "reuse: requested {}, offered {}, achieved {} of {} handshakes",
+                pct(self.reuse.requested),
+                pct(self.reuse.offered),
+                pct(self.reuse.achieved),
+                self.reuse.handshakes
+            );
+            let versions: Vec<String> = h
+                .versions
+                .iter()
+                .map(|(k, v)| format!("{k} {} full + {} resumed", v.full, v.resumed))
+                .collect();
+            let _ = writeln!(out, "versions: {}", versions.join(", "));
+            let _ = writeln!(out, "suites: {}", counts(h.suites.iter()));
+            let _ = writeln!(out, "groups: {}", counts(h.groups.iter()));
+            if h.hello_retry_requests > 0 {
+                let _ = writeln!(out, "hello retry requests: {}", h.hello_retry_requests);
+            }
+            if c.early_data {
+                let _ = writeln!(
+                    out,
+                    "early data: {} sent, {} accepted",
+                    h.early_data.sent, h.early_data.accepted
+                );
+            }
+        }
+
+        let _ = writeln!(out);
+        let _ = writeln!(out, "status: {}", counts(self.status.iter()));
+        let _ = writeln!(out, "errors: {}", self.error_summary());
+        let cpu = &self.client_cpu;
+        let _ = writeln!(
+            out,
+            "client cpu: user {:.2}s, sys {:.2}s, {} per handshake, {} per request, {} busy on {} CPU(s)",
+            cpu.user_s,
+            cpu.sys_s,
+            cpu.per_handshake_us.map_or_else(|| "-".into(), dur),
+            cpu.per_request_us.map_or_else(|| "-".into(), dur),
+            pct(cpu.busy_fraction),
+            cpu.capacity,
+        );
+        if let Some(w) = &cpu.warning {
+            let _ = writeln!(out, "WARNING: {w}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_scale() {
+        assert_eq!(dur(12.0), "12µs");
+        assert_eq!(dur(1_500.0), "1.50ms");
+        assert_eq!(dur(2_500_000.0), "2.50s");
+        assert_eq!(bytes(512.0), "512B");
+        assert_eq!(bytes(1536.0), "1.50KiB");
+    }
+
+    #[test]
+    fn table_says_how_it_was_measured_and_shows_numbers() {
+        let r = crate::model::tests::sample();
+        let t = r.render_table();
+        assert!(
+            t.starts_with("tlslab load: client-observed over 2.00 s window"),
+            "{t}"
+        );
+        assert!(t.contains("40 attempted"), "{t}");
+        assert!(t.contains("20.0 req/s"), "{t}");
+        assert!(t.contains("achieved 50.0%"), "{t}");
+        assert!(t.contains("errors: http_404 4"), "{t}");
+        let mut r = r;
+        r.errors.insert("refused".into(), 9);
+        assert_eq!(r.error_summary(), "refused 9, http_404 4");
+        r.errors.clear();
+        assert_eq!(r.error_summary(), "no errors");
+        assert!(t.contains("WARNING:"), "{t}");
+        let ttfb = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("ttfb"))
+            .unwrap();
+        assert!(ttfb.contains("40"), "{ttfb}");
+    }
+}

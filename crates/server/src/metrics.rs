@@ -1,0 +1,261 @@
+//! The `/metrics` exposition: every figure of a [`Snapshot`], read at
+//! scrape time, as OpenMetrics text (which Prometheus scrapes).
+
+use std::fmt;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use tlslab_crypto::provider::Version;
+
+use crate::stats::{Listener, Snapshot, Stats};
+
+/// The content type of [`render`]'s output.
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Debug)]
+struct StatsCollector(Arc<Stats>);
+
+fn counter(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), fmt::Error> {
+    let c = ConstCounter::new(value);
+    c.encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+fn counter_f64(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: f64,
+) -> Result<(), fmt::Error> {
+    let c = ConstCounter::new(value);
+    c.encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+fn gauge(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), fmt::Error> {
+    let g = ConstGauge::new(value);
+    g.encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
+}
+
+/// A counter with one sample per label set.
+fn labelled_counter<'l>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (Vec<(&'l str, String)>, u64)>,
+) -> Result<(), fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, v) in samples {
+        m.encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+    }
+    Ok(())
+}
+
+fn per_listener(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    get: impl Fn(Listener) -> u64,
+) -> Result<(), fmt::Error> {
+    labelled_counter(
+        enc,
+        name,
+        help,
+        Listener::ALL.map(|l| (vec![("listener", l.name().to_string())], get(l))),
+    )
+}
+
+impl Collector for StatsCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let s: Snapshot = self.0.snapshot();
+        let mut hs = Vec::new();
+        for v in [Version::Tls12, Version::Tls13] {
+            let k = s.handshakes.get(v);
+            for (kind, n) in [
+                ("full", k.full),
+                ("resumed", k.resumed),
+                ("full_hrr", k.full_hrr),
+            ] {
+                if v == Version::Tls12 && kind == "full_hrr" {
+                    continue;
+                }
+                hs.push((
+                    vec![
+                        ("version", v.short().to_string()),
+                        ("kind", kind.to_string()),
+                    ],
+                    n,
+                ));
+            }
+        }
+        labelled_counter(
+            &mut enc,
+            "tlslab_handshakes",
+            "Completed TLS handshakes by protocol version and kind (full, resumed, full_hrr = full after HelloRetryRequest).",
+            hs,
+        )?;
+        labelled_counter(
+            &mut enc,
+            "tlslab_handshake_failures",
+            "TLS handshakes that failed or were abandoned, by reason (alert received, decode_error, not_tls, http_on_tls_port, eof, timeout, ...).",
+            s.handshake_failures
+                .iter()
+                .map(|(r, n)| (vec![("reason", r.clone())], *n)),
+        )?;
+        if let Some(c) = s.session_cache {
+            counter(
+                &mut enc,
+                "tlslab_session_cache_hits",
+                "Session-cache lookups that found a live session.",
+                c.hits,
+            )?;
+            counter(
+                &mut enc,
+                "tlslab_session_cache_misses",
+                "Session-cache lookups that found nothing or an expired session.",
+                c.misses,
+            )?;
+            counter(
+                &mut enc,
+                "tlslab_session_cache_evictions",
+                "Sessions dropped because the cache was full.",
+                c.evictions,
+            )?;
+            counter(
+                &mut enc,
+                "tlslab_session_cache_expirations",
+                "Sessions dropped because they outlived the TTL.",
+                c.expirations,
+            )?;
+            counter(
+                &mut enc,
+                "tlslab_session_cache_puts",
+                "Sessions stored.",
+                c.puts,
+            )?;
+            gauge(
+                &mut enc,
+                "tlslab_session_cache_size",
+                "Sessions held now.",
+                c.size as i64,
+            )?;
+            gauge(
+                &mut enc,
+                "tlslab_session_cache_capacity",
+                "Configured session-cache capacity.",
+                c.capacity as i64,
+            )?;
+        }
+        if let Some(t) = s.tickets {
+            counter(
+                &mut enc,
+                "tlslab_tickets_issued",
+                "Stateless session tickets sealed.",
+                t.issued,
+            )?;
+            counter(
+                &mut enc,
+                "tlslab_tickets_accepted",
+                "Stateless session tickets that decrypted.",
+                t.accepted,
+            )?;
+            counter(
+                &mut enc,
+                "tlslab_tickets_rejected",
+                "Stateless session tickets that did not decrypt.",
+                t.rejected,
+            )?;
+        }
+        counter(
+            &mut enc,
+            "tlslab_early_data_connections",
+            "Connections whose TLS 1.3 early data was accepted.",
+            s.early_data.connections,
+        )?;
+        counter(
+            &mut enc,
+            "tlslab_early_data_bytes",
+            "TLS 1.3 early-data bytes accepted and served.",
+            s.early_data.bytes,
+        )?;
+        per_listener(
+            &mut enc,
+            "tlslab_requests",
+            "HTTP requests received.",
+            |l| s.requests.get(l),
+        )?;
+        per_listener(
+            &mut enc,
+            "tlslab_bytes_received",
+            "Raw bytes read from client sockets, TLS records included.",
+            |l| s.bytes_received.get(l),
+        )?;
+        per_listener(
+            &mut enc,
+            "tlslab_bytes_sent",
+            "Raw bytes written to client sockets, TLS records included.",
+            |l| s.bytes_sent.get(l),
+        )?;
+        per_listener(
+            &mut enc,
+            "tlslab_connections",
+            "Client connections accepted.",
+            |l| s.connections.get(l),
+        )?;
+        gauge(
+            &mut enc,
+            "tlslab_open_connections",
+            "Client connections open now.",
+            s.open_connections as i64,
+        )?;
+        counter_f64(
+            &mut enc,
+            "tlslab_server_worker_cpu_seconds",
+            "CPU time of the server runtime's threads (schedstat).",
+            s.worker_cpu.as_secs_f64(),
+        )?;
+        counter_f64(
+            &mut enc,
+            "process_cpu_seconds",
+            "CPU time of the whole process (getrusage RUSAGE_SELF).",
+            s.process_cpu.as_secs_f64(),
+        )?;
+        gauge(
+            &mut enc,
+            "tlslab_uptime_seconds",
+            "Seconds since the server started listening.",
+            s.uptime.as_secs() as i64,
+        )?;
+        Ok(())
+    }
+}
+
+/// A registry exposing `stats`.
+pub(crate) fn registry(stats: Arc<Stats>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(StatsCollector(stats)));
+    r
+}
+
+/// The exposition text of `registry`.
+pub(crate) fn render(registry: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail; an encoder error would leave a
+    // truncated body, which the `# EOF` check of scrapers catches.
+    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
+    out
+}

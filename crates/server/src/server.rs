@@ -1,0 +1,555 @@
+//! The running server: runtime, listeners, connections, shutdown.
+
+use std::convert::Infallible;
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use prometheus_client::registry::Registry;
+use tlslab_crypto::provider::Version;
+use tlslab_wire::Sniff;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::runtime::Runtime;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use crate::content::{self, Body, Files};
+use crate::cpu::{self, Threads};
+use crate::io::{CountingIo, Rewind};
+use crate::metrics;
+use crate::stats::{Listener, Snapshot, Stats};
+use crate::tls;
+use crate::{Error, Result, ServeConfig};
+
+/// How long [`Server::shutdown`] lets in-flight requests finish.
+const DRAIN: Duration = Duration::from_secs(5);
+/// The listen backlog of every listener.
+const BACKLOG: u32 = 4096;
+
+/// What every connection task shares.
+struct Shared {
+    stats: Arc<Stats>,
+    files: Files,
+    acceptor: Option<TlsAcceptor>,
+    handshake_timeout: Duration,
+    conns: Arc<Semaphore>,
+    auto: auto::Builder<TokioExecutor>,
+    h1: auto::Builder<TokioExecutor>,
+    h2: auto::Builder<TokioExecutor>,
+    registry: Registry,
+}
+
+/// A running server. Dropping it without [`shutdown`](Server::shutdown)
+/// stops it abruptly.
+pub struct Server {
+    rt: Option<Runtime>,
+    shared: Arc<Shared>,
+    shutdown_tx: watch::Sender<bool>,
+    loops: Vec<JoinHandle<()>>,
+    https: Option<SocketAddr>,
+    http: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("https", &self.https)
+            .field("http", &self.http)
+            .field("metrics", &self.metrics)
+            .finish_non_exhaustive()
+    }
+}
+
+fn builder(version: Option<&[u8]>) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1().timer(TokioTimer::new());
+    b.http2().timer(TokioTimer::new());
+    match version {
+        Some(b"h2") => b.http2_only(),
+        Some(_) => b.http1_only(),
+        None => b,
+    }
+}
+
+fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener> {
+    let err = |source| Error::Bind { what, addr, source };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(err)?;
+    socket.set_reuseaddr(true).map_err(err)?;
+    socket.bind(addr).map_err(err)?;
+    socket.listen(BACKLOG).map_err(err)
+}
+
+impl Server {
+    /// Builds the runtime, loads the content, binds the listeners and starts
+    /// serving. Returns once every listener is accepting.
+    ///
+    /// Blocks briefly; call it outside async code (or in `spawn_blocking`).
+    pub fn start(cfg: ServeConfig) -> Result<Server> {
+        if cfg.https.is_none() && cfg.http.is_none() {
+            return Err(Error::Config(
+                "no listener: give an HTTPS address, a plain HTTP address, or both".into(),
+            ));
+        }
+        if cfg.threads == 0 {
+            return Err(Error::Config(
+                "0 worker threads cannot serve; use at least 1".into(),
+            ));
+        }
+        if cfg.max_connections == 0 {
+            return Err(Error::Config(
+                "a connection limit of 0 admits nobody; use at least 1".into(),
+            ));
+        }
+        if cfg.max_connections > Semaphore::MAX_PERMITS {
+            return Err(Error::Config(format!(
+                "a connection limit of {} is too large; use at most {}",
+                cfg.max_connections,
+                Semaphore::MAX_PERMITS
+            )));
+        }
+        if cfg.handshake_timeout.is_zero() {
+            return Err(Error::Config(
+                "a handshake timeout of 0 fails every handshake; give a positive duration".into(),
+            ));
+        }
+        let built = match cfg.https {
+            Some(_) => Some(tls::build(&cfg.tls)?),
+            None => None,
+        };
+        let files = Files::load(&cfg.content)?;
+        let pin = match &cfg.pin_cpus {
+            Some(cpus) => {
+                let set = cpu::cpu_set(cpus)?;
+                // Check that pinning works here before any worker depends on it.
+                std::thread::spawn(move || cpu::pin_current(&set))
+                    .join()
+                    .map_err(|_| Error::Runtime("the CPU-pinning probe panicked".into()))??;
+                Some(set)
+            }
+            None => None,
+        };
+
+        let threads = Arc::new(Threads::default());
+        let (on_start, on_stop) = (threads.clone(), threads.clone());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.threads)
+            .thread_name("tlslab-server")
+            .enable_all()
+            .on_thread_start(move || {
+                on_start.register();
+                if let Some(set) = &pin
+                    && let Err(e) = cpu::pin_current(set)
+                {
+                    tracing::warn!("{e}");
+                }
+            })
+            .on_thread_stop(move || on_stop.retire())
+            .build()
+            .map_err(|e| Error::Runtime(format!("cannot start the server runtime: {e}")))?;
+
+        let (cache, ticketer, acceptor) = match built {
+            Some(b) => (b.cache, b.ticketer, Some(TlsAcceptor::from(b.config))),
+            None => (None, None, None),
+        };
+        let stats = Arc::new(Stats::new(cache, ticketer, threads));
+        let registry = metrics::registry(stats.clone());
+        let shared = Arc::new(Shared {
+            stats,
+            files,
+            acceptor,
+            handshake_timeout: cfg.handshake_timeout,
+            conns: Arc::new(Semaphore::new(cfg.max_connections)),
+            auto: builder(None),
+            h1: builder(Some(b"http/1.1")),
+            h2: builder(Some(b"h2")),
+            registry,
+        });
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+        let mut loops = Vec::new();
+        let mut addrs = [None, None, None];
+        {
+            let _enter = rt.enter();
+            let listeners = [
+                ("https", cfg.https, Some(Listener::Https)),
+                ("http", cfg.http, Some(Listener::Http)),
+                ("metrics", cfg.metrics, None),
+            ];
+            let mut bound = Vec::new();
+            for (i, (what, addr, kind)) in listeners.into_iter().enumerate() {
+                if let Some(addr) = addr {
+                    let l = bind(what, addr)?;
+                    addrs[i] = Some(l.local_addr().map_err(|source| Error::Bind {
+                        what,
+                        addr,
+                        source,
+                    })?);
+                    bound.push((l, kind));
+                }
+            }
+            for (l, kind) in bound {
+                let shared = shared.clone();
+                let rx = shutdown_rx.clone();
+                loops.push(match kind {
+                    Some(kind) => rt.spawn(accept_loop(l, kind, shared, rx)),
+                    None => rt.spawn(metrics_loop(l, shared, rx)),
+                });
+            }
+        }
+        tracing::info!(
+            https = ?addrs[0],
+            http = ?addrs[1],
+            metrics = ?addrs[2],
+            files = shared.files.len(),
+            "tlslab server listening"
+        );
+        Ok(Server {
+            rt: Some(rt),
+            shared,
+            shutdown_tx,
+            loops,
+            https: addrs[0],
+            http: addrs[1],
+            metrics: addrs[2],
+        })
+    }
+
+    /// The bound address of the TLS listener.
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https
+    }
+
+    /// The bound address of the plain-HTTP listener.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http
+    }
+
+    /// The bound address of the metrics listener.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared.stats.snapshot()
+    }
+
+    /// The `/metrics` exposition text now (what a scrape would return).
+    pub fn metrics_text(&self) -> String {
+        metrics::render(&self.shared.registry)
+    }
+
+    /// CPU time used so far by the server runtime's threads (all of them,
+    /// including ones that already exited): the sum of the first field of
+    /// `/proc/self/task/<tid>/schedstat`. This is the server's own CPU,
+    /// without the load generator's, when both run in one process.
+    pub fn cpu_time(&self) -> Duration {
+        self.shared.stats.threads.cpu_time()
+    }
+
+    /// Stops gracefully: stops accepting, asks every connection to finish
+    /// its in-flight requests and close (HTTP/2 GOAWAY, HTTP/1 after the
+    /// current response), waits up to 5 s for them, then stops the runtime
+    /// and returns the final counters. Blocks; call it outside async code.
+    pub fn shutdown(mut self) -> Snapshot {
+        let _ = self.shutdown_tx.send(true);
+        let deadline = Instant::now() + DRAIN;
+        while Instant::now() < deadline
+            && (self.shared.stats.open_now() > 0 || self.loops.iter().any(|l| !l.is_finished()))
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let open = self.shared.stats.open_now();
+        if open > 0 {
+            tracing::warn!(open, "connections still open after 5 s; closing them");
+        }
+        if let Some(rt) = self.rt.take() {
+            // A fresh thread is outside any runtime, so the runtime may block
+            // there while its threads stop (and record their CPU time).
+            let _ = std::thread::spawn(move || rt.shutdown_timeout(Duration::from_secs(1))).join();
+        }
+        self.shared.stats.snapshot()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            let _ = self.shutdown_tx.send(true);
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Resolves once shutdown has been asked for (or the server is gone).
+async fn stopping(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    kind: Listener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        // At the connection limit, wait here rather than accept.
+        let permit = tokio::select! {
+            p = shared.conns.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            _ = stopping(&mut shutdown) => return,
+        };
+        let (stream, _peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off a little.
+                    tracing::warn!(listener = kind.name(), "accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopping(&mut shutdown) => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let guard = shared.stats.open(kind);
+        let shared = shared.clone();
+        let rx = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _guard = guard;
+            match kind {
+                Listener::Https => serve_tls(stream, shared, rx).await,
+                Listener::Http => {
+                    let io = CountingIo::new(stream, shared.stats.bytes_of(Listener::Http));
+                    serve_http(io, Listener::Http, None, shared, rx).await;
+                }
+            }
+        });
+    }
+}
+
+/// Why the first bytes did not start a TLS handshake.
+enum Refused {
+    /// A named failure reason.
+    Reason(String),
+    /// Plain HTTP on the TLS port: answered with a 400, then closed.
+    Http,
+}
+
+/// Reads the first bytes (at most 5) until `tlslab_wire::sniff` decides.
+async fn sniff_start<T: AsyncRead + Unpin>(io: &mut T) -> std::result::Result<Vec<u8>, Refused> {
+    let mut buf = [0u8; 5];
+    let mut n = 0;
+    loop {
+        match tlslab_wire::sniff(&buf[..n]) {
+            Sniff::TlsHandshake => return Ok(buf[..n].to_vec()),
+            Sniff::NotTls {
+                looks_like_http: true,
+            } => return Err(Refused::Http),
+            Sniff::NotTls {
+                looks_like_http: false,
+            } => return Err(Refused::Reason("not_tls".into())),
+            Sniff::Incomplete if n == buf.len() => return Ok(buf.to_vec()),
+            Sniff::Incomplete => {}
+        }
+        match io.read(&mut buf[n..]).await {
+            Ok(0) => return Err(Refused::Reason("eof".into())),
+            Ok(k) => n += k,
+            Err(e) => return Err(Refused::Reason(tls::failure_reason(&e))),
+        }
+    }
+}
+
+/// Tells an HTTP client it reached the TLS port, the way nginx does.
+async fn answer_http_on_tls_port<T: AsyncRead + AsyncWrite + Unpin>(io: &mut T) {
+    const BODY: &str =
+        "This port speaks HTTPS: a plain HTTP request was sent to it. Use https://.\n";
+    let resp = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    if io.write_all(resp.as_bytes()).await.is_err() {
+        return;
+    }
+    let _ = io.shutdown().await;
+    // Read what the client still sends for a moment, so that closing with
+    // unread bytes does not reset the connection before it reads the answer.
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_millis(500), async {
+        let mut total = 0;
+        while total < 64 * 1024 {
+            match io.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(k) => total += k,
+            }
+        }
+    })
+    .await;
+}
+
+async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let Some(acceptor) = shared.acceptor.clone() else {
+        return;
+    };
+    let stats = shared.stats.clone();
+    let mut io = CountingIo::new(stream, stats.bytes_of(Listener::Https));
+    let handshake = async {
+        let first = match sniff_start(&mut io).await {
+            Ok(first) => first,
+            Err(Refused::Reason(r)) => return Err(r),
+            Err(Refused::Http) => {
+                answer_http_on_tls_port(&mut io).await;
+                return Err("http_on_tls_port".to_string());
+            }
+        };
+        acceptor
+            .accept(Rewind::new(first, io))
+            .await
+            .map_err(|e| tls::failure_reason(&e))
+    };
+    let mut tls = tokio::select! {
+        r = tokio::time::timeout(shared.handshake_timeout, handshake) => match r {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(reason)) => {
+                stats.failure(&reason);
+                return;
+            }
+            Err(_) => {
+                stats.failure("timeout");
+                return;
+            }
+        },
+        // Handshakes in progress are abandoned at shutdown, not counted.
+        _ = stopping(&mut shutdown) => return,
+    };
+    let conn = tls.get_mut().1;
+    stats.handshake(
+        conn.protocol_version().and_then(Version::from_rustls),
+        conn.handshake_kind(),
+    );
+    let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
+    // TLS 1.3 early data arrived before the client's Finished, so it comes
+    // before anything still unread: hand it to HTTP first.
+    let mut early = Vec::new();
+    if let Some(mut ed) = conn.early_data() {
+        let _ = ed.read_to_end(&mut early);
+        stats.early_data(early.len());
+    }
+    serve_http(
+        Rewind::new(early, tls),
+        Listener::Https,
+        alpn,
+        shared,
+        shutdown,
+    )
+    .await;
+}
+
+async fn serve_http<I>(
+    io: I,
+    kind: Listener,
+    alpn: Option<Vec<u8>>,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc_shared = shared.clone();
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let s = svc_shared.clone();
+        async move {
+            s.stats.request(kind);
+            Ok::<_, Infallible>(content::handle(&req, &s.files))
+        }
+    });
+    let builder = match alpn.as_deref() {
+        Some(b"h2") => &shared.h2,
+        Some(_) => &shared.h1,
+        None => &shared.auto,
+    };
+    let conn = builder.serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(listener = kind.name(), "connection ended: {e}");
+            }
+            return;
+        }
+        _ = stopping(&mut shutdown) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+async fn metrics_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::warn!("metrics accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopping(&mut shutdown) => return,
+        };
+        let shared = shared.clone();
+        let mut rx = shutdown.clone();
+        tokio::spawn(async move {
+            let svc_shared = shared.clone();
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let s = svc_shared.clone();
+                async move { Ok::<_, Infallible>(metrics_response(&req, &s.registry)) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = stopping(&mut rx) => {}
+            }
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        });
+    }
+}
+
+fn metrics_response<B>(req: &Request<B>, registry: &Registry) -> Response<Body> {
+    match req.uri().path() {
+        "/metrics" => content::plain(
+            StatusCode::OK,
+            metrics::CONTENT_TYPE,
+            metrics::render(registry),
+        ),
+        "/health" => content::plain(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
+        other => content::plain(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            format!("{other} not found; this address serves /metrics and /health\n"),
+        ),
+    }
+}

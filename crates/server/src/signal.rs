@@ -1,0 +1,42 @@
+//! Waiting for the signal that ends `tlslab serve`.
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{Error, Result};
+
+/// The signal that arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+/// Blocks the calling thread until SIGINT or SIGTERM arrives. Works from
+/// synchronous code and from inside another runtime alike (it waits on a
+/// thread of its own).
+pub fn wait_for_signal() -> Result<Signal> {
+    std::thread::Builder::new()
+        .name("tlslab-signal".into())
+        .spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Runtime(format!("cannot start the signal waiter: {e}")))?;
+            rt.block_on(async {
+                let err = |e: std::io::Error| {
+                    Error::Runtime(format!("cannot install a signal handler: {e}"))
+                };
+                let mut int = signal(SignalKind::interrupt()).map_err(err)?;
+                let mut term = signal(SignalKind::terminate()).map_err(err)?;
+                tokio::select! {
+                    _ = int.recv() => Ok(Signal::Interrupt),
+                    _ = term.recv() => Ok(Signal::Terminate),
+                }
+            })
+        })
+        .map_err(|e| Error::Runtime(format!("cannot start the signal waiter: {e}")))?
+        .join()
+        .map_err(|_| Error::Runtime("the signal waiter panicked".into()))?
+}

@@ -1,0 +1,240 @@
+//! The rustls server configuration, and naming why a handshake failed.
+
+use std::io;
+use std::sync::Arc;
+
+use rustls::server::{NoServerSessionStorage, ServerConfig};
+use rustls::{AlertDescription, PeerIncompatible};
+use tlslab_crypto::pki;
+use tlslab_crypto::provider;
+use tlslab_crypto::store::{CountingTicketer, ServerSessionCache};
+
+use crate::{CertSource, Error, Result, SessionCache, TlsSettings};
+
+/// A built TLS configuration and the counting parts it shares with the stats.
+pub(crate) struct Built {
+    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) cache: Option<Arc<ServerSessionCache>>,
+    pub(crate) ticketer: Option<Arc<CountingTicketer>>,
+}
+
+pub(crate) fn build(s: &TlsSettings) -> Result<Built> {
+    if s.versions.is_empty() {
+        return Err(Error::Config(
+            "no TLS version enabled; use --tls 1.2, 1.3 or 1.2,1.3".into(),
+        ));
+    }
+    if s.max_early_data > 0 {
+        if s.tickets {
+            return Err(Error::Config(
+                "--max-early-data needs --tickets off: rustls accepts 0-RTT only on stateful (single-use, unreplayable) TLS 1.3 tickets".into(),
+            ));
+        }
+        if s.session_cache == SessionCache::None {
+            return Err(Error::Config(
+                "--max-early-data needs a session cache (stateful TLS 1.3 tickets live there); enable --session-cache".into(),
+            ));
+        }
+        if !s.versions.contains(&provider::Version::Tls13) {
+            return Err(Error::Config(
+                "--max-early-data needs TLS 1.3; add 1.3 to --tls or set --max-early-data 0".into(),
+            ));
+        }
+    }
+    let crypto = provider::build(&s.versions, &s.algorithms)?;
+    let (chain, key) = match &s.cert {
+        CertSource::Files { chain, key } => (pki::load_chain(chain)?, pki::load_key(key)?),
+        CertSource::Generated(g) => (g.chain_der()?, g.key_der()?),
+    };
+    let mut config = ServerConfig::builder_with_provider(crypto)
+        .with_protocol_versions(&provider::protocol_versions(&s.versions))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    let cache = match s.session_cache {
+        SessionCache::None => {
+            config.session_storage = Arc::new(NoServerSessionStorage {});
+            None
+        }
+        SessionCache::Memory { capacity, ttl } => {
+            if capacity == 0 {
+                return Err(Error::Config(
+                    "a session cache of capacity 0 holds nothing; give a capacity of at least 1 or turn the cache off".into(),
+                ));
+            }
+            let c = ServerSessionCache::new(capacity, ttl);
+            config.session_storage = c.clone();
+            Some(c)
+        }
+    };
+    let ticketer = if s.tickets {
+        let t = CountingTicketer::new(provider::ticketer()?);
+        config.ticketer = t.clone();
+        Some(t)
+    } else {
+        None
+    };
+    config.max_early_data_size = s.max_early_data;
+    config.alpn_protocols = s.alpn.clone();
+    Ok(Built {
+        config: Arc::new(config),
+        cache,
+        ticketer,
+    })
+}
+
+/// The failure reason of a handshake that ended in `e`.
+pub(crate) fn failure_reason(e: &io::Error) -> String {
+    if let Some(r) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        return rustls_reason(r);
+    }
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof => "eof".into(),
+        io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe => "reset".into(),
+        io::ErrorKind::TimedOut => "timeout".into(),
+        _ => "io_error".into(),
+    }
+}
+
+/// A short snake_case name for a rustls error.
+pub(crate) fn rustls_reason(e: &rustls::Error) -> String {
+    use rustls::Error as E;
+    match e {
+        E::AlertReceived(a) => format!("alert_{}", alert_name(*a)),
+        E::InvalidMessage(_) => "decode_error".into(),
+        E::PeerIncompatible(p) => match p {
+            PeerIncompatible::NoCipherSuitesInCommon => "no_shared_cipher".into(),
+            PeerIncompatible::NoKxGroupsInCommon => "no_shared_group".into(),
+            PeerIncompatible::NoSignatureSchemesInCommon => "no_shared_signature_scheme".into(),
+            PeerIncompatible::SupportedVersionsExtensionRequired
+            | PeerIncompatible::Tls12NotOffered
+            | PeerIncompatible::Tls12NotOfferedOrEnabled
+            | PeerIncompatible::ServerDoesNotSupportTls12Or13 => "protocol_version".into(),
+            _ => "handshake_failure".into(),
+        },
+        E::PeerMisbehaved(_) => "peer_misbehaved".into(),
+        E::InappropriateMessage { .. } | E::InappropriateHandshakeMessage { .. } => {
+            "unexpected_message".into()
+        }
+        E::NoApplicationProtocol => "no_application_protocol".into(),
+        E::DecryptError => "decrypt_error".into(),
+        E::PeerSentOversizedRecord => "record_overflow".into(),
+        E::InvalidCertificate(_) | E::NoCertificatesPresented => "bad_certificate".into(),
+        _ => "other".into(),
+    }
+}
+
+/// `BadCertificate` → `bad_certificate`, `UnknownCA` → `unknown_ca`;
+/// unknown codes → `unknown`.
+fn alert_name(a: AlertDescription) -> String {
+    let debug = format!("{a:?}");
+    if debug.contains('(') {
+        return "unknown".into();
+    }
+    snake_case(&debug)
+}
+
+fn snake_case(camel: &str) -> String {
+    let chars: Vec<char> = camel
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            if prev.is_ascii_lowercase()
+                || prev.is_ascii_digit()
+                || (prev.is_ascii_uppercase() && next_lower)
+            {
+                out.push('_');
+            }
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::InvalidMessage;
+
+    #[test]
+    fn reasons_are_short_names() {
+        let alert = rustls::Error::AlertReceived(AlertDescription::BadCertificate);
+        assert_eq!(rustls_reason(&alert), "alert_bad_certificate");
+        assert_eq!(
+            rustls_reason(&rustls::Error::AlertReceived(AlertDescription::UnknownCA)),
+            "alert_unknown_ca"
+        );
+        assert_eq!(snake_case("HTTPServerError"), "http_server_error");
+        assert_eq!(
+            snake_case("NoApplicationProtocol"),
+            "no_application_protocol"
+        );
+        assert_eq!(
+            rustls_reason(&rustls::Error::AlertReceived(AlertDescription::Unknown(
+                200
+            ))),
+            "alert_unknown"
+        );
+        assert_eq!(
+            rustls_reason(&rustls::Error::InvalidMessage(
+                InvalidMessage::InvalidContentType
+            )),
+            "decode_error"
+        );
+        assert_eq!(
+            rustls_reason(&rustls::Error::PeerIncompatible(
+                PeerIncompatible::NoCipherSuitesInCommon
+            )),
+            "no_shared_cipher"
+        );
+        let io = io::Error::new(io::ErrorKind::InvalidData, alert);
+        assert_eq!(failure_reason(&io), "alert_bad_certificate");
+        let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "tls handshake eof");
+        assert_eq!(failure_reason(&eof), "eof");
+    }
+
+    fn settings() -> TlsSettings {
+        let g = pki::generate(pki::KeyType::EcdsaP256, &[]).unwrap();
+        TlsSettings::new(CertSource::Generated(g))
+    }
+
+    #[test]
+    fn early_data_needs_stateful_tls13_resumption() {
+        let mut s = settings();
+        s.max_early_data = 1024;
+        s.tickets = true;
+        let e = build(&s).err().unwrap().to_string();
+        assert!(e.contains("--tickets off"), "{e}");
+        s.tickets = false;
+        s.session_cache = SessionCache::None;
+        let e = build(&s).err().unwrap().to_string();
+        assert!(e.contains("session cache"), "{e}");
+        s = settings();
+        s.max_early_data = 1024;
+        let built = build(&s).unwrap();
+        assert_eq!(built.config.max_early_data_size, 1024);
+        assert!(built.cache.is_some() && built.ticketer.is_none());
+    }
+
+    #[test]
+    fn mismatched_key_says_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = pki::generate(pki::KeyType::EcdsaP256, &[]).unwrap();
+        let b = pki::generate(pki::KeyType::EcdsaP256, &[]).unwrap();
+        std::fs::write(dir.path().join("chain.pem"), &a.chain_pem).unwrap();
+        std::fs::write(dir.path().join("key.pem"), &b.key_pem).unwrap();
+        let mut s = settings();
+        s.cert = CertSource::Files {
+            chain: dir.path().join("chain.pem"),
+            key: dir.path().join("key.pem"),
+        };
+        let e = build(&s).err().unwrap().to_string();
+        assert!(e.contains("key matches"), "{e}");
+    }
+}

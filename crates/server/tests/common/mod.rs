@@ -1,0 +1,211 @@
+//! Helpers shared by the server tests: configurations, a real tokio-rustls
+//! + hyper client, and raw-socket requests. Every address is loopback.
+#![allow(dead_code, missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::client::Resumption;
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, HandshakeKind, ProtocolVersion};
+use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_crypto::provider::{self, Algorithms, Version};
+use tlslab_crypto::store::ClientSessions;
+use tlslab_server::{CertSource, Content, ServeConfig, TlsSettings};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+pub fn generated() -> Generated {
+    pki::generate(KeyType::EcdsaP256, &[]).expect("generate certificates")
+}
+
+pub fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// An HTTPS-only config on an ephemeral loopback port, 2 worker threads.
+pub fn config(g: &Generated, content: Content) -> ServeConfig {
+    let mut c = ServeConfig::new(
+        loopback(),
+        content,
+        TlsSettings::new(CertSource::Generated(g.clone())),
+    );
+    c.threads = 2;
+    c
+}
+
+pub fn client_config(
+    g: &Generated,
+    versions: &[Version],
+    sessions: Option<Arc<ClientSessions>>,
+    alpn: &[&[u8]],
+) -> Arc<ClientConfig> {
+    let p = provider::build(versions, &Algorithms::default()).unwrap();
+    let mut c = ClientConfig::builder_with_provider(p)
+        .with_protocol_versions(&provider::protocol_versions(versions))
+        .unwrap()
+        .with_root_certificates(g.roots().unwrap())
+        .with_no_client_auth();
+    if let Some(s) = sessions {
+        c.resumption = Resumption::store(s);
+    }
+    c.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    Arc::new(c)
+}
+
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// What one HTTPS request saw.
+#[derive(Debug)]
+pub struct Got {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub headers: http::HeaderMap,
+    pub kind: Option<HandshakeKind>,
+    pub version: Option<ProtocolVersion>,
+    pub http_version: http::Version,
+}
+
+/// One HTTPS connection with one HTTP/1.1 (or HTTP/2 if ALPN says so)
+/// GET of each of `paths`, in order, on the same connection.
+pub async fn https_get_many(
+    addr: SocketAddr,
+    cfg: Arc<ClientConfig>,
+    paths: &[&str],
+) -> std::io::Result<Vec<Got>> {
+    let tcp = TcpStream::connect(addr).await?;
+    let tls = TlsConnector::from(cfg)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await?;
+    let (_, conn) = tls.get_ref();
+    let kind = conn.handshake_kind();
+    let version = conn.protocol_version();
+    let h2 = conn.alpn_protocol() == Some(b"h2");
+    let io = TokioIo::new(tls);
+    let mut out = Vec::new();
+    let err = |e: hyper::Error| std::io::Error::other(e.to_string());
+    if h2 {
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake::<_, _, Empty<Bytes>>(TokioExecutor::new(), io)
+                .await
+                .map_err(err)?;
+        tokio::spawn(conn);
+        for p in paths {
+            let req = http::Request::get(format!("https://localhost{p}"))
+                .body(Empty::new())
+                .unwrap();
+            out.push(collect(send.send_request(req).await.map_err(err)?, kind, version).await?);
+        }
+    } else {
+        let (mut send, conn) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(io)
+            .await
+            .map_err(err)?;
+        tokio::spawn(conn);
+        for p in paths {
+            let req = http::Request::get(*p)
+                .header(http::header::HOST, "localhost")
+                .body(Empty::new())
+                .unwrap();
+            out.push(collect(send.send_request(req).await.map_err(err)?, kind, version).await?);
+        }
+    }
+    Ok(out)
+}
+
+async fn collect(
+    resp: http::Response<hyper::body::Incoming>,
+    kind: Option<HandshakeKind>,
+    version: Option<ProtocolVersion>,
+) -> std::io::Result<Got> {
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let http_version = resp.version();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .to_bytes()
+        .to_vec();
+    Ok(Got {
+        status,
+        body,
+        headers,
+        kind,
+        version,
+        http_version,
+    })
+}
+
+pub async fn https_get(addr: SocketAddr, cfg: Arc<ClientConfig>, path: &str) -> Got {
+    https_get_many(addr, cfg, &[path])
+        .await
+        .expect("HTTPS request")
+        .remove(0)
+}
+
+/// Sends `bytes` on a fresh connection, half-closes if asked, and returns
+/// everything the server sent until it closed (or 5 s passed).
+pub fn raw(addr: SocketAddr, bytes: &[u8], half_close: bool) -> Vec<u8> {
+    let mut s = StdTcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    if half_close {
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+/// A plain HTTP/1.1 GET with `Connection: close`; returns (status, body).
+pub fn plain_get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>, String) {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let resp = raw(addr, req.as_bytes(), false);
+    split_response(&resp)
+}
+
+pub fn split_response(resp: &[u8]) -> (u16, Vec<u8>, String) {
+    let end = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(resp)));
+    let head = String::from_utf8_lossy(&resp[..end]).to_string();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, resp[end + 4..].to_vec(), head)
+}
+
+/// Waits until `f` holds (at most 5 s).
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The value of the sample line that starts with `prefix` (name and labels).
+pub fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix) && l[prefix.len()..].starts_with(' '))
+        .unwrap_or_else(|| panic!("no sample {prefix} in:\n{text}"))
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
