@@ -302,7 +302,7 @@ pub struct LabArgs {
     #[arg(long)]
     pub quick: bool,
 
-    /// Measurement time per cell (overrides the default of 5s, or 0.7s with --quick).
+    /// Measurement time per cell (default 4.5s, or 0.7s with --quick).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub cell: Option<Duration>,
 

@@ -252,7 +252,7 @@ pub fn lab(a: &args::LabArgs) -> anyhow::Result<tlslab_experiment::lab::LabConfi
     let cell = a.cell.unwrap_or(if a.quick {
         Duration::from_millis(700)
     } else {
-        Duration::from_secs(5)
+        Duration::from_millis(4500)
     });
     if cell.is_zero() {
         return bail("--cell must be above 0");

@@ -90,6 +90,10 @@ pub struct CellResult {
     pub client_saturated: bool,
     /// Failed requests in the window.
     pub errors: u64,
+    /// The cipher suite most handshakes negotiated, for TLS cells.
+    pub suite: Option<String>,
+    /// The key-exchange group most handshakes negotiated, for TLS cells.
+    pub group: Option<String>,
 }
 
 /// Ratios for one version and key type.
@@ -308,7 +312,16 @@ fn run_cell(
         client_busy: report.client_cpu.busy_fraction,
         client_saturated: report.client_cpu.saturated,
         errors: report.requests.errors,
+        suite: most_common(&report.handshake.suites),
+        group: most_common(&report.handshake.groups),
     })
+}
+
+fn most_common(counts: &std::collections::BTreeMap<String, u64>) -> Option<String> {
+    counts
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(k, _)| k.clone())
 }
 
 fn find<'a>(
@@ -378,13 +391,13 @@ impl LabReport {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "{:<24} {:<8} {:<11} {:>10} {:>15} {:>10} {:>8} {:>7}",
-            "cell", "version", "key", "req/s", "server CPU/req", "hs p50", "reused", "client"
+            "{:<24} {:<8} {:<11} {:>10} {:>15} {:>10} {:>8} {:>12}",
+            "cell", "version", "key", "req/s", "server CPU/req", "hs p50", "reused", "client busy"
         );
         for c in &self.cells {
             let _ = writeln!(
                 s,
-                "{:<24} {:<8} {:<11} {:>10.0} {:>12.1} µs {:>10} {:>7.0}% {:>6.0}%{}",
+                "{:<24} {:<8} {:<11} {:>10.0} {:>12.1} µs {:>10} {:>7.0}% {:>11.0}%{}",
                 c.mode.label(),
                 c.version.map_or("-", |v| v.name()),
                 c.key.as_deref().unwrap_or("-"),
@@ -396,6 +409,18 @@ impl LabReport {
                 c.client_busy * 100.0,
                 if c.client_saturated { " !" } else { "" }
             );
+        }
+        let mut negotiated: Vec<String> = Vec::new();
+        for c in &self.cells {
+            if let (Some(v), Some(suite), Some(group)) = (c.version, &c.suite, &c.group) {
+                let line = format!("{v}: {suite} with {group}");
+                if !negotiated.contains(&line) {
+                    negotiated.push(line);
+                }
+            }
+        }
+        if !negotiated.is_empty() {
+            let _ = writeln!(s, "negotiated (rustls defaults): {}", negotiated.join("; "));
         }
         if self.cells.iter().any(|c| c.client_saturated) {
             let _ = writeln!(

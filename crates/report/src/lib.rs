@@ -7,7 +7,7 @@
 //! - [`Stats`]: HDR histograms per phase and counters, mergeable; and
 //!   [`Collector`], a sharded set of them that many client tasks record into.
 //! - [`LoadReport`]: the serde model of a finished run (`--json`), whose
-//!   field names are a documented contract (see `SCHEMA.md`), and its human
+//!   field names are a documented contract (the README section "JSON schemas"), and its human
 //!   table ([`LoadReport::render_table`]).
 //! - [`CsvLog`]: the `--log FILE` sink, one CSV row per request, written by
 //!   its own thread behind a bounded channel so no row is lost.

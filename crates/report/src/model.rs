@@ -1,6 +1,6 @@
 //! The report of a finished `tlslab load` run: what `--json` prints.
 //!
-//! Field names are a contract documented field by field in `SCHEMA.md`;
+//! Field names are a contract documented field by field in the README section "JSON schemas";
 //! change them only together with that file and [`SCHEMA_VERSION`].
 
 use std::collections::BTreeMap;
@@ -485,5 +485,67 @@ pub(crate) mod tests {
         assert!(v["latency"]["total"]["p50_us"].is_null());
         assert!(v["client_cpu"]["per_request_us"].is_null());
         assert!(!r.client_cpu.saturated);
+    }
+
+    /// Objects whose keys are data (error kinds, statuses, names), not fields.
+    const MAPS: &[&str] = &[
+        "errors",
+        "status",
+        "handshake.versions",
+        "handshake.suites",
+        "handshake.groups",
+    ];
+
+    fn leaf_paths(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) if !MAPS.contains(&prefix) => {
+                for (k, child) in m {
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaf_paths(&p, child, out);
+                }
+            }
+            _ => out.push(prefix.to_string()),
+        }
+    }
+
+    // Every field `--json` writes must be documented in the README's schema
+    // table: a row naming the field (or a prefix of it, with `<phase>` for
+    // latency phases) that also names its last segment.
+    #[test]
+    fn every_json_field_is_documented_in_the_readme() {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("## JSON schemas")
+            .expect("README has a JSON schemas section");
+        let schema = &readme[start..];
+        let v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        let mut paths = Vec::new();
+        leaf_paths("", &v, &mut paths);
+        assert!(paths.len() > 40, "{paths:?}");
+        let mut missing = Vec::new();
+        for path in &paths {
+            let mut segs: Vec<&str> = path.split('.').collect();
+            if segs[0] == "latency" && segs.len() > 1 {
+                segs[1] = "<phase>";
+            }
+            let last = *segs.last().unwrap();
+            let (ticked, dotted) = (format!("`{last}`"), format!(".{last}`"));
+            let documented = (1..=segs.len()).rev().any(|n| {
+                let prefix = format!("`{}", segs[..n].join("."));
+                schema.lines().any(|line| {
+                    line.starts_with('|')
+                        && line.contains(&prefix)
+                        && (line.contains(&ticked) || line.contains(&dotted))
+                })
+            });
+            if !documented {
+                missing.push(path.clone());
+            }
+        }
+        assert!(missing.is_empty(), "undocumented JSON fields: {missing:?}");
     }
 }

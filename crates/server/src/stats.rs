@@ -180,19 +180,22 @@ impl Snapshot {
         (lookups > 0).then(|| c.hits as f64 / lookups as f64)
     }
 
-    /// The human summary `tlslab serve` prints at shutdown. Each line names
-    /// its window: server-observed, over the uptime.
+    /// The human summary `tlslab serve` prints at shutdown. Its heading
+    /// names the window: server-observed, over the uptime.
     pub fn summary(&self) -> String {
-        let w = format!("server-observed, {:.1} s uptime", self.uptime.as_secs_f64());
+        let w = format!("{:.1} s uptime", self.uptime.as_secs_f64());
         let mut s = String::new();
-        let _ = writeln!(s, "tlslab serve summary ({w}):");
+        let _ = writeln!(
+            s,
+            "tlslab serve summary (all figures server-observed over the {w}):"
+        );
         for (v, k) in [
             (Version::Tls13, self.handshakes.tls13),
             (Version::Tls12, self.handshakes.tls12),
         ] {
             let _ = writeln!(
                 s,
-                "  handshakes {v}: {} full, {} resumed, {} full after HelloRetryRequest ({w})",
+                "  handshakes {v}: {} full, {} resumed, {} full after HelloRetryRequest",
                 k.full, k.resumed, k.full_hrr
             );
         }
@@ -207,22 +210,22 @@ impl Snapshot {
         };
         let _ = writeln!(
             s,
-            "  handshake failures: {} ({failures}) ({w})",
+            "  handshake failures: {} ({failures})",
             self.failures_total()
         );
         let _ = writeln!(
             s,
-            "  requests: {} https, {} http ({w})",
+            "  requests: {} https, {} http",
             self.requests.https, self.requests.http
         );
         let _ = writeln!(
             s,
-            "  connections: {} https, {} http accepted, {} open now ({w})",
+            "  connections: {} https, {} http accepted, {} open now",
             self.connections.https, self.connections.http, self.open_connections
         );
         let _ = writeln!(
             s,
-            "  socket bytes received: {} https, {} http; sent: {} https, {} http ({w})",
+            "  socket bytes received: {} https, {} http; sent: {} https, {} http",
             self.bytes_received.https,
             self.bytes_received.http,
             self.bytes_sent.https,
@@ -236,7 +239,7 @@ impl Snapshot {
                 };
                 let _ = writeln!(
                     s,
-                    "  session cache: hit ratio {ratio} ({} hits, {} misses), {} stored, {} evicted, {} expired, {}/{} held ({w})",
+                    "  session cache: hit ratio {ratio} ({} hits, {} misses), {} stored, {} evicted, {} expired, {}/{} held",
                     c.hits, c.misses, c.puts, c.evictions, c.expirations, c.size, c.capacity
                 );
             }
@@ -248,7 +251,7 @@ impl Snapshot {
             Some(t) => {
                 let _ = writeln!(
                     s,
-                    "  tickets: {} issued, {} accepted, {} rejected ({w})",
+                    "  tickets: {} issued, {} accepted, {} rejected",
                     t.issued, t.accepted, t.rejected
                 );
             }
@@ -259,7 +262,7 @@ impl Snapshot {
         if self.early_data.connections > 0 {
             let _ = writeln!(
                 s,
-                "  early data: {} connections, {} bytes accepted ({w})",
+                "  early data: {} connections, {} bytes accepted",
                 self.early_data.connections, self.early_data.bytes
             );
         }
@@ -272,7 +275,7 @@ impl Snapshot {
         };
         let _ = writeln!(
             s,
-            "  CPU: server threads {:.3} s{per_req}; whole process {:.3} s ({w})",
+            "  CPU: server threads {:.3} s{per_req}; whole process {:.3} s",
             self.worker_cpu.as_secs_f64(),
             self.process_cpu.as_secs_f64()
         );
