@@ -141,7 +141,8 @@ pub struct ServeArgs {
     pub suites: Option<Vec<String>>,
 
     /// Key-exchange groups in preference order, comma separated:
-    /// x25519, secp256r1, secp384r1, secp521r1, X25519MLKEM768. Default: rustls's.
+    /// x25519, secp256r1, secp384r1, X25519MLKEM768, secp256r1MLKEM768, MLKEM768, MLKEM1024.
+    /// Default: rustls's (X25519MLKEM768, x25519, secp256r1, secp384r1).
     #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
     pub groups: Option<Vec<String>>,
 

@@ -1,0 +1,840 @@
+//! End-to-end tests of the `tlslab` binary that need no external peers:
+//! `certs`, `serve` + `load` round trips checked against the server's own
+//! metrics, bad input and exit codes, hostile bytes on the TLS port, a
+//! server that dies mid-run, and `lab --quick`.
+//!
+//! Every server binds 127.0.0.1 port 0; every load is bounded by `-n` or
+//! `-d` and every child by a wall-clock limit.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::nginx;
+use common::{
+    Certs, Metrics, Proc, Serve, assert_no_panic, certs, errors, expect_ok, free_port, http_get,
+    load_json, num, run_tlslab, show, tempdir, tlslab,
+};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `tlslab load` with `--json DIR/name.json` appended; returns the
+/// process output and the parsed report (if it was written).
+fn load(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+) -> (std::process::Output, Option<serde_json::Value>) {
+    let json = dir.join(format!("{name}.json"));
+    let json_s = json.to_str().expect("utf-8 temp path");
+    let mut full = vec!["load"];
+    full.extend_from_slice(args);
+    full.extend(["--json", json_s]);
+    let out = run_tlslab(&full, LIMIT);
+    let report = json.is_file().then(|| load_json(&json));
+    (out, report)
+}
+
+/// Polls the server's metrics (≤ 3 s) until `ok` holds; returns the last
+/// scrape either way so the caller's assertion shows it.
+fn metrics_until(serve: &Serve, ok: impl Fn(&Metrics) -> bool) -> (Metrics, String) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let text = serve.metrics_text();
+        let m = Metrics::parse(&text);
+        if ok(&m) || Instant::now() >= deadline {
+            return (m, text);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const HANDSHAKES: &str = "tlslab_handshakes_total";
+const FAILURES: &str = "tlslab_handshake_failures_total";
+
+fn handshakes(m: &Metrics, version: &str, kind: &str) -> f64 {
+    m.count(HANDSHAKES, &[("version", version), ("kind", kind)])
+}
+
+// ---------------------------------------------------------------- certs ---
+
+#[test]
+fn certs_writes_a_usable_ca_and_chain_for_each_key_type() {
+    for key_type in ["rsa2048", "ecdsa-p256", "ecdsa-p384", "ed25519"] {
+        let dir = tempdir();
+        let c = certs(dir.path(), key_type, &[]);
+        let read = |p: &Path| std::fs::read_to_string(p).expect("read PEM");
+        assert_eq!(
+            read(&c.ca).matches("BEGIN CERTIFICATE").count(),
+            1,
+            "{key_type}: ca.pem"
+        );
+        assert_eq!(
+            read(&c.chain).matches("BEGIN CERTIFICATE").count(),
+            2,
+            "{key_type}: server.pem must hold the leaf then the CA"
+        );
+        for key in [&c.key, &c.ca_key] {
+            assert!(
+                read(key).contains("PRIVATE KEY"),
+                "{key_type}: {}",
+                key.display()
+            );
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(key)
+                .expect("stat key")
+                .permissions()
+                .mode();
+            assert_eq!(
+                mode & 0o077,
+                0,
+                "{key_type}: {} is readable by others",
+                key.display()
+            );
+        }
+
+        // The files work: serve them, trust the CA, and both versions connect.
+        let chain = c.chain.to_str().expect("utf-8");
+        let key = c.key.to_str().expect("utf-8");
+        let serve = Serve::start(&["--cert", chain, "--key", key]);
+        assert!(
+            serve.ca.is_none(),
+            "serve printed an ephemeral CA although --cert was given"
+        );
+        for tls in ["1.2", "1.3"] {
+            let url = serve.url("/health");
+            let ca = c.ca.to_str().expect("utf-8");
+            let (out, report) = load(
+                dir.path(),
+                &format!("{key_type}-{tls}"),
+                &[&url, "--cacert", ca, "-c", "1", "-n", "3", "--tls", tls],
+            );
+            expect_ok(&out);
+            let r = report.expect("load wrote --json");
+            assert_eq!(
+                num(&r, "requests/succeeded"),
+                3.0,
+                "{key_type} TLS {tls}: {r:#}"
+            );
+            assert!(errors(&r).is_empty(), "{key_type} TLS {tls}: {r:#}");
+        }
+    }
+}
+
+#[test]
+fn certs_san_decides_which_name_verifies() {
+    let dir = tempdir();
+    let c = certs(dir.path(), "ecdsa-p256", &["--san", "example.test"]);
+    let serve = Serve::start(&[
+        "--cert",
+        c.chain.to_str().expect("utf-8"),
+        "--key",
+        c.key.to_str().expect("utf-8"),
+    ]);
+    let url = serve.url("/health");
+    let ca = c.ca.to_str().expect("utf-8");
+
+    // 127.0.0.1 is not among the SANs: every handshake fails verification.
+    let (out, report) = load(
+        dir.path(),
+        "ip",
+        &[&url, "--cacert", ca, "-c", "1", "-n", "2"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "all requests failed → exit 1: {}",
+        show(&out)
+    );
+    let r = report.expect("load writes --json even when every request fails");
+    let errs = errors(&r);
+    assert!(
+        errs.keys().any(|k| k.starts_with("tls")),
+        "expected a TLS verification error kind, got {errs:?}"
+    );
+    assert_no_panic(&out.stderr);
+
+    // With the SAN as SNI/verification name it works.
+    let (out, report) = load(
+        dir.path(),
+        "sni",
+        &[
+            &url,
+            "--cacert",
+            ca,
+            "--sni",
+            "example.test",
+            "-c",
+            "1",
+            "-n",
+            "2",
+        ],
+    );
+    expect_ok(&out);
+    let r = report.expect("load wrote --json");
+    assert!(errors(&r).is_empty(), "{r:#}");
+    assert_eq!(num(&r, "requests/succeeded"), 2.0);
+}
+
+// ------------------------------------------------- serve + load + metrics ---
+
+#[test]
+fn load_achieves_requested_reuse_and_server_metrics_agree() {
+    let dir = tempdir();
+    let serve = Serve::start(&["--tls", "1.2,1.3"]);
+    let ca = serve.ca.clone().expect("ephemeral CA path");
+    let ca = ca.to_str().expect("utf-8");
+    let url = serve.url("/bytes/1024");
+    const CLIENTS: f64 = 2.0;
+    const N: f64 = 40.0;
+
+    for tls in ["1.2", "1.3"] {
+        for reuse in [0u32, 50, 100] {
+            let case = format!("TLS {tls} reuse {reuse}%");
+            let before = serve.metrics();
+            let (out, report) = load(
+                dir.path(),
+                &format!("{tls}-{reuse}"),
+                &[
+                    &url,
+                    "--cacert",
+                    ca,
+                    "-c",
+                    "2",
+                    "-n",
+                    "40",
+                    "--requests-per-conn",
+                    "1",
+                    "--tls",
+                    tls,
+                    "--reuse",
+                    &reuse.to_string(),
+                ],
+            );
+            expect_ok(&out);
+            assert_no_panic(&out.stderr);
+            let r = report.expect("load wrote --json");
+            assert!(errors(&r).is_empty(), "{case}: errors: {r:#}");
+            assert_eq!(num(&r, "requests/succeeded"), N, "{case}: {r:#}");
+
+            let full = num(&r, "handshake/full/count");
+            let resumed = num(&r, "handshake/resumed/count");
+            assert_eq!(
+                full + resumed,
+                N,
+                "{case}: one handshake per request with K=1: {r:#}"
+            );
+
+            assert_eq!(num(&r, "reuse/resumed_count"), resumed, "{case}: {r:#}");
+            assert_eq!(num(&r, "requests/attempted"), N, "{case}: {r:#}");
+            let requested = num(&r, "reuse/requested");
+            let offered = num(&r, "reuse/offered");
+            let achieved = num(&r, "reuse/achieved");
+            assert!(
+                (requested - f64::from(reuse) / 100.0).abs() < 1e-9,
+                "{case}: {r:#}"
+            );
+            assert!(
+                (achieved - resumed / N).abs() < 1e-9,
+                "{case}: achieved must be resumed/connections: {r:#}"
+            );
+            assert!(
+                offered + 1e-9 >= achieved,
+                "{case}: accepted more than offered: {r:#}"
+            );
+            // Each client's first connection is necessarily full, and the
+            // split of N over the clients may be uneven by one.
+            assert!(
+                (achieved - requested).abs() <= CLIENTS / N + 1e-9,
+                "{case}: achieved {achieved} vs requested {requested}: {r:#}"
+            );
+            if reuse == 0 {
+                assert_eq!(resumed, 0.0, "{case}: {r:#}");
+                assert_eq!(offered, 0.0, "{case}: nothing may be offered at 0 %: {r:#}");
+            }
+            if reuse == 100 {
+                assert!(resumed >= N - CLIENTS, "{case}: {r:#}");
+            }
+            if full > 0.0 {
+                assert!(
+                    num(&r, "latency/handshake_full/p50_us") > 0.0,
+                    "{case}: {r:#}"
+                );
+            }
+            assert!(num(&r, "throughput/requests_per_s") > 0.0, "{case}: {r:#}");
+
+            // The server saw exactly the same handshakes.
+            let resumed_before = handshakes(&before, tls, "resumed");
+            let full_before =
+                handshakes(&before, tls, "full") + handshakes(&before, tls, "full_hrr");
+            let (after, text) = metrics_until(&serve, |m| {
+                handshakes(m, tls, "resumed") - resumed_before == resumed
+                    && handshakes(m, tls, "full") + handshakes(m, tls, "full_hrr") - full_before
+                        == full
+            });
+            let server_resumed = handshakes(&after, tls, "resumed") - resumed_before;
+            let server_full =
+                handshakes(&after, tls, "full") + handshakes(&after, tls, "full_hrr") - full_before;
+            assert_eq!(
+                server_resumed, resumed,
+                "{case}: server counted {server_resumed} resumed, load {resumed}\n{text}"
+            );
+            assert_eq!(
+                server_full, full,
+                "{case}: server counted {server_full} full, load {full}\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn plain_http_listener_and_specweb96_fileset_serve_the_same_content() {
+    let dir = tempdir();
+    let serve = Serve::start(&["--http", "127.0.0.1:0", "--fileset", "specweb96"]);
+    let http = serve.http.expect("serve printed its http listener");
+    let (status, body) = http_get(http, "/health").expect("GET /health");
+    assert_eq!((status, body.trim()), (200, "ok"));
+    // class1_3 is (3 + 1) × 1024 × 10 / 10 = 4096 bytes.
+    let (status, body) = http_get(http, "/specweb96/class1_3").expect("GET specweb96 file");
+    assert_eq!((status, body.len()), (200, 4096));
+    let (status, _) = http_get(http, "/specweb96/class9_9").expect("GET missing file");
+    assert_eq!(status, 404);
+
+    let url = format!("http://{http}/specweb96/class0_0");
+    let (out, report) = load(dir.path(), "plain", &[&url, "-c", "1", "-n", "5"]);
+    expect_ok(&out);
+    let r = report.expect("load wrote --json");
+    assert!(errors(&r).is_empty(), "{r:#}");
+    assert_eq!(num(&r, "requests/succeeded"), 5.0);
+    assert_eq!(
+        num(&r, "handshake/full/count") + num(&r, "handshake/resumed/count"),
+        0.0
+    );
+    let m = serve.metrics();
+    assert!(
+        m.count("tlslab_requests_total", &[("listener", "http")]) >= 5.0,
+        "{:?}",
+        m.series("tlslab_requests_total")
+    );
+}
+
+// ------------------------------------------------------------ bad input ---
+
+/// stderr's non-empty lines.
+fn stderr_lines(out: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn bad_url_is_a_usage_error_with_a_one_line_fix() {
+    for bad in ["not-a-url", "ftp://127.0.0.1/x", "https://"] {
+        let out = run_tlslab(&["load", bad, "-n", "1", "--insecure"], LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", show(&out));
+        let lines = stderr_lines(&out);
+        assert_eq!(lines.len(), 1, "{bad}: want one line: {}", show(&out));
+        assert!(
+            lines[0].contains(bad),
+            "{bad}: message should quote the URL: {}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains("https://"),
+            "{bad}: message should show the fix: {}",
+            lines[0]
+        );
+        assert_no_panic(&out.stderr);
+    }
+}
+
+#[test]
+fn refused_target_is_reported_not_fatal() {
+    let dir = tempdir();
+    let url = format!("https://127.0.0.1:{}/", free_port());
+    let (out, report) = load(
+        dir.path(),
+        "refused",
+        &[&url, "--insecure", "-c", "1", "-n", "3"],
+    );
+    // Every request failed → exit 1, but the run completed and reported.
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert_no_panic(&out.stderr);
+    let r = report.expect("load writes --json when every request fails");
+    let errs = errors(&r);
+    assert!(
+        errs.get("refused").copied().unwrap_or(0) > 0,
+        "{errs:?}\n{r:#}"
+    );
+    assert!(
+        !out.stdout.is_empty(),
+        "the report table is printed: {}",
+        show(&out)
+    );
+    // Besides the --insecure warning, one line says what failed.
+    let lines: Vec<String> = stderr_lines(&out)
+        .into_iter()
+        .filter(|l| !l.contains("WARNING"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one-line error on stderr: {}", show(&out));
+    assert!(lines[0].contains("refused"), "{}", show(&out));
+}
+
+#[test]
+fn a_cert_file_given_as_key_is_a_usage_error() {
+    let dir = tempdir();
+    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let chain = c.chain.to_str().expect("utf-8");
+    let out = run_tlslab(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--cert",
+            chain,
+            "--key",
+            chain,
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no PEM private key found"), "{err}");
+    assert_no_panic(&out.stderr);
+}
+
+#[test]
+fn a_missing_ca_file_is_a_usage_error_naming_the_file() {
+    let dir = tempdir();
+    let missing = dir.path().join("nope.pem");
+    let missing = missing.to_str().expect("utf-8");
+    let url = format!("https://127.0.0.1:{}/", free_port());
+    let out = run_tlslab(&["load", &url, "--cacert", missing, "-n", "1"], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nope.pem"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn conflicting_flags_are_usage_errors() {
+    let dir = tempdir();
+    let c = Certs::at(dir.path());
+    std::fs::write(&c.ca, "not used").expect("write");
+    let ca = c.ca.to_str().expect("utf-8");
+    let root = dir.path().to_str().expect("utf-8");
+    let url = format!("https://127.0.0.1:{}/", free_port());
+    // Each case with a word its message must contain, so the exit 2 is
+    // for the reason the case is about.
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "--insecure",
+            vec!["load", &url, "--insecure", "--cacert", ca, "-n", "1"],
+        ),
+        (
+            "--reuse",
+            vec!["load", &url, "--insecure", "--reuse", "101", "-n", "1"],
+        ),
+        (
+            "--fileset",
+            vec![
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--root",
+                root,
+                "--fileset",
+                "specweb96",
+            ],
+        ),
+        (
+            "--key-type",
+            vec![
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--cert",
+                ca,
+                "--key",
+                ca,
+                "--key-type",
+                "rsa2048",
+            ],
+        ),
+        ("dsa1024", vec!["certs", "--out", root, "--key", "dsa1024"]),
+    ];
+    for (why, args) in cases {
+        let out = run_tlslab(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(why),
+            "{args:?}: a usage error must say why (mention {why}): {}",
+            show(&out)
+        );
+        assert_no_panic(&out.stderr);
+    }
+}
+
+// ------------------------------------------------- hostile bytes on :443 ---
+
+/// The first 45 bytes of a ClientHello: a handshake record announcing 512
+/// bytes, the handshake header, legacy_version and part of the random.
+fn truncated_client_hello() -> Vec<u8> {
+    let mut b = vec![0x16, 0x03, 0x01, 0x02, 0x00]; // record: handshake, 512 bytes
+    b.extend([0x01, 0x00, 0x01, 0xfc]); // ClientHello, 508 bytes
+    b.extend([0x03, 0x03]); // legacy_version TLS 1.2
+    b.extend([0x42; 34]); // part of the random
+    b
+}
+
+#[test]
+fn garbage_and_truncated_hellos_are_closed_counted_and_survived() {
+    let dir = tempdir();
+    let serve = Serve::start(&["--handshake-timeout", "1s"]);
+    let limit = Duration::from_secs(8);
+
+    let cases: [(&str, Vec<u8>, bool); 4] = [
+        (
+            "not_tls",
+            b"\x00\x01\x02garbage that is not TLS at all\r\n".to_vec(),
+            false,
+        ),
+        (
+            "http_on_tls_port",
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            false,
+        ),
+        ("eof", truncated_client_hello(), true),
+        ("timeout", truncated_client_hello(), false),
+    ];
+    for (reason, bytes, shutdown) in &cases {
+        let (_, closed) = common::raw_exchange(serve.https, bytes, *shutdown, limit);
+        assert!(
+            closed,
+            "{reason}: serve did not close the connection within {limit:?}"
+        );
+    }
+    let (m, text) = metrics_until(&serve, |m| {
+        cases
+            .iter()
+            .all(|(reason, _, _)| m.count(FAILURES, &[("reason", reason)]) >= 1.0)
+    });
+    for (reason, _, _) in &cases {
+        assert_eq!(
+            m.count(FAILURES, &[("reason", reason)]),
+            1.0,
+            "failure reason {reason}:\n{text}"
+        );
+    }
+    assert_eq!(
+        m.count(HANDSHAKES, &[]),
+        0.0,
+        "no handshake completed, none may be counted:\n{text}"
+    );
+
+    // And it still serves.
+    let ca = serve.ca.clone().expect("ephemeral CA");
+    let url = serve.url("/health");
+    let (out, report) = load(
+        dir.path(),
+        "after",
+        &[
+            &url,
+            "--cacert",
+            ca.to_str().expect("utf-8"),
+            "-c",
+            "1",
+            "-n",
+            "3",
+        ],
+    );
+    expect_ok(&out);
+    let r = report.expect("load wrote --json");
+    assert!(errors(&r).is_empty(), "{r:#}");
+    let mut proc = serve.proc;
+    assert!(
+        proc.try_status().is_none(),
+        "serve exited:\n{}",
+        proc.describe()
+    );
+    assert_no_panic(proc.stderr_text().as_bytes());
+}
+
+// -------------------------------------------------- lifecycle & failure ---
+
+#[test]
+fn serve_stops_gracefully_on_sigterm_with_a_summary() {
+    let dir = tempdir();
+    let serve = Serve::start(&[]);
+    let ca = serve.ca.clone().expect("ephemeral CA");
+    let url = serve.url("/bytes/100");
+    let (out, _) = load(
+        dir.path(),
+        "pre",
+        &[
+            &url,
+            "--cacert",
+            ca.to_str().expect("utf-8"),
+            "-c",
+            "1",
+            "-n",
+            "4",
+        ],
+    );
+    expect_ok(&out);
+    let start_lines = serve.proc.stdout_lines().len();
+    let done = serve.proc.terminate(Duration::from_secs(15));
+    let status = done
+        .status
+        .expect("serve did not stop within 15 s of SIGTERM");
+    assert_eq!(status.code(), Some(0), "{done:?}");
+    let summary: Vec<&str> = done.stdout.lines().skip(start_lines).collect();
+    assert!(!summary.is_empty(), "no summary after SIGTERM: {done:?}");
+    assert!(
+        !ca.exists(),
+        "a graceful stop should remove the ephemeral CA {}",
+        ca.display()
+    );
+    // The 4 requests just made are in it.
+    assert!(
+        summary
+            .iter()
+            .any(|l| l.contains("requests")
+                && l.split(|c: char| !c.is_ascii_digit()).any(|w| w == "4")),
+        "summary does not count the 4 requests: {done:?}"
+    );
+    assert_no_panic(done.stderr.as_bytes());
+}
+
+#[test]
+fn load_survives_the_server_dying_mid_run() {
+    let dir = tempdir();
+    let serve = Serve::start(&[]);
+    let ca = serve.ca.clone().expect("ephemeral CA");
+    let json = dir.path().join("killed.json");
+    let url = serve.url("/bytes/1000");
+    let load = Proc::spawn(tlslab([
+        "load",
+        &url,
+        "--cacert",
+        ca.to_str().expect("utf-8"),
+        "-c",
+        "2",
+        "-d",
+        "4s",
+        "--timeout",
+        "2s",
+        "--json",
+        json.to_str().expect("utf-8"),
+    ]));
+    // Let some requests succeed, then kill the server outright.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while serve.metrics().count("tlslab_requests_total", &[]) < 10.0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let killed = serve.proc.kill();
+    assert!(killed.status.is_some());
+    let done = load.wait(Duration::from_secs(30));
+    let status = done
+        .status
+        .unwrap_or_else(|| panic!("load hung after the server died: {done:?}"));
+    assert_no_panic(done.stderr.as_bytes());
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "some requests succeeded → exit 0: {done:?}"
+    );
+    let r = load_json(&json);
+    assert!(num(&r, "requests/succeeded") >= 1.0, "{r:#}");
+    let errs = errors(&r);
+    assert!(
+        errs.values().sum::<u64>() > 0,
+        "a dead server must show up as errors: {errs:?}"
+    );
+    assert!(
+        errs.contains_key("refused") || errs.contains_key("reset"),
+        "expected refused/reset errors, got {errs:?}"
+    );
+}
+
+#[test]
+fn lab_quick_prints_its_table_in_reasonable_time() {
+    let dir = tempdir();
+    let json = dir.path().join("lab.json");
+    let started = Instant::now();
+    let out = run_tlslab(
+        &["lab", "--quick", "--json", json.to_str().expect("utf-8")],
+        Duration::from_secs(120),
+    );
+    let took = started.elapsed();
+    let stdout = expect_ok(&out);
+    assert_no_panic(&out.stderr);
+    assert!(
+        stdout.lines().count() >= 3,
+        "lab printed no table:\n{stdout}"
+    );
+    let r = load_json(&json);
+    assert!(r.is_object(), "{r:#}");
+    assert!(
+        took < Duration::from_secs(60),
+        "lab --quick took {took:?} (debug build)"
+    );
+}
+
+// -------------------------------------------------- the helpers themselves ---
+
+#[test]
+fn helper_parses_serve_start_lines() {
+    assert_eq!(
+        common::parse_serve_line("tlslab serve: https https://127.0.0.1:4433"),
+        Some(("https", "https://127.0.0.1:4433"))
+    );
+    assert_eq!(
+        common::url_addr("http://127.0.0.1:9/metrics"),
+        Some("127.0.0.1:9".parse().expect("addr"))
+    );
+    assert_eq!(common::parse_serve_line("listening"), None);
+    assert_eq!(common::url_addr("127.0.0.1:9"), None);
+}
+
+#[test]
+fn helper_parses_prometheus_text() {
+    let m = Metrics::parse(
+        "# HELP tlslab_handshakes_total Handshakes.\n\
+         # TYPE tlslab_handshakes_total counter\n\
+         tlslab_handshakes_total{version=\"1.2\",kind=\"full\"} 3\n\
+         tlslab_handshakes_total{version=\"1.2\",kind=\"resumed\"} 5\n\
+         tlslab_handshakes_total{version=\"1.3\",kind=\"resumed\"} 7\n\
+         tlslab_open_connections 2\n\
+         odd{a=\"x\\\"y\"} 1.5\n",
+    );
+    assert_eq!(m.get(HANDSHAKES, &[("version", "1.2")]), Some(8.0));
+    assert_eq!(m.get(HANDSHAKES, &[("kind", "resumed")]), Some(12.0));
+    assert_eq!(
+        m.get(HANDSHAKES, &[("version", "1.3"), ("kind", "full")]),
+        None
+    );
+    assert_eq!(
+        m.count(HANDSHAKES, &[("version", "1.3"), ("kind", "full")]),
+        0.0
+    );
+    assert_eq!(m.get("tlslab_open_connections", &[]), Some(2.0));
+    assert_eq!(m.get("odd", &[("a", "x\"y")]), Some(1.5));
+}
+
+#[test]
+fn helper_parses_http_responses() {
+    let raw =
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+    assert_eq!(
+        common::parse_http_response(raw).expect("parse"),
+        (200, "abcde".to_string())
+    );
+    let raw = b"HTTP/1.0 404 Not Found\r\nContent-Length: 2\r\n\r\nno";
+    assert_eq!(
+        common::parse_http_response(raw).expect("parse"),
+        (404, "no".to_string())
+    );
+    assert!(common::parse_http_response(b"garbage").is_err());
+    assert_eq!(common::dechunk("5\r\nab"), None);
+}
+
+#[test]
+fn helper_parses_the_nginx_access_log() {
+    let log = "r TLSv1.3 200 /4k.bin?case=a\n. TLSv1.2 200 /4k.bin\n\n";
+    let lines = nginx::parse_log(log).expect("parse");
+    assert_eq!(
+        lines,
+        vec![
+            nginx::LogLine {
+                reused: true,
+                protocol: "TLSv1.3".into(),
+                status: 200,
+                uri: "/4k.bin?case=a".into()
+            },
+            nginx::LogLine {
+                reused: false,
+                protocol: "TLSv1.2".into(),
+                status: 200,
+                uri: "/4k.bin".into()
+            },
+        ]
+    );
+    assert!(nginx::parse_log("x TLSv1.3 200 /").is_err());
+    assert!(nginx::parse_log("r TLSv1.3 abc /").is_err());
+}
+
+#[test]
+fn helper_writes_an_nginx_config_inside_its_prefix() {
+    let dir = tempdir();
+    let c = nginx::Config {
+        prefix: dir.path().to_path_buf(),
+        port: 4433,
+        chain: "/c/server.pem".into(),
+        key: "/c/server.key".into(),
+        tickets: false,
+    };
+    c.write().expect("write");
+    let text = std::fs::read_to_string(c.conf_path()).expect("read");
+    assert!(text.contains("listen 127.0.0.1:4433 ssl;"), "{text}");
+    assert!(text.contains("ssl_session_tickets off;"), "{text}");
+    assert!(text.contains(nginx::LOG_FORMAT), "{text}");
+    assert_eq!(
+        std::fs::metadata(c.docroot().join("4k.bin"))
+            .expect("4k")
+            .len(),
+        4096
+    );
+    let prefix = dir.path().to_str().expect("utf-8");
+    for line in text
+        .lines()
+        .filter(|l| l.contains("_path ") || l.contains("pid ") || l.contains("_log "))
+    {
+        assert!(line.contains(prefix), "path outside the prefix: {line}");
+    }
+}
+
+#[test]
+fn helper_proc_guard_kills_on_drop() {
+    let p = Proc::spawn({
+        let mut c = std::process::Command::new("sleep");
+        c.arg("30");
+        c
+    });
+    let pid = nix::unistd::Pid::from_raw(p.pid() as i32);
+    drop(p);
+    // Reaped: the pid no longer names our child.
+    assert!(nix::sys::signal::kill(pid, None).is_err());
+}
+
+#[test]
+fn helper_parses_peer_tool_output() {
+    use common::peers;
+    let h2 = "finished in 1.2s, 160 req/s\n\
+              requests: 200 total, 200 started, 200 done, 199 succeeded, 1 failed, 0 errored, 0 timeout\n\
+              Application protocol: h2\n";
+    let r = peers::parse_h2load(h2).expect("parse");
+    assert_eq!((r.total, r.started, r.done), (200, 200, 200));
+    assert_eq!(
+        (r.succeeded, r.failed, r.errored, r.timeout),
+        (199, 1, 0, 0)
+    );
+    assert_eq!(peers::h2load_protocol(h2), Some("h2"));
+    assert_eq!(peers::parse_h2load("no summary"), None);
+
+    let s = "CONNECTED(00000003)\n---\nNew, TLSv1.2, Cipher is ECDHE-ECDSA-AES128-GCM-SHA256\n\
+             drop connection and then reconnect\nReused, TLSv1.2, Cipher is ECDHE-ECDSA-AES128-GCM-SHA256\n\
+             New, (NONE), Cipher is (NONE)\n";
+    assert_eq!(
+        peers::s_client_sessions(s),
+        vec![
+            (false, "TLSv1.2".to_string()),
+            (true, "TLSv1.2".to_string())
+        ]
+    );
+}

@@ -1,0 +1,779 @@
+//! Helpers shared by the end-to-end (`tests/cli.rs`) and interop
+//! (`tests/interop.rs`) suites: running the real `tlslab` binary with a time
+//! limit, spawning `tlslab serve` on ephemeral ports and reading the
+//! addresses it prints, killing children on drop, reading Prometheus metrics
+//! and JSON reports, and talking raw TCP to a listener.
+//!
+//! Every helper is bounded in time: a child that outlives its limit is
+//! killed and the test fails with everything it printed.
+
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+pub mod nginx;
+pub mod peers;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The `tlslab` binary cargo built for this test run.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tlslab"))
+}
+
+/// A `tlslab` command with the given arguments.
+pub fn tlslab<I, S>(args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = Command::new(bin());
+    cmd.args(args);
+    cmd
+}
+
+/// A fresh temporary directory, removed on drop.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("tlslab-test-")
+        .tempdir()
+        .expect("create a temporary directory")
+}
+
+/// Reads a pipe to the end on a thread; returns what it read when joined.
+fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        buf
+    })
+}
+
+/// Waits for `child` at most `limit`; kills it when the limit passes.
+/// Returns `None` if it had to be killed.
+pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("waiting for child {}: {e}", child.id()),
+        }
+    }
+}
+
+/// Runs `cmd` with stdin closed and its output captured; kills it and fails
+/// the test if it runs longer than `limit`.
+pub fn run(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let shown = format!("{cmd:?}");
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
+    let out = drain(child.stdout.take().expect("stdout is piped"));
+    let err = drain(child.stderr.take().expect("stderr is piped"));
+    let status = wait_timeout(&mut child, limit);
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    match status {
+        Some(status) => Output {
+            status,
+            stdout,
+            stderr,
+        },
+        None => panic!(
+            "{shown} did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        ),
+    }
+}
+
+/// Like [`run`], but feeds `input` on stdin and then closes it.
+pub fn run_with_input(mut cmd: Command, input: &[u8], limit: Duration) -> Output {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let shown = format!("{cmd:?}");
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+        // Dropping stdin closes it.
+    });
+    let out = drain(child.stdout.take().expect("stdout is piped"));
+    let err = drain(child.stderr.take().expect("stderr is piped"));
+    let status = wait_timeout(&mut child, limit);
+    let _ = feeder.join();
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    let status = status.unwrap_or_else(|| {
+        panic!(
+            "{shown} did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        )
+    });
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// Runs `tlslab ARGS` with a limit (see [`run`]).
+pub fn run_tlslab(args: &[&str], limit: Duration) -> Output {
+    run(tlslab(args), limit)
+}
+
+/// Formats a command's output for assertion messages.
+pub fn show(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts a command exited 0 and returns its stdout.
+pub fn expect_ok(out: &Output) -> String {
+    assert!(out.status.success(), "command failed: {}", show(out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Fails the test if a process's stderr shows a Rust panic.
+pub fn assert_no_panic(stderr: &[u8]) {
+    let s = String::from_utf8_lossy(stderr);
+    assert!(
+        !s.contains("panicked") && !s.contains("RUST_BACKTRACE"),
+        "the process panicked:\n{s}"
+    );
+}
+
+/// The files `tlslab certs` writes.
+#[derive(Clone, Debug)]
+pub struct Certs {
+    /// The directory holding them.
+    pub dir: PathBuf,
+    /// CA certificate (for `--cacert`, `-CAfile`).
+    pub ca: PathBuf,
+    /// CA key.
+    pub ca_key: PathBuf,
+    /// Server chain, leaf first.
+    pub chain: PathBuf,
+    /// Server key.
+    pub key: PathBuf,
+}
+
+impl Certs {
+    /// The paths `tlslab certs --out dir` writes (does not check they exist).
+    pub fn at(dir: &Path) -> Certs {
+        Certs {
+            dir: dir.to_path_buf(),
+            ca: dir.join("ca.pem"),
+            ca_key: dir.join("ca.key"),
+            chain: dir.join("server.pem"),
+            key: dir.join("server.key"),
+        }
+    }
+}
+
+/// Runs `tlslab certs --out DIR --key KEY_TYPE [extra]` and returns the
+/// paths, failing the test if it fails or a file is missing.
+pub fn certs(dir: &Path, key_type: &str, extra: &[&str]) -> Certs {
+    let out_dir = dir.to_str().expect("utf-8 temp path");
+    let mut args = vec!["certs", "--out", out_dir, "--key", key_type];
+    args.extend_from_slice(extra);
+    let out = run_tlslab(&args, Duration::from_secs(60));
+    expect_ok(&out);
+    let c = Certs::at(dir);
+    for f in [&c.ca, &c.ca_key, &c.chain, &c.key] {
+        assert!(f.is_file(), "tlslab certs did not write {}", f.display());
+    }
+    c
+}
+
+/// A port on 127.0.0.1 that was free a moment ago (bind port 0, read it,
+/// release it). For peers that cannot be told to pick their own port.
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// Waits until a TCP connect to `addr` succeeds; false after `limit`.
+pub fn wait_for_port(addr: SocketAddr, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Loads a JSON file (a `--json` report).
+pub fn load_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read JSON report {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not JSON ({e}):\n{text}", path.display()))
+}
+
+/// The number at a `/`-separated path in a JSON value (`"reuse/achieved"`),
+/// failing the test with the whole report if it is absent.
+pub fn num(v: &serde_json::Value, path: &str) -> f64 {
+    let ptr = format!("/{path}");
+    v.pointer(&ptr)
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or_else(|| panic!("report has no number at {path}:\n{v:#}"))
+}
+
+/// The `errors` object of a load report as kind → count.
+pub fn errors(v: &serde_json::Value) -> BTreeMap<String, u64> {
+    let e = v
+        .get("errors")
+        .unwrap_or_else(|| panic!("report has no `errors`:\n{v:#}"));
+    let obj = e
+        .as_object()
+        .unwrap_or_else(|| panic!("report `errors` is not an object:\n{v:#}"));
+    obj.iter()
+        .map(|(k, n)| {
+            let n = n
+                .as_u64()
+                .unwrap_or_else(|| panic!("errors.{k} is not a count: {n}"));
+            (k.clone(), n)
+        })
+        .collect()
+}
+
+/// A child process that is killed (SIGKILL) and reaped when dropped, with
+/// its stdout lines and stderr collected by threads so its pipes never fill.
+pub struct Proc {
+    child: Child,
+    graceful: bool,
+    shown: String,
+    lines: Receiver<String>,
+    stdout: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Proc {
+    /// Spawns `cmd` with stdin closed and stdout/stderr collected.
+    pub fn spawn(mut cmd: Command) -> Proc {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let shown = format!("{cmd:?}");
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
+        let (tx, lines) = channel();
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().expect("stdout is piped");
+        let mut err = child.stderr.take().expect("stderr is piped");
+        let all = Arc::clone(&stdout);
+        let r1 = std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                all.lock().expect("stdout lock").push(line.clone());
+                let _ = tx.send(line);
+            }
+        });
+        let buf = Arc::clone(&stderr);
+        let r2 = std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            loop {
+                match err.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf
+                        .lock()
+                        .expect("stderr lock")
+                        .extend_from_slice(&chunk[..n]),
+                }
+            }
+        });
+        Proc {
+            child,
+            graceful: false,
+            shown,
+            lines,
+            stdout,
+            stderr,
+            readers: vec![r1, r2],
+        }
+    }
+
+    /// On drop, send SIGTERM and allow up to 5 s for a clean exit before
+    /// SIGKILL (so the child can remove its temporary files).
+    pub fn graceful_drop(mut self) -> Proc {
+        self.graceful = true;
+        self
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next stdout line, waiting at most until `deadline`.
+    pub fn next_line(&self, deadline: Instant) -> Option<String> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.lines.recv_timeout(left).ok()
+    }
+
+    /// Every stdout line so far.
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout.lock().expect("stdout lock").clone()
+    }
+
+    /// Everything on stderr so far.
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().expect("stderr lock")).into_owned()
+    }
+
+    /// Whether it has exited (and with what), without waiting.
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// What it printed, for assertion messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}\n--- stdout\n{}\n--- stderr\n{}",
+            self.shown,
+            self.stdout_lines().join("\n"),
+            self.stderr_text()
+        )
+    }
+
+    /// Sends `sig` to the process.
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, sig);
+    }
+
+    /// Waits at most `limit` for it to exit by itself, then collects the
+    /// rest of its output. `None` status: it was killed at the limit.
+    pub fn wait(mut self, limit: Duration) -> Finished {
+        let status = wait_timeout(&mut self.child, limit);
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        Finished {
+            status,
+            stdout: self.stdout_lines().join("\n"),
+            stderr: self.stderr_text(),
+        }
+    }
+
+    /// SIGTERM, then wait at most `limit` (SIGKILL after it).
+    pub fn terminate(self, limit: Duration) -> Finished {
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        self.wait(limit)
+    }
+
+    /// SIGKILL and reap now.
+    pub fn kill(mut self) -> Finished {
+        let _ = self.child.kill();
+        self.wait(Duration::from_secs(5))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            if self.graceful {
+                self.signal(nix::sys::signal::Signal::SIGTERM);
+                if wait_timeout(&mut self.child, Duration::from_secs(5)).is_some() {
+                    return;
+                }
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A process that has exited (or was killed).
+#[derive(Debug)]
+pub struct Finished {
+    /// Exit status; `None` if it had to be killed at the time limit.
+    pub status: Option<ExitStatus>,
+    /// All of stdout.
+    pub stdout: String,
+    /// All of stderr.
+    pub stderr: String,
+}
+
+/// A running `tlslab serve`, stopped on drop (SIGTERM, SIGKILL after 5 s).
+/// Its `TMPDIR` (where it writes an ephemeral CA) is a temporary directory
+/// removed after it stops, so even a killed server leaves nothing behind.
+pub struct Serve {
+    /// The process.
+    pub proc: Proc,
+    /// The HTTPS listener.
+    pub https: SocketAddr,
+    /// The plain HTTP listener, if `--http` was given.
+    pub http: Option<SocketAddr>,
+    /// The metrics listener (always asked for unless the args name one).
+    pub metrics: Option<SocketAddr>,
+    /// The CA to trust: the one it printed (ephemeral cert) or `None` when
+    /// `--cert` was given.
+    pub ca: Option<PathBuf>,
+    /// The child's TMPDIR; declared last so it is removed after the child
+    /// has stopped.
+    pub tmp: tempfile::TempDir,
+}
+
+/// One `tlslab serve: KIND VALUE` start-up line.
+pub fn parse_serve_line(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix("tlslab serve: ")?;
+    let (kind, value) = rest.split_once(' ')?;
+    Some((kind, value.trim()))
+}
+
+/// `https://127.0.0.1:8443` or `http://127.0.0.1:9/metrics` → the address.
+pub fn url_addr(url: &str) -> Option<SocketAddr> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let hostport = rest.split('/').next()?;
+    hostport.parse().ok()
+}
+
+impl Serve {
+    /// Starts `tlslab serve ARGS`, adding `--listen 127.0.0.1:0` and
+    /// `--metrics 127.0.0.1:0` unless ARGS name them, and waits (≤ 30 s) for
+    /// the start-up lines: https, plus http/metrics if asked for, plus ca
+    /// unless `--cert` was given.
+    pub fn start(args: &[&str]) -> Serve {
+        let has = |f: &str| args.contains(&f);
+        let mut full: Vec<&str> = vec!["serve"];
+        if !has("--listen") {
+            full.extend(["--listen", "127.0.0.1:0"]);
+        }
+        if !has("--metrics") {
+            full.extend(["--metrics", "127.0.0.1:0"]);
+        }
+        full.extend_from_slice(args);
+        let want_http = has("--http");
+        let want_ca = !has("--cert");
+        let tmp = tempdir();
+        let mut cmd = tlslab(&full);
+        cmd.env("TMPDIR", tmp.path());
+        let proc = Proc::spawn(cmd).graceful_drop();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (mut https, mut http, mut metrics, mut ca) = (None, None, None, None);
+        while https.is_none()
+            || (want_http && http.is_none())
+            || metrics.is_none()
+            || (want_ca && ca.is_none())
+        {
+            let Some(line) = proc.next_line(deadline) else {
+                panic!(
+                    "tlslab serve did not print its addresses within 30 s:\n{}",
+                    proc.describe()
+                );
+            };
+            match parse_serve_line(&line) {
+                Some(("https", v)) => https = url_addr(v),
+                Some(("http", v)) => http = url_addr(v),
+                Some(("metrics", v)) => metrics = url_addr(v),
+                Some(("ca", v)) => ca = Some(PathBuf::from(v)),
+                _ => {}
+            }
+        }
+        let https = https.expect("loop ends only with an https address");
+        Serve {
+            proc,
+            https,
+            http,
+            metrics,
+            ca,
+            tmp,
+        }
+    }
+
+    /// `https://ADDR{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://{}{path}", self.https)
+    }
+
+    /// The current metrics text.
+    pub fn metrics_text(&self) -> String {
+        let addr = self.metrics.expect("serve was started with --metrics");
+        let (status, body) =
+            http_get(addr, "/metrics").unwrap_or_else(|e| panic!("GET /metrics: {e}"));
+        assert_eq!(status, 200, "GET /metrics: {body}");
+        body
+    }
+
+    /// The current metrics, parsed.
+    pub fn metrics(&self) -> Metrics {
+        Metrics::parse(&self.metrics_text())
+    }
+}
+
+/// A minimal blocking HTTP/1.0 GET (no TLS): status and body. Enough for
+/// `/metrics` and `/health` without external clients.
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.set_write_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    parse_http_response(&raw)
+}
+
+/// Splits a raw HTTP/1.x response into status and body (de-chunked if the
+/// response was chunked).
+pub fn parse_http_response(raw: &[u8]) -> std::io::Result<(u16, String)> {
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| bad("no end of headers"))?;
+    let status: u16 = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad("bad status line"))?;
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(body).ok_or_else(|| bad("bad chunked body"))?
+    } else {
+        body.to_string()
+    };
+    Ok((status, body))
+}
+
+/// Decodes an HTTP/1.1 chunked body.
+pub fn dechunk(mut s: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = s.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..size)?);
+        s = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
+}
+
+/// One Prometheus sample.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Metric name (with `_total` etc.).
+    pub name: String,
+    /// Labels, in order.
+    pub labels: Vec<(String, String)>,
+    /// Value.
+    pub value: f64,
+}
+
+/// Parsed Prometheus text exposition.
+#[derive(Clone, Debug, Default)]
+pub struct Metrics {
+    /// Every sample.
+    pub samples: Vec<Sample>,
+}
+
+impl Metrics {
+    /// Parses the text format (comments skipped; lines that do not parse
+    /// are ignored).
+    pub fn parse(text: &str) -> Metrics {
+        let samples = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .filter_map(parse_sample)
+            .collect();
+        Metrics { samples }
+    }
+
+    /// The sum over every series of `name` whose labels include all of
+    /// `labels`; `None` if no series matches.
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let mut found = None;
+        for s in self.samples.iter().filter(|s| s.name == name) {
+            let all = labels
+                .iter()
+                .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v));
+            if all {
+                *found.get_or_insert(0.0) += s.value;
+            }
+        }
+        found
+    }
+
+    /// Like [`get`](Self::get) with a missing series read as 0 (counters
+    /// with labels appear only once incremented).
+    pub fn count(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels).unwrap_or(0.0)
+    }
+
+    /// The series of `name`, for messages.
+    pub fn series(&self, name: &str) -> Vec<&Sample> {
+        self.samples.iter().filter(|s| s.name == name).collect()
+    }
+}
+
+fn parse_sample(line: &str) -> Option<Sample> {
+    let (name, labels, rest) = match line.find('{') {
+        Some(open) => {
+            let close = open + line[open..].find('}')?;
+            (
+                &line[..open],
+                parse_labels(&line[open + 1..close])?,
+                &line[close + 1..],
+            )
+        }
+        None => {
+            let (n, r) = line.split_once(' ')?;
+            (n, Vec::new(), r)
+        }
+    };
+    let value = rest.split_whitespace().next()?;
+    let value = match value {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v.parse().ok()?,
+    };
+    Some(Sample {
+        name: name.trim().to_string(),
+        labels,
+        value,
+    })
+}
+
+fn parse_labels(s: &str) -> Option<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut rest = s.trim();
+    while !rest.is_empty() {
+        let (k, after) = rest.split_once('=')?;
+        let after = after.strip_prefix('"')?;
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            let (i, c) = chars.next()?;
+            match c {
+                '\\' => {
+                    let (_, e) = chars.next()?;
+                    value.push(match e {
+                        'n' => '\n',
+                        other => other,
+                    });
+                }
+                '"' => break i,
+                c => value.push(c),
+            }
+        };
+        out.push((k.trim().to_string(), value));
+        rest = after[end + 1..].trim_start_matches([',', ' ']);
+    }
+    Some(out)
+}
+
+/// Sends `bytes` on a fresh TCP connection to `addr`, optionally closes the
+/// write half, and waits (≤ `limit`) for the peer to close. Returns what
+/// the peer sent back and whether it closed (EOF or reset) in time.
+pub fn raw_exchange(
+    addr: SocketAddr,
+    bytes: &[u8],
+    shutdown_write: bool,
+    limit: Duration,
+) -> (Vec<u8>, bool) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(limit)).expect("set timeout");
+    s.write_all(bytes).expect("write raw bytes");
+    if shutdown_write {
+        let _ = s.shutdown(std::net::Shutdown::Write);
+    }
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + limit;
+    loop {
+        if Instant::now() >= deadline {
+            return (got, false);
+        }
+        match s.read(&mut buf) {
+            Ok(0) => return (got, true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return (got, false);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // Reset or aborted: the peer closed.
+            Err(_) => return (got, true),
+        }
+    }
+}
+
+/// Whether a command-line tool is installed (on PATH).
+pub fn have(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| is_executable(&d.join(tool))))
+        .unwrap_or(false)
+        || ["/usr/sbin", "/sbin"]
+            .iter()
+            .any(|d| is_executable(&Path::new(d).join(tool)))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// The path of a tool on PATH or in /usr/sbin, /sbin (nginx lives there
+/// and a non-root PATH often lacks it). Fails the test if it is missing.
+pub fn tool(name: &str) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(["/usr/sbin".into(), "/sbin".into()]);
+    dirs.into_iter()
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+        .unwrap_or_else(|| {
+            panic!("`{name}` is not installed; install it (CI: apt-get install -y nginx nghttp2-client curl openssl)")
+        })
+}

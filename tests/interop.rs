@@ -1,0 +1,364 @@
+//! Interop tests against real peers: nginx (as the server `tlslab load`
+//! measures), curl and `openssl s_client` (as clients resuming sessions on
+//! `tlslab serve`), and h2load (HTTP/2 and HTTP/1.1 load on `tlslab serve`).
+//!
+//! Every test is ignored by default because it needs the peers installed.
+//! CI runs them with
+//! `cargo test --release --test interop -- --ignored --test-threads=1`
+//! after `apt-get install -y nginx nghttp2-client curl openssl`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::nginx::Nginx;
+use common::peers::{h2load_protocol, parse_h2load, s_client_sessions};
+use common::{
+    Metrics, Serve, assert_no_panic, certs, errors, expect_ok, load_json, num, run, run_tlslab,
+    run_with_input, show, tempdir, tool,
+};
+
+const LIMIT: Duration = Duration::from_secs(120);
+const HANDSHAKES: &str = "tlslab_handshakes_total";
+
+fn handshakes(m: &Metrics, version: &str, kind: &str) -> f64 {
+    m.count(HANDSHAKES, &[("version", version), ("kind", kind)])
+}
+
+fn all_handshakes(m: &Metrics, version: &str) -> f64 {
+    m.count(HANDSHAKES, &[("version", version)])
+}
+
+/// Polls the server's metrics (≤ 3 s) until `ok` holds; returns the last
+/// scrape either way.
+fn metrics_until(serve: &Serve, ok: impl Fn(&Metrics) -> bool) -> (Metrics, String) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let text = serve.metrics_text();
+        let m = Metrics::parse(&text);
+        if ok(&m) || Instant::now() >= deadline {
+            return (m, text);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+// ------------------------------------------------------ 1. nginx server ---
+
+/// `tlslab load` against nginx for TLS 1.2/1.3 × reuse 0/50/90/100 %: what
+/// tlslab says it achieved must be what nginx logged, request by request.
+fn nginx_reuse_matches_access_log(tickets: bool) {
+    const CLIENTS: f64 = 4.0;
+    const N: usize = 200;
+    let dir = tempdir();
+    let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
+    let nginx = Nginx::start(&dir.path().join("nginx"), &c, tickets);
+    let t = if tickets { "on" } else { "off" };
+
+    for tls in ["1.2", "1.3"] {
+        for reuse in [0u32, 50, 90, 100] {
+            let case = format!("nginx tickets {t}, TLS {tls}, reuse {reuse}%");
+            // A distinct query string per case separates the cases in one log.
+            let uri = format!("/4k.bin?tickets={t}&tls={tls}&reuse={reuse}");
+            let json = dir.path().join(format!("{t}-{tls}-{reuse}.json"));
+            let out = run_tlslab(
+                &[
+                    "load",
+                    &nginx.url(&uri),
+                    "--cacert",
+                    s(&c.ca),
+                    "-c",
+                    "4",
+                    "-n",
+                    &N.to_string(),
+                    "--requests-per-conn",
+                    "1",
+                    "--tls",
+                    tls,
+                    "--reuse",
+                    &reuse.to_string(),
+                    "--json",
+                    s(&json),
+                ],
+                LIMIT,
+            );
+            expect_ok(&out);
+            assert_no_panic(&out.stderr);
+            let r = load_json(&json);
+            assert!(errors(&r).is_empty(), "{case}: {r:#}");
+            assert_eq!(num(&r, "requests/succeeded"), N as f64, "{case}: {r:#}");
+            let requested = num(&r, "reuse/requested");
+            let achieved = num(&r, "reuse/achieved");
+            assert!(
+                (achieved - requested).abs() <= CLIENTS / N as f64 + 1e-9,
+                "{case}: achieved {achieved} vs requested {requested}: {r:#}"
+            );
+
+            // nginx logs a request when it completes, before the client has
+            // the last byte; still, allow the log a moment.
+            let deadline = Instant::now() + Duration::from_secs(3);
+            let mut lines = nginx.log_for(&uri);
+            while lines.len() < N && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+                lines = nginx.log_for(&uri);
+            }
+            assert_eq!(
+                lines.len(),
+                N,
+                "{case}: nginx logged {} requests",
+                lines.len()
+            );
+            let want_proto = format!("TLSv{tls}");
+            for l in &lines {
+                assert_eq!(l.status, 200, "{case}: {l:?}");
+                assert_eq!(l.protocol, want_proto, "{case}: {l:?}");
+            }
+            let reused = lines.iter().filter(|l| l.reused).count() as f64;
+            eprintln!(
+                "{case}: tlslab achieved {achieved:.3} ({} resumed), nginx logged {reused} of {N} reused",
+                num(&r, "handshake/resumed/count")
+            );
+            let tolerance = 0.02 * N as f64;
+            assert!(
+                (reused - achieved * N as f64).abs() <= tolerance,
+                "{case}: nginx saw {reused} of {N} requests on resumed sessions; \
+                 tlslab reports achieved {achieved} ({} requests) — off by more than 2 %",
+                achieved * N as f64
+            );
+            if reuse == 0 {
+                assert_eq!(reused, 0.0, "{case}");
+            }
+        }
+    }
+    assert_no_panic(nginx.proc.stderr_text().as_bytes());
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn nginx_tickets_on_reuse_matches_access_log() {
+    nginx_reuse_matches_access_log(true);
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn nginx_tickets_off_reuse_matches_access_log() {
+    nginx_reuse_matches_access_log(false);
+}
+
+// --------------------------------------------------------- 2. curl client ---
+
+/// Two transfers in one curl invocation: curl keeps the TLS session of the
+/// first connection and offers it on the second. `Connection: close` forces
+/// a second connection only over HTTP/1.1 — serve offers h2 by ALPN, and
+/// over h2 curl would multiplex both transfers on one connection — hence
+/// `--http1.1`.
+fn curl_resumes(tls: &str) {
+    let serve = Serve::start(&["--tls", tls]);
+    let ca = serve.ca.clone().expect("ephemeral CA");
+    let url = serve.url("/bytes/4096");
+    let mut cmd = Command::new(tool("curl"));
+    cmd.args([
+        "--cacert",
+        s(&ca),
+        "--http1.1",
+        "-s",
+        "-o",
+        "/dev/null",
+        "-o",
+        "/dev/null",
+    ])
+    .args([
+        "-H",
+        "Connection: close",
+        "-w",
+        "%{http_code} %{num_connects}\\n",
+    ])
+    .args([&url, &url]);
+    let out = run(cmd, LIMIT);
+    let stdout = expect_ok(&out);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        ["200 1", "200 1"],
+        "two transfers on two connections: {}",
+        show(&out)
+    );
+
+    let (m, text) = metrics_until(&serve, |m| handshakes(m, tls, "resumed") >= 1.0);
+    assert_eq!(
+        all_handshakes(&m, tls),
+        2.0,
+        "TLS {tls}: two handshakes:\n{text}"
+    );
+    assert_eq!(
+        handshakes(&m, tls, "resumed"),
+        1.0,
+        "TLS {tls}: curl's second connection must resume the first's session:\n{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn curl_resumes_a_tls12_session() {
+    curl_resumes("1.2");
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn curl_resumes_a_tls13_session() {
+    curl_resumes("1.3");
+}
+
+// ------------------------------------------------- 3. openssl s_client ---
+
+fn s_client(serve: &Serve, ca: &Path, extra: &[&str], input: &[u8]) -> String {
+    let mut cmd = Command::new(tool("openssl"));
+    cmd.args([
+        "s_client",
+        "-connect",
+        &serve.https.to_string(),
+        "-CAfile",
+        s(ca),
+    ])
+    .args(extra);
+    let out = run_with_input(cmd, input, LIMIT);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains("Verify return code: 0 (ok)"),
+        "s_client did not verify the chain: {}",
+        show(&out)
+    );
+    stdout
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn openssl_s_client_reconnect_resumes_tls12() {
+    let serve = Serve::start(&["--tls", "1.2"]);
+    let ca = serve.ca.clone().expect("ephemeral CA");
+    let out = s_client(&serve, &ca, &["-tls1_2", "-reconnect"], b"");
+    let sessions = s_client_sessions(&out);
+    // -reconnect: one connection, then five more with the same session.
+    assert_eq!(sessions.len(), 6, "{out}");
+    assert!(sessions.iter().all(|(_, p)| p == "TLSv1.2"), "{sessions:?}");
+    assert!(!sessions[0].0, "the first connection is new: {sessions:?}");
+    let reused = sessions.iter().filter(|(r, _)| *r).count() as f64;
+    assert_eq!(reused, 5.0, "{out}");
+
+    let (m, text) = metrics_until(&serve, |m| handshakes(m, "1.2", "resumed") >= reused);
+    assert_eq!(handshakes(&m, "1.2", "resumed"), reused, "{text}");
+    assert_eq!(all_handshakes(&m, "1.2"), sessions.len() as f64, "{text}");
+}
+
+/// TLS 1.3 tickets arrive after the handshake, so the session must be kept
+/// until the server has sent them: each s_client sends a request with
+/// `Connection: close` and, with `-ign_eof`, reads until the server closes —
+/// by then the tickets have been processed and `-sess_out` saves a
+/// resumable session.
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn openssl_s_client_sess_out_in_resumes_tls13() {
+    for tickets in ["on", "off"] {
+        let dir = tempdir();
+        let serve = Serve::start(&["--tls", "1.3", "--tickets", tickets]);
+        let ca = serve.ca.clone().expect("ephemeral CA");
+        let sess = dir.path().join("sess.pem");
+        let req = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+
+        let first = s_client(
+            &serve,
+            &ca,
+            &["-tls1_3", "-ign_eof", "-sess_out", s(&sess)],
+            req,
+        );
+        assert_eq!(
+            s_client_sessions(&first),
+            [(false, "TLSv1.3".to_string())],
+            "tickets {tickets}: {first}"
+        );
+        assert!(first.contains("HTTP/1.1 200"), "tickets {tickets}: {first}");
+        assert!(
+            sess.is_file(),
+            "tickets {tickets}: s_client wrote no session"
+        );
+
+        let second = s_client(
+            &serve,
+            &ca,
+            &["-tls1_3", "-ign_eof", "-sess_in", s(&sess)],
+            req,
+        );
+        assert_eq!(
+            s_client_sessions(&second),
+            [(true, "TLSv1.3".to_string())],
+            "tickets {tickets}: {second}"
+        );
+        assert!(
+            second.contains("HTTP/1.1 200"),
+            "tickets {tickets}: {second}"
+        );
+
+        let (m, text) = metrics_until(&serve, |m| handshakes(m, "1.3", "resumed") >= 1.0);
+        assert_eq!(
+            handshakes(&m, "1.3", "resumed"),
+            1.0,
+            "tickets {tickets}: {text}"
+        );
+        assert_eq!(all_handshakes(&m, "1.3"), 2.0, "tickets {tickets}: {text}");
+    }
+}
+
+// ----------------------------------------------------------- 4. h2load ---
+
+fn h2load_against_specweb96(h1: bool) {
+    let serve = Serve::start(&["--fileset", "specweb96"]);
+    let mut cmd = Command::new(tool("h2load"));
+    cmd.args(["-n", "200", "-c", "4"]);
+    if h1 {
+        cmd.arg("--h1");
+    }
+    cmd.arg(serve.url("/specweb96/class1_0"));
+    let out = run(cmd, LIMIT);
+    let stdout = expect_ok(&out);
+    let r = parse_h2load(&stdout).unwrap_or_else(|| panic!("no h2load summary: {}", show(&out)));
+    assert_eq!(
+        (r.total, r.succeeded, r.failed, r.errored, r.timeout),
+        (200, 200, 0, 0, 0),
+        "{stdout}"
+    );
+    let want = if h1 { "http/1.1" } else { "h2" };
+    assert_eq!(h2load_protocol(&stdout), Some(want), "{stdout}");
+
+    let m = serve.metrics();
+    assert!(
+        m.count("tlslab_requests_total", &[("listener", "https")]) >= 200.0,
+        "{:?}",
+        m.series("tlslab_requests_total")
+    );
+    // class1_0 is 1024 bytes: 200 responses put at least 200 KiB on the wire.
+    assert!(m.count("tlslab_bytes_sent_total", &[]) >= 200.0 * 1024.0);
+    let mut proc = serve.proc;
+    assert!(
+        proc.try_status().is_none(),
+        "serve exited:\n{}",
+        proc.describe()
+    );
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn h2load_http2_against_serve() {
+    h2load_against_specweb96(false);
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn h2load_http1_against_serve() {
+    h2load_against_specweb96(true);
+}
