@@ -1,7 +1,6 @@
 //! Which CPUs the server and the client get.
 
-use nix::sched::{CpuSet, sched_getaffinity};
-use nix::unistd::Pid;
+use tlslab_runtime::allowed_cpus;
 
 /// The CPU plan of an experiment: the server on one CPU, the client on
 /// another, when the process may use at least two.
@@ -41,15 +40,5 @@ impl Placement {
                 self.server, self.client
             )
         }
-    }
-}
-
-/// The CPUs this process may run on, ascending.
-pub fn allowed_cpus() -> Vec<usize> {
-    match sched_getaffinity(Pid::from_raw(0)) {
-        Ok(set) => (0..CpuSet::count())
-            .filter(|&i| set.is_set(i).unwrap_or(false))
-            .collect(),
-        Err(_) => vec![],
     }
 }

@@ -19,14 +19,14 @@ use tlslab_report::{
     Collector, ConfigEcho, CpuUsage, CsvLog, CsvSink, HandshakeKind, LoadReport, RequestRecord,
     Window,
 };
+use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
-use crate::cpu::{self, CpuTimes, Threads};
 use crate::errors::{classify, io_kind};
-use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch};
+use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, RoundTrips};
 use crate::progress::Progress;
 use crate::reuse::ReusePlanner;
 use crate::target::{Scheme, Target};
@@ -62,11 +62,12 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         None
     };
     let origins = group_origins(cfg, tls_base.as_ref())?;
-    let pin = cfg.pin_cpus.as_deref().map(cpu::pin_set).transpose()?;
+    // CpuPin checks the CPUs and that pinning works here.
+    let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
     let capacity = cfg.threads.min(
-        cfg.pin_cpus
-            .as_ref()
-            .map_or_else(cpu::allowed_cpus, |p| p.len()),
+        pin.as_ref()
+            .map_or_else(|| allowed_cpus().len(), |p| p.cpus().len())
+            .max(1),
     );
     let urls: Vec<String> = cfg.targets.iter().map(Target::to_string).collect();
     let (log, csv) = match &cfg.log {
@@ -77,29 +78,10 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         None => (None, None),
     };
 
-    let threads = Arc::new(Threads::default());
-    let rt = {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(cfg.threads)
-            .enable_all()
-            .thread_name("tlslab-load");
-        let t = threads.clone();
-        b.on_thread_start(move || {
-            t.register();
-            if let Some(set) = &pin
-                && let Err(e) = cpu::pin_current(set)
-            {
-                tracing::warn!("{e}");
-            }
-        });
-        let t = threads.clone();
-        b.on_thread_stop(move || t.retire());
-        b.build().map_err(|e| {
-            Error::Runtime(format!(
-                "cannot start the load engine's runtime: {e}; lower --threads"
-            ))
-        })?
-    };
+    let (rt, threads) = RuntimeSpec::new("tlslab-load", cfg.threads)
+        .pinned(pin)
+        .build()?;
+    // `block_on` runs `orchestrate` on this thread: bill it to the client too.
     threads.register();
 
     // Resolve names before the clock starts; a failure is retried (and
@@ -381,7 +363,7 @@ struct Outcome {
     unfinished: u64,
     start_unix_ms: u64,
     measured: Duration,
-    cpu: CpuTimes,
+    cpu: CpuTime,
 }
 
 async fn orchestrate(shared: Arc<Shared>, clients: usize, threads: Arc<Threads>) -> Outcome {
@@ -400,7 +382,7 @@ async fn orchestrate(shared: Arc<Shared>, clients: usize, threads: Arc<Threads>)
     }
 
     tokio::time::sleep_until(window_start.into()).await;
-    let cpu0 = threads.times();
+    let cpu0 = threads.cpu_time();
     let start_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -410,7 +392,7 @@ async fn orchestrate(shared: Arc<Shared>, clients: usize, threads: Arc<Threads>)
         }
     }
     let end = Instant::now();
-    let cpu = threads.times().since(cpu0);
+    let cpu = threads.cpu_time().since(cpu0);
     if let Some(p) = progress {
         p.abort();
         let _ = p.await;
@@ -551,7 +533,7 @@ impl Client {
         rec.connect_us = Some(t0.elapsed().as_micros() as u64);
         // Requests are small and latency is measured: do not wait for ACKs.
         let _ = tcp.set_nodelay(true);
-        let io = CountingIo::new(tcp);
+        let io = CountingIo::new(tcp, RoundTrips::default());
 
         let Some(tls) = &self.tls else {
             return self.exchange(sh, io, None, slot, guard, rec, uri, t0).await;

@@ -1,10 +1,11 @@
 //! I/O wrappers that observe a connection: bytes and round trips on the
-//! socket, and the moment the TLS handshake completes.
+//! socket (a [`tlslab_runtime::CountingIo`] observer), and the moment the
+//! TLS handshake completes.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -12,98 +13,44 @@ use rustls::HandshakeKind as RustlsKind;
 use tlslab_crypto::provider;
 use tlslab_crypto::store::ClientSessions;
 use tlslab_report::{EarlyData, HandshakeKind, HandshakeRecord};
+use tlslab_runtime::{ByteCount, IoObserver};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::client::TlsStream;
 
 /// Counts the bytes read and written on a stream, and read-after-write
 /// turnarounds: a read that returns data after the client wrote since its
 /// last read is one round trip.
-#[derive(Debug)]
-pub(crate) struct CountingIo<T> {
-    inner: T,
-    read: u64,
-    written: u64,
+#[derive(Debug, Default)]
+pub(crate) struct RoundTrips {
+    bytes: ByteCount,
     turnarounds: u32,
     wrote_since_read: bool,
 }
 
-impl<T> CountingIo<T> {
-    pub(crate) fn new(inner: T) -> Self {
-        CountingIo {
-            inner,
-            read: 0,
-            written: 0,
-            turnarounds: 0,
-            wrote_since_read: false,
-        }
-    }
-
+impl RoundTrips {
     /// (bytes written, bytes read, round trips) so far.
     pub(crate) fn counts(&self) -> (u64, u64, u32) {
-        (self.written, self.read, self.turnarounds)
+        (self.bytes.written, self.bytes.read, self.turnarounds)
     }
+}
 
-    fn wrote(&mut self, n: usize) {
-        if n > 0 {
-            self.written += n as u64;
-            self.wrote_since_read = true;
+impl IoObserver for RoundTrips {
+    fn on_read(&mut self, n: usize) {
+        self.bytes.on_read(n);
+        if self.wrote_since_read {
+            self.turnarounds += 1;
+            self.wrote_since_read = false;
         }
     }
-}
 
-impl<T: AsyncRead + Unpin> AsyncRead for CountingIo<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
-        let n = buf.filled().len() - before;
-        if n > 0 {
-            self.read += n as u64;
-            if self.wrote_since_read {
-                self.turnarounds += 1;
-                self.wrote_since_read = false;
-            }
-        }
-        Poll::Ready(Ok(()))
+    fn on_write(&mut self, n: usize) {
+        self.bytes.on_write(n);
+        self.wrote_since_read = true;
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for CountingIo<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let n = ready!(Pin::new(&mut self.inner).poll_write(cx, buf))?;
-        self.wrote(n);
-        Poll::Ready(Ok(n))
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let n = ready!(Pin::new(&mut self.inner).poll_write_vectored(cx, bufs))?;
-        self.wrote(n);
-        Poll::Ready(Ok(n))
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
+/// A socket counted by [`RoundTrips`].
+pub(crate) type CountingIo<T> = tlslab_runtime::CountingIo<T, RoundTrips>;
 
 /// Where a [`HandshakeWatch`] leaves the handshake once it completed.
 pub(crate) type HandshakeSlot = Arc<Mutex<Option<HandshakeRecord>>>;
@@ -155,7 +102,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> HandshakeWatch<T> {
             return;
         }
         let duration_us = p.start.elapsed().as_micros() as u64;
-        let (bytes_out, bytes_in, round_trips) = io.counts();
+        let (bytes_out, bytes_in, round_trips) = io.observer().counts();
         let rk = conn.handshake_kind();
         let record = HandshakeRecord {
             duration_us,
@@ -259,7 +206,7 @@ mod tests {
     #[tokio::test]
     async fn counts_bytes_and_turnarounds() {
         let (a, mut b) = tokio::io::duplex(1024);
-        let mut c = CountingIo::new(a);
+        let mut c = CountingIo::new(a, RoundTrips::default());
         let mut buf = [0u8; 64];
         // write, read, read (no turnaround), write, write, read
         c.write_all(b"hello").await.unwrap();
@@ -272,7 +219,7 @@ mod tests {
         c.write_all(b"cd").await.unwrap();
         b.write_all(b"x").await.unwrap();
         c.read_exact(&mut buf[..1]).await.unwrap();
-        assert_eq!(c.counts(), (9, 6, 2));
+        assert_eq!(c.observer().counts(), (9, 6, 2));
         let mut got = [0u8; 9];
         b.read_exact(&mut got).await.unwrap();
         assert_eq!(&got, b"helloabcd");

@@ -16,7 +16,6 @@
 //! never run errors: they are counted by kind in the report. Only a
 //! configuration that cannot work is an [`Error`].
 
-mod cpu;
 mod engine;
 mod errors;
 mod io;
@@ -193,4 +192,7 @@ pub enum Error {
     /// The engine's runtime or thread pinning could not be set up.
     #[error("{0}")]
     Runtime(String),
+    /// The engine's threads could not be pinned or started.
+    #[error("load engine threads: {0}")]
+    Threads(#[from] tlslab_runtime::Error),
 }

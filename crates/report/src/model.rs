@@ -244,8 +244,9 @@ pub struct HandshakeSummary {
     pub early_data: EarlyDataCounts,
 }
 
-/// CPU time the client process used over the window, as the engine
-/// measured it (getrusage).
+/// CPU time the load engine's own threads used over the window, as the
+/// engine measured it (per-thread schedstat, so a server in the same process
+/// is not billed to the client).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CpuUsage {
     /// User CPU seconds.

@@ -1,5 +1,6 @@
-//! I/O adapters: a socket wrapper that counts raw bytes, and a reader that
-//! replays bytes already consumed (sniffed bytes, TLS early data).
+//! I/O adapters: per-listener counting of raw socket bytes (on
+//! [`tlslab_runtime::CountingIo`]), and a reader that replays bytes already
+//! consumed (sniffed bytes, TLS early data).
 
 use std::io;
 use std::pin::Pin;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
+use tlslab_runtime::IoObserver;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Byte counters of one listener, shared by all its connections.
@@ -16,73 +18,22 @@ pub(crate) struct ByteCounters {
     pub(crate) sent: AtomicU64,
 }
 
-/// Counts every byte read from and written to the wrapped socket.
-pub(crate) struct CountingIo<T> {
-    inner: T,
-    counters: Arc<ByteCounters>,
-}
+/// Adds the bytes of one connection to its listener's [`ByteCounters`].
+#[derive(Debug)]
+pub(crate) struct SocketBytes(pub(crate) Arc<ByteCounters>);
 
-impl<T> CountingIo<T> {
-    pub(crate) fn new(inner: T, counters: Arc<ByteCounters>) -> Self {
-        CountingIo { inner, counters }
+impl IoObserver for SocketBytes {
+    fn on_read(&mut self, n: usize) {
+        self.0.received.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn on_write(&mut self, n: usize) {
+        self.0.sent.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for CountingIo<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = buf.filled().len().saturating_sub(before);
-        if n > 0 {
-            self.counters
-                .received
-                .fetch_add(n as u64, Ordering::Relaxed);
-        }
-        r
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for CountingIo<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = &r {
-            self.counters.sent.fetch_add(*n as u64, Ordering::Relaxed);
-        }
-        r
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = &r {
-            self.counters.sent.fetch_add(*n as u64, Ordering::Relaxed);
-        }
-        r
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
+/// A socket whose raw bytes count toward its listener's [`ByteCounters`].
+pub(crate) type CountingIo<T> = tlslab_runtime::CountingIo<T, SocketBytes>;
 
 /// Reads `prefix` first, then the wrapped stream; writes go straight through.
 pub(crate) struct Rewind<T> {
@@ -161,7 +112,10 @@ mod tests {
     async fn counting_counts_both_directions_and_rewind_replays() {
         let counters = Arc::new(ByteCounters::default());
         let (a, mut b) = tokio::io::duplex(64);
-        let mut io = Rewind::new(b"pre".to_vec(), CountingIo::new(a, counters.clone()));
+        let mut io = Rewind::new(
+            b"pre".to_vec(),
+            CountingIo::new(a, SocketBytes(counters.clone())),
+        );
         io.write_all(b"hello").await.unwrap();
         let mut got = [0u8; 5];
         b.read_exact(&mut got).await.unwrap();

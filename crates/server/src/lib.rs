@@ -31,7 +31,6 @@
 //! The server runs on its own multi-thread tokio runtime.
 
 mod content;
-mod cpu;
 mod io;
 mod metrics;
 mod server;
@@ -46,11 +45,11 @@ use std::time::Duration;
 use tlslab_crypto::provider::{Algorithms, Version};
 
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
-pub use cpu::{process_cpu_time, thread_cpu_time};
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};
 pub use stats::{EarlyDataStats, HandshakeCounts, KindCounts, Listener, PerListener, Snapshot};
 pub use tlslab_crypto::store::{CacheStats, TicketStats};
+pub use tlslab_runtime::{process_cpu_time, thread_cpu_time};
 
 /// Everything [`Server::start`] needs.
 #[derive(Clone, Debug)]
@@ -239,6 +238,9 @@ pub enum Error {
     /// The runtime, thread pinning or signal handling could not be set up.
     #[error("{0}")]
     Runtime(String),
+    /// The worker threads could not be pinned or started.
+    #[error("server threads: {0}")]
+    Threads(#[from] tlslab_runtime::Error),
 }
 
 /// Shorthand for results in this crate.

@@ -13,6 +13,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use prometheus_client::registry::Registry;
 use tlslab_crypto::provider::Version;
+use tlslab_runtime::{CpuPin, RuntimeSpec};
 use tlslab_wire::Sniff;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -22,8 +23,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::content::{self, Body, Files};
-use crate::cpu::{self, Threads};
-use crate::io::{CountingIo, Rewind};
+use crate::io::{CountingIo, Rewind, SocketBytes};
 use crate::metrics;
 use crate::stats::{Listener, Snapshot, Stats};
 use crate::tls;
@@ -131,35 +131,12 @@ impl Server {
             None => None,
         };
         let files = Files::load(&cfg.content)?;
-        let pin = match &cfg.pin_cpus {
-            Some(cpus) => {
-                let set = cpu::cpu_set(cpus)?;
-                // Check that pinning works here before any worker depends on it.
-                std::thread::spawn(move || cpu::pin_current(&set))
-                    .join()
-                    .map_err(|_| Error::Runtime("the CPU-pinning probe panicked".into()))??;
-                Some(set)
-            }
-            None => None,
-        };
-
-        let threads = Arc::new(Threads::default());
-        let (on_start, on_stop) = (threads.clone(), threads.clone());
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(cfg.threads)
-            .thread_name("tlslab-server")
-            .enable_all()
-            .on_thread_start(move || {
-                on_start.register();
-                if let Some(set) = &pin
-                    && let Err(e) = cpu::pin_current(set)
-                {
-                    tracing::warn!("{e}");
-                }
-            })
-            .on_thread_stop(move || on_stop.retire())
-            .build()
-            .map_err(|e| Error::Runtime(format!("cannot start the server runtime: {e}")))?;
+        // CpuPin checks the CPUs and that pinning works here before any
+        // worker depends on it.
+        let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
+        let (rt, threads) = RuntimeSpec::new("tlslab-server", cfg.threads)
+            .pinned(pin)
+            .build()?;
 
         let (cache, ticketer, acceptor) = match built {
             Some(b) => (b.cache, b.ticketer, Some(TlsAcceptor::from(b.config))),
@@ -255,10 +232,10 @@ impl Server {
 
     /// CPU time used so far by the server runtime's threads (all of them,
     /// including ones that already exited): the sum of the first field of
-    /// `/proc/self/task/<tid>/schedstat`. This is the server's own CPU,
+    /// `/proc/self/task/<tid>/schedstat` (see [`tlslab_runtime::Threads`]). This is the server's own CPU,
     /// without the load generator's, when both run in one process.
     pub fn cpu_time(&self) -> Duration {
-        self.shared.stats.threads.cpu_time()
+        self.shared.stats.threads.cpu_time().total()
     }
 
     /// Stops gracefully: stops accepting, asks every connection to finish
@@ -337,7 +314,8 @@ async fn accept_loop(
             match kind {
                 Listener::Https => serve_tls(stream, shared, rx).await,
                 Listener::Http => {
-                    let io = CountingIo::new(stream, shared.stats.bytes_of(Listener::Http));
+                    let io =
+                        CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Http)));
                     serve_http(io, Listener::Http, None, shared, rx).await;
                 }
             }
@@ -409,7 +387,7 @@ async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, mut shutdown: watch::
         return;
     };
     let stats = shared.stats.clone();
-    let mut io = CountingIo::new(stream, stats.bytes_of(Listener::Https));
+    let mut io = CountingIo::new(stream, SocketBytes(stats.bytes_of(Listener::Https)));
     let handshake = async {
         let first = match sniff_start(&mut io).await {
             Ok(first) => first,

@@ -1,0 +1,315 @@
+//! CPU time: the calling thread's, the process's, and the sum over a set
+//! of registered threads (live ones read from `/proc`, exited ones kept).
+
+use std::ops::Add;
+use std::time::Duration;
+
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::time::{ClockId, clock_gettime};
+use parking_lot::Mutex;
+
+/// The CPU time the calling thread has used so far (user + system),
+/// from `CLOCK_THREAD_CPUTIME_ID` (nanoseconds). Zero if the clock cannot
+/// be read.
+pub fn thread_cpu_time() -> Duration {
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(Duration::from)
+        .unwrap_or_default()
+}
+
+/// The CPU time (user + system) the whole process has used so far, from
+/// `getrusage(RUSAGE_SELF)` (microseconds). Zero if it cannot be read.
+pub fn process_cpu_time() -> Duration {
+    match getrusage(UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            let tv = |t: nix::sys::time::TimeVal| {
+                Duration::from_secs(t.tv_sec().max(0) as u64)
+                    + Duration::from_micros(t.tv_usec().max(0) as u64)
+            };
+            tv(u.user_time()) + tv(u.system_time())
+        }
+        Err(_) => Duration::ZERO,
+    }
+}
+
+/// User and system CPU time.
+///
+/// Their sum is the precise figure (schedstat nanoseconds where the kernel
+/// has them); the split between user and system follows the ratio of the
+/// clock-tick `utime`/`stime` counters, as the kernel itself splits a
+/// thread's runtime. A thread with no tick yet counts as all user time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    /// Time in user mode.
+    pub user: Duration,
+    /// Time in the kernel on the threads' behalf.
+    pub sys: Duration,
+}
+
+impl CpuTime {
+    /// User plus system time.
+    pub fn total(self) -> Duration {
+        self.user + self.sys
+    }
+
+    /// The time used since `earlier` (each part saturating at zero).
+    pub fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(earlier.user),
+            sys: self.sys.saturating_sub(earlier.sys),
+        }
+    }
+}
+
+impl Add for CpuTime {
+    type Output = CpuTime;
+
+    fn add(self, o: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user + o.user,
+            sys: self.sys + o.sys,
+        }
+    }
+}
+
+/// A set of threads whose CPU time is summed: typically every thread of
+/// one runtime (see [`crate::RuntimeSpec::build`]), plus any other thread
+/// that [`register`](Threads::register)s itself.
+///
+/// A thread registers as it starts and [`retire`](Threads::retire)s as it
+/// stops; retiring adds its final CPU time to a kept sum, so nothing is
+/// lost when tokio ends an idle blocking thread.
+#[derive(Debug, Default)]
+pub struct Threads {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    live: Vec<i32>,
+    retired: CpuTime,
+}
+
+impl Threads {
+    /// Adds the calling thread (once; registering again does nothing).
+    pub fn register(&self) {
+        let tid = nix::unistd::gettid().as_raw();
+        let mut inner = self.inner.lock();
+        if !inner.live.contains(&tid) {
+            inner.live.push(tid);
+        }
+    }
+
+    /// Moves the calling thread, which is about to exit, from the live set
+    /// to the kept sum. Does nothing for a thread that did not register.
+    pub fn retire(&self) {
+        let tid = nix::unistd::gettid().as_raw();
+        let mut inner = self.inner.lock();
+        let Some(i) = inner.live.iter().position(|t| *t == tid) else {
+            return;
+        };
+        inner.live.swap_remove(i);
+        let last = task_cpu(tid).unwrap_or_default();
+        inner.retired = inner.retired + last;
+    }
+
+    /// The CPU time used by every thread that ever registered: the live
+    /// ones as of now, plus the retired ones' final figures.
+    pub fn cpu_time(&self) -> CpuTime {
+        let inner = self.inner.lock();
+        inner
+            .live
+            .iter()
+            .filter_map(|tid| task_cpu(*tid))
+            .fold(inner.retired, Add::add)
+    }
+
+    /// How many registered threads have not retired.
+    pub fn live_count(&self) -> usize {
+        self.inner.lock().live.len()
+    }
+}
+
+/// CPU time of thread `tid` of this process: the total from `schedstat`
+/// (nanoseconds) where the kernel provides it, else from `stat` (clock
+/// ticks), split into user and system by the `stat` tick counters.
+fn task_cpu(tid: i32) -> Option<CpuTime> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let (utime, stime) = stat_ticks(&stat)?;
+    let total_ns = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+        .ok()
+        .and_then(|s| schedstat_ns(&s))
+        .unwrap_or_else(|| ticks_to_ns(utime.saturating_add(stime)));
+    Some(split(total_ns, utime, stime))
+}
+
+/// The first field of a `schedstat` line: nanoseconds spent on a CPU.
+fn schedstat_ns(schedstat: &str) -> Option<u64> {
+    schedstat.split_whitespace().next()?.parse().ok()
+}
+
+/// utime and stime (clock ticks): the 14th and 15th fields of a
+/// `/proc/.../stat` line, counted after the parenthesised command name,
+/// which may itself hold spaces and parentheses.
+fn stat_ticks(stat: &str) -> Option<(u64, u64)> {
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime = fields.next()?.parse().ok()?;
+    let stime = fields.next()?.parse().ok()?;
+    Some((utime, stime))
+}
+
+fn ticks_to_ns(ticks: u64) -> u64 {
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|h| *h > 0)
+        .map_or(100, |h| h as u64);
+    (u128::from(ticks) * 1_000_000_000 / u128::from(hz)).min(u128::from(u64::MAX)) as u64
+}
+
+/// Splits `total_ns` into user and system time in the ratio utime:stime.
+fn split(total_ns: u64, utime: u64, stime: u64) -> CpuTime {
+    let ticks = u128::from(utime) + u128::from(stime);
+    let sys_ns = (u128::from(total_ns) * u128::from(stime))
+        .checked_div(ticks)
+        .map_or(0, |ns| ns as u64);
+    CpuTime {
+        user: Duration::from_nanos(total_ns - sys_ns),
+        sys: Duration::from_nanos(sys_ns),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::mpsc;
+
+    /// Spins until the calling thread has used `d` more CPU time.
+    fn spin(d: Duration) -> Duration {
+        let start = thread_cpu_time();
+        let mut x = 0u64;
+        while thread_cpu_time() - start < d {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        thread_cpu_time() - start
+    }
+
+    #[test]
+    fn stat_fields_after_odd_command_names() {
+        let line = "4242 (tokio (rt) x) S 1 2 3 4 5 6 7 8 9 10 17 5 0 0 20 0 1 0";
+        assert_eq!(stat_ticks(line), Some((17, 5)));
+        assert_eq!(stat_ticks("garbage"), None);
+        assert_eq!(stat_ticks("1 (x) S 1 2"), None);
+        let own = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        assert!(stat_ticks(&own).is_some(), "{own}");
+    }
+
+    #[test]
+    fn schedstat_first_field_is_nanoseconds() {
+        assert_eq!(schedstat_ns("183262 2656484 3\n"), Some(183_262));
+        assert_eq!(schedstat_ns(""), None);
+        assert_eq!(schedstat_ns("x 1 2"), None);
+    }
+
+    #[test]
+    fn stat_fallback_converts_ticks_at_the_clock_rate() {
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .unwrap()
+            .unwrap() as u64;
+        assert_eq!(ticks_to_ns(hz), 1_000_000_000);
+        assert_eq!(ticks_to_ns(0), 0);
+        assert_eq!(ticks_to_ns(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn split_keeps_the_total_and_follows_the_tick_ratio() {
+        let t = split(1_000, 3, 1);
+        assert_eq!(t.total(), Duration::from_nanos(1_000));
+        assert_eq!(t.sys, Duration::from_nanos(250));
+        assert_eq!(split(1_000, 0, 0).user, Duration::from_nanos(1_000));
+        assert_eq!(split(7, 0, 5).sys, Duration::from_nanos(7));
+        assert_eq!(
+            split(u64::MAX, u64::MAX, u64::MAX).total().as_nanos(),
+            u64::MAX as u128
+        );
+    }
+
+    #[test]
+    fn busy_thread_grows_by_about_the_time_it_spun() {
+        let t = Threads::default();
+        t.register();
+        let before = t.cpu_time();
+        let spun = spin(Duration::from_millis(200));
+        let used = t.cpu_time().since(before).total();
+        // schedstat and the thread clock read the same counter; allow for
+        // the reads themselves and for the stat fallback's tick grain.
+        assert!(
+            used + Duration::from_millis(20) >= spun,
+            "{used:?} < {spun:?}"
+        );
+        assert!(
+            used <= spun + Duration::from_millis(40),
+            "{used:?} > {spun:?}"
+        );
+    }
+
+    #[test]
+    fn times_are_summed_over_threads_and_kept_after_exit() {
+        let threads = Arc::new(Threads::default());
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let mut handles = Vec::new();
+        let go_rx = Arc::new(Mutex::new(go_rx));
+        for _ in 0..2 {
+            let (t, ready_tx, go_rx) = (threads.clone(), ready_tx.clone(), go_rx.clone());
+            handles.push(std::thread::spawn(move || {
+                t.register();
+                ready_tx.send(spin(Duration::from_millis(40))).unwrap();
+                go_rx.lock().recv().unwrap();
+                t.retire();
+            }));
+        }
+        let spun: Duration = (0..2).map(|_| ready_rx.recv().unwrap()).sum();
+        assert_eq!(threads.live_count(), 2);
+        let live = threads.cpu_time().total();
+        assert!(
+            live + Duration::from_millis(20) >= spun,
+            "{live:?} < {spun:?}"
+        );
+        for _ in 0..2 {
+            go_tx.send(()).unwrap();
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(threads.live_count(), 0);
+        let after = threads.cpu_time().total();
+        assert!(after >= live, "{after:?} < {live:?}");
+        assert!(
+            after <= live + Duration::from_millis(40),
+            "{after:?} ≫ {live:?}"
+        );
+    }
+
+    #[test]
+    fn unregistered_threads_are_not_counted() {
+        let t = Threads::default();
+        t.retire();
+        assert_eq!(t.live_count(), 0);
+        spin(Duration::from_millis(20));
+        assert_eq!(t.cpu_time(), CpuTime::default());
+        t.register();
+        t.register();
+        assert_eq!(t.live_count(), 1);
+    }
+
+    #[test]
+    fn process_clock_covers_the_thread_clock() {
+        spin(Duration::from_millis(20));
+        assert!(process_cpu_time() >= thread_cpu_time());
+        assert!(thread_cpu_time() >= Duration::from_millis(20));
+    }
+}
