@@ -1,22 +1,89 @@
 //! Deterministic request streams and file sets for tlslab.
 //!
-//! This crate is for describing *what* is requested: the SPECweb96 file set
-//! of seed 000 (36 files in four size classes), the deterministic bytes each
-//! file holds, and the order in which a client walks its targets. Given the
-//! same inputs and seed it always yields the same stream.
+//! This crate is for describing *what* is requested, and in what order:
 //!
-//! It is not for I/O or timing: engines (`tlslab-load`, `tlslab-server`)
-//! take what this crate describes and put it on the wire.
+//! - [`specweb96`]: the SPECweb96 file set of seed 000 (36 files in four
+//!   size classes) and a seeded [`specweb96::Sampler`] that draws files
+//!   35/50/14/1 % across the classes with Poisson popularity inside each;
+//! - [`fileset`]: writing a file set (SPECweb96, or any list of sized
+//!   paths) to a directory so that nginx or Apache with `root DIR` serves
+//!   the same URLs;
+//! - [`think`]: think-time distributions parsed from `--think-time` strings;
+//! - [`ecommerce`]: the Amazon-like purchase sessions of seed 001 (pages
+//!   of HTML plus inline objects, 22/78 % new and returning customers, one
+//!   full TLS handshake per purchase session), configurable from TOML;
+//! - [`replay`]: Common/Combined/nginx access-log parsing, proxy and
+//!   request-rate filters, a per-IP replay plan and the window-bounded
+//!   [`replay::Scheduler`] of seed 001 (LP − LS ≤ bound).
+//!
+//! Given the same inputs and seed every stream is the same: all randomness
+//! comes from [`rng`] (ChaCha8 seeded from a `u64`).
+//!
+//! It is not for network I/O, TLS or timing: engines (`tlslab-load`,
+//! `tlslab-server`) take what this crate describes, put it on the wire and
+//! sleep where it says. The only I/O here is reading and writing the files
+//! whose paths callers pass in.
 
+pub mod ecommerce;
+pub mod fileset;
+pub mod replay;
 pub mod specweb96;
+pub mod think;
 
-/// Errors in workload descriptions.
+use std::path::PathBuf;
+
+/// The random number generator every model in this crate draws from.
+pub type Rng = rand_chacha::ChaCha8Rng;
+
+/// A generator seeded from `seed` and a `stream` number, so independent
+/// parts of a workload (say, browser 3 and browser 4) get independent yet
+/// reproducible streams whatever order an engine asks for them in.
+pub fn rng(seed: u64, stream: u64) -> Rng {
+    use rand::SeedableRng;
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    key[8..16].copy_from_slice(&stream.to_le_bytes());
+    key[16..].copy_from_slice(b"tlslab-workload\0");
+    Rng::from_seed(key)
+}
+
+/// Errors in workload descriptions and the files they read or write.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A workload description is invalid.
+    /// A workload description is invalid; the message says what and how to
+    /// fix it.
     #[error("{0}")]
     Invalid(String),
+    /// Reading or writing a file failed.
+    #[error("cannot {action} {}: {source}; check the path exists and is accessible", path.display())]
+    Io {
+        /// What was being done ("read", "write", "create directory").
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A file to be written exists with different contents.
+    #[error(
+        "{} exists with different contents; remove it, write to an empty directory, or ask to overwrite",
+        path.display()
+    )]
+    Exists {
+        /// The file that differs.
+        path: PathBuf,
+    },
+    /// A line of an input file is invalid.
+    #[error("{}:{line}: {problem}", path.display())]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
 }
 
 /// Deterministic file contents: `len` bytes of a printable pattern that
@@ -48,6 +115,7 @@ pub fn file_bytes(name: &str, len: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::Rng as _;
 
     #[test]
     fn file_bytes_are_deterministic_and_distinct() {
@@ -55,5 +123,28 @@ mod tests {
         assert_ne!(file_bytes("a", 100), file_bytes("b", 100));
         assert_eq!(file_bytes("a", 0).len(), 0);
         assert_eq!(file_bytes("a", 1001).len(), 1001);
+    }
+
+    #[test]
+    fn rng_streams_are_reproducible_and_independent() {
+        let a: Vec<u64> = (0..4)
+            .map(|_| 0)
+            .scan(rng(7, 1), |r, _: u64| Some(r.next_u64()))
+            .collect();
+        let b: Vec<u64> = (0..4)
+            .map(|_| 0)
+            .scan(rng(7, 1), |r, _: u64| Some(r.next_u64()))
+            .collect();
+        let c: Vec<u64> = (0..4)
+            .map(|_| 0)
+            .scan(rng(7, 2), |r, _: u64| Some(r.next_u64()))
+            .collect();
+        let d: Vec<u64> = (0..4)
+            .map(|_| 0)
+            .scan(rng(8, 1), |r, _: u64| Some(r.next_u64()))
+            .collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_ne!(a, d);
     }
 }
