@@ -6,6 +6,10 @@
 //!   (rustls 0.24 changes it). It turns `--tls`, `--suites` and `--groups`
 //!   into a provider and a list of protocol versions, and names suites and
 //!   groups the way the CLI spells them.
+//! - [`meter`]: a provider wrapper that counts calls, nanoseconds and bytes
+//!   per operation, the ablations that replace one TLS stage at a time with
+//!   a same-size no-op, and an in-memory client/server pump for tests and
+//!   benches. Like `provider`, it touches rustls's provider API directly.
 //! - [`pki`]: generating a CA and server chain with rcgen (`tlslab certs`),
 //!   and loading PEM chains, keys and trust roots with errors that say the fix.
 //! - [`store`]: a bounded, TTL'd, sharded server session cache with hit/miss/
@@ -13,8 +17,10 @@
 //!   load engine switches per connection, and a ticketer that counts tickets.
 //!
 //! It is not for I/O beyond reading and writing PEM files, and it does not
-//! parse TLS on the wire (that is `tlslab-wire`).
+//! parse TLS on the wire (that is `tlslab-wire`; `meter::mem` only splits
+//! in-memory bytes into records for its tests and benches).
 
+pub mod meter;
 pub mod pki;
 pub mod provider;
 pub mod store;

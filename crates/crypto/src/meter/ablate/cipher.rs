@@ -1,0 +1,496 @@
+//! Suite-level ablations: NULL and cipher-only AEADs, constant hashes and
+//! zero key derivation.
+
+use aws_lc_rs::cipher::{AES_128, AES_256, EncryptingKey, EncryptionContext, UnboundCipherKey};
+use aws_lc_rs::iv::FixedLength;
+use rustls::crypto::CipherSuiteCommon;
+use rustls::crypto::cipher::{
+    AeadKey, InboundOpaqueMessage, InboundPlainMessage, Iv, KeyBlockShape, MessageDecrypter,
+    MessageEncrypter, Nonce, OutboundOpaqueMessage, OutboundPlainMessage, PrefixedPayload,
+    Tls12AeadAlgorithm, Tls13AeadAlgorithm, UnsupportedOperationError,
+};
+use rustls::crypto::tls13::{Hkdf, HkdfExpander, OkmBlock, OutputLengthError};
+use rustls::crypto::{ActiveKeyExchange, hash, hmac, tls12};
+use rustls::{
+    ConnectionTrafficSecrets, ContentType, Error, ProtocolVersion, SupportedCipherSuite,
+    Tls12CipherSuite, Tls13CipherSuite,
+};
+
+use super::{Ablation, AblationSet};
+
+/// The tag length of every AEAD rustls offers.
+pub(crate) const TAG_LEN: usize = 16;
+/// The largest plaintext a record may carry.
+const MAX_FRAGMENT: usize = 16384;
+/// Every byte of an ablated digest.
+pub(crate) const HASH_FILL: u8 = 0x48;
+
+fn leak<T>(t: T) -> &'static T {
+    Box::leak(Box::new(t))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Null,
+    CtrOnly,
+}
+
+fn mode(set: AblationSet) -> Option<Mode> {
+    if set.contains(Ablation::Cipher) {
+        Some(Mode::Null)
+    } else if set.contains(Ablation::Mac) {
+        Some(Mode::CtrOnly)
+    } else {
+        None
+    }
+}
+
+fn is_aes_gcm(s: SupportedCipherSuite) -> bool {
+    let name = format!("{:?}", s.suite());
+    name.contains("AES") && name.contains("GCM")
+}
+
+/// The suite with the ablations of `set` that live in cipher suites, or
+/// `None` if the suite cannot take them (ChaCha20 under `mac`).
+pub(crate) fn ablate_suite(
+    s: SupportedCipherSuite,
+    set: AblationSet,
+) -> Option<SupportedCipherSuite> {
+    let m = mode(set);
+    if m == Some(Mode::CtrOnly) && !is_aes_gcm(s) {
+        return None;
+    }
+    if m.is_none()
+        && !set.contains(Ablation::Hash)
+        && !set.contains(Ablation::Kdf)
+        && !set.contains(Ablation::Mac)
+    {
+        return Some(s);
+    }
+    let common = |c: &CipherSuiteCommon| CipherSuiteCommon {
+        suite: c.suite,
+        hash_provider: if set.contains(Ablation::Hash) {
+            leak(ConstHash(c.hash_provider))
+        } else {
+            c.hash_provider
+        },
+        confidentiality_limit: c.confidentiality_limit,
+    };
+    Some(match s {
+        SupportedCipherSuite::Tls13(t) => {
+            let hkdf_provider: &'static dyn Hkdf = if set.contains(Ablation::Kdf) {
+                leak(ZeroHkdf {
+                    len: t.common.hash_provider.output_len(),
+                })
+            } else if set.contains(Ablation::Mac) {
+                leak(ConstFinishedHkdf(t.hkdf_provider))
+            } else {
+                t.hkdf_provider
+            };
+            let aead_alg: &'static dyn Tls13AeadAlgorithm = match m {
+                None => t.aead_alg,
+                Some(mode) => leak(Ablated13 {
+                    inner: t.aead_alg,
+                    mode,
+                }),
+            };
+            SupportedCipherSuite::Tls13(leak(Tls13CipherSuite {
+                common: common(&t.common),
+                hkdf_provider,
+                aead_alg,
+                quic: None,
+            }))
+        }
+        SupportedCipherSuite::Tls12(t) => {
+            let prf_provider: &'static dyn tls12::Prf = if set.contains(Ablation::Kdf) {
+                leak(ZeroPrf)
+            } else {
+                t.prf_provider
+            };
+            let aead_alg: &'static dyn Tls12AeadAlgorithm = match m {
+                None => t.aead_alg,
+                Some(mode) => leak(Ablated12 {
+                    inner: t.aead_alg,
+                    mode,
+                }),
+            };
+            SupportedCipherSuite::Tls12(leak(Tls12CipherSuite {
+                common: common(&t.common),
+                prf_provider,
+                kx: t.kx,
+                sign: t.sign,
+                aead_alg,
+            }))
+        }
+    })
+}
+
+// ------------------------------------------------------------ record layer
+
+/// AES-CTR keyed like the GCM suite, starting at the block GCM uses for
+/// the first byte of data (counter 2), so the ciphertext is GCM's minus
+/// the tag.
+struct Ctr(EncryptingKey);
+
+impl Ctr {
+    fn new(key: &AeadKey) -> Option<Ctr> {
+        let alg = match key.as_ref().len() {
+            16 => &AES_128,
+            32 => &AES_256,
+            _ => return None,
+        };
+        let k = UnboundCipherKey::new(alg, key.as_ref()).ok()?;
+        EncryptingKey::ctr(k).ok().map(Ctr)
+    }
+
+    fn apply(&self, nonce: &Nonce, data: &mut [u8]) -> Result<(), Error> {
+        let mut block = [0u8; 16];
+        block[..12].copy_from_slice(&nonce.0);
+        block[15] = 2;
+        self.0
+            .less_safe_encrypt(data, EncryptionContext::Iv128(FixedLength::from(block)))
+            .map(|_| ())
+            .map_err(|_| Error::EncryptError)
+    }
+}
+
+enum Body {
+    Null,
+    Ctr(Option<Box<Ctr>>),
+}
+
+impl Body {
+    fn new(mode: Mode, key: &AeadKey) -> Body {
+        match mode {
+            Mode::Null => Body::Null,
+            Mode::CtrOnly => Body::Ctr(Ctr::new(key).map(Box::new)),
+        }
+    }
+
+    fn apply(&self, nonce: &Nonce, data: &mut [u8]) -> Result<(), Error> {
+        match self {
+            Body::Null => Ok(()),
+            Body::Ctr(Some(c)) => c.apply(nonce, data),
+            Body::Ctr(None) => Err(Error::General(
+                "mac ablation: key is not an AES key; use an AES-GCM suite".into(),
+            )),
+        }
+    }
+}
+
+fn tag_ok(tag: &[u8]) -> Result<(), Error> {
+    if tag.iter().all(|b| *b == 0) {
+        Ok(())
+    } else {
+        Err(Error::General(
+            "cipher/mac ablation: the record's tag is not the ablation's zero tag; the peer encrypts for real, so start both sides with the same --ablate set".into(),
+        ))
+    }
+}
+
+struct Ablated13 {
+    inner: &'static dyn Tls13AeadAlgorithm,
+    mode: Mode,
+}
+
+impl Tls13AeadAlgorithm for Ablated13 {
+    fn encrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageEncrypter> {
+        Box::new(Enc13 {
+            body: Body::new(self.mode, &key),
+            iv,
+        })
+    }
+    fn decrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageDecrypter> {
+        Box::new(Dec13 {
+            body: Body::new(self.mode, &key),
+            iv,
+        })
+    }
+    fn key_len(&self) -> usize {
+        self.inner.key_len()
+    }
+    fn extract_keys(
+        &self,
+        _key: AeadKey,
+        _iv: Iv,
+    ) -> Result<ConnectionTrafficSecrets, UnsupportedOperationError> {
+        Err(UnsupportedOperationError)
+    }
+}
+
+struct Enc13 {
+    body: Body,
+    iv: Iv,
+}
+
+impl MessageEncrypter for Enc13 {
+    fn encrypt(
+        &mut self,
+        msg: OutboundPlainMessage<'_>,
+        seq: u64,
+    ) -> Result<OutboundOpaqueMessage, Error> {
+        let total = self.encrypted_payload_len(msg.payload.len());
+        let mut payload = PrefixedPayload::with_capacity(total);
+        payload.extend_from_chunks(&msg.payload);
+        payload.extend_from_slice(&msg.typ.to_array());
+        self.body
+            .apply(&Nonce::new(&self.iv, seq), payload.as_mut())?;
+        payload.extend_from_slice(&[0u8; TAG_LEN]);
+        Ok(OutboundOpaqueMessage::new(
+            ContentType::ApplicationData,
+            ProtocolVersion::TLSv1_2,
+            payload,
+        ))
+    }
+    fn encrypted_payload_len(&self, payload_len: usize) -> usize {
+        payload_len + 1 + TAG_LEN
+    }
+}
+
+struct Dec13 {
+    body: Body,
+    iv: Iv,
+}
+
+impl MessageDecrypter for Dec13 {
+    fn decrypt<'a>(
+        &mut self,
+        mut msg: InboundOpaqueMessage<'a>,
+        seq: u64,
+    ) -> Result<InboundPlainMessage<'a>, Error> {
+        let len = msg.payload.len();
+        if len < TAG_LEN + 1 {
+            return Err(Error::DecryptError);
+        }
+        tag_ok(&msg.payload[len - TAG_LEN..])?;
+        msg.payload.truncate(len - TAG_LEN);
+        self.body
+            .apply(&Nonce::new(&self.iv, seq), &mut msg.payload)?;
+        msg.into_tls13_unpadded_message()
+    }
+}
+
+struct Ablated12 {
+    inner: &'static dyn Tls12AeadAlgorithm,
+    mode: Mode,
+}
+
+fn full_iv(iv: &[u8], extra: &[u8]) -> Iv {
+    let mut b = [0u8; 12];
+    let joined: Vec<u8> = iv.iter().chain(extra.iter()).copied().collect();
+    if joined.len() == 12 {
+        b.copy_from_slice(&joined);
+    }
+    Iv::new(b)
+}
+
+impl Tls12AeadAlgorithm for Ablated12 {
+    fn encrypter(&self, key: AeadKey, iv: &[u8], extra: &[u8]) -> Box<dyn MessageEncrypter> {
+        Box::new(Enc12 {
+            body: Body::new(self.mode, &key),
+            iv: full_iv(iv, extra),
+            explicit: self.inner.key_block_shape().explicit_nonce_len,
+        })
+    }
+    fn decrypter(&self, key: AeadKey, iv: &[u8]) -> Box<dyn MessageDecrypter> {
+        let explicit = self.inner.key_block_shape().explicit_nonce_len;
+        Box::new(Dec12 {
+            body: Body::new(self.mode, &key),
+            salt: iv.to_vec(),
+            explicit,
+        })
+    }
+    fn key_block_shape(&self) -> KeyBlockShape {
+        self.inner.key_block_shape()
+    }
+    fn extract_keys(
+        &self,
+        _key: AeadKey,
+        _iv: &[u8],
+        _explicit: &[u8],
+    ) -> Result<ConnectionTrafficSecrets, UnsupportedOperationError> {
+        Err(UnsupportedOperationError)
+    }
+}
+
+struct Enc12 {
+    body: Body,
+    iv: Iv,
+    explicit: usize,
+}
+
+impl MessageEncrypter for Enc12 {
+    fn encrypt(
+        &mut self,
+        msg: OutboundPlainMessage<'_>,
+        seq: u64,
+    ) -> Result<OutboundOpaqueMessage, Error> {
+        let total = self.encrypted_payload_len(msg.payload.len());
+        let nonce = Nonce::new(&self.iv, seq);
+        let mut payload = PrefixedPayload::with_capacity(total);
+        payload.extend_from_slice(&nonce.0[12 - self.explicit..]);
+        payload.extend_from_chunks(&msg.payload);
+        self.body
+            .apply(&nonce, &mut payload.as_mut()[self.explicit..])?;
+        payload.extend_from_slice(&[0u8; TAG_LEN]);
+        Ok(OutboundOpaqueMessage::new(msg.typ, msg.version, payload))
+    }
+    fn encrypted_payload_len(&self, payload_len: usize) -> usize {
+        payload_len + self.explicit + TAG_LEN
+    }
+}
+
+struct Dec12 {
+    body: Body,
+    salt: Vec<u8>,
+    explicit: usize,
+}
+
+impl MessageDecrypter for Dec12 {
+    fn decrypt<'a>(
+        &mut self,
+        mut msg: InboundOpaqueMessage<'a>,
+        seq: u64,
+    ) -> Result<InboundPlainMessage<'a>, Error> {
+        let len = msg.payload.len();
+        if len < self.explicit + TAG_LEN {
+            return Err(Error::DecryptError);
+        }
+        if len - self.explicit - TAG_LEN > MAX_FRAGMENT {
+            return Err(Error::PeerSentOversizedRecord);
+        }
+        tag_ok(&msg.payload[len - TAG_LEN..])?;
+        let nonce = if self.explicit == 0 {
+            Nonce::new(&full_iv(&self.salt, &[]), seq)
+        } else {
+            let mut n = [0u8; 12];
+            let salt_len = 12 - self.explicit;
+            if self.salt.len() == salt_len {
+                n[..salt_len].copy_from_slice(&self.salt);
+            }
+            n[salt_len..].copy_from_slice(&msg.payload[..self.explicit]);
+            Nonce(n)
+        };
+        self.body
+            .apply(&nonce, &mut msg.payload[self.explicit..len - TAG_LEN])?;
+        Ok(msg.into_plain_message_range(self.explicit..len - TAG_LEN))
+    }
+}
+
+// ------------------------------------------------------------ hash
+
+struct ConstHash(&'static dyn hash::Hash);
+
+impl hash::Hash for ConstHash {
+    fn start(&self) -> Box<dyn hash::Context> {
+        Box::new(ConstContext(self.0.output_len()))
+    }
+    fn hash(&self, _data: &[u8]) -> hash::Output {
+        const_digest(self.0.output_len())
+    }
+    fn output_len(&self) -> usize {
+        self.0.output_len()
+    }
+    fn algorithm(&self) -> hash::HashAlgorithm {
+        self.0.algorithm()
+    }
+}
+
+fn const_digest(len: usize) -> hash::Output {
+    hash::Output::new(&[HASH_FILL; 64][..len.min(64)])
+}
+
+struct ConstContext(usize);
+
+impl hash::Context for ConstContext {
+    fn fork_finish(&self) -> hash::Output {
+        const_digest(self.0)
+    }
+    fn fork(&self) -> Box<dyn hash::Context> {
+        Box::new(ConstContext(self.0))
+    }
+    fn finish(self: Box<Self>) -> hash::Output {
+        const_digest(self.0)
+    }
+    fn update(&mut self, _data: &[u8]) {}
+}
+
+// ------------------------------------------------------------ kdf
+
+/// HKDF whose Finished HMAC is constant (the handshake half of `mac`).
+struct ConstFinishedHkdf(&'static dyn Hkdf);
+
+impl Hkdf for ConstFinishedHkdf {
+    fn extract_from_zero_ikm(&self, salt: Option<&[u8]>) -> Box<dyn HkdfExpander> {
+        self.0.extract_from_zero_ikm(salt)
+    }
+    fn extract_from_secret(&self, salt: Option<&[u8]>, secret: &[u8]) -> Box<dyn HkdfExpander> {
+        self.0.extract_from_secret(salt, secret)
+    }
+    fn expander_for_okm(&self, okm: &OkmBlock) -> Box<dyn HkdfExpander> {
+        self.0.expander_for_okm(okm)
+    }
+    fn hmac_sign(&self, key: &OkmBlock, _message: &[u8]) -> hmac::Tag {
+        hmac::Tag::new(&[0u8; 64][..key.as_ref().len().min(64)])
+    }
+}
+
+/// HKDF that derives all-zero secrets (the `kdf` ablation).
+struct ZeroHkdf {
+    len: usize,
+}
+
+struct ZeroExpander(usize);
+
+impl HkdfExpander for ZeroExpander {
+    fn expand_slice(&self, _info: &[&[u8]], output: &mut [u8]) -> Result<(), OutputLengthError> {
+        if output.len() > 255 * self.0 {
+            return Err(OutputLengthError);
+        }
+        output.fill(0);
+        Ok(())
+    }
+    fn expand_block(&self, _info: &[&[u8]]) -> OkmBlock {
+        OkmBlock::new(&[0u8; 64][..self.0.min(64)])
+    }
+    fn hash_len(&self) -> usize {
+        self.0
+    }
+}
+
+impl Hkdf for ZeroHkdf {
+    fn extract_from_zero_ikm(&self, _salt: Option<&[u8]>) -> Box<dyn HkdfExpander> {
+        Box::new(ZeroExpander(self.len))
+    }
+    fn extract_from_secret(&self, _salt: Option<&[u8]>, _secret: &[u8]) -> Box<dyn HkdfExpander> {
+        Box::new(ZeroExpander(self.len))
+    }
+    fn expander_for_okm(&self, _okm: &OkmBlock) -> Box<dyn HkdfExpander> {
+        Box::new(ZeroExpander(self.len))
+    }
+    fn hmac_sign(&self, _key: &OkmBlock, _message: &[u8]) -> hmac::Tag {
+        hmac::Tag::new(&[0u8; 64][..self.len.min(64)])
+    }
+}
+
+/// TLS 1.2 PRF that outputs zeros (the `kdf` ablation). It still completes
+/// the key exchange, so a kx mismatch is still detected.
+struct ZeroPrf;
+
+impl tls12::Prf for ZeroPrf {
+    fn for_key_exchange(
+        &self,
+        output: &mut [u8; 48],
+        kx: Box<dyn ActiveKeyExchange>,
+        peer_pub_key: &[u8],
+        _label: &[u8],
+        _seed: &[u8],
+    ) -> Result<(), Error> {
+        kx.complete_for_tls_version(peer_pub_key, &rustls::version::TLS12)?;
+        output.fill(0);
+        Ok(())
+    }
+    fn for_secret(&self, output: &mut [u8], _secret: &[u8], _label: &[u8], _seed: &[u8]) {
+        output.fill(0);
+    }
+}
