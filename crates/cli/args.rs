@@ -17,7 +17,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
         `serve` is an HTTPS/HTTP server whose session cache, tickets, versions, suites, groups and \
         certificates can all be switched, with Prometheus metrics. `load` is a load generator with \
         a session-reuse knob that times TCP connect, full and resumed handshakes, first byte and \
-        transfer separately. `lab` runs both on this machine and prints what TLS costs here.\n\n\
+        transfer separately, closed- or open-loop, over URLs, the SPECweb96 mix, an e-commerce \
+        browser model or a replayed access log. `sweep` steps `load` to the knee. `fileset` writes \
+        the SPECweb96 files for other servers. `lab` runs serve and load on this machine and prints \
+        what TLS costs here.\n\n\
         Exit codes: 0 success, 1 runtime failure, 2 usage error.",
     after_help = "Start with `tlslab lab --quick`. Every subcommand has its own --help."
 )]
@@ -42,6 +45,102 @@ pub enum Command {
     Load(LoadArgs),
     /// Run serve and load together on this machine and print what TLS costs here.
     Lab(LabArgs),
+    /// Write a built-in file set to a directory, for nginx, Apache or `serve --root`.
+    Fileset(FilesetArgs),
+    /// Step `load`'s client count or rate until throughput stops growing (the knee),
+    /// one latency-vs-throughput series per --reuse value.
+    Sweep(SweepArgs),
+}
+
+/// What `sweep` steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SweepOver {
+    /// Closed-loop clients, from -c.
+    Clients,
+    /// Open-loop arrival rate, from --rate.
+    Rate,
+}
+
+/// `tlslab sweep`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  tlslab sweep https://127.0.0.1:8443/specweb96/class1_3 --cacert certs/ca.pem \\\n      \
+    -c 1 --factor 2 --steps 8 -d 2s --reuse 0,50,100 --json sweep.json\n\n\
+    Each step is a `tlslab load` run (every load flag applies) with the client count (or, with \
+    --rate, the arrival rate) multiplied by --factor. A series stops at the knee: the step after \
+    which requests/s grew by less than --knee percent; the knee is the last step that still grew."
+)]
+pub struct SweepArgs {
+    /// The load of every step; -c or --rate is the starting point, --reuse may list values.
+    #[command(flatten)]
+    pub load: LoadArgs,
+
+    /// What to step: clients (default) or rate (default when --rate is given).
+    #[arg(long, value_name = "WHAT")]
+    pub over: Option<SweepOver>,
+
+    /// Multiply the client count or rate by this at each step (> 1).
+    #[arg(long, default_value_t = 2.0, value_name = "F")]
+    pub factor: f64,
+
+    /// At most this many steps per --reuse value.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub steps: usize,
+
+    /// Stop when requests/s grew by less than this many percent over the previous step.
+    #[arg(long, default_value_t = 10.0, value_name = "PERCENT")]
+    pub knee: f64,
+}
+
+/// `tlslab fileset`.
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  tlslab fileset --out www\n\n\
+    Writes the 36 SPECweb96 files to www/specweb96/class{0-3}_{0-8} with the same bytes \
+    `tlslab serve --fileset specweb96` serves, so nginx with `root www;` or Apache with \
+    `DocumentRoot www` answers `tlslab load --workload specweb96` alike.")]
+pub struct FilesetArgs {
+    /// Directory to write the files under (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Which file set.
+    #[arg(long, default_value = "specweb96", value_name = "NAME")]
+    pub set: Fileset,
+
+    /// Replace files that exist with other contents (default: refuse).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Where `load` takes its request paths from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// The URLs given, each client walking them in turn.
+    Urls,
+    /// The SPECweb96 mix (35/50/14/1 % over four size classes); give one base URL.
+    Specweb96,
+    /// Browsers making purchase sessions (seed 001's e-commerce model); give one base URL.
+    Ecommerce,
+    /// Replay an access log (--access-log): one browser per client IP; give one base URL.
+    Replay,
+}
+
+/// How a replay forms request paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReplayPaths {
+    /// /bytes/<N> with N the bytes the log recorded (any `tlslab serve` answers it).
+    Bytes,
+    /// The log's own paths, for a server holding the files.
+    Original,
+}
+
+/// Open-loop arrival processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Arrivals {
+    /// Exponential gaps of mean 1/rate.
+    Poisson,
+    /// Gaps of exactly 1/rate.
+    Constant,
 }
 
 /// `tlslab certs`.
@@ -198,10 +297,12 @@ pub enum ResumeWith {
 }
 
 /// `tlslab load`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 #[command(
     after_help = "Example:\n  tlslab load https://127.0.0.1:8443/specweb96/class1_3 --cacert certs/ca.pem \\\n      \
-    -c 16 -d 10s --requests-per-conn 1 --reuse 50 --tls 1.3 --json run.json --log run.csv\n\n\
+    -c 16 -d 10s --requests-per-conn 1 --reuse 50 --tls 1.3 --json run.json --log run.csv\n  \
+    tlslab load https://127.0.0.1:8443 --workload specweb96 --seed 7 --think-time exp:mean=100ms -c 32\n  \
+    tlslab load https://127.0.0.1:8443/dyn?work=1000 --rate 500 --arrivals poisson -d 10s\n\n\
     --reuse follows seed 000's running counter: each client offers resumption whenever the share \
     of its connections that resumed is below P, so 50 gives N R N R ..., 100 gives N R R R ....\n\
     All figures are client-observed over the measurement window printed with them.\n\
@@ -238,8 +339,14 @@ pub struct LoadArgs {
     pub requests_per_conn: u32,
 
     /// Target share of connections that resume a session, in percent (0-100).
-    #[arg(long, default_value_t = 0.0, value_name = "PERCENT")]
-    pub reuse: f64,
+    /// (`sweep` takes a comma-separated list: one series per value.)
+    #[arg(
+        long,
+        default_value = "0",
+        value_name = "PERCENT",
+        value_delimiter = ','
+    )]
+    pub reuse: Vec<f64>,
 
     /// How to resume: id (TLS 1.2 session IDs), ticket (TLS 1.2 tickets), auto (both).
     /// TLS 1.3 always resumes with PSK tickets.
@@ -289,6 +396,77 @@ pub struct LoadArgs {
     /// Never show the live progress line (it is shown only on a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
+
+    /// Where request paths come from: urls (the URLs in turn), specweb96
+    /// (the SPECweb96 mix) or ecommerce (browsers making purchase sessions);
+    /// the last two take one base URL such as https://host:8443.
+    #[arg(long, default_value = "urls", value_name = "MODEL")]
+    pub workload: Workload,
+
+    /// TOML file of the e-commerce model (pages, flows, think time, new-customer share,
+    /// parallel connections); default: the built-in Amazon-shaped model.
+    #[arg(long, value_name = "FILE")]
+    pub workload_config: Option<PathBuf>,
+
+    /// Replay: the access log (Common or Combined Log Format, nginx `combined`).
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
+
+    /// Replay: bound on LP - LS, the last request issued minus the last served in log order.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub window: usize,
+
+    /// Replay: follow the log's timing sped up X times (default: as fast as possible).
+    #[arg(long, value_name = "X")]
+    pub speed: Option<f64>,
+
+    /// Replay: drop the requests of the IPs listed in FILE (one per line; proxies).
+    #[arg(long, value_name = "FILE")]
+    pub exclude_ips: Option<PathBuf>,
+
+    /// Replay: drop every IP that made more than N requests within any PERIOD
+    /// (e.g. 100/min, 10/s, 600/10m): a proxy in disguise.
+    #[arg(long, value_name = "N/PERIOD")]
+    pub ip_rate_limit: Option<String>,
+
+    /// Replay: request paths: bytes (/bytes/<logged size>) or original (the log's paths).
+    #[arg(long, default_value = "bytes", value_name = "MODE")]
+    pub replay_paths: ReplayPaths,
+
+    /// Seed of every random stream (paths, think times, arrivals): the same
+    /// seed gives the same requests in the same order.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+
+    /// Pause of each client after each request, not counted in latency:
+    /// 0, const:2s, exp:mean=7s, uniform:1s..5s or pareto:min=1s,shape=1.5.
+    #[arg(long, default_value = "0", value_name = "DIST")]
+    pub think_time: String,
+
+    /// After a failed request (no complete response), the same client retries it and
+    /// keeps its sessions. Without it, a failure makes the client a new client
+    /// (stored sessions and reuse counters cleared).
+    #[arg(long)]
+    pub retry_on_failure: bool,
+
+    /// Open loop: R arrivals per second, each one request on a new connection, timed
+    /// from its intended start. -c is then the pool of client identities (session
+    /// stores), not a cap on concurrency.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+
+    /// Open-loop arrival process: poisson or constant.
+    #[arg(
+        long,
+        default_value = "poisson",
+        value_name = "PROCESS",
+        requires = "rate"
+    )]
+    pub arrivals: Arrivals,
+
+    /// Open loop: at most N requests in flight; further arrivals are dropped and counted.
+    #[arg(long, default_value_t = 10_000, value_name = "N", requires = "rate")]
+    pub max_in_flight: usize,
 }
 
 /// `tlslab lab`.

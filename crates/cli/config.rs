@@ -137,11 +137,14 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
                 tickets: a.tickets == OnOff::On,
                 max_early_data: a.max_early_data,
                 alpn,
+                // Serve flags for ablations are the crypto helper's to add.
+                ablation: Default::default(),
             },
             threads: threads(a.threads)?,
             pin_cpus: None,
             handshake_timeout: a.handshake_timeout,
             max_connections: a.max_connections,
+            allow_remote: false,
         },
         ephemeral_ca,
         ephemeral_dir,
@@ -178,11 +181,16 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
     if a.clients == 0 {
         return bail("-c/--clients must be at least 1");
     }
-    if !(0.0..=100.0).contains(&a.reuse) || a.reuse.is_nan() {
-        return bail(format!(
-            "--reuse {}: give a percentage from 0 to 100",
-            a.reuse
-        ));
+    let reuse = match a.reuse[..] {
+        [r] => r,
+        _ => {
+            return bail(
+                "--reuse takes one percentage for `load`; a list (0,50,100) is for `tlslab sweep`",
+            );
+        }
+    };
+    if !(0.0..=100.0).contains(&reuse) || reuse.is_nan() {
+        return bail(format!("--reuse {reuse}: give a percentage from 0 to 100"));
     }
     if a.requests == Some(0) {
         return bail("-n/--requests must be at least 1");
@@ -191,6 +199,8 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         return bail("-d/--duration must be above 0");
     }
     let duration = match (a.duration, a.requests) {
+        // A replay ends with its log.
+        (None, None) if a.workload == args::Workload::Replay => None,
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
     };
@@ -214,9 +224,91 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
     if a.early_data && !versions.contains(&provider::Version::Tls13) {
         return bail("--early-data needs TLS 1.3; add 1.3 to --tls");
     }
-    if !any_tls && (a.reuse > 0.0 || a.early_data) {
+    if !any_tls && (reuse > 0.0 || a.early_data) {
         return bail("--reuse and --early-data need an https:// URL");
     }
+    let workload = match a.workload {
+        args::Workload::Urls => tlslab_load::Workload::Urls,
+        args::Workload::Specweb96 => tlslab_load::Workload::Specweb96,
+        args::Workload::Ecommerce => tlslab_load::Workload::Ecommerce,
+        args::Workload::Replay => tlslab_load::Workload::Replay,
+    };
+    if workload != tlslab_load::Workload::Urls && (targets.len() != 1 || targets[0].path != "/") {
+        return bail(format!(
+            "--workload {} draws the paths itself; give one base URL without a path, \
+             such as https://127.0.0.1:8443",
+            workload.name()
+        ));
+    }
+    let ecommerce = match (&a.workload_config, workload) {
+        (None, _) => None,
+        (Some(path), tlslab_load::Workload::Ecommerce) => Some(
+            tlslab_workload::ecommerce::Config::load(path)
+                .map_err(|e| usage(format!("--workload-config: {e}")))?,
+        ),
+        (Some(_), _) => return bail("--workload-config needs --workload ecommerce"),
+    };
+    let replay = replay(a, workload)?;
+    if workload == tlslab_load::Workload::Replay
+        && (a.rate.is_some()
+            || a.retry_on_failure
+            || a.think_time.trim() != "0"
+            || reuse != 0.0
+            || a.requests_per_conn != 1)
+    {
+        return bail(
+            "--workload replay takes order, timing and resumption from the log; drop --rate, \
+             --retry-on-failure, --think-time, --reuse and --requests-per-conn",
+        );
+    }
+    if workload == tlslab_load::Workload::Ecommerce
+        && (a.rate.is_some()
+            || a.retry_on_failure
+            || a.think_time.trim() != "0"
+            || reuse != 0.0
+            || a.requests_per_conn != 1)
+    {
+        return bail(
+            "--workload ecommerce decides connections, resumption and think times itself \
+             (set them in --workload-config); drop --rate, --retry-on-failure, --think-time, \
+             --reuse and --requests-per-conn",
+        );
+    }
+    let think_time: tlslab_load::ThinkTime = a
+        .think_time
+        .parse()
+        .map_err(|e| usage(format!("--think-time: {e}")))?;
+    let open_loop = match a.rate {
+        None => None,
+        Some(rate) => {
+            if !(rate.is_finite() && rate > 0.0 && rate <= 1e7) {
+                return bail(format!(
+                    "--rate {rate}: give arrivals per second above 0 and at most 10000000"
+                ));
+            }
+            if a.max_in_flight == 0 {
+                return bail("--max-in-flight must be at least 1");
+            }
+            if a.requests_per_conn != 1 {
+                return bail(
+                    "--rate makes one request per arrival on a new connection; drop --requests-per-conn",
+                );
+            }
+            if a.retry_on_failure || think_time != tlslab_load::ThinkTime::Zero {
+                return bail(
+                    "--retry-on-failure and --think-time describe closed-loop clients; drop them with --rate",
+                );
+            }
+            Some(tlslab_load::OpenLoop {
+                rate,
+                arrivals: match a.arrivals {
+                    args::Arrivals::Poisson => tlslab_load::Arrivals::Poisson,
+                    args::Arrivals::Constant => tlslab_load::Arrivals::Constant,
+                },
+                max_in_flight: a.max_in_flight,
+            })
+        }
+    };
 
     Ok(LoadConfig {
         targets,
@@ -227,7 +319,7 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         requests: a.requests,
         warmup: a.warmup,
         requests_per_conn: a.requests_per_conn,
-        reuse: a.reuse / 100.0,
+        reuse: reuse / 100.0,
         resume_with: match a.resume_with {
             args::ResumeWith::Id => ResumeWith::Id,
             args::ResumeWith::Ticket => ResumeWith::Ticket,
@@ -241,7 +333,132 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         timeout: a.timeout,
         log: a.log.clone(),
         progress: false,
+        workload,
+        seed: a.seed,
+        think_time,
+        retry_on_failure: a.retry_on_failure,
+        open_loop,
+        ecommerce,
+        replay,
     })
+}
+
+/// Validates `tlslab sweep` flags: one load configuration per --reuse
+/// value, and the plan.
+pub fn sweep(
+    a: &args::SweepArgs,
+) -> anyhow::Result<(Vec<tlslab_load::LoadConfig>, tlslab_load::SweepPlan)> {
+    let over = match (a.over, a.load.rate) {
+        (Some(args::SweepOver::Rate), None) => {
+            return bail("--over rate needs a starting --rate");
+        }
+        (Some(args::SweepOver::Clients), Some(_)) => {
+            return bail("--over clients steps a closed loop; drop --rate");
+        }
+        (Some(args::SweepOver::Rate), Some(_)) | (None, Some(_)) => tlslab_load::SweepOver::Rate,
+        (Some(args::SweepOver::Clients), None) | (None, None) => tlslab_load::SweepOver::Clients,
+    };
+    if !(a.factor.is_finite() && a.factor > 1.0) {
+        return bail(format!(
+            "--factor {}: give a factor above 1, e.g. 2",
+            a.factor
+        ));
+    }
+    if a.steps < 2 {
+        return bail("--steps must be at least 2 to find a knee");
+    }
+    if !(a.knee.is_finite() && a.knee >= 0.0) {
+        return bail(format!(
+            "--knee {}: give a percentage of 0 or more, e.g. 10",
+            a.knee
+        ));
+    }
+    if a.load.workload == args::Workload::Replay {
+        return bail("a replay has its own pace; sweep urls, specweb96 or ecommerce workloads");
+    }
+    let mut configs = Vec::new();
+    for &r in &a.load.reuse {
+        let mut one = a.load.clone();
+        one.reuse = vec![r];
+        if one.duration.is_none() && one.requests.is_none() {
+            one.duration = Some(Duration::from_secs(2));
+        }
+        configs.push(load(&one)?);
+    }
+    Ok((
+        configs,
+        tlslab_load::SweepPlan {
+            over,
+            factor: a.factor,
+            max_steps: a.steps,
+            knee_gain: a.knee / 100.0,
+        },
+    ))
+}
+
+/// Reads, filters and plans the access log of `--workload replay`.
+fn replay(
+    a: &args::LoadArgs,
+    workload: tlslab_load::Workload,
+) -> anyhow::Result<Option<tlslab_load::Replay>> {
+    use tlslab_workload::replay::{Pacing, PathMode, RateLimit, ReplayPlan, filter, parse};
+    let Some(log) = &a.access_log else {
+        if workload == tlslab_load::Workload::Replay {
+            return bail("--workload replay needs --access-log FILE, the access log to replay");
+        }
+        return Ok(None);
+    };
+    if workload != tlslab_load::Workload::Replay {
+        return bail("--access-log needs --workload replay");
+    }
+    let (entries, parsed) = parse::parse_file(log).map_err(usage)?;
+    if parsed.parsed == 0 {
+        return bail(format!(
+            "--access-log {}: no line parsed as Common or Combined Log Format ({} skipped); \
+             give an Apache or nginx access log",
+            log.display(),
+            parsed.skipped_count
+        ));
+    }
+    let exclude = match &a.exclude_ips {
+        Some(path) => filter::read_ip_list(path).map_err(usage)?,
+        None => Default::default(),
+    };
+    let rate = a
+        .ip_rate_limit
+        .as_deref()
+        .map(str::parse::<RateLimit>)
+        .transpose()
+        .map_err(|e| usage(format!("--ip-rate-limit: {e}")))?;
+    let (entries, filtered) = filter::filter(entries, &exclude, rate);
+    if entries.is_empty() {
+        return bail(
+            "the filters dropped every request of the log; relax --exclude-ips or --ip-rate-limit",
+        );
+    }
+    let mode = match a.replay_paths {
+        args::ReplayPaths::Bytes => PathMode::Bytes,
+        args::ReplayPaths::Original => PathMode::Original,
+    };
+    let pacing = match a.speed {
+        None => Pacing::AsFastAsPossible,
+        Some(speed) if speed.is_finite() && speed > 0.0 => Pacing::Timed { speed },
+        Some(speed) => {
+            return bail(format!(
+                "--speed {speed}: give a positive factor, e.g. 1 (as logged) or 10"
+            ));
+        }
+    };
+    if a.window == 0 {
+        return bail("--window must be at least 1 (seed 001 used 10000)");
+    }
+    Ok(Some(tlslab_load::Replay {
+        plan: std::sync::Arc::new(ReplayPlan::new(&entries, mode)),
+        window: a.window,
+        pacing,
+        skipped_lines: parsed.skipped_count,
+        filtered,
+    }))
 }
 
 /// Validates `tlslab lab` flags.

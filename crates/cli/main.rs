@@ -67,7 +67,75 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => serve(a),
         Command::Load(a) => load(a),
         Command::Lab(a) => lab(a),
+        Command::Fileset(a) => fileset(a),
+        Command::Sweep(a) => sweep(a),
     }
+}
+
+fn sweep(a: args::SweepArgs) -> anyhow::Result<ExitCode> {
+    let (configs, plan) = config::sweep(&a)?;
+    let mut series = Vec::new();
+    eprintln!(
+        "tlslab sweep: over {}, x{} per step, at most {} steps per reuse value",
+        plan.over.name(),
+        plan.factor,
+        plan.max_steps
+    );
+    for cfg in &configs {
+        eprintln!("reuse {:.0}%:", cfg.reuse * 100.0);
+        eprintln!("{}", tlslab_report::SweepStep::header());
+        let s = tlslab_load::sweep_series(cfg, &plan, |step| eprintln!("{}", step.row()))
+            .context("running the sweep")?;
+        series.push(s);
+    }
+    let report = tlslab_report::SweepReport {
+        schema_version: 1,
+        over: plan.over.name().into(),
+        factor: plan.factor,
+        knee_gain: plan.knee_gain,
+        step_s: configs
+            .first()
+            .and_then(|c| c.duration)
+            .map(|d| d.as_secs_f64()),
+        series,
+    };
+    print!("{}", report.render());
+    if let Some(path) = &a.load.json {
+        let body = serde_json::to_vec_pretty(&report)?;
+        std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fileset(a: args::FilesetArgs) -> anyhow::Result<ExitCode> {
+    use tlslab_workload::fileset::{Overwrite, write};
+    let files = match a.set {
+        args::Fileset::Specweb96 => tlslab_workload::specweb96::files(),
+    };
+    let overwrite = if a.force {
+        Overwrite::Replace
+    } else {
+        Overwrite::Refuse
+    };
+    let written = write(&a.out, &files, overwrite).map_err(|e| match e {
+        tlslab_workload::Error::Exists { .. } => config::usage(format!("{e} (--force overwrites)")),
+        other => anyhow::Error::new(other),
+    })?;
+    let bytes: usize = files.iter().map(|f| f.size).sum();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "wrote {} files, {bytes} bytes, under {}",
+        written.len(),
+        a.out.display()
+    )?;
+    writeln!(
+        out,
+        "serve them with nginx `root {0};`, Apache `DocumentRoot {0}` or `tlslab serve --root {0}`; \
+         load them with `tlslab load https://HOST:PORT --workload specweb96`",
+        a.out.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn certs(a: args::CertsArgs) -> anyhow::Result<ExitCode> {

@@ -162,11 +162,13 @@ fn start_server(key: KeyType, placement: &Placement, with_http: bool) -> Result<
             tickets: true,
             max_early_data: 0,
             alpn: vec![b"http/1.1".to_vec()],
+            ablation: Default::default(),
         },
         threads: 1,
         pin_cpus: (!placement.server.is_empty()).then(|| placement.server.clone()),
         handshake_timeout: Duration::from_secs(10),
         max_connections: 10_000,
+        allow_remote: false,
     })?;
     Ok(Embedded { key, server, roots })
 }
@@ -267,6 +269,7 @@ fn run_cell(
         timeout: Duration::from_secs(10),
         log: None,
         progress: false,
+        ..LoadConfig::new(Vec::new())
     };
     let before = emb.server.snapshot();
     let cpu_before = emb.server.cpu_time();

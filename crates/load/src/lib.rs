@@ -11,8 +11,16 @@
 //! statistics, the CSV log and the progress line. The share of connections
 //! that resume is steered per client by [`ReusePlanner`].
 //!
+//! Besides the closed loop it runs an open loop ([`OpenLoop`]): arrivals
+//! at a rate, each one request on a new connection, timed from its intended
+//! start so that coordinated omission is avoided. Request paths come from
+//! the URLs in turn or from a [`Workload`] model of `tlslab-workload`: the
+//! SPECweb96 mix, e-commerce browsers (HTML first, then inline objects over
+//! parallel connections) or an access-log [`Replay`]. [`sweep_series`]
+//! repeats runs at growing client counts or rates until the knee.
+//!
 //! It is not for serving (that is `tlslab-server`), for printing (that is
-//! `tlslab-report`), nor for open-loop or HTTP/2 load. Network failures are
+//! `tlslab-report`), nor for HTTP/2 load. Network failures are
 //! never run errors: they are counted by kind in the report. Only a
 //! configuration that cannot work is an [`Error`].
 
@@ -21,6 +29,7 @@ mod errors;
 mod io;
 mod progress;
 mod reuse;
+mod sweep;
 mod target;
 mod tls;
 
@@ -32,7 +41,72 @@ use tlslab_crypto::provider::{Algorithms, Version};
 
 pub use engine::run;
 pub use reuse::ReusePlanner;
+pub use sweep::{SweepOver, SweepPlan, is_knee, sweep_series};
 pub use target::{Scheme, Target};
+pub use tlslab_workload::think::ThinkTime;
+
+/// Where request paths come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Workload {
+    /// The target URLs, each client walking them in turn.
+    #[default]
+    Urls,
+    /// The SPECweb96 mix: one base URL (`https://host:port`), paths drawn
+    /// by [`tlslab_workload::specweb96::Sampler`] with the stream
+    /// `rng(seed, client)` of each client.
+    Specweb96,
+    /// The e-commerce browser model of [`LoadConfig::ecommerce`]: one base
+    /// URL; each client is a browser making purchase sessions.
+    Ecommerce,
+    /// Replay of an access log ([`LoadConfig::replay`]): one base URL; one
+    /// browser per client IP, `clients` requests at most in flight.
+    Replay,
+}
+
+impl Workload {
+    /// The flag spelling: `urls` or `specweb96`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Urls => "urls",
+            Workload::Specweb96 => "specweb96",
+            Workload::Ecommerce => "ecommerce",
+            Workload::Replay => "replay",
+        }
+    }
+}
+
+/// The arrival process of an open loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Arrivals {
+    /// Exponential gaps of mean 1/rate (a Poisson process).
+    #[default]
+    Poisson,
+    /// Gaps of exactly 1/rate.
+    Constant,
+}
+
+impl Arrivals {
+    /// The flag spelling: `poisson` or `constant`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrivals::Poisson => "poisson",
+            Arrivals::Constant => "constant",
+        }
+    }
+}
+
+/// Open-loop load: requests arrive at a rate whatever the server does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OpenLoop {
+    /// Arrivals per second.
+    pub rate: f64,
+    /// The arrival process (deterministic from the seed).
+    pub arrivals: Arrivals,
+    /// At most this many requests in flight; an arrival beyond it is
+    /// dropped (and counted).
+    pub max_in_flight: usize,
+}
 
 /// How resumption is offered for TLS 1.2 (TLS 1.3 always uses tickets).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -133,13 +207,49 @@ pub struct LoadConfig {
     pub log: Option<PathBuf>,
     /// Draw a live progress line on standard error.
     pub progress: bool,
+    /// Where request paths come from.
+    pub workload: Workload,
+    /// Seed of every random stream (paths, think times, arrivals).
+    pub seed: u64,
+    /// Pause of a closed-loop client after each request, not counted in
+    /// any latency.
+    pub think_time: ThinkTime,
+    /// After a failed request (no complete response), the same client
+    /// retries it, keeping its sessions; otherwise it becomes a new client
+    /// (sessions and reuse counters cleared). Closed loop only.
+    pub retry_on_failure: bool,
+    /// Open-loop arrivals instead of closed-loop clients; `clients` is then
+    /// the pool of client identities (session stores) arrivals take in
+    /// turn, which does not cap concurrency.
+    pub open_loop: Option<OpenLoop>,
+    /// The e-commerce model for [`Workload::Ecommerce`] (default: the
+    /// built-in one, `tlslab_workload::ecommerce::Config::default()`).
+    pub ecommerce: Option<tlslab_workload::ecommerce::Config>,
+    /// The log to replay for [`Workload::Replay`].
+    pub replay: Option<Replay>,
+}
+
+/// An access log prepared for replay.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    /// The filtered log as per-browser request sequences.
+    pub plan: std::sync::Arc<tlslab_workload::replay::ReplayPlan>,
+    /// The window bound LP − LS ≤ `window` (`--window`).
+    pub window: usize,
+    /// As fast as possible, or at the log's timing times a speed factor.
+    pub pacing: tlslab_workload::replay::Pacing,
+    /// Log lines that could not be parsed and were skipped.
+    pub skipped_lines: u64,
+    /// What the IP filters dropped.
+    pub filtered: tlslab_workload::replay::FilterReport,
 }
 
 impl LoadConfig {
     /// A configuration for `targets` with the defaults: 1 client on 1
     /// thread for 10 s, a new connection per request, no reuse, TLS 1.2 and
     /// 1.3 with default algorithms, the webpki roots, a 10 s timeout, no
-    /// warm-up, log or progress line.
+    /// warm-up, log or progress line; the URLs workload, seed 1, no think
+    /// time, no retries, closed loop.
     pub fn new(targets: Vec<Target>) -> Self {
         LoadConfig {
             targets,
@@ -160,6 +270,13 @@ impl LoadConfig {
             timeout: Duration::from_secs(10),
             log: None,
             progress: false,
+            workload: Workload::Urls,
+            seed: 1,
+            think_time: ThinkTime::Zero,
+            retry_on_failure: false,
+            open_loop: None,
+            ecommerce: None,
+            replay: None,
         }
     }
 }

@@ -94,6 +94,7 @@ mod tests {
             transfer_us: None,
             total_us: 1,
             body_bytes: 0,
+            retry: false,
         };
         p.record(&r);
         let start = Instant::now();

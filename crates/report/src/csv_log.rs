@@ -16,7 +16,7 @@ use crate::record::RequestRecord;
 use crate::{Error, Result};
 
 /// The columns of the request log, in order.
-pub const CSV_COLUMNS: [&str; 23] = [
+pub const CSV_COLUMNS: [&str; 24] = [
     "t_start_us",
     "client",
     "conn",
@@ -40,6 +40,7 @@ pub const CSV_COLUMNS: [&str; 23] = [
     "body_bytes",
     "hrr",
     "early_data",
+    "retry",
 ];
 
 /// Records queued between the clients and the writer thread.
@@ -71,6 +72,7 @@ struct Row<'a> {
     body_bytes: u64,
     hrr: u8,
     early_data: &'a str,
+    retry: u8,
 }
 
 impl<'a> Row<'a> {
@@ -100,6 +102,7 @@ impl<'a> Row<'a> {
             body_bytes: r.body_bytes,
             hrr: h.map_or(0, |h| u8::from(h.hrr)),
             early_data: h.map_or("", |h| h.early_data.name()),
+            retry: u8::from(r.retry),
         }
     }
 }

@@ -20,16 +20,18 @@ mod csv_log;
 mod model;
 mod record;
 mod stats;
+mod sweep;
 mod table;
 
 pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink};
 pub use model::{
-    ClientCpu, ConfigEcho, CpuUsage, EarlyDataCounts, HandshakeKindSummary, HandshakeSummary,
-    KindCounts, Latency, LoadReport, Phase, Requests, Reuse, SATURATION_THRESHOLD, SCHEMA_VERSION,
-    Throughput, Window,
+    ClientCpu, ConfigEcho, CpuUsage, EarlyDataCounts, Ecommerce, HandshakeKindSummary,
+    HandshakeSummary, KindCounts, Latency, LoadReport, OpenLoop, Phase, Replay, Requests, Reuse,
+    SATURATION_THRESHOLD, SCHEMA_VERSION, Throughput, Window,
 };
 pub use record::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
+pub use sweep::{SweepReport, SweepSeries, SweepStep};
 
 /// Errors from report sinks.
 #[derive(Debug, thiserror::Error)]

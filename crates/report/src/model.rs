@@ -42,6 +42,78 @@ pub struct LoadReport {
     pub status: BTreeMap<String, u64>,
     /// What the client itself spent.
     pub client_cpu: ClientCpu,
+    /// Open-loop arrivals (`--rate`); `None` (JSON `null`) for a closed loop.
+    #[serde(default)]
+    pub open_loop: Option<OpenLoop>,
+    /// The e-commerce model's sessions (`--workload ecommerce`); `None`
+    /// (JSON `null`) otherwise.
+    #[serde(default)]
+    pub ecommerce: Option<Ecommerce>,
+    /// The access-log replay (`--workload replay`); `None` (JSON `null`)
+    /// otherwise.
+    #[serde(default)]
+    pub replay: Option<Replay>,
+}
+
+/// What an access-log replay did, next to what the log implies.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Replay {
+    /// Requests in the log after filtering.
+    pub log_requests: u64,
+    /// Browsers (client IPs) in the log after filtering.
+    pub log_sessions: u64,
+    /// (requests − IPs) / requests: the resumption ratio the log implies.
+    pub implied_resumption: f64,
+    /// Browsers whose first request was replayed in the window.
+    pub sessions_replayed: u64,
+    /// Requests replayed in the window.
+    pub requests_replayed: u64,
+    /// Handshakes the server resumed / completed handshakes.
+    pub achieved_resumption: f64,
+    /// The window bound LP − LS ≤ window.
+    pub window: u64,
+    /// Speed-up over the log's timing; `None` = as fast as possible.
+    pub speed: Option<f64>,
+    /// Log lines skipped as malformed.
+    pub skipped_lines: u64,
+    /// Listed proxy IPs found in the log, and their requests.
+    pub excluded_ips: u64,
+    /// Requests of excluded IPs.
+    pub excluded_requests: u64,
+    /// IPs dropped for exceeding the rate threshold.
+    pub rate_ips: u64,
+    /// Their requests.
+    pub rate_requests: u64,
+}
+
+/// What the e-commerce browsers did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ecommerce {
+    /// Purchase sessions whose first request was measured.
+    pub sessions: u64,
+    /// Of those, new customers.
+    pub new_customers: u64,
+    /// Of those, returning customers.
+    pub returning_customers: u64,
+    /// Pages whose every object was fetched (successfully or not).
+    pub pages: u64,
+}
+
+/// How an open-loop run's arrivals went.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpenLoop {
+    /// Requested arrival rate, per second.
+    pub rate: f64,
+    /// The arrival process: `poisson` or `constant`.
+    pub arrivals: String,
+    /// The cap on requests in flight (`--max-in-flight`).
+    pub max_in_flight: usize,
+    /// Arrivals scheduled in the window (started, dropped or unfinished).
+    pub scheduled: u64,
+    /// Arrivals whose request started more than 1 ms after its intended time.
+    pub late: u64,
+    /// Arrivals not started because `max_in_flight` requests were in flight.
+    pub dropped: u64,
 }
 
 /// The options of the run, echoed.
@@ -71,6 +143,19 @@ pub struct ConfigEcho {
     pub timeout_s: Option<f64>,
     /// Returns true if and only if TLS 1.3 early data was enabled.
     pub early_data: bool,
+    /// The request stream: `urls` or `specweb96`.
+    #[serde(default)]
+    pub workload: String,
+    /// Seed of every random stream of the run.
+    #[serde(default)]
+    pub seed: u64,
+    /// Think time between a client's requests (`0`, `exp:mean=7s`, …).
+    #[serde(default)]
+    pub think_time: String,
+    /// Returns true if and only if a failed request is retried by the same
+    /// client, sessions kept.
+    #[serde(default)]
+    pub retry_on_failure: bool,
 }
 
 /// The measurement window.
@@ -98,6 +183,10 @@ pub struct Requests {
     /// Requests still in flight when the duration ran out; they are not
     /// measured anywhere else.
     pub unfinished: u64,
+    /// Attempts that repeated a failed request (`--retry-on-failure`);
+    /// counted in `attempted` too.
+    #[serde(default)]
+    pub retries: u64,
 }
 
 /// Rates over the window.
@@ -325,6 +414,7 @@ impl LoadReport {
                 succeeded: stats.succeeded,
                 errors: stats.error_count(),
                 unfinished,
+                retries: stats.retries,
             },
             throughput: Throughput {
                 requests_per_s: per_s(stats.completed, secs),
@@ -382,6 +472,9 @@ impl LoadReport {
             },
             config,
             window,
+            open_loop: None,
+            ecommerce: None,
+            replay: None,
         }
     }
 
@@ -400,6 +493,40 @@ pub(crate) mod tests {
     use crate::stats::tests::record;
 
     pub(crate) fn sample() -> LoadReport {
+        let mut r = sample_closed();
+        r.open_loop = Some(OpenLoop {
+            rate: 100.0,
+            arrivals: "poisson".into(),
+            max_in_flight: 10_000,
+            scheduled: 42,
+            late: 1,
+            dropped: 2,
+        });
+        r.ecommerce = Some(Ecommerce {
+            sessions: 3,
+            new_customers: 1,
+            returning_customers: 2,
+            pages: 15,
+        });
+        r.replay = Some(Replay {
+            log_requests: 100,
+            log_sessions: 10,
+            implied_resumption: 0.9,
+            sessions_replayed: 10,
+            requests_replayed: 100,
+            achieved_resumption: 0.9,
+            window: 10_000,
+            speed: Some(2.0),
+            skipped_lines: 1,
+            excluded_ips: 1,
+            excluded_requests: 5,
+            rate_ips: 0,
+            rate_requests: 0,
+        });
+        r
+    }
+
+    fn sample_closed() -> LoadReport {
         let mut s = Stats::default();
         for i in 0..40 {
             let kind = if i % 2 == 0 {
@@ -423,6 +550,10 @@ pub(crate) mod tests {
                 warmup_s: 0.0,
                 timeout_s: Some(10.0),
                 early_data: false,
+                workload: "urls".into(),
+                seed: 1,
+                think_time: "0".into(),
+                retry_on_failure: false,
             },
             Window {
                 start_unix_ms: 1_700_000_000_000,

@@ -115,6 +115,10 @@ pub struct RequestRecord {
     pub total_us: u64,
     /// Response body bytes received.
     pub body_bytes: u64,
+    /// Returns true if and only if this request repeats one that failed
+    /// (`--retry-on-failure`).
+    #[serde(default)]
+    pub retry: bool,
 }
 
 impl RequestRecord {

@@ -142,6 +142,8 @@ pub struct Stats {
     pub early_data_sent: u64,
     /// Connections whose early data the server accepted.
     pub early_data_accepted: u64,
+    /// Requests that repeated a failed one (`--retry-on-failure`).
+    pub retries: u64,
 }
 
 fn bump(map: &mut BTreeMap<String, u64>, key: &str, by: u64) {
@@ -157,6 +159,7 @@ impl Stats {
     /// Adds one request.
     pub fn record(&mut self, r: &RequestRecord) {
         self.attempted += 1;
+        self.retries += u64::from(r.retry);
         if let Some(c) = r.connect_us {
             self.connect.record(c);
         }
@@ -255,6 +258,7 @@ impl Stats {
         }
         self.early_data_sent += other.early_data_sent;
         self.early_data_accepted += other.early_data_accepted;
+        self.retries += other.retries;
     }
 
     /// Completed handshakes of either kind.
@@ -344,6 +348,7 @@ pub(crate) mod tests {
             transfer_us: Some(50),
             total_us: 2000 + i,
             body_bytes: 1024,
+            retry: i % 10 == 9,
         }
     }
 
@@ -372,6 +377,7 @@ pub(crate) mod tests {
         assert_eq!(s.connect.max_us(), Some(119));
         assert_eq!(s.connect.mean_us(), Some(109.5));
         assert_eq!(s.body_bytes, 20 * 1024);
+        assert_eq!(s.retries, 2);
     }
 
     #[test]
@@ -423,6 +429,7 @@ pub(crate) mod tests {
             transfer_us: None,
             total_us: 80,
             body_bytes: 0,
+            retry: false,
         });
         assert_eq!((s.attempted, s.completed, s.error_count()), (1, 0, 1));
         assert_eq!(s.total.count(), 0);

@@ -107,13 +107,75 @@ impl LoadReport {
             pct(c.reuse),
             c.resume_with,
         );
-        let _ = writeln!(out, "targets: {}", c.targets.join(" "));
+        if c.targets.len() > 4 {
+            let _ = writeln!(
+                out,
+                "targets: {} URLs ({} … {})",
+                c.targets.len(),
+                c.targets[0],
+                c.targets[c.targets.len() - 1]
+            );
+        } else {
+            let _ = writeln!(out, "targets: {}", c.targets.join(" "));
+        }
+        let _ = writeln!(
+            out,
+            "workload: {}, seed {}, think time {}, retry on failure {}",
+            if c.workload.is_empty() {
+                "urls"
+            } else {
+                &c.workload
+            },
+            c.seed,
+            if c.think_time.is_empty() {
+                "0"
+            } else {
+                &c.think_time
+            },
+            if c.retry_on_failure { "on" } else { "off" },
+        );
+        if let Some(e) = &self.ecommerce {
+            let _ = writeln!(
+                out,
+                "e-commerce: {} purchase sessions ({} new, {} returning customers), {} pages",
+                e.sessions, e.new_customers, e.returning_customers, e.pages
+            );
+        }
+        if let Some(r) = &self.replay {
+            let _ = writeln!(
+                out,
+                "replay: {} of {} sessions and {} of {} requests replayed (window {}, {}); resumption implied {}, achieved {}",
+                r.sessions_replayed,
+                r.log_sessions,
+                r.requests_replayed,
+                r.log_requests,
+                r.window,
+                r.speed.map_or_else(
+                    || "as fast as possible".to_string(),
+                    |s| format!("speed x{s}")
+                ),
+                pct(r.implied_resumption),
+                pct(r.achieved_resumption),
+            );
+            let _ = writeln!(
+                out,
+                "replay log: {} malformed lines skipped; {} listed IPs ({} requests) and {} IPs above the rate threshold ({} requests) dropped",
+                r.skipped_lines, r.excluded_ips, r.excluded_requests, r.rate_ips, r.rate_requests
+            );
+        }
+        if let Some(o) = &self.open_loop {
+            let _ = writeln!(
+                out,
+                "open loop: {} arrivals at {} /s (cap {} in flight): {} scheduled, {} late (> 1 ms), {} dropped",
+                o.arrivals, o.rate, o.max_in_flight, o.scheduled, o.late, o.dropped
+            );
+        }
         let r = &self.requests;
         let t = &self.throughput;
         let _ = writeln!(
             out,
-            "requests: {} attempted, {} completed, {} succeeded, {} errors, {} unfinished",
-            r.attempted, r.completed, r.succeeded, r.errors, r.unfinished
+            "requests: {} attempted, {} completed, {} succeeded, {} errors, {} unfinished, {} retries",
+            r.attempted, r.completed, r.succeeded, r.errors, r.unfinished, r.retries
         );
         let _ = writeln!(
             out,
@@ -217,6 +279,20 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("40 attempted"), "{t}");
+        assert!(t.contains("4 retries"), "{t}");
+        assert!(
+            t.contains("replay: 10 of 10 sessions and 100 of 100 requests replayed (window 10000, speed x2); resumption implied 90.0%, achieved 90.0%"),
+            "{t}"
+        );
+        assert!(
+            t.contains("e-commerce: 3 purchase sessions (1 new, 2 returning customers), 15 pages"),
+            "{t}"
+        );
+        assert!(t.contains("workload: urls, seed 1,"), "{t}");
+        assert!(
+            t.contains("open loop: poisson arrivals at 100 /s (cap 10000 in flight): 42 scheduled, 1 late (> 1 ms), 2 dropped"),
+            "{t}"
+        );
         assert!(t.contains("20.0 req/s"), "{t}");
         assert!(t.contains("achieved 50.0%"), "{t}");
         assert!(t.contains("errors: http_404 4"), "{t}");

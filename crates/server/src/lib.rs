@@ -6,10 +6,19 @@
 //! TLS knobs tlslab studies switchable (versions, suites, groups, session
 //! cache, tickets, early data), and for observing what that costs the
 //! server: handshakes by version and kind, session-cache and ticket
-//! counters, raw socket bytes, failures by reason and the CPU time of the
-//! server's own worker threads. It exposes those as a [`Snapshot`], a human
+//! counters, raw socket bytes, failures by reason, the CPU time of the
+//! server's own worker threads, and the calls, time and bytes of every
+//! cryptographic operation. It exposes those as a [`Snapshot`], a human
 //! [`Snapshot::summary`] and Prometheus/OpenMetrics text on a separate
 //! metrics address.
+//!
+//! The TLS listener always runs on the metering provider
+//! (`tlslab_crypto::meter::metered`, with the session store and ticketer
+//! wrapped too): recording costs about 70 ns per operation, about 1.5 % of
+//! a full handshake's CPU time, paid in every configuration so that runs
+//! stay comparable. With [`TlsSettings::ablation`] set, the ablated stages
+//! are replaced first (`tlslab_crypto::meter::ablated`) and the meter still
+//! counts their (now nearly free) calls.
 //!
 //! It is not for general web serving: content is loaded into memory at
 //! start (at most 1 GiB), there is no configuration language, no request
@@ -43,6 +52,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tlslab_crypto::provider::{Algorithms, Version};
+
+pub use tlslab_crypto::meter::{AblationSet, Op, OpStat, Snapshot as CryptoSnapshot};
 
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use server::Server;
@@ -82,12 +93,17 @@ pub struct ServeConfig {
     /// once; while at the limit the server stops accepting, so new
     /// connections wait in the kernel's listen queue.
     pub max_connections: usize,
+    /// `--allow-remote`: with an ablation ([`TlsSettings::ablation`]) set,
+    /// [`Server::start`] refuses any listener address that is not loopback
+    /// unless this is true. Without an ablation it has no effect.
+    pub allow_remote: bool,
 }
 
 impl ServeConfig {
     /// A configuration with an HTTPS listener on `https`, serving `content`
     /// with `tls`: no plain or metrics listener, one worker thread per CPU,
-    /// no pinning, a 10 s handshake timeout and at most 10,000 connections.
+    /// no pinning, a 10 s handshake timeout, at most 10,000 connections and
+    /// (with an ablation) loopback addresses only.
     pub fn new(https: SocketAddr, content: Content, tls: TlsSettings) -> Self {
         ServeConfig {
             https: Some(https),
@@ -99,6 +115,7 @@ impl ServeConfig {
             pin_cpus: None,
             handshake_timeout: Duration::from_secs(10),
             max_connections: 10_000,
+            allow_remote: false,
         }
     }
 }
@@ -177,12 +194,24 @@ pub struct TlsSettings {
     /// ALPN protocols offered, in preference order (default `h2`,
     /// `http/1.1`). Empty: no ALPN (HTTP version found from the first bytes).
     pub alpn: Vec<Vec<u8>>,
+    /// `--ablate`: TLS stages replaced by same-size no-ops (see
+    /// `crates/crypto/ABLATIONS.md`); [`AblationSet::NONE`] by default.
+    /// Anything else makes the listener INSECURE: [`Server::start`] then
+    /// binds loopback addresses only (unless
+    /// [`ServeConfig::allow_remote`]) and returns a warning in
+    /// [`Server::warnings`]. Clients must use the same set; a client with
+    /// another set fails the handshake (counted as `ablation_mismatch` where
+    /// the server can tell). `cache` needs a memory session cache; with it,
+    /// TLS 1.2 session-ID lookups hit a perfect cache, so the session-cache
+    /// counters see only TLS 1.3 traffic.
+    pub ablation: AblationSet,
 }
 
 impl TlsSettings {
     /// Settings with `cert` and tlslab's defaults: TLS 1.2 and 1.3, default
     /// suites and groups, a memory session cache of 20,480 sessions kept for
-    /// 5 minutes, tickets off, no early data, ALPN `h2` and `http/1.1`.
+    /// 5 minutes, tickets off, no early data, ALPN `h2` and `http/1.1`, no
+    /// ablation.
     pub fn new(cert: CertSource) -> Self {
         TlsSettings {
             versions: vec![Version::Tls12, Version::Tls13],
@@ -195,6 +224,7 @@ impl TlsSettings {
             tickets: false,
             max_early_data: 0,
             alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            ablation: AblationSet::NONE,
         }
     }
 }

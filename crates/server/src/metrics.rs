@@ -5,11 +5,15 @@ use std::fmt;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeCounterValue, EncodeMetric, NoLabelSet,
+};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
+use tlslab_crypto::meter::OpStat;
 use tlslab_crypto::provider::Version;
 
 use crate::stats::{Listener, Snapshot, Stats};
@@ -51,11 +55,11 @@ fn gauge(
 }
 
 /// A counter with one sample per label set.
-fn labelled_counter<'l>(
+fn labelled_counter<'l, V: EncodeCounterValue>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
-    samples: impl IntoIterator<Item = (Vec<(&'l str, String)>, u64)>,
+    samples: impl IntoIterator<Item = (Vec<(&'l str, String)>, V)>,
 ) -> Result<(), fmt::Error> {
     let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
     for (labels, v) in samples {
@@ -63,6 +67,44 @@ fn labelled_counter<'l>(
             .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
     }
     Ok(())
+}
+
+/// The meter's non-zero entries as `tlslab_crypto_{calls,seconds,bytes}`
+/// counters labelled by op and label, and the ablation as an info metric.
+fn crypto(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Error> {
+    let labels = |e: &OpStat| {
+        vec![
+            ("op", e.op.name().to_string()),
+            ("label", e.label.to_string()),
+        ]
+    };
+    labelled_counter(
+        enc,
+        "tlslab_crypto_calls",
+        "Cryptographic operations the TLS listener performed, by op (sign, verify, kx_*, seal_*/open_* for handshake and application records, extract, expand, hmac, hash, random, ticket_*, store_*) and label (signature scheme or group; empty for other ops). Non-zero entries only.",
+        s.crypto.nonzero().map(|e| (labels(e), e.calls)),
+    )?;
+    labelled_counter(
+        enc,
+        "tlslab_crypto_seconds",
+        "Wall-clock seconds spent inside those operations (meter overhead of about 70 ns per call included).",
+        s.crypto
+            .nonzero()
+            .map(|e| (labels(e), e.nanos as f64 / 1e9)),
+    )?;
+    labelled_counter(
+        enc,
+        "tlslab_crypto_bytes",
+        "Bytes those operations handled (plaintext for seals, ciphertext for opens, input for hashes, output for expand and random, value length for the session store).",
+        s.crypto.nonzero().map(|e| (labels(e), e.bytes)),
+    )?;
+    let info = Info::new(vec![("ablation", s.ablation.to_string())]);
+    info.encode(enc.encode_descriptor(
+        "tlslab_ablation",
+        "The TLS stages replaced by no-ops (--ablate), or none. Anything but none is insecure.",
+        None,
+        MetricType::Info,
+    )?)
 }
 
 fn per_listener(
@@ -240,7 +282,7 @@ impl Collector for StatsCollector {
             "Seconds since the server started listening.",
             s.uptime.as_secs() as i64,
         )?;
-        Ok(())
+        crypto(&mut enc, &s)
     }
 }
 

@@ -4,6 +4,7 @@ use std::convert::Infallible;
 use std::io::Read as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response, StatusCode};
@@ -12,6 +13,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use prometheus_client::registry::Registry;
+use tlslab_crypto::meter::{self, AblationSet, Meter};
 use tlslab_crypto::provider::Version;
 use tlslab_runtime::{CpuPin, RuntimeSpec};
 use tlslab_wire::Sniff;
@@ -39,6 +41,8 @@ struct Shared {
     stats: Arc<Stats>,
     files: Files,
     acceptor: Option<TlsAcceptor>,
+    ablation: AblationSet,
+    mismatch_warned: AtomicBool,
     handshake_timeout: Duration,
     conns: Arc<Semaphore>,
     auto: auto::Builder<TokioExecutor>,
@@ -57,6 +61,7 @@ pub struct Server {
     https: Option<SocketAddr>,
     http: Option<SocketAddr>,
     metrics: Option<SocketAddr>,
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for Server {
@@ -93,6 +98,38 @@ fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener> {
     socket.listen(BACKLOG).map_err(err)
 }
 
+/// With an ablation, refuses non-loopback addresses unless `allow_remote`;
+/// returns the warnings to print at start.
+fn ablation_guard(cfg: &ServeConfig) -> Result<Vec<String>> {
+    let set = cfg.tls.ablation;
+    if set.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut warnings = vec![format!(
+        "INSECURE: --ablate {set} replaces TLS stages with no-ops (see crates/crypto/ABLATIONS.md): this server's connections are not confidential or authenticated. Use it only to measure, with a client started with the same --ablate set."
+    )];
+    let addrs = [
+        ("https", cfg.https),
+        ("http", cfg.http),
+        ("metrics", cfg.metrics),
+    ];
+    for (what, addr) in addrs {
+        let Some(addr) = addr else { continue };
+        if addr.ip().to_canonical().is_loopback() {
+            continue;
+        }
+        if !cfg.allow_remote {
+            return Err(Error::Config(format!(
+                "--ablate {set} makes TLS insecure, and the {what} address {addr} is not loopback: bind to 127.0.0.1 or add --allow-remote"
+            )));
+        }
+        warnings.push(format!(
+            "INSECURE: --allow-remote: the {what} listener on {addr} is reachable from other hosts while --ablate {set} is set."
+        ));
+    }
+    Ok(warnings)
+}
+
 impl Server {
     /// Builds the runtime, loads the content, binds the listeners and starts
     /// serving. Returns once every listener is accepting.
@@ -126,8 +163,10 @@ impl Server {
                 "a handshake timeout of 0 fails every handshake; give a positive duration".into(),
             ));
         }
+        let warnings = ablation_guard(&cfg)?;
+        let meter = Meter::new();
         let built = match cfg.https {
-            Some(_) => Some(tls::build(&cfg.tls)?),
+            Some(_) => Some(tls::build(&cfg.tls, &meter)?),
             None => None,
         };
         let files = Files::load(&cfg.content)?;
@@ -142,12 +181,20 @@ impl Server {
             Some(b) => (b.cache, b.ticketer, Some(TlsAcceptor::from(b.config))),
             None => (None, None, None),
         };
-        let stats = Arc::new(Stats::new(cache, ticketer, threads));
+        let stats = Arc::new(Stats::new(
+            cache,
+            ticketer,
+            threads,
+            meter,
+            cfg.tls.ablation,
+        ));
         let registry = metrics::registry(stats.clone());
         let shared = Arc::new(Shared {
             stats,
             files,
             acceptor,
+            ablation: cfg.tls.ablation,
+            mismatch_warned: AtomicBool::new(false),
             handshake_timeout: cfg.handshake_timeout,
             conns: Arc::new(Semaphore::new(cfg.max_connections)),
             auto: builder(None),
@@ -192,8 +239,12 @@ impl Server {
             http = ?addrs[1],
             metrics = ?addrs[2],
             files = shared.files.len(),
+            ablation = %cfg.tls.ablation,
             "tlslab server listening"
         );
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
         Ok(Server {
             rt: Some(rt),
             shared,
@@ -202,7 +253,21 @@ impl Server {
             https: addrs[0],
             http: addrs[1],
             metrics: addrs[2],
+            warnings,
         })
+    }
+
+    /// Warnings the caller must show the user at every start (the CLI
+    /// prints them to stderr): non-empty exactly when an ablation is set.
+    /// [`Server::start`] has also logged each with `tracing::warn!`.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The server's cryptographic operations so far (also in
+    /// [`Snapshot::crypto`]).
+    pub fn crypto_snapshot(&self) -> meter::Snapshot {
+        self.shared.stats.meter.snapshot()
     }
 
     /// The bound address of the TLS listener.
@@ -387,6 +452,7 @@ async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, mut shutdown: watch::
         return;
     };
     let stats = shared.stats.clone();
+    let ablation = shared.ablation;
     let mut io = CountingIo::new(stream, SocketBytes(stats.bytes_of(Listener::Https)));
     let handshake = async {
         let first = match sniff_start(&mut io).await {
@@ -400,7 +466,21 @@ async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, mut shutdown: watch::
         acceptor
             .accept(Rewind::new(first, io))
             .await
-            .map_err(|e| tls::failure_reason(&e))
+            .map_err(|e| {
+                let (reason, hint) = tls::handshake_failure(&e, ablation);
+                if let Some(hint) = hint {
+                    // The first at warn level, the rest at debug: a load
+                    // generator with the wrong set fails every connection.
+                    if shared.mismatch_warned.swap(true, Ordering::Relaxed) {
+                        tracing::debug!("TLS handshake failed: {e}; {hint}");
+                    } else {
+                        tracing::warn!(
+                            "TLS handshake failed: {e}; {hint} (further ablation mismatches are counted as handshake failure reason ablation_mismatch and logged at debug level)"
+                        );
+                    }
+                }
+                reason
+            })
     };
     let mut tls = tokio::select! {
         r = tokio::time::timeout(shared.handshake_timeout, handshake) => match r {
@@ -529,5 +609,63 @@ fn metrics_response<B>(req: &Request<B>, registry: &Registry) -> Response<Body> 
             "text/plain; charset=utf-8",
             format!("{other} not found; this address serves /metrics and /health\n"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CertSource, Content, TlsSettings};
+
+    fn cfg(https: &str, ablation: &str, allow_remote: bool) -> ServeConfig {
+        let g = tlslab_crypto::pki::generate(tlslab_crypto::pki::KeyType::EcdsaP256, &[]).unwrap();
+        let mut c = ServeConfig::new(
+            https.parse().unwrap(),
+            Content::Empty,
+            TlsSettings::new(CertSource::Generated(g)),
+        );
+        c.tls.ablation = ablation.parse().unwrap();
+        c.allow_remote = allow_remote;
+        c
+    }
+
+    #[test]
+    fn the_guard_refuses_remote_addresses_unless_allowed() {
+        // No ablation: any address, no warning.
+        assert!(
+            ablation_guard(&cfg("0.0.0.0:443", "none", false))
+                .unwrap()
+                .is_empty()
+        );
+        // Loopback, IPv4-mapped loopback included: one warning.
+        for a in [
+            "127.0.0.1:0",
+            "127.5.6.7:0",
+            "[::1]:0",
+            "[::ffff:127.0.0.1]:0",
+        ] {
+            let w = ablation_guard(&cfg(a, "cipher", false)).unwrap();
+            assert_eq!(w.len(), 1, "{a}: {w:?}");
+            assert!(w[0].contains("INSECURE: --ablate cipher"), "{w:?}");
+        }
+        let e = ablation_guard(&cfg("192.0.2.1:443", "cipher", false))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("https address 192.0.2.1:443 is not loopback"),
+            "{e}"
+        );
+        assert!(e.contains("bind to 127.0.0.1 or add --allow-remote"), "{e}");
+        let mut c = cfg("127.0.0.1:0", "minimal", false);
+        c.http = Some("[::ffff:192.0.2.1]:80".parse().unwrap());
+        let e = ablation_guard(&c).unwrap_err().to_string();
+        assert!(e.contains("http address"), "{e}");
+        // Allowed: a second warning names the exposed listener.
+        let mut c = cfg("0.0.0.0:443", "sig", true);
+        c.metrics = Some("0.0.0.0:9090".parse().unwrap());
+        let w = ablation_guard(&c).unwrap();
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(w[1].contains("https listener on 0.0.0.0:443"), "{w:?}");
+        assert!(w[2].contains("metrics listener on 0.0.0.0:9090"), "{w:?}");
     }
 }

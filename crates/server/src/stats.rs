@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rustls::HandshakeKind;
 use serde::Serialize;
+use tlslab_crypto::meter::{self, AblationSet, Meter, Op};
 use tlslab_crypto::provider::Version;
 use tlslab_crypto::store::{CacheStats, CountingTicketer, ServerSessionCache, TicketStats};
 
@@ -160,6 +161,12 @@ pub struct Snapshot {
     /// the load generator too.
     #[serde(serialize_with = "secs")]
     pub process_cpu: Duration,
+    /// The ablations of the TLS listener (empty list: none).
+    pub ablation: AblationSet,
+    /// The server's cryptographic operations (calls, nanoseconds, bytes per
+    /// operation and label), from the metering provider. Serialises as the
+    /// list of non-zero entries.
+    pub crypto: meter::Snapshot,
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -279,6 +286,35 @@ impl Snapshot {
             self.worker_cpu.as_secs_f64(),
             self.process_cpu.as_secs_f64()
         );
+        if !self.ablation.is_empty() {
+            let _ = writeln!(
+                s,
+                "  ablation: {} (INSECURE: measurement only)",
+                self.ablation
+            );
+        }
+        let ops: Vec<_> = Op::ALL
+            .into_iter()
+            .map(|op| self.crypto.total(op))
+            .filter(|t| t.calls > 0)
+            .collect();
+        if ops.is_empty() {
+            let _ = writeln!(s, "  time per crypto operation: no operations");
+        } else {
+            let _ = writeln!(
+                s,
+                "  time per crypto operation (wall time inside the provider, meter overhead included):"
+            );
+            for t in ops {
+                let _ = writeln!(
+                    s,
+                    "    {:<22} {:>10} calls {:>10.2} µs mean",
+                    t.op.name(),
+                    t.calls,
+                    t.nanos as f64 / 1e3 / t.calls as f64
+                );
+            }
+        }
         s
     }
 }
@@ -300,6 +336,8 @@ pub(crate) struct Stats {
     pub(crate) cache: Option<Arc<ServerSessionCache>>,
     pub(crate) ticketer: Option<Arc<CountingTicketer>>,
     pub(crate) threads: Arc<Threads>,
+    pub(crate) meter: Arc<Meter>,
+    pub(crate) ablation: AblationSet,
 }
 
 impl Stats {
@@ -307,6 +345,8 @@ impl Stats {
         cache: Option<Arc<ServerSessionCache>>,
         ticketer: Option<Arc<CountingTicketer>>,
         threads: Arc<Threads>,
+        meter: Arc<Meter>,
+        ablation: AblationSet,
     ) -> Self {
         Stats {
             started: Instant::now(),
@@ -321,6 +361,8 @@ impl Stats {
             cache,
             ticketer,
             threads,
+            meter,
+            ablation,
         }
     }
 
@@ -403,6 +445,8 @@ impl Stats {
             open_connections: self.open_now(),
             worker_cpu: self.threads.cpu_time().total(),
             process_cpu: process_cpu_time(),
+            ablation: self.ablation,
+            crypto: self.meter.snapshot(),
         }
     }
 }
@@ -427,6 +471,8 @@ mod tests {
             Some(ServerSessionCache::new(10, Duration::from_secs(60))),
             None,
             Arc::new(Threads::default()),
+            Meter::new(),
+            "sig,kx".parse().unwrap(),
         ));
         stats.handshake(Some(Version::Tls13), Some(HandshakeKind::Full));
         stats.handshake(Some(Version::Tls13), Some(HandshakeKind::Resumed));
@@ -450,6 +496,11 @@ mod tests {
         assert!(text.contains("timeout 2"), "{text}");
         assert!(text.contains("0 https, 1 http"), "{text}");
         assert!(text.contains("n/a (no lookups)"), "{text}");
+        assert!(text.contains("ablation: sig,kx (INSECURE"), "{text}");
+        assert!(
+            text.contains("time per crypto operation: no operations"),
+            "{text}"
+        );
         // The heading names the window once for every line below it.
         let heading = text.lines().next().unwrap_or_default();
         assert!(heading.contains("server-observed"), "{heading}");
@@ -457,5 +508,7 @@ mod tests {
         let json = serde_json::to_value(&snap).unwrap();
         assert_eq!(json["handshakes"]["TLSv1.3"]["resumed"], 1);
         assert!(json["uptime"].is_f64());
+        assert_eq!(json["ablation"], serde_json::json!(["sig", "kx"]));
+        assert_eq!(json["crypto"], serde_json::json!([]));
     }
 }

@@ -3,8 +3,9 @@
 use std::io;
 use std::sync::Arc;
 
-use rustls::server::{NoServerSessionStorage, ServerConfig};
+use rustls::server::{NoServerSessionStorage, ServerConfig, StoresServerSessions};
 use rustls::{AlertDescription, PeerIncompatible};
+use tlslab_crypto::meter::{self, Ablation, AblationSet, Meter, MeteredStore, MeteredTicketer};
 use tlslab_crypto::pki;
 use tlslab_crypto::provider;
 use tlslab_crypto::store::{CountingTicketer, ServerSessionCache};
@@ -18,7 +19,10 @@ pub(crate) struct Built {
     pub(crate) ticketer: Option<Arc<CountingTicketer>>,
 }
 
-pub(crate) fn build(s: &TlsSettings) -> Result<Built> {
+/// Builds the server configuration. The provider is always metered into
+/// `meter`, after `s.ablation` (if any) has replaced its ablated stages;
+/// the session store and the ticketer record into `meter` too.
+pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
     if s.versions.is_empty() {
         return Err(Error::Config(
             "no TLS version enabled; use --tls 1.2, 1.3 or 1.2,1.3".into(),
@@ -41,7 +45,18 @@ pub(crate) fn build(s: &TlsSettings) -> Result<Built> {
             ));
         }
     }
-    let crypto = provider::build(&s.versions, &s.algorithms)?;
+    if s.ablation.contains(Ablation::Cache) && s.session_cache == SessionCache::None {
+        return Err(Error::Config(
+            "--ablate cache replaces the session cache with a perfect one, but the cache is off; enable --session-cache or drop cache from --ablate".into(),
+        ));
+    }
+    let base = (*provider::build(&s.versions, &s.algorithms)?).clone();
+    let crypto = if s.ablation.is_empty() {
+        base
+    } else {
+        meter::ablated(base, &s.ablation)?
+    };
+    let crypto = Arc::new(meter::metered(crypto, meter.clone()));
     let (chain, key) = match &s.cert {
         CertSource::Files { chain, key } => (pki::load_chain(chain)?, pki::load_key(key)?),
         CertSource::Generated(g) => (g.chain_der()?, g.key_der()?),
@@ -50,11 +65,8 @@ pub(crate) fn build(s: &TlsSettings) -> Result<Built> {
         .with_protocol_versions(&provider::protocol_versions(&s.versions))?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
-    let cache = match s.session_cache {
-        SessionCache::None => {
-            config.session_storage = Arc::new(NoServerSessionStorage {});
-            None
-        }
+    let (storage, cache): (Arc<dyn StoresServerSessions>, _) = match s.session_cache {
+        SessionCache::None => (Arc::new(NoServerSessionStorage {}), None),
         SessionCache::Memory { capacity, ttl } => {
             if capacity == 0 {
                 return Err(Error::Config(
@@ -62,13 +74,13 @@ pub(crate) fn build(s: &TlsSettings) -> Result<Built> {
                 ));
             }
             let c = ServerSessionCache::new(capacity, ttl);
-            config.session_storage = c.clone();
-            Some(c)
+            (c.clone() as Arc<dyn StoresServerSessions>, Some(c))
         }
     };
+    config.session_storage = MeteredStore::new(s.ablation.server_store(storage), meter.clone());
     let ticketer = if s.tickets {
         let t = CountingTicketer::new(provider::ticketer()?);
-        config.ticketer = t.clone();
+        config.ticketer = MeteredTicketer::new(t.clone(), meter.clone());
         Some(t)
     } else {
         None
@@ -82,9 +94,54 @@ pub(crate) fn build(s: &TlsSettings) -> Result<Built> {
     })
 }
 
+/// The failure reason of a handshake that ended in `e` on a server using
+/// the ablations `ours`, and for the reason `ablation_mismatch` a sentence
+/// saying what differs and how to fix it (for the log).
+///
+/// A failure is an ablation mismatch when [`meter::mismatch_hint`] names
+/// one, except "no key-exchange group in common" on a server without the
+/// `kx` ablation (that is an ordinary `no_shared_group`: the server cannot
+/// tell a kx-ablated client from one that just offers other groups); and,
+/// on a server with an ablation, when the client answers with the alert
+/// `decrypt_error` (it rejected the constant signature or the Finished) or
+/// `bad_record_mac` (it could not open our records).
+pub(crate) fn handshake_failure(e: &io::Error, ours: AblationSet) -> (String, Option<String>) {
+    let Some(r) = rustls_error(e) else {
+        return (failure_reason(e), None);
+    };
+    match ablation_hint(r, ours) {
+        Some(hint) => ("ablation_mismatch".into(), Some(hint)),
+        None => (rustls_reason(r), None),
+    }
+}
+
+fn rustls_error(e: &io::Error) -> Option<&rustls::Error> {
+    e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>())
+}
+
+fn ablation_hint(e: &rustls::Error, ours: AblationSet) -> Option<String> {
+    use rustls::Error as E;
+    match e {
+        E::PeerIncompatible(PeerIncompatible::NoKxGroupsInCommon)
+            if !ours.contains(Ablation::Kx) =>
+        {
+            None
+        }
+        E::AlertReceived(a @ (AlertDescription::DecryptError | AlertDescription::BadRecordMac))
+            if !ours.is_empty() =>
+        {
+            Some(format!(
+                "the client rejected this server's handshake or records (alert {}) and this server uses --ablate {ours}, whose signatures, digests, keys or records only a client with the same ablations accepts; start client and server with the same --ablate set",
+                alert_name(*a)
+            ))
+        }
+        _ => meter::mismatch_hint(e),
+    }
+}
+
 /// The failure reason of a handshake that ended in `e`.
 pub(crate) fn failure_reason(e: &io::Error) -> String {
-    if let Some(r) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+    if let Some(r) = rustls_error(e) {
         return rustls_reason(r);
     }
     match e.kind() {
@@ -199,6 +256,67 @@ mod tests {
         assert_eq!(failure_reason(&eof), "eof");
     }
 
+    #[test]
+    fn ablation_mismatches_are_named_with_the_fix() {
+        let none = AblationSet::NONE;
+        let kx: AblationSet = "kx".parse().unwrap();
+        let sig: AblationSet = "sig".parse().unwrap();
+        let io = |e: rustls::Error| io::Error::new(io::ErrorKind::InvalidData, e);
+        let no_group = || rustls::Error::PeerIncompatible(PeerIncompatible::NoKxGroupsInCommon);
+        // No shared group: an ablation mismatch only if this server ablates kx.
+        assert_eq!(
+            handshake_failure(&io(no_group()), none),
+            ("no_shared_group".into(), None)
+        );
+        let (r, hint) = handshake_failure(&io(no_group()), kx);
+        assert_eq!(r, "ablation_mismatch");
+        assert!(hint.unwrap().contains("same --ablate set"));
+        // A record that does not decrypt: whatever this server's set.
+        let (r, hint) = handshake_failure(&io(rustls::Error::DecryptError), none);
+        assert_eq!(r, "ablation_mismatch");
+        assert!(hint.unwrap().contains("--ablate"));
+        // The ablated side's own check.
+        let general = rustls::Error::General(
+            "cipher/mac ablation: the record's tag is not the ablation's zero tag".into(),
+        );
+        assert_eq!(handshake_failure(&io(general), sig).0, "ablation_mismatch");
+        // The client rejected our constant signature.
+        let alert = || rustls::Error::AlertReceived(AlertDescription::DecryptError);
+        let (r, hint) = handshake_failure(&io(alert()), sig);
+        assert_eq!(r, "ablation_mismatch");
+        let hint = hint.unwrap();
+        assert!(
+            hint.contains("alert decrypt_error") && hint.contains("--ablate sig"),
+            "{hint}"
+        );
+        assert_eq!(
+            handshake_failure(&io(alert()), none).0,
+            "alert_decrypt_error"
+        );
+        // Everything else keeps its reason.
+        let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "eof");
+        assert_eq!(handshake_failure(&eof, sig), ("eof".into(), None));
+    }
+
+    #[test]
+    fn ablated_cache_needs_a_memory_cache() {
+        let mut s = settings();
+        s.ablation = "cache".parse().unwrap();
+        s.session_cache = SessionCache::None;
+        let e = build(&s, &Meter::new()).err().unwrap().to_string();
+        assert!(
+            e.contains("--ablate cache") && e.contains("--session-cache"),
+            "{e}"
+        );
+        // `mac` with only ChaCha20 leaves no suite: the crypto crate's error.
+        let mut s = settings();
+        s.ablation = "mac".parse().unwrap();
+        s.algorithms.suites = Some(vec!["TLS13_CHACHA20_POLY1305_SHA256".into()]);
+        s.versions = vec![provider::Version::Tls13];
+        let e = build(&s, &Meter::new()).err().unwrap().to_string();
+        assert!(e.contains("--ablate mac"), "{e}");
+    }
+
     fn settings() -> TlsSettings {
         let g = pki::generate(pki::KeyType::EcdsaP256, &[]).unwrap();
         TlsSettings::new(CertSource::Generated(g))
@@ -209,15 +327,15 @@ mod tests {
         let mut s = settings();
         s.max_early_data = 1024;
         s.tickets = true;
-        let e = build(&s).err().unwrap().to_string();
+        let e = build(&s, &Meter::new()).err().unwrap().to_string();
         assert!(e.contains("--tickets off"), "{e}");
         s.tickets = false;
         s.session_cache = SessionCache::None;
-        let e = build(&s).err().unwrap().to_string();
+        let e = build(&s, &Meter::new()).err().unwrap().to_string();
         assert!(e.contains("session cache"), "{e}");
         s = settings();
         s.max_early_data = 1024;
-        let built = build(&s).unwrap();
+        let built = build(&s, &Meter::new()).unwrap();
         assert_eq!(built.config.max_early_data_size, 1024);
         assert!(built.cache.is_some() && built.ticketer.is_none());
     }
@@ -234,7 +352,7 @@ mod tests {
             chain: dir.path().join("chain.pem"),
             key: dir.path().join("key.pem"),
         };
-        let e = build(&s).err().unwrap().to_string();
+        let e = build(&s, &Meter::new()).err().unwrap().to_string();
         assert!(e.contains("key matches"), "{e}");
     }
 }

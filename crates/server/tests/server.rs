@@ -74,6 +74,9 @@ fn tls13_resumes_with_stateless_tickets() {
     assert_eq!((t.accepted, t.rejected), (1, 0), "{t:?}");
     // Stateless tickets never touch the cache.
     assert_eq!(snap.session_cache.unwrap().puts, 0);
+    // The metered ticketer sees the same seals and opens.
+    assert_eq!(snap.crypto.total(tlslab_server::Op::TicketSeal).calls, 4);
+    assert_eq!(snap.crypto.total(tlslab_server::Op::TicketOpen).calls, 1);
     assert_eq!(metric(&text, "tlslab_tickets_issued_total"), 4.0);
     assert_eq!(metric(&text, "tlslab_tickets_accepted_total"), 1.0);
     assert_eq!(metric(&text, "tlslab_tickets_rejected_total"), 0.0);

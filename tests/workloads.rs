@@ -1,0 +1,370 @@
+//! End-to-end tests of the workload flags of `tlslab load` and of
+//! `tlslab fileset`, driving the built binary against `tlslab serve` on
+//! 127.0.0.1 port 0. Every load is bounded by `-n` or `-d`.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Serve, expect_ok, load_json, num, run_tlslab, show, tempdir};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `tlslab load ARGS --json DIR/NAME.json --no-progress`; returns the
+/// output and the report.
+fn load(dir: &Path, name: &str, args: &[&str]) -> (std::process::Output, serde_json::Value) {
+    let json = dir.join(format!("{name}.json"));
+    let mut full = vec!["load"];
+    full.extend_from_slice(args);
+    full.extend(["--json", json.to_str().unwrap(), "--no-progress"]);
+    let out = run_tlslab(&full, LIMIT);
+    assert!(json.is_file(), "no report: {}", show(&out));
+    (out, load_json(&json))
+}
+
+#[test]
+fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
+    let dir = tempdir();
+    let www = dir.path().join("www");
+    let www_s = www.to_str().unwrap();
+    let out = expect_ok(&run_tlslab(&["fileset", "--out", www_s], LIMIT));
+    assert!(out.contains("wrote 36 files"), "{out}");
+    for f in tlslab_workload::specweb96::files() {
+        let on_disk = std::fs::read(www.join(&f.path[1..])).unwrap();
+        assert_eq!(
+            on_disk,
+            tlslab_workload::specweb96::contents(&f),
+            "{}",
+            f.path
+        );
+    }
+    // Same contents again: fine. Other contents: a usage error, unless --force.
+    expect_ok(&run_tlslab(&["fileset", "--out", www_s], LIMIT));
+    let victim = www.join("specweb96/class2_4");
+    std::fs::write(&victim, b"changed").unwrap();
+    let refused = run_tlslab(&["fileset", "--out", www_s], LIMIT);
+    assert_eq!(refused.status.code(), Some(2), "{}", show(&refused));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--force"),
+        "{}",
+        show(&refused)
+    );
+    expect_ok(&run_tlslab(&["fileset", "--out", www_s, "--force"], LIMIT));
+    assert_eq!(std::fs::read(&victim).unwrap().len(), 5 * 10_240);
+
+    // A server holding the written files answers the SPECweb96 workload.
+    let serve = Serve::start(&["--root", www_s, "--threads", "1"]);
+    let ca = serve.ca.clone().unwrap();
+    let (out, r) = load(
+        dir.path(),
+        "specweb",
+        &[
+            &serve.url(""),
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--workload",
+            "specweb96",
+            "--seed",
+            "9",
+            "-c",
+            "4",
+            "-n",
+            "120",
+            "--requests-per-conn",
+            "0",
+            "--think-time",
+            "const:1ms",
+        ],
+    );
+    let text = expect_ok(&out);
+    assert!(text.contains("workload: specweb96, seed 9"), "{text}");
+    assert_eq!(num(&r, "requests/succeeded"), 120.0, "{r:#}");
+    assert_eq!(r["config"]["workload"], "specweb96");
+    assert_eq!(r["config"]["seed"], 9);
+    assert_eq!(r["config"]["think_time"], "const:1ms");
+    assert_eq!(r["config"]["targets"].as_array().unwrap().len(), 36);
+    assert!(r["open_loop"].is_null());
+    assert!(num(&r, "throughput/bytes_per_s") > 0.0);
+}
+
+#[test]
+fn open_loop_reports_its_arrivals() {
+    let dir = tempdir();
+    let serve = Serve::start(&["--threads", "1"]);
+    let ca = serve.ca.clone().unwrap();
+    let (out, r) = load(
+        dir.path(),
+        "open",
+        &[
+            &serve.url("/health"),
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--rate",
+            "100",
+            "--arrivals",
+            "constant",
+            "-n",
+            "30",
+            "--reuse",
+            "50",
+        ],
+    );
+    let text = expect_ok(&out);
+    assert!(
+        text.contains("open loop: constant arrivals at 100 /s"),
+        "{text}"
+    );
+    assert_eq!(num(&r, "open_loop/scheduled"), 30.0, "{r:#}");
+    assert_eq!(num(&r, "open_loop/rate"), 100.0);
+    assert_eq!(num(&r, "open_loop/max_in_flight"), 10_000.0);
+    assert_eq!(r["open_loop"]["arrivals"], "constant");
+    assert_eq!(num(&r, "open_loop/dropped"), 0.0);
+    assert_eq!(num(&r, "requests/succeeded"), 30.0);
+    // At 100/s over 30 arrivals the window is about 0.3 s: the arrivals
+    // were paced, not fired at once.
+    assert!(num(&r, "window/measured_s") >= 0.28, "{r:#}");
+    assert!(num(&r, "reuse/achieved") > 0.3, "{r:#}");
+}
+
+#[test]
+fn workload_flag_mistakes_are_usage_errors() {
+    for args in [
+        &["load", "https://127.0.0.1:9/", "--arrivals", "constant"][..],
+        &[
+            "load",
+            "https://127.0.0.1:9/",
+            "--rate",
+            "10",
+            "--think-time",
+            "const:1s",
+        ],
+        &[
+            "load",
+            "https://127.0.0.1:9/",
+            "--rate",
+            "10",
+            "--retry-on-failure",
+        ],
+        &["load", "https://127.0.0.1:9/", "--rate", "0"],
+        &["load", "https://127.0.0.1:9/x", "--workload", "specweb96"],
+        &["load", "https://127.0.0.1:9/", "--think-time", "sometimes"],
+        &[
+            "load",
+            "https://127.0.0.1:9/",
+            "--workload",
+            "ecommerce",
+            "--reuse",
+            "50",
+        ],
+        &[
+            "load",
+            "https://127.0.0.1:9/",
+            "--workload-config",
+            "x.toml",
+        ],
+    ] {
+        let out = run_tlslab(args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+    }
+    let help = expect_ok(&run_tlslab(&["load", "--help"], LIMIT));
+    for flag in [
+        "--workload",
+        "--seed",
+        "--think-time",
+        "--retry-on-failure",
+        "--rate",
+        "--arrivals",
+        "--max-in-flight",
+        "--workload-config",
+        "--access-log",
+        "--window",
+        "--speed",
+        "--exclude-ips",
+        "--ip-rate-limit",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help");
+    }
+}
+
+#[test]
+fn ecommerce_model_from_toml() {
+    let dir = tempdir();
+    let model = dir.path().join("shop.toml");
+    std::fs::write(
+        &model,
+        "new_customer_percent = 100\nthink_time = \"0\"\nrevisit_probability = 0.0\n",
+    )
+    .unwrap();
+    let serve = Serve::start(&["--threads", "1"]);
+    let ca = serve.ca.clone().unwrap();
+    let (out, r) = load(
+        dir.path(),
+        "shop",
+        &[
+            &serve.url(""),
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--workload",
+            "ecommerce",
+            "--workload-config",
+            model.to_str().unwrap(),
+            "-c",
+            "1",
+            "-n",
+            "34",
+        ],
+    );
+    let text = expect_ok(&out);
+    // New customers only: 7 pages, 17 requests per purchase session.
+    assert!(
+        text.contains("e-commerce: 2 purchase sessions (2 new, 0 returning customers), 14 pages"),
+        "{text}"
+    );
+    assert_eq!(num(&r, "ecommerce/sessions"), 2.0, "{r:#}");
+    assert_eq!(num(&r, "handshake/full/count"), 2.0, "{r:#}");
+    assert_eq!(num(&r, "handshake/resumed/count"), 32.0, "{r:#}");
+    assert_eq!(r["config"]["workload"], "ecommerce");
+
+    std::fs::write(&model, "new_customer_percent = 150\n").unwrap();
+    let out = run_tlslab(
+        &[
+            "load",
+            &serve.url(""),
+            "--workload",
+            "ecommerce",
+            "--workload-config",
+            model.to_str().unwrap(),
+            "-n",
+            "1",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("new_customer_percent"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn replay_of_an_access_log_with_filters() {
+    let dir = tempdir();
+    let log = dir.path().join("access.log");
+    let mut text = String::new();
+    for i in 0..40 {
+        let ip = if i % 10 == 0 {
+            "10.9.9.9".to_string()
+        } else {
+            format!("10.0.0.{}", i % 5)
+        };
+        text += &format!(
+            "{ip} - - [01/Jan/2024:10:00:{:02} +0000] \"GET /p{i} HTTP/1.1\" 200 {} \"-\" \"ua\"\n",
+            i / 4,
+            300 + i
+        );
+    }
+    text += "not a log line\n";
+    std::fs::write(&log, text).unwrap();
+    let proxies = dir.path().join("proxies");
+    std::fs::write(&proxies, "10.9.9.9\n").unwrap();
+    let serve = Serve::start(&["--threads", "1"]);
+    let ca = serve.ca.clone().unwrap();
+    let (out, r) = load(
+        dir.path(),
+        "replay",
+        &[
+            &serve.url(""),
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--workload",
+            "replay",
+            "--access-log",
+            log.to_str().unwrap(),
+            "--exclude-ips",
+            proxies.to_str().unwrap(),
+            "-c",
+            "3",
+        ],
+    );
+    let text = expect_ok(&out);
+    assert!(
+        text.contains("replay: 5 of 5 sessions and 36 of 36 requests"),
+        "{text}"
+    );
+    assert_eq!(num(&r, "replay/excluded_ips"), 1.0, "{r:#}");
+    assert_eq!(num(&r, "replay/excluded_requests"), 4.0);
+    assert_eq!(num(&r, "replay/skipped_lines"), 1.0);
+    assert_eq!(num(&r, "requests/succeeded"), 36.0);
+    assert_eq!(num(&r, "handshake/full/count"), 5.0);
+    let implied = num(&r, "replay/implied_resumption");
+    assert!((implied - 31.0 / 36.0).abs() < 1e-9, "{implied}");
+    assert!((num(&r, "replay/achieved_resumption") - implied).abs() < 1e-9);
+    assert!(r["replay"]["speed"].is_null());
+
+    // Without --access-log, or with a log of nothing parsable: usage errors.
+    let out = run_tlslab(&["load", &serve.url(""), "--workload", "replay"], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    std::fs::write(&log, "nothing here\n").unwrap();
+    let out = run_tlslab(
+        &[
+            "load",
+            &serve.url(""),
+            "--workload",
+            "replay",
+            "--access-log",
+            log.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+}
+
+#[test]
+fn sweep_writes_one_series_per_reuse_value() {
+    let dir = tempdir();
+    let serve = Serve::start(&["--threads", "1"]);
+    let ca = serve.ca.clone().unwrap();
+    let json = dir.path().join("sweep.json");
+    let out = run_tlslab(
+        &[
+            "sweep",
+            &serve.url("/dyn?work=3000"),
+            "--cacert",
+            ca.to_str().unwrap(),
+            "-c",
+            "1",
+            "-d",
+            "0.3s",
+            "--reuse",
+            "0,100",
+            "--steps",
+            "3",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    let text = expect_ok(&out);
+    assert!(text.contains("tlslab sweep over clients"), "{text}");
+    let r = load_json(&json);
+    assert_eq!(r["over"], "clients");
+    let series = r["series"].as_array().unwrap();
+    assert_eq!(series.len(), 2, "{r:#}");
+    assert_eq!(series[0]["reuse"], 0.0);
+    assert_eq!(series[1]["reuse"], 1.0);
+    for s in series {
+        let steps = s["steps"].as_array().unwrap();
+        assert!((2..=3).contains(&steps.len()), "{s:#}");
+        assert_eq!(steps[0]["clients"], 1);
+        assert_eq!(steps[1]["clients"], 2);
+        assert!(steps[0]["requests_per_s"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(series[0]["steps"][0]["reuse_achieved"], 0.0);
+    assert!(series[1]["steps"][0]["reuse_achieved"].as_f64().unwrap() > 0.5);
+
+    // A list of reuse values is for sweep only.
+    let out = run_tlslab(&["load", &serve.url("/"), "--reuse", "0,50"], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+}
