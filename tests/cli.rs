@@ -686,6 +686,51 @@ fn lab_quick_prints_its_table_in_reasonable_time() {
     );
 }
 
+#[test]
+fn breakdown_needs_confirmation_and_reports_a_cost_table() {
+    let out = run_tlslab(&["breakdown", "--quick"], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--insecure-ablation"));
+
+    let dir = tempdir();
+    let json = dir.path().join("breakdown.json");
+    let out = run_tlslab(
+        &[
+            "breakdown",
+            "--insecure-ablation",
+            "--cell",
+            "0.3s",
+            "--repeats",
+            "1",
+            "-c",
+            "4",
+            "--json",
+            json.to_str().expect("utf-8"),
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = expect_ok(&out);
+    assert_no_panic(&out.stderr);
+    assert!(stdout.contains("Cost table"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("WARNING"));
+    let r = load_json(&json);
+    let rows = r["rows"].as_array().expect("rows");
+    // plain, baseline, six single stages (no cache without resumption),
+    // PKX, PKX + rng + cache, skeleton, minimal.
+    assert_eq!(rows.len(), 12, "{r:#}");
+    for row in rows {
+        assert!(row["cpu_us_median"].as_f64().expect("cpu") > 0.0, "{row:#}");
+    }
+    // The shares partition the baseline's cost.
+    let total: f64 = r["shares"]
+        .as_array()
+        .expect("shares")
+        .iter()
+        .map(|s| s["fraction"].as_f64().expect("fraction"))
+        .sum();
+    assert!((total - 1.0).abs() < 1e-6, "{r:#}");
+}
+
 // -------------------------------------------------- the helpers themselves ---
 
 #[test]

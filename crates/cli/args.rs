@@ -45,6 +45,8 @@ pub enum Command {
     Load(LoadArgs),
     /// Run serve and load together on this machine and print what TLS costs here.
     Lab(LabArgs),
+    /// Replace TLS stages with no-ops one at a time and print seed 001's Amdahl cost table.
+    Breakdown(BreakdownArgs),
     /// Write a built-in file set to a directory, for nginx, Apache or `serve --root`.
     Fileset(FilesetArgs),
     /// Step `load`'s client count or rate until throughput stops growing (the knee),
@@ -283,6 +285,21 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub alpn: Vec<String>,
+
+    /// Replace TLS stages with no-ops, comma separated: sig, kx, cipher, mac, hash, rng,
+    /// cache, kdf, or skeleton / minimal (see crates/crypto/ABLATIONS.md). INSECURE: for
+    /// measuring what each stage costs (`tlslab breakdown`). Needs --insecure-ablation.
+    #[arg(long, value_name = "LIST")]
+    pub ablate: Option<String>,
+
+    /// Confirm that --ablate makes this server insecure. Without --allow-remote an ablated
+    /// server binds only to loopback addresses.
+    #[arg(long)]
+    pub insecure_ablation: bool,
+
+    /// Allow an ablated server to listen on non-loopback addresses.
+    #[arg(long, requires = "ablate")]
+    pub allow_remote: bool,
 }
 
 /// How a client resumes sessions.
@@ -381,6 +398,17 @@ pub struct LoadArgs {
     #[arg(long)]
     pub early_data: bool,
 
+    /// Replace these client TLS stages with no-ops, comma separated: sig, kx, cipher, mac, hash,
+    /// rng, cache, kdf, or skeleton / minimal (see crates/crypto/ABLATIONS.md), to load a
+    /// `tlslab serve --ablate` with the same set. INSECURE: for measuring what each stage costs.
+    /// Needs --insecure-ablation and --cacert.
+    #[arg(long, value_name = "LIST")]
+    pub ablate: Option<String>,
+
+    /// Confirm that --ablate makes every connection of this run insecure.
+    #[arg(long)]
+    pub insecure_ablation: bool,
+
     /// Give up on a connection or request after this long (e.g. 10s), or `inf`.
     #[arg(long, default_value = "10s", value_name = "DURATION|inf", value_parser = parse_timeout)]
     pub timeout: Duration,
@@ -467,6 +495,76 @@ pub struct LoadArgs {
     /// Open loop: at most N requests in flight; further arrivals are dropped and counted.
     #[arg(long, default_value_t = 10_000, value_name = "N", requires = "rate")]
     pub max_in_flight: usize,
+}
+
+/// The request pattern of `tlslab breakdown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BreakdownWorkload {
+    /// A new connection and a full handshake for every request.
+    NewConn,
+    /// A new connection for every request, --reuse percent of them resumed.
+    Reuse,
+    /// Keep-alive connections: the record layer only.
+    KeepAlive,
+}
+
+/// `tlslab breakdown`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  tlslab breakdown --insecure-ablation --quick --workload new-conn --tls 1.3\n\n\
+    Starts an embedded server on loopback pinned to one CPU and drives it from another. For each \
+    configuration (plain HTTP; TLS; each stage replaced by a no-op on client and server alike: \
+    sig, kx, cipher, mac, hash, rng, and cache when sessions are resumed; seed 001's cumulative \
+    configurations; skeleton; minimal setup) it measures the server's CPU per request \
+    (server-observed) several times, then applies Amdahl's law: a stage's share of the cost is \
+    1 - 1/speedup. Cells whose spread is larger than their effect are marked ~. \
+    See crates/crypto/ABLATIONS.md for what each no-op does and what has no modern equivalent."
+)]
+pub struct BreakdownArgs {
+    /// Confirm that the embedded server and client run with TLS stages replaced by no-ops
+    /// (insecure; both stay on loopback).
+    #[arg(long)]
+    pub insecure_ablation: bool,
+
+    /// The request pattern.
+    #[arg(long, default_value = "new-conn", value_name = "WORKLOAD")]
+    pub workload: BreakdownWorkload,
+
+    /// With --workload reuse: the share of connections resumed, in percent.
+    #[arg(long, default_value_t = 50.0, value_name = "PERCENT")]
+    pub reuse: f64,
+
+    /// Response body size in bytes.
+    #[arg(long, default_value_t = 4096, value_name = "BYTES")]
+    pub file_size: u64,
+
+    /// TLS version: 1.2 or 1.3.
+    #[arg(long, default_value = "1.3", value_name = "VERSION")]
+    pub tls: String,
+
+    /// Certificate key type.
+    #[arg(long, default_value = "ecdsa-p256", value_name = "TYPE")]
+    pub key: String,
+
+    /// Short cells and two repeats: about 30 s instead of several minutes.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Measurement time per cell (default 2s, or 0.5s with --quick).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub cell: Option<Duration>,
+
+    /// Runs per configuration (default 3, or 2 with --quick).
+    #[arg(long, value_name = "N")]
+    pub repeats: Option<usize>,
+
+    /// Concurrent clients per cell.
+    #[arg(short = 'c', long, default_value_t = 8, value_name = "CLIENTS")]
+    pub clients: usize,
+
+    /// Write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// `tlslab lab`.

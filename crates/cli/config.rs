@@ -67,6 +67,16 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
     provider::build(&versions, &algorithms).map_err(usage)?;
 
     let session_cache = parse_session_cache(&a.session_cache, a.session_timeout)?;
+    let ablation = ablation(a.ablate.as_deref(), a.insecure_ablation)?;
+    if !ablation.is_empty() && !a.allow_remote {
+        let addrs = [Some(a.listen), a.http, a.metrics];
+        if let Some(addr) = addrs.into_iter().flatten().find(|s| !s.ip().is_loopback()) {
+            return bail(format!(
+                "--ablate makes TLS insecure, and {addr} is not a loopback address; \
+                 bind to 127.0.0.1 or add --allow-remote"
+            ));
+        }
+    }
     let content = match (&a.root, a.fileset) {
         (Some(dir), _) => {
             if !dir.is_dir() {
@@ -137,18 +147,35 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
                 tickets: a.tickets == OnOff::On,
                 max_early_data: a.max_early_data,
                 alpn,
-                // Serve flags for ablations are the crypto helper's to add.
-                ablation: Default::default(),
+                ablation,
             },
             threads: threads(a.threads)?,
             pin_cpus: None,
             handshake_timeout: a.handshake_timeout,
             max_connections: a.max_connections,
-            allow_remote: false,
+            allow_remote: a.allow_remote,
         },
         ephemeral_ca,
         ephemeral_dir,
     })
+}
+
+/// Parses `--ablate`, which needs `--insecure-ablation`.
+pub fn ablation(
+    spec: Option<&str>,
+    confirmed: bool,
+) -> anyhow::Result<tlslab_crypto::meter::AblationSet> {
+    let Some(spec) = spec else {
+        return Ok(tlslab_crypto::meter::AblationSet::NONE);
+    };
+    let set: tlslab_crypto::meter::AblationSet = spec.parse().map_err(usage)?;
+    if !set.is_empty() && !confirmed {
+        return bail(format!(
+            "--ablate {spec} replaces TLS stages with no-ops and makes every connection insecure; \
+             add --insecure-ablation to confirm"
+        ));
+    }
+    Ok(set)
 }
 
 fn parse_session_cache(spec: &str, ttl: Duration) -> anyhow::Result<tlslab_server::SessionCache> {
@@ -221,6 +248,13 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         (None, true) => Trust::Insecure,
         (None, false) => Trust::WebPki,
     };
+    let load_ablation = ablation(a.ablate.as_deref(), a.insecure_ablation)?;
+    if !load_ablation.is_empty() && !matches!(trust, Trust::CaFile(_)) {
+        return bail(format!(
+            "--ablate {load_ablation} runs only against a lab server whose CA you give; \
+             add --cacert FILE (the ca.pem of `tlslab certs`) instead of --insecure"
+        ));
+    }
     if a.early_data && !versions.contains(&provider::Version::Tls13) {
         return bail("--early-data needs TLS 1.3; add 1.3 to --tls");
     }
@@ -340,6 +374,7 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         open_loop,
         ecommerce,
         replay,
+        ablation: load_ablation,
     })
 }
 
@@ -461,6 +496,59 @@ fn replay(
     }))
 }
 
+/// Validates `tlslab breakdown` flags.
+pub fn breakdown(
+    a: &args::BreakdownArgs,
+) -> anyhow::Result<tlslab_experiment::breakdown::BreakdownConfig> {
+    use tlslab_experiment::breakdown::{BreakdownConfig, Workload};
+    if !a.insecure_ablation {
+        return bail(
+            "breakdown replaces TLS stages with no-ops on an embedded loopback server and client; \
+             add --insecure-ablation to confirm",
+        );
+    }
+    if a.clients == 0 {
+        return bail("-c/--clients must be at least 1");
+    }
+    if a.repeats == Some(0) {
+        return bail("--repeats must be at least 1");
+    }
+    let versions = provider::parse_versions(&a.tls).map_err(usage)?;
+    let [version] = versions[..] else {
+        return bail("--tls takes one version for breakdown: 1.2 or 1.3");
+    };
+    let workload = match a.workload {
+        args::BreakdownWorkload::NewConn => Workload::NewConn,
+        args::BreakdownWorkload::KeepAlive => Workload::KeepAlive,
+        args::BreakdownWorkload::Reuse => {
+            if !(0.0..=100.0).contains(&a.reuse) {
+                return bail(format!(
+                    "--reuse {}: give a percentage from 0 to 100",
+                    a.reuse
+                ));
+            }
+            Workload::Reuse(a.reuse / 100.0)
+        }
+    };
+    let cell = a.cell.unwrap_or(if a.quick {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_secs(2)
+    });
+    if cell.is_zero() {
+        return bail("--cell must be above 0");
+    }
+    Ok(BreakdownConfig {
+        workload,
+        file_size: a.file_size,
+        version,
+        key: key_type(&a.key)?,
+        cell,
+        clients: a.clients,
+        repeats: a.repeats.unwrap_or(if a.quick { 2 } else { 3 }),
+    })
+}
+
 /// Validates `tlslab lab` flags.
 pub fn lab(a: &args::LabArgs) -> anyhow::Result<tlslab_experiment::lab::LabConfig> {
     if a.clients == 0 {
@@ -540,6 +628,51 @@ mod tests {
     }
 
     #[test]
+    fn load_ablation_needs_confirmation_and_the_ca() {
+        let load_args = |argv: &[&str]| {
+            let mut v = vec!["tlslab", "load", "https://127.0.0.1:1/", "-n", "1"];
+            v.extend_from_slice(argv);
+            match parse(&v).command {
+                crate::args::Command::Load(a) => a,
+                _ => unreachable!(),
+            }
+        };
+        let err = load(&load_args(&["--ablate", "cipher"])).unwrap_err();
+        assert!(err.downcast_ref::<Usage>().is_some());
+        assert!(err.to_string().contains("--insecure-ablation"), "{err}");
+        let err = load(&load_args(&[
+            "--ablate",
+            "cipher",
+            "--insecure-ablation",
+            "--insecure",
+        ]))
+        .unwrap_err();
+        assert!(err.downcast_ref::<Usage>().is_some());
+        assert!(err.to_string().contains("--cacert"), "{err}");
+        let err = load(&load_args(&["--ablate", "bogus", "--insecure-ablation"])).unwrap_err();
+        assert!(err.downcast_ref::<Usage>().is_some(), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        tlslab_crypto::pki::generate(KeyType::EcdsaP256, &[])
+            .unwrap()
+            .write_to(dir.path())
+            .unwrap();
+        let ca = dir.path().join(tlslab_crypto::pki::CA_CERT_FILE);
+        let ca = ca.to_str().unwrap();
+        let cfg = load(&load_args(&[
+            "--ablate",
+            "skeleton",
+            "--insecure-ablation",
+            "--cacert",
+            ca,
+        ]))
+        .unwrap();
+        assert_eq!(cfg.ablation, tlslab_crypto::meter::AblationSet::skeleton());
+        let cfg = load(&load_args(&["--cacert", ca])).unwrap();
+        assert!(cfg.ablation.is_empty());
+    }
+
+    #[test]
     fn conflicting_flags_are_usage_errors() {
         for argv in [
             &[
@@ -555,6 +688,46 @@ mod tests {
         ] {
             let err = crate::args::Cli::try_parse_from(argv).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn ablation_needs_confirmation_and_loopback() {
+        let serve_args = |argv: &[&str]| {
+            let mut v = vec!["tlslab", "serve", "--listen", "127.0.0.1:0"];
+            v.extend_from_slice(argv);
+            match parse(&v).command {
+                crate::args::Command::Serve(a) => a,
+                _ => unreachable!(),
+            }
+        };
+        let err = serve(&serve_args(&["--ablate", "cipher"])).err().unwrap();
+        assert!(err.downcast_ref::<Usage>().is_some());
+        assert!(err.to_string().contains("--insecure-ablation"), "{err}");
+
+        let err = serve(&serve_args(&[
+            "--ablate",
+            "cipher",
+            "--insecure-ablation",
+            "--http",
+            "0.0.0.0:0",
+        ]))
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("--allow-remote"), "{err}");
+
+        let ok = serve(&serve_args(&[
+            "--ablate",
+            "skeleton",
+            "--insecure-ablation",
+        ]))
+        .unwrap();
+        assert_eq!(
+            ok.config.tls.ablation,
+            tlslab_crypto::meter::AblationSet::skeleton()
+        );
+        if let Some(dir) = ok.ephemeral_dir {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }

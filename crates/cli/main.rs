@@ -67,6 +67,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => serve(a),
         Command::Load(a) => load(a),
         Command::Lab(a) => lab(a),
+        Command::Breakdown(a) => breakdown(a),
         Command::Fileset(a) => fileset(a),
         Command::Sweep(a) => sweep(a),
     }
@@ -159,6 +160,9 @@ fn certs(a: args::CertsArgs) -> anyhow::Result<ExitCode> {
 fn serve(a: args::ServeArgs) -> anyhow::Result<ExitCode> {
     let prepared = config::serve(&a)?;
     let server = tlslab_server::Server::start(prepared.config).context("starting the server")?;
+    for w in server.warnings() {
+        eprintln!("tlslab: WARNING: {w}");
+    }
     {
         let mut out = std::io::stdout().lock();
         if let Some(addr) = server.https_addr() {
@@ -193,6 +197,13 @@ fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
              timings are valid, the connection is not authenticated"
         );
     }
+    if !cfg.ablation.is_empty() {
+        eprintln!(
+            "tlslab: WARNING: --ablate {}: INSECURE: these TLS stages are replaced by no-ops; \
+             the connections protect nothing and the numbers measure a model, not real TLS",
+            cfg.ablation
+        );
+    }
     let report = tlslab_load::run(&cfg).context("running the load")?;
     print!("{}", report.render_table());
     if let Some(path) = &a.json {
@@ -214,6 +225,22 @@ fn lab(a: args::LabArgs) -> anyhow::Result<ExitCode> {
     let cfg = config::lab(&a)?;
     let report =
         tlslab_experiment::lab::run(&cfg, |line| eprintln!("{line}")).context("running the lab")?;
+    print!("{}", report.render());
+    if let Some(path) = &a.json {
+        let body = serde_json::to_vec_pretty(&report)?;
+        std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn breakdown(a: args::BreakdownArgs) -> anyhow::Result<ExitCode> {
+    let cfg = config::breakdown(&a)?;
+    eprintln!(
+        "tlslab: WARNING: breakdown runs an embedded loopback server and client with TLS stages \
+         replaced by no-ops (insecure; for measurement only)"
+    );
+    let report = tlslab_experiment::breakdown::run(&cfg, |line| eprintln!("{line}"))
+        .context("running the breakdown")?;
     print!("{}", report.render());
     if let Some(path) = &a.json {
         let body = serde_json::to_vec_pretty(&report)?;

@@ -2,13 +2,15 @@
 //!
 //! This crate is for orchestration: starting the embedded server, pinning it
 //! and the load engine to separate CPUs, running a matrix of cells and
-//! turning the per-cell reports into the tables a person reads. Today that
-//! is [`lab`], the "what TLS costs on this machine" matrix.
+//! turning the per-cell reports into the tables a person reads: [`lab`],
+//! the "what TLS costs on this machine" matrix, and [`breakdown`], seed
+//! 001's no-op-and-Amdahl cost table.
 //!
 //! It is not for measuring anything itself: every number comes from the
 //! server engine (server-observed CPU) or the load engine (client-observed
 //! throughput and latency), and the statistics from `tlslab-report`.
 
+pub mod breakdown;
 pub mod lab;
 pub mod pin;
 

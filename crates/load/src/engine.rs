@@ -14,6 +14,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
+use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
 use tlslab_crypto::store::ClientSessions;
 use tlslab_report::{
     Collector, ConfigEcho, CpuUsage, CsvLog, CsvSink, HandshakeKind, LoadReport, RequestRecord,
@@ -28,7 +29,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
-use crate::errors::{classify, io_kind};
+use crate::errors::{ablation_hint, classify, find_tls, io_kind};
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, RoundTrips};
 use crate::progress::Progress;
 use crate::reuse::ReusePlanner;
@@ -97,8 +98,10 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         }
         _ => cfg,
     };
+    // The client always meters its provider (tens of ns per operation).
+    let meter = Meter::new();
     let tls_base = if cfg.targets.iter().any(Target::is_tls) {
-        Some(tls::base_config(cfg)?)
+        Some(tls::base_config(cfg, &meter)?)
     } else {
         None
     };
@@ -180,7 +183,14 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
             sessions: AtomicU64::new(0),
             requests: AtomicU64::new(0),
         }),
+        meter,
+        ablation: cfg.ablation,
+        ablation_hint: parking_lot::Mutex::new(None),
+        wrap_store: Box::new(cfg.ablation.client_store_factory()),
     });
+    if cfg.ablation.contains(Ablation::Cache) {
+        rt.block_on(prime_universal_session(&shared));
+    }
     // `orchestrate` owns the last handle to `shared`, so the log's sender
     // is gone when it returns and `finish` below cannot wait forever.
     let out = rt.block_on(orchestrate(shared, cfg.clients, cfg.open_loop, threads));
@@ -218,6 +228,15 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         capacity,
     };
     let mut report = LoadReport::build(config, window, &out.stats, out.unfinished, cpu);
+    report.crypto = tlslab_report::CryptoPerHandshake::from_totals(
+        report.reuse.handshakes,
+        Op::ALL.into_iter().map(|op| {
+            let t = out.crypto.total(op);
+            (op.name(), t.calls, t.nanos)
+        }),
+    );
+    report.ablation = cfg.ablation.iter().map(|a| a.name().to_string()).collect();
+    report.ablation_hint = out.ablation_hint;
     if let (Some(r), Some(run)) = (&cfg.replay, &out.replay) {
         let plan = r.plan.summary();
         report.replay = Some(tlslab_report::Replay {
@@ -256,6 +275,34 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         dropped: out.dropped,
     });
     Ok(report)
+}
+
+/// `--ablate cache`: one handshake before the clients start and outside
+/// the statistics, so that the client side's universal TLS 1.2 session (the
+/// first any client stores) is the server's (the first it stores) when the
+/// server is fresh. Without it, clients whose first handshakes overlap may
+/// adopt different sessions than the server. Failures are left to the run,
+/// which meets them again and counts them.
+async fn prime_universal_session(sh: &Shared) {
+    use tokio::io::AsyncWriteExt;
+    let Some((o, (name, base))) = sh
+        .origins
+        .iter()
+        .find_map(|o| o.tls.as_ref().map(|t| (o, t)))
+    else {
+        return;
+    };
+    let Ok(addr) = o.resolve(sh.timeout).await else {
+        return;
+    };
+    let config = tls::client_config(base, ClientSessions::new(), &sh.wrap_store, sh.resume_with);
+    let connector = TlsConnector::from(config);
+    let _ = with_timeout(sh.timeout, async {
+        let tcp = TcpStream::connect(addr).await?;
+        let mut stream = connector.connect(name.clone(), tcp).await?;
+        stream.shutdown().await
+    })
+    .await;
 }
 
 /// The workload's `paths` under the one base URL of `targets`.
@@ -444,6 +491,14 @@ async fn with_timeout<F: Future>(d: Duration, f: F) -> Option<F::Output> {
 /// State every client reads; the sinks records go to.
 struct Shared {
     origins: Vec<Origin>,
+    /// The client provider's meter.
+    meter: Arc<Meter>,
+    /// The client's ablations (`--ablate`).
+    ablation: tlslab_crypto::meter::AblationSet,
+    /// The first ablation-mismatch explanation seen, for the report.
+    ablation_hint: parking_lot::Mutex<Option<String>>,
+    /// Wraps each client's session store for the ablations.
+    wrap_store: tls::StoreWrapper,
     /// When the run (its warm-up) starts: the origin of open-loop arrivals.
     run_start: Instant,
     window_start: Instant,
@@ -502,6 +557,20 @@ enum Slot {
 }
 
 impl Shared {
+    /// The error kind of `e`; a TLS error that a different `--ablate` set on
+    /// the server explains is `tls_ablation_mismatch`, and its explanation
+    /// is kept for the report.
+    fn classify(&self, e: &(dyn std::error::Error + 'static)) -> String {
+        if let Some(hint) = find_tls(e).and_then(|t| ablation_hint(t, self.ablation)) {
+            let mut h = self.ablation_hint.lock();
+            if h.is_none() {
+                *h = Some(hint);
+            }
+            return "tls_ablation_mismatch".into();
+        }
+        classify(e)
+    }
+
     /// The slot of the next request, or `None` when the run is over.
     fn next_slot(&self) -> Option<Slot> {
         self.slot_at(Instant::now())
@@ -584,6 +653,9 @@ impl Drop for InFlight<'_> {
 }
 
 struct Outcome {
+    /// The client meter over the window.
+    crypto: Snapshot,
+    ablation_hint: Option<String>,
     stats: tlslab_report::Stats,
     unfinished: u64,
     start_unix_ms: u64,
@@ -617,6 +689,9 @@ async fn orchestrate(
     let identities: Vec<Arc<Identity>> = (0..clients)
         .map(|id| Arc::new(Identity::new(&shared, id as u32)))
         .collect();
+    // Without a warm-up the clients start at the window's start: take the
+    // meter's baseline before they can begin their first handshake.
+    let early_crypto0 = (Instant::now() >= window_start).then(|| shared.meter.snapshot());
     let mut set = JoinSet::new();
     match open_loop {
         None if shared.replay.is_some() => {
@@ -646,6 +721,7 @@ async fn orchestrate(
 
     tokio::time::sleep_until(window_start.into()).await;
     let cpu0 = threads.cpu_time();
+    let crypto0 = early_crypto0.unwrap_or_else(|| shared.meter.snapshot());
     let start_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -656,11 +732,14 @@ async fn orchestrate(
     }
     let end = Instant::now();
     let cpu = threads.cpu_time().since(cpu0);
+    let crypto = shared.meter.snapshot().diff(&crypto0);
     if let Some(p) = progress {
         p.abort();
         let _ = p.await;
     }
     Outcome {
+        crypto,
+        ablation_hint: shared.ablation_hint.lock().take(),
         stats: shared.collector.merged(),
         unfinished: shared.unfinished.load(Ordering::Relaxed),
         start_unix_ms,
@@ -900,7 +979,7 @@ impl Identity {
         let o = &sh.origins[origin];
         let tls = o.tls.as_ref().map(|(name, base)| {
             let sessions = ClientSessions::new();
-            let config = tls::client_config(base, sessions.clone(), sh.resume_with);
+            let config = tls::client_config(base, sessions.clone(), &sh.wrap_store, sh.resume_with);
             ClientTls {
                 connector: TlsConnector::from(config).early_data(sh.early_data),
                 sessions,
@@ -1190,7 +1269,7 @@ impl Client {
                     .await
             }
             Some(Err(e)) => {
-                let kind = classify(&e);
+                let kind = sh.classify(&e);
                 if kind.starts_with("tls_") {
                     // A fresh start, as a browser would after a TLS failure.
                     tls.sessions.clear();
@@ -1219,7 +1298,7 @@ impl Client {
     {
         let (sender, conn) = match http1::handshake(TokioIo::new(io)).await {
             Ok(x) => x,
-            Err(e) => return self.fail(sh, slot, guard, rec, t0, &classify(&e), uri),
+            Err(e) => return self.fail(sh, slot, guard, rec, t0, &sh.classify(&e), uri),
         };
         let mut conn = std::pin::pin!(conn);
         let mut reqs = std::pin::pin!(self.requests(sh, sender, hs, slot, guard, rec, uri, t0));
@@ -1273,7 +1352,7 @@ impl Client {
             rec.total_us = (end - start).as_micros() as u64;
             let transport_error = match result {
                 Some(Ok(())) => None,
-                Some(Err(e)) => Some(classify(&e)),
+                Some(Err(e)) => Some(sh.classify(&e)),
                 None => Some("timeout".to_string()),
             };
             rec.error = transport_error.clone().or_else(|| {

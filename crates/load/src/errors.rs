@@ -3,6 +3,50 @@
 use std::error::Error as StdError;
 use std::io;
 
+use tlslab_crypto::meter::{Ablation, AblationSet, mismatch_hint};
+
+/// The rustls error behind `err`, looking through wrappers as
+/// [`classify`] does.
+pub(crate) fn find_tls<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(t) = e.downcast_ref::<rustls::Error>() {
+            return Some(t);
+        }
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            return io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// If `e` is what a client with the ablations `ours` gets from a server with
+/// a different `--ablate` set, a sentence saying so and how to fix it. A
+/// client without ablations never calls its errors mismatches (a bad
+/// signature there is an ordinary certificate failure; the server names
+/// the mismatch). Otherwise [`mismatch_hint`] decides, plus the alerts a
+/// real server answers an ablated client with: `handshake_failure` (no
+/// group in common) when we ablate `kx`, and `decrypt_error` /
+/// `bad_record_mac`.
+pub(crate) fn ablation_hint(e: &rustls::Error, ours: AblationSet) -> Option<String> {
+    use rustls::AlertDescription as A;
+    if ours.is_empty() {
+        return None;
+    }
+    match e {
+        rustls::Error::AlertReceived(a @ A::HandshakeFailure) if ours.contains(Ablation::Kx) => {
+            Some(format!(
+                "the server found no key-exchange group in common (alert {a:?}) and this client uses --ablate {ours}, whose private kx code points only a server with the same ablations accepts; start client and server with the same --ablate set"
+            ))
+        }
+        rustls::Error::AlertReceived(a @ (A::DecryptError | A::BadRecordMac)) => Some(format!(
+            "the server rejected this client's handshake or records (alert {a:?}) and this client uses --ablate {ours}; start client and server with the same --ablate set"
+        )),
+        _ => mismatch_hint(e),
+    }
+}
+
 /// The kind of a failed I/O operation, looking through wrappers (hyper
 /// errors, tokio-rustls's io::Error around a rustls error) for the cause.
 pub(crate) fn classify(err: &(dyn StdError + 'static)) -> String {
@@ -128,6 +172,35 @@ mod tests {
         );
         assert_eq!(snake("TLSv13Thing"), "tl_sv13_thing");
         assert_eq!(snake("BadCertificate"), "bad_certificate");
+    }
+
+    #[test]
+    fn only_an_ablated_client_calls_errors_ablation_mismatches() {
+        use rustls::PeerIncompatible;
+        let none = AblationSet::NONE;
+        let kx: AblationSet = "kx".parse().unwrap();
+        let cipher: AblationSet = "cipher".parse().unwrap();
+        let bad_sig = TlsError::InvalidCertificate(CertificateError::BadSignature);
+        let hs_fail = TlsError::AlertReceived(AlertDescription::HandshakeFailure);
+        assert_eq!(ablation_hint(&bad_sig, none), None);
+        assert!(ablation_hint(&bad_sig, kx).unwrap().contains("--ablate"));
+        assert!(ablation_hint(&hs_fail, kx).unwrap().contains("--ablate kx"));
+        assert_eq!(ablation_hint(&hs_fail, cipher), None);
+        assert_eq!(ablation_hint(&hs_fail, none), None);
+        let decrypt = TlsError::AlertReceived(AlertDescription::DecryptError);
+        assert!(
+            ablation_hint(&decrypt, cipher)
+                .unwrap()
+                .contains("--ablate cipher")
+        );
+        let nokx = TlsError::PeerIncompatible(PeerIncompatible::NoKxGroupsInCommon);
+        assert!(ablation_hint(&nokx, kx).is_some());
+        let io = io::Error::new(io::ErrorKind::InvalidData, decrypt);
+        assert_eq!(
+            find_tls(&io),
+            Some(&TlsError::AlertReceived(AlertDescription::DecryptError))
+        );
+        assert_eq!(find_tls(&io::Error::from(io::ErrorKind::TimedOut)), None);
     }
 
     #[test]

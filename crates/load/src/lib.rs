@@ -227,6 +227,10 @@ pub struct LoadConfig {
     pub ecommerce: Option<tlslab_workload::ecommerce::Config>,
     /// The log to replay for [`Workload::Replay`].
     pub replay: Option<Replay>,
+    /// Client stages replaced by no-ops (`--ablate`, INSECURE; see
+    /// `crates/crypto/ABLATIONS.md`). The server must use the same set.
+    /// Needs [`Trust::CaFile`] or [`Trust::Roots`]. Default: none.
+    pub ablation: tlslab_crypto::meter::AblationSet,
 }
 
 /// An access log prepared for replay.
@@ -249,7 +253,7 @@ impl LoadConfig {
     /// thread for 10 s, a new connection per request, no reuse, TLS 1.2 and
     /// 1.3 with default algorithms, the webpki roots, a 10 s timeout, no
     /// warm-up, log or progress line; the URLs workload, seed 1, no think
-    /// time, no retries, closed loop.
+    /// time, no retries, closed loop, no ablation.
     pub fn new(targets: Vec<Target>) -> Self {
         LoadConfig {
             targets,
@@ -277,6 +281,7 @@ impl LoadConfig {
             open_loop: None,
             ecommerce: None,
             replay: None,
+            ablation: tlslab_crypto::meter::AblationSet::NONE,
         }
     }
 }

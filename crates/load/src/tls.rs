@@ -4,33 +4,60 @@
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::{Resumption, Tls12Resumption};
+use rustls::client::{ClientSessionStore, Resumption, Tls12Resumption};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tlslab_crypto::meter::{self, Meter};
 use tlslab_crypto::{pki, provider, store::ClientSessions};
 
 use crate::{Error, LoadConfig, ResumeWith, Trust};
 
-/// Builds the run's base client configuration (no session store yet).
-pub(crate) fn base_config(cfg: &LoadConfig) -> Result<ClientConfig, Error> {
+/// Builds the run's base client configuration (no session store yet). The
+/// provider records into `meter`, after `cfg.ablation` (if any) has replaced
+/// its ablated stages.
+pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<ClientConfig, Error> {
     if cfg.versions.is_empty() {
         return Err(Error::Config(
             "no TLS version to offer; use --tls 1.2, 1.3 or 1.2,1.3".into(),
         ));
     }
-    let prov = provider::build(&cfg.versions, &cfg.algorithms)?;
+    let base = (*provider::build(&cfg.versions, &cfg.algorithms)?).clone();
+    let ablation = cfg.ablation;
+    let prov = if ablation.is_empty() {
+        base
+    } else {
+        meter::ablated(base, &ablation)?
+    };
+    let prov = Arc::new(meter::metered(prov, meter.clone()));
     let builder = ClientConfig::builder_with_provider(prov.clone())
         .with_protocol_versions(&provider::protocol_versions(&cfg.versions))?;
-    let builder = match &cfg.trust {
-        Trust::CaFile(path) => builder.with_root_certificates(pki::load_roots(path)?),
-        Trust::Roots(roots) => builder.with_root_certificates(roots.clone()),
-        Trust::WebPki => builder.with_root_certificates(RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        }),
-        Trust::Insecure => builder
+    let builder = if ablation.is_empty() {
+        match &cfg.trust {
+            Trust::CaFile(path) => builder.with_root_certificates(pki::load_roots(path)?),
+            Trust::Roots(roots) => builder.with_root_certificates(roots.clone()),
+            Trust::WebPki => builder.with_root_certificates(RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            }),
+            Trust::Insecure => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(prov))),
+        }
+    } else {
+        let roots = match &cfg.trust {
+            Trust::CaFile(path) => pki::load_roots(path)?,
+            Trust::Roots(roots) => roots.clone(),
+            Trust::WebPki | Trust::Insecure => {
+                return Err(Error::Config(format!(
+                    "--ablate {ablation} runs only against a lab server whose CA you give: \
+                     use --cacert FILE (not --insecure or the webpki roots)"
+                )));
+            }
+        };
+        let verifier = ablation.server_cert_verifier(&prov, roots)?;
+        builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate(prov))),
+            .with_custom_certificate_verifier(verifier)
     };
     let mut config = builder.with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -38,14 +65,21 @@ pub(crate) fn base_config(cfg: &LoadConfig) -> Result<ClientConfig, Error> {
     Ok(config)
 }
 
-/// A client's configuration: the base with `sessions` as its store.
+/// Wraps each client's own store for the run's ablations (with `cache`,
+/// all clients share the universal TLS 1.2 session).
+pub(crate) type StoreWrapper =
+    Box<dyn Fn(Arc<dyn ClientSessionStore>) -> Arc<dyn ClientSessionStore> + Send + Sync>;
+
+/// A client's configuration: the base with `sessions` (wrapped by `wrap`)
+/// as its store.
 pub(crate) fn client_config(
     base: &ClientConfig,
     sessions: Arc<ClientSessions>,
+    wrap: &StoreWrapper,
     resume_with: ResumeWith,
 ) -> Arc<ClientConfig> {
     let mut c = base.clone();
-    c.resumption = Resumption::store(sessions).tls12_resumption(match resume_with {
+    c.resumption = Resumption::store(wrap(sessions)).tls12_resumption(match resume_with {
         ResumeWith::Id => Tls12Resumption::SessionIdOnly,
         ResumeWith::Ticket | ResumeWith::Auto => Tls12Resumption::SessionIdOrTickets,
     });

@@ -53,6 +53,68 @@ pub struct LoadReport {
     /// otherwise.
     #[serde(default)]
     pub replay: Option<Replay>,
+    /// The client's cryptographic work per handshake over the window, from
+    /// its metering provider; `None` (JSON `null`) without TLS handshakes.
+    #[serde(default)]
+    pub crypto: Option<CryptoPerHandshake>,
+    /// The stages replaced by no-ops on the client (`--ablate`), by name;
+    /// empty for a real run. Such a run is insecure and measures a model.
+    #[serde(default)]
+    pub ablation: Vec<String>,
+    /// When a TLS error looked like client and server using different
+    /// `--ablate` sets, a sentence saying so and how to fix it.
+    #[serde(default)]
+    pub ablation_hint: Option<String>,
+}
+
+/// The client's cryptographic operations per handshake, measured by the
+/// metering provider between the start and end of the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CryptoPerHandshake {
+    /// Handshakes (full + resumed) completed in the window: the divisor.
+    pub handshakes: u64,
+    /// One entry per operation kind with at least one call, summed over its
+    /// labels (schemes, groups).
+    pub ops: Vec<CryptoOp>,
+}
+
+/// One operation kind in [`CryptoPerHandshake`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CryptoOp {
+    /// The operation (`sign`, `verify`, `kx_start`, `seal_application`, ...).
+    pub op: String,
+    /// Calls in the window.
+    pub calls: u64,
+    /// Calls divided by handshakes.
+    pub calls_per_handshake: f64,
+    /// Microseconds spent in the calls, divided by handshakes
+    /// (client-observed wall clock inside the provider).
+    pub us_per_handshake: f64,
+}
+
+impl CryptoPerHandshake {
+    /// Builds the per-handshake figures from `(op, calls, nanoseconds)`
+    /// totals; ops without calls are left out. `None` when `handshakes` is 0.
+    pub fn from_totals<'a>(
+        handshakes: u64,
+        totals: impl IntoIterator<Item = (&'a str, u64, u64)>,
+    ) -> Option<CryptoPerHandshake> {
+        if handshakes == 0 {
+            return None;
+        }
+        let n = handshakes as f64;
+        let ops = totals
+            .into_iter()
+            .filter(|&(_, calls, _)| calls > 0)
+            .map(|(op, calls, nanos)| CryptoOp {
+                op: op.to_string(),
+                calls,
+                calls_per_handshake: calls as f64 / n,
+                us_per_handshake: nanos as f64 / 1e3 / n,
+            })
+            .collect();
+        Some(CryptoPerHandshake { handshakes, ops })
+    }
 }
 
 /// What an access-log replay did, next to what the log implies.
@@ -475,6 +537,9 @@ impl LoadReport {
             open_loop: None,
             ecommerce: None,
             replay: None,
+            crypto: None,
+            ablation: Vec::new(),
+            ablation_hint: None,
         }
     }
 
@@ -523,7 +588,30 @@ pub(crate) mod tests {
             rate_ips: 0,
             rate_requests: 0,
         });
+        r.crypto = CryptoPerHandshake::from_totals(
+            40,
+            [
+                ("verify", 20, 2_000_000),
+                ("kx_start", 40, 1_000_000),
+                ("sign", 0, 0),
+            ],
+        );
+        r.ablation = vec!["cipher".into()];
+        r.ablation_hint = Some("a record did not decrypt".into());
         r
+    }
+
+    #[test]
+    fn crypto_per_handshake_divides_and_skips_unused_ops() {
+        assert_eq!(CryptoPerHandshake::from_totals(0, [("verify", 3, 9)]), None);
+        let c = sample().crypto.unwrap();
+        assert_eq!(c.handshakes, 40);
+        assert_eq!(c.ops.len(), 2);
+        assert_eq!(c.ops[0].op, "verify");
+        assert_eq!(c.ops[0].calls_per_handshake, 0.5);
+        assert_eq!(c.ops[0].us_per_handshake, 50.0);
+        assert_eq!(c.ops[1].calls_per_handshake, 1.0);
+        assert_eq!(c.ops[1].us_per_handshake, 25.0);
     }
 
     fn sample_closed() -> LoadReport {

@@ -236,6 +236,35 @@ impl LoadReport {
             }
         }
 
+        if !self.ablation.is_empty() {
+            let _ = writeln!(
+                out,
+                "ABLATED (insecure model, not real TLS): {}",
+                self.ablation.join(",")
+            );
+        }
+        if let Some(c) = self.crypto.as_ref().filter(|c| !c.ops.is_empty()) {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "  {:<18} {:>10} {:>12}   (client crypto per handshake, {} handshakes)",
+                "crypto op", "calls", "time", c.handshakes
+            );
+            for o in &c.ops {
+                let _ = writeln!(
+                    out,
+                    "  {:<18} {:>10.2} {:>12}",
+                    o.op,
+                    o.calls_per_handshake,
+                    if o.us_per_handshake < 10.0 {
+                        format!("{:.2}µs", o.us_per_handshake)
+                    } else {
+                        dur(o.us_per_handshake)
+                    }
+                );
+            }
+        }
+
         let _ = writeln!(out);
         let _ = writeln!(out, "status: {}", counts(self.status.iter()));
         let _ = writeln!(out, "errors: {}", self.error_summary());
@@ -250,6 +279,9 @@ impl LoadReport {
             pct(cpu.busy_fraction),
             cpu.capacity,
         );
+        if let Some(h) = &self.ablation_hint {
+            let _ = writeln!(out, "ablation mismatch: {h}");
+        }
         if let Some(w) = &cpu.warning {
             let _ = writeln!(out, "WARNING: {w}");
         }
@@ -296,6 +328,23 @@ mod tests {
         assert!(t.contains("20.0 req/s"), "{t}");
         assert!(t.contains("achieved 50.0%"), "{t}");
         assert!(t.contains("errors: http_404 4"), "{t}");
+        assert!(
+            t.contains("ABLATED (insecure model, not real TLS): cipher"),
+            "{t}"
+        );
+        assert!(
+            t.contains("client crypto per handshake, 40 handshakes"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  verify                   0.50         50µs"),
+            "{t}"
+        );
+        assert!(!t.contains("  sign "), "{t}");
+        assert!(
+            t.contains("ablation mismatch: a record did not decrypt"),
+            "{t}"
+        );
         let mut r = r;
         r.errors.insert("refused".into(), 9);
         assert_eq!(r.error_summary(), "refused 9, http_404 4");

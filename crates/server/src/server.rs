@@ -243,7 +243,9 @@ impl Server {
             "tlslab server listening"
         );
         for w in &warnings {
-            tracing::warn!("{w}");
+            // The caller shows these to the user (the CLI on stderr); the
+            // log keeps a copy at info so it is not printed twice.
+            tracing::info!("{w}");
         }
         Ok(Server {
             rt: Some(rt),
@@ -259,7 +261,7 @@ impl Server {
 
     /// Warnings the caller must show the user at every start (the CLI
     /// prints them to stderr): non-empty exactly when an ablation is set.
-    /// [`Server::start`] has also logged each with `tracing::warn!`.
+    /// [`Server::start`] has also logged each with `tracing::info!`.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }

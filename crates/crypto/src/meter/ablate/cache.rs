@@ -67,15 +67,21 @@ impl StoresServerSessions for PerfectStore {
 #[derive(Debug)]
 pub(crate) struct UniversalClientStore {
     inner: Arc<dyn ClientSessionStore>,
-    universal: OnceLock<Tls12ClientSessionValue>,
+    universal: Arc<OnceLock<Tls12ClientSessionValue>>,
 }
 
 impl UniversalClientStore {
     pub(crate) fn new(inner: Arc<dyn ClientSessionStore>) -> Arc<UniversalClientStore> {
-        Arc::new(UniversalClientStore {
-            inner,
-            universal: OnceLock::new(),
-        })
+        Self::sharing(inner, Arc::default())
+    }
+
+    /// A wrapper around `inner` whose universal session is `universal`,
+    /// shared with other clients' wrappers.
+    pub(crate) fn sharing(
+        inner: Arc<dyn ClientSessionStore>,
+        universal: Arc<OnceLock<Tls12ClientSessionValue>>,
+    ) -> Arc<UniversalClientStore> {
+        Arc::new(UniversalClientStore { inner, universal })
     }
 }
 

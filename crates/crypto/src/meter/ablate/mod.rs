@@ -202,6 +202,28 @@ impl AblationSet {
     }
 }
 
+impl AblationSet {
+    /// For clients that each keep their own store (the load engine's
+    /// per-client `ClientSessions`): a function wrapping each client's store
+    /// like [`client_store`](Self::client_store), all wrappers sharing one
+    /// universal session (the first TLS 1.2 session any of them stores).
+    /// Each wrapper still asks its own store first, so that store's offer
+    /// policy decides full vs. resumed.
+    pub fn client_store_factory(
+        self,
+    ) -> impl Fn(Arc<dyn ClientSessionStore>) -> Arc<dyn ClientSessionStore> + Send + Sync + 'static
+    {
+        let universal = Arc::new(std::sync::OnceLock::new());
+        move |real| {
+            if self.contains(Ablation::Cache) {
+                cache::UniversalClientStore::sharing(real, universal.clone())
+            } else {
+                real
+            }
+        }
+    }
+}
+
 impl FromIterator<Ablation> for AblationSet {
     fn from_iter<I: IntoIterator<Item = Ablation>>(iter: I) -> Self {
         AblationSet(iter.into_iter().fold(0, |b, a| b | a.bit()))

@@ -1,0 +1,198 @@
+//! The client's crypto meter and ablations, against an in-process tlslab
+//! server on 127.0.0.1 with the same (or a different) ablation set.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tlslab_crypto::meter::AblationSet;
+use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_crypto::provider::Version;
+use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
+use tlslab_report::LoadReport;
+use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
+
+fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// A server with a fresh ECDSA P-256 chain, one worker thread, `versions`
+/// and the ablations `set`.
+fn server(set: &str, versions: &[Version]) -> (Server, Generated) {
+    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let mut tls = TlsSettings::new(CertSource::Generated(g.clone()));
+    tls.versions = versions.to_vec();
+    tls.ablation = set.parse().unwrap();
+    let mut cfg = ServeConfig::new(any_port(), Content::Empty, tls);
+    cfg.threads = 1;
+    (Server::start(cfg).unwrap(), g)
+}
+
+/// A bounded run of `n` requests (new connection each) with the client
+/// ablations `set`.
+fn load(s: &Server, g: &Generated, set: &str, versions: &[Version], n: u64) -> LoadReport {
+    let target = Target::parse(&format!("https://{}/health", s.https_addr().unwrap())).unwrap();
+    let mut c = LoadConfig::new(vec![target]);
+    c.trust = Trust::Roots(g.roots().unwrap());
+    c.duration = Some(Duration::from_secs(8));
+    c.requests = Some(n);
+    c.threads = 1;
+    c.timeout = Duration::from_secs(3);
+    c.versions = versions.to_vec();
+    c.ablation = set.parse().unwrap();
+    tlslab_load::run(&c).unwrap()
+}
+
+fn calls_per_handshake(r: &LoadReport, op: &str) -> f64 {
+    r.crypto
+        .as_ref()
+        .and_then(|c| c.ops.iter().find(|o| o.op == op))
+        .map_or(0.0, |o| o.calls_per_handshake)
+}
+
+#[test]
+fn real_tls13_ecdsa_run_meters_at_least_one_verify_per_full_handshake() {
+    let (s, g) = server("none", &[Version::Tls13]);
+    let r = load(&s, &g, "none", &[Version::Tls13], 12);
+    assert_eq!(r.requests.succeeded, 12, "{:?}", r.errors);
+    assert_eq!(r.handshake.full.count, 12);
+    assert!(r.ablation.is_empty());
+    assert_eq!(r.ablation_hint, None);
+    let c = r.crypto.as_ref().expect("a TLS run has a crypto block");
+    assert_eq!(c.handshakes, 12);
+    // Chain signature (by the CA) and CertificateVerify: at least one.
+    assert!(calls_per_handshake(&r, "verify") >= 1.0, "{c:?}");
+    assert!(calls_per_handshake(&r, "kx_start") >= 1.0, "{c:?}");
+    assert!(calls_per_handshake(&r, "seal_application") >= 1.0, "{c:?}");
+    // The client never signs (no client authentication).
+    assert_eq!(calls_per_handshake(&r, "sign"), 0.0, "{c:?}");
+    let verify = c.ops.iter().find(|o| o.op == "verify").unwrap();
+    assert!(verify.us_per_handshake > 0.0, "{verify:?}");
+    let t = r.render_table();
+    assert!(
+        t.contains("client crypto per handshake, 12 handshakes"),
+        "{t}"
+    );
+    assert!(!t.contains("ABLATED"), "{t}");
+    s.shutdown();
+}
+
+#[test]
+fn cipher_ablated_run_succeeds_and_says_so() {
+    let (s, g) = server("cipher", &[Version::Tls13]);
+    let r = load(&s, &g, "cipher", &[Version::Tls13], 10);
+    assert_eq!(r.requests.succeeded, 10, "{:?}", r.errors);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.ablation, vec!["cipher".to_string()]);
+    // The null cipher is still called (and metered) for every record.
+    assert!(calls_per_handshake(&r, "seal_application") >= 1.0);
+    let t = r.render_table();
+    assert!(
+        t.contains("ABLATED (insecure model, not real TLS): cipher"),
+        "{t}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(json["ablation"], serde_json::json!(["cipher"]));
+    s.shutdown();
+}
+
+#[test]
+fn sig_ablated_run_succeeds_on_both_versions() {
+    for v in [Version::Tls12, Version::Tls13] {
+        let (s, g) = server("sig", &[v]);
+        let r = load(&s, &g, "sig", &[v], 8);
+        assert_eq!(r.requests.succeeded, 8, "{v:?}: {:?}", r.errors);
+        assert_eq!(r.ablation, vec!["sig".to_string()]);
+        s.shutdown();
+    }
+}
+
+#[test]
+fn client_kx_against_a_real_server_fails_clearly_without_hanging() {
+    let (s, g) = server("none", &[Version::Tls13]);
+    let t0 = Instant::now();
+    let r = load(&s, &g, "kx", &[Version::Tls13], 4);
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    assert_eq!(r.requests.succeeded, 0);
+    assert_eq!(r.requests.errors, 4, "{:?}", r.errors);
+    assert_eq!(
+        r.errors.get("tls_ablation_mismatch"),
+        Some(&4),
+        "{:?}",
+        r.errors
+    );
+    let hint = r
+        .ablation_hint
+        .as_deref()
+        .expect("a mismatch keeps its hint");
+    assert!(
+        hint.contains("--ablate kx") && hint.contains("same --ablate set"),
+        "{hint}"
+    );
+    s.shutdown();
+}
+
+#[test]
+fn client_cipher_against_a_real_server_is_a_named_mismatch() {
+    let (s, g) = server("none", &[Version::Tls13]);
+    let r = load(&s, &g, "cipher", &[Version::Tls13], 3);
+    assert_eq!(r.requests.succeeded, 0);
+    assert!(
+        r.errors.keys().all(|k| k.starts_with("tls_")),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(
+        r.errors.get("tls_ablation_mismatch"),
+        Some(&3),
+        "{:?}",
+        r.errors
+    );
+    assert!(r.ablation_hint.is_some());
+    s.shutdown();
+}
+
+#[test]
+fn perfect_cache_resumes_every_offered_tls12_session() {
+    perfect_cache(1);
+}
+
+/// Clients share one universal session, the server's first: overlapping
+/// first handshakes must not adopt different sessions.
+#[test]
+fn perfect_cache_is_shared_by_concurrent_clients() {
+    perfect_cache(4);
+}
+
+fn perfect_cache(clients: usize) {
+    let (s, g) = server("cache", &[Version::Tls12]);
+    let target = Target::parse(&format!("https://{}/health", s.https_addr().unwrap())).unwrap();
+    let mut c = LoadConfig::new(vec![target]);
+    c.trust = Trust::Roots(g.roots().unwrap());
+    c.duration = Some(Duration::from_secs(8));
+    c.requests = Some(10);
+    c.threads = 1;
+    c.timeout = Duration::from_secs(3);
+    c.versions = vec![Version::Tls12];
+    c.resume_with = ResumeWith::Id;
+    c.reuse = 1.0;
+    c.ablation = "cache".parse().unwrap();
+    c.clients = clients;
+    let r = tlslab_load::run(&c).unwrap();
+    assert_eq!(r.requests.succeeded, 10, "{:?}", r.errors);
+    assert_eq!(r.handshake.full.count, clients as u64);
+    assert_eq!(r.reuse.resumed_count, 10 - clients as u64);
+    s.shutdown();
+}
+
+#[test]
+fn ablation_needs_the_lab_ca() {
+    let target = Target::parse("https://127.0.0.1:9/").unwrap();
+    for trust in [Trust::Insecure, Trust::WebPki] {
+        let mut c = LoadConfig::new(vec![target.clone()]);
+        c.requests = Some(1);
+        c.trust = trust;
+        c.ablation = AblationSet::NONE.with(tlslab_crypto::meter::Ablation::Sig);
+        let e = tlslab_load::run(&c).unwrap_err().to_string();
+        assert!(e.contains("--ablate sig") && e.contains("--cacert"), "{e}");
+    }
+}
