@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use tlslab_crypto::meter::{Ablation, AblationSet};
 use tlslab_crypto::pki::{self, KeyType};
-use tlslab_crypto::provider::{Algorithms, Version};
-use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
-use tlslab_server::{CertSource, Content, ServeConfig, Server, SessionCache, TlsSettings};
+use tlslab_crypto::provider::Version;
+use tlslab_server::Content;
 
 use crate::Error;
+use crate::cell::{self, Listeners};
 use crate::pin::Placement;
 
 /// The request pattern of every cell.
@@ -200,6 +200,9 @@ pub struct BreakdownReport {
     pub rows: Vec<Row>,
     /// The Amdahl cost table: each stage, other TLS, TLS protocol, non-TLS.
     pub shares: Vec<Share>,
+    /// The crypto meter's own cost per recorded operation, in ns, measured
+    /// at the start of this run (client and server always meter).
+    pub meter_overhead_ns: f64,
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -243,6 +246,7 @@ pub fn run(
         cfg.version,
         placement.describe()
     ));
+    let meter_overhead_ns = tlslab_crypto::meter::self_overhead().as_secs_f64() * 1e9;
     let generated = pki::generate(cfg.key, &[])?;
     let roots = generated.roots()?;
     let mut cells: Vec<Vec<Cell>> = configs.iter().map(|_| Vec::new()).collect();
@@ -261,7 +265,9 @@ pub fn run(
             cells[i].push(cell);
         }
     }
-    Ok(analyse(cfg, placement, configs, cells))
+    let mut report = analyse(cfg, placement, configs, cells);
+    report.meter_overhead_ns = meter_overhead_ns;
+    Ok(report)
 }
 
 fn run_cell(
@@ -271,32 +277,19 @@ fn run_cell(
     roots: &rustls::RootCertStore,
     c: &Configuration,
 ) -> Result<Cell, Error> {
-    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let ablation = c.ablation.unwrap_or(AblationSet::NONE);
-    let server = Server::start(ServeConfig {
-        https: c.ablation.is_some().then_some(loopback),
-        http: c.ablation.is_none().then_some(loopback),
-        metrics: None,
-        content: Content::Empty,
-        tls: TlsSettings {
-            versions: vec![cfg.version],
-            algorithms: Algorithms::default(),
-            cert: CertSource::Generated(generated.clone()),
-            session_cache: SessionCache::Memory {
-                capacity: 100_000,
-                ttl: Duration::from_secs(300),
-            },
-            tickets: true,
-            max_early_data: 0,
-            alpn: vec![b"http/1.1".to_vec()],
-            ablation,
+    let tls = c.ablation.is_some();
+    let server = cell::start_server(
+        generated.clone(),
+        vec![cfg.version],
+        Content::Empty,
+        Listeners {
+            https: tls,
+            http: !tls,
         },
-        threads: 1,
-        pin_cpus: (!placement.server.is_empty()).then(|| placement.server.clone()),
-        handshake_timeout: Duration::from_secs(10),
-        max_connections: 10_000,
-        allow_remote: false,
-    })?;
+        ablation,
+        placement,
+    )?;
     let path = format!("/bytes/{}", cfg.file_size);
     let url = match (server.https_addr(), server.http_addr()) {
         (Some(a), _) => format!("https://localhost:{}{path}", a.port()),
@@ -308,41 +301,24 @@ fn run_cell(
         Workload::Reuse(r) => (1, r),
         Workload::KeepAlive => (0, 0.0),
     };
-    let mut load = LoadConfig::new(vec![Target::parse(&url)?]);
-    load.clients = cfg.clients;
-    load.threads = 1;
-    load.pin_cpus = (!placement.client.is_empty()).then(|| placement.client.clone());
-    load.duration = Some(cfg.cell);
-    load.requests = None;
-    load.warmup = (cfg.cell / 5).min(Duration::from_millis(500));
-    load.requests_per_conn = k;
-    load.reuse = reuse;
-    load.resume_with = ResumeWith::Auto;
-    load.versions = vec![cfg.version];
-    load.trust = Trust::Roots(roots.clone());
-    load.timeout = Duration::from_secs(10);
+    let mut load = cell::cell_load(
+        &url,
+        cfg.cell,
+        cfg.clients,
+        placement,
+        vec![cfg.version],
+        roots,
+        k,
+        reuse,
+    )?;
     load.ablation = ablation;
-    let before = server.snapshot();
-    let cpu_before = server.cpu_time();
-    let result = tlslab_load::run(&load);
-    let cpu = server.cpu_time().saturating_sub(cpu_before);
-    let after = server.snapshot();
+    let result = cell::measure(&server, &load, &c.name);
     server.shutdown();
-    let report = result?;
-    let served = after
-        .requests
-        .total()
-        .saturating_sub(before.requests.total());
-    if report.requests.completed == 0 || served == 0 {
-        return Err(Error::EmptyCell {
-            cell: c.name.clone(),
-            errors: report.error_summary(),
-        });
-    }
+    let m = result?;
     Ok(Cell {
-        cpu_us: cpu.as_secs_f64() * 1e6 / served as f64,
-        requests_per_s: report.throughput.requests_per_s,
-        saturated: report.client_cpu.saturated,
+        cpu_us: m.server_cpu_us_per_request,
+        requests_per_s: m.report.throughput.requests_per_s,
+        saturated: m.report.client_cpu.saturated,
     })
 }
 
@@ -424,6 +400,7 @@ fn analyse(
         placement,
         rows,
         shares,
+        meter_overhead_ns: f64::NAN,
     }
 }
 
@@ -452,7 +429,10 @@ impl BreakdownReport {
         let _ = writeln!(
             s,
             "Cost = server CPU per request (server-observed, median of the repeats); req/s is client-observed.\n\
-             Stages are replaced by no-ops on client and server alike. fraction = 1 − 1/speedup (Amdahl)."
+             Stages are replaced by no-ops on client and server alike. fraction = 1 − 1/speedup (Amdahl).\n\
+             Client and server meter every crypto operation; the meter costs {:.0} ns per operation \
+             (measured at the start of this run), in every configuration alike.",
+            self.meter_overhead_ns
         );
         let _ = writeln!(s);
         let _ = writeln!(

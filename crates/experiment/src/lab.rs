@@ -11,12 +11,13 @@
 
 use std::time::Duration;
 
+use tlslab_crypto::meter::AblationSet;
 use tlslab_crypto::pki::{self, KeyType};
-use tlslab_crypto::provider::{Algorithms, Version};
-use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
-use tlslab_server::{CertSource, Content, ServeConfig, Server, SessionCache, TlsSettings};
+use tlslab_crypto::provider::Version;
+use tlslab_server::{Content, Server};
 
 use crate::Error;
+use crate::cell::{self, Listeners};
 use crate::pin::Placement;
 
 /// The path every cell requests: a 4 KiB file of the SPECweb96 set.
@@ -145,31 +146,17 @@ struct Embedded {
 fn start_server(key: KeyType, placement: &Placement, with_http: bool) -> Result<Embedded, Error> {
     let generated = pki::generate(key, &[])?;
     let roots = generated.roots()?;
-    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    let server = Server::start(ServeConfig {
-        https: Some(loopback),
-        http: with_http.then_some(loopback),
-        metrics: None,
-        content: Content::Specweb96,
-        tls: TlsSettings {
-            versions: vec![Version::Tls12, Version::Tls13],
-            algorithms: Algorithms::default(),
-            cert: CertSource::Generated(generated),
-            session_cache: SessionCache::Memory {
-                capacity: 100_000,
-                ttl: Duration::from_secs(300),
-            },
-            tickets: true,
-            max_early_data: 0,
-            alpn: vec![b"http/1.1".to_vec()],
-            ablation: Default::default(),
+    let server = cell::start_server(
+        generated,
+        vec![Version::Tls12, Version::Tls13],
+        Content::Specweb96,
+        Listeners {
+            https: true,
+            http: with_http,
         },
-        threads: 1,
-        pin_cpus: (!placement.server.is_empty()).then(|| placement.server.clone()),
-        handshake_timeout: Duration::from_secs(10),
-        max_connections: 10_000,
-        allow_remote: false,
-    })?;
+        AblationSet::NONE,
+        placement,
+    )?;
     Ok(Embedded { key, server, roots })
 }
 
@@ -250,37 +237,17 @@ fn run_cell(
         Mode::TlsResumed => (1, 1.0),
         Mode::PlainKeepAlive | Mode::TlsKeepAlive => (0, 0.0),
     };
-    let load = LoadConfig {
-        targets: vec![Target::parse(url)?],
-        clients: cfg.clients,
-        threads: 1,
-        pin_cpus: (!placement.client.is_empty()).then(|| placement.client.clone()),
-        duration: Some(cfg.cell),
-        requests: None,
-        warmup: (cfg.cell / 5).min(Duration::from_millis(500)),
-        requests_per_conn: k,
+    let versions = version.map_or_else(|| vec![Version::Tls12, Version::Tls13], |v| vec![v]);
+    let load = cell::cell_load(
+        url,
+        cfg.cell,
+        cfg.clients,
+        placement,
+        versions,
+        &emb.roots,
+        k,
         reuse,
-        resume_with: ResumeWith::Auto,
-        versions: version.map_or_else(|| vec![Version::Tls12, Version::Tls13], |v| vec![v]),
-        algorithms: Algorithms::default(),
-        sni: None,
-        trust: Trust::Roots(emb.roots.clone()),
-        early_data: false,
-        timeout: Duration::from_secs(10),
-        log: None,
-        progress: false,
-        ..LoadConfig::new(Vec::new())
-    };
-    let before = emb.server.snapshot();
-    let cpu_before = emb.server.cpu_time();
-    let report = tlslab_load::run(&load)?;
-    let cpu = emb.server.cpu_time().saturating_sub(cpu_before);
-    let after = emb.server.snapshot();
-    let served = after
-        .requests
-        .total()
-        .saturating_sub(before.requests.total());
-
+    )?;
     let label = format!(
         "{} {} {}",
         mode.label(),
@@ -291,12 +258,8 @@ fn run_cell(
             ""
         }
     );
-    if report.requests.completed == 0 || served == 0 {
-        return Err(Error::EmptyCell {
-            cell: label.trim().to_string(),
-            errors: report.error_summary(),
-        });
-    }
+    let m = cell::measure(&emb.server, &load, label.trim())?;
+    let report = m.report;
     let hs = match mode {
         Mode::TlsFull => report.latency.handshake_full.p50_us,
         Mode::TlsResumed => report.latency.handshake_resumed.p50_us,
@@ -309,7 +272,7 @@ fn run_cell(
         requests_per_s: report.throughput.requests_per_s,
         window_s: report.window.measured_s,
         requests: report.requests.completed,
-        server_cpu_us_per_request: cpu.as_secs_f64() * 1e6 / served as f64,
+        server_cpu_us_per_request: m.server_cpu_us_per_request,
         handshake_p50_us: hs.map(|v| v as f64),
         reuse_achieved: report.reuse.achieved,
         client_busy: report.client_cpu.busy_fraction,

@@ -11,6 +11,7 @@
 //! throughput and latency), and the statistics from `tlslab-report`.
 
 pub mod breakdown;
+mod cell;
 pub mod lab;
 pub mod pin;
 
