@@ -362,3 +362,242 @@ fn h2load_http2_against_serve() {
 fn h2load_http1_against_serve() {
     h2load_against_specweb96(true);
 }
+
+// ------------------------------------------- 5. every workload on nginx ---
+
+/// `tlslab fileset ARGS --out PREFIX/www`, the docroot [`Nginx::start`]
+/// serves; then starts nginx (tickets on) on it.
+fn nginx_on_fileset(dir: &Path, c: &common::Certs, fileset: &[&str]) -> Nginx {
+    let prefix = dir.join("nginx");
+    let www = prefix.join("www");
+    let mut argv = vec!["fileset", "--out", s(&www)];
+    argv.extend_from_slice(fileset);
+    let out = run_tlslab(&argv, LIMIT);
+    let text = expect_ok(&out);
+    assert!(text.contains("wrote "), "{}", show(&out));
+    Nginx::start(&prefix, c, true)
+}
+
+/// Runs `tlslab load` with `args` and `--json`, expecting success, and
+/// returns the report.
+fn load_ok(dir: &Path, name: &str, args: &[&str]) -> serde_json::Value {
+    let json = dir.join(format!("{name}.json"));
+    let mut argv = vec!["load"];
+    argv.extend_from_slice(args);
+    argv.extend_from_slice(&["--json", s(&json)]);
+    let out = run_tlslab(&argv, LIMIT);
+    expect_ok(&out);
+    assert_no_panic(&out.stderr);
+    let r = load_json(&json);
+    assert!(errors(&r).is_empty(), "{name}: {r:#}");
+    r
+}
+
+/// The multiset of `items`, for order-free comparison.
+fn counts<T: Ord + Clone>(
+    items: impl IntoIterator<Item = T>,
+) -> std::collections::BTreeMap<T, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for i in items {
+        *m.entry(i).or_default() += 1;
+    }
+    m
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn nginx_serves_the_specweb96_workload_from_fileset() {
+    const N: usize = 200;
+    let dir = tempdir();
+    let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
+    let nginx = nginx_on_fileset(dir.path(), &c, &[]);
+    let r = load_ok(
+        dir.path(),
+        "specweb96",
+        &[
+            &nginx.url(""),
+            "--cacert",
+            s(&c.ca),
+            "--workload",
+            "specweb96",
+            "-c",
+            "4",
+            "-n",
+            &N.to_string(),
+        ],
+    );
+    assert_eq!(num(&r, "requests/succeeded"), N as f64, "{r:#}");
+
+    let lines = nginx.log_at_least(N);
+    assert_eq!(lines.len(), N, "nginx logged {} requests", lines.len());
+    assert!(lines.iter().all(|l| l.status == 200), "{lines:?}");
+    let want: std::collections::BTreeMap<String, u64> = tlslab_workload::specweb96::files()
+        .into_iter()
+        .map(|f| (f.path, f.size as u64))
+        .collect();
+    let sizes = nginx.sizes();
+    assert_eq!(sizes.len(), N, "{sizes:?}");
+    for (uri, bytes) in &sizes {
+        assert_eq!(
+            want.get(uri),
+            Some(bytes),
+            "nginx sent {bytes} bytes for {uri}, not the SPECweb96 file's size"
+        );
+    }
+    // The mix reaches beyond one file: at least the three big classes.
+    let classes = counts(sizes.iter().map(|(u, _)| u[..17].to_string()));
+    assert!(classes.len() >= 3, "{classes:?}");
+    let sent: u64 = sizes.iter().map(|(_, b)| b).sum();
+    eprintln!("specweb96 on nginx: {N} requests, {sent} body bytes, classes {classes:?}");
+    assert_no_panic(nginx.proc.stderr_text().as_bytes());
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn nginx_serves_the_ecommerce_workload_from_fileset() {
+    let dir = tempdir();
+    let model = dir.path().join("shop.toml");
+    std::fs::write(
+        &model,
+        "paths = \"files\"\nthink_time = \"0\"\nmax_connections = 4\n",
+    )
+    .expect("write model");
+    let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
+    let nginx = nginx_on_fileset(
+        dir.path(),
+        &c,
+        &["--workload", "ecommerce", "--workload-config", s(&model)],
+    );
+    let r = load_ok(
+        dir.path(),
+        "ecommerce",
+        &[
+            &nginx.url(""),
+            "--cacert",
+            s(&c.ca),
+            "--workload",
+            "ecommerce",
+            "--workload-config",
+            s(&model),
+            "-c",
+            "3",
+            "-n",
+            "150",
+        ],
+    );
+    let n = num(&r, "requests/succeeded") as usize;
+    assert_eq!(n, 150, "{r:#}");
+    let sessions = num(&r, "ecommerce/sessions");
+    assert!(sessions >= 3.0, "{r:#}");
+
+    let lines = nginx.log_at_least(n);
+    assert_eq!(lines.len(), n, "nginx logged {} requests", lines.len());
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.status == 200 && l.uri.starts_with("/ecommerce/")),
+        "{lines:?}"
+    );
+    let full = lines.iter().filter(|l| !l.reused).count() as f64;
+    eprintln!(
+        "ecommerce on nginx: {n} requests, {sessions} sessions, nginx saw {full} full handshakes"
+    );
+    assert_eq!(
+        full, sessions,
+        "one full handshake per purchase session: nginx logged {full} requests on new sessions"
+    );
+    assert_eq!(full, num(&r, "handshake/full/count"), "{r:#}");
+    // nginx sent every file with its size in the model's catalogue.
+    let config = tlslab_workload::ecommerce::Config::load(&model).expect("model");
+    let catalogue: std::collections::BTreeMap<String, u64> =
+        tlslab_workload::ecommerce::Generator::new(config)
+            .expect("valid model")
+            .files()
+            .into_iter()
+            .collect();
+    let sizes = nginx.sizes();
+    assert_eq!(sizes.len(), n, "{sizes:?}");
+    for (uri, bytes) in &sizes {
+        assert_eq!(catalogue.get(uri), Some(bytes), "{uri}");
+    }
+    assert_no_panic(nginx.proc.stderr_text().as_bytes());
+}
+
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn nginx_serves_a_replayed_access_log_from_fileset() {
+    const IPS: usize = 5;
+    const N: usize = 60;
+    let dir = tempdir();
+    let log = dir.path().join("access.log");
+    let mut text = String::new();
+    let mut logged = Vec::new();
+    for i in 0..N {
+        // Seven files of fixed sizes, each requested with its own query.
+        let file = i % 7;
+        let uri = format!("/site/d{}/f{file}.html?i={i}", file % 3);
+        let size = 500 + 1000 * file;
+        text += &format!(
+            "10.0.0.{} - - [01/Jan/2024:10:00:{:02} +0000] \"GET {uri} HTTP/1.1\" 200 {size} \"-\" \"ua\"\n",
+            i % IPS,
+            i / 2
+        );
+        logged.push((uri, size as u64));
+    }
+    std::fs::write(&log, text).expect("write log");
+    let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
+    let nginx = nginx_on_fileset(
+        dir.path(),
+        &c,
+        &["--workload", "replay", "--access-log", s(&log)],
+    );
+    let r = load_ok(
+        dir.path(),
+        "replay",
+        &[
+            &nginx.url(""),
+            "--cacert",
+            s(&c.ca),
+            "--workload",
+            "replay",
+            "--access-log",
+            s(&log),
+            "--replay-paths",
+            "original",
+            "-c",
+            "3",
+        ],
+    );
+    assert_eq!(num(&r, "requests/succeeded"), N as f64, "{r:#}");
+
+    let lines = nginx.log_at_least(N);
+    assert_eq!(lines.len(), N, "nginx logged {} requests", lines.len());
+    assert!(lines.iter().all(|l| l.status == 200), "{lines:?}");
+    // Every logged request, query included, reached nginx with its size.
+    assert_eq!(counts(nginx.sizes()), counts(logged));
+    let reused = lines.iter().filter(|l| l.reused).count();
+    eprintln!("replay on nginx: {N} requests from {IPS} IPs, nginx saw {reused} reused");
+    assert_eq!(
+        reused,
+        N - IPS,
+        "one full handshake per client IP, every other request resumed"
+    );
+
+    // fileset's flags: documented, and mismatches are usage errors.
+    let help = expect_ok(&run_tlslab(&["fileset", "--help"], LIMIT));
+    for flag in ["--workload", "--workload-config", "--access-log"] {
+        assert!(help.contains(flag), "{flag} missing from fileset --help");
+    }
+    let out_dir = dir.path().join("other");
+    for args in [
+        &["--access-log", s(&log)][..],
+        &["--workload", "replay"][..],
+        &["--workload", "specweb96", "--workload-config", s(&log)][..],
+    ] {
+        let mut argv = vec!["fileset", "--out", s(&out_dir)];
+        argv.extend_from_slice(args);
+        let out = run_tlslab(&argv, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+    }
+    assert_no_panic(nginx.proc.stderr_text().as_bytes());
+}

@@ -19,7 +19,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
         a session-reuse knob that times TCP connect, full and resumed handshakes, first byte and \
         transfer separately, closed- or open-loop, over URLs, the SPECweb96 mix, an e-commerce \
         browser model or a replayed access log. `sweep` steps `load` to the knee. `fileset` writes \
-        the SPECweb96 files for other servers. `lab` runs serve and load on this machine and prints \
+        a workload's files (SPECweb96, e-commerce, replay) for other servers. `lab` runs serve and load on this machine and prints \
         what TLS costs here.\n\n\
         Exit codes: 0 success, 1 runtime failure, 2 usage error.",
     after_help = "Start with `tlslab lab --quick`. Every subcommand has its own --help."
@@ -47,7 +47,7 @@ pub enum Command {
     Lab(LabArgs),
     /// Replace TLS stages with no-ops one at a time and print seed 001's Amdahl cost table.
     Breakdown(BreakdownArgs),
-    /// Write a built-in file set to a directory, for nginx, Apache or `serve --root`.
+    /// Write a workload's files (specweb96, ecommerce, replay) to a directory, for nginx, Apache or `serve --root`.
     Fileset(FilesetArgs),
     /// Step `load`'s client count or rate until throughput stops growing (the knee),
     /// one latency-vs-throughput series per --reuse value.
@@ -96,22 +96,54 @@ pub struct SweepArgs {
 
 /// `tlslab fileset`.
 #[derive(Debug, Args)]
-#[command(after_help = "Example:\n  tlslab fileset --out www\n\n\
-    Writes the 36 SPECweb96 files to www/specweb96/class{0-3}_{0-8} with the same bytes \
+#[command(after_help = "Examples:\n  tlslab fileset --out www\n  \
+    tlslab fileset --out www --workload ecommerce --workload-config shop.toml\n  \
+    tlslab fileset --out www --workload replay --access-log access.log\n\n\
+    specweb96 writes the 36 SPECweb96 files to www/specweb96/class{0-3}_{0-8} with the same bytes \
     `tlslab serve --fileset specweb96` serves, so nginx with `root www;` or Apache with \
-    `DocumentRoot www` answers `tlslab load --workload specweb96` alike.")]
+    `DocumentRoot www` answers `tlslab load --workload specweb96` alike. ecommerce writes the \
+    catalogue under www/ecommerce/<page>/{index.html,obj<i>} for `tlslab load --workload \
+    ecommerce` with `paths = \"files\"` in its --workload-config. replay writes each file path \
+    of the log (query dropped) with the largest size logged for it, for `tlslab load --workload \
+    replay --access-log LOG --replay-paths original`.")]
 pub struct FilesetArgs {
     /// Directory to write the files under (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 
-    /// Which file set.
+    /// Which file set (only specweb96; kept for compatibility, prefer --workload).
     #[arg(long, default_value = "specweb96", value_name = "NAME")]
     pub set: Fileset,
+
+    /// The workload whose files to write: specweb96 (the 36 SPECweb96 files),
+    /// ecommerce (the catalogue, as requested with `paths = "files"`) or
+    /// replay (the paths of --access-log with their logged sizes).
+    #[arg(long, default_value = "specweb96", value_name = "MODEL")]
+    pub workload: FilesetWorkload,
+
+    /// Ecommerce: TOML file of the model whose catalogue to write (the same file
+    /// given to `load --workload-config`); default: the built-in model.
+    #[arg(long, value_name = "FILE")]
+    pub workload_config: Option<PathBuf>,
+
+    /// Replay: the access log (Common or Combined Log Format) whose paths to write.
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
 
     /// Replace files that exist with other contents (default: refuse).
     #[arg(long)]
     pub force: bool,
+}
+
+/// Which workload's file tree `tlslab fileset` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FilesetWorkload {
+    /// The 36 SPECweb96 files under /specweb96/.
+    Specweb96,
+    /// The e-commerce catalogue under /ecommerce/ (load it with `paths = "files"`).
+    Ecommerce,
+    /// The paths of --access-log with their logged sizes (load with --replay-paths original).
+    Replay,
 }
 
 /// Where `load` takes its request paths from.
@@ -300,6 +332,17 @@ pub struct ServeArgs {
     /// Allow an ablated server to listen on non-loopback addresses.
     #[arg(long, requires = "ablate")]
     pub allow_remote: bool,
+
+    /// Write one line per completed request to FILE (created or truncated), in the order
+    /// service completed, nginx-combined-like plus TLS fields:
+    /// `$remote_addr - - [$time_local] "$request" $status $body_bytes_sent "-"
+    /// "$http_user_agent" $ssl_protocol $ssl_session_reused $request_time_us $connection_id
+    /// $request_on_conn`. Time is UTC; protocol is TLSv1.2/TLSv1.3 and reused is `r`
+    /// (resumed) or `.` (full handshake), both `-` on the plain listener; request time is in
+    /// microseconds; connections and requests on a connection are numbered from 1. A
+    /// dedicated thread writes it; nothing is dropped; it is flushed at shutdown.
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
 }
 
 /// How a client resumes sessions.

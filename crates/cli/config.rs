@@ -154,6 +154,7 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
             handshake_timeout: a.handshake_timeout,
             max_connections: a.max_connections,
             allow_remote: a.allow_remote,
+            access_log: a.access_log.clone(),
         },
         ephemeral_ca,
         ephemeral_dir,
@@ -567,6 +568,83 @@ pub fn lab(a: &args::LabArgs) -> anyhow::Result<tlslab_experiment::lab::LabConfi
         clients: a.clients,
         quick: a.quick,
     })
+}
+
+/// The file tree `tlslab fileset` writes: `(url path, size)` sorted by path,
+/// the logged paths that cannot become files, and the `load` flags that
+/// request them.
+pub struct FilesetFiles {
+    /// Each file's URL path and size in bytes.
+    pub files: Vec<(String, u64)>,
+    /// Replay only: logged paths left out (not plain absolute paths).
+    pub skipped: Vec<String>,
+    /// The `tlslab load` flags that request these files.
+    pub load_hint: String,
+}
+
+/// Validates `tlslab fileset` flags and lists the files to write.
+pub fn fileset_files(a: &args::FilesetArgs) -> anyhow::Result<FilesetFiles> {
+    use args::FilesetWorkload as W;
+    if a.workload_config.is_some() && a.workload != W::Ecommerce {
+        return bail("--workload-config needs --workload ecommerce");
+    }
+    if a.access_log.is_some() && a.workload != W::Replay {
+        return bail("--access-log needs --workload replay");
+    }
+    match a.workload {
+        W::Specweb96 => Ok(FilesetFiles {
+            files: tlslab_workload::specweb96::files()
+                .into_iter()
+                .map(|f| (f.path, f.size as u64))
+                .collect(),
+            skipped: Vec::new(),
+            load_hint: "--workload specweb96".into(),
+        }),
+        W::Ecommerce => {
+            use tlslab_workload::ecommerce::{Config, Generator, PathStyle};
+            let mut model = match &a.workload_config {
+                Some(path) => {
+                    Config::load(path).map_err(|e| usage(format!("--workload-config: {e}")))?
+                }
+                None => Config::default(),
+            };
+            model.paths = PathStyle::Files;
+            let generator =
+                Generator::new(model).map_err(|e| usage(format!("--workload-config: {e}")))?;
+            Ok(FilesetFiles {
+                files: generator.files(),
+                skipped: Vec::new(),
+                load_hint: "--workload ecommerce --workload-config FILE (with paths = \"files\")"
+                    .into(),
+            })
+        }
+        W::Replay => {
+            use tlslab_workload::replay::{PathMode, ReplayPlan, parse};
+            let Some(log) = &a.access_log else {
+                return bail(
+                    "--workload replay needs --access-log FILE, the access log whose paths to write",
+                );
+            };
+            let (entries, parsed) = parse::parse_file(log).map_err(usage)?;
+            if parsed.parsed == 0 {
+                return bail(format!(
+                    "--access-log {}: no line parsed as Common or Combined Log Format ({} skipped); \
+                     give an Apache or nginx access log",
+                    log.display(),
+                    parsed.skipped_count
+                ));
+            }
+            let (files, skipped) = ReplayPlan::new(&entries, PathMode::Original).file_tree();
+            Ok(FilesetFiles {
+                files,
+                skipped,
+                load_hint: format!(
+                    "--workload replay --access-log {} --replay-paths original",
+                    log.display()
+                ),
+            })
+        }
+    }
 }
 
 #[cfg(test)]

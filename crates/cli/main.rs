@@ -109,20 +109,24 @@ fn sweep(a: args::SweepArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn fileset(a: args::FilesetArgs) -> anyhow::Result<ExitCode> {
-    use tlslab_workload::fileset::{Overwrite, write};
-    let files = match a.set {
-        args::Fileset::Specweb96 => tlslab_workload::specweb96::files(),
-    };
+    use tlslab_workload::fileset::{Overwrite, write_sized};
+    let files = config::fileset_files(&a)?;
     let overwrite = if a.force {
         Overwrite::Replace
     } else {
         Overwrite::Refuse
     };
-    let written = write(&a.out, &files, overwrite).map_err(|e| match e {
+    let written = write_sized(
+        &a.out,
+        files.files.iter().map(|(p, n)| (p.as_str(), *n)),
+        overwrite,
+    )
+    .map_err(|e| match e {
         tlslab_workload::Error::Exists { .. } => config::usage(format!("{e} (--force overwrites)")),
+        tlslab_workload::Error::Invalid(_) => config::usage(e),
         other => anyhow::Error::new(other),
     })?;
-    let bytes: usize = files.iter().map(|f| f.size).sum();
+    let bytes: u64 = files.files.iter().map(|(_, n)| n).sum();
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -130,11 +134,21 @@ fn fileset(a: args::FilesetArgs) -> anyhow::Result<ExitCode> {
         written.len(),
         a.out.display()
     )?;
+    if !files.skipped.is_empty() {
+        writeln!(
+            out,
+            "skipped {} logged paths that cannot be files (e.g. {}); a replay with \
+             --replay-paths original gets 404 for them",
+            files.skipped.len(),
+            files.skipped[0]
+        )?;
+    }
     writeln!(
         out,
         "serve them with nginx `root {0};`, Apache `DocumentRoot {0}` or `tlslab serve --root {0}`; \
-         load them with `tlslab load https://HOST:PORT --workload specweb96`",
-        a.out.display()
+         load them with `tlslab load https://HOST:PORT {1}`",
+        a.out.display(),
+        files.load_hint
     )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,10 @@ use super::{Certs, Proc, free_port, tool};
 /// The access-log format: one line per request, space separated.
 pub const LOG_FORMAT: &str = "$ssl_session_reused $ssl_protocol $status $request_uri";
 
+/// The second access log's format: request URI and response body bytes
+/// (headers excluded), one line per request.
+pub const SIZES_FORMAT: &str = "$request_uri $body_bytes_sent";
+
 /// What an nginx instance is configured with.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -31,6 +35,11 @@ impl Config {
     /// The access log file.
     pub fn access_log(&self) -> PathBuf {
         self.prefix.join("access.log")
+    }
+
+    /// The second access log, in [`SIZES_FORMAT`].
+    pub fn sizes_log(&self) -> PathBuf {
+        self.prefix.join("sizes.log")
     }
 
     /// The error log file.
@@ -67,6 +76,8 @@ impl Config {
              \x20   default_type application/octet-stream;\n\
              \x20   log_format tlslab '{LOG_FORMAT}';\n\
              \x20   access_log {log} tlslab;\n\
+             \x20   log_format tlslab_sizes '{SIZES_FORMAT}';\n\
+             \x20   access_log {sizes} tlslab_sizes;\n\
              \x20   keepalive_requests 1000;\n\
              \x20   server {{\n\
              \x20       listen 127.0.0.1:{port} ssl;\n\
@@ -80,6 +91,7 @@ impl Config {
              \x20   }}\n\
              }}\n",
             log = self.access_log().display(),
+            sizes = self.sizes_log().display(),
             port = self.port,
             chain = self.chain.display(),
             key = self.key.display(),
@@ -162,6 +174,38 @@ impl Nginx {
     /// `https://127.0.0.1:PORT{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("https://{}{path}", self.config.addr())
+    }
+
+    /// Every access-log line, in log order.
+    pub fn log(&self) -> Vec<LogLine> {
+        let text = std::fs::read_to_string(self.config.access_log()).unwrap_or_default();
+        parse_log(&text).unwrap_or_else(|e| panic!("nginx access log: {e}"))
+    }
+
+    /// Polls the access log (≤ 3 s) until it holds at least `n` lines —
+    /// nginx logs a request when it completes, which may be just after the
+    /// client has its last byte — and returns the lines.
+    pub fn log_at_least(&self, n: usize) -> Vec<LogLine> {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut lines = self.log();
+        while lines.len() < n && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            lines = self.log();
+        }
+        lines
+    }
+
+    /// Every line of the sizes log: `(request URI, body bytes sent)`.
+    pub fn sizes(&self) -> Vec<(String, u64)> {
+        let text = std::fs::read_to_string(self.config.sizes_log()).unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                l.rsplit_once(' ')
+                    .and_then(|(uri, n)| Some((uri.to_string(), n.parse().ok()?)))
+                    .unwrap_or_else(|| panic!("nginx sizes log: cannot parse {l:?}"))
+            })
+            .collect()
     }
 
     /// The access-log lines whose request URI is exactly `uri`.

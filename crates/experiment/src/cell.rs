@@ -55,6 +55,7 @@ pub(crate) fn start_server(
         handshake_timeout: Duration::from_secs(10),
         max_connections: 10_000,
         allow_remote: false,
+        access_log: None,
     })?)
 }
 

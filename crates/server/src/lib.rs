@@ -39,6 +39,7 @@
 //! calling thread; call them from synchronous code (or `spawn_blocking`).
 //! The server runs on its own multi-thread tokio runtime.
 
+mod access_log;
 mod content;
 mod io;
 mod metrics;
@@ -97,6 +98,19 @@ pub struct ServeConfig {
     /// [`Server::start`] refuses any listener address that is not loopback
     /// unless this is true. Without an ablation it has no effect.
     pub allow_remote: bool,
+    /// `--access-log FILE`: if set, the file is created (truncated) and one
+    /// line per completed request is written to it by a dedicated thread
+    /// behind a bounded channel (request handling waits when it is full; no
+    /// line is lost), flushed whenever the queue runs dry and at
+    /// [`Server::shutdown`]. Format (nginx combined plus TLS fields):
+    /// `$remote_addr - - [$time_local] "$request" $status $body_bytes_sent
+    /// "-" "$http_user_agent" $ssl_protocol $ssl_session_reused
+    /// $request_time_us $connection_id $request_on_conn`, with `$time_local`
+    /// in UTC, `$ssl_protocol` `TLSv1.2`/`TLSv1.3`, `$ssl_session_reused`
+    /// `r` (resumed) or `.` (full), both `-` on the plain listener. A line is
+    /// queued when its response completes, so the file lists requests in
+    /// the order their service completed.
+    pub access_log: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -116,6 +130,7 @@ impl ServeConfig {
             handshake_timeout: Duration::from_secs(10),
             max_connections: 10_000,
             allow_remote: false,
+            access_log: None,
         }
     }
 }
@@ -268,6 +283,16 @@ pub enum Error {
     /// The runtime, thread pinning or signal handling could not be set up.
     #[error("{0}")]
     Runtime(String),
+    /// The access log could not be created.
+    #[error(
+        "cannot create the access log {path}: {error}; give a writable file path whose directory exists (--access-log)"
+    )]
+    AccessLog {
+        /// The file.
+        path: PathBuf,
+        /// The OS error (in the message, so not a separate source).
+        error: std::io::Error,
+    },
     /// The worker threads could not be pinned or started.
     #[error("server threads: {0}")]
     Threads(#[from] tlslab_runtime::Error),

@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::io::Read as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response, StatusCode};
@@ -24,6 +24,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use crate::access_log::{AccessLog, ConnInfo, LoggedBody, Pending, escape};
 use crate::content::{self, Body, Files};
 use crate::io::{CountingIo, Rewind, SocketBytes};
 use crate::metrics;
@@ -49,6 +50,9 @@ struct Shared {
     h1: auto::Builder<TokioExecutor>,
     h2: auto::Builder<TokioExecutor>,
     registry: Registry,
+    access_log: Option<Arc<AccessLog>>,
+    /// The last connection number handed out (`$connection_id`).
+    next_conn: AtomicU64,
 }
 
 /// A running server. Dropping it without [`shutdown`](Server::shutdown)
@@ -164,6 +168,12 @@ impl Server {
             ));
         }
         let warnings = ablation_guard(&cfg)?;
+        let access_log = cfg
+            .access_log
+            .as_deref()
+            .map(AccessLog::open)
+            .transpose()?
+            .map(Arc::new);
         let meter = Meter::new();
         let built = match cfg.https {
             Some(_) => Some(tls::build(&cfg.tls, &meter)?),
@@ -201,6 +211,8 @@ impl Server {
             h1: builder(Some(b"http/1.1")),
             h2: builder(Some(b"h2")),
             registry,
+            access_log,
+            next_conn: AtomicU64::new(0),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
@@ -326,6 +338,9 @@ impl Server {
             // there while its threads stop (and record their CPU time).
             let _ = std::thread::spawn(move || rt.shutdown_timeout(Duration::from_secs(1))).join();
         }
+        if let Some(log) = &self.shared.access_log {
+            log.finish();
+        }
         self.shared.stats.snapshot()
     }
 }
@@ -335,6 +350,9 @@ impl Drop for Server {
         if let Some(rt) = self.rt.take() {
             let _ = self.shutdown_tx.send(true);
             rt.shutdown_background();
+        }
+        if let Some(log) = &self.shared.access_log {
+            log.finish();
         }
     }
 }
@@ -359,7 +377,7 @@ async fn accept_loop(
             },
             _ = stopping(&mut shutdown) => return,
         };
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
@@ -373,17 +391,18 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let guard = shared.stats.open(kind);
+        let conn = ConnInfo::new(peer, shared.next_conn.fetch_add(1, Ordering::Relaxed) + 1);
         let shared = shared.clone();
         let rx = shutdown.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _guard = guard;
             match kind {
-                Listener::Https => serve_tls(stream, shared, rx).await,
+                Listener::Https => serve_tls(stream, conn, shared, rx).await,
                 Listener::Http => {
                     let io =
                         CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Http)));
-                    serve_http(io, Listener::Http, None, shared, rx).await;
+                    serve_http(io, Listener::Http, None, conn, shared, rx).await;
                 }
             }
         });
@@ -449,7 +468,12 @@ async fn answer_http_on_tls_port<T: AsyncRead + AsyncWrite + Unpin>(io: &mut T) 
     .await;
 }
 
-async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+async fn serve_tls(
+    stream: TcpStream,
+    mut info: ConnInfo,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let Some(acceptor) = shared.acceptor.clone() else {
         return;
     };
@@ -500,9 +524,19 @@ async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, mut shutdown: watch::
         _ = stopping(&mut shutdown) => return,
     };
     let conn = tls.get_mut().1;
-    stats.handshake(
-        conn.protocol_version().and_then(Version::from_rustls),
-        conn.handshake_kind(),
+    let version = conn.protocol_version().and_then(Version::from_rustls);
+    stats.handshake(version, conn.handshake_kind());
+    info.tls = (
+        match version {
+            Some(Version::Tls12) => "TLSv1.2",
+            Some(Version::Tls13) => "TLSv1.3",
+            None => "-",
+        },
+        if conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+            "r"
+        } else {
+            "."
+        },
     );
     let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
     // TLS 1.3 early data arrived before the client's Finished, so it comes
@@ -516,6 +550,7 @@ async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, mut shutdown: watch::
         Rewind::new(early, tls),
         Listener::Https,
         alpn,
+        info,
         shared,
         shutdown,
     )
@@ -526,17 +561,36 @@ async fn serve_http<I>(
     io: I,
     kind: Listener,
     alpn: Option<Vec<u8>>,
+    info: ConnInfo,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc_shared = shared.clone();
+    let info = Arc::new(info);
     let svc = service_fn(move |req: Request<Incoming>| {
         let s = svc_shared.clone();
+        let info = info.clone();
         async move {
+            let start = Instant::now();
+            let on_conn = info.next_request();
             s.stats.request(kind);
-            Ok::<_, Infallible>(content::handle(&req, &s.files))
+            let resp = content::handle(&req, &s.files);
+            let pending = s.access_log.as_ref().map(|log| Pending {
+                log: log.clone(),
+                conn: info.clone(),
+                on_conn,
+                start,
+                request: request_line(&req),
+                user_agent: req
+                    .headers()
+                    .get(http::header::USER_AGENT)
+                    .map_or_else(|| "-".to_string(), |v| escape(v.as_bytes())),
+                status: resp.status().as_u16(),
+                sent: 0,
+            });
+            Ok::<_, Infallible>(resp.map(|b| LoggedBody::new(b, pending)))
         }
     });
     let builder = match alpn.as_deref() {
@@ -557,6 +611,23 @@ async fn serve_http<I>(
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
+}
+
+/// `$request`: method, path and query, version, escaped.
+fn request_line<B>(req: &Request<B>) -> String {
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    let version = match req.version() {
+        http::Version::HTTP_09 => "HTTP/0.9",
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_11 => "HTTP/1.1",
+        http::Version::HTTP_2 => "HTTP/2.0",
+        http::Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/?",
+    };
+    escape(format!("{} {target} {version}", req.method()).as_bytes())
 }
 
 async fn metrics_loop(

@@ -1,0 +1,309 @@
+//! `--access-log`: one nginx-combined-like line per completed request, plus
+//! TLS fields, written by a dedicated thread behind a bounded channel.
+//!
+//! The format (one line, fields separated by single spaces):
+//!
+//! ```text
+//! $remote_addr - - [$time_local] "$request" $status $body_bytes_sent "-" "$http_user_agent" $ssl_protocol $ssl_session_reused $request_time_us $connection_id $request_on_conn
+//! ```
+//!
+//! `$time_local` is UTC (`22/Nov/2026:00:44:04 +0000`); `$ssl_protocol` is
+//! `TLSv1.2`/`TLSv1.3`; `$ssl_session_reused` is `r` (resumed) or `.` (full
+//! handshake), as nginx prints it; both are `-` on the plain listener.
+//! `$request_time_us` runs from the request head's arrival to the response's
+//! completion; `$connection_id` numbers connections from 1 in accept order
+//! and `$request_on_conn` numbers requests on a connection from 1.
+//! A line is sent to the writer when the response completes (its last body
+//! frame has been handed to the connection, or the response was dropped
+//! unfinished), so the log's order is the order in which service completed.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::content::Body;
+use crate::{Error, Result};
+
+/// Lines that may wait for the writer before request handling blocks on it
+/// (back-pressure: no line is ever dropped).
+const CHANNEL: usize = 8192;
+
+enum Msg {
+    Line(String),
+    Stop,
+}
+
+/// The open access log: a sender to the writer thread.
+pub(crate) struct AccessLog {
+    tx: SyncSender<Msg>,
+    writer: parking_lot::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl AccessLog {
+    /// Creates (truncates) `path` and starts the writer thread.
+    pub(crate) fn open(path: &Path) -> Result<AccessLog> {
+        let file = File::create(path).map_err(|error| Error::AccessLog {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let (tx, rx) = sync_channel(CHANNEL);
+        let name = path.to_path_buf();
+        let writer = std::thread::Builder::new()
+            .name("tlslab-access-log".into())
+            .spawn(move || write_loop(rx, BufWriter::new(file), name))
+            .map_err(|e| Error::Runtime(format!("cannot start the access-log writer: {e}")))?;
+        Ok(AccessLog {
+            tx,
+            writer: parking_lot::Mutex::new(Some(writer)),
+        })
+    }
+
+    /// Queues one line, waiting for room if the writer is behind.
+    fn send(&self, line: String) {
+        match self.tx.try_send(Msg::Line(line)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(m)) => {
+                // Back-pressure: block this worker until the writer catches up.
+                let _ = self.tx.send(m);
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// Writes everything queued so far, flushes and stops the writer.
+    pub(crate) fn finish(&self) {
+        if let Some(w) = self.writer.lock().take() {
+            let _ = self.tx.send(Msg::Stop);
+            let _ = w.join();
+        }
+    }
+}
+
+fn write_loop(rx: Receiver<Msg>, mut out: BufWriter<File>, path: PathBuf) {
+    let mut failed = false;
+    let mut write = |out: &mut BufWriter<File>, line: &str| {
+        if let Err(e) = out.write_all(line.as_bytes())
+            && !failed
+        {
+            failed = true;
+            tracing::error!(path = %path.display(), "cannot write the access log: {e}; free disk space or give another --access-log file");
+        }
+    };
+    loop {
+        // Flush whenever the queue runs dry, so the file is current when idle.
+        let msg = match rx.try_recv() {
+            Ok(m) => m,
+            Err(_) => {
+                let _ = out.flush();
+                match rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
+                }
+            }
+        };
+        match msg {
+            Msg::Line(l) => write(&mut out, &l),
+            Msg::Stop => break,
+        }
+    }
+    let _ = out.flush();
+}
+
+/// What every request on one connection shares.
+#[derive(Debug)]
+pub(crate) struct ConnInfo {
+    pub(crate) peer: SocketAddr,
+    pub(crate) id: u64,
+    /// `$ssl_protocol` and `$ssl_session_reused`, `-` for plain HTTP.
+    pub(crate) tls: (&'static str, &'static str),
+    requests: AtomicU64,
+}
+
+impl ConnInfo {
+    pub(crate) fn new(peer: SocketAddr, id: u64) -> ConnInfo {
+        ConnInfo {
+            peer,
+            id,
+            tls: ("-", "-"),
+            requests: AtomicU64::new(0),
+        }
+    }
+
+    /// The next request's number on this connection (from 1).
+    pub(crate) fn next_request(&self) -> u64 {
+        self.requests.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// A request whose line is written when its response completes.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) log: std::sync::Arc<AccessLog>,
+    pub(crate) conn: std::sync::Arc<ConnInfo>,
+    pub(crate) on_conn: u64,
+    pub(crate) start: Instant,
+    pub(crate) request: String,
+    pub(crate) user_agent: String,
+    pub(crate) status: u16,
+    pub(crate) sent: u64,
+}
+
+impl std::fmt::Debug for AccessLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AccessLog")
+    }
+}
+
+impl Pending {
+    /// Formats the line and queues it.
+    pub(crate) fn emit(self) {
+        let c = &self.conn;
+        let line = format!(
+            "{} - - [{}] \"{}\" {} {} \"-\" \"{}\" {} {} {} {} {}\n",
+            c.peer.ip().to_canonical(),
+            time_local(SystemTime::now()),
+            self.request,
+            self.status,
+            self.sent,
+            self.user_agent,
+            c.tls.0,
+            c.tls.1,
+            self.start.elapsed().as_micros(),
+            c.id,
+            self.on_conn,
+        );
+        self.log.send(line);
+    }
+}
+
+/// A response body that queues its request's log line when it completes.
+#[derive(Debug)]
+pub(crate) struct LoggedBody {
+    inner: Body,
+    pending: Option<Pending>,
+}
+
+impl LoggedBody {
+    /// `inner`, logged through `pending` if set.
+    pub(crate) fn new(inner: Body, pending: Option<Pending>) -> LoggedBody {
+        LoggedBody { inner, pending }
+    }
+
+    fn done(&mut self) {
+        if let Some(p) = self.pending.take() {
+            p.emit();
+        }
+    }
+}
+
+impl HttpBody for LoggedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        let r = Pin::new(&mut this.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(Some(Ok(f))) => {
+                if let (Some(p), Some(d)) = (this.pending.as_mut(), f.data_ref()) {
+                    p.sent += d.len() as u64;
+                }
+                if this.inner.is_end_stream() {
+                    this.done();
+                }
+            }
+            Poll::Ready(None) => this.done(),
+            _ => {}
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for LoggedBody {
+    /// Bodies never polled (HEAD, empty bodies) or abandoned (the client
+    /// went away) are logged here, with the bytes actually handed over.
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+/// Escapes a client-supplied string for a quoted field the way nginx does:
+/// `"`, `\` and bytes outside printable ASCII become `\xHH`.
+pub(crate) fn escape(s: &[u8]) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s {
+        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            out.push_str(&format!("\\x{b:02X}"));
+        } else {
+            out.push(b as char);
+        }
+    }
+    out
+}
+
+/// `dd/Mon/yyyy:HH:MM:SS +0000` (UTC).
+fn time_local(t: SystemTime) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{d:02}/{}/{y}:{:02}:{:02}:{:02} +0000",
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn time_local_matches_known_dates() {
+        let t = |s| time_local(UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(t(0), "01/Jan/1970:00:00:00 +0000");
+        assert_eq!(t(951_782_400), "29/Feb/2000:00:00:00 +0000");
+        assert_eq!(t(1_795_308_244), "22/Nov/2026:00:44:04 +0000");
+    }
+
+    #[test]
+    fn escape_quotes_and_controls() {
+        assert_eq!(escape(b"a \"b\"\\\n"), "a \\x22b\\x22\\x5C\\x0A");
+    }
+}
