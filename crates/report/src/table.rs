@@ -89,13 +89,23 @@ impl LoadReport {
         counts(kinds.into_iter())
     }
 
+    /// The requested reuse as the table prints it: a percentage, or who
+    /// decides it when the workload does (e-commerce model, access log).
+    fn requested_reuse(&self) -> String {
+        match self.config.workload.as_str() {
+            "ecommerce" => "set by the e-commerce model".into(),
+            "replay" => "set by the access log".into(),
+            _ => format!("{} requested", pct(self.config.reuse)),
+        }
+    }
+
     /// A compact table for people, headed with how it was measured.
     pub fn render_table(&self) -> String {
         let c = &self.config;
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "tlslab load: client-observed over {:.2} s window; {} client(s), {} thread(s), {} request(s) per connection, reuse {} requested ({})",
+            "tlslab load: client-observed over {:.2} s window; {} client(s), {} thread(s), {} request(s) per connection, reuse {} ({})",
             self.window.measured_s,
             c.clients,
             c.threads,
@@ -104,7 +114,7 @@ impl LoadReport {
             } else {
                 c.requests_per_conn.to_string()
             },
-            pct(c.reuse),
+            self.requested_reuse(),
             c.resume_with,
         );
         if c.targets.len() > 4 {
@@ -210,8 +220,8 @@ impl LoadReport {
             kind_row(&mut out, "resumed", &h.resumed, t.resumed_handshakes_per_s);
             let _ = writeln!(
                 out,
-                "reuse: requested {}, offered {}, achieved {} of {} handshakes",
-                pct(self.reuse.requested),
+                "reuse: {}, offered {}, achieved {} of {} handshakes",
+                self.requested_reuse(),
                 pct(self.reuse.offered),
                 pct(self.reuse.achieved),
                 self.reuse.handshakes
@@ -356,5 +366,15 @@ mod tests {
             .find(|l| l.trim_start().starts_with("ttfb"))
             .unwrap();
         assert!(ttfb.contains("40"), "{ttfb}");
+    }
+
+    #[test]
+    fn workload_decided_reuse_is_not_printed_as_a_percentage() {
+        let mut r = crate::model::tests::sample();
+        r.config.workload = "replay".into();
+        let t = r.render_table();
+        assert!(t.contains("reuse set by the access log ("), "{t}");
+        assert!(t.contains("reuse: set by the access log, offered"), "{t}");
+        assert!(!t.contains("% requested"), "{t}");
     }
 }
