@@ -1,8 +1,10 @@
 //! The load engine against an in-process tlslab server on 127.0.0.1.
 
+mod common;
+use common::*;
+
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use tlslab_crypto::pki::{self, Generated, KeyType};
@@ -10,10 +12,6 @@ use tlslab_crypto::provider::{Algorithms, Version};
 use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
 use tlslab_report::LoadReport;
 use tlslab_server::{CertSource, Content, ServeConfig, Server, SessionCache, TlsSettings};
-
-fn any_port() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
 
 /// A server with a fresh ECDSA chain, one worker thread, an HTTPS and a
 /// plain HTTP listener; `tweak` adjusts the TLS settings.
@@ -25,42 +23,6 @@ fn server(tweak: impl FnOnce(&mut TlsSettings)) -> (Server, Generated) {
     cfg.http = Some(any_port());
     cfg.threads = 1;
     (Server::start(cfg).unwrap(), g)
-}
-
-fn https(s: &Server, path: &str) -> Target {
-    Target::parse(&format!("https://{}{path}", s.https_addr().unwrap())).unwrap()
-}
-
-fn config(targets: Vec<Target>, g: &Generated) -> LoadConfig {
-    let mut c = LoadConfig::new(targets);
-    c.trust = Trust::Roots(g.roots().unwrap());
-    c.duration = Some(Duration::from_secs(20));
-    c.threads = 2;
-    c.timeout = Duration::from_secs(5);
-    c
-}
-
-type Row = BTreeMap<String, String>;
-
-fn rows(path: &Path) -> Vec<Row> {
-    let mut rd = csv::Reader::from_path(path).unwrap();
-    let header: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
-    rd.records()
-        .map(|r| {
-            let r = r.unwrap();
-            header
-                .iter()
-                .cloned()
-                .zip(r.iter().map(String::from))
-                .collect()
-        })
-        .collect()
-}
-
-fn num(r: &Row, col: &str) -> u64 {
-    r[col]
-        .parse()
-        .unwrap_or_else(|_| panic!("{col} = {:?}", r[col]))
 }
 
 /// The handshake kinds of each client, in connection order: N or R.
@@ -80,20 +42,6 @@ fn sequences(rows: &[Row]) -> BTreeMap<u64, String> {
             (k, v.into_iter().map(|(_, c)| c).collect())
         })
         .collect()
-}
-
-fn run_logged(cfg: &mut LoadConfig) -> (LoadReport, Vec<Row>) {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("requests.csv");
-    cfg.log = Some(log.clone());
-    let report = tlslab_load::run(cfg).unwrap();
-    let rows = rows(&log);
-    assert_eq!(
-        rows.len() as u64,
-        report.requests.attempted,
-        "one CSV row per request"
-    );
-    (report, rows)
 }
 
 #[test]

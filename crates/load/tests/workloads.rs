@@ -1,19 +1,16 @@
 //! Workload models, client behaviours and the open loop, against an
 //! in-process tlslab server on 127.0.0.1.
 
+mod common;
+use common::*;
+
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tlslab_crypto::pki::{self, Generated, KeyType};
-use tlslab_load::{Arrivals, LoadConfig, OpenLoop, Target, ThinkTime, Trust, Workload};
+use tlslab_load::{Arrivals, LoadConfig, OpenLoop, ThinkTime, Workload};
 use tlslab_report::LoadReport;
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
-
-fn any_port() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
 
 fn server(content: Content, threads: usize) -> (Server, Generated) {
     let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
@@ -21,52 +18,6 @@ fn server(content: Content, threads: usize) -> (Server, Generated) {
     let mut cfg = ServeConfig::new(any_port(), content, tls);
     cfg.threads = threads;
     (Server::start(cfg).unwrap(), g)
-}
-
-fn https(s: &Server, path: &str) -> Target {
-    Target::parse(&format!("https://{}{path}", s.https_addr().unwrap())).unwrap()
-}
-
-fn config(targets: Vec<Target>, g: &Generated) -> LoadConfig {
-    let mut c = LoadConfig::new(targets);
-    c.trust = Trust::Roots(g.roots().unwrap());
-    c.duration = Some(Duration::from_secs(20));
-    c.threads = 2;
-    c.timeout = Duration::from_secs(5);
-    c
-}
-
-type Row = BTreeMap<String, String>;
-
-fn rows(path: &Path) -> Vec<Row> {
-    let mut rd = csv::Reader::from_path(path).unwrap();
-    let header: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
-    rd.records()
-        .map(|r| {
-            let r = r.unwrap();
-            header
-                .iter()
-                .cloned()
-                .zip(r.iter().map(String::from))
-                .collect()
-        })
-        .collect()
-}
-
-fn num(r: &Row, col: &str) -> u64 {
-    r[col]
-        .parse()
-        .unwrap_or_else(|_| panic!("{col} = {:?}", r[col]))
-}
-
-fn run_logged(cfg: &mut LoadConfig) -> (LoadReport, Vec<Row>) {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("requests.csv");
-    cfg.log = Some(log.clone());
-    let report = tlslab_load::run(cfg).unwrap();
-    let rows = rows(&log);
-    assert_eq!(rows.len() as u64, report.requests.attempted);
-    (report, rows)
 }
 
 /// Each client's request paths (the part after the origin), in order.
