@@ -284,30 +284,27 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         (Some(_), _) => return bail("--workload-config needs --workload ecommerce"),
     };
     let replay = replay(a, workload)?;
-    if workload == tlslab_load::Workload::Replay
-        && (a.rate.is_some()
-            || a.retry_on_failure
-            || a.think_time.trim() != "0"
-            || reuse != 0.0
-            || a.requests_per_conn != 1)
-    {
-        return bail(
-            "--workload replay takes order, timing and resumption from the log; drop --rate, \
-             --retry-on-failure, --think-time, --reuse and --requests-per-conn",
-        );
-    }
-    if workload == tlslab_load::Workload::Ecommerce
-        && (a.rate.is_some()
-            || a.retry_on_failure
-            || a.think_time.trim() != "0"
-            || reuse != 0.0
-            || a.requests_per_conn != 1)
-    {
-        return bail(
+    // Both models decide connections, resumption and timing themselves.
+    let decided_by = match workload {
+        tlslab_load::Workload::Replay => {
+            Some("--workload replay takes order, timing and resumption from the log")
+        }
+        tlslab_load::Workload::Ecommerce => Some(
             "--workload ecommerce decides connections, resumption and think times itself \
-             (set them in --workload-config); drop --rate, --retry-on-failure, --think-time, \
-             --reuse and --requests-per-conn",
-        );
+             (set them in --workload-config)",
+        ),
+        _ => None,
+    };
+    if let Some(why) = decided_by
+        && (a.rate.is_some()
+            || a.retry_on_failure
+            || a.think_time.trim() != "0"
+            || reuse != 0.0
+            || a.requests_per_conn != 1)
+    {
+        return bail(format!(
+            "{why}; drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn"
+        ));
     }
     let think_time: tlslab_load::ThinkTime = a
         .think_time

@@ -669,6 +669,40 @@ fn ptr(a: &'static dyn SignatureVerificationAlgorithm) -> AlgPtr {
     a as *const dyn SignatureVerificationAlgorithm as *const ()
 }
 
+/// Rebuilds both tables of `base` with each distinct verification algorithm
+/// replaced once by `make(algorithm)`; an algorithm listed under several
+/// schemes maps to the same replacement. Replacements are `'static` (leaked)
+/// because rustls's tables hold `&'static` references.
+pub(crate) fn replace_verify_algs(
+    base: WebPkiSupportedAlgorithms,
+    mut make: impl FnMut(
+        &'static dyn SignatureVerificationAlgorithm,
+    ) -> &'static dyn SignatureVerificationAlgorithm,
+) -> WebPkiSupportedAlgorithms {
+    let mut done: HashMap<AlgPtr, &'static dyn SignatureVerificationAlgorithm> = HashMap::new();
+    let mut replace = |a: &'static dyn SignatureVerificationAlgorithm| {
+        *done.entry(ptr(a)).or_insert_with(|| make(a))
+    };
+    let all: Vec<&'static dyn SignatureVerificationAlgorithm> =
+        base.all.iter().map(|a| replace(*a)).collect();
+    let mapping: Vec<(
+        SignatureScheme,
+        &'static [&'static dyn SignatureVerificationAlgorithm],
+    )> = base
+        .mapping
+        .iter()
+        .map(|(s, algs)| {
+            let v: Vec<_> = algs.iter().map(|a| replace(*a)).collect();
+            let v: &'static [&'static dyn SignatureVerificationAlgorithm] = v.leak();
+            (*s, v)
+        })
+        .collect();
+    WebPkiSupportedAlgorithms {
+        all: all.leak(),
+        mapping: mapping.leak(),
+    }
+}
+
 /// Wraps each distinct verification algorithm once, labelled with the first
 /// TLS scheme that maps to it (or "other" for chain-only algorithms such as
 /// ECDSA P-256 with SHA-384), and rebuilds both tables from the wrappers.
@@ -682,33 +716,11 @@ pub(crate) fn wrap_verify_algs(
             label_of.entry(ptr(*a)).or_insert(scheme_label(*scheme));
         }
     }
-    let mut wrapped: HashMap<AlgPtr, &'static dyn SignatureVerificationAlgorithm> = HashMap::new();
-    let mut wrap = |a: &'static dyn SignatureVerificationAlgorithm| {
-        *wrapped.entry(ptr(a)).or_insert_with(|| {
-            let w: &'static dyn SignatureVerificationAlgorithm = leak(MeteredVerify {
-                inner: a,
-                label: label_of.get(&ptr(a)).copied().unwrap_or(u8::MAX),
-                meter: meter.clone(),
-            });
-            w
+    replace_verify_algs(base, |a| {
+        leak(MeteredVerify {
+            inner: a,
+            label: label_of.get(&ptr(a)).copied().unwrap_or(u8::MAX),
+            meter: meter.clone(),
         })
-    };
-    let all: Vec<&'static dyn SignatureVerificationAlgorithm> =
-        base.all.iter().map(|a| wrap(*a)).collect();
-    let mapping: Vec<(
-        SignatureScheme,
-        &'static [&'static dyn SignatureVerificationAlgorithm],
-    )> = base
-        .mapping
-        .iter()
-        .map(|(s, algs)| {
-            let v: Vec<_> = algs.iter().map(|a| wrap(*a)).collect();
-            let v: &'static [&'static dyn SignatureVerificationAlgorithm] = v.leak();
-            (*s, v)
-        })
-        .collect();
-    WebPkiSupportedAlgorithms {
-        all: all.leak(),
-        mapping: mapping.leak(),
-    }
+    })
 }

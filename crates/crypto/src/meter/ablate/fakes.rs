@@ -1,7 +1,7 @@
 //! Provider-level ablations: constant signatures, fixed key exchange on a
 //! private code point, and a counter for random bytes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -152,34 +152,8 @@ impl SignatureVerificationAlgorithm for ConstSigAlg {
     }
 }
 
-type AlgPtr = *const ();
-
 pub(crate) fn const_sig_algorithms(base: WebPkiSupportedAlgorithms) -> WebPkiSupportedAlgorithms {
-    let mut map: HashMap<AlgPtr, &'static dyn SignatureVerificationAlgorithm> = HashMap::new();
-    let mut fake = |a: &'static dyn SignatureVerificationAlgorithm| {
-        let p = a as *const dyn SignatureVerificationAlgorithm as *const ();
-        *map.entry(p).or_insert_with(|| {
-            let f: &'static dyn SignatureVerificationAlgorithm = leak(ConstSigAlg(a));
-            f
-        })
-    };
-    let all: Vec<_> = base.all.iter().map(|a| fake(*a)).collect();
-    let mapping: Vec<(
-        SignatureScheme,
-        &'static [&'static dyn SignatureVerificationAlgorithm],
-    )> = base
-        .mapping
-        .iter()
-        .map(|(s, algs)| {
-            let v: Vec<_> = algs.iter().map(|a| fake(*a)).collect();
-            let v: &'static [&'static dyn SignatureVerificationAlgorithm] = v.leak();
-            (*s, v)
-        })
-        .collect();
-    WebPkiSupportedAlgorithms {
-        all: all.leak(),
-        mapping: mapping.leak(),
-    }
+    crate::meter::wrap::replace_verify_algs(base, |a| leak(ConstSigAlg(a)))
 }
 
 /// The client's verifier under the `sig` ablation. It does not check the
