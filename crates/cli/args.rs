@@ -111,10 +111,6 @@ pub struct FilesetArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 
-    /// Which file set (only specweb96; kept for compatibility, prefer --workload).
-    #[arg(long, default_value = "specweb96", value_name = "NAME")]
-    pub set: Fileset,
-
     /// The workload whose files to write: specweb96 (the 36 SPECweb96 files),
     /// ecommerce (the catalogue, as requested with `paths = "files"`) or
     /// replay (the paths of --access-log with their logged sizes).
