@@ -129,6 +129,20 @@ fn kx(c: &mut Criterion) {
         }
     }
     g.finish();
+    // The server's share alone (what a server pays per full handshake):
+    // its key generation and the agreement with the client's share.
+    let mut g = c.benchmark_group("kx_server_start_and_complete");
+    for (name, p) in providers() {
+        for group in &p.kx_groups {
+            let client = group.start().expect("start");
+            let peer = client.pub_key().to_vec();
+            g.bench_function(
+                BenchmarkId::new(name, provider::group_name(group.name())),
+                |b| b.iter(|| group.start_and_complete(black_box(&peer)).expect("server")),
+            );
+        }
+    }
+    g.finish();
 }
 
 fn aead(c: &mut Criterion) {

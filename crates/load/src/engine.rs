@@ -20,7 +20,7 @@ use tlslab_report::{
     Collector, ConfigEcho, CpuUsage, CsvLog, CsvSink, HandshakeKind, LoadReport, RequestRecord,
     Window,
 };
-use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
+use tlslab_runtime::{Corked, CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus, cork, uncorked};
 use tlslab_workload::ecommerce::Generator;
 use tlslab_workload::replay::{Pacing, Scheduler};
 use tlslab_workload::specweb96::{FILES_PER_CLASS, Sampler};
@@ -1245,8 +1245,32 @@ impl Client {
         rec.connect_us = Some(t0.elapsed().as_micros() as u64);
         // Requests are small and latency is measured: do not wait for ACKs.
         let _ = tcp.set_nodelay(true);
-        let io = CountingIo::new(tcp, RoundTrips::default());
+        // What is flushed before the task waits leaves in one write (see
+        // tlslab_runtime::cork): the TLS Finished flight with the first
+        // request, a 0-RTT ClientHello with its early data.
+        let (corked, uncork) = cork(tcp);
+        let io = CountingIo::new(corked, RoundTrips::default());
+        uncorked(
+            uncork,
+            self.over(sh, io, ident, slot, guard, rec, uri, start),
+        )
+        .await;
+    }
 
+    /// The rest of [`connection`](Self::connection) once TCP is up: the TLS
+    /// handshake (if any) and the HTTP exchange.
+    #[allow(clippy::too_many_arguments)]
+    async fn over(
+        &mut self,
+        sh: &Shared,
+        io: CountingIo<Corked<TcpStream>>,
+        ident: Arc<Identity>,
+        slot: Slot,
+        guard: InFlight<'_>,
+        rec: RequestRecord,
+        uri: Uri,
+        start: Instant,
+    ) {
         let Some(tls) = &ident.tls else {
             return self
                 .exchange(sh, io, None, slot, guard, rec, uri, start)

@@ -13,6 +13,9 @@
 //!   [`process_cpu_time`] read the calling thread's and the process's clocks.
 //! - [`CountingIo`] wraps an `AsyncRead + AsyncWrite` stream and reports
 //!   every byte moved to an [`IoObserver`] ([`ByteCount`] is the plain one).
+//! - [`cork`] and [`uncorked`] coalesce a connection's flushed writes
+//!   (TLS flights, HTTP responses, `close_notify`) into one `write` per
+//!   wait of the task that owns it.
 //!
 //! It is not for measuring anything TLS- or HTTP-specific (handshakes,
 //! requests, round trips: the engines build those on top), not for
@@ -21,11 +24,13 @@
 //! `sched_setaffinity`. It does not choose which CPUs an experiment uses
 //! (that is `tlslab-experiment`).
 
+pub mod cork;
 mod cpu;
 mod io;
 mod pin;
 mod runtime;
 
+pub use cork::{Corked, Uncork, cork, uncorked};
 pub use cpu::{CpuTime, Threads, process_cpu_time, thread_cpu_time};
 pub use io::{ByteCount, CountingIo, IoObserver};
 pub use pin::{CpuPin, allowed_cpus};

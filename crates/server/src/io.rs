@@ -52,6 +52,13 @@ impl<T> Rewind<T> {
     }
 }
 
+impl<T> Rewind<T> {
+    /// The wrapped stream.
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+}
+
 impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,

@@ -15,7 +15,7 @@ use hyper_util::server::conn::auto;
 use prometheus_client::registry::Registry;
 use tlslab_crypto::meter::{self, AblationSet, Meter};
 use tlslab_crypto::provider::Version;
-use tlslab_runtime::{CpuPin, RuntimeSpec};
+use tlslab_runtime::{Corked, CpuPin, RuntimeSpec, cork, uncorked};
 use tlslab_wire::Sniff;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -394,18 +394,25 @@ async fn accept_loop(
         let conn = ConnInfo::new(peer, shared.next_conn.fetch_add(1, Ordering::Relaxed) + 1);
         let shared = shared.clone();
         let rx = shutdown.clone();
-        tokio::spawn(async move {
+        // Boxed: the connection's future is several KiB (TLS, hyper), and
+        // spawning it unboxed copies all of it more than once per connection.
+        tokio::spawn(Box::pin(async move {
             let _permit = permit;
             let _guard = guard;
             match kind {
-                Listener::Https => serve_tls(stream, conn, shared, rx).await,
+                // The response and close_notify, flushed one after the
+                // other, leave in one write.
+                Listener::Https => {
+                    let (corked, uncork) = cork(stream);
+                    uncorked(uncork, serve_tls(corked, conn, shared, rx)).await;
+                }
                 Listener::Http => {
                     let io =
                         CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Http)));
                     serve_http(io, Listener::Http, None, conn, shared, rx).await;
                 }
             }
-        });
+        }));
     }
 }
 
@@ -417,20 +424,29 @@ enum Refused {
     Http,
 }
 
-/// Reads the first bytes (at most 5) until `tlslab_wire::sniff` decides.
+/// How much the first read may take. A ClientHello (with a post-quantum key
+/// share about 1.3 KiB) usually fits, so rustls gets it without a second
+/// `recvfrom`.
+const FIRST_READ: usize = 4096;
+
+/// Reads the first bytes until `tlslab_wire::sniff` decides (it looks at
+/// 5). The first read takes whatever is there, up to [`FIRST_READ`]: on a
+/// TLS handshake all of it is replayed to rustls.
 async fn sniff_start<T: AsyncRead + Unpin>(io: &mut T) -> std::result::Result<Vec<u8>, Refused> {
-    let mut buf = [0u8; 5];
+    let mut buf = vec![0u8; FIRST_READ];
     let mut n = 0;
     loop {
-        match tlslab_wire::sniff(&buf[..n]) {
-            Sniff::TlsHandshake => return Ok(buf[..n].to_vec()),
+        match tlslab_wire::sniff(&buf[..n.min(5)]) {
+            Sniff::TlsHandshake => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
             Sniff::NotTls {
                 looks_like_http: true,
             } => return Err(Refused::Http),
             Sniff::NotTls {
                 looks_like_http: false,
             } => return Err(Refused::Reason("not_tls".into())),
-            Sniff::Incomplete if n == buf.len() => return Ok(buf.to_vec()),
             Sniff::Incomplete => {}
         }
         match io.read(&mut buf[n..]).await {
@@ -469,7 +485,7 @@ async fn answer_http_on_tls_port<T: AsyncRead + AsyncWrite + Unpin>(io: &mut T) 
 }
 
 async fn serve_tls(
-    stream: TcpStream,
+    stream: Corked<TcpStream>,
     mut info: ConnInfo,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
@@ -523,6 +539,13 @@ async fn serve_tls(
         // Handshakes in progress are abandoned at shutdown, not counted.
         _ = stopping(&mut shutdown) => return,
     };
+    // Session tickets leave now, as nginx sends them, not with the first
+    // response: a client that gives up on a slow first request keeps them.
+    let (raw, _) = tls.get_mut();
+    if let Err(e) = std::future::poll_fn(|cx| raw.get_mut().get_mut().poll_send_held(cx)).await {
+        stats.failure(&tls::failure_reason(&e));
+        return;
+    }
     let conn = tls.get_mut().1;
     let version = conn.protocol_version().and_then(Version::from_rustls);
     stats.handshake(version, conn.handshake_kind());

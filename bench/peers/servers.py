@@ -1,0 +1,313 @@
+"""The three servers under test, configured alike: the same certificate,
+document root, TLS versions, cipher suites, groups, session cache and
+tickets, one worker (process or thread pool) pinned to one core, and an
+access log that records, per request, whether the connection's handshake
+was resumed, so the harness counts what really happened."""
+
+import os
+import re
+import signal
+
+from procs import Daemon, free_port
+
+# One suite and one group for every server and client, so all do the same
+# cryptographic work: AES-128-GCM with SHA-256 (the TLS 1.3 mandatory suite;
+# aws-lc's SHA-384 has no assembly path on AMD CPUs, which would tilt any
+# comparison against the rustls side) and X25519 first, P-256 also offered
+# because OpenSSL will not use a P-256 certificate in TLS 1.2 unless the
+# client lists that curve.
+TLS13_SUITE_OPENSSL = "TLS_AES_128_GCM_SHA256"
+TLS12_SUITES_OPENSSL = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256"
+GROUPS_OPENSSL = "X25519:prime256v1"
+SUITES_RUSTLS = (
+    "TLS13_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,"
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+)
+GROUPS_RUSTLS = "x25519,secp256r1"
+
+
+class Spec:
+    """What a server instance is configured with."""
+
+    def __init__(self, key="ecdsa", versions=("1.2", "1.3"), tickets=True,
+                 cache_sessions=40000, log=True, max_conns=20000):
+        self.key = key
+        self.versions = tuple(versions)
+        self.tickets = tickets
+        self.cache_sessions = cache_sessions
+        self.log = log
+        self.max_conns = max_conns
+
+    def label(self):
+        v = "+".join(self.versions)
+        t = "tickets" if self.tickets else "no-tickets"
+        return f"{self.key} TLS {v} {t}"
+
+    def key_id(self):
+        return (self.key, self.versions, self.tickets, self.cache_sessions, self.log)
+
+
+class Record:
+    """One access-log line, normalised across servers."""
+
+    __slots__ = ("first", "reused", "proto", "status", "bytes", "t", "rt_us")
+
+    def __init__(self, first, reused, proto, status, nbytes, t, rt_us):
+        self.first = first
+        self.reused = reused
+        self.proto = proto
+        self.status = status
+        self.bytes = nbytes
+        self.t = t
+        self.rt_us = rt_us
+
+
+class Server:
+    """A running server; subclasses write its configuration."""
+
+    name = "?"
+
+    def __init__(self, env, work, spec, cpu):
+        self.env = env
+        self.spec = spec
+        self.cpu_arg = cpu
+        self.port = free_port()
+        self.dir = os.path.join(work, f"{self.name}-{spec.key}-{'_'.join(spec.versions)}-{self.port}")
+        os.makedirs(self.dir, exist_ok=True)
+        os.chmod(self.dir, 0o755)
+        self.access_log = os.path.join(self.dir, "access.log")
+        open(self.access_log, "w").close()
+        os.chmod(self.access_log, 0o666)
+        self.chain, self.keyfile = env.certs[spec.key]
+        self.root = env.docroot
+        self.daemon = None
+        self._offset = 0
+
+    def url(self, path="/4k.bin"):
+        return f"https://127.0.0.1:{self.port}{path}"
+
+    def start(self):
+        argv, env, sig = self.command()
+        self.daemon = Daemon(self.name, argv, self.cpu_arg, self.port,
+                             os.path.join(self.dir, "stdout.log"), env=env, stop_signal=sig)
+        return self
+
+    def stop(self):
+        if self.daemon is not None:
+            self.daemon.close()
+            self.daemon = None
+
+    @property
+    def group(self):
+        return self.daemon.group
+
+    def mark(self):
+        """Remembers where the access log ends now."""
+        self._offset = os.path.getsize(self.access_log)
+
+    def records_since_mark(self):
+        with open(self.access_log, "rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        out = []
+        for line in data[:end].decode(errors="replace").splitlines():
+            r = self.parse(line)
+            if r is not None:
+                out.append(r)
+        return out
+
+
+class Nginx(Server):
+    name = "nginx"
+
+    def command(self):
+        d = self.dir
+        s = self.spec
+        for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            os.makedirs(os.path.join(d, "tmp", t), exist_ok=True)
+        protocols = " ".join(f"TLSv{v}" for v in s.versions)
+        cache_mb = max(1, s.cache_sessions * 300 // (1 << 20) + 1)
+        log = (f"access_log {self.access_log} tlslab;" if s.log else "access_log off;")
+        conf = f"""# Written by tlslab's bench/peers harness.
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+worker_rlimit_nofile {s.max_conns * 2 + 100};
+events {{ worker_connections {s.max_conns + 100}; }}
+http {{
+    client_body_temp_path {d}/tmp/client_body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    default_type application/octet-stream;
+    log_format tlslab '$connection_requests $ssl_session_reused $ssl_protocol $status $body_bytes_sent $msec $request_time';
+    {log}
+    keepalive_requests 10000000;
+    keepalive_timeout 300s;
+    server {{
+        listen 127.0.0.1:{self.port} ssl backlog=4096;
+        ssl_certificate {self.chain};
+        ssl_certificate_key {self.keyfile};
+        ssl_protocols {protocols};
+        ssl_ciphers {TLS12_SUITES_OPENSSL};
+        ssl_conf_command Ciphersuites {TLS13_SUITE_OPENSSL};
+        ssl_ecdh_curve {GROUPS_OPENSSL};
+        ssl_session_cache shared:SSL:{cache_mb}m;
+        ssl_session_timeout 1h;
+        ssl_session_tickets {'on' if s.tickets else 'off'};
+        root {self.root};
+    }}
+}}
+"""
+        path = os.path.join(d, "nginx.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        argv = [self.env.tools["nginx"], "-p", d, "-c", path, "-g", "daemon off;"]
+        return argv, None, signal.SIGTERM
+
+    def parse(self, line):
+        f = line.split()
+        if len(f) != 7:
+            return None
+        try:
+            return Record(f[0] == "1", f[1] == "r", f[2], int(f[3]), int(f[4]),
+                          float(f[5]), float(f[6]) * 1e6)
+        except ValueError:
+            return None
+
+
+APACHE_MODULES = ["mpm_event", "authz_core", "mime", "log_config", "socache_shmcb", "ssl", "unixd"]
+
+
+def _apache_builtin(apache2):
+    """Modules compiled into this apache2 (loading them again is an error)."""
+    import subprocess
+    try:
+        out = subprocess.run([apache2, "-l"], capture_output=True, text=True, timeout=10).stdout
+    except OSError:
+        return set()
+    return {line.strip()[4:-2] for line in out.splitlines() if line.strip().startswith("mod_")}
+
+
+class Apache(Server):
+    name = "apache"
+
+    def command(self):
+        d = self.dir
+        s = self.spec
+        mods = self.env.apache_modules
+        builtin = _apache_builtin(self.env.tools["apache2"])
+        loads = "\n".join(
+            f"LoadModule {m}_module {os.path.join(mods, f'mod_{m}.so')}"
+            for m in APACHE_MODULES if m not in builtin
+        )
+        protocols = "-all " + " ".join(f"+TLSv{v}" for v in s.versions)
+        cache_bytes = max(512000, s.cache_sessions * 300)
+        log = (f'CustomLog {self.access_log} tlslab' if s.log else "")
+        conf = f"""# Written by tlslab's bench/peers harness.
+ServerRoot {d}
+ServerName localhost
+PidFile {d}/httpd.pid
+Mutex file:{d} default
+DefaultRuntimeDir {d}
+ErrorLog {d}/error.log
+LogLevel warn
+{loads}
+User www-data
+Group www-data
+Listen 127.0.0.1:{self.port} https
+ListenBacklog 4096
+# One child process with a thread pool, on one core (like nginx's one worker).
+StartServers 1
+ServerLimit 1
+ThreadsPerChild 64
+ThreadLimit 64
+MinSpareThreads 1
+MaxSpareThreads 64
+MaxRequestWorkers 64
+AsyncRequestWorkerFactor {max(2, s.max_conns // 64 + 1)}
+MaxConnectionsPerChild 0
+KeepAlive On
+MaxKeepAliveRequests 0
+KeepAliveTimeout 300
+TypesConfig /dev/null
+LogFormat "%k %{{SSL_SESSION_RESUMED}}x %{{SSL_PROTOCOL}}x %>s %B %{{msec}}t %D" tlslab
+{log}
+DocumentRoot {self.root}
+<Directory {self.root}>
+    Require all granted
+</Directory>
+SSLEngine on
+SSLCertificateFile {self.chain}
+SSLCertificateKeyFile {self.keyfile}
+SSLProtocol {protocols}
+SSLCipherSuite {TLS12_SUITES_OPENSSL}
+SSLCipherSuite TLSv1.3 {TLS13_SUITE_OPENSSL}
+SSLOpenSSLConfCmd Curves {GROUPS_OPENSSL}
+SSLSessionCache shmcb:{d}/ssl_scache({cache_bytes})
+SSLSessionCacheTimeout 3600
+SSLSessionTickets {'on' if s.tickets else 'off'}
+"""
+        path = os.path.join(d, "httpd.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        argv = [self.env.tools["apache2"], "-f", path, "-DFOREGROUND"]
+        env = dict(os.environ, APACHE_RUN_DIR=d, APACHE_LOCK_DIR=d, APACHE_PID_FILE=f"{d}/httpd.pid")
+        return argv, env, signal.SIGTERM
+
+    def parse(self, line):
+        f = line.split()
+        if len(f) != 7:
+            return None
+        try:
+            return Record(f[0] == "0", f[1] == "Resumed", f[2], int(f[3]),
+                          int(f[4]) if f[4] != "-" else 0, int(f[5]) / 1000.0, float(f[6]))
+        except ValueError:
+            return None
+
+
+SERVE_LINE = re.compile(
+    r'"[^"]*" (?P<status>\d+) (?P<bytes>\d+) "[^"]*" "[^"]*" (?P<proto>\S+) (?P<reused>\S+) '
+    r"(?P<rt>\d+) (?P<cid>\d+) (?P<ron>\d+)$"
+)
+
+
+class Serve(Server):
+    name = "tlslab-serve"
+
+    def command(self):
+        s = self.spec
+        argv = [
+            self.env.tlslab, "serve",
+            "--listen", f"127.0.0.1:{self.port}",
+            "--root", self.root,
+            "--cert", self.chain, "--key", self.keyfile,
+            "--threads", "1",
+            "--tls", ",".join(s.versions),
+            "--suites", SUITES_RUSTLS,
+            "--groups", GROUPS_RUSTLS,
+            "--session-cache", f"memory:{s.cache_sessions}",
+            "--session-timeout", "1h",
+            "--tickets", "on" if s.tickets else "off",
+            "--max-connections", str(s.max_conns),
+        ]
+        if s.log:
+            argv += ["--access-log", self.access_log]
+        return argv, None, signal.SIGTERM
+
+    def parse(self, line):
+        m = SERVE_LINE.search(line)
+        if m is None:
+            return None
+        return Record(m["ron"] == "1", m["reused"] == "r", m["proto"], int(m["status"]),
+                      int(m["bytes"]), None, float(m["rt"]))
+
+
+SERVERS = {"tlslab-serve": Serve, "nginx": Nginx, "apache": Apache}
+
+
+def make(name, env, work, spec, cpu):
+    return SERVERS[name](env, work, spec, cpu)
