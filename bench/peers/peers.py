@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import clients  # noqa: E402
 import servers  # noqa: E402
-from procs import BenchError, pss_kib, run_pinned  # noqa: E402
+from procs import BenchError, established, pss_kib, run_pinned  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PEER_TOOLS = {
@@ -250,6 +250,7 @@ def warm(env, srv):
     mode = "full13" if "1.3" in srv.spec.versions else "full12"
     a = clients.tlslab_args(env, mode, srv.url(), ("d", 0.5), clients=8)
     run_pinned(a, env.client_cpu, 60).check(f"warm-up of {srv.name}")
+    time.sleep(0.5)  # the warm-up's last log lines must land before a cell marks the log
 
 
 def plan(args):
@@ -338,7 +339,7 @@ def crypto_bound(env, args, outdir):
         out["openssl"]["x25519_note"] = "2 × ECDH derive (keygen not timed by openssl speed)"
     if args.smoke or args.no_criterion:
         out["aws-lc"]["note"] = "criterion benches skipped (--smoke / --no-criterion)"
-        return out
+        return _bounds(out)
     filt = ("^sign/unmetered/(ECDSA_NISTP256_SHA256|RSA_PSS_SHA256)$"
             "|^kx_server_start_and_complete/unmetered/x25519$")
     cmd = ["cargo", "bench", "-q", "-p", "tlslab-crypto", "--bench", "primitives", "--",
@@ -346,12 +347,23 @@ def crypto_bound(env, args, outdir):
     r = run_pinned(cmd, env.server_cpu, 1800)
     if r.rc != 0:
         out["aws-lc"]["note"] = "criterion failed: " + r.stderr.strip()[-300:]
-        return out
+        return _bounds(out)
     for name, key in (("ECDSA_NISTP256_SHA256", "sign_ecdsa_p256_us"),
                       ("RSA_PSS_SHA256", "sign_rsa2048_us"), ("x25519", "x25519_server_us")):
         m = re.search(re.escape(name) + r"\s*\n?\s*time:\s+\[\S+ \S+ ([\d.]+) (ns|µs|us|ms)", r.stdout)
         if m:
             out["aws-lc"][key] = float(m[1]) * {"ns": 1e-3, "µs": 1, "us": 1, "ms": 1e3}[m[2]]
+    return _bounds(out)
+
+
+def _bounds(out):
+    """Adds each library's bound per full handshake: signature + X25519."""
+    for b in out.values():
+        if "x25519_server_us" in b:
+            for cert in ("ecdsa_p256", "rsa2048"):
+                if f"sign_{cert}_us" in b:
+                    short = "ecdsa" if cert == "ecdsa_p256" else "rsa"
+                    b[f"bound_{short}_us"] = b[f"sign_{cert}_us"] + b["x25519_server_us"]
     return out
 
 
@@ -446,7 +458,9 @@ def memory(env, args, outdir):
     out = {"sessions": [], "connections": []}
     ladder = sorted(args.sessions)
     top = ladder[-1]
-    for name in args.servers:
+    do_sessions = "memory" in args.sections or "sessions" in args.sections
+    do_conns = "memory" in args.sections or "conns" in args.sections
+    for name in args.servers if do_sessions else []:
         spec = servers.Spec("ecdsa", ("1.2",), tickets=False, cache_sessions=int(top * 1.25) + 1000,
                             log=False)
         srv = servers.make(name, env, env.work, spec, env.server_cpu).start()
@@ -475,8 +489,12 @@ def memory(env, args, outdir):
         finally:
             srv.stop()
     lo, hi = args.conns
-    for name in args.servers:
-        spec = servers.Spec("ecdsa", ("1.2", "1.3"), log=False, max_conns=hi * 2 + 100)
+    for name in args.servers if do_conns else []:
+        # Apache gets a thread per held connection: see Spec.threads. Its
+        # threads all start with the child, so they are in both points of
+        # the slope and do not count per connection.
+        spec = servers.Spec("ecdsa", ("1.2", "1.3"), log=False, max_conns=hi * 2 + 100,
+                            threads=hi + 64 if name == "apache" else 64)
         srv = servers.make(name, env, env.work, spec, env.server_cpu).start()
         try:
             warm(env, srv)
@@ -488,17 +506,24 @@ def memory(env, args, outdir):
                 samples = []
 
                 def sample(pid, samples=samples):
-                    samples.append((time.monotonic(), srv.group.pss_kib(), pss_kib(pid)))
+                    samples.append((time.monotonic(), srv.group.pss_kib(), pss_kib(pid),
+                                    established(srv.port)))
 
                 t0 = time.monotonic()
                 r = run_pinned(a, env.client_cpu, hold + 120, sample=sample)
                 r.check(f"connection hold against {name}")
-                # Steady state: the last third of the hold, when every
-                # connection is open and idle.
-                tail = [s for s in samples if s[0] - t0 > hold * 0.6]
+                # Steady state: from 60 % to 90 % of the hold, when every
+                # connection is open and idle (at the end the client closes).
+                tail = [s for s in samples if hold * 0.6 < s[0] - t0 < hold * 0.9]
                 if not tail:
                     raise BenchError("no memory samples while the connections were held")
-                pts.append((c, statistics.median(s[1] for s in tail), statistics.median(s[2] for s in tail)))
+                # Count what the server really holds open: a server that
+                # refuses or drops connections must not look frugal.
+                open_ = int(statistics.median(s[3] for s in tail))
+                if open_ < 0.98 * c:
+                    raise BenchError(f"{name} held {open_} of {c} connections open; "
+                                     "raise its connection limits or lower --conns")
+                pts.append((open_, statistics.median(s[1] for s in tail), statistics.median(s[2] for s in tail)))
             (c0, s0, l0), (c1, s1, l1) = pts
             row = {"server": name, "connections": [c0, c1], "server_pss_kib": [s0, s1],
                    "client_pss_kib": [l0, l1],
@@ -714,11 +739,8 @@ def render(meta, results, bound, agree, mem, prof, targets_out):
             if "x25519_server_us" not in b:
                 w(f"| {lib} | {b.get('note', 'not measured')} | | | | |")
                 continue
-            be = b.get("sign_ecdsa_p256_us", 0) + b["x25519_server_us"]
-            br = b.get("sign_rsa2048_us", 0) + b["x25519_server_us"]
-            b["bound_ecdsa_us"], b["bound_rsa_us"] = be, br
             w(f"| {lib} | {_f(b.get('sign_ecdsa_p256_us'), 1)} | {_f(b.get('sign_rsa2048_us'), 1)} | "
-              f"{_f(b['x25519_server_us'], 1)} | {be:.1f} | {br:.1f} |")
+              f"{_f(b['x25519_server_us'], 1)} | {_f(b.get('bound_ecdsa_us'), 1)} | {_f(b.get('bound_rsa_us'), 1)} |")
         w("")
         w("Efficiency = bound / server CPU per full handshake (the server's own library's bound):")
         w("")
@@ -823,7 +845,9 @@ def parse_args(argv):
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Sections: client (client CPU, every tool against nginx), server (server CPU, tlslab "
-               "load against each server), bound (crypto-only cost), agreement, memory, profile.",
+               "load against each server), bound (crypto-only cost), agreement, memory (= sessions: "
+               "server memory per cached session, and conns: server and client memory per open "
+               "connection), profile (perf profiles and flamegraphs).",
     )
     p.add_argument("--smoke", action="store_true",
                    help="a short run (1 round, 1 s cells, small memory ladder) that checks the harness works")
@@ -844,6 +868,9 @@ def parse_args(argv):
     p.add_argument("--apache-modules", default="/usr/lib/apache2/modules", help="Apache module directory")
     p.add_argument("--no-criterion", action="store_true", help="bound from openssl speed only (skip cargo bench)")
     p.add_argument("--out", default=None, help="results directory (default target/bench-peers/<UTC time>)")
+    p.add_argument("--render", nargs="+", metavar="RESULTS_JSON", default=None,
+                   help="run nothing: print the report of earlier results.json files, merged "
+                        "(e.g. a CPU run and a memory run); the first file's metadata heads it")
     a = p.parse_args(argv)
     a.runs = a.runs or (1 if a.smoke else 5)
     a.seconds = a.seconds or (1.0 if a.smoke else 4.0)
@@ -854,7 +881,7 @@ def parse_args(argv):
     a.tools = [s for s in a.tools.split(",") if s]
     a.profile = [s for s in a.profile.split(",") if s]
     for s in a.sections:
-        if s not in ("client", "server", "bound", "agreement", "memory", "profile"):
+        if s not in ("client", "server", "bound", "agreement", "memory", "sessions", "conns", "profile"):
             p.error(f"--sections: unknown section {s!r}")
     for s in a.servers:
         if s not in servers.SERVERS:
@@ -878,8 +905,42 @@ def parse_args(argv):
     return a
 
 
+def render_files(paths):
+    """The report of earlier runs, merged section by section."""
+    merged = {"cells": [], "bound": None, "agreement": None, "memory": None, "profiles": None}
+    meta = None
+    cells = collections.OrderedDict()
+    for p in paths:
+        try:
+            with open(p) as f:
+                d = json.load(f)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise UsageError(f"{p}: cannot read results ({e}); give the results.json of a run")
+        meta = meta or d["meta"]
+        # A later file's results replace an earlier file's of the same cell
+        # (and round), section, or memory table.
+        for c in d.get("cells") or []:
+            cells[(c["key"], c["round"])] = c
+        for k in ("bound", "agreement", "profiles"):
+            if d.get(k):
+                merged[k] = d[k]
+        for sub in ("sessions", "connections"):
+            if (d.get("memory") or {}).get(sub):
+                merged["memory"] = merged["memory"] or {"sessions": [], "connections": []}
+                merged["memory"][sub] = d["memory"][sub]
+    merged["cells"] = list(cells.values())
+    if merged["bound"]:
+        _bounds(merged["bound"])
+    tg = targets(merged["cells"], merged["bound"]) if merged["cells"] else []
+    print(render(meta, merged["cells"], merged["bound"], merged["agreement"], merged["memory"],
+                 merged["profiles"], tg))
+    return 0
+
+
 def main(argv):
     args = parse_args(argv)
+    if args.render:
+        return render_files(args.render)
     if os.cpu_count() and os.cpu_count() < 2:
         raise UsageError("this harness pins server and client to different CPUs; it needs at least 2")
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -907,7 +968,7 @@ def main(argv):
             bound = crypto_bound(env, args, outdir)
         if "agreement" in args.sections:
             agree = agreement(env, args, outdir)
-        if "memory" in args.sections:
+        if {"memory", "sessions", "conns"} & set(args.sections):
             mem = memory(env, args, outdir)
         if "profile" in args.sections:
             prof = profiles(env, args, outdir)

@@ -291,3 +291,21 @@ class Daemon:
             time.sleep(0.1)
         self.group.close()
         self.stdio.close()
+
+
+def established(port):
+    """TCP connections in ESTABLISHED state whose local port is `port` (the
+    server's side of each connection), from /proc/net/tcp{,6}."""
+    n = 0
+    want = f"{port:04X}"
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f, None)
+                for line in f:
+                    parts = line.split()
+                    if len(parts) > 3 and parts[3] == "01" and parts[1].rsplit(":", 1)[1] == want:
+                        n += 1
+        except OSError:
+            pass
+    return n

@@ -30,13 +30,17 @@ class Spec:
     """What a server instance is configured with."""
 
     def __init__(self, key="ecdsa", versions=("1.2", "1.3"), tickets=True,
-                 cache_sessions=40000, log=True, max_conns=20000):
+                 cache_sessions=40000, log=True, max_conns=20000, threads=64):
         self.key = key
         self.versions = tuple(versions)
         self.tickets = tickets
         self.cache_sessions = cache_sessions
         self.log = log
         self.max_conns = max_conns
+        # Apache's thread pool. mpm_event keeps idle keep-alive connections
+        # without a thread, but only about this many per process: beyond
+        # that it closes them after the response.
+        self.threads = threads
 
     def label(self):
         v = "+".join(self.versions)
@@ -44,7 +48,7 @@ class Spec:
         return f"{self.key} TLS {v} {t}"
 
     def key_id(self):
-        return (self.key, self.versions, self.tickets, self.cache_sessions, self.log)
+        return (self.key, self.versions, self.tickets, self.cache_sessions, self.log, self.threads)
 
 
 class Record:
@@ -223,12 +227,12 @@ ListenBacklog 4096
 # One child process with a thread pool, on one core (like nginx's one worker).
 StartServers 1
 ServerLimit 1
-ThreadsPerChild 64
-ThreadLimit 64
+ThreadsPerChild {s.threads}
+ThreadLimit {s.threads}
 MinSpareThreads 1
-MaxSpareThreads 64
-MaxRequestWorkers 64
-AsyncRequestWorkerFactor {max(2, s.max_conns // 64 + 1)}
+MaxSpareThreads {s.threads}
+MaxRequestWorkers {s.threads}
+AsyncRequestWorkerFactor 2
 MaxConnectionsPerChild 0
 KeepAlive On
 MaxKeepAliveRequests 0
