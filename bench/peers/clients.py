@@ -6,10 +6,11 @@ Modes:
   res13   new TLS 1.3 connection per request, resuming a session
   ka      keep-alive: many 4 KiB requests per TLS 1.3 connection
 
-`build(tool, mode, url, size)` returns the argv, or a string saying why the
-tool cannot do the mode. `size` is ("d", seconds) or ("n", count). What a
-tool claims it did is parsed from its output by `claims`, and checked
-against the server's access log by the harness.
+`build(...)` returns a tool's argv for a mode, or a string saying why the
+tool cannot do the mode; `tlslab_args` builds tlslab load's, sized by
+("d", seconds) or ("n", count). What a tool claims it did is parsed from its
+output by `claims`, and checked against the server's access log by the
+harness. (`full12` exists for tlslab load only: the server section.)
 """
 
 import json

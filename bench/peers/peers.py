@@ -164,8 +164,7 @@ def run_cell(env, srv, cell, seconds, outdir, rnd):
     """Runs one cell; returns its result dict (never raises for a tool that
     merely failed to do what it claims: that is a result too)."""
     json_path = os.path.join(outdir, "raw", f"r{rnd}-{cell.key.replace('|', '_')}.json")
-    built = clients.build(env, cell.tool, cell.mode if cell.mode != "full12" else "full12",
-                          srv.url(), srv.port, seconds,
+    built = clients.build(env, cell.tool, cell.mode, srv.url(), srv.port, seconds,
                           RATE_HINT.get((cell.tool, cell.mode), 1000), json_path)
     res = {"key": cell.key, "round": rnd, "section": cell.section, "server": cell.server,
            "cert": cell.spec.key, "tool": cell.tool, "mode": cell.mode}
