@@ -1250,9 +1250,12 @@ impl Client {
         // request, a 0-RTT ClientHello with its early data.
         let (corked, uncork) = cork(tcp);
         let io = CountingIo::new(corked, RoundTrips::default());
+        // Boxed: inline, the TLS and HTTP state would be laid out next to
+        // this function's own, making every client's task future (and so
+        // each idle connection) 20 KiB instead of 10 KiB.
         uncorked(
             uncork,
-            self.over(sh, io, ident, slot, guard, rec, uri, start),
+            Box::pin(self.over(sh, io, ident, slot, guard, rec, uri, start)),
         )
         .await;
     }

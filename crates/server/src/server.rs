@@ -394,9 +394,12 @@ async fn accept_loop(
         let conn = ConnInfo::new(peer, shared.next_conn.fetch_add(1, Ordering::Relaxed) + 1);
         let shared = shared.clone();
         let rx = shutdown.clone();
-        // Boxed: the connection's future is several KiB (TLS, hyper), and
-        // spawning it unboxed copies all of it more than once per connection.
-        tokio::spawn(Box::pin(async move {
+        // The TLS and HTTP state (several KiB) is boxed where each branch
+        // starts, so the spawned future is small: spawning a large future
+        // copies it more than once per connection, and a future holding
+        // both branches inline is the size of their sum, not of the larger
+        // (twice the memory per idle connection).
+        let fut = async move {
             let _permit = permit;
             let _guard = guard;
             match kind {
@@ -404,15 +407,16 @@ async fn accept_loop(
                 // other, leave in one write.
                 Listener::Https => {
                     let (corked, uncork) = cork(stream);
-                    uncorked(uncork, serve_tls(corked, conn, shared, rx)).await;
+                    uncorked(uncork, Box::pin(serve_tls(corked, conn, shared, rx))).await;
                 }
                 Listener::Http => {
                     let io =
                         CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Http)));
-                    serve_http(io, Listener::Http, None, conn, shared, rx).await;
+                    Box::pin(serve_http(io, Listener::Http, None, conn, shared, rx)).await;
                 }
             }
-        }));
+        };
+        tokio::spawn(fut);
     }
 }
 
