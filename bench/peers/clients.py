@@ -21,9 +21,9 @@ from servers import GROUPS_OPENSSL, GROUPS_RUSTLS, SUITES_RUSTLS, TLS13_SUITE_OP
 
 CLIENTS = 32  # concurrent connections of the closed-loop tools
 TOOLS = ["tlslab-load", "h2load", "wrk", "httperf", "openssl-s_time"]
-MODES = ["full13", "res12", "res13", "ka"]
 
 MODE_TEXT = {
+    "full12": "full TLS 1.2 handshake",
     "full13": "full TLS 1.3 handshake",
     "res12": "resumed TLS 1.2 handshake",
     "res13": "resumed TLS 1.3 handshake",

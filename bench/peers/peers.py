@@ -384,10 +384,10 @@ def agreement(env, args, outdir):
         tl_csv = os.path.join(outdir, "raw", "agreement-open-tlslab.csv")
         tl_json = os.path.join(outdir, "raw", "agreement-open-tlslab.json")
         runs = [
-            ("open loop, full TLS 1.3, %d/s" % rate, "tlslab-load",
+            ("open loop, full TLS 1.3, %d/s" % rate, "tlslab-load", tl_json,
              clients.tlslab_args(env, "full13", srv.url(), ("d", secs), clients=64, json_path=tl_json,
                                  extra=["--rate", str(rate), "--arrivals", "constant", "--log", tl_csv])),
-            ("open loop, full TLS 1.3, %d/s" % rate, "h2load",
+            ("open loop, full TLS 1.3, %d/s" % rate, "h2load", None,
              [env.tools["h2load"], "--h1", "-t", "1", "--tls13-ciphers", servers.TLS13_SUITE_OPENSSL,
               "--groups", servers.GROUPS_OPENSSL, "-c", str(n), "-n", str(n),
               # one connection every 1/rate s, as tlslab's constant arrivals
@@ -397,20 +397,19 @@ def agreement(env, args, outdir):
         cn = 2000 if args.smoke else 12000
         tl2_json = os.path.join(outdir, "raw", "agreement-closed-tlslab.json")
         runs += [
-            (f"closed loop, resumed TLS 1.3, {ccount} connections", "tlslab-load",
+            (f"closed loop, resumed TLS 1.3, {ccount} connections", "tlslab-load", tl2_json,
              clients.tlslab_args(env, "res13", srv.url(), ("n", cn), clients=ccount, json_path=tl2_json)),
-            (f"closed loop, resumed TLS 1.3, {ccount} connections", "h2load",
+            (f"closed loop, resumed TLS 1.3, {ccount} connections", "h2load", None,
              [env.tools["h2load"], "--h1", "-t", "1", "--tls13-ciphers", servers.TLS13_SUITE_OPENSSL,
               "--groups", servers.GROUPS_OPENSSL, "-c", str(ccount), "-n", str(cn),
               "-H", "Connection: close", srv.url()]),
         ]
-        for label, tool, argv in runs:
+        for label, tool, jp, argv in runs:
             srv.mark()
             r = run_pinned(argv, env.client_cpu, 600)
             time.sleep(0.4)
             recs = [x for x in srv.records_since_mark() if x.status == 200]
-            jp = tl_json if "open" in label else tl2_json
-            c = clients.claims(tool, r, jp if tool == "tlslab-load" else None)
+            c = clients.claims(tool, r, jp)
             row = {"workload": label, "tool": tool, "argv": r.argv, "rc": r.rc}
             ts = sorted(x.t for x in recs)
             row["nginx_requests"] = len(recs)
@@ -725,8 +724,7 @@ def render(meta, results, bound, agree, mem, prof, targets_out):
                 rm, rs = ratio_stats(results, f"server|tlslab-serve|{cert}|tlslab-load|{mode}",
                                      f"server|{other}|{cert}|tlslab-load|{mode}", "server_us")
                 rts.append(f"{rm:.2f} ({rs})" if rm else "-")
-            label = clients.MODE_TEXT.get(mode, {"full12": "full TLS 1.2 handshake"}.get(mode, mode))
-            w(f"| {label} | {cert} | " + " | ".join(cells_) + " | " + " | ".join(rts) + " |")
+            w(f"| {clients.MODE_TEXT[mode]} | {cert} | " + " | ".join(cells_) + " | " + " | ".join(rts) + " |")
         w("")
     if bound:
         w("### Crypto-only bound per full handshake (server side: one signature + X25519 keygen and agreement)")

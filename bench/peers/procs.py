@@ -112,7 +112,7 @@ class Group:
     children, nginx's workers), including processes that exited: a cgroup
     (v2 `cpu.stat`, or v1 `cpuacct`) when this kernel lets us make one,
     otherwise the live process tree from /proc (then exited children are
-    missed, and `exact` is False)."""
+    missed)."""
 
     def __init__(self, name):
         self.path = None
@@ -131,10 +131,6 @@ class Group:
                     if self._try(p, "cpuacct.usage"):
                         self.kind = "cgroup1"
                         break
-
-    @property
-    def exact(self):
-        return self.path is not None
 
     def _try(self, path, probe):
         try:
@@ -227,17 +223,6 @@ def pss_kib(pid):
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
                 if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
                     return int(line.split()[1])
     except OSError:
         pass

@@ -42,11 +42,6 @@ class Spec:
         # that it closes them after the response.
         self.threads = threads
 
-    def label(self):
-        v = "+".join(self.versions)
-        t = "tickets" if self.tickets else "no-tickets"
-        return f"{self.key} TLS {v} {t}"
-
     def key_id(self):
         return (self.key, self.versions, self.tickets, self.cache_sessions, self.log, self.threads)
 
@@ -54,16 +49,15 @@ class Spec:
 class Record:
     """One access-log line, normalised across servers."""
 
-    __slots__ = ("first", "reused", "proto", "status", "bytes", "t", "rt_us")
+    __slots__ = ("first", "reused", "proto", "status", "bytes", "t")
 
-    def __init__(self, first, reused, proto, status, nbytes, t, rt_us):
+    def __init__(self, first, reused, proto, status, nbytes, t):
         self.first = first
         self.reused = reused
         self.proto = proto
         self.status = status
         self.bytes = nbytes
         self.t = t
-        self.rt_us = rt_us
 
 
 class Server:
@@ -178,7 +172,7 @@ http {{
             return None
         try:
             return Record(f[0] == "1", f[1] == "r", f[2], int(f[3]), int(f[4]),
-                          float(f[5]), float(f[6]) * 1e6)
+                          float(f[5]))
         except ValueError:
             return None
 
@@ -268,7 +262,7 @@ SSLSessionTickets {'on' if s.tickets else 'off'}
             return None
         try:
             return Record(f[0] == "0", f[1] == "Resumed", f[2], int(f[3]),
-                          int(f[4]) if f[4] != "-" else 0, int(f[5]) / 1000.0, float(f[6]))
+                          int(f[4]) if f[4] != "-" else 0, int(f[5]) / 1000.0)
         except ValueError:
             return None
 
@@ -307,7 +301,7 @@ class Serve(Server):
         if m is None:
             return None
         return Record(m["ron"] == "1", m["reused"] == "r", m["proto"], int(m["status"]),
-                      int(m["bytes"]), None, float(m["rt"]))
+                      int(m["bytes"]), None)
 
 
 SERVERS = {"tlslab-serve": Serve, "nginx": Nginx, "apache": Apache}

@@ -50,9 +50,7 @@ impl<T> Rewind<T> {
             inner,
         }
     }
-}
 
-impl<T> Rewind<T> {
     /// The wrapped stream.
     pub(crate) fn get_mut(&mut self) -> &mut T {
         &mut self.inner
