@@ -43,9 +43,12 @@ mod access_log;
 mod content;
 mod io;
 mod metrics;
+mod prefetch;
+mod redis_cache;
 mod server;
 mod signal;
 mod stats;
+mod ticket_keys;
 mod tls;
 
 use std::net::SocketAddr;
@@ -57,10 +60,12 @@ use tlslab_crypto::provider::{Algorithms, Version};
 pub use tlslab_crypto::meter::{AblationSet, Op, OpStat, Snapshot as CryptoSnapshot};
 
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
+pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};
 pub use stats::{EarlyDataStats, HandshakeCounts, KindCounts, Listener, PerListener, Snapshot};
 pub use tlslab_crypto::store::{CacheStats, TicketStats};
+pub use tlslab_crypto::ticket_keys::TicketKeyStats;
 pub use tlslab_runtime::{process_cpu_time, thread_cpu_time};
 
 /// Everything [`Server::start`] needs.
@@ -180,6 +185,36 @@ pub enum SessionCache {
     },
 }
 
+/// A session cache shared through Redis (`--session-cache redis://…` or
+/// `memory:N+redis://…`), beside [`TlsSettings::session_cache`], which it
+/// replaces when set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteCache {
+    /// `redis://HOST:PORT[/DB]`.
+    pub url: String,
+    /// The capacity of the memory layer in front of Redis (`memory:N+`),
+    /// or `None` for Redis alone (a small staging area then holds
+    /// prefetched sessions until their handshake).
+    pub memory: Option<usize>,
+    /// Session lifetime: the TTL of each Redis key and of the memory layer.
+    pub ttl: Duration,
+    /// Prefix of every Redis key (`--redis-prefix`).
+    pub prefix: String,
+    /// Bound on each pre-handshake GET (`--redis-timeout`).
+    pub timeout: Duration,
+}
+
+/// Where the keys that seal session tickets come from (`--ticket-keys`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum TicketKeys {
+    /// A ticketer of this process alone (rustls's aws-lc-rs ticketer).
+    #[default]
+    Local,
+    /// A file of 80-byte keys (nginx's `ssl_session_ticket_key` layout),
+    /// re-read on SIGHUP and when it changes.
+    File(PathBuf),
+}
+
 /// TLS settings of the HTTPS listener.
 #[derive(Clone, Debug)]
 pub struct TlsSettings {
@@ -220,6 +255,11 @@ pub struct TlsSettings {
     /// TLS 1.2 session-ID lookups hit a perfect cache, so the session-cache
     /// counters see only TLS 1.3 traffic.
     pub ablation: AblationSet,
+    /// A session cache shared through Redis; when set it replaces
+    /// [`TlsSettings::session_cache`].
+    pub remote_cache: Option<RemoteCache>,
+    /// Where ticket keys come from (with `tickets: true`).
+    pub ticket_keys: TicketKeys,
 }
 
 impl TlsSettings {
@@ -240,6 +280,8 @@ impl TlsSettings {
             max_early_data: 0,
             alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
             ablation: AblationSet::NONE,
+            remote_cache: None,
+            ticket_keys: TicketKeys::Local,
         }
     }
 }
