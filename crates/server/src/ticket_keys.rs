@@ -49,6 +49,7 @@ pub(crate) fn spawn_watch(
 ) -> Result<()> {
     let mut hup = signal(SignalKind::hangup())
         .map_err(|e| Error::Runtime(format!("cannot install the SIGHUP handler: {e}")))?;
+    let mut loaded = read(&path).ok();
     tokio::spawn(async move {
         let mut last = stamp(&path);
         let mut tick = tokio::time::interval(POLL);
@@ -64,15 +65,21 @@ pub(crate) fn spawn_watch(
             };
             last = stamp(&path);
             match read(&path) {
+                Ok(keys) if loaded.as_ref() == Some(&keys) => {
+                    tracing::debug!("ticket keys unchanged ({why})");
+                }
                 Ok(keys) => {
                     let version = ring.version() + 1;
                     match ring.install(&keys, 0, version) {
-                        Ok(()) => tracing::info!(
-                            keys = keys.len(),
-                            version,
-                            "ticket keys reloaded from {} ({why})",
-                            path.display()
-                        ),
+                        Ok(()) => {
+                            loaded = Some(keys.clone());
+                            tracing::info!(
+                                keys = keys.len(),
+                                version,
+                                "ticket keys reloaded from {} ({why})",
+                                path.display()
+                            );
+                        }
                         Err(e) => tracing::warn!("ticket keys not reloaded: {e}"),
                     }
                 }
