@@ -4,9 +4,13 @@
 //! slow Redis behind a delaying proxy, and ticket keys shared through a
 //! key file and rotated by reloading it.
 //!
-//! Each test starts its own `redis-server --port P --save ''` on a free
-//! loopback port in a temp dir. Without redis-server the Redis tests skip
-//! with a loud message, and fail when `CI=true` (`.ci/run` installs it).
+//! Each Redis test starts its own `redis-server --port P --save ''` on a
+//! free loopback port in a temp dir. They are ignored by default, like the
+//! interop suite; `.ci/run` installs redis-server and runs them with
+//! `cargo test --release --test redis -- --ignored --test-threads=1`.
+//! Run with `--ignored` but without redis-server they skip with a loud
+//! message, and fail when `CI=true`. The ticket-key-file test needs no
+//! peer and always runs.
 
 mod common;
 
@@ -172,6 +176,7 @@ fn alternate(client: &Client, servers: &[SocketAddr], n: usize) -> (usize, Vec<S
 }
 
 #[test]
+#[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn sessions_resume_across_two_servers_through_redis() {
     let Some(redis) = Redis::start() else { return };
     let dir = tempdir();
@@ -222,6 +227,7 @@ fn sessions_resume_across_two_servers_through_redis() {
 }
 
 #[test]
+#[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn redis_killed_mid_run_means_full_handshakes_then_resumption_recovers() {
     let Some(mut redis) = Redis::start() else {
         return;
@@ -350,6 +356,7 @@ impl Drop for SlowProxy {
 }
 
 #[test]
+#[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn a_slow_redis_times_out_at_the_bound_and_the_handshake_completes() {
     let Some(redis) = Redis::start() else { return };
     let proxy = SlowProxy::start(redis.addr(), Duration::from_millis(400));
