@@ -359,7 +359,7 @@ impl Drop for SlowProxy {
 #[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn a_slow_redis_times_out_at_the_bound_and_the_handshake_completes() {
     let Some(redis) = Redis::start() else { return };
-    let proxy = SlowProxy::start(redis.addr(), Duration::from_millis(400));
+    let proxy = SlowProxy::start(redis.addr(), Duration::from_millis(1000));
     let dir = tempdir();
     let c = certs(dir.path(), "ecdsa-p256", &[]);
     let url = format!("redis://{}", proxy.addr);
@@ -375,11 +375,11 @@ fn a_slow_redis_times_out_at_the_bound_and_the_handshake_completes() {
     ];
     let (a, b) = (serve(&c, &args), serve(&c, &args));
     let client = Client::new(&c.ca, false);
-    let mut slowest = Duration::ZERO;
+    let mut times = Vec::new();
     for i in 0..10 {
         let t = Instant::now();
         let r = client.get([a.https, b.https][i % 2]);
-        slowest = slowest.max(t.elapsed());
+        times.push(t.elapsed());
         assert!(r.is_ok(), "connection {i} failed: {r:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -387,12 +387,20 @@ fn a_slow_redis_times_out_at_the_bound_and_the_handshake_completes() {
         + counter(&b.metrics(), "tlslab_redis_timeouts");
     assert!(
         timeouts >= 5.0,
-        "only {timeouts} GET timeouts behind a 400 ms proxy"
+        "only {timeouts} GET timeouts behind a 1 s proxy"
     );
-    // Each GET gave up at 20 ms, far before the proxy's 400 ms answer.
+    // Each GET gave up at 20 ms, far before the proxy's 1 s answer (the
+    // margin is for a shared, noisy test machine).
+    times.sort();
     assert!(
-        slowest < Duration::from_millis(300),
-        "a connection took {slowest:?}"
+        times[5] < Duration::from_millis(250),
+        "median connection {:?}: {times:?}",
+        times[5]
+    );
+    assert!(
+        times[9] < Duration::from_millis(800),
+        "a connection took {:?}: {times:?}",
+        times[9]
     );
 }
 
@@ -494,4 +502,72 @@ fn shared_ticket_key_files_resume_across_servers_and_rotate_by_reload() {
     let before = counter(&a.metrics(), "tlslab_ticket_key_name_mismatches");
     assert_eq!(old_ticket_client.get(a.https), Ok(HandshakeKind::Full));
     assert!(counter(&a.metrics(), "tlslab_ticket_key_name_mismatches") > before);
+}
+
+#[test]
+#[ignore = "needs redis-server; .ci/run runs it with --ignored"]
+fn ticket_keys_rotate_through_redis_under_load_with_no_failed_resumption() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempdir();
+    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let url = redis.url();
+    let args = [
+        "--tls",
+        "1.3",
+        "--tickets",
+        "on",
+        "--session-cache",
+        "none",
+        "--ticket-keys",
+        &url,
+        // Polls every 50 ms: a rotation is published, then switched 100 ms later.
+        "--ticket-key-rotation",
+        "1200ms",
+    ];
+    let (a, b) = (serve(&c, &args), serve(&c, &args));
+    let version = |s: &Serve| {
+        s.metrics()
+            .get("tlslab_ticket_key_version", &[])
+            .unwrap_or(0.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while version(&a) < 1.0 || version(&b) < 1.0 || version(&a) != version(&b) {
+        assert!(
+            Instant::now() < deadline,
+            "the nodes did not agree on keys from Redis"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = version(&a);
+    let client = Client::new(&c.ca, true);
+    assert!(client.get(a.https).is_ok());
+    // About 4 s of alternating connections: at least two full rotations
+    // (publish + switch each), every connection presenting a ticket the
+    // other node sealed.
+    let (mut n, mut full, mut failed) = (0, 0, Vec::new());
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        match client.get([b.https, a.https][n % 2]) {
+            Ok(HandshakeKind::Resumed) => {}
+            Ok(_) => full += 1,
+            Err(e) => failed.push(e),
+        }
+        n += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+    let end = version(&a).min(version(&b));
+    assert!(
+        end >= start + 4.0,
+        "keys went from version {start} to {end} only"
+    );
+    assert_eq!(
+        full, 0,
+        "{full} of {n} connections did not resume across the rotations"
+    );
+    for s in [&a, &b] {
+        let m = s.metrics();
+        assert_eq!(counter(&m, "tlslab_ticket_key_name_mismatches"), 0.0);
+        assert!(counter(&m, "tlslab_ticket_key_rotations") >= 4.0);
+    }
 }

@@ -296,9 +296,17 @@ pub struct ServeArgs {
     /// (nginx's ssl_session_ticket_key layout: 16-byte name, 32-byte AES key,
     /// 32-byte HMAC key; make one with `openssl rand 80 > FILE`). The first key
     /// encrypts, all decrypt. Re-read on SIGHUP and when the file changes.
+    /// Or `redis://HOST:PORT[/DB]`: the cluster's current and previous keys live in Redis
+    /// under `{--redis-prefix}ticket-keys`, rotated every --ticket-key-rotation by one node
+    /// (elected by a Redis lock); a new key is published before any node encrypts with it.
     /// Needs --tickets on. Default: keys of this process alone.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE|URL")]
     pub ticket_keys: Option<std::path::PathBuf>,
+
+    /// How often the cluster's ticket keys in Redis rotate (with --ticket-keys redis://…).
+    /// Nodes poll every 1/24 of it (50 ms to 30 s).
+    #[arg(long, default_value = "12h", value_name = "DURATION", value_parser = parse_duration)]
+    pub ticket_key_rotation: Duration,
 
     /// How long a cached session stays valid.
     #[arg(long, default_value = "300s", value_name = "DURATION", value_parser = parse_duration)]

@@ -82,15 +82,28 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
         Some(path) => {
             let shown = path.display().to_string();
             if shown.starts_with("redis://") {
-                return bail(
-                    "--ticket-keys redis://… is not implemented yet; give a key file (`openssl rand 80 > FILE`)",
-                );
+                if let Err(e) = redis_url_ok(&shown) {
+                    return bail(format!(
+                        "--ticket-keys {shown}: {e}; give redis://HOST:PORT[/DB]"
+                    ));
+                }
+                if a.ticket_key_rotation.is_zero() {
+                    return bail(
+                        "--ticket-key-rotation 0 cannot rotate; give a duration such as 12h",
+                    );
+                }
+                tlslab_server::TicketKeys::Redis {
+                    url: shown,
+                    key: format!("{}ticket-keys", a.redis_prefix),
+                    rotation: a.ticket_key_rotation,
+                }
+            } else {
+                let bytes = std::fs::read(path).map_err(|e| {
+                    usage(format!("--ticket-keys {shown}: cannot read it: {e}; make one with `openssl rand 80 > {shown}`"))
+                })?;
+                tlslab_crypto::ticket_keys::parse_key_file(&bytes, &shown).map_err(usage)?;
+                tlslab_server::TicketKeys::File(path.clone())
             }
-            let bytes = std::fs::read(path).map_err(|e| {
-                usage(format!("--ticket-keys {shown}: cannot read it: {e}; make one with `openssl rand 80 > {shown}`"))
-            })?;
-            tlslab_crypto::ticket_keys::parse_key_file(&bytes, &shown).map_err(usage)?;
-            tlslab_server::TicketKeys::File(path.clone())
         }
     };
     let ablation = ablation(a.ablate.as_deref(), a.insecure_ablation)?;

@@ -145,6 +145,8 @@ pub struct TicketKeyStats {
     pub age_secs: u64,
     /// How many keys decrypt (the encrypting one included).
     pub keys: u64,
+    /// Key sets installed after the first (rotations and reloads).
+    pub rotations: u64,
     /// Tickets sealed.
     pub sealed: u64,
     /// Tickets opened (accepted).
@@ -163,6 +165,7 @@ pub struct TicketKeyRing {
     set: RwLock<Arc<KeySet>>,
     lifetime: Duration,
     rng: SystemRandom,
+    installs: AtomicU64,
     sealed: AtomicU64,
     opened: AtomicU64,
     name_mismatches: AtomicU64,
@@ -195,6 +198,7 @@ impl TicketKeyRing {
             set: RwLock::new(Arc::new(set)),
             lifetime,
             rng: SystemRandom::new(),
+            installs: AtomicU64::new(0),
             sealed: AtomicU64::new(0),
             opened: AtomicU64::new(0),
             name_mismatches: AtomicU64::new(0),
@@ -225,6 +229,7 @@ impl TicketKeyRing {
     pub fn install(&self, keys: &[KeyMaterial], encrypt: usize, version: u64) -> Result<()> {
         let set = Self::key_set(keys, encrypt, version)?;
         *self.set.write() = Arc::new(set);
+        self.installs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -245,6 +250,7 @@ impl TicketKeyRing {
             version: set.version,
             age_secs: set.installed.elapsed().as_secs(),
             keys: set.keys.len() as u64,
+            rotations: self.installs.load(Ordering::Relaxed),
             sealed: self.sealed.load(Ordering::Relaxed),
             opened: self.opened.load(Ordering::Relaxed),
             name_mismatches: self.name_mismatches.load(Ordering::Relaxed),

@@ -213,6 +213,18 @@ pub enum TicketKeys {
     /// A file of 80-byte keys (nginx's `ssl_session_ticket_key` layout),
     /// re-read on SIGHUP and when it changes.
     File(PathBuf),
+    /// The cluster's current and previous keys in Redis under one
+    /// versioned key; one node at a time (elected by a Redis lock with a
+    /// TTL) rotates them every `rotation`, publishing a new key before any
+    /// node encrypts with it.
+    Redis {
+        /// `redis://HOST:PORT[/DB]`.
+        url: String,
+        /// The Redis key of the key set (its lock is `{key}:lock`).
+        key: String,
+        /// `--ticket-key-rotation`.
+        rotation: Duration,
+    },
 }
 
 /// TLS settings of the HTTPS listener.

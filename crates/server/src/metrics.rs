@@ -340,7 +340,7 @@ fn cluster(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Err
         gauge(
             enc,
             "tlslab_ticket_key_version",
-            "Version of the ticket keys in use (a file's load count).",
+            "Version of the ticket keys in use (a file's load count, or the version in Redis; 0: local keys, never had the cluster's).",
             k.version as i64,
         )?;
         gauge(

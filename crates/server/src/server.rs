@@ -236,8 +236,29 @@ impl Server {
             if let Some(r) = &redis {
                 r.start()?;
             }
-            if let (Some(ring), crate::TicketKeys::File(path)) = (&ring, &cfg.tls.ticket_keys) {
-                crate::ticket_keys::spawn_watch(path.clone(), ring.clone(), shutdown_rx.clone())?;
+            match (&ring, &cfg.tls.ticket_keys) {
+                (Some(ring), crate::TicketKeys::File(path)) => crate::ticket_keys::spawn_watch(
+                    path.clone(),
+                    ring.clone(),
+                    shutdown_rx.clone(),
+                )?,
+                (Some(ring), crate::TicketKeys::Redis { url, key, rotation }) => {
+                    let client = redis::Client::open(url.as_str()).map_err(|e| {
+                        Error::Config(format!(
+                            "--ticket-keys {url}: {e}; give redis://HOST:PORT[/DB]"
+                        ))
+                    })?;
+                    crate::ticket_keys::spawn_redis(
+                        crate::ticket_keys::RedisKeys {
+                            client,
+                            key: key.clone(),
+                            rotation: *rotation,
+                        },
+                        ring.clone(),
+                        shutdown_rx.clone(),
+                    );
+                }
+                _ => {}
             }
         }
 

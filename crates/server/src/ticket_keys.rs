@@ -91,3 +91,236 @@ pub(crate) fn spawn_watch(
     });
     Ok(())
 }
+
+/// The cluster's ticket keys in Redis (`--ticket-keys redis://…`).
+#[derive(Debug)]
+pub(crate) struct RedisKeys {
+    pub(crate) client: redis::Client,
+    /// The Redis key of the versioned key set; the lock is `{key}:lock`.
+    pub(crate) key: String,
+    pub(crate) rotation: Duration,
+}
+
+/// The poll interval for a rotation period: 1/24 of it, within 50 ms..30 s.
+pub(crate) fn poll_interval(rotation: Duration) -> Duration {
+    (rotation / 24).clamp(Duration::from_millis(50), Duration::from_secs(30))
+}
+
+/// One version of the cluster's key set as stored in Redis:
+/// `b"TLK1" | version u64 | encrypt u8 | created_ms u64 | n u8 | n × 80 bytes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct State {
+    version: u64,
+    encrypt: usize,
+    created_ms: u64,
+    keys: Vec<KeyMaterial>,
+}
+
+impl State {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = b"TLK1".to_vec();
+        v.extend_from_slice(&self.version.to_be_bytes());
+        v.push(self.encrypt as u8);
+        v.extend_from_slice(&self.created_ms.to_be_bytes());
+        v.push(self.keys.len() as u8);
+        for k in &self.keys {
+            v.extend_from_slice(&k.0);
+        }
+        v
+    }
+
+    fn decode(b: &[u8]) -> Option<State> {
+        let rest = b.strip_prefix(b"TLK1")?;
+        let version = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+        let encrypt = usize::from(*rest.get(8)?);
+        let created_ms = u64::from_be_bytes(rest.get(9..17)?.try_into().ok()?);
+        let n = usize::from(*rest.get(17)?);
+        let body = rest.get(18..)?;
+        if body.len() != n * tlslab_crypto::ticket_keys::KEY_LEN || encrypt >= n {
+            return None;
+        }
+        let keys = parse_key_file(body, "redis").ok()?;
+        Some(State {
+            version,
+            encrypt,
+            created_ms,
+            keys,
+        })
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Keeps `ring` in step with the key set in Redis until shutdown; one node
+/// at a time (holder of `{key}:lock`) creates and rotates it:
+/// every `rotation` it publishes a new key that only decrypts, and two poll
+/// intervals later (when every node has polled it) makes it the encrypting
+/// key, keeping the previous one to decrypt. Without Redis the ring keeps
+/// its keys (local ones if it never had the cluster's) and a warning is
+/// logged once per outage. Key bytes are never logged.
+pub(crate) fn spawn_redis(
+    keys: RedisKeys,
+    ring: Arc<TicketKeyRing>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let poll = poll_interval(keys.rotation);
+    let node = format!("{}-{}", std::process::id(), unix_ms());
+    let lock = format!("{}:lock", keys.key);
+    tokio::spawn(async move {
+        let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+        let mut warned = false;
+        let mut tick = tokio::time::interval(poll);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+            if conn.is_none() {
+                let c = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    keys.client.get_multiplexed_async_connection(),
+                )
+                .await;
+                conn = match c {
+                    Ok(Ok(c)) => Some(c),
+                    _ => None,
+                };
+            }
+            let Some(c) = conn.as_mut() else {
+                if !warned {
+                    warned = true;
+                    tracing::warn!(
+                        version = ring.version(),
+                        "Redis is unreachable for the ticket keys; keeping the keys in use"
+                    );
+                }
+                continue;
+            };
+            let step = tokio::time::timeout(
+                Duration::from_secs(1),
+                redis_step(c, &keys, &lock, &node, &ring, poll),
+            )
+            .await;
+            match step {
+                Ok(Ok(())) => {
+                    if warned {
+                        tracing::info!(
+                            version = ring.version(),
+                            "Redis is back for the ticket keys"
+                        );
+                    }
+                    warned = false;
+                }
+                Ok(Err(e)) => {
+                    conn = None;
+                    if !warned {
+                        warned = true;
+                        tracing::warn!(
+                            version = ring.version(),
+                            "Redis failed for the ticket keys ({e}); keeping the keys in use"
+                        );
+                    }
+                }
+                Err(_) => {
+                    conn = None;
+                    if !warned {
+                        warned = true;
+                        tracing::warn!(
+                            version = ring.version(),
+                            "Redis timed out for the ticket keys; keeping the keys in use"
+                        );
+                    }
+                }
+            }
+        }
+    });
+}
+
+async fn redis_step(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &RedisKeys,
+    lock: &str,
+    node: &str,
+    ring: &TicketKeyRing,
+    poll: Duration,
+) -> redis::RedisResult<()> {
+    use redis::AsyncCommands;
+    let raw: Option<Vec<u8>> = c.get(&keys.key).await?;
+    let state = raw.as_deref().and_then(State::decode);
+    let now = unix_ms();
+    let lock_ms = (poll * 10).as_millis() as u64;
+    let take_lock = |c: &mut redis::aio::MultiplexedConnection| {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(lock).arg(node).arg("NX").arg("PX").arg(lock_ms);
+        let mut c = c.clone();
+        async move {
+            cmd.query_async::<Option<String>>(&mut c)
+                .await
+                .map(|r| r.is_some())
+        }
+    };
+    let next = match &state {
+        None => {
+            if raw.is_some() {
+                tracing::warn!("the ticket keys in Redis do not decode; replacing them");
+            }
+            take_lock(c).await?.then(|| State {
+                version: 1,
+                encrypt: 0,
+                created_ms: now,
+                keys: vec![KeyMaterial::generate().expect("system random")],
+            })
+        }
+        Some(s) if s.encrypt == 0 && now >= s.created_ms + keys.rotation.as_millis() as u64 => {
+            take_lock(c).await?.then(|| {
+                let mut ks = vec![KeyMaterial::generate().expect("system random")];
+                ks.extend(s.keys.iter().take(2).cloned());
+                State {
+                    version: s.version + 1,
+                    encrypt: 1,
+                    created_ms: now,
+                    keys: ks,
+                }
+            })
+        }
+        Some(s) if s.encrypt > 0 && now >= s.created_ms + 2 * poll.as_millis() as u64 => {
+            let holder: Option<String> = c.get(lock).await?;
+            let mine = holder.as_deref() == Some(node) || take_lock(c).await?;
+            mine.then(|| State {
+                version: s.version + 1,
+                encrypt: 0,
+                created_ms: now,
+                keys: s.keys.iter().take(2).cloned().collect(),
+            })
+        }
+        Some(_) => None,
+    };
+    let current = match next {
+        Some(n) => {
+            let _: () = c.set(&keys.key, n.encode()).await?;
+            tracing::info!(
+                version = n.version,
+                keys = n.keys.len(),
+                phase = if n.encrypt == 0 {
+                    "switched"
+                } else {
+                    "published"
+                },
+                "ticket keys rotated in Redis by this node"
+            );
+            Some(n)
+        }
+        None => state,
+    };
+    if let Some(s) = current
+        && s.version != ring.version()
+        && let Err(e) = ring.install(&s.keys, s.encrypt, s.version)
+    {
+        tracing::warn!("ticket keys from Redis not installed: {e}");
+    }
+    Ok(())
+}

@@ -106,6 +106,18 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
                 ring = Some(r.clone());
                 r
             }
+            TicketKeys::Redis { rotation, .. } => {
+                if rotation.is_zero() {
+                    return Err(Error::Config(
+                        "--ticket-key-rotation 0 cannot rotate; give a duration such as 12h".into(),
+                    ));
+                }
+                // Local keys (version 0) until Redis answers.
+                let local = tlslab_crypto::ticket_keys::KeyMaterial::generate()?;
+                let r = TicketKeyRing::new(&[local], 0, 0, ticket_lifetime(s))?;
+                ring = Some(r.clone());
+                r
+            }
         };
         let t = CountingTicketer::new(inner);
         config.ticketer = MeteredTicketer::new(t.clone(), meter.clone());
