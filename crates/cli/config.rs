@@ -792,6 +792,41 @@ mod tests {
     }
 
     #[test]
+    fn shared_cache_specs() {
+        let (ttl, t) = (Duration::from_secs(60), Duration::from_millis(5));
+        let (local, remote) = parse_shared_cache("memory:7", ttl, "p:", t).unwrap();
+        assert!(remote.is_none());
+        assert!(matches!(
+            local,
+            tlslab_server::SessionCache::Memory { capacity: 7, .. }
+        ));
+        let (_, remote) = parse_shared_cache("redis://127.0.0.1:6379/2", ttl, "p:", t).unwrap();
+        let r = remote.unwrap();
+        assert_eq!(
+            (r.url.as_str(), r.memory, r.prefix.as_str()),
+            ("redis://127.0.0.1:6379/2", None, "p:")
+        );
+        assert_eq!((r.ttl, r.timeout), (ttl, t));
+        let (_, remote) =
+            parse_shared_cache("memory:100+redis://localhost:6379", ttl, "p:", t).unwrap();
+        assert_eq!(remote.unwrap().memory, Some(100));
+        for bad in [
+            "redis://",
+            "redis://host",
+            "redis://host:port",
+            "redis://:6379",
+            "redis://h:6379/x",
+            "none+redis://h:6379",
+            "memory:0+redis://h:6379",
+        ] {
+            let err = parse_shared_cache(bad, ttl, "p:", t).unwrap_err();
+            assert!(err.downcast_ref::<Usage>().is_some(), "{bad}: {err}");
+        }
+        let err = parse_shared_cache("redis://h:1", ttl, "p:", Duration::ZERO).unwrap_err();
+        assert!(err.to_string().contains("--redis-timeout"), "{err}");
+    }
+
+    #[test]
     fn load_flags_validate() {
         let cli = parse(&["tlslab", "load", "https://127.0.0.1:1/", "--reuse", "150"]);
         let crate::args::Command::Load(a) = cli.command else {
