@@ -33,7 +33,10 @@ pub(crate) struct Offer {
 pub(crate) fn offer(hello: &ClientHello<'_>, stateless_tickets: bool) -> Offer {
     let mut o = Offer::default();
     let sends_ticket = hello.session_ticket.is_some_and(|t| !t.is_empty());
-    if !hello.session_id.is_empty() && !(stateless_tickets && sends_ticket) {
+    // With stateless tickets, a ClientHello that sends a ticket resumes by
+    // the ticket, not by the session ID.
+    let by_ticket = stateless_tickets && sends_ticket;
+    if !hello.session_id.is_empty() && !by_ticket {
         o.session_id = Some(hello.session_id.to_vec());
     }
     if !stateless_tickets && let Some(psk) = hello.pre_shared_key {
