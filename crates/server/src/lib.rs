@@ -20,11 +20,20 @@
 //! are replaced first (`tlslab_crypto::meter::ablated`) and the meter still
 //! counts their (now nearly free) calls.
 //!
+//! A cluster of servers can share its session state
+//! ([`TlsSettings::remote_cache`], [`TlsSettings::ticket_keys`]): a session
+//! cache in Redis, fetched asynchronously before the handshake from the
+//! session ID or PSK identity of the ClientHello (never blocking the event
+//! loop; a slow or absent Redis means full handshakes), and ticket keys in
+//! nginx's 80-byte layout from a file (reloaded on SIGHUP and change) or
+//! from Redis (rotated by one elected node).
+//!
 //! It is not for general web serving: content is loaded into memory at
 //! start (at most 1 GiB), there is no configuration language, no request
 //! bodies are used, and no client authentication is done. It does not
 //! generate load (that is `tlslab-load`) and does not parse TLS itself
-//! beyond classifying the first bytes of a connection (`tlslab-wire`).
+//! beyond classifying the first bytes of a connection and reading the
+//! offered session from the ClientHello (`tlslab-wire`).
 //!
 //! Routes, on both the TLS and the plain listener (GET and HEAD; other
 //! methods get 405): the content's files; `/health` → `ok`;

@@ -114,3 +114,80 @@ async fn prefetch<T: AsyncRead + Unpin>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::ServerName;
+
+    /// The first flight of a rustls client: its ClientHello record(s).
+    fn client_hello(tls13: bool) -> Vec<u8> {
+        let roots = rustls::RootCertStore::empty();
+        let versions: &[&rustls::SupportedProtocolVersion] = if tls13 {
+            &[&rustls::version::TLS13, &rustls::version::TLS12]
+        } else {
+            &[&rustls::version::TLS12]
+        };
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let mut c =
+            rustls::ClientConnection::new(Arc::new(cfg), ServerName::try_from("x").unwrap())
+                .unwrap();
+        let mut out = Vec::new();
+        c.write_tls(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn offers_come_from_the_client_hello() {
+        let raw = client_hello(true);
+        let msg = first_handshake_message(&raw, MAX_HELLO).unwrap();
+        let hello = ClientHello::parse(&msg).unwrap();
+        // A fresh TLS 1.3 client sends a random legacy session ID and no PSK.
+        let o = offer(&hello, false);
+        assert_eq!(o.session_id.as_ref().map(Vec::len), Some(32));
+        assert!(o.psk_identities.is_empty());
+        let raw12 = client_hello(false);
+        let msg = first_handshake_message(&raw12, MAX_HELLO).unwrap();
+        let hello = ClientHello::parse(&msg).unwrap();
+        assert!(!hello.offers_tls13());
+    }
+
+    #[tokio::test]
+    async fn the_rest_of_a_split_client_hello_is_read_and_returned_whole() {
+        let raw = client_hello(true);
+        let (mut a, mut b) = tokio::io::duplex(1 << 16);
+        let (first, rest) = raw.split_at(5);
+        let rest = rest.to_vec();
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            for chunk in rest.chunks(100) {
+                b.write_all(chunk).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            b
+        });
+        let store = crate::redis_cache::RedisStore::new(&crate::RemoteCache {
+            url: "redis://127.0.0.1:1".into(),
+            memory: None,
+            ttl: std::time::Duration::from_secs(60),
+            prefix: "t:".into(),
+            timeout: std::time::Duration::from_millis(5),
+        })
+        .unwrap();
+        let p = Prefetcher {
+            store,
+            stateless_tickets: false,
+            tls13: true,
+        };
+        // Not started: no connection, so the prefetch itself is a no-op.
+        let got = stage(&mut a, first.to_vec(), Some(&p)).await.unwrap();
+        assert_eq!(got, raw);
+        drop(writer.await.unwrap());
+    }
+}

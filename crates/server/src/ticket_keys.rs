@@ -324,3 +324,45 @@ async fn redis_step(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_sets_round_trip_and_garbage_is_refused() {
+        let s = State {
+            version: 7,
+            encrypt: 1,
+            created_ms: 123_456,
+            keys: vec![
+                KeyMaterial::generate().unwrap(),
+                KeyMaterial::generate().unwrap(),
+            ],
+        };
+        let enc = s.encode();
+        assert_eq!(State::decode(&enc), Some(s.clone()));
+        assert_eq!(State::decode(&enc[..enc.len() - 1]), None);
+        assert_eq!(State::decode(b"TLK1"), None);
+        assert_eq!(State::decode(b"nonsense"), None);
+        let mut bad = enc.clone();
+        bad[12] = 9; // encrypt index beyond the keys
+        assert_eq!(State::decode(&bad), None);
+    }
+
+    #[test]
+    fn polls_are_a_24th_of_the_rotation_within_bounds() {
+        assert_eq!(
+            poll_interval(Duration::from_secs(12 * 3600)),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            poll_interval(Duration::from_secs(24)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            poll_interval(Duration::from_millis(100)),
+            Duration::from_millis(50)
+        );
+    }
+}
