@@ -570,4 +570,21 @@ fn ticket_keys_rotate_through_redis_under_load_with_no_failed_resumption() {
         assert_eq!(counter(&m, "tlslab_ticket_key_name_mismatches"), 0.0);
         assert!(counter(&m, "tlslab_ticket_key_rotations") >= 4.0);
     }
+
+    // Redis goes away: both nodes keep their last keys (and warn), so
+    // tickets still cross between them.
+    let mut redis = redis;
+    redis.kill();
+    let (resumed, failed) = alternate(&client, &[a.https, b.https], 10);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(resumed, 10, "tickets stopped crossing nodes without Redis");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.proc.stderr_text().contains("keeping the keys in use") {
+        assert!(
+            Instant::now() < deadline,
+            "no warning about Redis:\n{}",
+            a.proc.stderr_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
