@@ -67,9 +67,10 @@ echo "node A redis_errors=$(metric 9443 tlslab_redis_errors_total) node B redis_
 stopall
 
 echo "== 3. three nodes behind HAProxy (mode tcp, balance roundrobin), 80 % reuse requested"
-# The load engine keeps each client on one target, so a round-robin L4
-# balancer in front of the nodes makes consecutive connections of one client
-# land on different nodes (tlslab dispatch is not on main yet).
+# Giving load the three node URLs did not make resumptions cross nodes
+# (per-node caches still reached 80 %), so a round-robin L4 balancer in front
+# of the nodes makes consecutive connections of one client land on different
+# nodes (tlslab dispatch is not on main yet).
 cat > "$OUT/haproxy.cfg" <<CFG
 global
   maxconn 4096
