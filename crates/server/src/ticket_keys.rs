@@ -252,6 +252,11 @@ async fn redis_step(
     let raw: Option<Vec<u8>> = c.get(&keys.key).await?;
     let state = raw.as_deref().and_then(State::decode);
     let now = unix_ms();
+    // A fresh key, in case this node creates or rotates the set.
+    let Ok(fresh) = KeyMaterial::generate() else {
+        tracing::warn!("the system random generator failed; ticket keys not rotated this time");
+        return Ok(());
+    };
     let lock_ms = (poll * 10).as_millis() as u64;
     let take_lock = |c: &mut redis::aio::MultiplexedConnection| {
         let mut cmd = redis::cmd("SET");
@@ -272,12 +277,12 @@ async fn redis_step(
                 version: 1,
                 encrypt: 0,
                 created_ms: now,
-                keys: vec![KeyMaterial::generate().expect("system random")],
+                keys: vec![fresh],
             })
         }
         Some(s) if s.encrypt == 0 && now >= s.created_ms + keys.rotation.as_millis() as u64 => {
             take_lock(c).await?.then(|| {
-                let mut ks = vec![KeyMaterial::generate().expect("system random")];
+                let mut ks = vec![fresh];
                 ks.extend(s.keys.iter().take(2).cloned());
                 State {
                     version: s.version + 1,
