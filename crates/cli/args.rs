@@ -324,10 +324,38 @@ pub struct ServeArgs {
     #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
     pub groups: Option<Vec<String>>,
 
-    /// Server session cache: `none`, or `memory:N` for at most N sessions
-    /// (TLS 1.2 session IDs and, with --tickets off, TLS 1.3 stateful tickets).
+    /// Server session cache: `none`, `memory:N` for at most N sessions
+    /// (TLS 1.2 session IDs and, with --tickets off, TLS 1.3 stateful tickets),
+    /// `redis://HOST:PORT[/DB]` to share sessions with other servers through Redis,
+    /// or `memory:N+redis://HOST:PORT[/DB]` for a memory layer in front of Redis.
+    /// Sessions are fetched from Redis before the handshake, within --redis-timeout;
+    /// a slow or down Redis means full handshakes, never errors.
     #[arg(long, default_value = "memory:100000", value_name = "SPEC")]
     pub session_cache: String,
+
+    /// Prefix of every Redis key this server writes (sessions).
+    #[arg(long, default_value = "tlslab:session:", value_name = "PREFIX")]
+    pub redis_prefix: String,
+
+    /// How long a pre-handshake Redis GET may take before the handshake goes on as full.
+    #[arg(long, default_value = "5ms", value_name = "DURATION", value_parser = parse_duration)]
+    pub redis_timeout: Duration,
+
+    /// Ticket keys shared by a cluster: a file of one or more 80-byte keys
+    /// (nginx's ssl_session_ticket_key layout: 16-byte name, 32-byte AES key,
+    /// 32-byte HMAC key; make one with `openssl rand 80 > FILE`). The first key
+    /// encrypts, all decrypt. Re-read on SIGHUP and when the file changes.
+    /// Or `redis://HOST:PORT[/DB]`: the cluster's current and previous keys live in Redis
+    /// under `{--redis-prefix}ticket-keys`, rotated every --ticket-key-rotation by one node
+    /// (elected by a Redis lock); a new key is published before any node encrypts with it.
+    /// Needs --tickets on. Default: keys of this process alone.
+    #[arg(long, value_name = "FILE|URL")]
+    pub ticket_keys: Option<std::path::PathBuf>,
+
+    /// How often the cluster's ticket keys in Redis rotate (with --ticket-keys redis://…).
+    /// Nodes poll every 1/24 of it (50 ms to 30 s).
+    #[arg(long, default_value = "12h", value_name = "DURATION", value_parser = parse_duration)]
+    pub ticket_key_rotation: Duration,
 
     /// How long a cached session stays valid.
     #[arg(long, default_value = "300s", value_name = "DURATION", value_parser = parse_duration)]

@@ -66,7 +66,46 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
     // Fail on bad suites/groups now, with the flag's name in the message.
     provider::build(&versions, &algorithms).map_err(usage)?;
 
-    let session_cache = parse_session_cache(&a.session_cache, a.session_timeout)?;
+    let (session_cache, remote_cache) = parse_shared_cache(
+        &a.session_cache,
+        a.session_timeout,
+        &a.redis_prefix,
+        a.redis_timeout,
+    )?;
+    let ticket_keys = match &a.ticket_keys {
+        None => tlslab_server::TicketKeys::Local,
+        Some(_) if a.tickets == OnOff::Off => {
+            return bail(
+                "--ticket-keys seals session tickets, but --tickets is off; use --tickets on or drop --ticket-keys",
+            );
+        }
+        Some(path) => {
+            let shown = path.display().to_string();
+            if shown.starts_with("redis://") {
+                if let Err(e) = redis_url_ok(&shown) {
+                    return bail(format!(
+                        "--ticket-keys {shown}: {e}; give redis://HOST:PORT[/DB]"
+                    ));
+                }
+                if a.ticket_key_rotation.is_zero() {
+                    return bail(
+                        "--ticket-key-rotation 0 cannot rotate; give a duration such as 12h",
+                    );
+                }
+                tlslab_server::TicketKeys::Redis {
+                    url: shown,
+                    key: format!("{}ticket-keys", a.redis_prefix),
+                    rotation: a.ticket_key_rotation,
+                }
+            } else {
+                let bytes = std::fs::read(path).map_err(|e| {
+                    usage(format!("--ticket-keys {shown}: cannot read it: {e}; make one with `openssl rand 80 > {shown}`"))
+                })?;
+                tlslab_crypto::ticket_keys::parse_key_file(&bytes, &shown).map_err(usage)?;
+                tlslab_server::TicketKeys::File(path.clone())
+            }
+        }
+    };
     let ablation = ablation(a.ablate.as_deref(), a.insecure_ablation)?;
     if !ablation.is_empty() && !a.allow_remote {
         let addrs = [Some(a.listen), a.http, a.metrics];
@@ -148,6 +187,8 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
                 max_early_data: a.max_early_data,
                 alpn,
                 ablation,
+                remote_cache,
+                ticket_keys,
             },
             threads: threads(a.threads)?,
             pin_cpus: None,
@@ -177,6 +218,86 @@ pub fn ablation(
         ));
     }
     Ok(set)
+}
+
+/// Parses `--session-cache`, which may name a Redis-shared cache
+/// (`redis://…`, `memory:N+redis://…`).
+fn parse_shared_cache(
+    spec: &str,
+    ttl: Duration,
+    prefix: &str,
+    timeout: Duration,
+) -> anyhow::Result<(
+    tlslab_server::SessionCache,
+    Option<tlslab_server::RemoteCache>,
+)> {
+    let s = spec.trim();
+    let (memory, url) = match s.split_once('+') {
+        Some((mem, url)) if url.trim_start().starts_with("redis://") => {
+            let memory = match parse_session_cache(mem, ttl)? {
+                tlslab_server::SessionCache::Memory { capacity, .. } => capacity,
+                tlslab_server::SessionCache::None => {
+                    return bail(format!(
+                        "--session-cache {spec}: the layer before + must be memory:N, as in memory:10000+redis://127.0.0.1:6379"
+                    ));
+                }
+            };
+            (Some(memory), url.trim())
+        }
+        _ if s.starts_with("redis://") => (None, s),
+        _ => return Ok((parse_session_cache(s, ttl)?, None)),
+    };
+    if let Err(e) = redis_url_ok(url) {
+        return bail(format!(
+            "--session-cache {spec}: {e}; give redis://HOST:PORT[/DB]"
+        ));
+    }
+    if timeout.is_zero() {
+        return bail(
+            "--redis-timeout 0 would time out every GET; give a positive duration such as 5ms",
+        );
+    }
+    let local = tlslab_server::SessionCache::Memory {
+        capacity: memory.unwrap_or(1),
+        ttl,
+    };
+    Ok((
+        local,
+        Some(tlslab_server::RemoteCache {
+            url: url.to_string(),
+            memory,
+            ttl,
+            prefix: prefix.to_string(),
+            timeout,
+        }),
+    ))
+}
+
+/// Checks the shape of a `redis://HOST:PORT[/DB]` address.
+fn redis_url_ok(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("redis://")
+        .ok_or("not a redis:// address")?;
+    let (hostport, db) = match rest.split_once('/') {
+        Some((h, d)) => (h, Some(d)),
+        None => (rest, None),
+    };
+    let hostport = hostport.rsplit_once('@').map_or(hostport, |(_, h)| h);
+    let Some((host, port)) = hostport.rsplit_once(':') else {
+        return Err("the port is missing".into());
+    };
+    if host.is_empty() {
+        return Err("the host is missing".into());
+    }
+    port.parse::<u16>()
+        .map_err(|_| format!("'{port}' is not a port"))?;
+    if let Some(db) = db
+        && !db.is_empty()
+        && db.parse::<u32>().is_err()
+    {
+        return Err(format!("'{db}' is not a database number"));
+    }
+    Ok(())
 }
 
 fn parse_session_cache(spec: &str, ttl: Duration) -> anyhow::Result<tlslab_server::SessionCache> {
@@ -706,6 +827,41 @@ mod tests {
             let err = parse_session_cache(bad, ttl).unwrap_err();
             assert!(err.downcast_ref::<Usage>().is_some(), "{bad}");
         }
+    }
+
+    #[test]
+    fn shared_cache_specs() {
+        let (ttl, t) = (Duration::from_secs(60), Duration::from_millis(5));
+        let (local, remote) = parse_shared_cache("memory:7", ttl, "p:", t).unwrap();
+        assert!(remote.is_none());
+        assert!(matches!(
+            local,
+            tlslab_server::SessionCache::Memory { capacity: 7, .. }
+        ));
+        let (_, remote) = parse_shared_cache("redis://127.0.0.1:6379/2", ttl, "p:", t).unwrap();
+        let r = remote.unwrap();
+        assert_eq!(
+            (r.url.as_str(), r.memory, r.prefix.as_str()),
+            ("redis://127.0.0.1:6379/2", None, "p:")
+        );
+        assert_eq!((r.ttl, r.timeout), (ttl, t));
+        let (_, remote) =
+            parse_shared_cache("memory:100+redis://localhost:6379", ttl, "p:", t).unwrap();
+        assert_eq!(remote.unwrap().memory, Some(100));
+        for bad in [
+            "redis://",
+            "redis://host",
+            "redis://host:port",
+            "redis://:6379",
+            "redis://h:6379/x",
+            "none+redis://h:6379",
+            "memory:0+redis://h:6379",
+        ] {
+            let err = parse_shared_cache(bad, ttl, "p:", t).unwrap_err();
+            assert!(err.downcast_ref::<Usage>().is_some(), "{bad}: {err}");
+        }
+        let err = parse_shared_cache("redis://h:1", ttl, "p:", Duration::ZERO).unwrap_err();
+        assert!(err.to_string().contains("--redis-timeout"), "{err}");
     }
 
     #[test]

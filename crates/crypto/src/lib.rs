@@ -15,6 +15,9 @@
 //! - [`store`]: a bounded, TTL'd, sharded server session cache with hit/miss/
 //!   eviction counters, a client session store whose resumption offers the
 //!   load engine switches per connection, and a ticketer that counts tickets.
+//! - [`ticket_keys`]: ticket keys a cluster shares (nginx's 80-byte key
+//!   layout), a ring whose first key encrypts and all decrypt, sealed with
+//!   AES-256-GCM; its `ProducesTickets` impl lives in [`provider`].
 //!
 //! It is not for I/O beyond reading and writing PEM files, and it does not
 //! parse TLS on the wire (that is `tlslab-wire`; `meter::mem` only splits
@@ -24,6 +27,7 @@ pub mod meter;
 pub mod pki;
 pub mod provider;
 pub mod store;
+pub mod ticket_keys;
 
 /// Errors from building providers, generating or loading key material.
 #[derive(Debug, thiserror::Error)]

@@ -218,6 +218,24 @@ pub fn ticketer() -> Result<Arc<dyn rustls::server::ProducesTickets>> {
     Ok(Ticketer::new()?)
 }
 
+/// A shared key ring seals TLS 1.2 and stateless TLS 1.3 tickets
+/// (see [`crate::ticket_keys`] for the layout and derivation).
+impl rustls::server::ProducesTickets for crate::ticket_keys::TicketKeyRing {
+    fn enabled(&self) -> bool {
+        true
+    }
+    fn lifetime(&self) -> u32 {
+        u32::try_from(crate::ticket_keys::TicketKeyRing::lifetime(self).as_secs())
+            .unwrap_or(u32::MAX)
+    }
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.seal(plain)
+    }
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        self.open(cipher)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

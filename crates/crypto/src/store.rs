@@ -128,6 +128,15 @@ impl ServerSessionCache {
         }
     }
 
+    /// Returns true if a live entry for `key` is held, without counting a
+    /// lookup or touching the LRU order.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.shard(key)
+            .lock()
+            .peek(key)
+            .is_some_and(|e| e.stored.elapsed() <= self.ttl)
+    }
+
     fn lookup(&self, key: &[u8], remove: bool) -> Option<Vec<u8>> {
         let mut shard = self.shard(key).lock();
         let live = shard.peek(key).map(|e| e.stored.elapsed() <= self.ttl);

@@ -49,6 +49,8 @@ pub(crate) fn start_server(
             max_early_data: 0,
             alpn: vec![b"http/1.1".to_vec()],
             ablation,
+            remote_cache: None,
+            ticket_keys: tlslab_server::TicketKeys::Local,
         },
         threads: 1,
         pin_cpus: (!placement.server.is_empty()).then(|| placement.server.clone()),

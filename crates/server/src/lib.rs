@@ -20,11 +20,20 @@
 //! are replaced first (`tlslab_crypto::meter::ablated`) and the meter still
 //! counts their (now nearly free) calls.
 //!
+//! A cluster of servers can share its session state
+//! ([`TlsSettings::remote_cache`], [`TlsSettings::ticket_keys`]): a session
+//! cache in Redis, fetched asynchronously before the handshake from the
+//! session ID or PSK identity of the ClientHello (never blocking the event
+//! loop; a slow or absent Redis means full handshakes), and ticket keys in
+//! nginx's 80-byte layout from a file (reloaded on SIGHUP and change) or
+//! from Redis (rotated by one elected node).
+//!
 //! It is not for general web serving: content is loaded into memory at
 //! start (at most 1 GiB), there is no configuration language, no request
 //! bodies are used, and no client authentication is done. It does not
 //! generate load (that is `tlslab-load`) and does not parse TLS itself
-//! beyond classifying the first bytes of a connection (`tlslab-wire`).
+//! beyond classifying the first bytes of a connection and reading the
+//! offered session from the ClientHello (`tlslab-wire`).
 //!
 //! Routes, on both the TLS and the plain listener (GET and HEAD; other
 //! methods get 405): the content's files; `/health` → `ok`;
@@ -43,9 +52,12 @@ mod access_log;
 mod content;
 mod io;
 mod metrics;
+mod prefetch;
+mod redis_cache;
 mod server;
 mod signal;
 mod stats;
+mod ticket_keys;
 mod tls;
 
 use std::net::SocketAddr;
@@ -57,10 +69,12 @@ use tlslab_crypto::provider::{Algorithms, Version};
 pub use tlslab_crypto::meter::{AblationSet, Op, OpStat, Snapshot as CryptoSnapshot};
 
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
+pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};
 pub use stats::{EarlyDataStats, HandshakeCounts, KindCounts, Listener, PerListener, Snapshot};
 pub use tlslab_crypto::store::{CacheStats, TicketStats};
+pub use tlslab_crypto::ticket_keys::TicketKeyStats;
 pub use tlslab_runtime::{process_cpu_time, thread_cpu_time};
 
 /// Everything [`Server::start`] needs.
@@ -180,6 +194,48 @@ pub enum SessionCache {
     },
 }
 
+/// A session cache shared through Redis (`--session-cache redis://…` or
+/// `memory:N+redis://…`), beside [`TlsSettings::session_cache`], which it
+/// replaces when set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteCache {
+    /// `redis://HOST:PORT[/DB]`.
+    pub url: String,
+    /// The capacity of the memory layer in front of Redis (`memory:N+`),
+    /// or `None` for Redis alone (a small staging area then holds
+    /// prefetched sessions until their handshake).
+    pub memory: Option<usize>,
+    /// Session lifetime: the TTL of each Redis key and of the memory layer.
+    pub ttl: Duration,
+    /// Prefix of every Redis key (`--redis-prefix`).
+    pub prefix: String,
+    /// Bound on each pre-handshake GET (`--redis-timeout`).
+    pub timeout: Duration,
+}
+
+/// Where the keys that seal session tickets come from (`--ticket-keys`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum TicketKeys {
+    /// A ticketer of this process alone (rustls's aws-lc-rs ticketer).
+    #[default]
+    Local,
+    /// A file of 80-byte keys (nginx's `ssl_session_ticket_key` layout),
+    /// re-read on SIGHUP and when it changes.
+    File(PathBuf),
+    /// The cluster's current and previous keys in Redis under one
+    /// versioned key; one node at a time (elected by a Redis lock with a
+    /// TTL) rotates them every `rotation`, publishing a new key before any
+    /// node encrypts with it.
+    Redis {
+        /// `redis://HOST:PORT[/DB]`.
+        url: String,
+        /// The Redis key of the key set (its lock is `{key}:lock`).
+        key: String,
+        /// `--ticket-key-rotation`.
+        rotation: Duration,
+    },
+}
+
 /// TLS settings of the HTTPS listener.
 #[derive(Clone, Debug)]
 pub struct TlsSettings {
@@ -220,6 +276,11 @@ pub struct TlsSettings {
     /// TLS 1.2 session-ID lookups hit a perfect cache, so the session-cache
     /// counters see only TLS 1.3 traffic.
     pub ablation: AblationSet,
+    /// A session cache shared through Redis; when set it replaces
+    /// [`TlsSettings::session_cache`].
+    pub remote_cache: Option<RemoteCache>,
+    /// Where ticket keys come from (with `tickets: true`).
+    pub ticket_keys: TicketKeys,
 }
 
 impl TlsSettings {
@@ -240,6 +301,8 @@ impl TlsSettings {
             max_early_data: 0,
             alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
             ablation: AblationSet::NONE,
+            remote_cache: None,
+            ticket_keys: TicketKeys::Local,
         }
     }
 }

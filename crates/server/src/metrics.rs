@@ -222,6 +222,7 @@ impl Collector for StatsCollector {
                 t.rejected,
             )?;
         }
+        cluster(&mut enc, &s)?;
         counter(
             &mut enc,
             "tlslab_early_data_connections",
@@ -286,9 +287,106 @@ impl Collector for StatsCollector {
     }
 }
 
+/// The Redis-shared cache and the shared ticket keys, when configured.
+fn cluster(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Error> {
+    if let Some(r) = s.redis {
+        let counters = [
+            (
+                "tlslab_redis_hits",
+                "Pre-handshake Redis GETs that found the offered session.",
+                r.hits,
+            ),
+            (
+                "tlslab_redis_misses",
+                "Pre-handshake Redis GETs that found nothing.",
+                r.misses,
+            ),
+            (
+                "tlslab_redis_errors",
+                "Redis GETs that failed, and lookups skipped while backing off after a failure (each a full handshake).",
+                r.errors,
+            ),
+            (
+                "tlslab_redis_timeouts",
+                "Redis GETs that did not answer within --redis-timeout (each a full handshake).",
+                r.timeouts,
+            ),
+            (
+                "tlslab_redis_local_hits",
+                "Offered sessions found in the memory layer, so Redis was not asked.",
+                r.local_hits,
+            ),
+            (
+                "tlslab_redis_writes",
+                "Session puts and deletes written to Redis.",
+                r.writes,
+            ),
+            (
+                "tlslab_redis_write_errors",
+                "Session puts and deletes that failed or timed out at Redis.",
+                r.write_errors,
+            ),
+            (
+                "tlslab_redis_put_drops",
+                "Session puts dropped because the queue to Redis was full.",
+                r.put_drops,
+            ),
+        ];
+        for (name, help, v) in counters {
+            counter(enc, name, help, v)?;
+        }
+    }
+    if let Some(k) = s.ticket_keys {
+        gauge(
+            enc,
+            "tlslab_ticket_key_version",
+            "Version of the ticket keys in use (a file's load count, or the version in Redis; 0: local keys, never had the cluster's).",
+            k.version as i64,
+        )?;
+        gauge(
+            enc,
+            "tlslab_ticket_key_age_seconds",
+            "Seconds since the ticket keys in use were installed.",
+            k.age_secs as i64,
+        )?;
+        gauge(
+            enc,
+            "tlslab_ticket_keys",
+            "Ticket keys that decrypt (the encrypting one included).",
+            k.keys as i64,
+        )?;
+        counter(
+            enc,
+            "tlslab_ticket_key_rotations",
+            "Times new ticket keys were installed after the first.",
+            k.version.saturating_sub(1),
+        )?;
+        counter(
+            enc,
+            "tlslab_ticket_key_name_mismatches",
+            "Tickets whose key name matched no key (another cluster's, or a key that aged out).",
+            k.name_mismatches,
+        )?;
+        counter(
+            enc,
+            "tlslab_ticket_key_bad_tickets",
+            "Tickets with a known key name that did not decrypt (tampered or truncated).",
+            k.bad_tickets,
+        )?;
+    }
+    Ok(())
+}
+
 /// A registry exposing `stats`.
 pub(crate) fn registry(stats: Arc<Stats>) -> Registry {
     let mut r = Registry::default();
+    if let Some(Some(redis)) = stats.redis.get() {
+        r.register(
+            "tlslab_redis_get_seconds",
+            "Latency of answered pre-handshake Redis GETs",
+            redis.histogram.clone(),
+        );
+    }
     r.register_collector(Box::new(StatsCollector(stats)));
     r
 }

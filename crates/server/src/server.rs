@@ -53,6 +53,8 @@ struct Shared {
     access_log: Option<Arc<AccessLog>>,
     /// The last connection number handed out (`$connection_id`).
     next_conn: AtomicU64,
+    /// The pre-handshake fetch from a remote session cache.
+    prefetch: Option<crate::prefetch::Prefetcher>,
 }
 
 /// A running server. Dropping it without [`shutdown`](Server::shutdown)
@@ -187,9 +189,15 @@ impl Server {
             .pinned(pin)
             .build()?;
 
-        let (cache, ticketer, acceptor) = match built {
-            Some(b) => (b.cache, b.ticketer, Some(TlsAcceptor::from(b.config))),
-            None => (None, None, None),
+        let (cache, ticketer, redis, ring, acceptor) = match built {
+            Some(b) => (
+                b.cache,
+                b.ticketer,
+                b.redis,
+                b.ring,
+                Some(TlsAcceptor::from(b.config)),
+            ),
+            None => (None, None, None, None, None),
         };
         let stats = Arc::new(Stats::new(
             cache,
@@ -198,7 +206,14 @@ impl Server {
             meter,
             cfg.tls.ablation,
         ));
+        let _ = stats.redis.set(redis.clone());
+        let _ = stats.ticket_keys.set(ring.clone());
         let registry = metrics::registry(stats.clone());
+        let prefetch = redis.clone().map(|store| crate::prefetch::Prefetcher {
+            store,
+            stateless_tickets: cfg.tls.tickets,
+            tls13: cfg.tls.versions.contains(&Version::Tls13),
+        });
         let shared = Arc::new(Shared {
             stats,
             files,
@@ -213,8 +228,39 @@ impl Server {
             registry,
             access_log,
             next_conn: AtomicU64::new(0),
+            prefetch,
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        {
+            let _enter = rt.enter();
+            if let Some(r) = &redis {
+                r.start()?;
+            }
+            match (&ring, &cfg.tls.ticket_keys) {
+                (Some(ring), crate::TicketKeys::File(path)) => crate::ticket_keys::spawn_watch(
+                    path.clone(),
+                    ring.clone(),
+                    shutdown_rx.clone(),
+                )?,
+                (Some(ring), crate::TicketKeys::Redis { url, key, rotation }) => {
+                    let client = redis::Client::open(url.as_str()).map_err(|e| {
+                        Error::Config(format!(
+                            "--ticket-keys {url}: {e}; give redis://HOST:PORT[/DB]"
+                        ))
+                    })?;
+                    crate::ticket_keys::spawn_redis(
+                        crate::ticket_keys::RedisKeys {
+                            client,
+                            key: key.clone(),
+                            rotation: *rotation,
+                        },
+                        ring.clone(),
+                        shutdown_rx.clone(),
+                    );
+                }
+                _ => {}
+            }
+        }
 
         let mut loops = Vec::new();
         let mut addrs = [None, None, None];
@@ -509,6 +555,7 @@ async fn serve_tls(
                 return Err("http_on_tls_port".to_string());
             }
         };
+        let first = crate::prefetch::stage(&mut io, first, shared.prefetch.as_ref()).await?;
         acceptor
             .accept(Rewind::new(first, io))
             .await

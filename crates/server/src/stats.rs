@@ -167,6 +167,12 @@ pub struct Snapshot {
     /// operation and label), from the metering provider. Serialises as the
     /// list of non-zero entries.
     pub crypto: meter::Snapshot,
+    /// The Redis-shared session cache (`None` without one): remote hits,
+    /// misses, errors, timeouts, writes, put drops and GET latency.
+    pub redis: Option<crate::RedisStats>,
+    /// Shared ticket keys (`None` without `--ticket-keys`): version, age,
+    /// tickets sealed and opened, key-name mismatches.
+    pub ticket_keys: Option<crate::TicketKeyStats>,
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -338,6 +344,11 @@ pub(crate) struct Stats {
     pub(crate) threads: Arc<Threads>,
     pub(crate) meter: Arc<Meter>,
     pub(crate) ablation: AblationSet,
+    /// The Redis-shared session cache, if any (set once at start).
+    pub(crate) redis: std::sync::OnceLock<Option<Arc<crate::redis_cache::RedisStore>>>,
+    /// Shared ticket keys, if any (set once at start).
+    pub(crate) ticket_keys:
+        std::sync::OnceLock<Option<Arc<tlslab_crypto::ticket_keys::TicketKeyRing>>>,
 }
 
 impl Stats {
@@ -363,6 +374,8 @@ impl Stats {
             threads,
             meter,
             ablation,
+            redis: Default::default(),
+            ticket_keys: Default::default(),
         }
     }
 
@@ -447,6 +460,12 @@ impl Stats {
             process_cpu: process_cpu_time(),
             ablation: self.ablation,
             crypto: self.meter.snapshot(),
+            redis: self.redis.get().and_then(|r| r.as_ref()).map(|r| r.stats()),
+            ticket_keys: self
+                .ticket_keys
+                .get()
+                .and_then(|r| r.as_ref())
+                .map(|r| r.stats()),
         }
     }
 }

@@ -10,13 +10,20 @@ use tlslab_crypto::pki;
 use tlslab_crypto::provider;
 use tlslab_crypto::store::{CountingTicketer, ServerSessionCache};
 
-use crate::{CertSource, Error, Result, SessionCache, TlsSettings};
+use tlslab_crypto::ticket_keys::TicketKeyRing;
+
+use crate::redis_cache::RedisStore;
+use crate::{CertSource, Error, Result, SessionCache, TicketKeys, TlsSettings};
 
 /// A built TLS configuration and the counting parts it shares with the stats.
 pub(crate) struct Built {
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) cache: Option<Arc<ServerSessionCache>>,
     pub(crate) ticketer: Option<Arc<CountingTicketer>>,
+    /// The Redis-shared cache, when `--session-cache` names one.
+    pub(crate) redis: Option<Arc<RedisStore>>,
+    /// The shared ticket keys, when `--ticket-keys` names them.
+    pub(crate) ring: Option<Arc<TicketKeyRing>>,
 }
 
 /// Builds the server configuration. The provider is always metered into
@@ -34,7 +41,7 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
                 "--max-early-data needs --tickets off: rustls accepts 0-RTT only on stateful (single-use, unreplayable) TLS 1.3 tickets".into(),
             ));
         }
-        if s.session_cache == SessionCache::None {
+        if s.session_cache == SessionCache::None && s.remote_cache.is_none() {
             return Err(Error::Config(
                 "--max-early-data needs a session cache (stateful TLS 1.3 tickets live there); enable --session-cache".into(),
             ));
@@ -65,7 +72,14 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
         .with_protocol_versions(&provider::protocol_versions(&s.versions))?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
+    let mut redis = None;
     let (storage, cache): (Arc<dyn StoresServerSessions>, _) = match s.session_cache {
+        _ if s.remote_cache.is_some() => {
+            let r = RedisStore::new(s.remote_cache.as_ref().expect("checked"))?;
+            redis = Some(r.clone());
+            let local = r.local().clone();
+            (r as Arc<dyn StoresServerSessions>, Some(local))
+        }
         SessionCache::None => (Arc::new(NoServerSessionStorage {}), None),
         SessionCache::Memory { capacity, ttl } => {
             if capacity == 0 {
@@ -78,8 +92,34 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
         }
     };
     config.session_storage = MeteredStore::new(s.ablation.server_store(storage), meter.clone());
+    let mut ring = None;
+    if !s.tickets && s.ticket_keys != TicketKeys::Local {
+        return Err(Error::Config(
+            "--ticket-keys seals session tickets, but --tickets is off; use --tickets on or drop --ticket-keys".into(),
+        ));
+    }
     let ticketer = if s.tickets {
-        let t = CountingTicketer::new(provider::ticketer()?);
+        let inner: Arc<dyn rustls::server::ProducesTickets> = match &s.ticket_keys {
+            TicketKeys::Local => provider::ticketer()?,
+            TicketKeys::File(path) => {
+                let r = crate::ticket_keys::load(path, ticket_lifetime(s))?;
+                ring = Some(r.clone());
+                r
+            }
+            TicketKeys::Redis { rotation, .. } => {
+                if rotation.is_zero() {
+                    return Err(Error::Config(
+                        "--ticket-key-rotation 0 cannot rotate; give a duration such as 12h".into(),
+                    ));
+                }
+                // Local keys (version 0) until Redis answers.
+                let local = tlslab_crypto::ticket_keys::KeyMaterial::generate()?;
+                let r = TicketKeyRing::new(&[local], 0, 0, ticket_lifetime(s))?;
+                ring = Some(r.clone());
+                r
+            }
+        };
+        let t = CountingTicketer::new(inner);
         config.ticketer = MeteredTicketer::new(t.clone(), meter.clone());
         Some(t)
     } else {
@@ -91,7 +131,18 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
         config: Arc::new(config),
         cache,
         ticketer,
+        redis,
+        ring,
     })
+}
+
+/// How long shared-key tickets say they live: the session lifetime.
+fn ticket_lifetime(s: &TlsSettings) -> std::time::Duration {
+    match (&s.remote_cache, s.session_cache) {
+        (Some(r), _) => r.ttl,
+        (None, SessionCache::Memory { ttl, .. }) => ttl,
+        (None, SessionCache::None) => std::time::Duration::from_secs(300),
+    }
 }
 
 /// The failure reason of a handshake that ended in `e` on a server using

@@ -1,0 +1,375 @@
+//! A session cache shared by a cluster through Redis
+//! (`--session-cache redis://HOST:PORT[/DB]` or `memory:N+redis://…`).
+//!
+//! rustls's `StoresServerSessions` is synchronous and runs inside the
+//! handshake, so this store never talks to Redis from it:
+//! - before the handshake, [`crate::prefetch`] reads the ClientHello, and
+//!   [`RedisStore::prefetch`] GETs the offered session ID or PSK identity
+//!   (bounded by `--redis-timeout`) and stages the value in the local
+//!   layer, where rustls then finds it;
+//! - `put` queues a `SET … PX ttl` on a bounded queue that one task drains
+//!   in pipelines; a full queue drops the put and counts it;
+//! - `take` (TLS 1.3 stateful tickets, single use) queues a `DEL`, and the
+//!   prefetch of a PSK identity uses `GETDEL`, so a ticket resumes once in
+//!   the whole cluster (Redis ≥ 6.2).
+//!
+//! Failure is a full handshake, never an error: a GET that fails or
+//! times out is a miss, counted as an error or a timeout. After a failed
+//! GET the store stops asking Redis for a backoff that doubles from 50 ms
+//! to 2 s (counted as errors, too), while the redis crate's connection
+//! manager reconnects.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use rustls::server::StoresServerSessions;
+use tlslab_crypto::store::ServerSessionCache;
+use tokio::sync::mpsc;
+
+use crate::{Error, RemoteCache, Result};
+
+/// How many puts and deletes may wait for Redis.
+const QUEUE: usize = 8192;
+/// How many queued writes go out in one pipeline.
+const BATCH: usize = 128;
+/// How long a pipeline of writes may take.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The capacity of the staging area when there is no memory layer.
+const STAGING: usize = 16_384;
+/// How long a staged (prefetched) value waits for its handshake.
+const STAGING_TTL: Duration = Duration::from_secs(10);
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Counters of a [`RedisStore`], as of one instant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RedisStats {
+    /// Prefetch GETs that found a session in Redis.
+    pub hits: u64,
+    /// Prefetch GETs that found nothing.
+    pub misses: u64,
+    /// GETs that failed (connection refused, reset, a Redis error), and
+    /// lookups skipped while backing off after a failure.
+    pub errors: u64,
+    /// GETs that did not answer within `--redis-timeout`.
+    pub timeouts: u64,
+    /// Lookups answered by the memory layer without asking Redis.
+    pub local_hits: u64,
+    /// Puts and deletes written to Redis.
+    pub writes: u64,
+    /// Puts and deletes that failed or timed out at Redis.
+    pub write_errors: u64,
+    /// Puts dropped because the queue to Redis was full.
+    pub put_drops: u64,
+    /// GET latency, median, in microseconds (answered GETs only).
+    pub get_p50_us: u64,
+    /// GET latency, 99th percentile, in microseconds.
+    pub get_p99_us: u64,
+}
+
+enum Write {
+    Set(Vec<u8>, Vec<u8>),
+    Del(Vec<u8>),
+}
+
+/// A session store whose sessions live in Redis and, staged or as a
+/// memory layer, in this process.
+pub struct RedisStore {
+    spec: RemoteCache,
+    local: Arc<ServerSessionCache>,
+    layered: bool,
+    client: redis::Client,
+    conn: OnceLock<ConnectionManager>,
+    queue: mpsc::Sender<Write>,
+    queue_rx: Mutex<Option<mpsc::Receiver<Write>>>,
+    started: Instant,
+    /// Milliseconds since `started` before which GETs are skipped.
+    down_until: AtomicU64,
+    backoff_ms: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    errors: AtomicU64,
+    timeouts: AtomicU64,
+    local_hits: AtomicU64,
+    writes: AtomicU64,
+    write_errors: AtomicU64,
+    put_drops: AtomicU64,
+    latency: Mutex<hdrhistogram::Histogram<u64>>,
+    /// GET latency buckets for `/metrics` (seconds).
+    pub(crate) histogram: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.spec.url)
+            .field("layered", &self.layered)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl RedisStore {
+    /// A store for `spec`; nothing is connected until [`RedisStore::start`].
+    pub(crate) fn new(spec: &RemoteCache) -> Result<Arc<Self>> {
+        let client = redis::Client::open(spec.url.as_str()).map_err(|e| {
+            Error::Config(format!(
+                "--session-cache {}: {e}; give redis://HOST:PORT[/DB]",
+                spec.url
+            ))
+        })?;
+        if spec.timeout.is_zero() {
+            return Err(Error::Config(
+                "--redis-timeout 0 would time out every GET; give a positive duration such as 5ms"
+                    .into(),
+            ));
+        }
+        let (layered, local) = match spec.memory {
+            Some(n) if n > 0 => (true, ServerSessionCache::new(n, spec.ttl)),
+            Some(_) => {
+                return Err(Error::Config(
+                    "a memory layer of capacity 0 holds nothing; use memory:N+redis://… with N ≥ 1, or redis://… alone".into(),
+                ));
+            }
+            None => (false, ServerSessionCache::new(STAGING, STAGING_TTL)),
+        };
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let latency = hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 2)
+            .map_err(|e| Error::Runtime(format!("GET latency histogram: {e}")))?;
+        // 25 µs .. ~0.4 s.
+        let buckets = prometheus_client::metrics::histogram::exponential_buckets(25e-6, 2.0, 15);
+        Ok(Arc::new(RedisStore {
+            spec: spec.clone(),
+            local,
+            layered,
+            client,
+            conn: OnceLock::new(),
+            queue: tx,
+            queue_rx: Mutex::new(Some(rx)),
+            started: Instant::now(),
+            down_until: AtomicU64::new(0),
+            backoff_ms: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
+            local_hits: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            write_errors: AtomicU64::new(0),
+            put_drops: AtomicU64::new(0),
+            latency: Mutex::new(latency),
+            histogram: prometheus_client::metrics::histogram::Histogram::new(buckets),
+        }))
+    }
+
+    /// The local layer (the memory cache, or the staging area).
+    pub(crate) fn local(&self) -> &Arc<ServerSessionCache> {
+        &self.local
+    }
+
+    /// Connects lazily and starts the writer. Call inside the server's
+    /// runtime.
+    pub(crate) fn start(self: &Arc<Self>) -> Result<()> {
+        let cfg = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_millis(500)))
+            .set_response_timeout(Some(WRITE_TIMEOUT))
+            .set_number_of_retries(2)
+            .set_min_delay(BACKOFF_MIN)
+            .set_max_delay(BACKOFF_MAX);
+        let conn = ConnectionManager::new_lazy_with_config(self.client.clone(), cfg)
+            .map_err(|e| Error::Runtime(format!("Redis connection manager: {e}")))?;
+        let _ = self.conn.set(conn);
+        if let Some(rx) = self.queue_rx.lock().take() {
+            tokio::spawn(writer(self.clone(), rx));
+        }
+        Ok(())
+    }
+
+    fn key(&self, k: &[u8]) -> Vec<u8> {
+        let mut v = self.spec.prefix.as_bytes().to_vec();
+        v.extend_from_slice(k);
+        v
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn failed(&self) {
+        let b = self.backoff_ms.load(Ordering::Relaxed);
+        let next = if b == 0 {
+            BACKOFF_MIN.as_millis() as u64
+        } else {
+            (b * 2).min(BACKOFF_MAX.as_millis() as u64)
+        };
+        self.backoff_ms.store(next, Ordering::Relaxed);
+        self.down_until
+            .store(self.now_ms() + next, Ordering::Relaxed);
+    }
+
+    /// Fetches the sessions a ClientHello offers (`single_use`: TLS 1.3
+    /// stateful tickets, fetched with GETDEL) into the local layer, within
+    /// `--redis-timeout` for all of them together. Never fails: a failure is
+    /// a miss, counted.
+    pub(crate) async fn prefetch(&self, keys: &[Vec<u8>], single_use: bool) {
+        let Some(conn) = self.conn.get() else { return };
+        for k in keys {
+            if self.local.contains(k) {
+                self.local_hits.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        if keys.is_empty() {
+            return;
+        }
+        if self.now_ms() < self.down_until.load(Ordering::Relaxed) {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut conn = conn.clone();
+        let mut pipe = redis::pipe();
+        for k in keys {
+            let cmd = if single_use { "GETDEL" } else { "GET" };
+            pipe.cmd(cmd).arg(self.key(k));
+        }
+        let t = Instant::now();
+        let r = tokio::time::timeout(
+            self.spec.timeout,
+            pipe.query_async::<Vec<Option<Vec<u8>>>>(&mut conn),
+        )
+        .await;
+        match r {
+            Err(_) => {
+                self.timeouts.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Err(e)) => {
+                tracing::debug!("Redis GET failed: {e}");
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                self.failed();
+            }
+            Ok(Ok(values)) => {
+                let us = t.elapsed().as_micros() as u64;
+                let _ = self.latency.lock().record(us.max(1));
+                self.histogram.observe(us as f64 / 1e6);
+                self.backoff_ms.store(0, Ordering::Relaxed);
+                let mut found = false;
+                for (k, v) in keys.iter().zip(values) {
+                    if let Some(v) = v {
+                        found = true;
+                        self.local.put(k.clone(), v);
+                    }
+                }
+                if found {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.misses.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn enqueue(&self, w: Write) {
+        if self.queue.try_send(w).is_err() {
+            self.put_drops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> RedisStats {
+        let h = self.latency.lock();
+        let q = |p: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(p)
+            }
+        };
+        RedisStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
+            local_hits: self.local_hits.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            write_errors: self.write_errors.load(Ordering::Relaxed),
+            put_drops: self.put_drops.load(Ordering::Relaxed),
+            get_p50_us: q(0.5),
+            get_p99_us: q(0.99),
+        }
+    }
+}
+
+/// Drains the write queue in pipelines.
+async fn writer(store: Arc<RedisStore>, mut rx: mpsc::Receiver<Write>) {
+    let ttl_ms = store.spec.ttl.as_millis().max(1) as u64;
+    let mut batch = Vec::with_capacity(BATCH);
+    while rx.recv_many(&mut batch, BATCH).await > 0 {
+        let Some(conn) = store.conn.get() else { return };
+        let mut conn = conn.clone();
+        let mut pipe = redis::pipe();
+        for w in batch.drain(..) {
+            match w {
+                Write::Set(k, v) => {
+                    pipe.cmd("SET")
+                        .arg(store.key(&k))
+                        .arg(v)
+                        .arg("PX")
+                        .arg(ttl_ms)
+                        .ignore();
+                }
+                Write::Del(k) => {
+                    pipe.cmd("DEL").arg(store.key(&k)).ignore();
+                }
+            }
+        }
+        let n = pipe.len() as u64;
+        match tokio::time::timeout(WRITE_TIMEOUT, pipe.query_async::<()>(&mut conn)).await {
+            Ok(Ok(())) => {
+                store.writes.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok(Err(e)) => {
+                tracing::debug!("Redis write failed: {e}");
+                store.write_errors.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(_) => {
+                store.write_errors.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl StoresServerSessions for RedisStore {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        if self.layered {
+            self.local.put(key.clone(), value.clone());
+        }
+        self.enqueue(Write::Set(key, value));
+        true
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        if self.layered {
+            self.local.get(key)
+        } else {
+            // A staged value serves one handshake.
+            self.local.take(key)
+        }
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let v = self.local.take(key);
+        // Single use in the whole cluster (the prefetch used GETDEL; a hit
+        // in the memory layer did not ask Redis).
+        if v.is_some() && self.layered {
+            self.enqueue(Write::Del(key.to_vec()));
+        }
+        v
+    }
+
+    fn can_cache(&self) -> bool {
+        true
+    }
+}

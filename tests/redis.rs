@@ -1,0 +1,590 @@
+//! Cluster-wide session state with a real `redis-server`: sessions shared
+//! by two `tlslab serve` processes through Redis (TLS 1.2 session IDs and
+//! TLS 1.3 stateful tickets), Redis killed and restarted under load, a
+//! slow Redis behind a delaying proxy, and ticket keys shared through a
+//! key file and rotated by reloading it.
+//!
+//! Each Redis test starts its own `redis-server --port P --save ''` on a
+//! free loopback port in a temp dir. They are ignored by default, like the
+//! interop suite; `.ci/run` installs redis-server and runs them with
+//! `cargo test --release --test redis -- --ignored --test-threads=1`.
+//! Run with `--ignored` but without redis-server they skip with a loud
+//! message, and fail when `CI=true`. The ticket-key-file test needs no
+//! peer and always runs.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Certs, Metrics, Proc, Serve, certs, free_port, have, tempdir, wait_for_port};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore, StreamOwned};
+
+/// A `redis-server` on a loopback port, killed on drop.
+struct Redis {
+    proc: Option<Proc>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Redis {
+    /// Starts one, or returns `None` (after a loud skip message) when
+    /// redis-server is not installed; with `CI=true` that fails the test.
+    fn start() -> Option<Redis> {
+        if !have("redis-server") {
+            let msg = "redis-server is not installed: SKIPPING this Redis test. Install it with `apt-get install -y redis-server` (.ci/run does).";
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{msg}");
+            }
+            eprintln!("\n*** {msg} ***\n");
+            return None;
+        }
+        let mut r = Redis {
+            proc: None,
+            port: free_port(),
+            dir: tempdir(),
+        };
+        r.restart();
+        Some(r)
+    }
+
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn restart(&mut self) {
+        let mut cmd = Command::new(common::tool("redis-server"));
+        cmd.args([
+            "--port",
+            &self.port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--bind", "127.0.0.1", "--dir"])
+        .arg(self.dir.path());
+        self.proc = Some(Proc::spawn(cmd));
+        assert!(
+            wait_for_port(self.addr(), Duration::from_secs(10)),
+            "redis-server did not listen on {}",
+            self.addr()
+        );
+    }
+
+    fn kill(&mut self) {
+        if let Some(p) = self.proc.take() {
+            p.kill();
+        }
+    }
+}
+
+/// A TLS client that keeps its sessions across connections to any server
+/// with the same name, as a browser does.
+struct Client {
+    config: Arc<ClientConfig>,
+}
+
+impl Client {
+    fn new(ca: &Path, tls13: bool) -> Client {
+        let mut roots = RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(ca).expect("CA PEM") {
+            roots.add(c.expect("CA cert")).expect("add CA");
+        }
+        let versions: &[&rustls::SupportedProtocolVersion] = if tls13 {
+            &[&rustls::version::TLS13]
+        } else {
+            &[&rustls::version::TLS12]
+        };
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(versions)
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Client {
+            config: Arc::new(config),
+        }
+    }
+
+    /// One connection with one request; the handshake kind, or an error.
+    fn get(&self, addr: SocketAddr) -> Result<HandshakeKind, String> {
+        let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        let name = ServerName::try_from("localhost").expect("name");
+        let conn = ClientConnection::new(self.config.clone(), name).map_err(|e| e.to_string())?;
+        let mut s = StreamOwned::new(conn, tcp);
+        s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .map_err(|e| format!("write: {e}"))?;
+        let mut resp = Vec::new();
+        match s.read_to_end(&mut resp) {
+            Ok(_) => {}
+            // A server that closes without close_notify after the response.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !resp.is_empty() => {}
+            Err(e) => return Err(format!("read: {e}")),
+        }
+        if !resp.starts_with(b"HTTP/1.1 ") {
+            return Err(format!(
+                "not an HTTP response: {:?}",
+                String::from_utf8_lossy(&resp[..resp.len().min(80)])
+            ));
+        }
+        s.conn
+            .handshake_kind()
+            .ok_or_else(|| "no handshake kind".to_string())
+    }
+}
+
+fn serve(c: &Certs, extra: &[&str]) -> Serve {
+    let chain = c.chain.to_str().expect("utf-8");
+    let key = c.key.to_str().expect("utf-8");
+    let mut args = vec!["--cert", chain, "--key", key, "--threads", "1"];
+    args.extend_from_slice(extra);
+    Serve::start(&args)
+}
+
+/// A counter's value (`NAME_total` in the exposition).
+fn counter(m: &Metrics, name: &str) -> f64 {
+    m.count(&format!("{name}_total"), &[])
+}
+
+/// Alternates `n` connections between the servers; (resumed, failed).
+fn alternate(client: &Client, servers: &[SocketAddr], n: usize) -> (usize, Vec<String>) {
+    let (mut resumed, mut failed) = (0, Vec::new());
+    for i in 0..n {
+        match client.get(servers[i % servers.len()]) {
+            Ok(HandshakeKind::Resumed) => resumed += 1,
+            Ok(_) => {}
+            Err(e) => failed.push(e),
+        }
+        // Let the asynchronous put reach Redis before the other node asks.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (resumed, failed)
+}
+
+#[test]
+#[ignore = "needs redis-server; .ci/run runs it with --ignored"]
+fn sessions_resume_across_two_servers_through_redis() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempdir();
+    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    for (tls, tls13) in [("1.2", false), ("1.3", true)] {
+        let url = redis.url();
+        let prefix = format!("t{tls}:");
+        let args = [
+            "--tls",
+            tls,
+            "--tickets",
+            "off",
+            "--session-cache",
+            &url,
+            "--redis-prefix",
+            &prefix,
+            // Generous: the test machine is shared; the bound itself is
+            // tested with the slow proxy below.
+            "--redis-timeout",
+            "200ms",
+        ];
+        let (a, b) = (serve(&c, &args), serve(&c, &args));
+        let client = Client::new(&c.ca, tls13);
+        let (resumed, failed) = alternate(&client, &[a.https, b.https], 20);
+        assert!(failed.is_empty(), "TLS {tls}: failures {failed:?}");
+        // Every connection after the first resumes a session that the
+        // other server issued: only Redis can have carried it over.
+        assert!(
+            resumed >= 17,
+            "TLS {tls}: only {resumed} of 19 possible resumptions\nA: {}\nB: {}",
+            a.metrics_text(),
+            b.metrics_text()
+        );
+        let (ma, mb) = (a.metrics(), b.metrics());
+        let hits = counter(&ma, "tlslab_redis_hits") + counter(&mb, "tlslab_redis_hits");
+        assert!(
+            hits >= resumed as f64,
+            "TLS {tls}: {hits} remote hits for {resumed} resumptions"
+        );
+        assert!(counter(&ma, "tlslab_redis_writes") > 0.0);
+        assert_eq!(counter(&ma, "tlslab_redis_put_drops"), 0.0);
+        assert!(
+            mb.series("tlslab_redis_get_seconds_count")
+                .iter()
+                .any(|s| s.value > 0.0)
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server; .ci/run runs it with --ignored"]
+fn redis_killed_mid_run_means_full_handshakes_then_resumption_recovers() {
+    let Some(mut redis) = Redis::start() else {
+        return;
+    };
+    let dir = tempdir();
+    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let url = redis.url();
+    let args = [
+        "--tls",
+        "1.2",
+        "--tickets",
+        "off",
+        "--session-cache",
+        &url,
+        "--redis-timeout",
+        "200ms",
+    ];
+    let (a, b) = (serve(&c, &args), serve(&c, &args));
+    let servers = [a.https, b.https];
+    let client = Client::new(&c.ca, false);
+    let (before, failed) = alternate(&client, &servers, 10);
+    assert!(
+        failed.is_empty() && before >= 8,
+        "{before} resumed, {failed:?}"
+    );
+
+    redis.kill();
+    let (down, failed) = alternate(&client, &servers, 20);
+    assert!(
+        failed.is_empty(),
+        "requests failed while Redis was down: {failed:?}"
+    );
+    assert_eq!(down, 0, "nothing can resume through a Redis that is down");
+    let errors =
+        counter(&a.metrics(), "tlslab_redis_errors") + counter(&b.metrics(), "tlslab_redis_errors");
+    assert!(errors > 0.0, "no Redis errors were counted");
+
+    redis.restart();
+    // The connection manager reconnects and the back-off (≤ 2 s) ends.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut recovered = 0;
+    let mut failures = Vec::new();
+    while Instant::now() < deadline && recovered < 5 {
+        let (r, f) = alternate(&client, &servers, 4);
+        recovered += r;
+        failures.extend(f);
+    }
+    assert!(
+        failures.is_empty(),
+        "requests failed after the restart: {failures:?}"
+    );
+    assert!(
+        recovered >= 5,
+        "resumption did not recover within 20 s of the restart"
+    );
+}
+
+/// A TCP proxy that holds every chunk from upstream for `delay` before
+/// passing it on (a slow Redis); stops when dropped.
+struct SlowProxy {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl SlowProxy {
+    fn start(upstream: SocketAddr, delay: Duration) -> SlowProxy {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind proxy");
+        l.set_nonblocking(true).expect("nonblocking");
+        let addr = l.local_addr().expect("addr");
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                let Ok((down, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let Ok(up) = TcpStream::connect(upstream) else {
+                    continue;
+                };
+                down.set_nonblocking(false).ok();
+                let pipe = |mut from: TcpStream,
+                            mut to: TcpStream,
+                            delay: Duration,
+                            st: Arc<AtomicBool>| {
+                    std::thread::spawn(move || {
+                        from.set_read_timeout(Some(Duration::from_millis(100))).ok();
+                        let mut buf = [0u8; 16384];
+                        while !st.load(Ordering::Relaxed) {
+                            match from.read(&mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    std::thread::sleep(delay);
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => break,
+                            }
+                        }
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                };
+                let (d2, u2) = (
+                    down.try_clone().expect("clone"),
+                    up.try_clone().expect("clone"),
+                );
+                pipe(down, up, Duration::ZERO, st.clone());
+                pipe(u2, d2, delay, st.clone());
+            }
+        });
+        SlowProxy { addr, stop }
+    }
+}
+
+impl Drop for SlowProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server; .ci/run runs it with --ignored"]
+fn a_slow_redis_times_out_at_the_bound_and_the_handshake_completes() {
+    let Some(redis) = Redis::start() else { return };
+    let proxy = SlowProxy::start(redis.addr(), Duration::from_millis(1000));
+    let dir = tempdir();
+    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let url = format!("redis://{}", proxy.addr);
+    let args = [
+        "--tls",
+        "1.2",
+        "--tickets",
+        "off",
+        "--session-cache",
+        &url,
+        "--redis-timeout",
+        "20ms",
+    ];
+    let (a, b) = (serve(&c, &args), serve(&c, &args));
+    let client = Client::new(&c.ca, false);
+    let mut times = Vec::new();
+    for i in 0..10 {
+        let t = Instant::now();
+        let r = client.get([a.https, b.https][i % 2]);
+        times.push(t.elapsed());
+        assert!(r.is_ok(), "connection {i} failed: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let timeouts = counter(&a.metrics(), "tlslab_redis_timeouts")
+        + counter(&b.metrics(), "tlslab_redis_timeouts");
+    assert!(
+        timeouts >= 5.0,
+        "only {timeouts} GET timeouts behind a 1 s proxy"
+    );
+    // Each GET gave up at 20 ms, far before the proxy's 1 s answer (the
+    // margin is for a shared, noisy test machine).
+    times.sort();
+    assert!(
+        times[5] < Duration::from_millis(250),
+        "median connection {:?}: {times:?}",
+        times[5]
+    );
+    assert!(
+        times[9] < Duration::from_millis(800),
+        "a connection took {:?}: {times:?}",
+        times[9]
+    );
+}
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn write_keys(path: &Path, keys: &[[u8; 80]]) {
+    let bytes: Vec<u8> = keys.iter().flatten().copied().collect();
+    // Write then rename, so the watcher never sees half a file.
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).expect("write keys");
+    std::fs::rename(&tmp, path).expect("rename keys");
+}
+
+fn key(fill: u8) -> [u8; 80] {
+    let mut k = [fill; 80];
+    k[0] = fill ^ 0x5a;
+    k
+}
+
+#[test]
+fn shared_ticket_key_files_resume_across_servers_and_rotate_by_reload() {
+    let dir = tempdir();
+    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let shared: PathBuf = dir.path().join("ticket.key");
+    let other: PathBuf = dir.path().join("other.key");
+    write_keys(&shared, &[key(1)]);
+    write_keys(&other, &[key(2)]);
+    let args = |f: &Path| {
+        vec![
+            "--tickets".to_string(),
+            "on".into(),
+            "--session-cache".into(),
+            "none".into(),
+            "--ticket-keys".into(),
+            f.to_str().expect("utf-8").into(),
+        ]
+    };
+    let (sa, so) = (args(&shared), args(&other));
+    let a = serve(&c, &refs(&sa));
+    let b = serve(&c, &refs(&sa));
+    let x = serve(&c, &refs(&so));
+    for tls13 in [false, true] {
+        let client = Client::new(&c.ca, tls13);
+        let (resumed, failed) = alternate(&client, &[a.https, b.https], 10);
+        assert!(failed.is_empty(), "{failed:?}");
+        assert!(
+            resumed >= 9,
+            "TLS 1.3 {tls13}: {resumed} of 9 resumed across A and B"
+        );
+        // Another key: a full handshake, counted as a key-name mismatch.
+        assert_eq!(client.get(x.https), Ok(HandshakeKind::Full));
+    }
+    assert!(counter(&x.metrics(), "tlslab_ticket_key_name_mismatches") >= 2.0);
+
+    // Rotation: a new key first, the old one still decrypts.
+    let client = Client::new(&c.ca, true);
+    assert!(client.get(a.https).is_ok());
+    write_keys(&shared, &[key(3), key(1)]);
+    for s in [&a, &b] {
+        s.proc.signal(nix::sys::signal::Signal::SIGHUP);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while [&a, &b]
+        .iter()
+        .any(|s| s.metrics().get("tlslab_ticket_key_version", &[]) != Some(2.0))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the servers did not reload the key file"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The ticket sealed with key 1 still resumes; the new one is sealed with key 3.
+    assert_eq!(client.get(b.https), Ok(HandshakeKind::Resumed));
+    // Key 1 ages out (the file changes; no signal this time).
+    std::thread::sleep(Duration::from_millis(1100));
+    let old_ticket_client = Client::new(&c.ca, true);
+    write_keys(&shared, &[key(1)]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.metrics().get("tlslab_ticket_key_version", &[]) != Some(3.0) {
+        assert!(
+            Instant::now() < deadline,
+            "A did not notice the changed key file"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(old_ticket_client.get(a.https).is_ok());
+    write_keys(&shared, &[key(3)]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.metrics().get("tlslab_ticket_key_version", &[]) != Some(4.0) {
+        assert!(
+            Instant::now() < deadline,
+            "A did not notice the changed key file"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let before = counter(&a.metrics(), "tlslab_ticket_key_name_mismatches");
+    assert_eq!(old_ticket_client.get(a.https), Ok(HandshakeKind::Full));
+    assert!(counter(&a.metrics(), "tlslab_ticket_key_name_mismatches") > before);
+}
+
+#[test]
+#[ignore = "needs redis-server; .ci/run runs it with --ignored"]
+fn ticket_keys_rotate_through_redis_under_load_with_no_failed_resumption() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = tempdir();
+    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let url = redis.url();
+    let args = [
+        "--tls",
+        "1.3",
+        "--tickets",
+        "on",
+        "--session-cache",
+        "none",
+        "--ticket-keys",
+        &url,
+        // Polls every 50 ms: a rotation is published, then switched 100 ms later.
+        "--ticket-key-rotation",
+        "1200ms",
+    ];
+    let (a, b) = (serve(&c, &args), serve(&c, &args));
+    let version = |s: &Serve| {
+        s.metrics()
+            .get("tlslab_ticket_key_version", &[])
+            .unwrap_or(0.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while version(&a) < 1.0 || version(&b) < 1.0 || version(&a) != version(&b) {
+        assert!(
+            Instant::now() < deadline,
+            "the nodes did not agree on keys from Redis"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = version(&a);
+    let client = Client::new(&c.ca, true);
+    assert!(client.get(a.https).is_ok());
+    // About 4 s of alternating connections: at least two full rotations
+    // (publish + switch each), every connection presenting a ticket the
+    // other node sealed.
+    let (mut n, mut full, mut failed) = (0, 0, Vec::new());
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        match client.get([b.https, a.https][n % 2]) {
+            Ok(HandshakeKind::Resumed) => {}
+            Ok(_) => full += 1,
+            Err(e) => failed.push(e),
+        }
+        n += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+    let end = version(&a).min(version(&b));
+    assert!(
+        end >= start + 4.0,
+        "keys went from version {start} to {end} only"
+    );
+    assert_eq!(
+        full, 0,
+        "{full} of {n} connections did not resume across the rotations"
+    );
+    for s in [&a, &b] {
+        let m = s.metrics();
+        assert_eq!(counter(&m, "tlslab_ticket_key_name_mismatches"), 0.0);
+        assert!(counter(&m, "tlslab_ticket_key_rotations") >= 4.0);
+    }
+
+    // Redis goes away: both nodes keep their last keys (and warn), so
+    // tickets still cross between them.
+    let mut redis = redis;
+    redis.kill();
+    let (resumed, failed) = alternate(&client, &[a.https, b.https], 10);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(resumed, 10, "tickets stopped crossing nodes without Redis");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.proc.stderr_text().contains("keeping the keys in use") {
+        assert!(
+            Instant::now() < deadline,
+            "no warning about Redis:\n{}",
+            a.proc.stderr_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
