@@ -487,14 +487,21 @@ pub struct LoadArgs {
     #[arg(long, value_name = "X")]
     pub speed: Option<f64>,
 
-    /// Replay: drop the requests of the IPs listed in FILE (one per line; proxies).
-    #[arg(long, value_name = "FILE")]
-    pub exclude_ips: Option<PathBuf>,
+    /// Replay: drop the requests of the clients listed in FILE, one IP address or host
+    /// name per line as the log writes them (proxies). Alias: --exclude-ips.
+    #[arg(long, visible_alias = "exclude-ips", value_name = "FILE")]
+    pub exclude_clients: Option<PathBuf>,
 
-    /// Replay: drop every IP that made more than N requests within any PERIOD
-    /// (e.g. 100/min, 10/s, 600/10m): a proxy in disguise.
-    #[arg(long, value_name = "N/PERIOD")]
-    pub ip_rate_limit: Option<String>,
+    /// Replay: drop every client (IP address or host name) that made more than N
+    /// requests within any PERIOD (e.g. 100/min, 10/s, 600/10m): a proxy in disguise.
+    /// Alias: --ip-rate-limit.
+    #[arg(long, visible_alias = "ip-rate-limit", value_name = "N/PERIOD")]
+    pub client_rate_limit: Option<String>,
+
+    /// Replay: a malformed log line is an error (exit 1, naming the line and why) instead
+    /// of being skipped; without it, more than 1 % skipped lines print a warning.
+    #[arg(long)]
+    pub strict: bool,
 
     /// Replay: request paths: bytes (/bytes/<logged size>) or original (the log's paths).
     #[arg(long, default_value = "bytes", value_name = "MODE")]

@@ -5,9 +5,11 @@
 //!    `$remote_addr - $remote_user [$time_local] "$request" $status
 //!    $body_bytes_sent "$http_referer" "$http_user_agent"`). Malformed
 //!    lines are skipped and counted, each with its line number and reason.
-//! 2. [`filter`] drops listed proxy IPs (`--exclude-ips FILE`) and any IP
-//!    whose request rate exceeds a threshold (a proxy in disguise).
-//! 3. [`ReplayPlan`] maps each client IP to one browser: its first request
+//!    The first field is an opaque [`Client`]: an IP address or a host
+//!    name (the classic public traces log host names).
+//! 2. [`filter`] drops listed proxies (`--exclude-clients FILE`) and any
+//!    client whose request rate exceeds a threshold (a proxy in disguise).
+//! 3. [`ReplayPlan`] maps each client to one browser: its first request
 //!    is a full TLS handshake and its later requests resume. The implied
 //!    resumption ratio is (requests − IPs) / requests.
 //! 4. [`Scheduler`] hands requests out keeping each IP's requests in log
