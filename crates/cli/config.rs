@@ -541,10 +541,21 @@ pub fn breakdown(
     let cell = a.cell.unwrap_or(if a.quick {
         Duration::from_millis(500)
     } else {
-        Duration::from_secs(2)
+        Duration::from_secs(1)
     });
     if cell.is_zero() {
         return bail("--cell must be above 0");
+    }
+    let max_time = a.max_time.unwrap_or(if a.quick {
+        Duration::from_secs(40)
+    } else {
+        Duration::from_secs(300)
+    });
+    if !(a.target_ci.is_finite() && a.target_ci > 0.0 && a.target_ci < 100.0) {
+        return bail(format!(
+            "--target-ci {}: give a half-width in points above 0, e.g. 2",
+            a.target_ci
+        ));
     }
     Ok(BreakdownConfig {
         workload,
@@ -554,6 +565,8 @@ pub fn breakdown(
         cell,
         clients: a.clients,
         repeats: a.repeats.unwrap_or(if a.quick { 2 } else { 3 }),
+        max_time,
+        target_ci95: a.target_ci / 100.0,
     })
 }
 
