@@ -1001,4 +1001,46 @@ mod tests {
         );
         assert!(text.contains("rng (variance"), "{text}");
     }
+
+    #[test]
+    fn every_breakdown_json_field_is_documented_in_the_readme() {
+        let cfg = cfg(Workload::Reuse(0.5));
+        let configs = configurations(cfg.workload);
+        let samples = configs
+            .iter()
+            .map(|_| vec![sample(100.0, 100.0, 1.0); 2])
+            .collect();
+        let r = analyse(&cfg, no_pin(), configs, samples);
+        let v = serde_json::to_value(&r).unwrap();
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("### `tlslab breakdown --json")
+            .expect("README documents the breakdown JSON");
+        let section = &readme[start..];
+        let section = &section[..section[4..].find("\n## ").map_or(section.len(), |i| i + 4)];
+        let mut names: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        for (list, item) in [("rows", &v["rows"][0]), ("shares", &v["shares"][0])] {
+            names.extend(
+                item.as_object()
+                    .unwrap()
+                    .keys()
+                    .map(|k| format!("{list}[].{k}")),
+            );
+        }
+        names.extend(
+            v["placement"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| format!("placement.{k}")),
+        );
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| !section.contains(&format!("`{n}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "undocumented breakdown fields: {missing:?}"
+        );
+    }
 }
