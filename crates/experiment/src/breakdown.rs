@@ -1036,7 +1036,9 @@ mod tests {
         );
         let missing: Vec<&String> = names
             .iter()
-            .filter(|n| !section.contains(&format!("`{n}`")))
+            .filter(|n| {
+                !section.contains(&format!("`{n}`")) && !section.contains(&format!("`{n}[]`"))
+            })
             .collect();
         assert!(
             missing.is_empty(),
