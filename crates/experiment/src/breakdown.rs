@@ -753,13 +753,13 @@ impl BreakdownReport {
         let _ = writeln!(
             s,
             "\nCost table (share of the TLS baseline's server CPU per request):\n\
-             {:<12} {:>16} {:<16} {:>16}",
+               {:<12} {:>13} {:<16} {:>13}",
             "stage", "ablation", "status", "meter"
         );
         for sh in &self.shares {
             let meter = match (sh.meter_fraction, sh.meter_ci95) {
                 (Some(m), Some(h)) => pct_pm(m, h),
-                _ => format!("{:>12}", "n/a"),
+                _ => format!("{:>13}", "n/a"),
             };
             let _ = writeln!(
                 s,
