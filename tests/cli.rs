@@ -701,17 +701,25 @@ fn breakdown_needs_confirmation_and_reports_a_cost_table() {
             "--cell",
             "0.3s",
             "--repeats",
-            "1",
+            "2",
+            "--max-time",
+            "1s",
             "-c",
             "4",
             "--json",
             json.to_str().expect("utf-8"),
         ],
-        Duration::from_secs(120),
+        Duration::from_secs(180),
     );
     let stdout = expect_ok(&out);
     assert_no_panic(&out.stderr);
     assert!(stdout.contains("Cost table"), "{stdout}");
+    // Two rounds, then the 1 s cap: the run says whether it converged and why not.
+    assert!(
+        stdout.contains("Convergence (target ±2.0 points, cap 1 s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("server-observed"), "{stdout}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("WARNING"));
     let r = load_json(&json);
     let rows = r["rows"].as_array().expect("rows");
@@ -729,6 +737,56 @@ fn breakdown_needs_confirmation_and_reports_a_cost_table() {
         .map(|s| s["fraction"].as_f64().expect("fraction"))
         .sum();
     assert!((total - 1.0).abs() < 1e-6, "{r:#}");
+    // Intervals, convergence and the meter column, consistent with the text.
+    assert_eq!(r["rounds"].as_u64(), Some(2), "{r:#}");
+    let converged = r["converged"].as_bool().expect("converged");
+    assert_eq!(
+        r["stop_reason"].as_str(),
+        Some(if converged { "converged" } else { "time_cap" })
+    );
+    for sh in r["shares"].as_array().expect("shares") {
+        let stage = sh["stage"].as_str().expect("stage");
+        let status = sh["status"].as_str().expect("status");
+        assert!(
+            ["converged", "cap_hit", "variance"].contains(&status),
+            "{sh:#}"
+        );
+        let ci = sh["ci95"].as_f64().expect("ci95");
+        assert!(ci >= 0.0, "{sh:#}");
+        assert_eq!(status == "converged", ci <= 0.02, "{sh:#}");
+        if status != "converged" {
+            assert!(stdout.contains(&format!("{stage} (")), "{stage}: {stdout}");
+        }
+        let metered = ["sig", "kx", "cipher", "hash", "rng"].contains(&stage);
+        assert_eq!(sh["meter_fraction"].is_f64(), metered, "{sh:#}");
+        if metered {
+            let m = sh["meter_fraction"].as_f64().expect("meter");
+            assert!((0.0..1.0).contains(&m), "{sh:#}");
+            assert!(sh["disagrees"].is_boolean(), "{sh:#}");
+        }
+    }
+    // Signing and key exchange cost something on the server in a full handshake.
+    let meter = |n: &str| {
+        r["shares"]
+            .as_array()
+            .expect("shares")
+            .iter()
+            .find(|s| s["stage"] == n)
+            .expect("stage")["meter_fraction"]
+            .as_f64()
+            .expect("meter")
+    };
+    assert!(meter("sig") > 0.0 && meter("kx") > 0.0, "{r:#}");
+    for row in rows {
+        assert!(
+            row["server_busy_median"].as_f64().expect("busy") > 0.0,
+            "{row:#}"
+        );
+        assert!(
+            row["fraction_ci95"].is_number() || row["fraction_ci95"].is_null(),
+            "{row:#}"
+        );
+    }
 }
 
 // -------------------------------------------------- the helpers themselves ---

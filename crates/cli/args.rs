@@ -564,14 +564,21 @@ pub struct LoadArgs {
     #[arg(long, value_name = "X")]
     pub speed: Option<f64>,
 
-    /// Replay: drop the requests of the IPs listed in FILE (one per line; proxies).
-    #[arg(long, value_name = "FILE")]
-    pub exclude_ips: Option<PathBuf>,
+    /// Replay: drop the requests of the clients listed in FILE, one IP address or host
+    /// name per line as the log writes them (proxies). Alias: --exclude-ips.
+    #[arg(long, visible_alias = "exclude-ips", value_name = "FILE")]
+    pub exclude_clients: Option<PathBuf>,
 
-    /// Replay: drop every IP that made more than N requests within any PERIOD
-    /// (e.g. 100/min, 10/s, 600/10m): a proxy in disguise.
-    #[arg(long, value_name = "N/PERIOD")]
-    pub ip_rate_limit: Option<String>,
+    /// Replay: drop every client (IP address or host name) that made more than N
+    /// requests within any PERIOD (e.g. 100/min, 10/s, 600/10m): a proxy in disguise.
+    /// Alias: --ip-rate-limit.
+    #[arg(long, visible_alias = "ip-rate-limit", value_name = "N/PERIOD")]
+    pub client_rate_limit: Option<String>,
+
+    /// Replay: a malformed log line is an error (exit 1, naming the line and why) instead
+    /// of being skipped; without it, more than 1 % skipped lines print a warning.
+    #[arg(long)]
+    pub strict: bool,
 
     /// Replay: request paths: bytes (/bytes/<logged size>) or original (the log's paths).
     #[arg(long, default_value = "bytes", value_name = "MODE")]
@@ -633,7 +640,10 @@ pub enum BreakdownWorkload {
     sig, kx, cipher, mac, hash, rng, and cache when sessions are resumed; seed 001's cumulative \
     configurations; skeleton; minimal setup) it measures the server's CPU per request \
     (server-observed) several times, then applies Amdahl's law: a stage's share of the cost is \
-    1 - 1/speedup. Cells whose spread is larger than their effect are marked ~. \
+    1 - 1/speedup. Each ablated cell is paired with the baseline cells adjacent to it in time, and \
+    rounds continue until every stage's 95 % interval is within --target-ci points or --max-time \
+    passes; the crypto meter's direct attribution is printed beside each share. Shares whose \
+    interval contains 0 are marked ~. \
     See crates/crypto/ABLATIONS.md for what each no-op does and what has no modern equivalent."
 )]
 pub struct BreakdownArgs {
@@ -662,17 +672,27 @@ pub struct BreakdownArgs {
     #[arg(long, default_value = "ecdsa-p256", value_name = "TYPE")]
     pub key: String,
 
-    /// Short cells and two repeats: about 30 s instead of several minutes.
+    /// Short cells, two rounds at least and a 40 s cap: a smoke test, not a converged table.
     #[arg(long)]
     pub quick: bool,
 
-    /// Measurement time per cell (default 2s, or 0.5s with --quick).
+    /// Measurement time per cell (default 1s, or 0.5s with --quick).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub cell: Option<Duration>,
 
-    /// Runs per configuration (default 3, or 2 with --quick).
+    /// The fewest rounds (runs per configuration) before the stopping rule may stop
+    /// (default 3, or 2 with --quick).
     #[arg(long, value_name = "N")]
     pub repeats: Option<usize>,
+
+    /// Keep adding rounds until every stage's 95 % interval is within ±2 points of the
+    /// baseline, or until this much time has passed (default 5m, or 40s with --quick).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_time: Option<Duration>,
+
+    /// The target 95 % half-width of every stage's share, in points of the baseline.
+    #[arg(long, default_value_t = 2.0, value_name = "POINTS")]
+    pub target_ci: f64,
 
     /// Concurrent clients per cell.
     #[arg(short = 'c', long, default_value_t = 8, value_name = "CLIENTS")]

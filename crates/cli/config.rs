@@ -565,7 +565,14 @@ fn replay(
     if workload != tlslab_load::Workload::Replay {
         return bail("--access-log needs --workload replay");
     }
-    let (entries, parsed) = parse::parse_file(log).map_err(usage)?;
+    let (entries, parsed) = match parse::parse_file_with(log, a.strict) {
+        Ok(r) => r,
+        // A malformed line under --strict is a runtime failure (exit 1).
+        Err(e @ tlslab_workload::Error::Line { .. }) => {
+            return Err(anyhow::anyhow!("--access-log {e}"));
+        }
+        Err(e) => return Err(usage(e)),
+    };
     if parsed.parsed == 0 {
         return bail(format!(
             "--access-log {}: no line parsed as Common or Combined Log Format ({} skipped); \
@@ -574,20 +581,23 @@ fn replay(
             parsed.skipped_count
         ));
     }
-    let exclude = match &a.exclude_ips {
-        Some(path) => filter::read_ip_list(path).map_err(usage)?,
+    if let Some(w) = parsed.warning(&log.display().to_string()) {
+        eprintln!("warning: {w}");
+    }
+    let exclude = match &a.exclude_clients {
+        Some(path) => filter::read_client_list(path).map_err(usage)?,
         None => Default::default(),
     };
     let rate = a
-        .ip_rate_limit
+        .client_rate_limit
         .as_deref()
         .map(str::parse::<RateLimit>)
         .transpose()
-        .map_err(|e| usage(format!("--ip-rate-limit: {e}")))?;
+        .map_err(|e| usage(format!("--client-rate-limit: {e}")))?;
     let (entries, filtered) = filter::filter(entries, &exclude, rate);
     if entries.is_empty() {
         return bail(
-            "the filters dropped every request of the log; relax --exclude-ips or --ip-rate-limit",
+            "the filters dropped every request of the log; relax --exclude-clients or --client-rate-limit",
         );
     }
     let mode = match a.replay_paths {
@@ -652,10 +662,21 @@ pub fn breakdown(
     let cell = a.cell.unwrap_or(if a.quick {
         Duration::from_millis(500)
     } else {
-        Duration::from_secs(2)
+        Duration::from_secs(1)
     });
     if cell.is_zero() {
         return bail("--cell must be above 0");
+    }
+    let max_time = a.max_time.unwrap_or(if a.quick {
+        Duration::from_secs(40)
+    } else {
+        Duration::from_secs(300)
+    });
+    if !(a.target_ci.is_finite() && a.target_ci > 0.0 && a.target_ci < 100.0) {
+        return bail(format!(
+            "--target-ci {}: give a half-width in points above 0, e.g. 2",
+            a.target_ci
+        ));
     }
     Ok(BreakdownConfig {
         workload,
@@ -665,6 +686,8 @@ pub fn breakdown(
         cell,
         clients: a.clients,
         repeats: a.repeats.unwrap_or(if a.quick { 2 } else { 3 }),
+        max_time,
+        target_ci95: a.target_ci / 100.0,
     })
 }
 

@@ -13,12 +13,28 @@
 //! per request). On a two-CPU machine the client, not the server, is often
 //! the bottleneck, so client-observed requests/s would measure the client.
 //! Both are reported; the fractions use the server-observed figure.
+//!
+//! Convergence. The repeats go in rounds; within a round, a baseline cell
+//! runs before the first configuration and after every second one, and each
+//! ablated cell is paired with the mean of the two baseline cells adjacent
+//! to it in time, so a baseline that drifts over minutes (a shared machine,
+//! thermal or frequency changes) cancels out of its ratio. A stage's share
+//! is the mean over rounds of `1 − cost(stage removed) / cost(adjacent
+//! baseline)`, with a 95 % Student-t interval. Rounds continue until every
+//! named stage's half-width is at most `target_ci95` (2 points of the
+//! baseline by default) or the time cap is reached.
+//!
+//! Beside it, the crypto meter's direct attribution: in each baseline cell,
+//! the server time inside each stage's operations per request, over the same
+//! window as the CPU per request, divided by that CPU per request.
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use tlslab_crypto::meter::{Ablation, AblationSet};
+use tlslab_crypto::meter::{Ablation, AblationSet, Op};
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_crypto::provider::Version;
+use tlslab_report::interval::{self, Convergence, Interval};
 use tlslab_server::Content;
 
 use crate::Error;
@@ -62,8 +78,15 @@ pub struct BreakdownConfig {
     pub cell: Duration,
     /// Closed-loop clients.
     pub clients: usize,
-    /// Runs per configuration (the spread is reported).
+    /// The fewest rounds (runs per configuration) before the stopping rule
+    /// may stop.
     pub repeats: usize,
+    /// The time cap: no round starts that would end after it (at least
+    /// `repeats` rounds always run).
+    pub max_time: Duration,
+    /// The target 95 % half-width of every named stage's share, as a
+    /// fraction of the baseline (0.02 = 2 points).
+    pub target_ci95: f64,
 }
 
 /// One configuration of the breakdown.
@@ -162,6 +185,17 @@ pub struct Row {
     pub noisy: bool,
     /// Returns true if and only if the client was ≥ 90 % busy in some repeat.
     pub client_saturated: bool,
+    /// In how many of this row's cells the client was ≥ 90 % busy.
+    pub client_saturated_cells: usize,
+    /// Median share of the server's one pinned CPU that the server used
+    /// (server CPU time ÷ wall time of the cell): near 1 means the server
+    /// was the bottleneck.
+    pub server_busy_median: f64,
+    /// Each round's `1 − cost / cost(adjacent baseline)` (paired ratios).
+    pub paired_fractions: Vec<f64>,
+    /// 95 % half-width of `fraction_removed` (the mean of the paired
+    /// fractions); infinite with fewer than two rounds.
+    pub fraction_ci95: f64,
 }
 
 /// One line of the cost table.
@@ -169,10 +203,28 @@ pub struct Row {
 pub struct Share {
     /// The stage (`sig`, `kx`, …), `other TLS`, `TLS protocol` or `non-TLS`.
     pub stage: String,
-    /// Its share of the baseline server CPU per request, 0–1.
+    /// Its share of the baseline server CPU per request, 0–1 (mean of the
+    /// paired per-round shares).
     pub fraction: f64,
-    /// Whether the underlying measurement was noisy.
+    /// 95 % half-width of `fraction` (infinite with fewer than two rounds).
+    pub ci95: f64,
+    /// Whether the interval contains 0: the share is within noise of 0.
     pub noisy: bool,
+    /// The stopping rule's verdict: `converged`, `cap_hit` (more rounds
+    /// would have narrowed it), `variance` (too variable to converge in
+    /// reasonable time) or `too_few_samples`.
+    pub status: Convergence,
+    /// Rounds the current variance needs for the target half-width.
+    pub rounds_needed: Option<usize>,
+    /// The crypto meter's direct attribution: server time inside the
+    /// stage's operations per request ÷ server CPU per request, in the
+    /// baseline cells; `None` where the meter cannot isolate the stage
+    /// (`mac`: the AEAD is timed as one operation) and for derived rows.
+    pub meter_fraction: Option<f64>,
+    /// 95 % half-width of `meter_fraction`.
+    pub meter_ci95: Option<f64>,
+    /// Whether the two methods disagree beyond both intervals.
+    pub disagrees: Option<bool>,
 }
 
 /// The result of a breakdown.
@@ -192,8 +244,23 @@ pub struct BreakdownReport {
     pub cell_s: f64,
     /// Clients per cell.
     pub clients: usize,
-    /// Repeats per configuration.
+    /// The minimum number of rounds (`--repeats`).
     pub repeats: usize,
+    /// Rounds run: each configuration ran this many times.
+    pub rounds: usize,
+    /// The time cap, seconds (`--max-time`).
+    pub max_time_s: f64,
+    /// The target 95 % half-width, as a fraction of the baseline.
+    pub target_ci95: f64,
+    /// Wall-clock seconds the rounds took.
+    pub elapsed_s: f64,
+    /// Whether every named stage converged.
+    pub converged: bool,
+    /// Why the run stopped: `converged` or `time_cap`.
+    pub stop_reason: String,
+    /// (max − min) / median of all baseline cells: how far the baseline
+    /// drifted over the run (paired ratios cancel it out).
+    pub baseline_drift: f64,
     /// Where server and client ran.
     pub placement: Placement,
     /// Every configuration.
@@ -224,10 +291,45 @@ fn spread(v: &[f64]) -> f64 {
     (hi - lo) / median(v)
 }
 
+/// The crypto-meter operations that make up a named stage, for the direct
+/// attribution; `None` where the meter cannot isolate the stage.
+pub fn meter_ops(stage: &str) -> Option<&'static [Op]> {
+    Some(match stage {
+        "sig" => &[Op::Sign, Op::Verify],
+        "kx" => &[Op::KxStart, Op::KxComplete, Op::KxStartAndComplete],
+        // The NULL cipher removes the whole AEAD: every record seal and open.
+        "cipher" => &[
+            Op::SealHandshake,
+            Op::SealApplication,
+            Op::OpenHandshake,
+            Op::OpenApplication,
+        ],
+        "hash" => &[Op::Hash],
+        "rng" => &[Op::Random],
+        "cache" => &[Op::StoreGet, Op::StorePut],
+        // `mac` keeps AES-CTR and drops the tag: the meter times the AEAD
+        // as one operation and cannot split authentication from it.
+        _ => return None,
+    })
+}
+
+#[derive(Clone)]
 struct Cell {
     cpu_us: f64,
     requests_per_s: f64,
     saturated: bool,
+    server_busy: f64,
+    /// Server µs per request inside each named stage's meter operations.
+    meter_us: BTreeMap<String, f64>,
+}
+
+/// One cell and the cost of the baseline next to it in time.
+#[derive(Clone)]
+struct Sample {
+    cell: Cell,
+    /// Mean CPU per request of the baseline cells adjacent in time (for a
+    /// baseline cell: its own).
+    paired_base_us: f64,
 }
 
 /// Runs the breakdown. `progress` receives one line per cell.
@@ -237,11 +339,20 @@ pub fn run(
 ) -> Result<BreakdownReport, Error> {
     let placement = Placement::split();
     let configs = configurations(cfg.workload);
-    let repeats = cfg.repeats.max(1);
+    let min_rounds = cfg.repeats.max(1);
+    let base_i = configs
+        .iter()
+        .position(|c| c.ablation == Some(AblationSet::NONE))
+        .unwrap_or(0);
+    let others: Vec<usize> = (0..configs.len()).filter(|&i| i != base_i).collect();
     progress(&format!(
-        "tlslab breakdown: {} configurations × {repeats} repeats of {:.1} s; {}; {}; {}",
+        "tlslab breakdown: {} configurations in rounds of {:.1} s cells (a baseline cell before the \
+         first and after every second configuration), at least {min_rounds} rounds, until every \
+         stage's 95 % interval is within ±{:.1} points or {:.0} s; {}; {}; {}",
         configs.len(),
         cfg.cell.as_secs_f64(),
+        cfg.target_ci95 * 100.0,
+        cfg.max_time.as_secs_f64(),
         cfg.workload.describe(),
         cfg.version,
         placement.describe()
@@ -249,25 +360,102 @@ pub fn run(
     let meter_overhead_ns = tlslab_crypto::meter::self_overhead().as_secs_f64() * 1e9;
     let generated = pki::generate(cfg.key, &[])?;
     let roots = generated.roots()?;
-    let mut cells: Vec<Vec<Cell>> = configs.iter().map(|_| Vec::new()).collect();
-    // Repeats go round the configurations, so slow drifts of a shared
-    // machine spread over all of them instead of biasing one.
-    for rep in 0..repeats {
-        for (i, c) in configs.iter().enumerate() {
-            let cell = run_cell(cfg, &placement, &generated, &roots, c)?;
-            progress(&format!(
-                "  [{}/{repeats}] {:<58} {:>8.1} µs/req  {:>8.0} req/s",
-                rep + 1,
-                c.name,
-                cell.cpu_us,
-                cell.requests_per_s
-            ));
-            cells[i].push(cell);
+    let mut samples: Vec<Vec<Sample>> = configs.iter().map(|_| Vec::new()).collect();
+    let start = Instant::now();
+    let mut rounds = 0;
+    let mut last_round = Duration::ZERO;
+    let stop_reason = loop {
+        if rounds >= min_rounds {
+            let stage_ivs: Vec<Interval> = configs
+                .iter()
+                .zip(&samples)
+                .filter(|(c, _)| c.stage.is_some())
+                .map(|(_, s)| Interval::of(&paired_fractions(s)))
+                .collect();
+            if interval::all_converged(&stage_ivs, cfg.target_ci95, min_rounds) {
+                break "converged";
+            }
+            if start.elapsed() + last_round > cfg.max_time {
+                break "time_cap";
+            }
         }
-    }
-    let mut report = analyse(cfg, placement, configs, cells);
+        let round_start = Instant::now();
+        let mut order = others.clone();
+        if rounds % 2 == 1 {
+            order.reverse();
+        }
+        let run_one = |i: usize, progress: &mut dyn FnMut(&str)| -> Result<Cell, Error> {
+            let cell = run_cell(cfg, &placement, &generated, &roots, &configs[i])?;
+            progress(&format!(
+                "  [round {}] {:<58} {:>8.1} µs/req  {:>8.0} req/s  server {:>3.0}% busy{}",
+                rounds + 1,
+                configs[i].name,
+                cell.cpu_us,
+                cell.requests_per_s,
+                cell.server_busy * 100.0,
+                if cell.saturated {
+                    "  client saturated"
+                } else {
+                    ""
+                }
+            ));
+            Ok(cell)
+        };
+        let mut prev_base = run_one(base_i, &mut progress)?;
+        for pair in order.chunks(2) {
+            let mut done = Vec::new();
+            for &i in pair {
+                done.push((i, run_one(i, &mut progress)?));
+            }
+            let next_base = run_one(base_i, &mut progress)?;
+            let paired = (prev_base.cpu_us + next_base.cpu_us) / 2.0;
+            for (i, cell) in done {
+                samples[i].push(Sample {
+                    cell,
+                    paired_base_us: paired,
+                });
+            }
+            let p = prev_base.cpu_us;
+            samples[base_i].push(Sample {
+                cell: prev_base,
+                paired_base_us: p,
+            });
+            prev_base = next_base;
+        }
+        let p = prev_base.cpu_us;
+        samples[base_i].push(Sample {
+            cell: prev_base,
+            paired_base_us: p,
+        });
+        rounds += 1;
+        last_round = round_start.elapsed();
+        let widest = configs
+            .iter()
+            .zip(&samples)
+            .filter(|(c, _)| c.stage.is_some())
+            .map(|(c, s)| (c, Interval::of(&paired_fractions(s))))
+            .max_by(|a, b| a.1.half_width.total_cmp(&b.1.half_width));
+        if let Some((c, iv)) = widest {
+            progress(&format!(
+                "round {rounds} done in {:.0} s ({:.0} s so far); widest interval: {} ±{:.1} points",
+                last_round.as_secs_f64(),
+                start.elapsed().as_secs_f64(),
+                c.stage.as_deref().unwrap_or_default(),
+                iv.half_width * 100.0
+            ));
+        }
+    };
+    let mut report = analyse(cfg, placement, configs, samples);
     report.meter_overhead_ns = meter_overhead_ns;
+    report.elapsed_s = start.elapsed().as_secs_f64();
+    report.stop_reason = stop_reason.into();
     Ok(report)
+}
+
+fn paired_fractions(s: &[Sample]) -> Vec<f64> {
+    s.iter()
+        .map(|x| 1.0 - x.cell.cpu_us / x.paired_base_us)
+        .collect()
 }
 
 fn run_cell(
@@ -315,81 +503,143 @@ fn run_cell(
     let result = cell::measure(&server, &load, &c.name);
     server.shutdown();
     let m = result?;
+    let mut meter_us = BTreeMap::new();
+    for a in Ablation::ALL {
+        if let Some(ops) = meter_ops(a.name()) {
+            let ns: u64 = ops.iter().map(|&op| m.crypto.total(op).nanos).sum();
+            meter_us.insert(
+                a.name().to_string(),
+                ns as f64 / 1e3 / m.served.max(1) as f64,
+            );
+        }
+    }
     Ok(Cell {
         cpu_us: m.server_cpu_us_per_request,
         requests_per_s: m.report.throughput.requests_per_s,
         saturated: m.report.client_cpu.saturated,
+        server_busy: m.server_busy,
+        meter_us,
     })
+}
+
+fn share(stage: &str, xs: &[f64], target: f64) -> Share {
+    let iv = Interval::of(xs);
+    let status = Convergence::of(&iv, target);
+    Share {
+        stage: stage.into(),
+        fraction: iv.mean,
+        ci95: iv.half_width,
+        noisy: iv.contains_zero(),
+        status,
+        rounds_needed: (status != Convergence::Converged && iv.n >= 2)
+            .then(|| iv.samples_needed(target))
+            .filter(|&n| n != usize::MAX),
+        meter_fraction: None,
+        meter_ci95: None,
+        disagrees: None,
+    }
 }
 
 fn analyse(
     cfg: &BreakdownConfig,
     placement: Placement,
     configs: Vec<Configuration>,
-    cells: Vec<Vec<Cell>>,
+    samples: Vec<Vec<Sample>>,
 ) -> BreakdownReport {
-    let cpu: Vec<Vec<f64>> = cells
-        .iter()
-        .map(|c| c.iter().map(|x| x.cpu_us).collect())
-        .collect();
     let base_i = configs
         .iter()
         .position(|c| c.ablation == Some(AblationSet::NONE))
         .unwrap_or(0);
-    let base = median(&cpu[base_i]);
-    let base_range = spread(&cpu[base_i]) * base;
+    let base_cpu: Vec<f64> = samples[base_i].iter().map(|x| x.cell.cpu_us).collect();
+    let base = median(&base_cpu);
+    let rounds = configs
+        .iter()
+        .zip(&samples)
+        .filter(|(c, _)| c.ablation != Some(AblationSet::NONE))
+        .map(|(_, s)| s.len())
+        .min()
+        .unwrap_or(0);
     let mut rows = Vec::new();
-    for ((config, cs), cpus) in configs.into_iter().zip(&cells).zip(&cpu) {
-        let m = median(cpus);
-        let range = spread(cpus) * m;
-        let effect = (base - m).abs();
+    for (config, ss) in configs.into_iter().zip(&samples) {
+        let cpus: Vec<f64> = ss.iter().map(|x| x.cell.cpu_us).collect();
+        let rps: Vec<f64> = ss.iter().map(|x| x.cell.requests_per_s).collect();
+        let is_base = config.ablation == Some(AblationSet::NONE);
+        let fr = if is_base {
+            vec![0.0; ss.len()]
+        } else {
+            paired_fractions(ss)
+        };
+        let iv = Interval::of(&fr);
+        let m = median(&cpus);
+        let sat = ss.iter().filter(|x| x.cell.saturated).count();
         rows.push(Row {
             cpu_us_median: m,
-            requests_per_s: cs.iter().map(|x| x.requests_per_s).collect(),
-            requests_per_s_median: median(&cs.iter().map(|x| x.requests_per_s).collect::<Vec<_>>()),
-            spread: spread(cpus),
-            speedup: base / m,
-            fraction_removed: 1.0 - m / base,
-            noisy: config.ablation != Some(AblationSet::NONE) && range.max(base_range) > effect,
-            client_saturated: cs.iter().any(|x| x.saturated),
-            cpu_us: cpus.clone(),
+            requests_per_s_median: median(&rps),
+            requests_per_s: rps,
+            spread: spread(&cpus),
+            speedup: 1.0 / (1.0 - iv.mean),
+            fraction_removed: iv.mean,
+            fraction_ci95: if is_base { 0.0 } else { iv.half_width },
+            noisy: !is_base && iv.contains_zero(),
+            client_saturated: sat > 0,
+            client_saturated_cells: sat,
+            server_busy_median: median(&ss.iter().map(|x| x.cell.server_busy).collect::<Vec<_>>()),
+            paired_fractions: if is_base { Vec::new() } else { fr },
+            cpu_us: cpus,
             config,
         });
     }
+    // The meter's direct attribution, from the baseline cells.
+    let meter_share = |stage: &str| -> Option<Interval> {
+        meter_ops(stage)?;
+        let xs: Vec<f64> = samples[base_i]
+            .iter()
+            .filter_map(|x| x.cell.meter_us.get(stage).map(|us| us / x.cell.cpu_us))
+            .collect();
+        (!xs.is_empty()).then(|| Interval::of(&xs))
+    };
     let mut shares = Vec::new();
+    let mut named_sum = vec![0.0; rounds];
     for r in rows.iter().filter(|r| r.config.stage.is_some()) {
-        shares.push(Share {
-            stage: r.config.stage.clone().unwrap_or_default(),
-            fraction: r.fraction_removed,
-            noisy: r.noisy,
-        });
+        let stage = r.config.stage.clone().unwrap_or_default();
+        for (k, f) in r.paired_fractions.iter().take(rounds).enumerate() {
+            named_sum[k] += f;
+        }
+        let mut sh = share(&stage, &r.paired_fractions, cfg.target_ci95);
+        if let Some(m) = meter_share(&stage) {
+            sh.meter_fraction = Some(m.mean);
+            sh.meter_ci95 = Some(m.half_width);
+            sh.disagrees = Some(Interval::of(&r.paired_fractions).disjoint(&m));
+        }
+        shares.push(sh);
     }
-    let skeleton = rows
+    // Derived rows, per round from the same round's paired ratios:
+    // non-TLS = plain ÷ baseline; TLS protocol = (skeleton − plain) ÷
+    // baseline; other TLS = 1 − named − skeleton ÷ baseline.
+    let ratio_of = |pred: &dyn Fn(&Configuration) -> bool| -> Option<Vec<f64>> {
+        rows.iter()
+            .find(|r| pred(&r.config))
+            .map(|r| r.paired_fractions.iter().map(|f| 1.0 - f).collect())
+    };
+    let skel = ratio_of(&|c| c.ablation == Some(AblationSet::skeleton()));
+    let plain = ratio_of(&|c| c.ablation.is_none());
+    if let (Some(skel), Some(plain)) = (skel, plain) {
+        let other: Vec<f64> = (0..rounds).map(|k| 1.0 - named_sum[k] - skel[k]).collect();
+        let protocol: Vec<f64> = (0..rounds).map(|k| skel[k] - plain[k]).collect();
+        shares.push(share("other TLS", &other, cfg.target_ci95));
+        shares.push(share("TLS protocol", &protocol, cfg.target_ci95));
+        shares.push(share(
+            "non-TLS",
+            &plain[..rounds.min(plain.len())],
+            cfg.target_ci95,
+        ));
+    }
+    let converged = shares
         .iter()
-        .find(|r| r.config.ablation == Some(AblationSet::skeleton()));
-    let plain = rows.iter().find(|r| r.config.ablation.is_none());
-    if let (Some(skel), Some(plain)) = (skeleton, plain) {
-        let non_tls = plain.cpu_us_median / base;
-        let protocol = (skel.cpu_us_median - plain.cpu_us_median) / base;
-        let named: f64 = shares.iter().map(|s| s.fraction).sum();
-        shares.push(Share {
-            stage: "other TLS".into(),
-            fraction: 1.0 - named - protocol - non_tls,
-            noisy: shares.iter().any(|s| s.noisy) || skel.noisy,
-        });
-        shares.push(Share {
-            stage: "TLS protocol".into(),
-            fraction: protocol,
-            noisy: skel.noisy,
-        });
-        shares.push(Share {
-            stage: "non-TLS".into(),
-            fraction: non_tls,
-            noisy: false,
-        });
-    }
+        .filter(|s| meter_ops(&s.stage).is_some() || s.stage == "mac")
+        .all(|s| s.status == Convergence::Converged);
     BreakdownReport {
-        schema_version: 1,
+        schema_version: 2,
         workload: cfg.workload,
         file_size: cfg.file_size,
         version: cfg.version,
@@ -397,10 +647,29 @@ fn analyse(
         cell_s: cfg.cell.as_secs_f64(),
         clients: cfg.clients,
         repeats: cfg.repeats.max(1),
+        rounds,
+        max_time_s: cfg.max_time.as_secs_f64(),
+        target_ci95: cfg.target_ci95,
+        elapsed_s: f64::NAN,
+        converged,
+        stop_reason: if converged { "converged" } else { "time_cap" }.into(),
+        baseline_drift: if base > 0.0 {
+            spread(&base_cpu)
+        } else {
+            f64::NAN
+        },
         placement,
         rows,
         shares,
         meter_overhead_ns: f64::NAN,
+    }
+}
+
+fn pct_pm(f: f64, hw: f64) -> String {
+    if hw.is_finite() {
+        format!("{:>6.1}% ±{:>4.1}", f * 100.0, hw * 100.0)
+    } else {
+        format!("{:>6.1}% ±  ? ", f * 100.0)
     }
 }
 
@@ -411,7 +680,7 @@ impl BreakdownReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "\nWhere the TLS cost goes: {} {}, {}, {} B responses, {} clients, {} × {:.1} s per configuration; {}.",
+            "\nWhere the TLS cost goes: {} {}, {}, {} B responses, {} clients, {} rounds of {:.1} s cells in {:.0} s; {}.",
             self.version,
             self.key,
             match self.workload {
@@ -422,14 +691,21 @@ impl BreakdownReport {
             },
             self.file_size,
             self.clients,
-            self.repeats,
+            self.rounds,
             self.cell_s,
+            self.elapsed_s,
             self.placement.describe()
         );
         let _ = writeln!(
             s,
-            "Cost = server CPU per request (server-observed, median of the repeats); req/s is client-observed.\n\
-             Stages are replaced by no-ops on client and server alike. fraction = 1 − 1/speedup (Amdahl).\n\
+            "Cost = server CPU per request: server-observed, CPU time of the server's one pinned thread \
+             ÷ requests it served, over each whole cell (warm-up included). req/s is client-observed.\n\
+             Stages are replaced by no-ops on client and server alike. Each ablated cell is paired with \
+             the mean of the baseline cells just before and after it; fraction = mean over rounds of \
+             1 − cost/cost(adjacent baseline) (Amdahl: 1 − 1/speedup), ± its 95 % interval.\n\
+             Why CPU per request: seed 001 measured a saturated server's throughput, and a saturated \
+             server's throughput is 1 ÷ its CPU per request, so the speed-ups are the same; CPU per \
+             request stays right when the client, not the server, is the bottleneck.\n\
              Client and server meter every crypto operation; the meter costs {:.0} ns per operation \
              (measured at the start of this run), in every configuration alike.",
             self.meter_overhead_ns
@@ -437,39 +713,127 @@ impl BreakdownReport {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "{:<58} {:>11} {:>7} {:>9} {:>8} {:>9}",
-            "configuration", "CPU/req", "spread", "req/s", "speedup", "fraction"
+            "{:<58} {:>11} {:>7} {:>9} {:>7} {:>8} {:>15}",
+            "configuration", "CPU/req", "spread", "req/s", "server", "speedup", "fraction"
         );
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{:<58} {:>8.1} µs {:>6.1}% {:>9.0} {:>7.2}x {:>8.1}%{}{}",
+                "{:<58} {:>8.1} µs {:>6.1}% {:>9.0} {:>6.0}% {:>7.2}x {}{}{}",
                 r.config.name,
                 r.cpu_us_median,
                 r.spread * 100.0,
                 r.requests_per_s_median,
+                r.server_busy_median * 100.0,
                 r.speedup,
-                r.fraction_removed * 100.0,
+                pct_pm(r.fraction_removed, r.fraction_ci95),
                 if r.noisy { " ~" } else { "" },
                 if r.client_saturated { " !" } else { "" }
             );
         }
         let _ = writeln!(
             s,
-            "~ spread larger than the effect: not distinguishable from noise.  \
-             ! client ≥90 % busy (req/s measures the client; CPU/req is unaffected)."
+            "server = median busy share of the server's pinned CPU (server-observed; near 100 % = the \
+             server was the bottleneck). ~ interval contains 0.  ! client ≥90 % busy in some cell \
+             (req/s then measures the client; CPU/req is unaffected)."
+        );
+        let cells: usize = self.rows.iter().map(|r| r.cpu_us.len()).sum();
+        let sat: usize = self.rows.iter().map(|r| r.client_saturated_cells).sum();
+        let busy: Vec<f64> = self.rows.iter().map(|r| r.server_busy_median).collect();
+        let lo = busy.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = busy.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let _ = writeln!(
+            s,
+            "Saturation: server busy {:.0}–{:.0} % of its CPU (row medians); client saturated in {sat} of {cells} cells. \
+             Baseline drift over the run: {:.1} % (cancelled by pairing).",
+            lo * 100.0,
+            hi * 100.0,
+            self.baseline_drift * 100.0
         );
         let _ = writeln!(
             s,
-            "\nCost table (share of the TLS baseline's server CPU per request):"
+            "\nCost table (share of the TLS baseline's server CPU per request):\n\
+               {:<12} {:>13} {:<16} {:>13}",
+            "stage", "ablation", "status", "meter"
         );
         for sh in &self.shares {
+            let meter = match (sh.meter_fraction, sh.meter_ci95) {
+                (Some(m), Some(h)) => pct_pm(m, h),
+                _ => format!("{:>13}", "n/a"),
+            };
             let _ = writeln!(
                 s,
-                "  {:<12} {:>6.1}%{}",
+                "  {:<12} {} {:<16} {}{}{}",
                 sh.stage,
-                sh.fraction * 100.0,
-                if sh.noisy { " ~" } else { "" }
+                pct_pm(sh.fraction, sh.ci95),
+                sh.status.name(),
+                meter,
+                if sh.disagrees == Some(true) {
+                    "  ≠ disagree"
+                } else {
+                    ""
+                },
+                if sh.noisy {
+                    "  ~ within noise of 0"
+                } else {
+                    ""
+                }
+            );
+        }
+        let _ = writeln!(
+            s,
+            "ablation = the paired Amdahl share above (server-observed CPU per request, {} rounds). \
+             meter = the server's always-on crypto meter: time inside the stage's operations per \
+             request ÷ CPU per request, server-observed over each whole baseline cell (n/a: the meter \
+             times the AEAD as one operation and cannot split the MAC from it). ≠ = the two intervals \
+             do not overlap: the no-op also changed work outside the metered calls, or the meter \
+             misses some of the stage.",
+            self.rounds
+        );
+        let not: Vec<String> = self
+            .shares
+            .iter()
+            .filter(|sh| sh.status != Convergence::Converged)
+            .map(|sh| {
+                let why = match sh.status {
+                    Convergence::CapHit => format!(
+                        "the time cap was hit; ≈{} rounds needed",
+                        sh.rounds_needed.map_or("?".into(), |n| n.to_string())
+                    ),
+                    Convergence::Variance => format!(
+                        "variance: ±{:.1} points after {} rounds, ≈{} rounds needed",
+                        sh.ci95 * 100.0,
+                        self.rounds,
+                        sh.rounds_needed.map_or("many".into(), |n| n.to_string())
+                    ),
+                    _ => "fewer than two rounds: no interval".into(),
+                };
+                format!("{} ({why})", sh.stage)
+            })
+            .collect();
+        let zero: Vec<&str> = self
+            .shares
+            .iter()
+            .filter(|sh| sh.noisy)
+            .map(|sh| sh.stage.as_str())
+            .collect();
+        let _ = writeln!(
+            s,
+            "Convergence (target ±{:.1} points, cap {:.0} s): {}. Stopped: {}.",
+            self.target_ci95 * 100.0,
+            self.max_time_s,
+            if not.is_empty() {
+                "every share converged".to_string()
+            } else {
+                format!("not converged: {}", not.join("; "))
+            },
+            self.stop_reason
+        );
+        if !zero.is_empty() {
+            let _ = writeln!(
+                s,
+                "Within noise of 0 (interval contains 0): {}.",
+                zero.join(", ")
             );
         }
         let _ = writeln!(
@@ -506,29 +870,49 @@ mod tests {
         assert!(stages(Workload::Reuse(0.5)).contains(&"cache".to_string()));
     }
 
-    fn cell(cpu: f64) -> Cell {
-        Cell {
-            cpu_us: cpu,
-            requests_per_s: 1e6 / cpu,
-            saturated: false,
+    fn sample(cpu: f64, base: f64, meter_sig_us: f64) -> Sample {
+        Sample {
+            cell: Cell {
+                cpu_us: cpu,
+                requests_per_s: 1e6 / cpu,
+                saturated: false,
+                server_busy: 0.97,
+                meter_us: [("sig".to_string(), meter_sig_us)].into(),
+            },
+            paired_base_us: base,
         }
     }
 
-    #[test]
-    fn amdahl_fractions_and_residuals() {
-        let cfg = BreakdownConfig {
-            workload: Workload::NewConn,
+    fn cfg(workload: Workload) -> BreakdownConfig {
+        BreakdownConfig {
+            workload,
             file_size: 1024,
             version: Version::Tls13,
             key: KeyType::EcdsaP256,
             cell: Duration::from_secs(1),
             clients: 1,
             repeats: 3,
-        };
+            max_time: Duration::from_secs(60),
+            target_ci95: 0.02,
+        }
+    }
+
+    fn no_pin() -> Placement {
+        Placement {
+            server: vec![],
+            client: vec![],
+        }
+    }
+
+    #[test]
+    fn amdahl_fractions_and_residuals() {
+        let cfg = cfg(Workload::NewConn);
         let configs = configurations(cfg.workload);
         // Baseline 400 µs; sig saves 100, kx 100; every other stage 10;
-        // skeleton leaves 80, plain HTTP 40.
-        let cells = configs
+        // skeleton leaves 80, plain HTTP 40. The baseline drifts by ±10 %
+        // across rounds; pairing cancels it exactly.
+        let drift = [0.9, 1.0, 1.1];
+        let samples = configs
             .iter()
             .map(|c| {
                 let v = match (&c.ablation, c.stage.as_deref()) {
@@ -539,77 +923,126 @@ mod tests {
                     (Some(a), None) if *a == AblationSet::skeleton() => 80.0,
                     _ => 150.0,
                 };
-                vec![cell(v * 0.99), cell(v), cell(v * 1.01)]
+                drift
+                    .iter()
+                    .map(|d| sample(v * d, 400.0 * d, 90.0 * d))
+                    .collect()
             })
             .collect();
-        let r = analyse(
-            &cfg,
-            Placement {
-                server: vec![],
-                client: vec![],
-            },
-            configs,
-            cells,
-        );
-        let share = |n: &str| r.shares.iter().find(|s| s.stage == n).unwrap().fraction;
-        assert!((share("sig") - 0.25).abs() < 1e-9);
-        assert!((share("hash") - 0.025).abs() < 1e-9);
-        assert!((share("non-TLS") - 0.1).abs() < 1e-9);
-        assert!((share("TLS protocol") - 0.1).abs() < 1e-9);
+        let r = analyse(&cfg, no_pin(), configs, samples);
+        assert_eq!(r.rounds, 3);
+        let share = |n: &str| r.shares.iter().find(|s| s.stage == n).unwrap();
+        assert!((share("sig").fraction - 0.25).abs() < 1e-9);
+        assert!((share("hash").fraction - 0.025).abs() < 1e-9);
+        assert!((share("non-TLS").fraction - 0.1).abs() < 1e-9);
+        assert!((share("TLS protocol").fraction - 0.1).abs() < 1e-9);
         // 1 − (0.25 + 0.25 + 4 × 0.025) − 0.1 − 0.1 = 0.2
-        assert!((share("other TLS") - 0.2).abs() < 1e-9);
+        assert!((share("other TLS").fraction - 0.2).abs() < 1e-9);
         let total: f64 = r.shares.iter().map(|s| s.fraction).sum();
         assert!((total - 1.0).abs() < 1e-9);
-        // A 10 µs effect inside a ±4 µs spread is fine; inside ±1 % of 400 it is not noisy.
-        assert!(
-            !r.rows
-                .iter()
-                .find(|x| x.config.stage.as_deref() == Some("hash"))
-                .unwrap()
-                .noisy
-        );
+        // The drift cancels: zero-width intervals, everything converged.
+        for sh in &r.shares {
+            assert!(sh.ci95 < 1e-9, "{sh:?}");
+            assert_eq!(sh.status, Convergence::Converged, "{sh:?}");
+        }
+        assert!(r.converged);
+        // Without pairing, the raw baseline drift is 20 %.
+        assert!((r.baseline_drift - 0.2).abs() < 1e-9);
+        // The meter said 90 of 400 µs for sig: 22.5 %, against 25 % ± 0:
+        // the two disagree; for kx the meter saw nothing recorded.
+        let sig = share("sig");
+        assert!((sig.meter_fraction.unwrap() - 0.225).abs() < 1e-9);
+        assert_eq!(sig.disagrees, Some(true));
+        assert_eq!(share("mac").meter_fraction, None);
+        let text = r.render();
+        assert!(text.contains("every share converged"), "{text}");
+        assert!(text.contains("≠ disagree"), "{text}");
     }
 
     #[test]
-    fn effects_inside_the_spread_are_flagged() {
-        let cfg = BreakdownConfig {
-            workload: Workload::KeepAlive,
-            file_size: 1024,
-            version: Version::Tls13,
-            key: KeyType::EcdsaP256,
-            cell: Duration::from_secs(1),
-            clients: 1,
-            repeats: 3,
-        };
+    fn noisy_and_unconverged_stages_are_named_with_a_reason() {
+        let cfg = cfg(Workload::KeepAlive);
         let configs = configurations(cfg.workload);
-        let cells = configs
+        let samples = configs
             .iter()
             .map(|c| match c.stage.as_deref() {
-                Some("rng") => vec![cell(80.0), cell(99.0), cell(120.0)],
-                _ => vec![cell(100.0), cell(100.0), cell(100.0)],
+                // ±20 %: far from the ±2-point target (variance).
+                Some("rng") => vec![
+                    sample(80.0, 100.0, 0.0),
+                    sample(99.0, 100.0, 0.0),
+                    sample(120.0, 100.0, 0.0),
+                ],
+                // 10 % ± a little: needs a few more rounds (cap hit).
+                Some("hash") => vec![
+                    sample(88.0, 100.0, 0.0),
+                    sample(90.0, 100.0, 0.0),
+                    sample(92.0, 100.0, 0.0),
+                ],
+                _ => vec![sample(100.0, 100.0, 0.0); 3],
             })
             .collect();
-        let r = analyse(
-            &cfg,
-            Placement {
-                server: vec![],
-                client: vec![],
-            },
-            configs,
-            cells,
-        );
-        let rng = r
-            .rows
-            .iter()
-            .find(|x| x.config.stage.as_deref() == Some("rng"))
-            .unwrap();
+        let r = analyse(&cfg, no_pin(), configs, samples);
+        let share = |n: &str| r.shares.iter().find(|s| s.stage == n).unwrap();
+        let rng = share("rng");
         assert!(rng.noisy);
-        let sig = r
-            .rows
+        assert_eq!(rng.status, Convergence::Variance);
+        let hash = share("hash");
+        assert!(!hash.noisy);
+        assert_eq!(hash.status, Convergence::CapHit, "{hash:?}");
+        assert!(hash.rounds_needed.unwrap() > 3);
+        // No effect and no spread: 0 ± 0 is "within noise of 0" and converged.
+        let sig = share("sig");
+        assert_eq!(sig.status, Convergence::Converged);
+        assert!(!r.converged);
+        let text = r.render();
+        assert!(
+            text.contains("not converged: hash (the time cap was hit"),
+            "{text}"
+        );
+        assert!(text.contains("rng (variance"), "{text}");
+    }
+
+    #[test]
+    fn every_breakdown_json_field_is_documented_in_the_readme() {
+        let cfg = cfg(Workload::Reuse(0.5));
+        let configs = configurations(cfg.workload);
+        let samples = configs
             .iter()
-            .find(|x| x.config.stage.as_deref() == Some("sig"))
-            .unwrap();
-        // No effect and no spread: 0 > 0 is false, so not flagged as noisy.
-        assert!(!sig.noisy);
+            .map(|_| vec![sample(100.0, 100.0, 1.0); 2])
+            .collect();
+        let r = analyse(&cfg, no_pin(), configs, samples);
+        let v = serde_json::to_value(&r).unwrap();
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("### `tlslab breakdown --json")
+            .expect("README documents the breakdown JSON");
+        let section = &readme[start..];
+        let section = &section[..section[4..].find("\n## ").map_or(section.len(), |i| i + 4)];
+        let mut names: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        for (list, item) in [("rows", &v["rows"][0]), ("shares", &v["shares"][0])] {
+            names.extend(
+                item.as_object()
+                    .unwrap()
+                    .keys()
+                    .map(|k| format!("{list}[].{k}")),
+            );
+        }
+        names.extend(
+            v["placement"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| format!("placement.{k}")),
+        );
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| {
+                !section.contains(&format!("`{n}`")) && !section.contains(&format!("`{n}[]`"))
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "undocumented breakdown fields: {missing:?}"
+        );
     }
 }

@@ -9,6 +9,8 @@
 //! - [`LoadReport`]: the serde model of a finished run (`--json`), whose
 //!   field names are a documented contract (the README section "JSON schemas"), and its human
 //!   table ([`LoadReport::render_table`]).
+//! - [`interval`]: 95 % confidence intervals and the stopping rule of
+//!   adaptive experiments.
 //! - [`CsvLog`]: the `--log FILE` sink, one CSV row per request, written by
 //!   its own thread behind a bounded channel so no row is lost.
 //!
@@ -17,6 +19,7 @@
 //! flows engine → record → stats/sinks → report, one way.
 
 mod csv_log;
+pub mod interval;
 mod model;
 mod record;
 mod stats;

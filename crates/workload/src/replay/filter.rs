@@ -1,12 +1,13 @@
-//! Dropping proxies: listed IPs and IPs above a request-rate threshold.
+//! Dropping proxies: listed clients and clients above a request-rate
+//! threshold.
 //!
 //! Seed 001 removed known proxy servers from its trace because a proxy
 //! aggregates many users behind one address and would fake session reuse.
-//! [`read_ip_list`] reads the `--exclude-ips` file; [`RateLimit`] catches
-//! unlisted proxies by their rate.
+//! A client is the log's first field, an IP address or a host name
+//! ([`Client`]). [`read_client_list`] reads the `--exclude-clients` file;
+//! [`RateLimit`] catches unlisted proxies by their rate.
 
 use std::collections::{HashMap, HashSet};
-use std::net::IpAddr;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -14,40 +15,40 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::LogEntry;
+use super::parse::Client;
 use crate::Error;
 
-/// Parses an IP list: one address per line; `#` starts a comment; blank
-/// lines are ignored. `path` is used in messages.
-pub fn parse_ip_list(text: &str, path: &Path) -> Result<HashSet<IpAddr>, Error> {
+/// Parses a client list: one IP address or host name per line, as the
+/// log writes it; `#` starts a comment; blank lines are ignored. `path` is
+/// used in messages.
+pub fn parse_client_list(text: &str, path: &Path) -> Result<HashSet<Client>, Error> {
     let mut out = HashSet::new();
     for (i, line) in text.lines().enumerate() {
         let s = line.split('#').next().unwrap_or_default().trim();
         if s.is_empty() {
             continue;
         }
-        let ip = s.parse().map_err(|_| Error::Line {
+        let client = Client::parse(s).map_err(|why| Error::Line {
             path: path.to_path_buf(),
             line: i as u64 + 1,
-            problem: format!(
-                "'{s}' is not an IP address; write one address per line (# for comments)"
-            ),
+            problem: format!("{why}; write one address or host name per line (# for comments)"),
         })?;
-        out.insert(ip);
+        out.insert(client);
     }
     Ok(out)
 }
 
-/// Reads an IP list file (see [`parse_ip_list`]).
-pub fn read_ip_list(path: &Path) -> Result<HashSet<IpAddr>, Error> {
+/// Reads a client list file (see [`parse_client_list`]).
+pub fn read_client_list(path: &Path) -> Result<HashSet<Client>, Error> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
         action: "read",
         path: path.to_path_buf(),
         source,
     })?;
-    parse_ip_list(&text, path)
+    parse_client_list(&text, path)
 }
 
-/// A request-rate threshold: an IP that made more than `max_requests`
+/// A request-rate threshold: a client that made more than `max_requests`
 /// requests within any span of `per` (by log timestamps, whole seconds)
 /// is dropped. Written `N/s`, `N/min`, `N/h` or `N/<duration>` (`600/10m`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -91,45 +92,45 @@ impl FromStr for RateLimit {
 /// What the filters dropped.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct FilterReport {
-    /// Listed IPs that appeared in the log.
+    /// Listed clients (addresses or host names) that appeared in the log.
     pub excluded_ips: u64,
     /// Their requests.
     pub excluded_requests: u64,
-    /// IPs dropped for exceeding the rate threshold.
+    /// Clients dropped for exceeding the rate threshold.
     pub rate_ips: u64,
     /// Their requests.
     pub rate_requests: u64,
 }
 
-/// Keeps the entries of IPs that are neither in `exclude` nor above
+/// Keeps the entries of clients that are neither in `exclude` nor above
 /// `rate`, in their original order.
 pub fn filter(
     entries: Vec<LogEntry>,
-    exclude: &HashSet<IpAddr>,
+    exclude: &HashSet<Client>,
     rate: Option<RateLimit>,
 ) -> (Vec<LogEntry>, FilterReport) {
     let mut report = FilterReport::default();
-    let mut times: HashMap<IpAddr, Vec<i64>> = HashMap::new();
+    let mut times: HashMap<&Client, Vec<i64>> = HashMap::new();
     for e in &entries {
-        times.entry(e.ip).or_default().push(e.time);
+        times.entry(&e.client).or_default().push(e.time);
     }
-    let mut drop: HashSet<IpAddr> = HashSet::new();
-    for (ip, ts) in &mut times {
-        if exclude.contains(ip) {
+    let mut drop: HashSet<Client> = HashSet::new();
+    for (client, ts) in &mut times {
+        if exclude.contains(*client) {
             report.excluded_ips += 1;
             report.excluded_requests += ts.len() as u64;
-            drop.insert(*ip);
+            drop.insert((*client).clone());
         } else if let Some(r) = rate
             && exceeds(ts, r)
         {
             report.rate_ips += 1;
             report.rate_requests += ts.len() as u64;
-            drop.insert(*ip);
+            drop.insert((*client).clone());
         }
     }
     let kept = entries
         .into_iter()
-        .filter(|e| !drop.contains(&e.ip))
+        .filter(|e| !drop.contains(&e.client))
         .collect();
     (kept, report)
 }
@@ -161,24 +162,27 @@ mod tests {
 
     #[test]
     fn ip_list_parses_and_reports_bad_lines() {
-        let ips = parse_ip_list(
+        let ips = parse_client_list(
             "# proxies\n10.0.0.1\n\n  2001:db8::1  # aol\n",
             Path::new("p"),
         )
         .unwrap();
         assert_eq!(ips.len(), 2);
-        let e = parse_ip_list("10.0.0.1\nproxy.aol.com\n", Path::new("p.txt"))
+        // Host names are identities too, case-insensitively.
+        let hosts = parse_client_list("10.0.0.1\nProxy.AOL.com\n", Path::new("p.txt")).unwrap();
+        assert!(hosts.contains(&Client::Host("proxy.aol.com".into())));
+        let e = parse_client_list("10.0.0.1\nproxy aol\n", Path::new("p.txt"))
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("p.txt:2: 'proxy.aol.com' is not an IP"),
+            e.starts_with("p.txt:2: client 'proxy aol' is neither an IP address nor a host name"),
             "{e}"
         );
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x");
         std::fs::write(&p, "1.1.1.1\n").unwrap();
-        assert_eq!(read_ip_list(&p).unwrap().len(), 1);
-        assert!(read_ip_list(&dir.path().join("none")).is_err());
+        assert_eq!(read_client_list(&p).unwrap().len(), 1);
+        assert!(read_client_list(&dir.path().join("none")).is_err());
     }
 
     #[test]
@@ -217,7 +221,7 @@ mod tests {
             );
         }
         let (entries, _) = parse_str(&log);
-        let exclude: HashSet<IpAddr> = ["3.3.3.3".parse().unwrap()].into();
+        let exclude: HashSet<Client> = ["3.3.3.3".parse().unwrap()].into();
         let (kept, r) = filter(entries.clone(), &exclude, Some("2/5s".parse().unwrap()));
         assert_eq!(
             kept.iter().map(|e| e.line).collect::<Vec<_>>(),

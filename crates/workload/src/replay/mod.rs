@@ -5,9 +5,11 @@
 //!    `$remote_addr - $remote_user [$time_local] "$request" $status
 //!    $body_bytes_sent "$http_referer" "$http_user_agent"`). Malformed
 //!    lines are skipped and counted, each with its line number and reason.
-//! 2. [`filter`] drops listed proxy IPs (`--exclude-ips FILE`) and any IP
-//!    whose request rate exceeds a threshold (a proxy in disguise).
-//! 3. [`ReplayPlan`] maps each client IP to one browser: its first request
+//!    The first field is an opaque [`Client`]: an IP address or a host
+//!    name (the classic public traces log host names).
+//! 2. [`filter`] drops listed proxies (`--exclude-clients FILE`) and any
+//!    client whose request rate exceeds a threshold (a proxy in disguise).
+//! 3. [`ReplayPlan`] maps each client to one browser: its first request
 //!    is a full TLS handshake and its later requests resume. The implied
 //!    resumption ratio is (requests − IPs) / requests.
 //! 4. [`Scheduler`] hands requests out keeping each IP's requests in log
@@ -29,7 +31,7 @@ pub mod parse;
 mod plan;
 
 pub use filter::{FilterReport, RateLimit};
-pub use parse::{LogEntry, LogFormat, ParseReport};
+pub use parse::{Client, LogEntry, LogFormat, ParseReport};
 pub use plan::{Pacing, PathMode, ReplayPlan, Req, Scheduler, Summary};
 
 #[cfg(test)]
@@ -66,7 +68,8 @@ mod tests {
             (7, 6, 1)
         );
         assert_eq!(report.skipped[0].0, 7);
-        let (entries, fr) = filter::filter(entries, &filter::read_ip_list(&proxies).unwrap(), None);
+        let (entries, fr) =
+            filter::filter(entries, &filter::read_client_list(&proxies).unwrap(), None);
         assert_eq!((fr.excluded_ips, fr.excluded_requests), (1, 1));
         let plan = ReplayPlan::new(&entries, PathMode::Original);
         let s = plan.summary();
@@ -96,5 +99,93 @@ mod tests {
             sched.complete(id).unwrap();
         }
         assert_eq!(sched.issue().unwrap().id, 2);
+    }
+
+    /// A trace in the shape of the Internet Traffic Archive's (NASA,
+    /// ClarkNet, Calgary, Saskatchewan): host names as clients, `-` byte
+    /// counts, 304s, a request without protocol, a space in a URL, quotes
+    /// inside a request, a truncated line and a relative target.
+    #[test]
+    fn ita_style_trace_with_host_names() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/ita_style.log");
+        let (entries, report) = parse::parse_file(&path).unwrap();
+        assert_eq!(
+            (report.lines, report.parsed, report.skipped_count),
+            (21, 19, 2)
+        );
+        assert_eq!(
+            report.skipped.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![13, 18]
+        );
+        assert_eq!(
+            report.top_reasons(5),
+            vec![("bad target", 1), ("truncated line", 1)]
+        );
+        let w = report.warning("trace.log").expect("9.5 % skipped warns");
+        assert!(w.contains("skipped 2 of 21 lines (9.5 %)"), "{w}");
+        assert!(
+            w.contains("bad target: 1") && w.contains("truncated line: 1"),
+            "{w}"
+        );
+        assert!(w.contains("line 13"), "{w}");
+
+        let by_line = |l: u64| entries.iter().find(|e| e.line == l).unwrap();
+        assert_eq!(
+            by_line(1).client,
+            Client::Host("piweba3y.prodigy.com".into())
+        );
+        // Host names are case-insensitive; IPv6 forms are normalised.
+        assert_eq!(by_line(10).client, by_line(1).client);
+        assert_eq!(by_line(21).client, by_line(17).client);
+        assert_eq!((by_line(4).status, by_line(4).bytes), (304, 0));
+        assert_eq!(by_line(7).path, "/htbin/wais.pl?IMAGE");
+        assert_eq!(
+            by_line(10).path,
+            "/shuttle/countdown/video/live%20video.jpeg"
+        );
+        assert_eq!(
+            (by_line(11).path.as_str(), by_line(11).bytes),
+            ("/images/%22NASA-logo%22.gif", 5866)
+        );
+        assert_eq!(by_line(19).method, "HEAD");
+
+        let plan = ReplayPlan::new(&entries, PathMode::Bytes);
+        let s = plan.summary();
+        assert_eq!((s.requests, s.sessions, s.resumed), (19, 7, 12));
+
+        // Excluding a proxy by its host name.
+        let exclude = filter::parse_client_list("WWW-B4.proxy.aol.com\n", &path).unwrap();
+        let (kept, fr) = filter::filter(entries.clone(), &exclude, None);
+        assert_eq!((fr.excluded_ips, fr.excluded_requests), (1, 4));
+        let s = ReplayPlan::new(&kept, PathMode::Bytes).summary();
+        assert_eq!((s.requests, s.sessions), (15, 6));
+        // A rate limit on host names: 4 requests within 20 s is too many.
+        let (kept, fr) =
+            filter::filter(entries, &Default::default(), Some("3/20s".parse().unwrap()));
+        assert_eq!((fr.rate_ips, fr.rate_requests, kept.len()), (1, 4, 15));
+
+        // --strict: the first malformed line is an error naming it.
+        let e = parse::parse_file_with(&path, true).unwrap_err().to_string();
+        assert!(e.contains("ita_style.log:13: missing byte count"), "{e}");
+        assert!(e.contains("--strict"), "{e}");
+    }
+
+    #[test]
+    fn few_skipped_lines_do_not_warn() {
+        let mut log = String::new();
+        for i in 0..100 {
+            log += &format!(
+                "host{i}.example - - [01/Jan/2020:00:00:00 +0000] \"GET / HTTP/1.0\" 200 1\n"
+            );
+        }
+        let (_, r) = parse::parse_str(&log);
+        assert_eq!(r.warning("x"), None);
+        log += "junk\n";
+        let (_, r) = parse::parse_str(&log);
+        // 1 of 101 lines is below 1 %.
+        assert_eq!((r.skipped_count, r.warning("x")), (1, None));
+        log += "junk\n";
+        let (_, r) = parse::parse_str(&log);
+        assert!(r.warning("x").unwrap().contains("truncated line: 2"));
     }
 }

@@ -1,13 +1,13 @@
 //! The replay plan (one browser per IP) and the window-bounded scheduler.
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use super::LogEntry;
+use super::parse::Client;
 use crate::Error;
 
 /// How request paths are formed.
@@ -27,10 +27,10 @@ pub enum PathMode {
 pub struct Req {
     /// Position in the (filtered) log: the trace index LP and LS refer to.
     pub id: usize,
-    /// The browser (one per client IP), numbered by first appearance.
+    /// The browser (one per client identity), numbered by first appearance.
     pub browser: usize,
-    /// The client IP it came from.
-    pub ip: IpAddr,
+    /// The client it came from: an IP address or a host name.
+    pub client: Client,
     /// The logged method.
     pub method: String,
     /// The path to request (see [`PathMode`]).
@@ -83,14 +83,14 @@ impl ReplayPlan {
         let t0 = entries.iter().map(|e| e.time).min().unwrap_or(0);
         let t1 = entries.iter().map(|e| e.time).max().unwrap_or(0);
         let secs = |t: i64| Duration::from_secs(u64::try_from(t.saturating_sub(t0)).unwrap_or(0));
-        let mut browser_of: HashMap<IpAddr, (usize, usize)> = HashMap::new(); // ip -> (browser, last id)
+        let mut browser_of: HashMap<&Client, (usize, usize)> = HashMap::new(); // client -> (browser, last id)
         let mut reqs = Vec::with_capacity(entries.len());
         let mut next_same_ip = vec![None; entries.len()];
         for (id, e) in entries.iter().enumerate() {
             let n = browser_of.len();
             let full_handshake;
             let browser;
-            match browser_of.get_mut(&e.ip) {
+            match browser_of.get_mut(&e.client) {
                 Some((b, last)) => {
                     next_same_ip[*last] = Some(id);
                     *last = id;
@@ -98,7 +98,7 @@ impl ReplayPlan {
                     full_handshake = false;
                 }
                 None => {
-                    browser_of.insert(e.ip, (n, id));
+                    browser_of.insert(&e.client, (n, id));
                     browser = n;
                     full_handshake = true;
                 }
@@ -106,7 +106,7 @@ impl ReplayPlan {
             reqs.push(Req {
                 id,
                 browser,
-                ip: e.ip,
+                client: e.client.clone(),
                 method: e.method.clone(),
                 path: match mode {
                     PathMode::Bytes => format!("/bytes/{}", e.bytes),
@@ -506,10 +506,10 @@ mod tests {
             let mut in_flight: Vec<usize> = Vec::new();
             let mut done = vec![false; n];
             let mut issued = vec![false; n];
-            let mut prev_of_ip: HashMap<IpAddr, usize> = HashMap::new();
+            let mut prev_of_ip: HashMap<Client, usize> = HashMap::new();
             let mut prev = vec![None; n];
             for r in plan.requests() {
-                prev[r.id] = prev_of_ip.insert(r.ip, r.id);
+                prev[r.id] = prev_of_ip.insert(r.client.clone(), r.id);
             }
             let mut steps = 0;
             while !s.finished() {
