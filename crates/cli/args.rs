@@ -18,7 +18,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
         certificates can all be switched, with Prometheus metrics. `load` is a load generator with \
         a session-reuse knob that times TCP connect, full and resumed handshakes, first byte and \
         transfer separately, closed- or open-loop, over URLs, the SPECweb96 mix, an e-commerce \
-        browser model or a replayed access log. `sweep` steps `load` to the knee. `fileset` writes \
+        browser model or a replayed access log. `sweep` steps `load` to the knee. `relay` emulates a WAN \
+        path (delay, jitter, bandwidth, loss) in user space. `fileset` writes \
         a workload's files (SPECweb96, e-commerce, replay) for other servers. `lab` runs serve and load on this machine and prints \
         what TLS costs here.\n\n\
         Exit codes: 0 success, 1 runtime failure, 2 usage error.",
@@ -55,6 +56,54 @@ pub enum Command {
     /// Time full against resumed handshakes of HTTPS sites over days (seed 003's WebPerf),
     /// store them in SQLite, report them, or serve them to Prometheus.
     Probe(crate::probe::ProbeArgs),
+    /// Relay TCP to a server through an emulated WAN path (delay, jitter, bandwidth, loss).
+    Relay(RelayArgs),
+}
+
+/// `tlslab relay`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  tlslab relay --listen 127.0.0.1:9443 --upstream 127.0.0.1:8443 --delay 50ms\n  \
+    tlslab load https://127.0.0.1:9443/ --cacert certs/ca.pem -c 1 -n 20\n\n\
+    Each direction delays every segment (of at most 1448 bytes) by --delay, so the RTT is twice \
+    --delay and every TLS flight pays it: a full TLS 1.3 handshake takes one RTT, a TLS 1.2 one \
+    two. The client's TCP connect is accepted locally and is NOT delayed. Loss is emulated as the \
+    delay of a retransmission (TCP over loopback cannot lose). The first line on stdout is \
+    `relay listening on ADDR`; SIGINT or SIGTERM stops the relay and prints its counters."
+)]
+pub struct RelayArgs {
+    /// Address to accept clients on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+    pub listen: SocketAddr,
+
+    /// The server to relay each client to, as HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub upstream: String,
+
+    /// One-way delay added to every segment in each direction (RTT = 2 x delay).
+    #[arg(long, default_value = "0ms", value_name = "DURATION", value_parser = parse_duration)]
+    pub delay: Duration,
+
+    /// Each segment's delay varies uniformly within +/- this, without reordering.
+    #[arg(long, default_value = "0ms", value_name = "DURATION", value_parser = parse_duration)]
+    pub jitter: Duration,
+
+    /// Bottleneck rate in each direction, in tc's units: 26.4kbit, 10mbit, 1gbit, 125kbps (bytes/s).
+    #[arg(long, value_name = "RATE")]
+    pub bandwidth: Option<String>,
+
+    /// Probability that a segment is lost, as 0.5% or 0.005; a lost segment (and all behind it)
+    /// arrives --loss-delay late, as after a retransmission timeout.
+    #[arg(long, default_value = "0%", value_name = "PERCENT")]
+    pub loss: String,
+
+    /// How late a lost segment arrives [default: RTT + 200 ms, Linux's RTO on a steady path].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub loss_delay: Option<Duration>,
+
+    /// Seed of the jitter and loss draws, so runs repeat.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
 }
 
 /// What `sweep` steps.

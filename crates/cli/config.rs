@@ -644,6 +644,44 @@ pub fn fileset_files(a: &args::FilesetArgs) -> anyhow::Result<FilesetFiles> {
     }
 }
 
+/// Validates `tlslab relay`'s flags into a relay configuration; resolves
+/// the upstream name once, here.
+pub fn relay(a: &crate::args::RelayArgs) -> anyhow::Result<tlslab_relay::RelayConfig> {
+    use std::net::ToSocketAddrs as _;
+    let upstream = a
+        .upstream
+        .to_socket_addrs()
+        .map_err(|e| usage(format!("--upstream {}: {e} (write HOST:PORT)", a.upstream)))?
+        .next()
+        .ok_or_else(|| {
+            usage(format!(
+                "--upstream {}: the name has no address",
+                a.upstream
+            ))
+        })?;
+    let bandwidth = match &a.bandwidth {
+        Some(b) => Some(
+            b.parse::<tlslab_relay::Bandwidth>()
+                .map_err(|e| usage(format!("--bandwidth: {e}")))?,
+        ),
+        None => None,
+    };
+    let conditions = tlslab_relay::Conditions {
+        delay: a.delay,
+        jitter: a.jitter,
+        bandwidth,
+        loss: tlslab_relay::parse_loss(&a.loss).map_err(|e| usage(format!("--loss: {e}")))?,
+        loss_delay: a.loss_delay,
+    };
+    conditions.validate().map_err(usage)?;
+    Ok(tlslab_relay::RelayConfig {
+        listen: a.listen,
+        upstream,
+        conditions,
+        seed: a.seed,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,7 +80,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fileset(a) => fileset(a),
         Command::Sweep(a) => sweep(a),
         Command::Probe(a) => probe::run(a),
+        Command::Relay(a) => relay(a),
     }
+}
+
+fn relay(a: args::RelayArgs) -> anyhow::Result<ExitCode> {
+    let cfg = config::relay(&a)?;
+    let (upstream, conditions) = (cfg.upstream, cfg.conditions);
+    let relay = tlslab_relay::RelayThread::spawn(cfg).map_err(|e| match e {
+        tlslab_relay::Error::Bind(..) => config::usage(format!("--listen: {e}")),
+        other => anyhow::Error::new(other),
+    })?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "relay listening on {}", relay.local_addr())?;
+        writeln!(out, "relay: to {upstream}; {conditions}")?;
+        out.flush()?;
+    }
+    tlslab_server::wait_for_signal().context("waiting for SIGINT/SIGTERM")?;
+    let s = relay.stop();
+    println!(
+        "relay: {} connections ({} upstream failures), {} bytes up, {} bytes down, \
+         {} segments, {} lost (delayed as retransmitted)",
+        s.connections, s.upstream_failures, s.bytes_up, s.bytes_down, s.segments, s.lost
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn sweep(a: args::SweepArgs) -> anyhow::Result<ExitCode> {

@@ -777,3 +777,36 @@ pub fn tool(name: &str) -> PathBuf {
             panic!("`{name}` is not installed; install it (CI: apt-get install -y nginx nghttp2-client curl openssl)")
         })
 }
+
+/// A running `tlslab relay` (an emulated WAN path in front of a server),
+/// stopped with SIGTERM on drop.
+pub struct Relay {
+    /// The process.
+    pub proc: Proc,
+    /// Where clients connect.
+    pub addr: SocketAddr,
+}
+
+impl Relay {
+    /// Starts `tlslab relay --upstream UPSTREAM ARGS` on 127.0.0.1:0 and
+    /// waits (≤ 30 s) for its `relay listening on ADDR` line.
+    pub fn start(upstream: SocketAddr, args: &[&str]) -> Relay {
+        let up = upstream.to_string();
+        let mut full = vec!["relay", "--listen", "127.0.0.1:0", "--upstream", &up];
+        full.extend_from_slice(args);
+        let proc = Proc::spawn(tlslab(&full)).graceful_drop();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let Some(line) = proc.next_line(deadline) else {
+                panic!(
+                    "tlslab relay did not start within 30 s:\n{}",
+                    proc.describe()
+                );
+            };
+            if let Some(addr) = line.strip_prefix("relay listening on ") {
+                let addr = addr.trim().parse().expect("relay prints a socket address");
+                return Relay { proc, addr };
+            }
+        }
+    }
+}
