@@ -46,7 +46,7 @@ fn rounds_against_serve_are_stored_and_reported_with_table_2() {
     let ca = serve.ca.clone().expect("serve prints its CA");
     let dir = tempdir();
     let db = dir.path().join("p.sqlite");
-    let url = serve.url("/");
+    let url = serve.url("/bytes/1024");
     let out = run_tlslab(
         &[
             "probe",
@@ -132,7 +132,7 @@ fn failing_targets_are_stored_as_classified_errors_and_the_probe_goes_on() {
     let dir = tempdir();
     let db = dir.path().join("e.sqlite");
     let refused = format!("https://127.0.0.1:{}/", free_port());
-    let ok = serve.url("/");
+    let ok = serve.url("/bytes/1024");
     // No --cacert: serve's self-signed chain is not trusted by the webpki roots.
     let out = run_tlslab(
         &[
@@ -155,7 +155,7 @@ fn failing_targets_are_stored_as_classified_errors_and_the_probe_goes_on() {
     assert_no_panic(&out.stderr);
     let r = report_json(&db);
     let a = target(&r, &refused);
-    assert_eq!(a["errors"]["connect:connection_refused"], 2, "{a:#}");
+    assert_eq!(a["errors"]["connect:refused"], 2, "{a:#}");
     let b = target(&r, &ok);
     let errs = b["errors"].as_object().expect("errors");
     assert_eq!(errs.len(), 1, "{b:#}");
@@ -170,7 +170,7 @@ fn kill_9_loses_no_committed_round_and_sigterm_exits_cleanly() {
     let ca = serve.ca.clone().expect("ca");
     let dir = tempdir();
     let db = dir.path().join("k.sqlite");
-    let url = serve.url("/");
+    let url = serve.url("/bytes/1024");
     let args = |db: &Path| {
         tlslab(&[
             "probe",
@@ -290,7 +290,7 @@ fn the_exporter_answers_one_round_per_scrape() {
         .and_then(|r| r.split('/').next())
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("unexpected first line: {line}"));
-    let path = format!("/probe?target={}", serve.url("/"));
+    let path = format!("/probe?target={}", serve.url("/bytes/1024"));
     let (status, body) = http_get(addr, &path).expect("scrape");
     assert_eq!(status, 200, "{body}");
     for want in [
