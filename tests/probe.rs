@@ -310,3 +310,34 @@ fn the_exporter_answers_one_round_per_scrape() {
     assert!(body.contains("tlslab_probe_success 0"), "{body}");
     assert!(p.try_status().is_none(), "exporter died: {}", p.describe());
 }
+
+#[test]
+fn a_server_that_refuses_resumption_is_stored_as_refused_without_savings() {
+    let serve = Serve::start(&["--session-cache", "none", "--tickets", "off"]);
+    let ca = serve.ca.clone().expect("ca");
+    let dir = tempdir();
+    let db = dir.path().join("r.sqlite");
+    let url = serve.url("/bytes/1024");
+    let out = run_tlslab(
+        &[
+            "probe",
+            &url,
+            "--cacert",
+            ca.to_str().expect("utf-8"),
+            "--db",
+            db.to_str().expect("utf-8"),
+            "--rounds",
+            "2",
+            "--interval",
+            "10ms",
+        ],
+        LIMIT,
+    );
+    assert!(expect_ok(&out).contains("(refused)"), "{}", show(&out));
+    let r = report_json(&db);
+    let t = target(&r, &url);
+    assert!(t["errors"].as_object().expect("errors").is_empty(), "{t:#}");
+    assert_eq!(t["resumption_accepted"], 0, "{t:#}");
+    assert!(t["table2"]["ssl_cached_ms"].is_null(), "{t:#}");
+    assert!(t["table2"]["savings"].is_null(), "{t:#}");
+}
