@@ -172,7 +172,7 @@ fn kill_9_loses_no_committed_round_and_sigterm_exits_cleanly() {
     let db = dir.path().join("k.sqlite");
     let url = serve.url("/bytes/1024");
     let args = |db: &Path| {
-        tlslab(&[
+        tlslab([
             "probe",
             &url,
             "--cacert",
@@ -276,7 +276,7 @@ fn bad_databases_and_flags_are_usage_errors_that_name_the_fix() {
 fn the_exporter_answers_one_round_per_scrape() {
     let serve = Serve::start(&[]);
     let ca = serve.ca.clone().expect("ca");
-    let mut p = Proc::spawn(tlslab(&[
+    let mut p = Proc::spawn(tlslab([
         "probe",
         "exporter",
         "--listen",
