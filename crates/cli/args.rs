@@ -53,6 +53,9 @@ pub enum Command {
     /// Step `load`'s client count or rate until throughput stops growing (the knee),
     /// one latency-vs-throughput series per --reuse value.
     Sweep(SweepArgs),
+    /// Time full against resumed handshakes of HTTPS sites over days (seed 003's WebPerf),
+    /// store them in SQLite, report them, or serve them to Prometheus.
+    Probe(crate::probe::ProbeArgs),
     /// Relay TCP to a server through an emulated WAN path (delay, jitter, bandwidth, loss).
     Relay(RelayArgs),
 }

@@ -8,6 +8,7 @@
 
 mod args;
 mod config;
+mod probe;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -78,6 +79,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Breakdown(a) => breakdown(a),
         Command::Fileset(a) => fileset(a),
         Command::Sweep(a) => sweep(a),
+        Command::Probe(a) => probe::run(a),
         Command::Relay(a) => relay(a),
     }
 }

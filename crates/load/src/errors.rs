@@ -49,7 +49,7 @@ pub(crate) fn ablation_hint(e: &rustls::Error, ours: AblationSet) -> Option<Stri
 
 /// The kind of a failed I/O operation, looking through wrappers (hyper
 /// errors, tokio-rustls's io::Error around a rustls error) for the cause.
-pub(crate) fn classify(err: &(dyn StdError + 'static)) -> String {
+pub fn classify(err: &(dyn StdError + 'static)) -> String {
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
     let mut hyper_kind = None;
     while let Some(e) = cur {

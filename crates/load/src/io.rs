@@ -21,7 +21,7 @@ use tokio_rustls::client::TlsStream;
 /// turnarounds: a read that returns data after the client wrote since its
 /// last read is one round trip.
 #[derive(Debug, Default)]
-pub(crate) struct RoundTrips {
+pub struct RoundTrips {
     bytes: ByteCount,
     turnarounds: u32,
     wrote_since_read: bool,
@@ -29,7 +29,7 @@ pub(crate) struct RoundTrips {
 
 impl RoundTrips {
     /// (bytes written, bytes read, round trips) so far.
-    pub(crate) fn counts(&self) -> (u64, u64, u32) {
+    pub fn counts(&self) -> (u64, u64, u32) {
         (self.bytes.written, self.bytes.read, self.turnarounds)
     }
 }

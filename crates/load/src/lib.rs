@@ -40,6 +40,21 @@ use std::time::Duration;
 use tlslab_crypto::provider::{Algorithms, Version};
 
 pub use engine::run;
+
+/// The load client's pieces that other engines reuse (`tlslab-probe`):
+/// its TLS client configuration, its round-trip counter and its error
+/// classes, so that a probe and a load run measure the same way.
+pub mod client {
+    pub use crate::errors::classify;
+    pub use crate::io::RoundTrips;
+
+    /// The rustls client configuration `load` would use for `cfg` (trust,
+    /// versions, algorithms, ALPN `http/1.1`), without a session store:
+    /// the caller sets `resumption`.
+    pub fn tls_config(cfg: &crate::LoadConfig) -> Result<rustls::ClientConfig, crate::Error> {
+        crate::tls::base_config(cfg, &tlslab_crypto::meter::Meter::new())
+    }
+}
 pub use reuse::ReusePlanner;
 pub use sweep::{SweepOver, SweepPlan, is_knee, sweep_series};
 pub use target::{Scheme, Target};

@@ -1,0 +1,45 @@
+//! `tlslab probe`: seed 003's WebPerf for today's TLS.
+//!
+//! This crate is for watching a few HTTPS sites over days, one round at a
+//! time: for each target it times DNS, TCP connect, a *full* handshake from
+//! a fresh client, a GET on it, and then a second connection that offers
+//! the session of the first, a *resumed* handshake (accepted or not), and a
+//! GET on that ([`probe_target`]). Each round's [`Sample`]s are committed to
+//! a [`Store`] in one transaction (SQLite, WAL), so a killed probe loses no
+//! committed round. [`report`] turns stored samples into seed 003's
+//! figures: per-phase statistics, 10 ms histograms, Table 2 (savings of the
+//! cached handshake) and a daily time series.
+//!
+//! It is not a load generator (that is `tlslab-load`, whose TLS client
+//! configuration, round-trip counter and error classes it reuses) and not a
+//! WAN emulator (that is `tlslab relay`).
+
+mod round;
+mod schedule;
+mod store;
+
+pub mod exporter;
+pub mod report;
+
+pub use round::{Phase, ProbeConfig, Sample, probe_target};
+pub use schedule::{Schedule, run};
+pub use store::{SqliteStore, Store, StoreError};
+
+/// Errors that stop the probe (never a failed target: that is a [`Sample`]
+/// with an error kind).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration cannot work.
+    #[error("{0}")]
+    Config(String),
+    /// The load client refused the configuration (trust, versions).
+    #[error(transparent)]
+    Load(#[from] tlslab_load::Error),
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An I/O failure outside the probed connections.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}

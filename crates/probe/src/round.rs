@@ -1,0 +1,588 @@
+//! One probe of one target: DNS, TCP connect, a full handshake and a GET,
+//! then a second connection offering the first one's session (a resumed
+//! handshake, accepted or not) and a GET on it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rustls::client::{Resumption, Tls12Resumption};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, HandshakeKind};
+use serde::{Deserialize, Serialize};
+use tlslab_crypto::store::ClientSessions;
+use tlslab_load::Target;
+use tlslab_load::client::{RoundTrips, classify};
+use tlslab_runtime::CountingIo;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+use crate::Error;
+
+/// How targets are probed.
+#[derive(Clone, Debug)]
+pub struct ProbeConfig {
+    /// The client TLS configuration (trust, versions, ALPN), as
+    /// [`tlslab_load::client::tls_config`] builds it; its session store is
+    /// replaced per probe.
+    pub tls: Arc<ClientConfig>,
+    /// The server name to send and verify instead of the URL's host.
+    pub sni: Option<String>,
+    /// Each phase (DNS, connect, handshake, GET) gives up after this long.
+    pub timeout: Duration,
+}
+
+impl ProbeConfig {
+    /// A probe configuration from a load configuration's TLS settings.
+    pub fn from_load(cfg: &tlslab_load::LoadConfig, timeout: Duration) -> Result<Self, Error> {
+        if timeout.is_zero() {
+            return Err(Error::Config("--timeout must be more than 0".into()));
+        }
+        Ok(ProbeConfig {
+            tls: Arc::new(tlslab_load::client::tls_config(cfg)?),
+            sni: cfg.sni.clone(),
+            timeout,
+        })
+    }
+}
+
+/// The timed phases of a sample, in the order they happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Name resolution.
+    Dns,
+    /// TCP connect of the first connection.
+    Connect,
+    /// The full handshake (fresh client, no session).
+    TlsFull,
+    /// The handshake of the second connection, offering the first's session.
+    TlsResumed,
+    /// Request written to the first response byte (first connection).
+    Ttfb,
+    /// Request written to the last response byte (first connection): seed
+    /// 003's "HTTP GET".
+    Get,
+    /// DNS start to the last byte of the first connection's response.
+    Total,
+}
+
+impl Phase {
+    /// Every phase.
+    pub const ALL: [Phase; 7] = [
+        Phase::Dns,
+        Phase::Connect,
+        Phase::TlsFull,
+        Phase::TlsResumed,
+        Phase::Ttfb,
+        Phase::Get,
+        Phase::Total,
+    ];
+
+    /// The name used in output and metrics labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Dns => "dns",
+            Phase::Connect => "connect",
+            Phase::TlsFull => "tls_full",
+            Phase::TlsResumed => "tls_resumed",
+            Phase::Ttfb => "ttfb",
+            Phase::Get => "get",
+            Phase::Total => "total",
+        }
+    }
+}
+
+/// One probe of one target. Durations are microseconds; a phase that did
+/// not run (an earlier one failed) is `None`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// The target URL as given.
+    pub target: String,
+    /// When the probe started, in milliseconds since the Unix epoch.
+    pub started_at_ms: i64,
+    /// Name resolution.
+    pub dns_us: Option<i64>,
+    /// TCP connect (first connection).
+    pub connect_us: Option<i64>,
+    /// Full handshake.
+    pub tls_full_us: Option<i64>,
+    /// Request to first response byte (first connection).
+    pub ttfb_us: Option<i64>,
+    /// Request to last response byte (first connection).
+    pub get_us: Option<i64>,
+    /// DNS start to last byte (first connection).
+    pub total_us: Option<i64>,
+    /// HTTP status of the first connection's GET.
+    pub status: Option<u16>,
+    /// TCP connect of the second connection.
+    pub resumed_connect_us: Option<i64>,
+    /// The second connection's handshake.
+    pub tls_resumed_us: Option<i64>,
+    /// Request to last response byte on the second connection.
+    pub resumed_get_us: Option<i64>,
+    /// Whether the second handshake offered a session (false: the server
+    /// issued none on the first connection).
+    pub resumption_offered: Option<bool>,
+    /// Whether the server accepted the offered session.
+    pub resumption_accepted: Option<bool>,
+    /// Negotiated TLS version (`1.2`, `1.3`), of the full handshake.
+    pub version: Option<String>,
+    /// Negotiated cipher suite.
+    pub suite: Option<String>,
+    /// Negotiated key-exchange group (none for a TLS 1.2 resumption).
+    pub group: Option<String>,
+    /// Negotiated ALPN protocol.
+    pub alpn: Option<String>,
+    /// The leaf certificate's not-after, in seconds since the Unix epoch.
+    pub cert_not_after: Option<i64>,
+    /// Certificates the server sent.
+    pub chain_len: Option<i64>,
+    /// Socket bytes (both ways) of the full handshake.
+    pub full_handshake_bytes: Option<i64>,
+    /// Round trips of the full handshake.
+    pub full_handshake_round_trips: Option<i64>,
+    /// Socket bytes (both ways) of the second handshake.
+    pub resumed_handshake_bytes: Option<i64>,
+    /// Round trips of the second handshake.
+    pub resumed_handshake_round_trips: Option<i64>,
+    /// The phase that failed, if any.
+    pub error_phase: Option<String>,
+    /// The error's class (`dns`, `timeout`, `connection_refused`, a TLS
+    /// alert or rustls error name, `http_status`, ...).
+    pub error_kind: Option<String>,
+    /// The error's message.
+    pub error: Option<String>,
+}
+
+impl Sample {
+    /// The duration of `phase`, in microseconds.
+    pub fn phase_us(&self, phase: Phase) -> Option<i64> {
+        match phase {
+            Phase::Dns => self.dns_us,
+            Phase::Connect => self.connect_us,
+            Phase::TlsFull => self.tls_full_us,
+            Phase::TlsResumed => self.tls_resumed_us,
+            Phase::Ttfb => self.ttfb_us,
+            Phase::Get => self.get_us,
+            Phase::Total => self.total_us,
+        }
+    }
+
+    fn fail(&mut self, phase: Phase, kind: impl Into<String>, msg: impl Into<String>) {
+        self.error_phase = Some(phase.name().to_string());
+        self.error_kind = Some(kind.into());
+        self.error = Some(msg.into());
+    }
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A phase that failed: its class and message.
+struct Failed(String, String);
+
+fn io_failed(e: &std::io::Error) -> Failed {
+    Failed(classify(e), e.to_string())
+}
+
+async fn timed<T, F>(limit: Duration, f: F) -> Result<(T, Duration), Failed>
+where
+    F: std::future::Future<Output = Result<T, Failed>>,
+{
+    let start = Instant::now();
+    match tokio::time::timeout(limit, f).await {
+        Ok(Ok(v)) => Ok((v, start.elapsed())),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Failed(
+            "timeout".into(),
+            format!("no answer within {limit:?} (--timeout)"),
+        )),
+    }
+}
+
+/// Probes `url` once. Never fails: a failure is recorded in the sample
+/// with its phase and class, and later phases are left empty.
+pub async fn probe_target(cfg: &ProbeConfig, url: &str) -> Sample {
+    let mut s = Sample {
+        target: url.to_string(),
+        started_at_ms: now_ms(),
+        ..Sample::default()
+    };
+    let target = match Target::parse(url) {
+        Ok(t) => t,
+        Err(e) => {
+            s.fail(Phase::Dns, "bad_url", e.to_string());
+            return s;
+        }
+    };
+    let start = Instant::now();
+    // DNS
+    let hostport = (target.host.clone(), target.port);
+    let addr = match timed(cfg.timeout, async {
+        let mut it = tokio::net::lookup_host(hostport)
+            .await
+            .map_err(|e| Failed("dns".into(), e.to_string()))?;
+        it.next()
+            .ok_or_else(|| Failed("dns".into(), "no address".into()))
+    })
+    .await
+    {
+        Ok((a, d)) => {
+            s.dns_us = Some(micros(d));
+            a
+        }
+        Err(Failed(k, m)) => {
+            s.fail(Phase::Dns, k, m);
+            return s;
+        }
+    };
+    let name = match ServerName::try_from(cfg.sni.clone().unwrap_or(target.host.clone())) {
+        Ok(n) => n,
+        Err(e) => {
+            s.fail(Phase::Dns, "bad_server_name", e.to_string());
+            return s;
+        }
+    };
+    let sessions = ClientSessions::new();
+    let mut tls = (*cfg.tls).clone();
+    tls.resumption =
+        Resumption::store(sessions.clone()).tls12_resumption(Tls12Resumption::SessionIdOrTickets);
+    let connector = TlsConnector::from(Arc::new(tls));
+
+    // First connection: full handshake.
+    sessions.set_offer(false);
+    let first = match connection(cfg, &connector, &name, addr, &target).await {
+        Ok(c) => c,
+        Err((phase, Failed(k, m), partial)) => {
+            partial.fill_first(&mut s);
+            s.fail(phase.first(), k, m);
+            return s;
+        }
+    };
+    s.total_us = Some(micros(start.elapsed()));
+    first.fill_first(&mut s);
+    if let Some(code) = s.status
+        && code >= 400
+    {
+        s.fail(Phase::Get, "http_status", format!("HTTP status {code}"));
+    }
+
+    // Second connection: offer the session.
+    sessions.set_offer(true);
+    let second = connection(cfg, &connector, &name, addr, &target).await;
+    s.resumption_offered = Some(sessions.take_offered());
+    match second {
+        Ok(c) => c.fill_second(&mut s),
+        Err((phase, Failed(k, m), partial)) => {
+            partial.fill_second(&mut s);
+            if s.error_kind.is_none() {
+                s.fail(phase.second(), k, m);
+            }
+        }
+    }
+    s
+}
+
+/// Which step of a connection failed.
+#[derive(Clone, Copy)]
+enum Step {
+    Connect,
+    Handshake,
+    Get,
+}
+
+impl Step {
+    fn first(self) -> Phase {
+        match self {
+            Step::Connect => Phase::Connect,
+            Step::Handshake => Phase::TlsFull,
+            Step::Get => Phase::Get,
+        }
+    }
+
+    fn second(self) -> Phase {
+        match self {
+            Step::Connect => Phase::Connect,
+            Step::Handshake => Phase::TlsResumed,
+            Step::Get => Phase::Get,
+        }
+    }
+}
+
+/// What one connection measured.
+#[derive(Default)]
+struct Conn {
+    connect: Option<Duration>,
+    handshake: Option<Duration>,
+    ttfb: Option<Duration>,
+    get: Option<Duration>,
+    status: Option<u16>,
+    resumed: Option<bool>,
+    version: Option<String>,
+    suite: Option<String>,
+    group: Option<String>,
+    alpn: Option<String>,
+    not_after: Option<i64>,
+    chain_len: Option<i64>,
+    bytes: Option<i64>,
+    round_trips: Option<i64>,
+}
+
+impl Conn {
+    fn fill_first(&self, s: &mut Sample) {
+        s.connect_us = self.connect.map(micros);
+        s.tls_full_us = self.handshake.map(micros);
+        s.ttfb_us = self.ttfb.map(micros);
+        s.get_us = self.get.map(micros);
+        s.status = self.status;
+        s.version.clone_from(&self.version);
+        s.suite.clone_from(&self.suite);
+        s.group.clone_from(&self.group);
+        s.alpn.clone_from(&self.alpn);
+        s.cert_not_after = self.not_after;
+        s.chain_len = self.chain_len;
+        s.full_handshake_bytes = self.bytes;
+        s.full_handshake_round_trips = self.round_trips;
+    }
+
+    fn fill_second(&self, s: &mut Sample) {
+        s.resumed_connect_us = self.connect.map(micros);
+        s.tls_resumed_us = self.handshake.map(micros);
+        s.resumed_get_us = self.get.map(micros);
+        s.resumption_accepted = self.resumed;
+        s.resumed_handshake_bytes = self.bytes;
+        s.resumed_handshake_round_trips = self.round_trips;
+    }
+}
+
+type ConnResult = Result<Conn, (Step, Failed, Conn)>;
+
+async fn connection(
+    cfg: &ProbeConfig,
+    connector: &TlsConnector,
+    name: &ServerName<'static>,
+    addr: SocketAddr,
+    target: &Target,
+) -> ConnResult {
+    let mut c = Conn::default();
+    let tcp = match timed(cfg.timeout, async {
+        TcpStream::connect(addr).await.map_err(|e| io_failed(&e))
+    })
+    .await
+    {
+        Ok((t, d)) => {
+            c.connect = Some(d);
+            t
+        }
+        Err(f) => return Err((Step::Connect, f, c)),
+    };
+    let _ = tcp.set_nodelay(true);
+    let io = CountingIo::new(tcp, RoundTrips::default());
+    let mut tls = match timed(cfg.timeout, async {
+        connector
+            .connect(name.clone(), io)
+            .await
+            .map_err(|e| io_failed(&e))
+    })
+    .await
+    {
+        Ok((t, d)) => {
+            c.handshake = Some(d);
+            t
+        }
+        Err(f) => return Err((Step::Handshake, f, c)),
+    };
+    describe(&tls, &mut c);
+    let req = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tlslab-probe\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+        target.path,
+        target.host_header()
+    );
+    match get(&mut tls, req.as_bytes(), cfg.timeout).await {
+        Ok((status, ttfb, total)) => {
+            c.status = Some(status);
+            c.ttfb = Some(ttfb);
+            c.get = Some(total);
+        }
+        Err(f) => return Err((Step::Get, f, c)),
+    }
+    Ok(c)
+}
+
+fn describe<T>(tls: &TlsStream<CountingIo<T, RoundTrips>>, c: &mut Conn) {
+    let (io, conn) = tls.get_ref();
+    let (w, r, rt) = io.observer().counts();
+    c.bytes = Some(i64::try_from(w + r).unwrap_or(i64::MAX));
+    c.round_trips = Some(i64::from(rt));
+    c.resumed = Some(conn.handshake_kind() == Some(HandshakeKind::Resumed));
+    c.version = conn.protocol_version().map(|v| match v {
+        rustls::ProtocolVersion::TLSv1_3 => "1.3".to_string(),
+        rustls::ProtocolVersion::TLSv1_2 => "1.2".to_string(),
+        other => format!("{other:?}"),
+    });
+    c.suite = conn
+        .negotiated_cipher_suite()
+        .and_then(|s| s.suite().as_str())
+        .map(str::to_string);
+    c.group = conn.negotiated_key_exchange_group().map(|g| {
+        g.name()
+            .as_str()
+            .map_or_else(|| format!("{:?}", g.name()), str::to_string)
+    });
+    c.alpn = conn
+        .alpn_protocol()
+        .map(|a| String::from_utf8_lossy(a).into_owned());
+    if let Some(chain) = conn.peer_certificates() {
+        c.chain_len = Some(i64::try_from(chain.len()).unwrap_or(i64::MAX));
+        c.not_after = chain.first().and_then(|leaf| {
+            x509_parser::parse_x509_certificate(leaf.as_ref())
+                .ok()
+                .map(|(_, cert)| cert.validity().not_after.timestamp())
+        });
+    }
+}
+
+/// Writes `req` and reads the response: (status, time to first byte, time
+/// to last byte), both from the write. The response ends at its
+/// Content-Length, at the last chunk, or when the server closes.
+async fn get<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    req: &[u8],
+    limit: Duration,
+) -> Result<(u16, Duration, Duration), Failed> {
+    let start = Instant::now();
+    let deadline = tokio::time::Instant::now() + limit;
+    let run = async {
+        s.write_all(req).await.map_err(|e| io_failed(&e))?;
+        s.flush().await.map_err(|e| io_failed(&e))?;
+        let mut buf = Vec::with_capacity(16 * 1024);
+        let mut chunk = [0u8; 16 * 1024];
+        let mut ttfb = None;
+        let mut head: Option<(u16, usize, Framing)> = None;
+        loop {
+            let n = match s.read(&mut chunk).await {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && head.is_some() => 0,
+                Err(e) => return Err(io_failed(&e)),
+            };
+            if ttfb.is_none() && n > 0 {
+                ttfb = Some(start.elapsed());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if head.is_none() {
+                head = parse_head(&buf)?;
+            }
+            if let Some((status, body_at, framing)) = head {
+                let body = &buf[body_at..];
+                let done = match framing {
+                    Framing::Length(len) => body.len() >= len,
+                    Framing::Chunked => body.ends_with(b"0\r\n\r\n"),
+                    Framing::Close => false,
+                };
+                if done || n == 0 {
+                    let ttfb = ttfb.unwrap_or_else(|| start.elapsed());
+                    return Ok((status, ttfb, start.elapsed()));
+                }
+            } else if n == 0 {
+                return Err(Failed(
+                    "http_protocol".into(),
+                    "the server closed the connection before a complete response head".into(),
+                ));
+            }
+        }
+    };
+    match tokio::time::timeout_at(deadline, run).await {
+        Ok(r) => r,
+        Err(_) => Err(Failed(
+            "timeout".into(),
+            format!("no complete response within {limit:?} (--timeout)"),
+        )),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Framing {
+    Length(usize),
+    Chunked,
+    Close,
+}
+
+fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing)>, Failed> {
+    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        if buf.len() > 64 * 1024 {
+            return Err(Failed(
+                "http_protocol".into(),
+                "response head longer than 64 KiB".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]);
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse::<u16>().ok())
+        .filter(|_| status_line.starts_with("HTTP/"))
+        .ok_or_else(|| {
+            Failed(
+                "http_protocol".into(),
+                format!("not an HTTP status line: {status_line:.80}"),
+            )
+        })?;
+    let mut framing = Framing::Close;
+    for line in lines {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k.eq_ignore_ascii_case("content-length") {
+            if let Ok(n) = v.parse() {
+                framing = Framing::Length(n);
+            }
+        } else if k.eq_ignore_ascii_case("transfer-encoding")
+            && v.to_ascii_lowercase().contains("chunked")
+        {
+            framing = Framing::Chunked;
+        }
+    }
+    if status == 204 || status == 304 {
+        framing = Framing::Length(0);
+    }
+    Ok(Some((status, end + 4, framing)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_are_parsed_for_their_framing() {
+        let (st, at, f) = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+            .ok()
+            .flatten()
+            .expect("complete head");
+        assert_eq!((st, at), (200, 38));
+        assert!(matches!(f, Framing::Length(5)));
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\n").ok().flatten().is_none());
+        assert!(parse_head(b"SSH-2.0\r\n\r\n").is_err());
+        let (_, _, f) = parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .ok()
+            .flatten()
+            .expect("head");
+        assert!(matches!(f, Framing::Chunked));
+    }
+}

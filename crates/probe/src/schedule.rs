@@ -1,0 +1,88 @@
+//! Rounds over time: every target once per round (concurrently, one
+//! connection at a time per target), each round committed whole.
+
+use std::time::Duration;
+
+use rand::{RngExt, SeedableRng};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{Error, ProbeConfig, Sample, Store, probe_target};
+
+/// When rounds run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// From the start of one round to the start of the next.
+    pub interval: Duration,
+    /// Each gap is `interval` plus a uniform draw in `[0, jitter]`.
+    pub jitter: Duration,
+    /// Stop after this many rounds (`None`: until SIGTERM or SIGINT).
+    pub rounds: Option<u64>,
+}
+
+/// Runs rounds until `schedule.rounds` are done or SIGTERM/SIGINT arrives
+/// (the round in progress finishes and is committed first). Each committed
+/// round is passed to `on_round` with its id. Returns the rounds committed.
+pub async fn run<S: Store>(
+    cfg: &ProbeConfig,
+    targets: &[String],
+    schedule: &Schedule,
+    store: &mut S,
+    mut on_round: impl FnMut(i64, &[Sample]),
+) -> Result<u64, Error> {
+    if targets.is_empty() {
+        return Err(Error::Config(
+            "no targets; give URLs or --targets FILE".into(),
+        ));
+    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+        u64::try_from(crate::round::now_ms()).unwrap_or(0) ^ u64::from(std::process::id()),
+    );
+    let mut done = 0u64;
+    let mut stop = false;
+    loop {
+        let started = tokio::time::Instant::now();
+        let started_ms = crate::round::now_ms();
+        let round = async {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, t) in targets.iter().enumerate() {
+                let cfg = cfg.clone();
+                let t = t.clone();
+                set.spawn(async move { (i, probe_target(&cfg, &t).await) });
+            }
+            let mut out: Vec<Option<Sample>> = vec![None; targets.len()];
+            while let Some(r) = set.join_next().await {
+                if let Ok((i, s)) = r {
+                    out[i] = Some(s);
+                }
+            }
+            out.into_iter().flatten().collect::<Vec<_>>()
+        };
+        tokio::pin!(round);
+        let samples = loop {
+            tokio::select! {
+                s = &mut round => break s,
+                _ = term.recv() => stop = true,
+                _ = int.recv() => stop = true,
+            }
+        };
+        let id = store.commit_round(started_ms, &samples)?;
+        done += 1;
+        on_round(id, &samples);
+        if stop || schedule.rounds.is_some_and(|n| done >= n) {
+            return Ok(done);
+        }
+        let jitter = if schedule.jitter.is_zero() {
+            Duration::ZERO
+        } else {
+            schedule.jitter.mul_f64(rng.random_range(0.0..=1.0))
+        };
+        let next = started + schedule.interval + jitter;
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = term.recv() => return Ok(done),
+            _ = int.recv() => return Ok(done),
+        }
+    }
+}
