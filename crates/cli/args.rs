@@ -52,6 +52,8 @@ pub enum Command {
     /// Step `load`'s client count or rate until throughput stops growing (the knee),
     /// one latency-vs-throughput series per --reuse value.
     Sweep(SweepArgs),
+    /// A TLS-session-aware L4 load balancer: routes resumptions to the node that holds the session.
+    Dispatch(crate::dispatch_cmd::DispatchArgs),
 }
 
 /// What `sweep` steps.

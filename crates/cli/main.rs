@@ -8,6 +8,7 @@
 
 mod args;
 mod config;
+mod dispatch_cmd;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -78,6 +79,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Breakdown(a) => breakdown(a),
         Command::Fileset(a) => fileset(a),
         Command::Sweep(a) => sweep(a),
+        Command::Dispatch(a) => dispatch_cmd::run(a),
     }
 }
 
