@@ -165,10 +165,16 @@ pub fn run(a: DispatchArgs) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     std::io::stdout().flush()?;
     let (tx, rx) = tokio::sync::watch::channel(false);
-    let handle = rt.spawn(d.run(rx));
-    tlslab_server::wait_for_signal().context("waiting for SIGINT/SIGTERM")?;
-    let _ = tx.send(true);
-    let _ = rt.block_on(handle);
+    // The signal wait blocks its own thread; the runtime (current-thread by
+    // default) runs on this one.
+    std::thread::Builder::new()
+        .name("tlslab-dispatch-signal".into())
+        .spawn(move || {
+            let _ = tlslab_server::wait_for_signal();
+            let _ = tx.send(true);
+        })
+        .context("starting the signal thread")?;
+    rt.block_on(d.run(rx));
     rt.shutdown_timeout(Duration::from_secs(1));
     Ok(ExitCode::SUCCESS)
 }
