@@ -699,3 +699,59 @@ async fn serve_metrics(shared: Arc<Shared>, l: TcpListener, mut shutdown: watch:
         });
     }
 }
+
+/// Runs the dispatcher's input handling on `data` and checks it cannot
+/// panic: the first half as a client's first bytes (ClientHello, routing
+/// keys), the rest as the server's reply fed to a learner in 5-byte
+/// chunks. The fuzz target (`fuzz/fuzz_targets/dispatch.rs`) calls this.
+#[doc(hidden)]
+pub fn fuzz_entry(data: &[u8]) {
+    let mid = data.len() / 2;
+    let (client, server) = data.split_at(mid);
+    let offer = match tlslab_wire::first_handshake_message(client, MAX_HELLO) {
+        Ok(msg) => match tlslab_wire::ClientHello::parse(&msg) {
+            Ok(ch) => Offer::of(&ch),
+            Err(_) => Offer::default(),
+        },
+        Err(_) => Offer::default(),
+    };
+    let _ = offer.keys().count();
+    let mut l = ServerLearner::new(offer);
+    for c in server.chunks(5) {
+        l.feed(c);
+    }
+    assert!(l.learned.keys.len() <= server.len());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_flags_parse() {
+        let b: Backend = "127.0.0.1:9=6e31,00ff".parse().unwrap();
+        assert_eq!(b.tags, vec![b"n1".to_vec(), vec![0, 0xff]]);
+        assert!("127.0.0.1:9=6".parse::<Backend>().is_err());
+        assert!("localhost:9".parse::<Backend>().is_err());
+        assert!("127.0.0.1:9".parse::<Backend>().unwrap().tags.is_empty());
+    }
+
+    #[test]
+    fn fuzz_entry_survives_junk() {
+        let mut x = 1u64;
+        for len in 0..400 {
+            let v: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            fuzz_entry(&v);
+            let mut tls = vec![22, 3, 1, 1, 0, 1, 0, 0, 252];
+            tls.extend_from_slice(&v);
+            fuzz_entry(&tls);
+        }
+    }
+}
