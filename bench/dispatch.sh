@@ -75,7 +75,7 @@ for mech in "1.2 off id" "1.2 on ticket" "1.3 on auto"; do
         cat > "$T/haproxy.cfg" <<CFG
 global
     nbthread 1
-    maxconn 20000
+    maxconn 4000
 defaults
     mode tcp
     timeout connect 5s
