@@ -58,6 +58,8 @@ pub enum Command {
     Probe(crate::probe::ProbeArgs),
     /// Relay TCP to a server through an emulated WAN path (delay, jitter, bandwidth, loss).
     Relay(RelayArgs),
+    /// A TLS-session-aware L4 load balancer: routes resumptions to the node that holds the session.
+    Dispatch(crate::dispatch_cmd::DispatchArgs),
 }
 
 /// `tlslab relay`.

@@ -9,6 +9,7 @@
 mod args;
 mod config;
 mod probe;
+mod dispatch_cmd;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -81,6 +82,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(a) => sweep(a),
         Command::Probe(a) => probe::run(a),
         Command::Relay(a) => relay(a),
+        Command::Dispatch(a) => dispatch_cmd::run(a),
     }
 }
 

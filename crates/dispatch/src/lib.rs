@@ -1,0 +1,757 @@
+//! `tlslab dispatch`: a TLS-session-aware L4 (TCP) load balancer.
+//!
+//! It reads the cleartext parts of each TLS handshake with `tlslab-wire`,
+//! never terminates TLS, and routes a ClientHello that tries to resume a
+//! session to the node that holds it (seed 000's cluster result, Fig. 9):
+//! - a TLS 1.2 session ID, learned from the ServerHello that issued it;
+//! - a TLS 1.2 ticket, by its 16-byte key name (RFC 5077), learned from
+//!   the cleartext NewSessionTicket;
+//! - a TLS 1.3 PSK identity, by the same key name, learned from the
+//!   ServerHello that accepts a PSK (its `selected_identity` is cleartext)
+//!   or given per backend (`--backend ADDR=HEXPREFIX`: ticket key names,
+//!   or the `--node-tag` of `tlslab serve`).
+//!
+//! Blind baselines (`round-robin`, `least-conn`, `random`, `source-ip`)
+//! are there to be measured against. Learned mappings live in a bounded,
+//! expiring O(1) [`table::SessionTable`]. Health checks, PROXY protocol v2,
+//! bad-input handling and a Prometheus `/metrics` endpoint complete it.
+
+pub mod inspect;
+pub mod metrics;
+pub mod proxy_v2;
+pub mod table;
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::inspect::{Offer, ServerLearner};
+use crate::metrics::{BadInput, Decision, Exposition, Metrics, NodeStats};
+use crate::table::{Key, Lookup, SessionTable};
+
+/// How connections are spread over the backends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Each node in turn (blind).
+    RoundRobin,
+    /// The node with the fewest open connections (blind).
+    LeastConn,
+    /// A uniformly random node (blind).
+    Random,
+    /// A hash of the client's IP address (breaks behind NAT and proxies).
+    SourceIp,
+    /// By the session the ClientHello tries to resume; else least-conn.
+    Session,
+}
+
+impl Policy {
+    /// The policy's command-line and metric name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::RoundRobin => "round-robin",
+            Policy::LeastConn => "least-conn",
+            Policy::Random => "random",
+            Policy::SourceIp => "source-ip",
+            Policy::Session => "session",
+        }
+    }
+}
+
+/// What to do with a connection whose first bytes are not a valid
+/// ClientHello (or that stalls before finishing one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadInputAction {
+    /// Forward it to the least-loaded node, bytes untouched.
+    Forward,
+    /// Close it.
+    Close,
+}
+
+/// How a node's health is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HealthCheck {
+    /// A TCP connect succeeds.
+    Tcp,
+    /// No checks: nodes are always up (connect failures still fail over).
+    Off,
+}
+
+/// One backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backend {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Prefixes of tickets / PSK identities / session IDs it issues (its
+    /// ticket key names, or its `serve --node-tag`).
+    pub tags: Vec<Vec<u8>>,
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+
+    /// `ADDR` or `ADDR=HEX[,HEX…]`.
+    fn from_str(s: &str) -> Result<Backend, String> {
+        let (addr, tags) = match s.split_once('=') {
+            Some((a, t)) => (a, Some(t)),
+            None => (s, None),
+        };
+        let addr: SocketAddr = addr.parse().map_err(|e| {
+            format!("backend {addr:?}: {e}; give IP:PORT, for example 127.0.0.1:8443")
+        })?;
+        let mut out = Vec::new();
+        for t in tags.into_iter().flat_map(|t| t.split(',')) {
+            let b = decode_hex(t).ok_or_else(|| {
+                format!("backend tag {t:?} is not hex; give an even number of hex digits (1 to 32 bytes), for example 127.0.0.1:8443=6e31")
+            })?;
+            if b.is_empty() || b.len() > table::MAX_KEY_LEN {
+                return Err(format!(
+                    "backend tag {t:?} must be 1 to 32 bytes (2 to 64 hex digits)"
+                ));
+            }
+            out.push(b);
+        }
+        Ok(Backend { addr, tags: out })
+    }
+}
+
+/// Decodes a hex string.
+pub fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The dispatcher's configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where clients connect.
+    pub listen: SocketAddr,
+    /// The nodes.
+    pub backends: Vec<Backend>,
+    /// The policy.
+    pub policy: Policy,
+    /// How long a learned mapping lives (match the nodes' cache timeout).
+    pub session_timeout: Duration,
+    /// How many mappings are kept at most.
+    pub max_sessions: NonZeroUsize,
+    /// How long a client may take to send its whole ClientHello.
+    pub hello_timeout: Duration,
+    /// What to do with bad input.
+    pub bad_input: BadInputAction,
+    /// Send a PROXY protocol v2 header to backends.
+    pub send_proxy_v2: bool,
+    /// Health-check method.
+    pub health_check: HealthCheck,
+    /// Health-check interval.
+    pub health_interval: Duration,
+    /// Backend connect timeout.
+    pub connect_timeout: Duration,
+    /// Where to serve `/metrics`, if anywhere.
+    pub metrics: Option<SocketAddr>,
+}
+
+/// Errors starting the dispatcher.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}; pick a free address or port")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The configuration is unusable.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// The longest ClientHello buffered before routing (bytes, records
+/// included); longer ones count as malformed.
+pub const MAX_HELLO: usize = 64 * 1024;
+
+struct Shared {
+    cfg: Config,
+    nodes: Vec<NodeStats>,
+    table: SessionTable,
+    metrics: Metrics,
+    rr: AtomicU64,
+    rng: AtomicU64,
+}
+
+/// A bound, not yet running dispatcher.
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+}
+
+impl Dispatcher {
+    /// Checks the configuration and binds the listeners.
+    pub async fn bind(cfg: Config) -> Result<Dispatcher, Error> {
+        if cfg.backends.is_empty() {
+            return Err(Error::Config(
+                "no backends; give at least one --backend ADDR".into(),
+            ));
+        }
+        if cfg.backends.len() > usize::from(u16::MAX) {
+            return Err(Error::Config("at most 65535 backends".into()));
+        }
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let metrics_listener = match cfg.metrics {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| Error::Bind { addr, source })?,
+            ),
+            None => None,
+        };
+        let nodes = cfg
+            .backends
+            .iter()
+            .map(|_| {
+                let s = NodeStats::default();
+                s.healthy.store(true, Relaxed);
+                s
+            })
+            .collect();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+            | 1;
+        let shared = Arc::new(Shared {
+            table: SessionTable::new(cfg.max_sessions, cfg.session_timeout),
+            cfg,
+            nodes,
+            metrics: Metrics::default(),
+            rr: AtomicU64::new(0),
+            rng: AtomicU64::new(seed),
+        });
+        Ok(Dispatcher {
+            shared,
+            listener,
+            metrics_listener,
+        })
+    }
+
+    /// The proxy's bound address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The metrics listener's bound address.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
+    /// The current `/metrics` text.
+    pub fn metrics_text(&self) -> String {
+        self.shared.exposition()
+    }
+
+    /// Runs until `shutdown` turns true; then stops accepting (open
+    /// connections are left to finish on the runtime).
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let Dispatcher {
+            shared,
+            listener,
+            metrics_listener,
+        } = self;
+        if shared.cfg.health_check != HealthCheck::Off {
+            for i in 0..shared.nodes.len() {
+                tokio::spawn(health_loop(shared.clone(), i, shutdown.clone()));
+            }
+        }
+        if let Some(l) = metrics_listener {
+            tokio::spawn(serve_metrics(shared.clone(), l, shutdown.clone()));
+        }
+        loop {
+            tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((sock, peer)) => {
+                        let _ = sock.set_nodelay(true);
+                        tokio::spawn(handle(shared.clone(), sock, peer));
+                    }
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                },
+                _ = shutdown.changed() => {
+                    if *shutdown.borrow() { return; }
+                }
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn exposition(&self) -> String {
+        metrics::render(&Exposition {
+            metrics: &self.metrics,
+            nodes: self
+                .cfg
+                .backends
+                .iter()
+                .zip(&self.nodes)
+                .map(|(b, s)| (b.addr.to_string(), s))
+                .collect(),
+            held: self.table.counts(),
+            policy: self.cfg.policy.name(),
+            cpu_seconds: tlslab_runtime::process_cpu_time().as_secs_f64(),
+        })
+    }
+
+    fn up(&self, i: usize) -> bool {
+        self.nodes[i].healthy.load(Relaxed)
+    }
+
+    /// The healthy node with the fewest open connections (ties: lowest
+    /// index after a rotating start, so ties spread); any node if all are
+    /// down.
+    fn least_loaded(&self, exclude: &[usize]) -> Option<usize> {
+        let n = self.nodes.len();
+        let start = (self.rr.fetch_add(1, Relaxed) as usize) % n;
+        let mut best: Option<(u64, usize)> = None;
+        for pass in [true, false] {
+            for j in 0..n {
+                let i = (start + j) % n;
+                if exclude.contains(&i) || (pass && !self.up(i)) {
+                    continue;
+                }
+                let a = self.nodes[i].active.load(Relaxed);
+                if best.is_none_or(|(b, _)| a < b) {
+                    best = Some((a, i));
+                }
+            }
+            if best.is_some() {
+                break;
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    fn next_random(&self) -> u64 {
+        // xorshift64*; contention-free enough for load spreading.
+        let mut x = self.rng.load(Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.store(x, Relaxed);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// The first healthy node at or after `i` in ring order.
+    fn healthy_from(&self, i: usize) -> Option<usize> {
+        let n = self.nodes.len();
+        (0..n).map(|j| (i + j) % n).find(|&k| self.up(k))
+    }
+
+    /// Where a configured tag routes `bytes`, if one matches.
+    fn by_tag(&self, bytes: &[u8]) -> Option<usize> {
+        self.cfg
+            .backends
+            .iter()
+            .position(|b| b.tags.iter().any(|t| bytes.starts_with(t)))
+    }
+
+    /// Picks a node and names the decision.
+    fn choose(
+        &self,
+        offer: Option<&Offer>,
+        raw: Option<&RawKeys>,
+        peer: SocketAddr,
+    ) -> (Option<usize>, Decision) {
+        let n = self.nodes.len();
+        match self.cfg.policy {
+            Policy::RoundRobin => {
+                let i = (self.rr.fetch_add(1, Relaxed) as usize) % n;
+                (self.healthy_from(i).or(Some(i)), Decision::NoSession)
+            }
+            Policy::Random => {
+                let i = (self.next_random() % n as u64) as usize;
+                (self.healthy_from(i).or(Some(i)), Decision::NoSession)
+            }
+            Policy::LeastConn => (self.least_loaded(&[]), Decision::NoSession),
+            Policy::SourceIp => {
+                let h = match peer.ip() {
+                    std::net::IpAddr::V4(a) => u64::from(u32::from(a)),
+                    std::net::IpAddr::V6(a) => (u128::from(a) % u128::from(u64::MAX)) as u64,
+                };
+                let h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+                let i = (h % n as u64) as usize;
+                (self.healthy_from(i).or(Some(i)), Decision::NoSession)
+            }
+            Policy::Session => {
+                let Some(offer) = offer else {
+                    return (self.least_loaded(&[]), Decision::NoSession);
+                };
+                let mut mapped_down = false;
+                let mut found = None;
+                for k in offer.keys() {
+                    if let Lookup::Hit(i) = self.table.lookup(k)
+                        && i < n
+                    {
+                        found = Some(i);
+                        break;
+                    }
+                }
+                if found.is_none()
+                    && let Some(raw) = raw
+                {
+                    found = raw.all().find_map(|b| self.by_tag(b));
+                }
+                if let Some(i) = found {
+                    if self.up(i) {
+                        return (Some(i), Decision::SessionHit);
+                    }
+                    mapped_down = true;
+                }
+                if mapped_down {
+                    self.metrics.rerouted_down.fetch_add(1, Relaxed);
+                }
+                let d = if offer.attempt || mapped_down {
+                    Decision::SessionMiss
+                } else {
+                    Decision::NoSession
+                };
+                (self.least_loaded(&[]), d)
+            }
+        }
+    }
+}
+
+/// The raw resumption bytes of a ClientHello, for prefix (tag) matching.
+struct RawKeys {
+    session_id: Vec<u8>,
+    ticket: Vec<u8>,
+    psks: Vec<Vec<u8>>,
+}
+
+impl RawKeys {
+    fn all(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(self.session_id.as_slice())
+            .chain(std::iter::once(self.ticket.as_slice()))
+            .chain(self.psks.iter().map(Vec::as_slice))
+            .filter(|b| !b.is_empty())
+    }
+}
+
+/// Reading the ClientHello: the bytes read and what they are.
+enum Hello {
+    Parsed(Vec<u8>, Offer, RawKeys),
+    Bad(Vec<u8>, BadInput),
+}
+
+async fn read_hello(sock: &mut TcpStream, limit: Duration) -> Hello {
+    let mut buf = Vec::with_capacity(2048);
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tlslab_wire::first_handshake_message(&buf, MAX_HELLO) {
+            Ok(msg) => {
+                return match tlslab_wire::ClientHello::parse(&msg) {
+                    Ok(ch) => {
+                        let offer = Offer::of(&ch);
+                        let raw = RawKeys {
+                            session_id: ch.session_id.to_vec(),
+                            ticket: ch.session_ticket.unwrap_or_default().to_vec(),
+                            psks: ch
+                                .pre_shared_key
+                                .map(|p| p.identities.iter().map(|i| i.identity.to_vec()).collect())
+                                .unwrap_or_default(),
+                        };
+                        Hello::Parsed(buf, offer, raw)
+                    }
+                    Err(_) => Hello::Bad(buf, BadInput::Malformed),
+                };
+            }
+            Err(tlslab_wire::Error::Incomplete { .. }) => {}
+            Err(tlslab_wire::Error::UnexpectedRecord { .. }) => {
+                return Hello::Bad(buf, BadInput::NotTls);
+            }
+            Err(_) => {
+                let kind = if buf.first() == Some(&22) {
+                    BadInput::Malformed
+                } else {
+                    BadInput::NotTls
+                };
+                return Hello::Bad(buf, kind);
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        match tokio::time::timeout_at(deadline, sock.read(&mut chunk)).await {
+            Err(_) => return Hello::Bad(buf, BadInput::Timeout),
+            Ok(Ok(0)) | Ok(Err(_)) => return Hello::Bad(buf, BadInput::Truncated),
+            Ok(Ok(k)) => buf.extend_from_slice(&chunk[..k]),
+        }
+    }
+}
+
+async fn handle(shared: Arc<Shared>, mut client: TcpStream, peer: SocketAddr) {
+    let (first, offer, raw) = match read_hello(&mut client, shared.cfg.hello_timeout).await {
+        Hello::Parsed(b, o, r) => (b, Some(o), Some(r)),
+        Hello::Bad(b, kind) => {
+            shared.metrics.bad(kind);
+            if shared.cfg.bad_input == BadInputAction::Close
+                || kind == BadInput::Truncated && b.is_empty()
+            {
+                shared.metrics.bad_input_closed.fetch_add(1, Relaxed);
+                return;
+            }
+            (b, None, None)
+        }
+    };
+    let (choice, decision) = shared.choose(offer.as_ref(), raw.as_ref(), peer);
+    shared.metrics.decision(decision);
+    // Connect, failing over to the least-loaded other nodes.
+    let mut tried = Vec::new();
+    let mut next = choice;
+    let (node, backend) = loop {
+        let Some(i) = next else {
+            shared.metrics.no_backend.fetch_add(1, Relaxed);
+            return;
+        };
+        tried.push(i);
+        let addr = shared.cfg.backends[i].addr;
+        match tokio::time::timeout(shared.cfg.connect_timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => break (i, s),
+            _ => {
+                shared.nodes[i].connect_errors.fetch_add(1, Relaxed);
+                shared.nodes[i].healthy.store(false, Relaxed);
+                tracing::warn!(node = %addr, "connect failed; marked down");
+                next = shared.least_loaded(&tried);
+            }
+        }
+    };
+    let _ = backend.set_nodelay(true);
+    let stats = &shared.nodes[node];
+    stats.connections.fetch_add(1, Relaxed);
+    stats.active.fetch_add(1, Relaxed);
+    let learner = offer.map(ServerLearner::new);
+    proxy(&shared, node, client, backend, peer, first, learner).await;
+    shared.nodes[node].active.fetch_sub(1, Relaxed);
+}
+
+const BUF: usize = 16 * 1024;
+
+async fn proxy(
+    shared: &Shared,
+    node: usize,
+    client: TcpStream,
+    backend: TcpStream,
+    peer: SocketAddr,
+    first: Vec<u8>,
+    mut learner: Option<ServerLearner>,
+) {
+    let stats = &shared.nodes[node];
+    let (mut cr, mut cw) = client.into_split();
+    let (mut br, mut bw) = backend.into_split();
+    let up = async {
+        if shared.cfg.send_proxy_v2 {
+            let dst = cr.local_addr().unwrap_or(shared.cfg.listen);
+            bw.write_all(&proxy_v2::header(peer, dst)).await?;
+        }
+        bw.write_all(&first).await?;
+        stats.bytes_up.fetch_add(first.len() as u64, Relaxed);
+        let mut buf = vec![0u8; BUF];
+        loop {
+            let k = cr.read(&mut buf).await?;
+            if k == 0 {
+                break;
+            }
+            bw.write_all(&buf[..k]).await?;
+            stats.bytes_up.fetch_add(k as u64, Relaxed);
+        }
+        bw.shutdown().await
+    };
+    let down = async {
+        let mut buf = vec![0u8; BUF];
+        let r: std::io::Result<()> = async {
+            loop {
+                let k = br.read(&mut buf).await?;
+                if k == 0 {
+                    break;
+                }
+                if let Some(l) = learner.as_mut()
+                    && !l.done()
+                {
+                    l.feed(&buf[..k]);
+                    if l.done() {
+                        settle(shared, node, l);
+                    }
+                }
+                cw.write_all(&buf[..k]).await?;
+                stats.bytes_down.fetch_add(k as u64, Relaxed);
+            }
+            cw.shutdown().await
+        }
+        .await;
+        if let Some(l) = learner.as_mut()
+            && !l.done()
+        {
+            settle(shared, node, l);
+        }
+        r
+    };
+    // Half-close: each direction ends on its own; an error in one (a
+    // reset) ends the whole connection, and only this connection.
+    let (a, b) = tokio::join!(up, down);
+    if let Err(e) = a.and(b) {
+        tracing::debug!(%peer, "connection ended: {e}");
+    }
+}
+
+/// Books what a finished learner saw: the attempt's outcome and the keys
+/// to remember.
+fn settle(shared: &Shared, node: usize, l: &mut ServerLearner) {
+    let learned = std::mem::take(&mut l.learned);
+    if !learned.server_hello {
+        return;
+    }
+    if l.offer_attempt() {
+        shared.metrics.attempts.fetch_add(1, Relaxed);
+        if learned.resumed {
+            shared.metrics.accepted.fetch_add(1, Relaxed);
+        }
+    }
+    // Blind policies do not use the table, so they do not pay for it.
+    if shared.cfg.policy == Policy::Session {
+        for k in learned.keys {
+            learn(shared, k, node);
+        }
+    }
+}
+
+fn learn(shared: &Shared, k: Key, node: usize) {
+    shared.table.learn(k, node);
+    shared.metrics.learned[k.kind() as usize].fetch_add(1, Relaxed);
+}
+
+async fn health_loop(shared: Arc<Shared>, i: usize, mut shutdown: watch::Receiver<bool>) {
+    let addr = shared.cfg.backends[i].addr;
+    loop {
+        let ok = matches!(
+            tokio::time::timeout(shared.cfg.connect_timeout, TcpStream::connect(addr)).await,
+            Ok(Ok(_))
+        );
+        let was = shared.nodes[i].healthy.swap(ok, Relaxed);
+        if was != ok {
+            if ok {
+                tracing::info!(node = %addr, "health check passed; node rejoins");
+            } else {
+                tracing::warn!(node = %addr, "health check failed; node marked down");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(shared.cfg.health_interval) => {}
+            _ = shutdown.changed() => if *shutdown.borrow() { return; },
+        }
+    }
+}
+
+async fn serve_metrics(shared: Arc<Shared>, l: TcpListener, mut shutdown: watch::Receiver<bool>) {
+    use http_body_util::Full;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+    loop {
+        let sock = tokio::select! {
+            r = l.accept() => match r { Ok((s, _)) => s, Err(_) => continue },
+            _ = shutdown.changed() => if *shutdown.borrow() { return } else { continue },
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let shared = shared.clone();
+                async move {
+                    let resp = if req.uri().path() == "/metrics" {
+                        hyper::Response::builder()
+                            .header("content-type", "text/plain; version=0.0.4; charset=utf-8")
+                            .body(Full::new(bytes::Bytes::from(shared.exposition())))
+                    } else {
+                        hyper::Response::builder().status(404).body(Full::new(
+                            bytes::Bytes::from_static(b"not found; try /metrics\n"),
+                        ))
+                    };
+                    Ok::<_, http::Error>(resp.unwrap_or_default())
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(sock), svc)
+                .await;
+        });
+    }
+}
+
+/// Runs the dispatcher's input handling on `data` and checks it cannot
+/// panic: the first half as a client's first bytes (ClientHello, routing
+/// keys), the rest as the server's reply fed to a learner in 5-byte
+/// chunks. The fuzz target (`fuzz/fuzz_targets/dispatch.rs`) calls this.
+#[doc(hidden)]
+pub fn fuzz_entry(data: &[u8]) {
+    let mid = data.len() / 2;
+    let (client, server) = data.split_at(mid);
+    let offer = match tlslab_wire::first_handshake_message(client, MAX_HELLO) {
+        Ok(msg) => match tlslab_wire::ClientHello::parse(&msg) {
+            Ok(ch) => Offer::of(&ch),
+            Err(_) => Offer::default(),
+        },
+        Err(_) => Offer::default(),
+    };
+    let _ = offer.keys().count();
+    let mut l = ServerLearner::new(offer);
+    for c in server.chunks(5) {
+        l.feed(c);
+    }
+    assert!(l.learned.keys.len() <= server.len());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_flags_parse() {
+        let b: Backend = "127.0.0.1:9=6e31,00ff".parse().unwrap();
+        assert_eq!(b.tags, vec![b"n1".to_vec(), vec![0, 0xff]]);
+        assert!("127.0.0.1:9=6".parse::<Backend>().is_err());
+        assert!("localhost:9".parse::<Backend>().is_err());
+        assert!("127.0.0.1:9".parse::<Backend>().unwrap().tags.is_empty());
+    }
+
+    #[test]
+    fn fuzz_entry_survives_junk() {
+        let mut x = 1u64;
+        for len in 0..400 {
+            let v: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            fuzz_entry(&v);
+            let mut tls = vec![22, 3, 1, 1, 0, 1, 0, 0, 252];
+            tls.extend_from_slice(&v);
+            fuzz_entry(&tls);
+        }
+    }
+}
