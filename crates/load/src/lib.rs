@@ -29,6 +29,7 @@ mod errors;
 mod io;
 mod progress;
 mod reuse;
+pub mod shard;
 mod sweep;
 mod target;
 mod tls;

@@ -65,6 +65,10 @@ pub struct LoadReport {
     /// `--ablate` sets, a sentence saying so and how to fix it.
     #[serde(default)]
     pub ablation_hint: Option<String>,
+    /// Set only by `tlslab merge`: the agents merged, the missing ones,
+    /// their start skew and saturation. `None` (JSON `null`) for one run.
+    #[serde(default)]
+    pub distributed: Option<crate::distributed::Distributed>,
 }
 
 /// The client's cryptographic operations per handshake, measured by the
@@ -540,6 +544,7 @@ impl LoadReport {
             crypto: None,
             ablation: Vec::new(),
             ablation_hint: None,
+            distributed: None,
         }
     }
 
