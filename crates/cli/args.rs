@@ -55,6 +55,8 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Relay TCP to a server through an emulated WAN path (delay, jitter, bandwidth, loss).
     Relay(RelayArgs),
+    /// Merge the `load --shard I/N --out DIR` outputs of N agents into one exact report.
+    Merge(crate::distributed::MergeArgs),
 }
 
 /// `tlslab relay`.
@@ -508,6 +510,10 @@ pub struct LoadArgs {
     /// Write one CSV row per request to FILE.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+
+    /// Distributed load: --shard, --start-at, --out.
+    #[command(flatten)]
+    pub dist: crate::distributed::ShardArgs,
 
     /// Never show the live progress line (it is shown only on a terminal anyway).
     #[arg(long)]

@@ -469,6 +469,7 @@ fn replay(
             "the filters dropped every request of the log; relax --exclude-ips or --ip-rate-limit",
         );
     }
+    let entries = crate::distributed::shard_replay(&a.dist, entries, |e| &e.ip)?;
     let mode = match a.replay_paths {
         args::ReplayPaths::Bytes => PathMode::Bytes,
         args::ReplayPaths::Original => PathMode::Original,

@@ -8,6 +8,7 @@
 
 mod args;
 mod config;
+mod distributed;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -79,6 +80,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fileset(a) => fileset(a),
         Command::Sweep(a) => sweep(a),
         Command::Relay(a) => relay(a),
+        Command::Merge(a) => distributed::merge(&a),
     }
 }
 
@@ -106,6 +108,11 @@ fn relay(a: args::RelayArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn sweep(a: args::SweepArgs) -> anyhow::Result<ExitCode> {
+    if a.load.dist.is_set() {
+        return Err(config::usage(
+            "--shard, --start-at and --out are for `tlslab load`; sweep runs on one machine",
+        ));
+    }
     let (configs, plan) = config::sweep(&a)?;
     let mut series = Vec::new();
     eprintln!(
@@ -235,7 +242,9 @@ fn serve(a: args::ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
+    let agent = distributed::Agent::from_args(&a.dist)?;
     let mut cfg = config::load(&a)?;
+    agent.apply(&mut cfg)?;
     cfg.progress = !a.no_progress && std::io::stderr().is_terminal();
     if a.insecure {
         eprintln!(
@@ -250,12 +259,14 @@ fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
             cfg.ablation
         );
     }
+    agent.wait()?;
     let report = tlslab_load::run(&cfg).context("running the load")?;
     print!("{}", report.render_table());
     if let Some(path) = &a.json {
         let body = serde_json::to_vec_pretty(&report)?;
         std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
     }
+    agent.finish(&report)?;
     if report.requests.attempted > 0 && report.requests.completed == 0 {
         eprintln!(
             "tlslab: every request failed ({}); check that the server is up and the URL, \

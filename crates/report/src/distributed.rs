@@ -140,6 +140,9 @@ pub struct AgentMarker {
     pub csv_rows: u64,
     /// The host the agent ran on (`HOSTNAME`, else `/etc/hostname`).
     pub host: String,
+    /// The run's `--seed` before sharding (each agent's report shows its
+    /// own derived seed).
+    pub run_seed: u64,
 }
 
 /// Counters of a [`Stats`] other than its histograms (`counters.json`).
@@ -354,6 +357,7 @@ pub fn write_agent_dir(
     report: &LoadReport,
     shard: ShardId,
     start_at_unix_ms: Option<u64>,
+    run_seed: u64,
 ) -> Result<AgentMarker> {
     let csv = dir.join(CSV_FILE);
     let records = read_csv_log(&csv)?;
@@ -372,9 +376,7 @@ pub fn write_agent_dir(
             ),
         ));
     }
-    let report_path = dir.join(REPORT_FILE);
     write_atomic(dir, REPORT_FILE, report.to_json().as_bytes())?;
-    let _ = report_path;
 
     let start = UNIX_EPOCH + Duration::from_millis(report.window.start_unix_ms);
     let mut hlog = Vec::new();
@@ -407,6 +409,7 @@ pub fn write_agent_dir(
         measured_s: report.window.measured_s,
         csv_rows: records.len() as u64,
         host: host_name(),
+        run_seed,
     };
     let body =
         serde_json::to_vec_pretty(&marker).map_err(|e| corrupt(&dir.join(MARKER_FILE), e))?;
@@ -670,6 +673,8 @@ pub fn merge(dirs: &[PathBuf]) -> Result<LoadReport> {
     let first = &agents[0].report;
     let mut config = first.config.clone();
     config.clients = agents.iter().map(|a| a.report.config.clients).sum();
+    config.threads = agents.iter().map(|a| a.report.config.threads).sum();
+    config.seed = agents[0].marker.run_seed;
     config.requests = agents
         .iter()
         .map(|a| a.report.config.requests)
