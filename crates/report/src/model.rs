@@ -747,7 +747,13 @@ pub(crate) mod tests {
             .find("## JSON schemas")
             .expect("README has a JSON schemas section");
         let schema = &readme[start..];
-        let v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        // With a `distributed` section, as `tlslab merge` writes it.
+        let mut merged = sample();
+        merged.distributed = Some(crate::distributed::Distributed {
+            start_at_unix_ms: Some(1),
+            ..Default::default()
+        });
+        let v: serde_json::Value = serde_json::from_str(&merged.to_json()).unwrap();
         let mut paths = Vec::new();
         leaf_paths("", &v, &mut paths);
         assert!(paths.len() > 40, "{paths:?}");
