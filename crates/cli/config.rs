@@ -373,6 +373,7 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         ecommerce,
         replay,
         ablation: load_ablation,
+        start_at: None,
     })
 }
 

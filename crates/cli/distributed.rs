@@ -111,14 +111,8 @@ impl Agent {
         if let Some(dir) = &self.out {
             cfg.log = Some(dir.join(dist::CSV_FILE));
         }
-        Ok(())
-    }
-
-    /// Waits for `--start-at`, if given.
-    pub fn wait(&self) -> anyhow::Result<()> {
-        if let Some(t) = self.start_at {
-            tlslab_load::shard::sleep_until(t).map_err(usage)?;
-        }
+        // The engine waits for it after its setup, just before the window.
+        cfg.start_at = self.start_at;
         Ok(())
     }
 

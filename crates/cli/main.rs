@@ -259,7 +259,6 @@ fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
             cfg.ablation
         );
     }
-    agent.wait()?;
     let report = tlslab_load::run(&cfg).context("running the load")?;
     print!("{}", report.render_table());
     if let Some(path) = &a.json {
