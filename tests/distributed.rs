@@ -181,8 +181,6 @@ fn agent_args<'a>(
         url,
         "--cacert",
         ca,
-        "--reuse",
-        "50",
         "--threads",
         "1",
         "--shard",
@@ -219,7 +217,7 @@ fn three_agents_on_loopback_merge_exactly() {
                 &shard,
                 &at,
                 &out,
-                &["-c", "6", "-n", "240", "--tls", "1.3"],
+                &["-c", "6", "-n", "240", "--tls", "1.3", "--reuse", "50"],
             )))
         })
         .collect();
@@ -273,7 +271,7 @@ fn an_agent_killed_mid_run_is_reported_missing() {
             &shard,
             &at,
             &out,
-            &["-c", "3", "-d", d],
+            &["-c", "3", "-d", d, "--reuse", "50"],
         )))
     };
     let a1 = spawn(1, "1s");
@@ -522,7 +520,14 @@ fn three_agents_in_network_namespaces_merge_exactly() {
         .map(|i| {
             let shard = format!("{i}/3");
             let out = dirs[i - 1].display().to_string();
-            let args = agent_args(&url, &ca, &shard, &at, &out, &["-c", "6", "-n", "300"]);
+            let args = agent_args(
+                &url,
+                &ca,
+                &shard,
+                &at,
+                &out,
+                &["-c", "6", "-n", "300", "--reuse", "50"],
+            );
             Proc::spawn(hosts.tlslab(i + 1, &args))
         })
         .collect();
@@ -536,4 +541,79 @@ fn three_agents_in_network_namespaces_merge_exactly() {
     check_merge(&merged, &dirs, before, after);
     assert_eq!(num(&merged, "requests/attempted"), 300.0);
     drop(serve);
+}
+
+#[test]
+fn replay_shards_split_client_ips_and_merge_to_the_whole_log() {
+    const IPS: usize = 7;
+    const LINES: usize = 70;
+    let dir = tempdir();
+    let input = dir.path().join("input.log");
+    // Line i: IP 10.1.0.(i*i+i)%7+1, size 100+i (distinct: names the line).
+    let ip_of = |i: usize| (i * i + i + i / 3) % IPS + 1;
+    let mut text = String::new();
+    for i in 0..LINES {
+        text += &format!(
+            "10.1.0.{} - - [01/Jan/2024:10:{:02}:{:02} +0000] \"GET /p{i} HTTP/1.1\" 200 {}\n",
+            ip_of(i),
+            i / 60,
+            i % 60,
+            100 + i
+        );
+    }
+    std::fs::write(&input, text).unwrap();
+    let serve = Serve::start(&[]);
+    let ca = serve.ca.clone().expect("ephemeral CA");
+    let ca = ca.to_str().expect("utf-8");
+    let base = serve.url("");
+    let at = start_at(2);
+    let input = input.display().to_string();
+    let dirs: Vec<PathBuf> = (1..=3)
+        .map(|i| dir.path().join(format!("agent-{i}")))
+        .collect();
+    let agents: Vec<Proc> = (1..=3)
+        .map(|i| {
+            let shard = format!("{i}/3");
+            let out = dirs[i - 1].display().to_string();
+            Proc::spawn(tlslab(agent_args(
+                &base,
+                ca,
+                &shard,
+                &at,
+                &out,
+                &["--workload", "replay", "--access-log", &input, "-c", "3"],
+            )))
+        })
+        .collect();
+    for a in agents {
+        let f = a.wait(LIMIT);
+        assert!(f.status.is_some_and(|s| s.success()), "agent failed: {f:?}");
+    }
+    // Every line is replayed by exactly one agent, and all lines of one IP
+    // by the same agent.
+    let mut agent_of_ip = std::collections::HashMap::new();
+    let mut lines = 0;
+    for (k, d) in dirs.iter().enumerate() {
+        let text = std::fs::read_to_string(d.join("requests.csv")).unwrap();
+        for row in text.lines().skip(1) {
+            let size: usize = row
+                .split("/bytes/")
+                .nth(1)
+                .and_then(|s| s.split(',').next())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("no /bytes/ path in {row}"));
+            let ip = ip_of(size - 100);
+            let owner = *agent_of_ip.entry(ip).or_insert(k);
+            assert_eq!(owner, k, "IP {ip} replayed by agents {owner} and {k}");
+            lines += 1;
+        }
+    }
+    assert_eq!(lines, LINES);
+    assert!(agent_of_ip.len() == IPS, "{agent_of_ip:?}");
+    let (out, merged) = merge(dir.path(), &dirs, &[]);
+    expect_ok(&out);
+    assert_eq!(num(&merged, "requests/attempted"), LINES as f64);
+    assert_eq!(num(&merged, "replay/log_requests"), LINES as f64);
+    assert_eq!(num(&merged, "replay/log_sessions"), IPS as f64);
+    assert_eq!(num(&merged, "replay/requests_replayed"), LINES as f64);
 }
