@@ -682,10 +682,9 @@ pub fn merge(dirs: &[PathBuf]) -> Result<LoadReport> {
     let window = Window {
         start_unix_ms: t0,
         measured_s: ((end_ms - t0 as f64) / 1e3).max(0.0),
-        observed: format!(
-            "client-observed, merged from {} agent(s): from the earliest agent's window start to the latest's end",
-            agents.len()
-        ),
+        // The contract value; the merged window (earliest agent's start to
+        // the latest agent's end) is documented with `tlslab merge`.
+        observed: "client-observed".into(),
     };
     let cpu = CpuUsage {
         user_s: agents.iter().map(|a| a.report.client_cpu.user_s).sum(),
