@@ -60,6 +60,8 @@ pub enum Command {
     Relay(RelayArgs),
     /// A TLS-session-aware L4 load balancer: routes resumptions to the node that holds the session.
     Dispatch(crate::dispatch_cmd::DispatchArgs),
+    /// Merge the `load --shard I/N --out DIR` outputs of N agents into one exact report.
+    Merge(crate::distributed::MergeArgs),
 }
 
 /// `tlslab relay`.
@@ -541,6 +543,10 @@ pub struct LoadArgs {
     /// Write one CSV row per request to FILE.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+
+    /// Distributed load: --shard, --start-at, --out.
+    #[command(flatten)]
+    pub dist: crate::distributed::ShardArgs,
 
     /// Never show the live progress line (it is shown only on a terminal anyway).
     #[arg(long)]

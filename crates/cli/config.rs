@@ -494,6 +494,7 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         ecommerce,
         replay,
         ablation: load_ablation,
+        start_at: None,
     })
 }
 
@@ -600,6 +601,7 @@ fn replay(
             "the filters dropped every request of the log; relax --exclude-clients or --client-rate-limit",
         );
     }
+    let entries = crate::distributed::shard_replay(&a.dist, entries, |e| &e.ip)?;
     let mode = match a.replay_paths {
         args::ReplayPaths::Bytes => PathMode::Bytes,
         args::ReplayPaths::Original => PathMode::Original,

@@ -10,6 +10,7 @@ mod args;
 mod config;
 mod probe;
 mod dispatch_cmd;
+mod distributed;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -83,6 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Probe(a) => probe::run(a),
         Command::Relay(a) => relay(a),
         Command::Dispatch(a) => dispatch_cmd::run(a),
+        Command::Merge(a) => distributed::merge(&a),
     }
 }
 
@@ -110,6 +112,11 @@ fn relay(a: args::RelayArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn sweep(a: args::SweepArgs) -> anyhow::Result<ExitCode> {
+    if a.load.dist.is_set() {
+        return Err(config::usage(
+            "--shard, --start-at and --out are for `tlslab load`; sweep runs on one machine",
+        ));
+    }
     let (configs, plan) = config::sweep(&a)?;
     let mut series = Vec::new();
     eprintln!(
@@ -239,7 +246,9 @@ fn serve(a: args::ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
+    let agent = distributed::Agent::from_args(&a.dist)?;
     let mut cfg = config::load(&a)?;
+    agent.apply(&mut cfg)?;
     cfg.progress = !a.no_progress && std::io::stderr().is_terminal();
     if a.insecure {
         eprintln!(
@@ -260,6 +269,7 @@ fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
         let body = serde_json::to_vec_pretty(&report)?;
         std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
     }
+    agent.finish(&report)?;
     if report.requests.attempted > 0 && report.requests.completed == 0 {
         eprintln!(
             "tlslab: every request failed ({}); check that the server is up and the URL, \

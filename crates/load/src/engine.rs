@@ -135,6 +135,11 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
             let _ = o.resolve(cfg.timeout).await;
         }
     });
+    // Distributed load: every setup step is done; agents wait here so
+    // their windows start together.
+    if let Some(at) = cfg.start_at {
+        crate::shard::sleep_until(at.checked_sub(cfg.warmup).unwrap_or(at))?;
+    }
     let window_start = Instant::now() + cfg.warmup;
     let path_index = origins.first().map_or_else(Default::default, |o| {
         o.paths
@@ -722,8 +727,11 @@ async fn orchestrate(
     tokio::time::sleep_until(window_start.into()).await;
     let cpu0 = threads.cpu_time();
     let crypto0 = early_crypto0.unwrap_or_else(|| shared.meter.snapshot());
+    // The wall-clock time of `window_start` itself, not of this line (which
+    // a busy CPU may delay): agents' start skew is compared on it.
     let start_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+        .checked_sub(Instant::now().saturating_duration_since(window_start))
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_millis() as u64);
     while let Some(r) = set.join_next().await {
         if let Err(e) = r {

@@ -29,6 +29,7 @@ mod errors;
 mod io;
 mod progress;
 mod reuse;
+pub mod shard;
 mod sweep;
 mod target;
 mod tls;
@@ -246,6 +247,11 @@ pub struct LoadConfig {
     /// `crates/crypto/ABLATIONS.md`). The server must use the same set.
     /// Needs [`Trust::CaFile`] or [`Trust::Roots`]. Default: none.
     pub ablation: tlslab_crypto::meter::AblationSet,
+    /// Begin the measurement window at this wall-clock time (`--start-at`,
+    /// distributed load), after every setup step: the engine sleeps until
+    /// `start_at − warmup` just before its clients start. More than
+    /// [`shard::START_GRACE`] in the past is an error. Default: at once.
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 /// An access log prepared for replay.
@@ -297,6 +303,7 @@ impl LoadConfig {
             ecommerce: None,
             replay: None,
             ablation: tlslab_crypto::meter::AblationSet::NONE,
+            start_at: None,
         }
     }
 }

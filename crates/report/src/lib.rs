@@ -14,12 +14,16 @@
 //! - [`CsvLog`]: the `--log FILE` sink, one CSV row per request, written by
 //!   its own thread behind a bounded channel so no row is lost.
 //!
+//! - [`distributed`]: an agent's `--out` directory of a sharded run and
+//!   the exact merge of many agents' outputs (`tlslab merge`).
+//!
 //! It is not for generating load or talking to the network (that is
 //! `tlslab-load`), and sinks here never reach back into the engine: data
 //! flows engine → record → stats/sinks → report, one way.
 
 mod csv_log;
 pub mod interval;
+pub mod distributed;
 mod model;
 mod record;
 mod stats;

@@ -65,6 +65,10 @@ pub struct LoadReport {
     /// `--ablate` sets, a sentence saying so and how to fix it.
     #[serde(default)]
     pub ablation_hint: Option<String>,
+    /// Set only by `tlslab merge`: the agents merged, the missing ones,
+    /// their start skew and saturation. `None` (JSON `null`) for one run.
+    #[serde(default)]
+    pub distributed: Option<crate::distributed::Distributed>,
 }
 
 /// The client's cryptographic operations per handshake, measured by the
@@ -540,6 +544,7 @@ impl LoadReport {
             crypto: None,
             ablation: Vec::new(),
             ablation_hint: None,
+            distributed: None,
         }
     }
 
@@ -742,7 +747,13 @@ pub(crate) mod tests {
             .find("## JSON schemas")
             .expect("README has a JSON schemas section");
         let schema = &readme[start..];
-        let v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        // With a `distributed` section, as `tlslab merge` writes it.
+        let mut merged = sample();
+        merged.distributed = Some(crate::distributed::Distributed {
+            start_at_unix_ms: Some(1),
+            ..Default::default()
+        });
+        let v: serde_json::Value = serde_json::from_str(&merged.to_json()).unwrap();
         let mut paths = Vec::new();
         leaf_paths("", &v, &mut paths);
         assert!(paths.len() > 40, "{paths:?}");

@@ -63,6 +63,29 @@ impl PhaseStats {
         (self.count() > 0).then(|| self.hist.value_at_quantile(q).min(self.max_us))
     }
 
+    /// The exact sum of the recorded values, µs.
+    pub fn sum_us(&self) -> u128 {
+        self.sum_us
+    }
+
+    /// The HDR histogram (1 µs to 1 h, 3 significant digits).
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.hist
+    }
+
+    /// Rebuilds a phase from a histogram read back from an interval log and
+    /// its exact sum and maximum. Fails if the histogram's values do not fit
+    /// this phase's bounds.
+    pub fn from_parts(hist: Histogram<u64>, sum_us: u128, max_us: u64) -> Result<Self, String> {
+        let mut p = PhaseStats::default();
+        p.hist
+            .add(&hist)
+            .map_err(|e| format!("histogram does not fit 1 µs..1 h: {e:?}"))?;
+        p.sum_us = sum_us;
+        p.max_us = max_us;
+        Ok(p)
+    }
+
     /// Adds every value of `other`.
     pub fn merge(&mut self, other: &PhaseStats) {
         // Both histograms have the same bounds, so adding cannot fail.
