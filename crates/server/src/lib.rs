@@ -41,6 +41,7 @@
 
 mod access_log;
 mod content;
+mod early;
 mod io;
 mod metrics;
 mod server;
