@@ -477,18 +477,25 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for EarlyStream<IO> {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Closing after an early answer (`Connection: close`) first lets
+        // the client's Finished arrive: the handshake completes and is
+        // counted, and the session tickets rustls sends then go out.
         let this = &mut *self;
-        if let State::Finishing(..) = this.state {
-            ready!(this.poll_finishing(cx))?;
-        }
-        match &mut this.state {
-            State::Handshaking(hs) => {
-                hs.conn.send_close_notify();
-                ready!(hs.poll_flush_tls(cx))?;
-                Pin::new(&mut hs.io).poll_shutdown(cx)
+        loop {
+            match &mut this.state {
+                State::Handshaking(hs) => {
+                    if !hs.conn.is_handshaking() {
+                        this.finish();
+                        continue;
+                    }
+                    if let Err(e) = ready!(hs.poll_progress(cx, &this.requests)) {
+                        return Poll::Ready(Err(this.fail(e)));
+                    }
+                }
+                State::Finishing(..) => ready!(this.poll_finishing(cx))?,
+                State::Done(tls) => return Pin::new(tls).poll_shutdown(cx),
+                State::Failed => return Poll::Ready(Ok(())),
             }
-            State::Done(tls) => Pin::new(tls).poll_shutdown(cx),
-            _ => Poll::Ready(Ok(())),
         }
     }
 }
