@@ -6,7 +6,7 @@
 //! The format (one line, fields separated by single spaces):
 //!
 //! ```text
-//! $remote_addr - - [$time_local] "$request" $status $body_bytes_sent "-" "$http_user_agent" $ssl_protocol $ssl_session_reused $request_time_us $connection_id $request_on_conn
+//! $remote_addr - - [$time_local] "$request" $status $body_bytes_sent "-" "$http_user_agent" $ssl_protocol $ssl_session_reused $request_time_us $connection_id $request_on_conn $ssl_early_data
 //! ```
 //!
 //! `$time_local` is UTC (`22/Nov/2026:00:44:04 +0000`); `$ssl_protocol` is
@@ -15,6 +15,9 @@
 //! `$request_time_us` runs from the request head's arrival to the response's
 //! completion; `$connection_id` numbers connections from 1 in accept order
 //! and `$request_on_conn` numbers requests on a connection from 1.
+//! `$ssl_early_data` is `1` for a request that arrived in TLS 1.3 early
+//! data and was answered before the handshake completed (0-RTT), `.`
+//! otherwise.
 //! A line is queued when the response completes (its last body
 //! frame has been handed to the connection, or the response was dropped
 //! unfinished), so the log's order is the order in which service completed.
@@ -198,6 +201,8 @@ pub(crate) struct Pending {
     pub(crate) user_agent: String,
     pub(crate) status: u16,
     pub(crate) sent: u64,
+    /// Answered in early data, before the handshake completed.
+    pub(crate) early: bool,
 }
 
 impl std::fmt::Debug for AccessLog {
@@ -211,7 +216,7 @@ impl Pending {
     pub(crate) fn emit(self) {
         let c = &self.conn;
         let line = format!(
-            "{} - - [{}] \"{}\" {} {} \"-\" \"{}\" {} {} {} {} {}\n",
+            "{} - - [{}] \"{}\" {} {} \"-\" \"{}\" {} {} {} {} {} {}\n",
             c.peer.ip().to_canonical(),
             time_local(SystemTime::now()),
             self.request,
@@ -223,6 +228,7 @@ impl Pending {
             self.start.elapsed().as_micros(),
             c.id,
             self.on_conn,
+            if self.early { "1" } else { "." },
         );
         self.log.send(&line);
     }

@@ -50,6 +50,7 @@
 
 mod access_log;
 mod content;
+mod early;
 mod io;
 mod metrics;
 mod prefetch;

@@ -235,6 +235,18 @@ impl Collector for StatsCollector {
             "TLS 1.3 early-data bytes accepted and served.",
             s.early_data.bytes,
         )?;
+        counter(
+            &mut enc,
+            "tlslab_early_data_requests",
+            "Requests that arrived in TLS 1.3 early data and were answered before the handshake completed (0-RTT).",
+            s.early_data.requests,
+        )?;
+        counter(
+            &mut enc,
+            "tlslab_early_data_refused",
+            "Connections that offered TLS 1.3 early data the server refused (replayed or unknown single-use ticket, full handshake); they went on in 1-RTT.",
+            s.early_data.refused,
+        )?;
         per_listener(
             &mut enc,
             "tlslab_requests",

@@ -26,6 +26,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{AccessLog, ConnInfo, LoggedBody, Pending, escape};
 use crate::content::{self, Body, Files};
+use crate::early::{self, EarlyRequests, EarlyStream, Started};
 use crate::io::{CountingIo, Rewind, SocketBytes};
 use crate::metrics;
 use crate::stats::{Listener, Snapshot, Stats};
@@ -42,6 +43,8 @@ struct Shared {
     stats: Arc<Stats>,
     files: Files,
     acceptor: Option<TlsAcceptor>,
+    /// The TLS config accepts 0-RTT (`--max-early-data` > 0).
+    early_data: bool,
     ablation: AblationSet,
     mismatch_warned: AtomicBool,
     handshake_timeout: Duration,
@@ -189,6 +192,9 @@ impl Server {
             .pinned(pin)
             .build()?;
 
+        let early_data = built
+            .as_ref()
+            .is_some_and(|b| b.config.max_early_data_size > 0);
         let (cache, ticketer, redis, ring, acceptor) = match built {
             Some(b) => (
                 b.cache,
@@ -218,6 +224,7 @@ impl Server {
             stats,
             files,
             acceptor,
+            early_data,
             ablation: cfg.tls.ablation,
             mismatch_warned: AtomicBool::new(false),
             handshake_timeout: cfg.handshake_timeout,
@@ -458,12 +465,37 @@ async fn accept_loop(
                 Listener::Http => {
                     let io =
                         CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Http)));
-                    Box::pin(serve_http(io, Listener::Http, None, conn, shared, rx)).await;
+                    Box::pin(serve_http(io, Listener::Http, None, None, conn, shared, rx)).await;
                 }
             }
         };
         tokio::spawn(fut);
     }
+}
+
+/// A handshake that completed, or one that goes on in early data.
+enum Handshake<T> {
+    Done(tokio_rustls::server::TlsStream<T>),
+    Early(EarlyStream<T>),
+}
+
+/// `$ssl_protocol` and `$ssl_session_reused`.
+fn tls_fields(
+    version: Option<Version>,
+    kind: Option<rustls::HandshakeKind>,
+) -> (&'static str, &'static str) {
+    (
+        match version {
+            Some(Version::Tls12) => "TLSv1.2",
+            Some(Version::Tls13) => "TLSv1.3",
+            None => "-",
+        },
+        if kind == Some(rustls::HandshakeKind::Resumed) {
+            "r"
+        } else {
+            "."
+        },
+    )
 }
 
 /// Why the first bytes did not start a TLS handshake.
@@ -555,10 +587,30 @@ async fn serve_tls(
                 return Err("http_on_tls_port".to_string());
             }
         };
+        // The prefetch stage reads the whole ClientHello before rustls when
+        // a remote session cache needs the session fetched first.
         let first = crate::prefetch::stage(&mut io, first, shared.prefetch.as_ref()).await?;
-        acceptor
-            .accept(Rewind::new(first, io))
+        let accept = if shared.early_data && early::offers_early_data(&first) {
+            // 0-RTT: rustls reads the ClientHello and early data here, so
+            // that safe requests are answered before the handshake completes.
+            match early::start(
+                &acceptor,
+                &first,
+                Rewind::new(Vec::new(), io),
+                stats.clone(),
+                ablation,
+                shared.handshake_timeout,
+            ) {
+                Ok(Started::Early(s)) => return Ok(Handshake::Early(s)),
+                Ok(Started::Refused(accept)) => accept,
+                Err(e) => return Err(tls::failure_reason(&e)),
+            }
+        } else {
+            acceptor.accept(Rewind::new(first, io))
+        };
+        accept
             .await
+            .map(Handshake::Done)
             .map_err(|e| {
                 let (reason, hint) = tls::handshake_failure(&e, ablation);
                 if let Some(hint) = hint {
@@ -575,9 +627,9 @@ async fn serve_tls(
                 reason
             })
     };
-    let mut tls = tokio::select! {
+    let hs = tokio::select! {
         r = tokio::time::timeout(shared.handshake_timeout, handshake) => match r {
-            Ok(Ok(tls)) => tls,
+            Ok(Ok(hs)) => hs,
             Ok(Err(reason)) => {
                 stats.failure(&reason);
                 return;
@@ -590,6 +642,28 @@ async fn serve_tls(
         // Handshakes in progress are abandoned at shutdown, not counted.
         _ = stopping(&mut shutdown) => return,
     };
+    let mut tls = match hs {
+        Handshake::Done(tls) => tls,
+        Handshake::Early(s) => {
+            // The handshake completes inside the stream, while HTTP runs.
+            let Some(conn) = s.connection() else { return };
+            let version = conn.protocol_version().and_then(Version::from_rustls);
+            info.tls = tls_fields(version, conn.handshake_kind());
+            let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
+            let requests = s.requests();
+            serve_http(
+                s,
+                Listener::Https,
+                alpn,
+                Some(requests),
+                info,
+                shared,
+                shutdown,
+            )
+            .await;
+            return;
+        }
+    };
     // Session tickets leave now, as nginx sends them, not with the first
     // response: a client that gives up on a slow first request keeps them.
     let (raw, _) = tls.get_mut();
@@ -600,18 +674,7 @@ async fn serve_tls(
     let conn = tls.get_mut().1;
     let version = conn.protocol_version().and_then(Version::from_rustls);
     stats.handshake(version, conn.handshake_kind());
-    info.tls = (
-        match version {
-            Some(Version::Tls12) => "TLSv1.2",
-            Some(Version::Tls13) => "TLSv1.3",
-            None => "-",
-        },
-        if conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
-            "r"
-        } else {
-            "."
-        },
-    );
+    info.tls = tls_fields(version, conn.handshake_kind());
     let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
     // TLS 1.3 early data arrived before the client's Finished, so it comes
     // before anything still unread: hand it to HTTP first.
@@ -624,6 +687,7 @@ async fn serve_tls(
         Rewind::new(early, tls),
         Listener::Https,
         alpn,
+        None,
         info,
         shared,
         shutdown,
@@ -635,6 +699,7 @@ async fn serve_http<I>(
     io: I,
     kind: Listener,
     alpn: Option<Vec<u8>>,
+    early: Option<Arc<EarlyRequests>>,
     info: ConnInfo,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
@@ -643,13 +708,21 @@ async fn serve_http<I>(
 {
     let svc_shared = shared.clone();
     let info = Arc::new(info);
-    let svc = service_fn(move |req: Request<Incoming>| {
+    let svc = service_fn(move |mut req: Request<Incoming>| {
         let s = svc_shared.clone();
         let info = info.clone();
+        // Claimed when the request is parsed, in request order.
+        let early = early.as_ref().is_some_and(|e| e.claim());
         async move {
             let start = Instant::now();
             let on_conn = info.next_request();
             s.stats.request(kind);
+            if early {
+                // RFC 8470 §5.1, for the handler (and any origin behind it).
+                req.headers_mut()
+                    .insert("early-data", http::HeaderValue::from_static("1"));
+                s.stats.early_request();
+            }
             let resp = content::handle(&req, &s.files);
             let pending = s.access_log.as_ref().map(|log| Pending {
                 log: log.clone(),
@@ -663,6 +736,7 @@ async fn serve_http<I>(
                     .map_or_else(|| "-".to_string(), |v| escape(v.as_bytes())),
                 status: resp.status().as_u16(),
                 sent: 0,
+                early,
             });
             Ok::<_, Infallible>(resp.map(|b| LoggedBody::new(b, pending)))
         }

@@ -122,6 +122,13 @@ pub struct EarlyDataStats {
     pub connections: u64,
     /// Early-data bytes accepted and handed to the HTTP layer.
     pub bytes: u64,
+    /// Requests that arrived in early data and were answered before the
+    /// handshake completed (safe methods only; others wait for it).
+    pub requests: u64,
+    /// Connections whose ClientHello offered early data that was refused:
+    /// a replayed ClientHello (its single-use ticket is already spent), an
+    /// unknown or expired ticket, or a full handshake. They go on in 1-RTT.
+    pub refused: u64,
 }
 
 /// The server's counters at one instant. Every figure is observed by the
@@ -272,11 +279,14 @@ impl Snapshot {
                 let _ = writeln!(s, "  stateless tickets: off");
             }
         }
-        if self.early_data.connections > 0 {
+        if self.early_data.connections + self.early_data.refused > 0 {
             let _ = writeln!(
                 s,
-                "  early data: {} connections, {} bytes accepted",
-                self.early_data.connections, self.early_data.bytes
+                "  early data: {} connections, {} bytes accepted, {} requests answered before the handshake completed, {} offers refused (replayed or unknown tickets)",
+                self.early_data.connections,
+                self.early_data.bytes,
+                self.early_data.requests,
+                self.early_data.refused
             );
         }
         let per_req = match self.requests.total() {
@@ -335,6 +345,8 @@ pub(crate) struct Stats {
     failures: Mutex<BTreeMap<String, u64>>,
     early_connections: AtomicU64,
     early_bytes: AtomicU64,
+    early_requests: AtomicU64,
+    early_refused: AtomicU64,
     requests: [AtomicU64; 2],
     pub(crate) bytes: [Arc<ByteCounters>; 2],
     connections: [AtomicU64; 2],
@@ -365,6 +377,8 @@ impl Stats {
             failures: Mutex::new(BTreeMap::new()),
             early_connections: AtomicU64::new(0),
             early_bytes: AtomicU64::new(0),
+            early_requests: AtomicU64::new(0),
+            early_refused: AtomicU64::new(0),
             requests: Default::default(),
             bytes: Default::default(),
             connections: Default::default(),
@@ -400,6 +414,14 @@ impl Stats {
     pub(crate) fn early_data(&self, bytes: usize) {
         self.early_connections.fetch_add(1, Ordering::Relaxed);
         self.early_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn early_request(&self) {
+        self.early_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn early_data_refused(&self) {
+        self.early_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn request(&self, l: Listener) {
@@ -450,6 +472,8 @@ impl Stats {
             early_data: EarlyDataStats {
                 connections: self.early_connections.load(Ordering::Relaxed),
                 bytes: self.early_bytes.load(Ordering::Relaxed),
+                requests: self.early_requests.load(Ordering::Relaxed),
+                refused: self.early_refused.load(Ordering::Relaxed),
             },
             requests: Self::per(&self.requests),
             bytes_received: bytes(|b| &b.received),

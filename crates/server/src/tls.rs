@@ -126,6 +126,10 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
         None
     };
     config.max_early_data_size = s.max_early_data;
+    // Answers to safe requests in early data leave before the client's
+    // Finished (0.5-RTT data, crate::early); without early data the server
+    // has nothing to send then, so this changes nothing.
+    config.send_half_rtt_data = s.max_early_data > 0;
     config.alpn_protocols = s.alpn.clone();
     Ok(Built {
         config: Arc::new(config),

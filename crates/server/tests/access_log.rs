@@ -35,7 +35,7 @@ fn parse(line: &str) -> Line {
     let (user_agent, tail) = rest.split_once("\" ").expect("user agent");
     let head: Vec<&str> = head.split(' ').collect();
     let tail: Vec<&str> = tail.split(' ').collect();
-    assert_eq!((head.len(), tail.len()), (2, 5), "{line}");
+    assert_eq!((head.len(), tail.len()), (2, 6), "{line}");
     Line {
         ip: ip.to_string(),
         request: request.to_string(),

@@ -649,6 +649,7 @@ fn tls13_early_data_reaches_http_in_order() {
     let snap = server.shutdown();
     assert_eq!(snap.early_data.connections, 1);
     assert_eq!(snap.early_data.bytes, req.len() as u64);
+    assert_eq!(snap.early_data.requests, 1, "answered before the handshake");
     assert_eq!(snap.handshakes.tls13.resumed, 1);
     assert_eq!(snap.requests.https, 2);
 }
