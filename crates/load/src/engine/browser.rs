@@ -1,0 +1,73 @@
+//! The e-commerce browser: purchase sessions of pages, each page's HTML
+//! first, then its inline objects over parallel connections.
+
+use std::sync::atomic::Ordering;
+
+use tlslab_workload::ecommerce::Generator;
+use tokio::task::JoinSet;
+
+use super::client::Client;
+use super::shared::Slot;
+
+impl Client {
+    /// A browser of the e-commerce model: purchase sessions one after
+    /// another, each page's HTML alone first, then its inline objects over
+    /// at most `max_connections` parallel connections (one request each),
+    /// the next page only after the whole page, then the page's think time.
+    pub(super) async fn browse(&mut self, generator: Generator) {
+        let sh = self.sh.clone();
+        let max = generator.config().max_connections.max(1);
+        let mut browser = generator.browser(sh.seed, u64::from(self.ident.id));
+        loop {
+            let session = browser.next_session();
+            if session.clear_tls_sessions
+                && let Some(tls) = &self.ident.tls
+            {
+                tls.sessions.clear();
+            }
+            let mut counted = false;
+            for page in &session.pages {
+                let Some((html, inline)) = page.objects.split_first() else {
+                    continue;
+                };
+                let Some(slot) = sh.next_slot() else { return };
+                if !counted && slot == Slot::Measured {
+                    sh.sessions.fetch_add(1, Ordering::Relaxed);
+                    if session.new_customer {
+                        sh.new_customers.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                counted = true;
+                self.fixed = sh.target_of(&html.path);
+                self.connection(&sh, slot, None).await;
+                let mut set = JoinSet::new();
+                let mut over = false;
+                for obj in inline {
+                    while set.len() >= max {
+                        let _ = set.join_next().await;
+                    }
+                    let Some(slot) = sh.next_slot() else {
+                        over = true;
+                        break;
+                    };
+                    let mut c = Client::new(sh.clone(), self.ident.clone());
+                    c.fixed = sh.target_of(&obj.path);
+                    set.spawn(async move {
+                        let sh = c.sh.clone();
+                        c.connection(&sh, slot, None).await;
+                    });
+                }
+                while set.join_next().await.is_some() {}
+                if over {
+                    return;
+                }
+                if slot == Slot::Measured {
+                    sh.pages.fetch_add(1, Ordering::Relaxed);
+                }
+                if !page.think_after.is_zero() {
+                    tokio::time::sleep(page.think_after).await;
+                }
+            }
+        }
+    }
+}

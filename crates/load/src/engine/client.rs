@@ -1,0 +1,427 @@
+//! The per-connection client: TCP connect, TLS handshake and the HTTP
+//! requests of one connection, each measured into a record.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{CONNECTION, HOST, USER_AGENT};
+use http::{HeaderValue, Request, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use tlslab_report::{HandshakeKind, RequestRecord};
+use tlslab_runtime::{Corked, cork, uncorked};
+use tlslab_workload::specweb96::FILES_PER_CLASS;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use super::CLOSE_GRACE;
+use super::identity::{Identity, Picker};
+use super::shared::{InFlight, Origin, Shared, Slot, with_timeout};
+use crate::ThinkTime;
+use crate::errors::io_kind;
+use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, RoundTrips};
+
+/// A client making requests as one identity: a closed-loop client, or one
+/// open-loop arrival.
+pub(super) struct Client {
+    pub(super) sh: Arc<Shared>,
+    pub(super) ident: Arc<Identity>,
+    /// The request to repeat after a failure (`--retry-on-failure`).
+    retry: Option<(u32, Uri)>,
+    /// The request to make next, chosen by a browser model.
+    pub(super) fixed: Option<(u32, Uri)>,
+}
+
+/// What one request saw, kept outside its timeout so a cut-off request
+/// still reports how far it got.
+#[derive(Default)]
+struct Partial {
+    sent: Option<Instant>,
+    head: Option<Instant>,
+    end: Option<Instant>,
+    status: Option<u16>,
+    body: u64,
+}
+
+impl Client {
+    pub(super) fn new(sh: Arc<Shared>, ident: Arc<Identity>) -> Self {
+        Client {
+            sh,
+            ident,
+            retry: None,
+            fixed: None,
+        }
+    }
+
+    pub(super) async fn run(&mut self) {
+        let sh = self.sh.clone();
+        let mut first = true;
+        loop {
+            if !first {
+                self.think().await;
+            }
+            first = false;
+            let Some(slot) = sh.next_slot() else { return };
+            self.connection(&sh, slot, None).await;
+        }
+    }
+
+    /// Pauses for a think time, if the run has one.
+    async fn think(&self) {
+        if self.sh.think_time == ThinkTime::Zero {
+            return;
+        }
+        let d = self
+            .sh
+            .think_time
+            .sample(&mut self.ident.state.lock().think);
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
+    }
+
+    /// The next request: the failed one again, or the next path. Returns
+    /// whether it is a retry.
+    fn next_target(&mut self, o: &Origin) -> (u32, Uri, bool) {
+        if let Some((i, uri)) = self.retry.take() {
+            return (i, uri, true);
+        }
+        if let Some((i, uri)) = self.fixed.take() {
+            return (i, uri, false);
+        }
+        let mut st = self.ident.state.lock();
+        let k = match &mut st.picker {
+            Picker::Turn(next) => {
+                let k = *next % o.paths.len();
+                *next = next.wrapping_add(1);
+                k
+            }
+            Picker::Specweb96(s) => {
+                let f = s.next();
+                (f.class * FILES_PER_CLASS + f.index) % o.paths.len()
+            }
+        };
+        let (i, uri) = &o.paths[k];
+        (*i, uri.clone(), false)
+    }
+
+    /// Reacts to a failed request (no complete response): remember it for
+    /// a retry, or become a new client.
+    fn failed(&mut self, target: u32, uri: Uri) {
+        if self.sh.retry_on_failure {
+            self.retry = Some((target, uri));
+        } else {
+            self.ident.renew(self.sh.reuse);
+        }
+    }
+
+    fn blank_record(
+        &self,
+        conn: u64,
+        req_on_conn: u32,
+        target: u32,
+        start: Instant,
+        retry: bool,
+    ) -> RequestRecord {
+        RequestRecord {
+            t_start_us: self.sh.us_since_window(start),
+            client: self.ident.id,
+            conn,
+            req_on_conn,
+            target,
+            status: None,
+            error: None,
+            connect_us: None,
+            handshake: None,
+            ttfb_us: None,
+            transfer_us: None,
+            total_us: 0,
+            body_bytes: 0,
+            retry,
+        }
+    }
+
+    /// Counts a request that failed before any HTTP exchange, and reacts
+    /// to the failure.
+    #[allow(clippy::too_many_arguments)]
+    fn fail(
+        &mut self,
+        sh: &Shared,
+        slot: Slot,
+        guard: InFlight<'_>,
+        rec: RequestRecord,
+        start: Instant,
+        kind: &str,
+        uri: Uri,
+    ) {
+        let target = rec.target;
+        emit_failure(sh, slot, guard, rec, start, kind);
+        self.failed(target, uri);
+    }
+
+    /// One connection: connect, handshake, then requests until K, an error,
+    /// the server closing, or the end of the run. With `intended` (an open
+    /// loop's arrival time), the first request's start and total time count
+    /// from then rather than from now; connect time is always its own.
+    pub(super) async fn connection(&mut self, sh: &Shared, slot: Slot, intended: Option<Instant>) {
+        let o = &sh.origins[self.ident.origin];
+        let conn = {
+            let mut st = self.ident.state.lock();
+            st.conn_no += 1;
+            st.conn_no - 1
+        };
+        let t0 = Instant::now();
+        let start = intended.unwrap_or(t0);
+        let guard = InFlight::new(sh, slot);
+        let (target, uri, retry) = self.next_target(o);
+        let mut rec = self.blank_record(conn, 0, target, start, retry);
+        let ident = self.ident.clone();
+
+        let addr = match o.resolve(sh.timeout).await {
+            Ok(a) => a,
+            Err(kind) => return self.fail(sh, slot, guard, rec, start, kind, uri),
+        };
+        let tcp = match with_timeout(sh.timeout, TcpStream::connect(addr)).await {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => return self.fail(sh, slot, guard, rec, start, io_kind(&e), uri),
+            None => return self.fail(sh, slot, guard, rec, start, "timeout", uri),
+        };
+        rec.connect_us = Some(t0.elapsed().as_micros() as u64);
+        // Requests are small and latency is measured: do not wait for ACKs.
+        let _ = tcp.set_nodelay(true);
+        // What is flushed before the task waits leaves in one write (see
+        // tlslab_runtime::cork): the TLS Finished flight with the first
+        // request, a 0-RTT ClientHello with its early data.
+        let (corked, uncork) = cork(tcp);
+        let io = CountingIo::new(corked, RoundTrips::default());
+        // Boxed: inline, the TLS and HTTP state would be laid out next to
+        // this function's own, making every client's task future (and so
+        // each idle connection) 20 KiB instead of 10 KiB.
+        uncorked(
+            uncork,
+            Box::pin(self.over(sh, io, ident, slot, guard, rec, uri, start)),
+        )
+        .await;
+    }
+
+    /// The rest of [`connection`](Self::connection) once TCP is up: the TLS
+    /// handshake (if any) and the HTTP exchange.
+    #[allow(clippy::too_many_arguments)]
+    async fn over(
+        &mut self,
+        sh: &Shared,
+        io: CountingIo<Corked<TcpStream>>,
+        ident: Arc<Identity>,
+        slot: Slot,
+        guard: InFlight<'_>,
+        rec: RequestRecord,
+        uri: Uri,
+        start: Instant,
+    ) {
+        let Some(tls) = &ident.tls else {
+            return self
+                .exchange(sh, io, None, slot, guard, rec, uri, start)
+                .await;
+        };
+        // A browser model or a replay resumes whenever it holds a session.
+        let offer = if sh.ecommerce.is_some() || sh.replay.is_some() {
+            tls.sessions.has_session()
+        } else {
+            ident.state.lock().planner.offer(tls.sessions.has_session())
+        };
+        tls.sessions.set_offer(offer);
+        let hs_start = Instant::now();
+        match with_timeout(sh.timeout, tls.connector.connect(tls.name.clone(), io)).await {
+            Some(Ok(stream)) => {
+                let slot_hs = HandshakeSlot::default();
+                let io =
+                    HandshakeWatch::new(stream, hs_start, tls.sessions.clone(), slot_hs.clone());
+                self.exchange(sh, io, Some(slot_hs), slot, guard, rec, uri, start)
+                    .await
+            }
+            Some(Err(e)) => {
+                let kind = sh.classify(&e);
+                if kind.starts_with("tls_") {
+                    // A fresh start, as a browser would after a TLS failure.
+                    tls.sessions.clear();
+                }
+                self.fail(sh, slot, guard, rec, start, &kind, uri)
+            }
+            None => self.fail(sh, slot, guard, rec, start, "timeout", uri),
+        }
+    }
+
+    /// The HTTP/1.1 part of a connection. The connection future is driven
+    /// in this task, alongside the requests.
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange<IO>(
+        &mut self,
+        sh: &Shared,
+        io: IO,
+        hs: Option<HandshakeSlot>,
+        slot: Slot,
+        guard: InFlight<'_>,
+        rec: RequestRecord,
+        uri: Uri,
+        t0: Instant,
+    ) where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let (sender, conn) = match http1::handshake(TokioIo::new(io)).await {
+            Ok(x) => x,
+            Err(e) => return self.fail(sh, slot, guard, rec, t0, &sh.classify(&e), uri),
+        };
+        let mut conn = std::pin::pin!(conn);
+        let mut reqs = std::pin::pin!(self.requests(sh, sender, hs, slot, guard, rec, uri, t0));
+        let conn_ended_first = tokio::select! {
+            biased;
+            () = &mut reqs => false,
+            _ = &mut conn => true,
+        };
+        if conn_ended_first {
+            // The requests now fail fast (the dispatcher is gone) and
+            // report why.
+            reqs.await;
+        } else {
+            // Let the connection close cleanly (close_notify, FIN).
+            let _ = with_timeout(CLOSE_GRACE.min(sh.timeout), conn).await;
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn requests(
+        &mut self,
+        sh: &Shared,
+        mut sender: SendRequest<Empty<Bytes>>,
+        hs: Option<HandshakeSlot>,
+        first_slot: Slot,
+        first_guard: InFlight<'_>,
+        first_rec: RequestRecord,
+        first_uri: Uri,
+        t0: Instant,
+    ) {
+        let o = &sh.origins[self.ident.origin];
+        let k = sh.requests_per_conn;
+        let conn = first_rec.conn;
+        let (mut slot, mut guard, mut rec, mut uri, mut start) =
+            (first_slot, first_guard, first_rec, first_uri, t0);
+        let mut i: u32 = 0;
+        loop {
+            let last = (k != 0 && i + 1 >= k) || !sh.more_to_come();
+            let req = request(&uri, &o.host_header, last);
+            let mut p = Partial::default();
+            let result = with_timeout(sh.timeout, send(&mut sender, req, &mut p)).await;
+            let end = p.end.unwrap_or_else(Instant::now);
+            rec.status = p.status;
+            rec.body_bytes = p.body;
+            if let (Some(sent), Some(head)) = (p.sent, p.head) {
+                rec.ttfb_us = Some((head - sent).as_micros() as u64);
+                if let Some(e) = p.end {
+                    rec.transfer_us = Some((e - head).as_micros() as u64);
+                }
+            }
+            rec.total_us = (end - start).as_micros() as u64;
+            let transport_error = match result {
+                Some(Ok(())) => None,
+                Some(Err(e)) => Some(sh.classify(&e)),
+                None => Some("timeout".to_string()),
+            };
+            rec.error = transport_error.clone().or_else(|| {
+                p.status
+                    .filter(|s| !(200..300).contains(s))
+                    .map(|s| format!("http_{s}"))
+            });
+            if i == 0
+                && let Some(h) = hs.as_ref().and_then(|h| h.lock().take())
+            {
+                self.ident
+                    .state
+                    .lock()
+                    .planner
+                    .record(h.kind == HandshakeKind::Resumed);
+                rec.handshake = Some(h);
+            }
+            let target = rec.target;
+            sh.emit(slot, guard, rec);
+            if let Some(e) = &transport_error {
+                if e.starts_with("tls_")
+                    && let Some(tls) = &self.ident.tls
+                {
+                    tls.sessions.clear();
+                }
+                self.failed(target, uri);
+                return;
+            }
+            if last {
+                return;
+            }
+            self.think().await;
+
+            // The next request on this connection, if the server keeps it.
+            match with_timeout(sh.timeout, sender.ready()).await {
+                Some(Ok(())) => {}
+                _ => return,
+            }
+            let Some(next) = sh.next_slot() else { return };
+            i += 1;
+            slot = next;
+            guard = InFlight::new(sh, slot);
+            start = Instant::now();
+            let (target, next_uri, retry) = self.next_target(o);
+            uri = next_uri;
+            rec = self.blank_record(conn, i, target, start, retry);
+        }
+    }
+}
+
+/// Counts a request that failed before any HTTP exchange.
+fn emit_failure(
+    sh: &Shared,
+    slot: Slot,
+    guard: InFlight<'_>,
+    mut rec: RequestRecord,
+    t0: Instant,
+    kind: &str,
+) {
+    rec.error = Some(kind.to_string());
+    rec.total_us = t0.elapsed().as_micros() as u64;
+    sh.emit(slot, guard, rec);
+}
+
+fn request(uri: &Uri, host: &HeaderValue, last: bool) -> Request<Empty<Bytes>> {
+    let mut req = Request::new(Empty::new());
+    *req.uri_mut() = uri.clone();
+    let h = req.headers_mut();
+    h.insert(HOST, host.clone());
+    h.insert(
+        CONNECTION,
+        HeaderValue::from_static(if last { "close" } else { "keep-alive" }),
+    );
+    h.insert(
+        USER_AGENT,
+        HeaderValue::from_static(concat!("tlslab/", env!("CARGO_PKG_VERSION"))),
+    );
+    req
+}
+
+/// Sends one request and reads its body to the end, noting times in `p`.
+async fn send(
+    sender: &mut SendRequest<Empty<Bytes>>,
+    req: Request<Empty<Bytes>>,
+    p: &mut Partial,
+) -> Result<(), hyper::Error> {
+    p.sent = Some(Instant::now());
+    let resp = sender.send_request(req).await?;
+    p.head = Some(Instant::now());
+    p.status = Some(resp.status().as_u16());
+    let mut body = resp.into_body();
+    while let Some(frame) = body.frame().await {
+        if let Some(d) = frame?.data_ref() {
+            p.body += d.len() as u64;
+        }
+    }
+    p.end = Some(Instant::now());
+    Ok(())
+}

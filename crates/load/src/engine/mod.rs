@@ -1,0 +1,445 @@
+//! The engine: a runtime of its own and the orchestration of a run.
+//!
+//! [`run`] (this file) validates the configuration, builds the shared state
+//! and the runtime, starts the clients and turns what they measured into a
+//! report. The rest is split along the engine's seams:
+//! - [`validate`]: configuration checks and workload path expansion;
+//! - [`shared`]: the state every client reads (origins, run bounds, sinks);
+//! - [`open_loop`]: open-loop arrivals at a rate;
+//! - [`replay`]: access-log replay scheduling;
+//! - [`identity`]: client identities, their session stores and reuse
+//!   counters;
+//! - [`client`]: the per-connection client (connect, handshake, requests);
+//! - [`browser`]: the e-commerce browser driving a client.
+
+mod browser;
+mod client;
+mod identity;
+mod open_loop;
+mod replay;
+mod shared;
+mod validate;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
+use tlslab_crypto::store::ClientSessions;
+use tlslab_report::{Collector, ConfigEcho, CpuUsage, CsvLog, LoadReport, Window};
+use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
+use tlslab_workload::ecommerce::Generator;
+use tlslab_workload::replay::{Pacing, Scheduler};
+use tokio::net::TcpStream;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsConnector;
+
+use self::client::Client;
+use self::identity::Identity;
+use self::open_loop::arrivals;
+use self::replay::{ReplayRun, replay_worker};
+use self::shared::{Shared, group_origins, with_timeout};
+use self::validate::{expand_base, validate};
+use crate::progress::Progress;
+use crate::target::Target;
+use crate::{Error, LoadConfig, OpenLoop, Workload, tls};
+
+/// How long a finished connection may take to close (TLS close_notify and
+/// FIN) before it is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// Runs the load described by `cfg` on a runtime of its own and returns the
+/// report. Blocks the calling thread until the run is over: when the
+/// duration has passed (requests still in flight are cut off and counted as
+/// `unfinished`) or `requests` requests were made, whichever comes first.
+///
+/// Call it from synchronous code (or `spawn_blocking`): it starts and
+/// blocks on a runtime of its own, which tokio forbids inside another.
+///
+/// Network failures never make this fail: they are counted by kind in the
+/// report. It fails only on a configuration that cannot work (bad options,
+/// unreadable CA file, unwritable log, CPUs that cannot be pinned).
+pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
+    validate(cfg)?;
+    let expanded;
+    let mut generator = None;
+    let cfg = match cfg.workload {
+        Workload::Specweb96 => {
+            let mut c = cfg.clone();
+            let paths = tlslab_workload::specweb96::files()
+                .into_iter()
+                .map(|f| f.path);
+            c.targets = expand_base(&cfg.targets, "specweb96", paths)?;
+            expanded = c;
+            &expanded
+        }
+        Workload::Ecommerce => {
+            let model = cfg.ecommerce.clone().unwrap_or_default();
+            let g = Generator::new(model).map_err(|e| Error::Config(e.to_string()))?;
+            let mut c = cfg.clone();
+            let paths = g.files().into_iter().map(|(p, _)| p);
+            c.targets = expand_base(&cfg.targets, "ecommerce", paths)?;
+            generator = Some(g);
+            expanded = c;
+            &expanded
+        }
+        Workload::Replay => {
+            let Some(r) = &cfg.replay else {
+                return Err(Error::Config(
+                    "--workload replay needs a log; give --access-log FILE".into(),
+                ));
+            };
+            let mut paths: Vec<String> = r.plan.requests().iter().map(|q| q.path.clone()).collect();
+            paths.sort();
+            paths.dedup();
+            let mut c = cfg.clone();
+            c.targets = expand_base(&cfg.targets, "replay", paths.into_iter())?;
+            expanded = c;
+            &expanded
+        }
+        _ => cfg,
+    };
+    // The client always meters its provider (tens of ns per operation).
+    let meter = Meter::new();
+    let tls_base = if cfg.targets.iter().any(Target::is_tls) {
+        Some(tls::base_config(cfg, &meter)?)
+    } else {
+        None
+    };
+    let origins = group_origins(cfg, tls_base.as_ref())?;
+    // CpuPin checks the CPUs and that pinning works here.
+    let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
+    let capacity = cfg.threads.min(
+        pin.as_ref()
+            .map_or_else(|| allowed_cpus().len(), |p| p.cpus().len())
+            .max(1),
+    );
+    let urls: Vec<String> = cfg.targets.iter().map(Target::to_string).collect();
+    let (log, csv) = match &cfg.log {
+        Some(path) => {
+            let (log, sink) = CsvLog::create(path, urls.clone())?;
+            (Some(log), Some(sink))
+        }
+        None => (None, None),
+    };
+
+    let (rt, threads) = RuntimeSpec::new("tlslab-load", cfg.threads)
+        .pinned(pin)
+        .build()?;
+    // `block_on` runs `orchestrate` on this thread: bill it to the client too.
+    threads.register();
+
+    // Resolve names before the clock starts; a failure is retried (and
+    // counted as `dns`) by each connection.
+    rt.block_on(async {
+        for o in &origins {
+            let _ = o.resolve(cfg.timeout).await;
+        }
+    });
+    // Distributed load: every setup step is done; agents wait here so
+    // their windows start together.
+    if let Some(at) = cfg.start_at {
+        crate::shard::sleep_until(at.checked_sub(cfg.warmup).unwrap_or(at))?;
+    }
+    let window_start = Instant::now() + cfg.warmup;
+    let path_index = origins.first().map_or_else(Default::default, |o| {
+        o.paths
+            .iter()
+            .enumerate()
+            .filter_map(|(k, (_, u))| u.path_and_query().map(|p| (p.as_str().to_string(), k)))
+            .collect()
+    });
+    if let Some(r) = &cfg.replay {
+        // Fail before the run on a bad window or speed.
+        Scheduler::new(r.plan.clone(), r.window, r.pacing)
+            .map_err(|e| Error::Config(e.to_string()))?;
+    }
+    let shared = Arc::new(Shared {
+        origins,
+        run_start: window_start.checked_sub(cfg.warmup).unwrap_or(window_start),
+        window_start,
+        deadline: cfg.duration.map(|d| window_start + d),
+        budget: cfg.requests.map(AtomicU64::new),
+        requests_per_conn: cfg.requests_per_conn,
+        timeout: cfg.timeout,
+        reuse: cfg.reuse,
+        resume_with: cfg.resume_with,
+        early_data: cfg.early_data,
+        collector: Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4))),
+        csv,
+        progress: cfg.progress.then(Progress::default),
+        unfinished: AtomicU64::new(0),
+        workload: cfg.workload,
+        seed: cfg.seed,
+        think_time: cfg.think_time,
+        retry_on_failure: cfg.retry_on_failure,
+        in_flight: AtomicUsize::new(0),
+        scheduled: AtomicU64::new(0),
+        late: AtomicU64::new(0),
+        dropped: AtomicU64::new(0),
+        ecommerce: generator,
+        sessions: AtomicU64::new(0),
+        new_customers: AtomicU64::new(0),
+        pages: AtomicU64::new(0),
+        path_index,
+        replay: cfg.replay.as_ref().map(|r| ReplayRun {
+            spec: r.clone(),
+            sched: parking_lot::Mutex::new(None),
+            notify: tokio::sync::Notify::new(),
+            sessions: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+        }),
+        meter,
+        ablation: cfg.ablation,
+        ablation_hint: parking_lot::Mutex::new(None),
+        wrap_store: Box::new(cfg.ablation.client_store_factory()),
+    });
+    if cfg.ablation.contains(Ablation::Cache) {
+        rt.block_on(prime_universal_session(&shared));
+    }
+    // `orchestrate` owns the last handle to `shared`, so the log's sender
+    // is gone when it returns and `finish` below cannot wait forever.
+    let out = rt.block_on(orchestrate(shared, cfg.clients, cfg.open_loop, threads));
+    rt.shutdown_timeout(CLOSE_GRACE);
+    if let Some(log) = log {
+        log.finish()?;
+    }
+
+    let config = ConfigEcho {
+        targets: urls,
+        clients: cfg.clients,
+        threads: cfg.threads,
+        requests_per_conn: cfg.requests_per_conn,
+        reuse: cfg.reuse,
+        resume_with: cfg.resume_with.name().into(),
+        versions: cfg.versions.iter().map(|v| v.name().to_string()).collect(),
+        duration_s: cfg.duration.map(|d| d.as_secs_f64()),
+        requests: cfg.requests,
+        warmup_s: cfg.warmup.as_secs_f64(),
+        timeout_s: (cfg.timeout != Duration::MAX).then_some(cfg.timeout.as_secs_f64()),
+        early_data: cfg.early_data,
+        workload: cfg.workload.name().into(),
+        seed: cfg.seed,
+        think_time: cfg.think_time.to_string(),
+        retry_on_failure: cfg.retry_on_failure,
+    };
+    let window = Window {
+        start_unix_ms: out.start_unix_ms,
+        measured_s: out.measured.as_secs_f64(),
+        observed: "client-observed".into(),
+    };
+    let cpu = CpuUsage {
+        user_s: out.cpu.user.as_secs_f64(),
+        sys_s: out.cpu.sys.as_secs_f64(),
+        capacity,
+    };
+    let mut report = LoadReport::build(config, window, &out.stats, out.unfinished, cpu);
+    report.crypto = tlslab_report::CryptoPerHandshake::from_totals(
+        report.reuse.handshakes,
+        Op::ALL.into_iter().map(|op| {
+            let t = out.crypto.total(op);
+            (op.name(), t.calls, t.nanos)
+        }),
+    );
+    report.ablation = cfg.ablation.iter().map(|a| a.name().to_string()).collect();
+    report.ablation_hint = out.ablation_hint;
+    if let (Some(r), Some(run)) = (&cfg.replay, &out.replay) {
+        let plan = r.plan.summary();
+        report.replay = Some(tlslab_report::Replay {
+            log_requests: plan.requests,
+            log_sessions: plan.sessions,
+            implied_resumption: plan.implied_resumption_ratio,
+            sessions_replayed: run.0,
+            requests_replayed: run.1,
+            achieved_resumption: report.reuse.achieved,
+            window: r.window as u64,
+            speed: match r.pacing {
+                Pacing::AsFastAsPossible => None,
+                Pacing::Timed { speed } => Some(speed),
+            },
+            skipped_lines: r.skipped_lines,
+            excluded_ips: r.filtered.excluded_ips,
+            excluded_requests: r.filtered.excluded_requests,
+            rate_ips: r.filtered.rate_ips,
+            rate_requests: r.filtered.rate_requests,
+        });
+    }
+    if cfg.workload == Workload::Ecommerce {
+        report.ecommerce = Some(tlslab_report::Ecommerce {
+            sessions: out.sessions,
+            new_customers: out.new_customers,
+            returning_customers: out.sessions - out.new_customers,
+            pages: out.pages,
+        });
+    }
+    report.open_loop = cfg.open_loop.map(|o| tlslab_report::OpenLoop {
+        rate: o.rate,
+        arrivals: o.arrivals.name().into(),
+        max_in_flight: o.max_in_flight,
+        scheduled: out.scheduled,
+        late: out.late,
+        dropped: out.dropped,
+    });
+    Ok(report)
+}
+
+/// `--ablate cache`: one handshake before the clients start and outside
+/// the statistics, so that the client side's universal TLS 1.2 session (the
+/// first any client stores) is the server's (the first it stores) when the
+/// server is fresh. Without it, clients whose first handshakes overlap may
+/// adopt different sessions than the server. Failures are left to the run,
+/// which meets them again and counts them.
+async fn prime_universal_session(sh: &Shared) {
+    use tokio::io::AsyncWriteExt;
+    let Some((o, (name, base))) = sh
+        .origins
+        .iter()
+        .find_map(|o| o.tls.as_ref().map(|t| (o, t)))
+    else {
+        return;
+    };
+    let Ok(addr) = o.resolve(sh.timeout).await else {
+        return;
+    };
+    let config = tls::client_config(base, ClientSessions::new(), &sh.wrap_store, sh.resume_with);
+    let connector = TlsConnector::from(config);
+    let _ = with_timeout(sh.timeout, async {
+        let tcp = TcpStream::connect(addr).await?;
+        let mut stream = connector.connect(name.clone(), tcp).await?;
+        stream.shutdown().await
+    })
+    .await;
+}
+
+struct Outcome {
+    /// The client meter over the window.
+    crypto: Snapshot,
+    ablation_hint: Option<String>,
+    stats: tlslab_report::Stats,
+    unfinished: u64,
+    start_unix_ms: u64,
+    measured: Duration,
+    cpu: CpuTime,
+    scheduled: u64,
+    late: u64,
+    dropped: u64,
+    sessions: u64,
+    new_customers: u64,
+    pages: u64,
+    /// Replay: (sessions, requests) replayed in the window.
+    replay: Option<(u64, u64)>,
+}
+
+async fn orchestrate(
+    shared: Arc<Shared>,
+    clients: usize,
+    open_loop: Option<OpenLoop>,
+    threads: Arc<Threads>,
+) -> Outcome {
+    let window_start = shared.window_start;
+    let progress = shared.progress.is_some().then(|| {
+        let sh = shared.clone();
+        tokio::spawn(async move {
+            if let Some(p) = &sh.progress {
+                p.draw(sh.window_start).await;
+            }
+        })
+    });
+    let identities: Vec<Arc<Identity>> = (0..clients)
+        .map(|id| Arc::new(Identity::new(&shared, id as u32)))
+        .collect();
+    // Without a warm-up the clients start at the window's start: take the
+    // meter's baseline before they can begin their first handshake.
+    let early_crypto0 = (Instant::now() >= window_start).then(|| shared.meter.snapshot());
+    let mut set = JoinSet::new();
+    match open_loop {
+        None if shared.replay.is_some() => {
+            let n = shared
+                .replay
+                .as_ref()
+                .map_or(0, |r| r.spec.plan.browsers())
+                .min(u32::MAX as usize);
+            let browsers: Vec<Arc<Identity>> = (0..n)
+                .map(|id| Arc::new(Identity::new(&shared, id as u32)))
+                .collect();
+            let browsers = Arc::new(browsers);
+            for _ in 0..clients {
+                set.spawn(replay_worker(shared.clone(), browsers.clone()));
+            }
+            drop(identities);
+        }
+        None => {
+            for ident in identities {
+                set.spawn(client_task(shared.clone(), ident));
+            }
+        }
+        Some(ol) => {
+            set.spawn(arrivals(shared.clone(), identities, ol));
+        }
+    }
+
+    tokio::time::sleep_until(window_start.into()).await;
+    let cpu0 = threads.cpu_time();
+    let crypto0 = early_crypto0.unwrap_or_else(|| shared.meter.snapshot());
+    // The wall-clock time of `window_start` itself, not of this line (which
+    // a busy CPU may delay): agents' start skew is compared on it.
+    let start_unix_ms = SystemTime::now()
+        .checked_sub(Instant::now().saturating_duration_since(window_start))
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64);
+    while let Some(r) = set.join_next().await {
+        if let Err(e) = r {
+            tracing::error!("a load client stopped abnormally: {e}");
+        }
+    }
+    let end = Instant::now();
+    let cpu = threads.cpu_time().since(cpu0);
+    let crypto = shared.meter.snapshot().diff(&crypto0);
+    if let Some(p) = progress {
+        p.abort();
+        let _ = p.await;
+    }
+    Outcome {
+        crypto,
+        ablation_hint: shared.ablation_hint.lock().take(),
+        stats: shared.collector.merged(),
+        unfinished: shared.unfinished.load(Ordering::Relaxed),
+        start_unix_ms,
+        measured: end.saturating_duration_since(window_start),
+        cpu,
+        scheduled: shared.scheduled.load(Ordering::Relaxed),
+        late: shared.late.load(Ordering::Relaxed),
+        dropped: shared.dropped.load(Ordering::Relaxed),
+        sessions: shared.sessions.load(Ordering::Relaxed),
+        new_customers: shared.new_customers.load(Ordering::Relaxed),
+        pages: shared.pages.load(Ordering::Relaxed),
+        replay: shared.replay.as_ref().map(|r| {
+            (
+                r.sessions.load(Ordering::Relaxed),
+                r.requests.load(Ordering::Relaxed),
+            )
+        }),
+    }
+}
+
+/// Runs `f` until it ends or the run's deadline passes.
+async fn until_deadline(deadline: Option<Instant>, f: impl Future<Output = ()>) {
+    match deadline {
+        Some(d) => {
+            tokio::select! {
+                () = f => {}
+                () = tokio::time::sleep_until(d.into()) => {}
+            }
+        }
+        None => f.await,
+    }
+}
+
+async fn client_task(shared: Arc<Shared>, ident: Arc<Identity>) {
+    let deadline = shared.deadline;
+    let mut client = Client::new(shared, ident);
+    match client.sh.ecommerce.clone() {
+        Some(g) => until_deadline(deadline, client.browse(g)).await,
+        None => until_deadline(deadline, client.run()).await,
+    }
+}

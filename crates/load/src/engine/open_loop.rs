@@ -1,0 +1,108 @@
+//! The open loop: arrivals at a rate, each one request on a new
+//! connection, timed from its intended start.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::client::Client;
+use super::identity::Identity;
+use super::shared::{Shared, Slot};
+use super::until_deadline;
+use crate::{Arrivals, OpenLoop, ThinkTime};
+
+/// An open loop's arrivals are this much late before they count as late.
+const LATE: Duration = Duration::from_millis(1);
+
+/// The open loop: one arrival after another at the intended times, each a
+/// task of its own making one request, so a slow server does not slow the
+/// arrivals (no coordinated omission). The times are kept by a blocking
+/// thread sleeping with the OS's precision (tokio's timer has a 1 ms tick,
+/// which would make most arrivals late by the 1 ms threshold).
+pub(super) async fn arrivals(sh: Arc<Shared>, identities: Vec<Arc<Identity>>, ol: OpenLoop) {
+    let handle = tokio::runtime::Handle::current();
+    let pending = tokio::task::spawn_blocking(move || schedule(&sh, &identities, ol, &handle))
+        .await
+        .unwrap_or_default();
+    for task in pending {
+        let _ = task.await;
+    }
+}
+
+/// Starts the arrivals at their intended times until the run's bounds;
+/// returns the tasks still running.
+fn schedule(
+    sh: &Arc<Shared>,
+    identities: &[Arc<Identity>],
+    ol: OpenLoop,
+    handle: &tokio::runtime::Handle,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    // A stream no client uses: clients use `rng(seed, client)`.
+    let mut rng = tlslab_workload::rng(sh.seed, u64::MAX);
+    let mean = Duration::from_secs_f64(1.0 / ol.rate);
+    let gap = match ol.arrivals {
+        Arrivals::Poisson => ThinkTime::Exp { mean },
+        Arrivals::Constant => ThinkTime::Const(mean),
+    };
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    let mut intended = sh.run_start;
+    let mut n: usize = 0;
+    loop {
+        intended += gap.sample(&mut rng);
+        if sh.deadline.is_some_and(|d| intended >= d) {
+            break;
+        }
+        let now = Instant::now();
+        if intended > now {
+            std::thread::sleep(intended - now);
+        }
+        if tasks.len() >= 1024 {
+            tasks.retain(|t| !t.is_finished());
+        }
+        let Some(slot) = sh.slot_at(intended) else {
+            break;
+        };
+        let measured = slot == Slot::Measured;
+        if measured {
+            sh.scheduled.fetch_add(1, Ordering::Relaxed);
+        }
+        let cap = ol.max_in_flight;
+        if sh
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| {
+                (f < cap).then_some(f + 1)
+            })
+            .is_err()
+        {
+            if measured {
+                sh.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            continue;
+        }
+        let ident = identities[n % identities.len()].clone();
+        n = n.wrapping_add(1);
+        tasks.push(handle.spawn(arrival(sh.clone(), ident, slot, intended)));
+    }
+    tasks
+}
+
+/// Releases an open-loop in-flight place when dropped.
+struct Place<'a>(&'a AtomicUsize);
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One open-loop arrival: one request on a new connection, its latency
+/// counted from `intended`.
+async fn arrival(sh: Arc<Shared>, ident: Arc<Identity>, slot: Slot, intended: Instant) {
+    let _place = Place(&sh.in_flight);
+    if slot == Slot::Measured && Instant::now().saturating_duration_since(intended) > LATE {
+        sh.late.fetch_add(1, Ordering::Relaxed);
+    }
+    let deadline = sh.deadline;
+    let mut client = Client::new(sh.clone(), ident);
+    until_deadline(deadline, client.connection(&sh, slot, Some(intended))).await;
+}

@@ -1,0 +1,88 @@
+//! Access-log replay: workers that take the next request the scheduler
+//! allows and make it as its IP's browser.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tlslab_workload::replay::{Pacing, Scheduler};
+
+use super::client::Client;
+use super::identity::Identity;
+use super::shared::{Shared, Slot};
+use super::until_deadline;
+
+/// A replay in progress.
+pub(super) struct ReplayRun {
+    pub(super) spec: crate::Replay,
+    /// Created when the replay starts (its clock starts then).
+    pub(super) sched: parking_lot::Mutex<Option<(Scheduler, Instant)>>,
+    /// Woken when a request completes.
+    pub(super) notify: tokio::sync::Notify,
+    /// Browsers whose first request was measured; measured requests.
+    pub(super) sessions: AtomicU64,
+    pub(super) requests: AtomicU64,
+}
+
+/// Waits at most this long for a completion before looking again.
+const REPLAY_POLL: Duration = Duration::from_millis(10);
+
+/// One replay worker: takes the next request the scheduler allows (per-IP
+/// order, window bound, pacing), makes it as its IP's browser on a new
+/// connection, and reports it complete (failed ones too, so the window
+/// moves on).
+pub(super) async fn replay_worker(sh: Arc<Shared>, browsers: Arc<Vec<Arc<Identity>>>) {
+    let deadline = sh.deadline;
+    until_deadline(deadline, async {
+        let Some(run) = &sh.replay else { return };
+        loop {
+            let notified = run.notify.notified();
+            let (req, wait) = {
+                let mut guard = run.sched.lock();
+                let (sched, start) = guard.get_or_insert_with(|| {
+                    let s = Scheduler::new(run.spec.plan.clone(), run.spec.window, run.spec.pacing)
+                        .unwrap_or_else(|_| {
+                            // Checked before the run started.
+                            Scheduler::new(run.spec.plan.clone(), 1, Pacing::AsFastAsPossible)
+                                .expect("window 1, no pacing is valid")
+                        });
+                    (s, Instant::now())
+                });
+                if sched.finished() {
+                    return;
+                }
+                let now = start.elapsed();
+                match sched.issue_at(now) {
+                    Some(r) => (Some(r), None),
+                    None => (None, sched.next_due().map(|d| d.saturating_sub(now))),
+                }
+            };
+            let Some(req) = req else {
+                let wait = wait
+                    .unwrap_or(REPLAY_POLL)
+                    .clamp(Duration::from_micros(100), REPLAY_POLL);
+                tokio::select! {
+                    () = notified => {}
+                    () = tokio::time::sleep(wait) => {}
+                }
+                continue;
+            };
+            let Some(slot) = sh.next_slot() else { return };
+            let Some(ident) = browsers.get(req.browser) else {
+                return;
+            };
+            if slot == Slot::Measured {
+                run.requests.fetch_add(1, Ordering::Relaxed);
+                if req.full_handshake {
+                    run.sessions.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            let mut c = Client::new(sh.clone(), ident.clone());
+            c.fixed = sh.target_of(&req.path);
+            c.connection(&sh, slot, None).await;
+            let _ = run.sched.lock().as_mut().map(|(s, _)| s.complete(req.id));
+            run.notify.notify_waiters();
+        }
+    })
+    .await;
+}

@@ -1,0 +1,257 @@
+//! The state every client reads: origins, the run's bounds and slots,
+//! and the sinks measured requests go to.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use http::{HeaderValue, Uri};
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
+use tlslab_crypto::meter::Meter;
+use tlslab_report::{Collector, CsvSink, RequestRecord};
+use tlslab_workload::ecommerce::Generator;
+
+use super::replay::ReplayRun;
+use crate::errors::{ablation_hint, classify, find_tls};
+use crate::progress::Progress;
+use crate::target::Scheme;
+use crate::{Error, LoadConfig, ResumeWith, ThinkTime, Workload, tls};
+
+/// Targets that share a scheme, host and port: one server, one session
+/// store per client.
+pub(super) struct Origin {
+    pub(super) scheme: Scheme,
+    pub(super) host: String,
+    pub(super) port: u16,
+    pub(super) host_header: HeaderValue,
+    /// (index in the target list, request URI).
+    pub(super) paths: Vec<(u32, Uri)>,
+    /// The server name and base config, for https.
+    pub(super) tls: Option<(ServerName<'static>, ClientConfig)>,
+    pub(super) addr: OnceLock<SocketAddr>,
+}
+
+impl Origin {
+    /// The address to connect to, resolved once; on failure, the error kind.
+    pub(super) async fn resolve(&self, timeout: Duration) -> Result<SocketAddr, &'static str> {
+        if let Some(a) = self.addr.get() {
+            return Ok(*a);
+        }
+        if let Ok(ip) = self.host.parse::<IpAddr>() {
+            return Ok(*self.addr.get_or_init(|| SocketAddr::new(ip, self.port)));
+        }
+        match with_timeout(
+            timeout,
+            tokio::net::lookup_host((self.host.as_str(), self.port)),
+        )
+        .await
+        {
+            Some(Ok(mut addrs)) => match addrs.next() {
+                Some(a) => Ok(*self.addr.get_or_init(|| a)),
+                None => Err("dns"),
+            },
+            Some(Err(_)) => Err("dns"),
+            None => Err("timeout"),
+        }
+    }
+}
+
+pub(super) fn group_origins(
+    cfg: &LoadConfig,
+    base: Option<&ClientConfig>,
+) -> Result<Vec<Origin>, Error> {
+    let mut origins: Vec<Origin> = Vec::new();
+    for (i, t) in cfg.targets.iter().enumerate() {
+        let bad = |reason: &str| Error::BadUrl {
+            url: t.to_string(),
+            reason: reason.into(),
+        };
+        let uri: Uri = t
+            .path
+            .parse()
+            .map_err(|_| bad("the path is not valid in a request"))?;
+        if let Some(o) = origins
+            .iter_mut()
+            .find(|o| o.scheme == t.scheme && o.host == t.host && o.port == t.port)
+        {
+            o.paths.push((i as u32, uri));
+            continue;
+        }
+        let tls = match (t.scheme, base) {
+            (Scheme::Https, Some(base)) => {
+                Some((tls::server_name(cfg.sni.as_deref(), &t.host)?, base.clone()))
+            }
+            _ => None,
+        };
+        origins.push(Origin {
+            scheme: t.scheme,
+            host: t.host.clone(),
+            port: t.port,
+            host_header: HeaderValue::from_str(&t.host_header())
+                .map_err(|_| bad("the host is not valid in a Host header"))?,
+            paths: vec![(i as u32, uri)],
+            tls,
+            addr: OnceLock::new(),
+        });
+    }
+    Ok(origins)
+}
+
+/// `tokio::time::timeout`, `None` on expiry; `Duration::MAX` never expires.
+pub(super) async fn with_timeout<F: Future>(d: Duration, f: F) -> Option<F::Output> {
+    tokio::time::timeout(d, f).await.ok()
+}
+
+/// State every client reads; the sinks records go to.
+pub(super) struct Shared {
+    pub(super) origins: Vec<Origin>,
+    /// The client provider's meter.
+    pub(super) meter: Arc<Meter>,
+    /// The client's ablations (`--ablate`).
+    pub(super) ablation: tlslab_crypto::meter::AblationSet,
+    /// The first ablation-mismatch explanation seen, for the report.
+    pub(super) ablation_hint: parking_lot::Mutex<Option<String>>,
+    /// Wraps each client's session store for the ablations.
+    pub(super) wrap_store: tls::StoreWrapper,
+    /// When the run (its warm-up) starts: the origin of open-loop arrivals.
+    pub(super) run_start: Instant,
+    pub(super) window_start: Instant,
+    pub(super) deadline: Option<Instant>,
+    /// Measured requests still to start, when `-n` bounds the run.
+    pub(super) budget: Option<AtomicU64>,
+    pub(super) requests_per_conn: u32,
+    pub(super) timeout: Duration,
+    pub(super) reuse: f64,
+    pub(super) resume_with: ResumeWith,
+    pub(super) early_data: bool,
+    pub(super) collector: Collector,
+    pub(super) csv: Option<CsvSink>,
+    pub(super) progress: Option<Progress>,
+    pub(super) unfinished: AtomicU64,
+    pub(super) workload: Workload,
+    pub(super) seed: u64,
+    pub(super) think_time: ThinkTime,
+    pub(super) retry_on_failure: bool,
+    /// Open loop: requests in flight now.
+    pub(super) in_flight: AtomicUsize,
+    /// Open loop: measured arrivals, late ones, dropped ones.
+    pub(super) scheduled: AtomicU64,
+    pub(super) late: AtomicU64,
+    pub(super) dropped: AtomicU64,
+    /// The e-commerce model, when that is the workload.
+    pub(super) ecommerce: Option<Generator>,
+    /// E-commerce: measured purchase sessions, those of new customers, and
+    /// pages completed.
+    pub(super) sessions: AtomicU64,
+    pub(super) new_customers: AtomicU64,
+    pub(super) pages: AtomicU64,
+    /// The single origin's paths: path and query → index in its `paths`.
+    pub(super) path_index: std::collections::HashMap<String, usize>,
+    /// The replay, when that is the workload.
+    pub(super) replay: Option<ReplayRun>,
+}
+
+/// Whether a request is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Slot {
+    Warmup,
+    Measured,
+}
+
+impl Shared {
+    /// The error kind of `e`; a TLS error that a different `--ablate` set on
+    /// the server explains is `tls_ablation_mismatch`, and its explanation
+    /// is kept for the report.
+    pub(super) fn classify(&self, e: &(dyn std::error::Error + 'static)) -> String {
+        if let Some(hint) = find_tls(e).and_then(|t| ablation_hint(t, self.ablation)) {
+            let mut h = self.ablation_hint.lock();
+            if h.is_none() {
+                *h = Some(hint);
+            }
+            return "tls_ablation_mismatch".into();
+        }
+        classify(e)
+    }
+
+    /// The slot of the next request, or `None` when the run is over.
+    pub(super) fn next_slot(&self) -> Option<Slot> {
+        self.slot_at(Instant::now())
+    }
+
+    /// The slot of a request that starts at `now`, or `None` when the run
+    /// is over.
+    pub(super) fn slot_at(&self, now: Instant) -> Option<Slot> {
+        if self.deadline.is_some_and(|d| now >= d) {
+            return None;
+        }
+        if now < self.window_start {
+            return Some(Slot::Warmup);
+        }
+        match &self.budget {
+            None => Some(Slot::Measured),
+            Some(b) => b
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .ok()
+                .map(|_| Slot::Measured),
+        }
+    }
+
+    /// Returns true if and only if another request may follow (a hint for
+    /// `Connection: keep-alive`; the next request still takes a slot).
+    pub(super) fn more_to_come(&self) -> bool {
+        self.budget
+            .as_ref()
+            .is_none_or(|b| b.load(Ordering::Relaxed) > 0)
+            && self.deadline.is_none_or(|d| Instant::now() < d)
+    }
+
+    /// Hands a finished request to the sinks if it is measured.
+    pub(super) fn emit(&self, slot: Slot, guard: InFlight<'_>, rec: RequestRecord) {
+        guard.done();
+        if slot == Slot::Warmup {
+            return;
+        }
+        self.collector.record(&rec);
+        if let Some(p) = &self.progress {
+            p.record(&rec);
+        }
+        if let Some(csv) = &self.csv {
+            // Blocks while the log's queue is full: back-pressure, not loss.
+            csv.record(rec);
+        }
+    }
+
+    /// The target index and URI of `path` on the (single) origin.
+    pub(super) fn target_of(&self, path: &str) -> Option<(u32, Uri)> {
+        let k = *self.path_index.get(path)?;
+        self.origins.first().and_then(|o| o.paths.get(k).cloned())
+    }
+
+    pub(super) fn us_since_window(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.window_start).as_micros() as u64
+    }
+}
+
+/// Counts a measured request as unfinished unless it reaches
+/// [`Shared::emit`]: dropped at the deadline, it was cut off.
+pub(super) struct InFlight<'a>(Option<&'a AtomicU64>);
+
+impl<'a> InFlight<'a> {
+    pub(super) fn new(shared: &'a Shared, slot: Slot) -> Self {
+        InFlight((slot == Slot::Measured).then_some(&shared.unfinished))
+    }
+
+    pub(super) fn done(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.0 {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}

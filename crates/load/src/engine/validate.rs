@@ -1,0 +1,115 @@
+//! Configuration checks, and the expansion of a workload's paths under
+//! its base URL.
+
+use std::time::Duration;
+
+use crate::target::Target;
+use crate::{Error, LoadConfig, ThinkTime, Workload};
+
+/// The most clients a run may have (client numbers are 32-bit).
+const MAX_CLIENTS: usize = 1_000_000;
+
+/// The longest warm-up or duration accepted (a year), so deadlines cannot
+/// overflow the clock.
+const MAX_SPAN: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The workload's `paths` under the one base URL of `targets`.
+pub(super) fn expand_base(
+    targets: &[Target],
+    workload: &str,
+    paths: impl Iterator<Item = String>,
+) -> Result<Vec<Target>, Error> {
+    let [base] = targets else {
+        return Err(Error::Config(format!(
+            "--workload {workload} takes exactly one URL, the server's base (https://host:port)"
+        )));
+    };
+    if base.path != "/" {
+        return Err(Error::Config(format!(
+            "--workload {workload} draws the paths itself; give the base URL without a path \
+             ({}://{}) instead of {base}",
+            base.scheme.name(),
+            base.host_header()
+        )));
+    }
+    Ok(paths
+        .map(|path| Target {
+            path,
+            ..base.clone()
+        })
+        .collect())
+}
+
+pub(super) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
+    let bad = |m: &str| Err(Error::Config(m.into()));
+    if cfg.targets.is_empty() {
+        return bad("no target URL; give at least one, such as https://127.0.0.1:8443/");
+    }
+    if cfg.clients == 0 || cfg.clients > MAX_CLIENTS {
+        return bad("--clients must be between 1 and 1,000,000");
+    }
+    if cfg.threads == 0 {
+        return bad("--threads must be at least 1");
+    }
+    if cfg.duration.is_none() && cfg.requests.is_none() && cfg.replay.is_none() {
+        return bad("nothing bounds the run; give a duration (-d) or a request count (-n)");
+    }
+    if cfg.warmup > MAX_SPAN || cfg.duration.is_some_and(|d| d > MAX_SPAN) {
+        return bad("the duration and warm-up must each be at most a year");
+    }
+    if cfg.duration == Some(Duration::ZERO) {
+        return bad("the duration is zero; give -d of at least 1ms");
+    }
+    if cfg.requests == Some(0) {
+        return bad("the request count is zero; give -n of at least 1");
+    }
+    if !(0.0..=1.0).contains(&cfg.reuse) {
+        return bad("--reuse must be between 0 and 100 (%)");
+    }
+    if cfg.timeout.is_zero() {
+        return bad("the timeout is zero; give a positive timeout, or none for no limit");
+    }
+    if let Some(o) = &cfg.open_loop {
+        if !(o.rate.is_finite() && o.rate > 0.0 && o.rate <= 1e7) {
+            return bad("--rate must be above 0 and at most 10,000,000 arrivals per second");
+        }
+        if o.max_in_flight == 0 {
+            return bad("--max-in-flight must be at least 1");
+        }
+        if cfg.requests_per_conn != 1 {
+            return bad(
+                "an open loop makes one request per arrival on a new connection; drop --requests-per-conn",
+            );
+        }
+        if cfg.retry_on_failure || cfg.think_time != ThinkTime::Zero {
+            return bad(
+                "--retry-on-failure and --think-time describe closed-loop clients; drop them with --rate",
+            );
+        }
+    }
+    if cfg.workload == Workload::Replay
+        && (cfg.open_loop.is_some()
+            || cfg.retry_on_failure
+            || cfg.think_time != ThinkTime::Zero
+            || cfg.reuse != 0.0
+            || cfg.requests_per_conn != 1)
+    {
+        return bad(
+            "a replay takes its order, timing and resumption from the log; \
+             drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn",
+        );
+    }
+    if cfg.workload == Workload::Ecommerce
+        && (cfg.open_loop.is_some()
+            || cfg.retry_on_failure
+            || cfg.think_time != ThinkTime::Zero
+            || cfg.reuse != 0.0
+            || cfg.requests_per_conn != 1)
+    {
+        return bad(
+            "the e-commerce model decides connections, resumption and think times itself; \
+             drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn",
+        );
+    }
+    Ok(())
+}
