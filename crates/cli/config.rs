@@ -601,7 +601,7 @@ fn replay(
             "the filters dropped every request of the log; relax --exclude-clients or --client-rate-limit",
         );
     }
-    let entries = crate::distributed::shard_replay(&a.dist, entries, |e| &e.ip)?;
+    let entries = crate::distributed::shard_replay(&a.dist, entries, |e| e.client.to_string())?;
     let mode = match a.replay_paths {
         args::ReplayPaths::Bytes => PathMode::Bytes,
         args::ReplayPaths::Original => PathMode::Original,

@@ -140,11 +140,12 @@ impl Agent {
     }
 }
 
-/// Restricts a replayed log's entries to the client IPs of this shard.
+/// Restricts a replayed log's entries to the clients (addresses or host
+/// names) of this shard.
 pub fn shard_replay<E>(
     a: &ShardArgs,
     entries: Vec<E>,
-    ip: impl Fn(&E) -> &std::net::IpAddr,
+    client: impl Fn(&E) -> String,
 ) -> anyhow::Result<Vec<E>> {
     let Some(s) = a.shard.as_deref() else {
         return Ok(entries);
@@ -152,11 +153,11 @@ pub fn shard_replay<E>(
     let shard: Shard = s.parse().map_err(usage)?;
     let mine: Vec<E> = entries
         .into_iter()
-        .filter(|e| shard.owns_ip(ip(e)))
+        .filter(|e| shard.owns_client(&client(e)))
         .collect();
     if mine.is_empty() {
         return Err(usage(format!(
-            "--shard {s}: no client IP of the access log hashes to this agent; use fewer agents"
+            "--shard {s}: no client of the access log hashes to this agent; use fewer agents"
         )));
     }
     Ok(mine)

@@ -8,9 +8,9 @@
 
 mod args;
 mod config;
-mod probe;
 mod dispatch_cmd;
 mod distributed;
+mod probe;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;

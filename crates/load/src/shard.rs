@@ -61,8 +61,14 @@ impl Shard {
     /// `stable_hash(ip as text) mod N = I − 1`. Every request of one IP
     /// goes to one agent, in log order.
     pub fn owns_ip(&self, ip: &IpAddr) -> bool {
-        stable_hash(ip.to_string().as_bytes()) % u64::from(self.0.count)
-            == u64::from(self.0.index - 1)
+        self.owns_client(&ip.to_string())
+    }
+
+    /// Returns true if and only if this agent replays the client whose
+    /// access-log identity (an address or a host name, as text) is `id`:
+    /// `stable_hash(id) mod N = I − 1`. For an address it is [`Shard::owns_ip`].
+    pub fn owns_client(&self, id: &str) -> bool {
+        stable_hash(id.as_bytes()) % u64::from(self.0.count) == u64::from(self.0.index - 1)
     }
 
     /// The seed of this agent's random streams: the run's seed for 1/1,

@@ -22,8 +22,8 @@
 //! flows engine → record → stats/sinks → report, one way.
 
 mod csv_log;
-pub mod interval;
 pub mod distributed;
+pub mod interval;
 mod model;
 mod record;
 mod stats;

@@ -2,7 +2,6 @@
 //! the client's Finished; unsafe ones wait for the handshake; a replayed
 //! 0-RTT ClientHello is refused early data and falls back to 1-RTT.
 
-#[allow(dead_code)]
 mod common;
 
 use std::io::{Read, Write};
