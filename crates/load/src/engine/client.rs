@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 use tlslab_report::{HandshakeKind, RequestRecord};
 use tlslab_runtime::{Corked, cork, uncorked};
 use tlslab_workload::specweb96::FILES_PER_CLASS;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::CLOSE_GRACE;
@@ -273,7 +273,13 @@ impl Client {
             Ok(x) => x,
             Err(e) => return self.fail(sh, slot, guard, rec, t0, &sh.classify(&e), uri),
         };
-        let mut conn = std::pin::pin!(conn);
+        // With 0-RTT accepted, the server answers before the client's
+        // Finished and sends its NewSessionTickets only once it has that
+        // Finished, so they arrive after the response. Then read on to the
+        // server's close, as a browser holding its connection would: else
+        // the tickets are lost and the next connection cannot resume.
+        let drain = sh.early_data && hs.is_some();
+        let mut conn = std::pin::pin!(conn.without_shutdown());
         let mut reqs = std::pin::pin!(self.requests(sh, sender, hs, slot, guard, rec, uri, t0));
         let conn_ended_first = tokio::select! {
             biased;
@@ -286,7 +292,16 @@ impl Client {
             reqs.await;
         } else {
             // Let the connection close cleanly (close_notify, FIN).
-            let _ = with_timeout(CLOSE_GRACE.min(sh.timeout), conn).await;
+            let _ = with_timeout(CLOSE_GRACE.min(sh.timeout), async {
+                let Ok(parts) = conn.await else { return };
+                let mut io = parts.io.into_inner();
+                if drain {
+                    let mut buf = [0u8; 512];
+                    while let Ok(1..) = io.read(&mut buf).await {}
+                }
+                let _ = io.shutdown().await;
+            })
+            .await;
         }
     }
 
