@@ -260,7 +260,7 @@ fn bad_databases_and_flags_are_usage_errors_that_name_the_fix() {
             "probe",
             "https://127.0.0.1:1/",
             "--db",
-            "postgres://u@127.0.0.1/db",
+            "postgres://u@[bad/db",
         ],
         vec!["probe", "https://127.0.0.1:1/", "--interval", "0s"],
         vec!["probe", "report", "--since", "yesterday"],

@@ -2,13 +2,13 @@
 //! Kept in its own file so the shared args.rs/main.rs change by one line.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use tlslab_probe::{ProbeConfig, Schedule, SqliteStore, Store};
+use tlslab_probe::{ProbeConfig, Schedule, Store};
 
 use crate::config::usage;
 
@@ -19,6 +19,7 @@ use crate::config::usage;
     subcommand_negates_reqs = true,
     after_help = "Examples:\n  tlslab probe https://example.com/ --interval 10m --jitter 1m --db probe.sqlite\n  \
     tlslab probe report --db probe.sqlite --since 2026-11-01\n  \
+    tlslab probe https://example.com/ --db postgres://probe@127.0.0.1/probe\n  \
     tlslab probe exporter --listen 127.0.0.1:9115\n\n\
     Each round probes every target once, concurrently, one connection at a time per target: \
     DNS, TCP connect, a full handshake and a GET, then a new connection offering that session \
@@ -80,8 +81,10 @@ pub struct ProbeRunArgs {
     #[arg(long, value_name = "FILE")]
     pub targets: Option<PathBuf>,
 
-    /// The probe database: a SQLite file (created if missing).
-    #[arg(long, default_value = "tlslab-probe.sqlite", value_name = "FILE")]
+    /// The probe database: a SQLite file (created if missing), or a PostgreSQL server as
+    /// postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (the tables are created if missing; while
+    /// the server is down, up to 1000 rounds wait in memory and are written when it is back).
+    #[arg(long, default_value = "tlslab-probe.sqlite", value_name = "FILE|URL")]
     pub db: String,
 
     /// From the start of one round to the start of the next.
@@ -104,8 +107,8 @@ pub struct ProbeRunArgs {
 /// `tlslab probe report`.
 #[derive(Debug, Args)]
 pub struct ProbeReportArgs {
-    /// The probe database written by `tlslab probe`.
-    #[arg(long, default_value = "tlslab-probe.sqlite", value_name = "FILE")]
+    /// The probe database written by `tlslab probe`: a SQLite file or a postgres:// URL.
+    #[arg(long, default_value = "tlslab-probe.sqlite", value_name = "FILE|URL")]
     pub db: String,
 
     /// Only samples started at or after this UTC time (RFC 3339, e.g. 2026-11-01 or 2026-11-01T12:00:00Z).
@@ -164,16 +167,6 @@ fn probe_config(a: &ProbeTlsArgs) -> anyhow::Result<ProbeConfig> {
     ProbeConfig::from_load(&cfg, a.timeout).map_err(usage)
 }
 
-fn sqlite_path(db: &str) -> anyhow::Result<&Path> {
-    if db.starts_with("postgres://") || db.starts_with("postgresql://") {
-        return Err(usage(
-            "--db postgres://... : PostgreSQL storage is not implemented yet in this build; \
-             give a SQLite file path",
-        ));
-    }
-    Ok(Path::new(db))
-}
-
 fn targets(a: &ProbeRunArgs) -> anyhow::Result<Vec<String>> {
     let mut out = a.urls.clone();
     if let Some(path) = &a.targets {
@@ -193,6 +186,14 @@ fn targets(a: &ProbeRunArgs) -> anyhow::Result<Vec<String>> {
         tlslab_load::Target::parse(t).map_err(usage)?;
     }
     Ok(out)
+}
+
+/// A malformed postgres:// URL is a usage error, found before connecting.
+fn check_db(db: &str) -> anyhow::Result<()> {
+    if tlslab_probe::postgres::is_url(db) {
+        tlslab_probe::postgres::check_url(db).map_err(usage)?;
+    }
+    Ok(())
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -221,7 +222,8 @@ fn rounds(a: &ProbeRunArgs) -> anyhow::Result<ExitCode> {
         return Err(usage("--rounds must be at least 1"));
     }
     let cfg = probe_config(&a.tls)?;
-    let mut store = SqliteStore::open(sqlite_path(&a.db)?, true)?;
+    check_db(&a.db)?;
+    let mut store = tlslab_probe::open_store(&a.db, true)?;
     let schedule = Schedule {
         interval: a.interval,
         jitter: a.jitter,
@@ -233,45 +235,52 @@ fn rounds(a: &ProbeRunArgs) -> anyhow::Result<ExitCode> {
         humantime::format_duration(a.interval),
         a.db
     );
-    let n = runtime()?.block_on(tlslab_probe::run(
-        &cfg,
-        &targets,
-        &schedule,
-        &mut store,
-        |id, samples| {
-            let errors = samples.iter().filter(|s| s.error_kind.is_some()).count();
-            println!(
-                "round {id} committed: {} sample(s), {errors} error(s)",
-                samples.len()
-            );
-            for s in samples {
-                let f = |v: Option<i64>| {
-                    v.map_or("-".to_string(), |us| format!("{:.2}", us as f64 / 1000.0))
-                };
-                let err = match (&s.error_phase, &s.error_kind) {
-                    (Some(p), Some(k)) => format!("  error {p}:{k}"),
-                    _ => String::new(),
-                };
+    let n = runtime()?
+        .block_on(tlslab_probe::run(
+            &cfg,
+            &targets,
+            &schedule,
+            &mut store,
+            |id, samples| {
+                let errors = samples.iter().filter(|s| s.error_kind.is_some()).count();
                 println!(
-                    "  {}  tcp {} ms  full {} ms  resumed {} ms ({})  get {} ms  {}{err}",
-                    s.target,
-                    f(s.connect_us),
-                    f(s.tls_full_us),
-                    f(s.tls_resumed_us),
-                    match s.resumption_accepted {
-                        Some(true) => "accepted",
-                        Some(false) => "refused",
-                        None => "-",
-                    },
-                    f(s.get_us),
-                    s.version
-                        .as_deref()
-                        .map(|v| format!("TLS {v}"))
-                        .unwrap_or_default(),
+                    "round {id} committed: {} sample(s), {errors} error(s)",
+                    samples.len()
                 );
+                for s in samples {
+                    let f = |v: Option<i64>| {
+                        v.map_or("-".to_string(), |us| format!("{:.2}", us as f64 / 1000.0))
+                    };
+                    let err = match (&s.error_phase, &s.error_kind) {
+                        (Some(p), Some(k)) => format!("  error {p}:{k}"),
+                        _ => String::new(),
+                    };
+                    println!(
+                        "  {}  tcp {} ms  full {} ms  resumed {} ms ({})  get {} ms  {}{err}",
+                        s.target,
+                        f(s.connect_us),
+                        f(s.tls_full_us),
+                        f(s.tls_resumed_us),
+                        match s.resumption_accepted {
+                            Some(true) => "accepted",
+                            Some(false) => "refused",
+                            None => "-",
+                        },
+                        f(s.get_us),
+                        s.version
+                            .as_deref()
+                            .map(|v| format!("TLS {v}"))
+                            .unwrap_or_default(),
+                    );
+                }
+            },
+        ))
+        .map_err(|e| match e {
+            tlslab_probe::Error::Store(q @ tlslab_probe::StoreError::Queued { .. }) => {
+                anyhow::anyhow!("{q}; the probe is stopping, so the waiting rounds are lost")
             }
-        },
-    ))?;
+            e => e.into(),
+        })?;
     eprintln!("tlslab probe: {n} round(s) committed to {}", a.db);
     Ok(ExitCode::SUCCESS)
 }
@@ -310,8 +319,12 @@ fn report(a: &ProbeReportArgs) -> anyhow::Result<ExitCode> {
     {
         return Err(usage("--since must be before --until"));
     }
-    let path = sqlite_path(&a.db)?;
-    let store = SqliteStore::open(path, false).map_err(usage)?;
+    check_db(&a.db)?;
+    let store = tlslab_probe::open_store(&a.db, false).map_err(|e| match e {
+        // A missing SQLite file is a usage error; an unreachable server is not.
+        tlslab_probe::StoreError::Open { ref path, .. } if !path.contains("://") => usage(e),
+        e => anyhow::Error::from(e),
+    })?;
     let samples = store.samples(since, until)?;
     let r = tlslab_probe::report::build(&samples, since, until);
     if a.json {

@@ -5,8 +5,9 @@
 //! a fresh client, a GET on it, and then a second connection that offers
 //! the session of the first, a *resumed* handshake (accepted or not), and a
 //! GET on that ([`probe_target`]). Each round's [`Sample`]s are committed to
-//! a [`Store`] in one transaction (SQLite, WAL), so a killed probe loses no
-//! committed round. [`report`] turns stored samples into seed 003's
+//! a [`Store`] in one transaction (SQLite with WAL, or PostgreSQL), so a killed
+//! probe loses no committed round; with PostgreSQL, rounds that arrive while
+//! the server is down wait in a bounded queue. [`report`] turns stored samples into seed 003's
 //! figures: per-phase statistics, 10 ms histograms, Table 2 (savings of the
 //! cached handshake) and a daily time series.
 //!
@@ -19,11 +20,12 @@ mod schedule;
 mod store;
 
 pub mod exporter;
+pub mod postgres;
 pub mod report;
 
 pub use round::{Phase, ProbeConfig, Sample, probe_target};
 pub use schedule::{Schedule, run};
-pub use store::{SqliteStore, Store, StoreError};
+pub use store::{SqliteStore, Store, StoreError, open as open_store};
 
 /// Errors that stop the probe (never a failed target: that is a [`Sample`]
 /// with an error kind).

@@ -6,7 +6,7 @@ use std::time::Duration;
 use rand::{RngExt, SeedableRng};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::{Error, ProbeConfig, Sample, Store, probe_target};
+use crate::{Error, ProbeConfig, Sample, Store, StoreError, probe_target};
 
 /// When rounds run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,10 +67,16 @@ pub async fn run<S: Store>(
                 _ = int.recv() => stop = true,
             }
         };
-        let id = store.commit_round(started_ms, &samples)?;
+        match store.commit_round(started_ms, &samples) {
+            Ok(id) => on_round(id, &samples),
+            // The database is down: the round waits in memory, the probe
+            // goes on, and the next commit retries.
+            Err(e @ StoreError::Queued { .. }) => tracing::warn!("{e}"),
+            Err(e) => return Err(e.into()),
+        }
         done += 1;
-        on_round(id, &samples);
         if stop || schedule.rounds.is_some_and(|n| done >= n) {
+            store.flush()?;
             return Ok(done);
         }
         let jitter = if schedule.jitter.is_zero() {
@@ -81,8 +87,8 @@ pub async fn run<S: Store>(
         let next = started + schedule.interval + jitter;
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {}
-            _ = term.recv() => return Ok(done),
-            _ = int.recv() => return Ok(done),
+            _ = term.recv() => { store.flush()?; return Ok(done) }
+            _ = int.recv() => { store.flush()?; return Ok(done) }
         }
     }
 }

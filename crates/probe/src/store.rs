@@ -1,5 +1,6 @@
-//! Where rounds go: one [`Store`] trait, and SQLite behind it (bundled
-//! SQLite, WAL, one transaction per round, a schema version table).
+//! Where rounds go: one [`Store`] trait, with SQLite behind it (bundled
+//! SQLite, WAL, one transaction per round, a schema version table) and
+//! PostgreSQL ([`crate::postgres`]).
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,22 @@ pub enum StoreError {
         /// The database.
         path: String,
     },
+    /// The database server cannot be reached: the round waits in memory
+    /// and is written when it can be (PostgreSQL).
+    #[error(
+        "probe database {path} unreachable ({reason}): {queued} round(s) wait in memory, \
+         {dropped} dropped from the full queue so far"
+    )]
+    Queued {
+        /// The database.
+        path: String,
+        /// Why it cannot be reached.
+        reason: String,
+        /// Rounds waiting, this one included.
+        queued: usize,
+        /// Rounds dropped because the queue was full.
+        dropped: u64,
+    },
     /// A query failed.
     #[error("probe database {path}: {reason}")]
     Query {
@@ -47,6 +64,36 @@ pub trait Store {
     fn samples(&self, since: Option<i64>, until: Option<i64>) -> Result<Vec<Sample>, StoreError>;
     /// Rounds committed so far.
     fn round_count(&self) -> Result<i64, StoreError>;
+    /// Writes rounds that wait in memory, if the store keeps any; an error
+    /// says how many are still waiting.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn commit_round(&mut self, started_at_ms: i64, samples: &[Sample]) -> Result<i64, StoreError> {
+        (**self).commit_round(started_at_ms, samples)
+    }
+    fn samples(&self, since: Option<i64>, until: Option<i64>) -> Result<Vec<Sample>, StoreError> {
+        (**self).samples(since, until)
+    }
+    fn round_count(&self) -> Result<i64, StoreError> {
+        (**self).round_count()
+    }
+    fn flush(&mut self) -> Result<(), StoreError> {
+        (**self).flush()
+    }
+}
+
+/// Opens the store `db` names: `postgres://…` or `postgresql://…` is a
+/// PostgreSQL server, anything else a SQLite file (created if `create`).
+pub fn open(db: &str, create: bool) -> Result<Box<dyn Store + Send>, StoreError> {
+    if crate::postgres::is_url(db) {
+        Ok(Box::new(crate::postgres::PostgresStore::open(db)?))
+    } else {
+        Ok(Box::new(SqliteStore::open(Path::new(db), create)?))
+    }
 }
 
 /// The schema version this build writes; migrations bring older files up.
@@ -76,7 +123,7 @@ CREATE TABLE samples (
 CREATE INDEX samples_by_time ON samples(started_at_ms);
 "];
 
-const COLUMNS: &str = "target, started_at_ms, dns_us, connect_us, tls_full_us, ttfb_us, get_us, \
+pub(crate) const COLUMNS: &str = "target, started_at_ms, dns_us, connect_us, tls_full_us, ttfb_us, get_us, \
     total_us, status, resumed_connect_us, tls_resumed_us, resumed_get_us, resumption_offered, \
     resumption_accepted, version, suite, grp, alpn, cert_not_after, chain_len, \
     full_handshake_bytes, full_handshake_round_trips, resumed_handshake_bytes, \

@@ -1,0 +1,507 @@
+//! The PostgreSQL store (`--db postgres://…`): the SQLite store's schema,
+//! with its migrations versioned here, one transaction per round, and a
+//! bounded in-memory queue for rounds that arrive while the server is
+//! unreachable.
+//!
+//! The [`Store`] trait is synchronous, while tokio-postgres is async: each
+//! call runs on this store's own current-thread runtime, on a scoped
+//! thread, so it works from a tokio worker as well as from plain code.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls};
+
+use crate::Sample;
+use crate::store::{COLUMNS, SCHEMA_VERSION, Store, StoreError};
+
+/// Migration `i` brings the schema from version `i` to `i + 1`; the same
+/// tables and columns as SQLite's, in PostgreSQL's types.
+const MIGRATIONS: &[&str] = &[r"
+CREATE TABLE rounds (
+    id BIGSERIAL PRIMARY KEY,
+    started_at_ms BIGINT NOT NULL,
+    committed_at_ms BIGINT NOT NULL
+);
+CREATE TABLE samples (
+    round_id BIGINT NOT NULL REFERENCES rounds(id),
+    target TEXT NOT NULL,
+    started_at_ms BIGINT NOT NULL,
+    dns_us BIGINT, connect_us BIGINT, tls_full_us BIGINT, ttfb_us BIGINT,
+    get_us BIGINT, total_us BIGINT, status INTEGER,
+    resumed_connect_us BIGINT, tls_resumed_us BIGINT, resumed_get_us BIGINT,
+    resumption_offered BOOLEAN, resumption_accepted BOOLEAN,
+    version TEXT, suite TEXT, grp TEXT, alpn TEXT,
+    cert_not_after BIGINT, chain_len BIGINT,
+    full_handshake_bytes BIGINT, full_handshake_round_trips BIGINT,
+    resumed_handshake_bytes BIGINT, resumed_handshake_round_trips BIGINT,
+    error_phase TEXT, error_kind TEXT, error TEXT
+);
+CREATE INDEX samples_by_time ON samples(started_at_ms);
+"];
+
+const _: () = assert!(MIGRATIONS.len() as i64 == SCHEMA_VERSION);
+
+/// Rounds kept while PostgreSQL is unreachable, by default; the oldest is
+/// dropped (and counted) when a new one arrives to a full queue.
+pub const DEFAULT_QUEUE_ROUNDS: usize = 1000;
+
+/// How long a connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A probe database on a PostgreSQL server.
+pub struct PostgresStore {
+    /// The URL without its password, for messages.
+    shown: String,
+    config: tokio_postgres::Config,
+    rt: tokio::runtime::Runtime,
+    client: Option<Client>,
+    queue: VecDeque<(i64, Vec<Sample>)>,
+    capacity: usize,
+    dropped: u64,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("db", &self.shown)
+            .field("queued", &self.queue.len())
+            .field("dropped", &self.dropped)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a database call failed: the server could not be reached (retry
+/// later), or it answered with an error (do not).
+enum Failure {
+    Unreachable(String),
+    Sql(String),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Failure {
+        match e.as_db_error() {
+            Some(db) => Failure::Sql(format!("{} ({})", db.message(), db.code().code())),
+            None => Failure::Unreachable(e.to_string()),
+        }
+    }
+}
+
+/// Runs `f` to completion on `rt`, from a scoped thread: `block_on` cannot
+/// be called from inside another runtime's worker.
+fn block<F>(rt: &tokio::runtime::Runtime, f: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|s| match s.spawn(|| rt.block_on(f)).join() {
+        Ok(v) => v,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+/// Removes the password from a connection URL, for messages.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{host}")
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Returns true if `db` names a PostgreSQL server rather than a SQLite file.
+pub fn is_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// Checks a connection URL's syntax without connecting: a usage error.
+pub fn check_url(url: &str) -> Result<(), String> {
+    url.parse::<tokio_postgres::Config>()
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "--db {}: {e}; give postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+                without_password(url)
+            )
+        })
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/db`) and
+    /// brings the schema to [`SCHEMA_VERSION`]. A server that cannot be
+    /// reached is an error here: a probe never starts without its database.
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        let shown = without_password(url);
+        let open_err = |reason: String| StoreError::Open {
+            path: shown.clone(),
+            reason,
+        };
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+            open_err(format!(
+                "{e}; give postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+            ))
+        })?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.application_name("tlslab-probe");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| open_err(format!("starting its runtime: {e}")))?;
+        let mut store = PostgresStore {
+            shown: shown.clone(),
+            config,
+            rt,
+            client: None,
+            queue: VecDeque::new(),
+            capacity: DEFAULT_QUEUE_ROUNDS,
+            dropped: 0,
+        };
+        store.connect().map_err(|f| match f {
+            Failure::Unreachable(r) => open_err(format!(
+                "{r}; is PostgreSQL running there, and does the URL name the right host, port and database?"
+            )),
+            Failure::Sql(r) => open_err(r),
+        })?;
+        store.migrate().map_err(|f| match f {
+            Failure::Unreachable(r) | Failure::Sql(r) => open_err(r),
+        })?;
+        Ok(store)
+    }
+
+    /// Sets how many rounds may wait while the server is unreachable (at
+    /// least 1).
+    pub fn with_queue(mut self, rounds: usize) -> Self {
+        self.capacity = rounds.max(1);
+        self
+    }
+
+    /// Rounds waiting to be written.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Rounds dropped from a full queue since the store was opened.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    fn connect(&mut self) -> Result<(), Failure> {
+        if self.client.as_ref().is_some_and(|c| !c.is_closed()) {
+            return Ok(());
+        }
+        self.client = None;
+        let config = &self.config;
+        let client = block(&self.rt, async {
+            let (client, conn) = config.connect(NoTls).await?;
+            // Runs whenever this runtime runs, that is during each call.
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok::<_, tokio_postgres::Error>(client)
+        })?;
+        self.client = Some(client);
+        Ok(())
+    }
+
+    fn migrate(&mut self) -> Result<(), Failure> {
+        let Some(client) = self.client.as_mut() else {
+            return Err(Failure::Unreachable("not connected".into()));
+        };
+        let have = block(&self.rt, async {
+            let tx = client.transaction().await?;
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);
+                 LOCK TABLE schema_version IN EXCLUSIVE MODE;",
+            )
+            .await?;
+            let have: Option<i64> = tx
+                .query_one("SELECT max(version) FROM schema_version", &[])
+                .await?
+                .get(0);
+            let have = have.unwrap_or(0);
+            if have > SCHEMA_VERSION {
+                return Ok(have);
+            }
+            for (i, m) in MIGRATIONS
+                .iter()
+                .enumerate()
+                .skip(usize::try_from(have).unwrap_or(0))
+            {
+                tx.batch_execute(m).await?;
+                let v = i64::try_from(i).unwrap_or(0) + 1;
+                tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&v])
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok::<_, tokio_postgres::Error>(have)
+        })?;
+        if have > SCHEMA_VERSION {
+            return Err(Failure::Sql(format!(
+                "schema version {have} is newer than this tlslab's {SCHEMA_VERSION}; use a newer tlslab"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes the queued rounds in order; returns the id of the last one.
+    fn flush_queue(&mut self) -> Result<Option<i64>, Failure> {
+        let mut last = None;
+        while !self.queue.is_empty() {
+            self.connect()?;
+            let (Some((started, samples)), Some(client)) =
+                (self.queue.front(), self.client.as_mut())
+            else {
+                return Err(Failure::Unreachable("not connected".into()));
+            };
+            // A connection lost during COMMIT leaves it unknown whether the
+            // round was stored; it is then written again (a rare duplicate
+            // rather than a loss).
+            match block(&self.rt, insert_round(client, *started, samples)) {
+                Ok(id) => {
+                    self.queue.pop_front();
+                    last = Some(id);
+                }
+                Err(e) => {
+                    let f = Failure::from(e);
+                    if matches!(f, Failure::Unreachable(_)) {
+                        self.client = None;
+                    } else {
+                        // The server refused it: retrying cannot help.
+                        self.queue.pop_front();
+                    }
+                    return Err(f);
+                }
+            }
+        }
+        Ok(last)
+    }
+
+    fn queued_error(&self, reason: String) -> StoreError {
+        StoreError::Queued {
+            path: self.shown.clone(),
+            reason,
+            queued: self.queue.len(),
+            dropped: self.dropped,
+        }
+    }
+}
+
+async fn insert_round(
+    client: &mut Client,
+    started_at_ms: i64,
+    samples: &[Sample],
+) -> Result<i64, tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    let id: i64 = tx
+        .query_one(
+            "INSERT INTO rounds (started_at_ms, committed_at_ms) VALUES ($1, $2) RETURNING id",
+            &[&started_at_ms, &crate::round::now_ms()],
+        )
+        .await?
+        .get(0);
+    let placeholders: Vec<String> = (1..=28).map(|i| format!("${i}")).collect();
+    let st = tx
+        .prepare(&format!(
+            "INSERT INTO samples (round_id, {COLUMNS}) VALUES ({})",
+            placeholders.join(", ")
+        ))
+        .await?;
+    for s in samples {
+        let status = s.status.map(i32::from);
+        let params: [&(dyn ToSql + Sync); 28] = [
+            &id,
+            &s.target,
+            &s.started_at_ms,
+            &s.dns_us,
+            &s.connect_us,
+            &s.tls_full_us,
+            &s.ttfb_us,
+            &s.get_us,
+            &s.total_us,
+            &status,
+            &s.resumed_connect_us,
+            &s.tls_resumed_us,
+            &s.resumed_get_us,
+            &s.resumption_offered,
+            &s.resumption_accepted,
+            &s.version,
+            &s.suite,
+            &s.group,
+            &s.alpn,
+            &s.cert_not_after,
+            &s.chain_len,
+            &s.full_handshake_bytes,
+            &s.full_handshake_round_trips,
+            &s.resumed_handshake_bytes,
+            &s.resumed_handshake_round_trips,
+            &s.error_phase,
+            &s.error_kind,
+            &s.error,
+        ];
+        tx.execute(&st, &params).await?;
+    }
+    tx.commit().await?;
+    Ok(id)
+}
+
+impl Store for PostgresStore {
+    /// Queues the round behind any that wait, then writes them in order. If
+    /// the server cannot be reached, the round stays queued and the error is
+    /// [`StoreError::Queued`]: the caller goes on, and the next call (or
+    /// [`Store::flush`]) retries.
+    fn commit_round(&mut self, started_at_ms: i64, samples: &[Sample]) -> Result<i64, StoreError> {
+        self.queue.push_back((started_at_ms, samples.to_vec()));
+        match self.flush_queue() {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => Err(StoreError::Query {
+                path: self.shown.clone(),
+                reason: "the round was not written".into(),
+            }),
+            Err(Failure::Unreachable(r)) => {
+                // Still down: keep the newest rounds.
+                while self.queue.len() > self.capacity {
+                    self.queue.pop_front();
+                    self.dropped += 1;
+                }
+                Err(self.queued_error(r))
+            }
+            Err(Failure::Sql(reason)) => Err(StoreError::Query {
+                path: self.shown.clone(),
+                reason,
+            }),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        match self.flush_queue() {
+            Ok(_) => Ok(()),
+            Err(Failure::Unreachable(r)) => Err(self.queued_error(r)),
+            Err(Failure::Sql(reason)) => Err(StoreError::Query {
+                path: self.shown.clone(),
+                reason,
+            }),
+        }
+    }
+
+    fn samples(&self, since: Option<i64>, until: Option<i64>) -> Result<Vec<Sample>, StoreError> {
+        let Some(client) = self.client.as_ref() else {
+            return Err(StoreError::Query {
+                path: self.shown.clone(),
+                reason: "not connected to PostgreSQL".into(),
+            });
+        };
+        let (since, until) = (since.unwrap_or(i64::MIN), until.unwrap_or(i64::MAX));
+        let rows = block(&self.rt, async {
+            client
+                .query(
+                    &format!(
+                        "SELECT {COLUMNS} FROM samples WHERE started_at_ms >= $1 \
+                         AND started_at_ms < $2 ORDER BY started_at_ms, round_id, ctid"
+                    ),
+                    &[&since, &until],
+                )
+                .await
+        })
+        .map_err(|e| StoreError::Query {
+            path: self.shown.clone(),
+            reason: e.to_string(),
+        })?;
+        rows.iter()
+            .map(|r| {
+                let status: Option<i32> = r.try_get(8)?;
+                Ok(Sample {
+                    target: r.try_get(0)?,
+                    started_at_ms: r.try_get(1)?,
+                    dns_us: r.try_get(2)?,
+                    connect_us: r.try_get(3)?,
+                    tls_full_us: r.try_get(4)?,
+                    ttfb_us: r.try_get(5)?,
+                    get_us: r.try_get(6)?,
+                    total_us: r.try_get(7)?,
+                    status: status.and_then(|s| u16::try_from(s).ok()),
+                    resumed_connect_us: r.try_get(9)?,
+                    tls_resumed_us: r.try_get(10)?,
+                    resumed_get_us: r.try_get(11)?,
+                    resumption_offered: r.try_get(12)?,
+                    resumption_accepted: r.try_get(13)?,
+                    version: r.try_get(14)?,
+                    suite: r.try_get(15)?,
+                    group: r.try_get(16)?,
+                    alpn: r.try_get(17)?,
+                    cert_not_after: r.try_get(18)?,
+                    chain_len: r.try_get(19)?,
+                    full_handshake_bytes: r.try_get(20)?,
+                    full_handshake_round_trips: r.try_get(21)?,
+                    resumed_handshake_bytes: r.try_get(22)?,
+                    resumed_handshake_round_trips: r.try_get(23)?,
+                    error_phase: r.try_get(24)?,
+                    error_kind: r.try_get(25)?,
+                    error: r.try_get(26)?,
+                })
+            })
+            .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+            .map_err(|e| StoreError::Query {
+                path: self.shown.clone(),
+                reason: e.to_string(),
+            })
+    }
+
+    fn round_count(&self) -> Result<i64, StoreError> {
+        let Some(client) = self.client.as_ref() else {
+            return Err(StoreError::Query {
+                path: self.shown.clone(),
+                reason: "not connected to PostgreSQL".into(),
+            });
+        };
+        block(&self.rt, async {
+            client.query_one("SELECT count(*) FROM rounds", &[]).await
+        })
+        .map(|r| r.get(0))
+        .map_err(|e| StoreError::Query {
+            path: self.shown.clone(),
+            reason: e.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(
+            without_password("postgres://probe:s3cret@127.0.0.1:5432/db"),
+            "postgres://probe:***@127.0.0.1:5432/db"
+        );
+        assert_eq!(
+            without_password("postgres://probe@127.0.0.1/db"),
+            "postgres://probe@127.0.0.1/db"
+        );
+    }
+
+    #[test]
+    fn an_unreachable_server_is_a_clear_open_error() {
+        // A port nothing listens on: bind one, then free it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let e = PostgresStore::open(&format!("postgres://probe:pw@127.0.0.1:{port}/probe"))
+            .expect_err("nothing listens")
+            .to_string();
+        assert!(e.contains("is PostgreSQL running"), "{e}");
+        assert!(!e.contains("pw@"), "{e}");
+        let e = PostgresStore::open("postgres://[bad")
+            .expect_err("bad url")
+            .to_string();
+        assert!(e.contains("give postgres://"), "{e}");
+    }
+}

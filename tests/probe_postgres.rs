@@ -1,0 +1,318 @@
+//! `tlslab probe` with PostgreSQL: one store test suite run against SQLite
+//! and against a real PostgreSQL server, the CLI writing rounds there and
+//! reporting them, rounds queued while the server is down and written when
+//! it is back, and a clear error when it is down at the start.
+//!
+//! The PostgreSQL tests are `#[ignore]`d (`.ci/run` runs them with
+//! `--ignored`). Each starts its own server with `initdb` and `pg_ctl`, as
+//! an unprivileged user when run as root (initdb refuses root), in a temp
+//! dir, on a free 127.0.0.1 port, and stops it when done. A missing
+//! PostgreSQL is a loud skip, or a failure under `CI=true`.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Serve, expect_ok, free_port, run_tlslab, show, tempdir};
+use tlslab_probe::postgres::PostgresStore;
+use tlslab_probe::{Sample, SqliteStore, Store, StoreError};
+
+const LIMIT: Duration = Duration::from_secs(60);
+/// `nobody`: who runs PostgreSQL when the test runs as root.
+const UNPRIVILEGED: u32 = 65534;
+
+/// Where `initdb` and `pg_ctl` are: on PATH, or Debian's
+/// /usr/lib/postgresql/VERSION/bin (the newest).
+fn pg_bin() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p).find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
+    });
+    if on_path.is_some() {
+        return on_path;
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|d| d.join("initdb").is_file())
+        .collect();
+    dirs.sort_by_key(|d| {
+        d.parent()
+            .and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    dirs.pop()
+}
+
+/// A PostgreSQL server of its own, stopped (immediately) on drop.
+struct Postgres {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// Whether this test runs as root (the owner of /proc/self is the
+/// effective user).
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+fn as_server_user(cmd: &mut Command) -> &mut Command {
+    if is_root() {
+        cmd.uid(UNPRIVILEGED).gid(UNPRIVILEGED);
+    }
+    cmd
+}
+
+impl Postgres {
+    /// Starts one, or returns None (having said why) where PostgreSQL is
+    /// not installed; under CI=true that is a failure.
+    fn start() -> Option<Postgres> {
+        let Some(bin) = pg_bin() else {
+            let why = "PostgreSQL is not installed (no initdb on PATH or in \
+                       /usr/lib/postgresql/*/bin); install the postgresql package";
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{why}");
+            }
+            eprintln!("SKIPPED: {why}");
+            return None;
+        };
+        let dir = tempdir();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).expect("data dir");
+        if is_root() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+                .expect("chmod temp dir");
+            std::os::unix::fs::chown(&data, Some(UNPRIVILEGED), Some(UNPRIVILEGED))
+                .expect("chown data dir");
+        }
+        let out = as_server_user(
+            Command::new(bin.join("initdb"))
+                .args(["-D"])
+                .arg(&data)
+                .args(["-U", "probe", "--auth=trust", "-E", "UTF8", "--no-sync"]),
+        )
+        .output()
+        .expect("run initdb");
+        assert!(out.status.success(), "initdb failed: {}", show(&out));
+        let pg = Postgres {
+            bin,
+            data,
+            port: free_port(),
+            _dir: dir,
+        };
+        pg.pg_ctl_start();
+        Some(pg)
+    }
+
+    fn pg_ctl_start(&self) {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.data.display()
+        );
+        let out = as_server_user(
+            Command::new(self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&self.data)
+                .args(["-o", &opts, "-l"])
+                .arg(self.data.join("server.log"))
+                .args(["-w", "-t", "30", "start"]),
+        )
+        .output()
+        .expect("run pg_ctl start");
+        assert!(
+            out.status.success(),
+            "pg_ctl start failed: {}\n{}",
+            show(&out),
+            std::fs::read_to_string(self.data.join("server.log")).unwrap_or_default()
+        );
+    }
+
+    fn stop(&self) {
+        let _ = as_server_user(
+            Command::new(self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&self.data)
+                .args(["-m", "immediate", "-w", "-t", "30", "stop"]),
+        )
+        .output();
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://probe@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn sample(target: &str, at: i64, accepted: bool) -> Sample {
+    Sample {
+        target: target.into(),
+        started_at_ms: at,
+        connect_us: Some(80),
+        tls_full_us: Some(1500),
+        tls_resumed_us: Some(700),
+        status: Some(200),
+        resumption_offered: Some(true),
+        resumption_accepted: Some(accepted),
+        version: Some("1.3".into()),
+        suite: Some("TLS13_AES_128_GCM_SHA256".into()),
+        chain_len: Some(2),
+        ..Sample::default()
+    }
+}
+
+/// The store suite: what every [`Store`] must do, whatever is behind it.
+fn store_suite(open: &dyn Fn() -> Box<dyn Store + Send>) {
+    let a = sample("https://a/", 1_000, true);
+    let a2 = sample("https://a/", 2_000, true);
+    let mut b = sample("https://b/", 2_000, false);
+    b.error_phase = Some("connect".into());
+    b.error_kind = Some("timeout".into());
+    b.error = Some("connect timed out".into());
+    b.status = None;
+    {
+        let mut s = open();
+        assert_eq!(s.round_count().expect("count"), 0);
+        let r1 = s
+            .commit_round(1_000, std::slice::from_ref(&a))
+            .expect("commit 1");
+        let r2 = s
+            .commit_round(2_000, &[b.clone(), a2.clone()])
+            .expect("commit 2");
+        assert!(r2 > r1, "round ids grow: {r1} then {r2}");
+        s.flush().expect("nothing waits");
+    }
+    // Reopened: the same rounds, in start order, and no second migration.
+    let s = open();
+    assert_eq!(s.round_count().expect("count"), 2);
+    let all = s.samples(None, None).expect("all");
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0], a);
+    assert!(all[1..].contains(&b) && all[1..].contains(&a2), "{all:?}");
+    assert_eq!(s.samples(None, Some(2_000)).expect("until"), vec![a]);
+    assert_eq!(s.samples(Some(2_001), None).expect("since"), vec![]);
+}
+
+#[test]
+fn store_suite_on_sqlite() {
+    let dir = tempdir();
+    let path = dir.path().join("suite.sqlite");
+    store_suite(&|| Box::new(SqliteStore::open(&path, true).expect("open sqlite")));
+}
+
+#[test]
+#[ignore = "needs PostgreSQL (initdb, pg_ctl); .ci/run installs it"]
+fn store_suite_on_postgres() {
+    let Some(pg) = Postgres::start() else { return };
+    let url = pg.url();
+    store_suite(&|| Box::new(PostgresStore::open(&url).expect("open postgres")));
+}
+
+#[test]
+#[ignore = "needs PostgreSQL (initdb, pg_ctl); .ci/run installs it"]
+fn rounds_wait_while_postgres_is_down_and_are_written_when_it_is_back() {
+    let Some(pg) = Postgres::start() else { return };
+    let mut s = PostgresStore::open(&pg.url()).expect("open").with_queue(2);
+    s.commit_round(1, &[sample("https://a/", 1, true)])
+        .expect("up");
+    pg.stop();
+    for (i, at) in [2, 3, 4].into_iter().enumerate() {
+        let e = s
+            .commit_round(at, &[sample("https://a/", at, true)])
+            .expect_err("down");
+        let StoreError::Queued {
+            queued, dropped, ..
+        } = e
+        else {
+            panic!("not queued: {e}");
+        };
+        // A queue of 2: the third round down drops the oldest waiting one.
+        assert_eq!((queued, dropped), ([1, 2, 2][i], [0, 0, 1][i]), "{e}");
+    }
+    assert!(s.flush().is_err(), "still down");
+    pg.pg_ctl_start();
+    s.commit_round(5, &[sample("https://a/", 5, true)])
+        .expect("back up");
+    assert_eq!(s.queued(), 0);
+    assert_eq!(s.dropped(), 1);
+    let at: Vec<i64> = s
+        .samples(None, None)
+        .expect("samples")
+        .iter()
+        .map(|x| x.started_at_ms)
+        .collect();
+    assert_eq!(
+        at,
+        [1, 3, 4, 5],
+        "round 2 was dropped, the rest kept in order"
+    );
+}
+
+fn probe_rounds(serve: &Serve, db: &str, rounds: &str) -> std::process::Output {
+    let ca = serve.ca.clone().expect("serve prints its CA");
+    run_tlslab(
+        &[
+            "probe",
+            &serve.url("/bytes/512"),
+            "--cacert",
+            ca.to_str().expect("utf-8"),
+            "--db",
+            db,
+            "--rounds",
+            rounds,
+            "--interval",
+            "50ms",
+        ],
+        LIMIT,
+    )
+}
+
+#[test]
+#[ignore = "needs PostgreSQL (initdb, pg_ctl); .ci/run installs it"]
+fn probe_writes_rounds_to_postgres_and_report_reads_them() {
+    let Some(pg) = Postgres::start() else { return };
+    let serve = Serve::start(&[]);
+    let url = pg.url();
+    let out = probe_rounds(&serve, &url, "2");
+    assert!(
+        expect_ok(&out).contains("round 2 committed"),
+        "{}",
+        show(&out)
+    );
+    let r: serde_json::Value = serde_json::from_str(&expect_ok(&run_tlslab(
+        &["probe", "report", "--db", &url, "--json"],
+        LIMIT,
+    )))
+    .expect("report --json");
+    assert_eq!(r["samples"], 2, "{r:#}");
+    let t = &r["targets"][0];
+    assert_eq!(t["resumption_accepted"], 2, "{t:#}");
+    assert!(
+        t["table2"]["ssl_new_ms"].as_f64().is_some_and(|v| v > 0.0),
+        "{t:#}"
+    );
+}
+
+#[test]
+fn postgres_down_at_the_start_is_a_clear_runtime_error() {
+    let serve = Serve::start(&[]);
+    let url = format!("postgres://probe@127.0.0.1:{}/probe", free_port());
+    let out = probe_rounds(&serve, &url, "1");
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is PostgreSQL running"), "{}", show(&out));
+    common::assert_no_panic(&out.stderr);
+    let out = run_tlslab(&["probe", "report", "--db", &url], LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+}
