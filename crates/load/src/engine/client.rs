@@ -281,19 +281,24 @@ impl Client {
         let drain = sh.early_data && hs.is_some();
         let mut conn = std::pin::pin!(conn.without_shutdown());
         let mut reqs = std::pin::pin!(self.requests(sh, sender, hs, slot, guard, rec, uri, t0));
+        let grace = CLOSE_GRACE.min(sh.timeout);
         let conn_ended_first = tokio::select! {
             biased;
-            () = &mut reqs => false,
-            _ = &mut conn => true,
+            () = &mut reqs => None,
+            r = &mut conn => Some(r),
         };
-        if conn_ended_first {
-            // The requests now fail fast (the dispatcher is gone) and
-            // report why.
-            reqs.await;
-        } else {
-            // Let the connection close cleanly (close_notify, FIN).
-            let _ = with_timeout(CLOSE_GRACE.min(sh.timeout), async {
-                let Ok(parts) = conn.await else { return };
+        let parts = match conn_ended_first {
+            Some(r) => {
+                // The requests now finish (or fail fast, the dispatcher
+                // being gone, and report why).
+                reqs.await;
+                r.ok()
+            }
+            None => with_timeout(grace, conn).await.and_then(Result::ok),
+        };
+        // Let the connection close cleanly (close_notify, FIN).
+        if let Some(parts) = parts {
+            let _ = with_timeout(grace, async {
                 let mut io = parts.io.into_inner();
                 if drain {
                     let mut buf = [0u8; 512];
