@@ -937,6 +937,21 @@ mod tests {
     }
 
     #[test]
+    fn an_early_data_connection_holds_little_more_than_an_ordinary_one() {
+        // What an idle connection keeps of its stream lives in hyper's
+        // connection; the 0-RTT stream must not make it grow by more than
+        // its own bookkeeping (its handshake state is boxed and freed).
+        let ordinary =
+            std::mem::size_of::<Rewind<tokio_rustls::server::TlsStream<Rewind<TlsIo>>>>();
+        let early = std::mem::size_of::<EarlyStream<Rewind<TlsIo>>>();
+        println!("stream in an idle connection: early-data {early} B, ordinary {ordinary} B");
+        assert!(
+            early <= ordinary + 128,
+            "early {early} B, ordinary {ordinary} B"
+        );
+    }
+
+    #[test]
     fn the_guard_refuses_remote_addresses_unless_allowed() {
         // No ablation: any address, no warning.
         assert!(
