@@ -14,9 +14,9 @@
 //! heaptrack_print -f heaptrack.idle_conns.*.zst --print-leaks 1 | less
 //! ```
 //!
-//! It prints the heap bytes per connection as glibc counts them
-//! (`mallinfo2` is not reachable without `unsafe`, so it reads the VmRSS
-//! and the connections' count from the server instead).
+//! It prints how many connections it holds and how many the server counts
+//! open; the bytes are the profiler's to report (BENCHMARKS.md, "Memory per
+//! idle connection: `tlslab serve`", has the table and how it was read).
 
 use std::sync::Arc;
 use std::time::Duration;
