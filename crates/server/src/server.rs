@@ -1,14 +1,17 @@
 //! The running server: runtime, listeners, connections, shutdown.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io::Read as _;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -50,7 +53,10 @@ struct Shared {
     handshake_timeout: Duration,
     conns: Arc<Semaphore>,
     auto: auto::Builder<TokioExecutor>,
-    h1: auto::Builder<TokioExecutor>,
+    /// HTTP/1 only (ALPN http/1.1): hyper's own connection, not the
+    /// version-detecting one, whose future has room for an HTTP/2
+    /// connection too (see [`serve_http`]).
+    h1: http1::Builder,
     h2: auto::Builder<TokioExecutor>,
     registry: Registry,
     access_log: Option<Arc<AccessLog>>,
@@ -230,7 +236,11 @@ impl Server {
             handshake_timeout: cfg.handshake_timeout,
             conns: Arc::new(Semaphore::new(cfg.max_connections)),
             auto: builder(None),
-            h1: builder(Some(b"http/1.1")),
+            h1: {
+                let mut b = http1::Builder::new();
+                b.timer(TokioTimer::new());
+                b
+            },
             h2: builder(Some(b"h2")),
             registry,
             access_log,
@@ -465,7 +475,7 @@ async fn accept_loop(
                 Listener::Http => {
                     let io =
                         CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Http)));
-                    Box::pin(serve_http(io, Listener::Http, None, None, conn, shared, rx)).await;
+                    serve_http(io, Listener::Http, None, None, conn, shared, rx).await;
                 }
             }
         };
@@ -566,18 +576,94 @@ async fn answer_http_on_tls_port<T: AsyncRead + AsyncWrite + Unpin>(io: &mut T) 
     .await;
 }
 
+/// The TLS stream of a connection on the TLS listener.
+type TlsIo = CountingIo<Corked<TcpStream>>;
+
 async fn serve_tls(
     stream: Corked<TcpStream>,
-    mut info: ConnInfo,
+    info: ConnInfo,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let Some(acceptor) = shared.acceptor.clone() else {
+    let io = CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Https)));
+    // The handshake's state (the sniffed bytes, the prefetch stage,
+    // rustls's handshake, the timeout) is boxed and freed before HTTP
+    // starts: inline, this future would be as large as that state for the
+    // whole life of the connection, idle or not.
+    let Some(hs) = Box::pin(handshake(io, &shared, &mut shutdown)).await else {
         return;
     };
-    let stats = shared.stats.clone();
+    // The HTTP side is built in a plain function: a binding borrowed while
+    // it is built (the TLS stream) would otherwise keep its storage in this
+    // future for the life of the connection.
+    start_http(hs, info, shared, shutdown).await;
+}
+
+/// The HTTP side of a TLS connection whose handshake is done, or goes on
+/// in early data.
+fn start_http(
+    hs: Handshake<Rewind<TlsIo>>,
+    mut info: ConnInfo,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+) -> HttpTask {
+    match hs {
+        Handshake::Done(mut tls) => {
+            let conn = tls.get_mut().1;
+            let version = conn.protocol_version().and_then(Version::from_rustls);
+            shared.stats.handshake(version, conn.handshake_kind());
+            info.tls = tls_fields(version, conn.handshake_kind());
+            let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
+            // TLS 1.3 early data arrived before the client's Finished, so it
+            // comes before anything still unread: hand it to HTTP first.
+            let mut early = Vec::new();
+            if let Some(mut ed) = conn.early_data() {
+                let _ = ed.read_to_end(&mut early);
+                shared.stats.early_data(early.len());
+            }
+            serve_http(
+                Rewind::new(early, tls),
+                Listener::Https,
+                alpn,
+                None,
+                info,
+                shared,
+                shutdown,
+            )
+        }
+        Handshake::Early(s) => {
+            // The handshake completes inside the stream, while HTTP runs.
+            let Some(conn) = s.connection() else {
+                return Box::pin(std::future::ready(()));
+            };
+            let version = conn.protocol_version().and_then(Version::from_rustls);
+            info.tls = tls_fields(version, conn.handshake_kind());
+            let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
+            let requests = s.requests();
+            serve_http(
+                s,
+                Listener::Https,
+                alpn,
+                Some(requests),
+                info,
+                shared,
+                shutdown,
+            )
+        }
+    }
+}
+
+/// Sniffs, runs the prefetch stage, and completes the TLS handshake (or
+/// starts one that goes on in early data), within the handshake timeout.
+/// `None` when the connection ends here: the failure is counted.
+async fn handshake(
+    mut io: TlsIo,
+    shared: &Shared,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Handshake<Rewind<TlsIo>>> {
+    let acceptor = shared.acceptor.as_ref()?;
+    let stats = &shared.stats;
     let ablation = shared.ablation;
-    let mut io = CountingIo::new(stream, SocketBytes(stats.bytes_of(Listener::Https)));
     let handshake = async {
         let first = match sniff_start(&mut io).await {
             Ok(first) => first,
@@ -594,7 +680,7 @@ async fn serve_tls(
             // 0-RTT: rustls reads the ClientHello and early data here, so
             // that safe requests are answered before the handshake completes.
             match early::start(
-                &acceptor,
+                acceptor,
                 &first,
                 Rewind::new(Vec::new(), io),
                 stats.clone(),
@@ -627,83 +713,51 @@ async fn serve_tls(
                 reason
             })
     };
-    let hs = tokio::select! {
+    let mut hs = tokio::select! {
         r = tokio::time::timeout(shared.handshake_timeout, handshake) => match r {
             Ok(Ok(hs)) => hs,
             Ok(Err(reason)) => {
                 stats.failure(&reason);
-                return;
+                return None;
             }
             Err(_) => {
                 stats.failure("timeout");
-                return;
+                return None;
             }
         },
         // Handshakes in progress are abandoned at shutdown, not counted.
-        _ = stopping(&mut shutdown) => return,
+        _ = stopping(shutdown) => return None,
     };
-    let mut tls = match hs {
-        Handshake::Done(tls) => tls,
-        Handshake::Early(s) => {
-            // The handshake completes inside the stream, while HTTP runs.
-            let Some(conn) = s.connection() else { return };
-            let version = conn.protocol_version().and_then(Version::from_rustls);
-            info.tls = tls_fields(version, conn.handshake_kind());
-            let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
-            let requests = s.requests();
-            serve_http(
-                s,
-                Listener::Https,
-                alpn,
-                Some(requests),
-                info,
-                shared,
-                shutdown,
-            )
-            .await;
-            return;
+    if let Handshake::Done(tls) = &mut hs {
+        // Session tickets leave now, as nginx sends them, not with the first
+        // response: a client that gives up on a slow first request keeps them.
+        let (raw, _) = tls.get_mut();
+        if let Err(e) = std::future::poll_fn(|cx| raw.get_mut().get_mut().poll_send_held(cx)).await
+        {
+            stats.failure(&tls::failure_reason(&e));
+            return None;
         }
-    };
-    // Session tickets leave now, as nginx sends them, not with the first
-    // response: a client that gives up on a slow first request keeps them.
-    let (raw, _) = tls.get_mut();
-    if let Err(e) = std::future::poll_fn(|cx| raw.get_mut().get_mut().poll_send_held(cx)).await {
-        stats.failure(&tls::failure_reason(&e));
-        return;
     }
-    let conn = tls.get_mut().1;
-    let version = conn.protocol_version().and_then(Version::from_rustls);
-    stats.handshake(version, conn.handshake_kind());
-    info.tls = tls_fields(version, conn.handshake_kind());
-    let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
-    // TLS 1.3 early data arrived before the client's Finished, so it comes
-    // before anything still unread: hand it to HTTP first.
-    let mut early = Vec::new();
-    if let Some(mut ed) = conn.early_data() {
-        let _ = ed.read_to_end(&mut early);
-        stats.early_data(early.len());
-    }
-    serve_http(
-        Rewind::new(early, tls),
-        Listener::Https,
-        alpn,
-        None,
-        info,
-        shared,
-        shutdown,
-    )
-    .await;
+    Some(hs)
 }
 
-async fn serve_http<I>(
+/// A connection's HTTP, ready to run: the hyper connection, boxed at its
+/// own size, driven until it ends or the server shuts down.
+type HttpTask = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Builds the HTTP side of a connection over `io`. Not an `async fn`: the
+/// stream and the service move straight into hyper's connection, so no
+/// future keeps a second, dead copy of them while the connection lives.
+fn serve_http<I>(
     io: I,
     kind: Listener,
     alpn: Option<Vec<u8>>,
     early: Option<Arc<EarlyRequests>>,
     info: ConnInfo,
     shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
-) where
+    shutdown: watch::Receiver<bool>,
+) -> HttpTask
+where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc_shared = shared.clone();
@@ -741,24 +795,56 @@ async fn serve_http<I>(
             Ok::<_, Infallible>(resp.map(|b| LoggedBody::new(b, pending)))
         }
     });
-    let builder = match alpn.as_deref() {
-        Some(b"h2") => &shared.h2,
-        Some(_) => &shared.h1,
-        None => &shared.auto,
-    };
-    let conn = builder.serve_connection(TokioIo::new(io), svc);
-    tokio::pin!(conn);
+    // An HTTP/1.1 connection (the common case over TLS) runs on hyper's
+    // HTTP/1 connection alone: the version-detecting connection is an enum
+    // as large as its HTTP/2 variant, and it would stay that size for the
+    // whole life of every HTTP/1 connection, idle ones included.
+    let io = TokioIo::new(io);
+    match alpn.as_deref() {
+        Some(b"h2") => Box::pin(drive(
+            Box::pin(shared.h2.serve_connection(io, svc).into_owned()),
+            |c| c.graceful_shutdown(),
+            kind,
+            shutdown,
+        )),
+        Some(_) => Box::pin(drive(
+            Box::pin(shared.h1.serve_connection(io, svc)),
+            |c| c.graceful_shutdown(),
+            kind,
+            shutdown,
+        )),
+        None => Box::pin(drive(
+            Box::pin(shared.auto.serve_connection(io, svc).into_owned()),
+            |c| c.graceful_shutdown(),
+            kind,
+            shutdown,
+        )),
+    }
+}
+
+/// Runs a hyper connection until it ends; at shutdown, asks it to finish
+/// its in-flight requests (`graceful`) and waits for that.
+async fn drive<C, E>(
+    mut conn: Pin<Box<C>>,
+    graceful: fn(Pin<&mut C>),
+    kind: Listener,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    C: Future<Output = std::result::Result<(), E>>,
+    E: std::fmt::Display,
+{
     tokio::select! {
-        r = conn.as_mut() => {
-            if let Err(e) = r {
-                tracing::debug!(listener = kind.name(), "connection ended: {e}");
-            }
-            return;
-        }
+        r = conn.as_mut() => return ended(kind, r),
         _ = stopping(&mut shutdown) => {}
     }
-    conn.as_mut().graceful_shutdown();
+    graceful(conn.as_mut());
     let _ = conn.await;
+}
+
+fn ended<E: std::fmt::Display>(kind: Listener, r: std::result::Result<(), E>) {
+    if let Err(e) = r {
+        tracing::debug!(listener = kind.name(), "connection ended: {e}");
+    }
 }
 
 /// `$request`: method, path and query, version, escaped.
@@ -848,6 +934,21 @@ mod tests {
         c.tls.ablation = ablation.parse().unwrap();
         c.allow_remote = allow_remote;
         c
+    }
+
+    #[test]
+    fn an_early_data_connection_holds_little_more_than_an_ordinary_one() {
+        // What an idle connection keeps of its stream lives in hyper's
+        // connection; the 0-RTT stream must not make it grow by more than
+        // its own bookkeeping (its handshake state is boxed and freed).
+        let ordinary =
+            std::mem::size_of::<Rewind<tokio_rustls::server::TlsStream<Rewind<TlsIo>>>>();
+        let early = std::mem::size_of::<EarlyStream<Rewind<TlsIo>>>();
+        println!("stream in an idle connection: early-data {early} B, ordinary {ordinary} B");
+        assert!(
+            early <= ordinary + 128,
+            "early {early} B, ordinary {ordinary} B"
+        );
     }
 
     #[test]
