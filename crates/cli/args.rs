@@ -423,6 +423,9 @@ pub struct ServeArgs {
     /// dedicated thread writes it; nothing is dropped; it is flushed at shutdown.
     #[arg(long, value_name = "FILE")]
     pub access_log: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub admission: crate::overload_args::AdmissionArgs,
 }
 
 /// How a client resumes sessions.

@@ -10,6 +10,7 @@ mod args;
 mod config;
 mod dispatch_cmd;
 mod distributed;
+mod overload_args;
 mod probe;
 
 use std::io::{IsTerminal, Write};
