@@ -36,8 +36,11 @@
 //! The controller ([`Controller`]) is AIMD, ticking every 100 ms on three
 //! signals: the mean accept-to-first-byte delay of the connections
 //! accepted in the tick (how long a new connection waited for a worker:
-//! the server's queue), the busy share of the server's CPU budget (worker
-//! CPU time over `min(threads, CPUs)`), and the handshakes in flight. The
+//! the server's queue), the CPU saturation of the workers (the CPU time
+//! they used plus the time they waited runnable for a CPU, from
+//! schedstat, over a budget of `min(threads, CPUs)`: on a shared machine a
+//! starved worker is saturated though it used less CPU), and the
+//! handshakes in flight. The
 //! server is overloaded when the queue delay exceeds the target while the
 //! CPU is busy (at least `cpu_high`), or when more handshakes are in
 //! flight than the cap. Overloaded: the limit is set to the full
@@ -306,7 +309,8 @@ pub struct Signals {
     /// Mean accept-to-first-byte delay of the connections accepted in the
     /// tick (zero if none).
     pub queue_delay: Duration,
-    /// Busy share of the server's CPU budget in the tick (0 to 1).
+    /// CPU saturation in the tick: (CPU time + run-queue wait) over the
+    /// CPU budget (0 to 1).
     pub cpu_busy: f64,
     /// Handshakes in flight at the end of the tick.
     pub in_flight: u64,
@@ -406,7 +410,8 @@ pub struct AdmissionStats {
     pub in_flight: u64,
     /// Mean accept-to-first-byte delay in the last 100 ms tick, seconds.
     pub queue_delay_seconds: f64,
-    /// Busy share of the server's CPU budget in the last tick.
+    /// CPU saturation of the workers in the last tick: (CPU time +
+    /// run-queue wait) over the CPU budget, capped at 1.
     pub cpu_busy: f64,
     /// The last tick showed overload.
     pub overloaded: bool,
@@ -604,6 +609,7 @@ pub(crate) async fn control(
     let mut at = Instant::now();
     let threads = &stats.threads;
     let mut cpu = threads.cpu_time().total();
+    let mut wait = threads.run_queue_wait();
     let mut completed = stats.full_handshakes();
     let mut full_admitted = 0;
     let mut full_shed = 0;
@@ -617,8 +623,12 @@ pub(crate) async fn control(
         let now = Instant::now();
         let dt = now.duration_since(at).as_secs_f64().max(1e-3);
         let cpu_now = threads.cpu_time().total();
-        let busy = (cpu_now.saturating_sub(cpu).as_secs_f64() / dt / cpu_budget.max(1) as f64)
-            .clamp(0.0, 1.0);
+        // CPU used plus time spent runnable waiting for a CPU: what the
+        // workers wanted, which on a shared machine (other processes on
+        // the same cores) shows saturation that CPU time alone does not.
+        let wait_now = threads.run_queue_wait();
+        let wanted = cpu_now.saturating_sub(cpu) + wait_now.saturating_sub(wait);
+        let busy = (wanted.as_secs_f64() / dt / cpu_budget.max(1) as f64).clamp(0.0, 1.0);
         let n = adm.delay_n.swap(0, Ordering::Relaxed);
         let ns = adm.delay_ns.swap(0, Ordering::Relaxed);
         let fa = adm.admitted[0].load(Ordering::Relaxed);
@@ -632,7 +642,7 @@ pub(crate) async fn control(
             full_completed_rate: (fc - completed) as f64 / dt,
             full_shed: fs - full_shed,
         };
-        (at, cpu, full_admitted, full_shed, completed) = (now, cpu_now, fa, fs, fc);
+        (at, cpu, wait, full_admitted, full_shed, completed) = (now, cpu_now, wait_now, fa, fs, fc);
         let overloaded = ctl.overloaded(&sig);
         if overloaded {
             adm.overload_ticks.fetch_add(1, Ordering::Relaxed);

@@ -455,7 +455,7 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
     gauge_f64(
         enc,
         "tlslab_admission_cpu_busy_ratio",
-        "Busy share of the server's CPU budget (worker CPU time over min(threads, CPUs)) in the last tick (overload signal).",
+        "CPU saturation of the server's workers in the last tick: (CPU time + time runnable waiting for a CPU, schedstat) over min(threads, CPUs), capped at 1 (overload signal).",
         a.cpu_busy,
     )?;
     gauge(
