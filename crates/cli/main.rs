@@ -86,6 +86,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Relay(a) => relay(a),
         Command::Dispatch(a) => dispatch_cmd::run(a),
         Command::Merge(a) => distributed::merge(&a),
+        Command::Overload(a) => overload_args::run(&a),
     }
 }
 

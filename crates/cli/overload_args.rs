@@ -1,6 +1,7 @@
 //! The admission-control flags of `tlslab serve` (`--admission`,
 //! `--shed-with`, `--max-handshakes-in-flight`, `--admission-queue-target`)
-//! and their validation into [`tlslab_server::AdmissionSettings`].
+//! and their validation into [`tlslab_server::AdmissionSettings`]; and
+//! `tlslab overload`, the experiment.
 
 use std::time::Duration;
 
@@ -58,4 +59,73 @@ pub fn admission(a: &crate::args::ServeArgs) -> anyhow::Result<AdmissionSettings
     };
     s.validate().map_err(crate::config::usage)?;
     Ok(s)
+}
+
+/// `tlslab overload`.
+#[derive(Clone, Debug, Args)]
+#[command(
+    after_help = "Example:\n  tlslab overload --quick --json overload.json\n\n\
+    The server (1 worker thread, RSA-2048, tickets on) and the client run in this process, pinned \
+    to the first and second CPU this process may use. Capacity is found first by doubling the \
+    arrival rate of users until fewer than 90 % of them complete; each point then runs on a fresh \
+    server. Figures: goodput and throughput client-observed, handshakes and sheds server-observed, \
+    each over the point's window."
+)]
+pub struct OverloadArgs {
+    /// A short run: 4 s points at 1x and 3x, admission off and session, 1 s client timeout.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Measurement window of each point (default 20s, or 4s with --quick).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub window: Option<Duration>,
+
+    /// Multiples of the capacity to offer, comma separated (default 0.5,1,2,3,4; --quick 1,3).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub loads: Option<Vec<f64>>,
+
+    /// Requests per user session (K).
+    #[arg(long, default_value_t = 5, value_name = "K")]
+    pub requests: u32,
+
+    /// Write the report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// Runs `tlslab overload`.
+pub fn run(a: &OverloadArgs) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context as _;
+    use tlslab_experiment::overload::{self, OverloadPlan};
+    let placement = tlslab_experiment::pin::Placement::split();
+    let mut plan = if a.quick {
+        OverloadPlan::quick(placement)
+    } else {
+        OverloadPlan::standard(placement)
+    };
+    if let Some(w) = a.window {
+        if w.is_zero() {
+            return Err(crate::config::usage("--window must be positive"));
+        }
+        plan.window = w;
+    }
+    if let Some(l) = &a.loads {
+        if l.is_empty() || l.iter().any(|m| !(m.is_finite() && *m > 0.0)) {
+            return Err(crate::config::usage(
+                "--loads takes positive multiples of the capacity, e.g. 0.5,1,3",
+            ));
+        }
+        plan.multipliers.clone_from(l);
+    }
+    if a.requests == 0 {
+        return Err(crate::config::usage("--requests must be at least 1"));
+    }
+    plan.requests = a.requests;
+    let report = overload::run(&plan, |line| eprintln!("{line}")).context("running overload")?;
+    print!("{}", report.render());
+    if let Some(path) = &a.json {
+        let body = serde_json::to_vec_pretty(&report)?;
+        std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(std::process::ExitCode::SUCCESS)
 }

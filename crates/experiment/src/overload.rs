@@ -1,0 +1,449 @@
+//! `tlslab overload`: seed 002's collapse and its prevention.
+//!
+//! An embedded server (one worker thread pinned to the server's CPU,
+//! RSA-2048 as in seed 002, stateless tickets) is driven by open-loop
+//! arrivals of users, each a session of K requests on new connections
+//! reusing its TLS session (`tlslab_load::run_users`), pinned to the
+//! client's CPU. First the capacity is found: a doubling sweep of the
+//! arrival rate (admission off, no client timeout, retry on, 80 % reuse)
+//! until the completed sessions per second fall below 90 % of the offered
+//! users per second; capacity is the highest completed rate seen. Then
+//! each arm runs at multiples of that capacity, each point on a fresh
+//! server: admission `off`, `static` or `session`; a finite client timeout
+//! or none; retry on failure or a new client; 80 % or 0 % reuse. For each
+//! point it reports client-observed goodput (requests of completed
+//! sessions per second), throughput (all responses per second), p99
+//! latency, and server-observed handshakes, shed counts and worker CPU,
+//! all over the point's window. The shapes are those of seed 002's
+//! Figs. 3 (throughput against load), 5 (reuse), 6 (retry) and 7
+//! (timeout), with the admission arms added.
+//!
+//! nginx with `limit_conn` as the unprotected reference is not run yet:
+//! the report says so rather than print a number it did not measure.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tlslab_crypto::pki::{self, KeyType};
+use tlslab_load::{LoadConfig, Target, Trust, Users, UsersReport};
+use tlslab_server::{
+    AdmissionMode, AdmissionSettings, CertSource, Content, ServeConfig, Server, TlsSettings,
+};
+
+use crate::Error;
+use crate::pin::Placement;
+
+/// One client behaviour and server protection.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Arm {
+    /// Server admission control.
+    pub admission: AdmissionMode,
+    /// Client timeout per request; `None`: infinite.
+    #[serde(serialize_with = "opt_secs")]
+    pub timeout: Option<Duration>,
+    /// Retry a failed request in the same session (else a new client).
+    pub retry: bool,
+    /// Share of connections offering the stored session (0 to 1).
+    pub reuse: f64,
+}
+
+fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+impl Arm {
+    /// A short name: `admission/timeout/retry/reuse`.
+    pub fn name(&self) -> String {
+        format!(
+            "{}/{}/{}/reuse{:.0}",
+            self.admission.name(),
+            self.timeout.map_or_else(
+                || "no-timeout".into(),
+                |t| format!("timeout{}s", t.as_secs_f64())
+            ),
+            if self.retry { "retry" } else { "new-client" },
+            self.reuse * 100.0
+        )
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct OverloadPlan {
+    /// Measurement window of each point.
+    pub window: Duration,
+    /// Window of each capacity-sweep step.
+    pub sweep_window: Duration,
+    /// Multiples of the capacity to offer.
+    pub multipliers: Vec<f64>,
+    /// The arms.
+    pub arms: Vec<Arm>,
+    /// Requests per user session (K).
+    pub requests: u32,
+    /// Think time between a user's requests.
+    pub think: Duration,
+    /// `static` arms: the most handshakes in flight.
+    pub static_limit: usize,
+    /// Server and client CPUs.
+    pub placement: Placement,
+}
+
+impl OverloadPlan {
+    /// The standard plan: 20 s windows, 0.5x to 4x, K = 5 with 100 ms
+    /// think time, and the arms of seed 002's figures (off with 10 s
+    /// timeout, retry and 80 % reuse; the same with 0 % reuse, with a new
+    /// client on failure, with no timeout) plus `static` and `session`.
+    pub fn standard(placement: Placement) -> Self {
+        let base = Arm {
+            admission: AdmissionMode::Off,
+            timeout: Some(Duration::from_secs(10)),
+            retry: true,
+            reuse: 0.8,
+        };
+        OverloadPlan {
+            window: Duration::from_secs(20),
+            sweep_window: Duration::from_secs(3),
+            multipliers: vec![0.5, 1.0, 2.0, 3.0, 4.0],
+            arms: vec![
+                base,
+                Arm { reuse: 0.0, ..base },
+                Arm {
+                    retry: false,
+                    ..base
+                },
+                Arm {
+                    timeout: None,
+                    ..base
+                },
+                Arm {
+                    admission: AdmissionMode::Static,
+                    ..base
+                },
+                Arm {
+                    admission: AdmissionMode::Session,
+                    ..base
+                },
+            ],
+            requests: 5,
+            think: Duration::from_millis(100),
+            static_limit: 16,
+            placement,
+        }
+    }
+
+    /// `--quick`: 4 s windows at 1x and 3x, admission off and session with
+    /// a 1 s client timeout (a 10 s timeout would not fire in the window),
+    /// retry and 80 % reuse.
+    pub fn quick(placement: Placement) -> Self {
+        let base = Arm {
+            admission: AdmissionMode::Off,
+            timeout: Some(Duration::from_secs(1)),
+            retry: true,
+            reuse: 0.8,
+        };
+        OverloadPlan {
+            window: Duration::from_secs(4),
+            sweep_window: Duration::from_secs(2),
+            multipliers: vec![1.0, 3.0],
+            arms: vec![
+                base,
+                Arm {
+                    admission: AdmissionMode::Session,
+                    ..base
+                },
+            ],
+            requests: 5,
+            think: Duration::from_millis(20),
+            ..OverloadPlan::standard(placement)
+        }
+    }
+}
+
+/// One point: an arm at one offered load.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    /// The arm.
+    pub arm: Arm,
+    /// The arm's name.
+    pub arm_name: String,
+    /// Offered load as a multiple of the capacity.
+    pub multiplier: f64,
+    /// Offered new users per second.
+    pub offered_users_per_sec: f64,
+    /// What the client measured.
+    pub client: UsersReport,
+    /// What the server measured over the same run.
+    pub server: ServerSide,
+}
+
+/// Server-observed figures of one point (the server's whole life, which
+/// is the point: a fresh server per point).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ServerSide {
+    /// Full handshakes completed.
+    pub handshakes_full: u64,
+    /// Resumed handshakes completed.
+    pub handshakes_resumed: u64,
+    /// Failed or abandoned handshakes (sheds included as `admission_shed`).
+    pub handshake_failures: u64,
+    /// Full handshakes shed.
+    pub full_shed: u64,
+    /// Resumptions shed.
+    pub resume_shed: u64,
+    /// The controller's last limit (full handshakes/s; static: in-flight
+    /// cap), if any.
+    pub limit: Option<f64>,
+    /// Worker CPU seconds.
+    pub worker_cpu_secs: f64,
+    /// Resident set size of this process (server and client) at the end
+    /// of the point, KiB.
+    pub rss_kib: u64,
+}
+
+/// The whole study.
+#[derive(Clone, Debug, Serialize)]
+pub struct OverloadReport {
+    /// Where the server and client ran.
+    pub placement: String,
+    /// Requests per session.
+    pub requests_per_session: u32,
+    /// Capacity found by the sweep: completed user sessions per second.
+    pub capacity_users_per_sec: f64,
+    /// The sweep: (offered users/s, completed sessions/s).
+    pub sweep: Vec<(f64, f64)>,
+    /// Every point.
+    pub points: Vec<Point>,
+    /// What was not run, said plainly.
+    pub not_run: Vec<String>,
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+struct Rig {
+    generated: pki::Generated,
+}
+
+impl Rig {
+    fn server(&self, plan: &OverloadPlan, admission: AdmissionMode) -> Result<Server, Error> {
+        let mut tls = TlsSettings::new(CertSource::Generated(self.generated.clone()));
+        tls.tickets = true;
+        tls.alpn = vec![b"http/1.1".to_vec()];
+        let mut c = ServeConfig::new(([127, 0, 0, 1], 0).into(), Content::Empty, tls);
+        c.threads = 1;
+        c.pin_cpus = (!plan.placement.server.is_empty()).then(|| plan.placement.server.clone());
+        c.handshake_timeout = Duration::from_secs(30);
+        c.admission = AdmissionSettings {
+            mode: admission,
+            max_handshakes_in_flight: (admission == AdmissionMode::Static)
+                .then_some(plan.static_limit),
+            ..AdmissionSettings::default()
+        };
+        Ok(Server::start(c)?)
+    }
+
+    fn load(
+        &self,
+        plan: &OverloadPlan,
+        server: &Server,
+        arm: &Arm,
+        window: Duration,
+        seed: u64,
+    ) -> Result<LoadConfig, Error> {
+        let addr = server.https_addr().expect("an HTTPS listener");
+        let target = Target::parse(&format!("https://127.0.0.1:{}/bytes/1024", addr.port()))?;
+        let mut cfg = LoadConfig::new(vec![target]);
+        cfg.sni = Some("localhost".into());
+        cfg.trust = Trust::Roots(self.generated.roots()?);
+        cfg.duration = Some(window);
+        cfg.timeout = arm.timeout.unwrap_or(Duration::MAX);
+        cfg.retry_on_failure = arm.retry;
+        cfg.reuse = arm.reuse;
+        cfg.think_time = tlslab_load::ThinkTime::Const(plan.think);
+        cfg.seed = seed;
+        cfg.threads = 1;
+        cfg.pin_cpus = (!plan.placement.client.is_empty()).then(|| plan.placement.client.clone());
+        Ok(cfg)
+    }
+
+    fn point(
+        &self,
+        plan: &OverloadPlan,
+        arm: &Arm,
+        rate: f64,
+        window: Duration,
+        seed: u64,
+    ) -> Result<(UsersReport, ServerSide), Error> {
+        let server = self.server(plan, arm.admission)?;
+        let cfg = self.load(plan, &server, arm, window, seed)?;
+        let users = Users {
+            rate,
+            requests: plan.requests,
+            max_users: 20_000,
+            drain: arm
+                .timeout
+                .unwrap_or(Duration::from_secs(10))
+                .min(Duration::from_secs(10)),
+        };
+        let client = tlslab_load::run_users(&cfg, users)?;
+        let rss = rss_kib();
+        let s = server.shutdown();
+        let hs = s.handshakes;
+        let a = s.admission.unwrap_or_default();
+        Ok((
+            client,
+            ServerSide {
+                handshakes_full: hs.tls12.full + hs.tls13.full + hs.tls13.full_hrr,
+                handshakes_resumed: hs.resumed(),
+                handshake_failures: s.failures_total(),
+                full_shed: a.full_shed,
+                resume_shed: a.resume_shed,
+                limit: a.limit,
+                worker_cpu_secs: s.worker_cpu.as_secs_f64(),
+                rss_kib: rss,
+            },
+        ))
+    }
+}
+
+/// Runs `plan`, reporting progress lines through `progress`.
+pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<OverloadReport, Error> {
+    let rig = Rig {
+        generated: pki::generate(KeyType::Rsa2048, &[])?,
+    };
+    let sweep_arm = Arm {
+        admission: AdmissionMode::Off,
+        timeout: None,
+        retry: true,
+        reuse: 0.8,
+    };
+    let mut sweep = Vec::new();
+    let mut capacity: f64 = 0.0;
+    let mut rate = 25.0;
+    let started = Instant::now();
+    for step in 0..10 {
+        let (c, _) = rig.point(plan, &sweep_arm, rate, plan.sweep_window, 1000 + step)?;
+        // Completed sessions per second of those that arrived in the window.
+        let done = c.goodput_sessions_per_sec;
+        progress(&format!(
+            "overload: capacity sweep: {rate:.0} users/s offered, {done:.1} sessions/s completed"
+        ));
+        sweep.push((rate, done));
+        capacity = capacity.max(done);
+        if done < 0.9 * rate {
+            break;
+        }
+        rate *= 2.0;
+    }
+    if capacity <= 0.0 {
+        return Err(Error::EmptyCell {
+            cell: "capacity sweep".into(),
+            errors: "no user session completed".into(),
+        });
+    }
+    progress(&format!(
+        "overload: capacity {capacity:.1} user sessions/s (K = {}), found in {:.0} s",
+        plan.requests,
+        started.elapsed().as_secs_f64()
+    ));
+    let mut points = Vec::new();
+    for (ai, arm) in plan.arms.iter().enumerate() {
+        for (mi, &m) in plan.multipliers.iter().enumerate() {
+            let rate = capacity * m;
+            let (client, server) =
+                rig.point(plan, arm, rate, plan.window, (ai * 100 + mi) as u64)?;
+            progress(&format!(
+                "overload: {} at {m}x ({rate:.0} users/s): goodput {:.0} req/s, throughput {:.0} req/s, p99 {:.0} ms, shed {} full / {} resumed",
+                arm.name(),
+                client.goodput_rps,
+                client.throughput_rps,
+                client.latency_p99_ms,
+                server.full_shed,
+                server.resume_shed
+            ));
+            points.push(Point {
+                arm: *arm,
+                arm_name: arm.name(),
+                multiplier: m,
+                offered_users_per_sec: rate,
+                client,
+                server,
+            });
+        }
+    }
+    Ok(OverloadReport {
+        placement: plan.placement.describe(),
+        requests_per_session: plan.requests,
+        capacity_users_per_sec: capacity,
+        sweep,
+        points,
+        not_run: vec![
+            "nginx with limit_conn as the unprotected reference: not implemented yet".into(),
+        ],
+    })
+}
+
+impl OverloadReport {
+    /// The table a person reads: one block per arm, one row per load.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "tlslab overload: capacity {:.1} user sessions/s (K = {} requests, each on a new connection); {}",
+            self.capacity_users_per_sec, self.requests_per_session, self.placement
+        );
+        let _ = writeln!(
+            out,
+            "goodput = requests of completed sessions/s, throughput = all responses/s, p99 of completed requests (client-observed, per point window); shed and full hs server-observed"
+        );
+        let mut arm = String::new();
+        for p in &self.points {
+            if p.arm_name != arm {
+                arm.clone_from(&p.arm_name);
+                let _ = writeln!(out, "\n{arm}");
+                let _ = writeln!(
+                    out,
+                    "  {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9} {:>8}",
+                    "load",
+                    "users/s",
+                    "goodput",
+                    "throughput",
+                    "p99 ms",
+                    "sessions",
+                    "full hs",
+                    "full shed",
+                    "res shed"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "  {:>4}x {:>8.0} {:>9.0} {:>10.0} {:>8.0} {:>9} {:>9} {:>9} {:>8}",
+                p.multiplier,
+                p.offered_users_per_sec,
+                p.client.goodput_rps,
+                p.client.throughput_rps,
+                p.client.latency_p99_ms,
+                p.client.sessions_completed,
+                p.server.handshakes_full,
+                p.server.full_shed,
+                p.server.resume_shed
+            );
+        }
+        for n in &self.not_run {
+            let _ = writeln!(out, "\nnot run: {n}");
+        }
+        out
+    }
+}
