@@ -6,8 +6,10 @@
 //! reusing its TLS session (`tlslab_load::run_users`), pinned to the
 //! client's CPU. First the capacity is found: a doubling sweep of the
 //! arrival rate (admission off, no client timeout, retry on, 80 % reuse)
-//! until the completed sessions per second fall below 90 % of the offered
-//! users per second; capacity is the highest completed rate seen. Then
+//! until fewer than 90 % of the arrived users complete their session
+//! within a 2 s drain, or the p99 latency grows tenfold (and past
+//! 100 ms), then once at 3/4 of that rate; capacity is the highest rate
+//! of completed sessions seen below the knee. Then
 //! each arm runs at multiples of that capacity, each point on a fresh
 //! server: admission `off`, `static` or `session`; a finite client timeout
 //! or none; retry on failure or a new client; 80 % or 0 % reuse. For each
@@ -331,20 +333,47 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
     let mut sweep = Vec::new();
     let mut capacity: f64 = 0.0;
     let mut rate = 25.0;
+    let mut first_p99 = None;
     let started = Instant::now();
-    for step in 0..10 {
+    let mut knee = None;
+    for step in 0..12 {
         let (c, _) = rig.point(plan, &sweep_arm, rate, plan.sweep_window, 1000 + step)?;
-        // Completed sessions per second of those that arrived in the window.
+        // Sessions completed (within the drain) per second of window, and
+        // the share of arrived users that completed.
         let done = c.goodput_sessions_per_sec;
+        let share = c.sessions_completed as f64 / c.users_arrived.max(1) as f64;
+        let p99 = c.latency_p99_ms;
+        let base = *first_p99.get_or_insert(p99);
         progress(&format!(
-            "overload: capacity sweep: {rate:.0} users/s offered, {done:.1} sessions/s completed"
+            "overload: capacity sweep: {rate:.0} users/s offered, {done:.1} sessions/s completed ({:.0} % of arrivals), p99 {p99:.0} ms",
+            share * 100.0
         ));
         sweep.push((rate, done));
-        capacity = capacity.max(done);
-        if done < 0.9 * rate {
+        // The knee: users stop completing, or latency has grown tenfold.
+        if share < 0.9 || p99 > (10.0 * base).max(100.0) {
+            knee = Some(rate);
             break;
         }
+        capacity = capacity.max(done);
         rate *= 2.0;
+    }
+    // One step between the last good rate and the knee.
+    if let Some(k) = knee {
+        let rate = 0.75 * k;
+        let (c, _) = rig.point(plan, &sweep_arm, rate, plan.sweep_window, 1100)?;
+        let share = c.sessions_completed as f64 / c.users_arrived.max(1) as f64;
+        let ok = share >= 0.9 && c.latency_p99_ms <= (10.0 * first_p99.unwrap_or(0.0)).max(100.0);
+        progress(&format!(
+            "overload: capacity sweep: {rate:.0} users/s offered, {:.1} sessions/s completed ({:.0} % of arrivals), p99 {:.0} ms{}",
+            c.goodput_sessions_per_sec,
+            share * 100.0,
+            c.latency_p99_ms,
+            if ok { "" } else { " (past the knee)" }
+        ));
+        sweep.push((rate, c.goodput_sessions_per_sec));
+        if ok {
+            capacity = capacity.max(c.goodput_sessions_per_sec);
+        }
     }
     if capacity <= 0.0 {
         return Err(Error::EmptyCell {

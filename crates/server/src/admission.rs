@@ -43,13 +43,16 @@
 //! handshakes in flight. The
 //! server is overloaded when the queue delay exceeds the target while the
 //! CPU is busy (at least `cpu_high`), or when more handshakes are in
-//! flight than the cap. Overloaded: the limit is set to the full
+//! flight than the cap. Overloaded: the limit is lowered to the full
 //! handshakes completed per second in the tick (at saturation, what the
-//! server can do beside its other work) times a gradient `target / delay` clamped to [0.5, 0.9], so the queue
-//! drains, the faster the longer it is. Otherwise, when the limit shed
-//! something in the tick, it grows by a constant step (2 % of the limit
-//! set at the last decrease, per tick, at least 1/s): additive increase,
-//! multiplicative decrease. Every figure it uses is exported on `/metrics`.
+//! server can do beside its other work) times `1 − (delay − target) / 1 s`
+//! clamped to [0.5, 0.95], so that the queue beyond the target drains
+//! within a second (Little's law); at most once per 500 ms (the queue needs time to drain), and never
+//! below a quarter of the peak completion rate (decaying 2 % a second),
+//! so that shed clients retrying at once cannot spiral the limit down to
+//! nothing. Not overloaded, when the limit shed something in the tick, it
+//! grows by a constant step (5 % of the limit set at the last decrease,
+//! per tick, at least 1/s): additive increase, multiplicative decrease. Every figure it uses is exported on `/metrics`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -298,6 +301,11 @@ pub struct Controller {
     beta: f64,
     /// The limit never goes below this.
     min: f64,
+    /// The peak full-handshake completion rate, decaying 2 % a second: the
+    /// capacity estimate that floors the limit.
+    peak: f64,
+    /// Ticks left before another decrease may happen.
+    cooldown: u32,
     target: Duration,
     cpu_high: f64,
     in_flight_cap: u64,
@@ -333,6 +341,8 @@ impl Controller {
             step: 1.0,
             beta: 0.5,
             min: 1.0,
+            peak: 0.0,
+            cooldown: 0,
             target,
             cpu_high,
             in_flight_cap,
@@ -352,28 +362,50 @@ impl Controller {
 
     /// One tick: updates and returns the limit.
     pub fn update(&mut self, s: &Signals) -> Option<f64> {
-        if self.overloaded(s) {
-            // The completion rate at saturation estimates capacity; admit
-            // less than that so the queue drains, the faster the longer it
-            // is (the gradient target/delay, between β and 0.9).
-            let delay = s.queue_delay.as_secs_f64();
-            let gradient = if delay > 0.0 {
-                (self.target.as_secs_f64() / delay).clamp(self.beta, 0.9)
-            } else {
-                0.9
-            };
-            let base = s.full_completed_rate;
-            let l = (base * gradient).max(self.min);
-            self.limit = Some(l);
-            self.step = (l * 0.02).max(1.0);
-        } else if s.full_shed > 0
-            && let Some(l) = self.limit
-        {
-            self.limit = Some(l + self.step);
+        self.peak = (self.peak * PEAK_DECAY).max(s.full_completed_rate);
+        if !self.overloaded(s) {
+            self.cooldown = 0;
+            if s.full_shed > 0
+                && let Some(l) = self.limit
+            {
+                self.limit = Some(l + self.step);
+            }
+            return self.limit;
         }
+        if self.cooldown > 0 {
+            // The last decrease has not had time to drain the queue.
+            self.cooldown -= 1;
+            return self.limit;
+        }
+        // The completion rate at saturation estimates capacity; admit less
+        // than that so the queue beyond the target drains within DRAIN
+        // (by Little's law the excess is (delay − target) × rate, so the
+        // factor is 1 − (delay − target) / DRAIN, between β and 0.95);
+        // never below a quarter of the peak completion rate, so that shed
+        // clients retrying cannot drive the limit to nothing.
+        let excess = s.queue_delay.saturating_sub(self.target).as_secs_f64();
+        let gradient = (1.0 - excess / DRAIN.as_secs_f64()).clamp(self.beta, 0.95);
+        let mut l = (s.full_completed_rate * gradient)
+            .max(FLOOR * self.peak)
+            .max(self.min);
+        if let Some(old) = self.limit {
+            l = l.min(old);
+        }
+        self.limit = Some(l);
+        self.step = (l * 0.05).max(1.0);
+        self.cooldown = COOLDOWN_TICKS;
         self.limit
     }
 }
+
+/// Per-tick decay of the peak completion rate (2 % a second at 10 ticks).
+const PEAK_DECAY: f64 = 0.998;
+/// The limit's floor as a share of the peak completion rate.
+const FLOOR: f64 = 0.25;
+/// The time a decrease gives the queue beyond the target to drain.
+const DRAIN: Duration = Duration::from_secs(1);
+/// Ticks between two decreases (500 ms).
+const COOLDOWN_TICKS: u32 = 4;
 
 /// A token bucket refilled at the controller's limit. Tokens may go
 /// negative (a misclassified resumption is charged after the fact).
@@ -958,6 +990,9 @@ mod tests {
         for _ in 0..600 {
             let (s, d) = sim.tick(3.0 * capacity, limit);
             limit = ctl.update(&s);
+            if std::env::var_os("SIM_TRACE").is_some() {
+                eprintln!("{d:.0} {limit:?} {:?}", s.queue_delay);
+            }
             done.push(d);
             delays.push(s.queue_delay);
         }
