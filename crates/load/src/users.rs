@@ -77,7 +77,9 @@ pub struct UsersReport {
     pub sessions_started: u64,
     /// Sessions whose K requests all completed.
     pub sessions_completed: u64,
-    /// Sessions abandoned after a failure (without retry on failure).
+    /// Sessions abandoned after a failure: by a new client replacing the
+    /// user (without retry on failure), or because the failure came after
+    /// the window ended.
     pub sessions_abandoned: u64,
     /// Sessions still running when the drain ended.
     pub sessions_unfinished: u64,
