@@ -205,11 +205,27 @@ pub struct ServerSide {
     pub rss_kib: u64,
 }
 
+/// What shedding costs the server against a full handshake.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct ShedCost {
+    /// Connections in each of the two runs.
+    pub connections: u64,
+    /// Server worker CPU per full handshake (admission off), µs.
+    pub full_handshake_us: f64,
+    /// Server worker CPU per shed connection (accept, read and parse the
+    /// ClientHello, close), µs.
+    pub shed_us: f64,
+    /// `shed_us / full_handshake_us`.
+    pub ratio: f64,
+}
+
 /// The whole study.
 #[derive(Clone, Debug, Serialize)]
 pub struct OverloadReport {
     /// Where the server and client ran.
     pub placement: String,
+    /// The cost of a shed against a full handshake (server-observed).
+    pub shed_cost: ShedCost,
     /// Requests per session.
     pub requests_per_session: u32,
     /// Capacity found by the sweep: completed user sessions per second.
@@ -220,6 +236,96 @@ pub struct OverloadReport {
     pub points: Vec<Point>,
     /// What was not run, said plainly.
     pub not_run: Vec<String>,
+}
+
+/// Measures the server CPU of `n` full handshakes (admission off) and of
+/// `n` shed connections (static limit 1, one handshake held in flight),
+/// each on a fresh server, the client sequential and blocking.
+fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    let roots = rig.generated.roots()?;
+    let client = |resume: bool| {
+        let mut c = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("default versions")
+        .with_root_certificates(roots.clone())
+        .with_no_client_auth();
+        if !resume {
+            c.resumption = rustls::client::Resumption::disabled();
+        }
+        std::sync::Arc::new(c)
+    };
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+    let io_err = |e: std::io::Error| Error::EmptyCell {
+        cell: "shed cost".into(),
+        errors: e.to_string(),
+    };
+    // Full handshakes.
+    let server = rig.server(plan, AdmissionMode::Off)?;
+    let addr = server.https_addr().expect("an HTTPS listener");
+    let cfg = client(false);
+    let cpu0 = server.cpu_time();
+    for _ in 0..n {
+        let mut conn = rustls::ClientConnection::new(cfg.clone(), name.clone())
+            .map_err(|e| io_err(std::io::Error::other(e)))?;
+        let mut tcp = TcpStream::connect(addr).map_err(io_err)?;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut tcp).map_err(io_err)?;
+        }
+    }
+    // The server finishes the last handshake after the client's Finished.
+    std::thread::sleep(Duration::from_millis(100));
+    let full = server.cpu_time().saturating_sub(cpu0);
+    server.shutdown();
+    // Sheds: one handshake held in flight, so a static limit of 1 sheds
+    // every other connection right after its ClientHello.
+    let mut p = plan.clone();
+    p.static_limit = 1;
+    let server = rig.server(&p, AdmissionMode::Static)?;
+    let addr = server.https_addr().expect("an HTTPS listener");
+    let hello = |cfg| -> Result<Vec<u8>, Error> {
+        let mut c = rustls::ClientConnection::new(cfg, name.clone())
+            .map_err(|e| io_err(std::io::Error::other(e)))?;
+        let mut out = Vec::new();
+        c.write_tls(&mut out).map_err(io_err)?;
+        Ok(out)
+    };
+    let mut held = TcpStream::connect(addr).map_err(io_err)?;
+    held.write_all(&hello(cfg.clone())?).map_err(io_err)?;
+    let mut first = [0u8; 5];
+    held.read_exact(&mut first).map_err(io_err)?;
+    let ch = hello(cfg)?;
+    let cpu0 = server.cpu_time();
+    for _ in 0..n {
+        let mut tcp = TcpStream::connect(addr).map_err(io_err)?;
+        tcp.write_all(&ch).map_err(io_err)?;
+        let mut sink = Vec::new();
+        let _ = tcp.read_to_end(&mut sink);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let shed = server.cpu_time().saturating_sub(cpu0);
+    drop(held);
+    let s = server.shutdown();
+    let shed_n = s.admission.map_or(0, |a| a.full_shed);
+    if shed_n != n {
+        return Err(Error::EmptyCell {
+            cell: "shed cost".into(),
+            errors: format!("{shed_n} of {n} connections were shed"),
+        });
+    }
+    let (f, sh) = (
+        full.as_secs_f64() * 1e6 / n as f64,
+        shed.as_secs_f64() * 1e6 / n as f64,
+    );
+    Ok(ShedCost {
+        connections: n,
+        full_handshake_us: f,
+        shed_us: sh,
+        ratio: sh / f,
+    })
 }
 
 fn rss_kib() -> u64 {
@@ -330,6 +436,13 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
         retry: true,
         reuse: 0.8,
     };
+    let shed_cost = shed_cost(&rig, plan, 300)?;
+    progress(&format!(
+        "overload: a shed costs {:.1} µs of server CPU, a full handshake {:.1} µs ({:.1} %)",
+        shed_cost.shed_us,
+        shed_cost.full_handshake_us,
+        shed_cost.ratio * 100.0
+    ));
     let mut sweep = Vec::new();
     let mut capacity: f64 = 0.0;
     let mut rate = 25.0;
@@ -413,6 +526,7 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
     }
     Ok(OverloadReport {
         placement: plan.placement.describe(),
+        shed_cost,
         requests_per_session: plan.requests,
         capacity_users_per_sec: capacity,
         sweep,
@@ -432,6 +546,15 @@ impl OverloadReport {
             out,
             "tlslab overload: capacity {:.1} user sessions/s (K = {} requests, each on a new connection); {}",
             self.capacity_users_per_sec, self.requests_per_session, self.placement
+        );
+        let c = &self.shed_cost;
+        let _ = writeln!(
+            out,
+            "shedding: {:.1} µs of server worker CPU per shed connection against {:.1} µs per full handshake ({:.1} %), {} of each, server-observed",
+            c.shed_us,
+            c.full_handshake_us,
+            c.ratio * 100.0,
+            c.connections
         );
         let _ = writeln!(
             out,
