@@ -599,3 +599,91 @@ impl OverloadReport {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            // `failures` is a map by reason: one documented field.
+            serde_json::Value::Object(m) if !prefix.ends_with("failures") => {
+                for (k, v) in m {
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaves(&p, v, out);
+                }
+            }
+            serde_json::Value::Array(a) if a.first().is_some_and(|x| x.is_object()) => {
+                leaves(&format!("{prefix}[]"), &a[0], out);
+            }
+            _ => out.push(prefix.to_string()),
+        }
+    }
+
+    #[test]
+    fn every_json_field_is_documented_in_the_readme() {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("### `tlslab overload --json FILE`")
+            .expect("README documents tlslab overload --json");
+        let rest = &readme[start + 4..];
+        let section = &rest[..rest.find("\n### ").or(rest.find("\n## ")).unwrap()];
+        let mut failures = std::collections::BTreeMap::new();
+        failures.insert("timeout".to_string(), 1);
+        let report = OverloadReport {
+            placement: "p".into(),
+            shed_cost: ShedCost::default(),
+            requests_per_session: 5,
+            capacity_users_per_sec: 1.0,
+            sweep: vec![(1.0, 1.0)],
+            points: vec![Point {
+                arm: Arm {
+                    admission: AdmissionMode::Session,
+                    timeout: Some(Duration::from_secs(1)),
+                    retry: true,
+                    reuse: 0.8,
+                },
+                arm_name: "a".into(),
+                multiplier: 1.0,
+                offered_users_per_sec: 1.0,
+                client: UsersReport {
+                    failures,
+                    ..UsersReport::default()
+                },
+                server: ServerSide::default(),
+            }],
+            not_run: vec![],
+        };
+        let v = serde_json::to_value(&report).unwrap();
+        let mut paths = Vec::new();
+        leaves("", &v, &mut paths);
+        assert!(paths.len() > 30, "{paths:?}");
+        let missing: Vec<_> = paths
+            .iter()
+            .filter(|p| !section.contains(&format!("`{p}`")))
+            .collect();
+        assert!(missing.is_empty(), "undocumented fields: {missing:?}");
+    }
+
+    #[test]
+    fn arm_names_say_what_they_are() {
+        let a = Arm {
+            admission: AdmissionMode::Off,
+            timeout: None,
+            retry: false,
+            reuse: 0.0,
+        };
+        assert_eq!(a.name(), "off/no-timeout/new-client/reuse0");
+        let b = Arm {
+            admission: AdmissionMode::Session,
+            timeout: Some(Duration::from_secs(10)),
+            retry: true,
+            reuse: 0.8,
+        };
+        assert_eq!(b.name(), "session/timeout10s/retry/reuse80");
+    }
+}
