@@ -49,6 +49,7 @@ fn run(g: &pki::Generated, mode: AdmissionMode, rate: f64) -> (UsersReport, Admi
         requests: 3,
         max_users: 5_000,
         drain: Duration::from_secs(2),
+        then: None,
     };
     let r = tlslab_load::run_users(&cfg, users).unwrap();
     let a = s.shutdown().admission.unwrap_or_default();

@@ -88,6 +88,17 @@ pub struct OverloadArgs {
     #[arg(long, default_value_t = 5, value_name = "K")]
     pub requests: u32,
 
+    /// Also run the robustness runs: with admission off and session, 3x capacity for
+    /// --robust-for (10 s client timeout, retry, 80 % reuse), then 0.5x for 15 s; records
+    /// the most RSS, whether the server still answers, and how long after the drop users
+    /// are served again.
+    #[arg(long)]
+    pub robustness: bool,
+
+    /// The overload phase of the robustness runs.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
+    pub robust_for: Duration,
+
     /// Write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
@@ -121,6 +132,11 @@ pub fn run(a: &OverloadArgs) -> anyhow::Result<std::process::ExitCode> {
         return Err(crate::config::usage("--requests must be at least 1"));
     }
     plan.requests = a.requests;
+    if a.robust_for.as_secs() == 0 {
+        return Err(crate::config::usage("--robust-for must be at least 1s"));
+    }
+    plan.robustness = a.robustness;
+    plan.robust_high = a.robust_for;
     let report = overload::run(&plan, |line| eprintln!("{line}")).context("running overload")?;
     print!("{}", report.render());
     if let Some(path) = &a.json {

@@ -91,6 +91,10 @@ pub struct OverloadPlan {
     pub static_limit: usize,
     /// Server and client CPUs.
     pub placement: Placement,
+    /// Also run the robustness runs (admission off and session).
+    pub robustness: bool,
+    /// Their overload phase (60 s by default).
+    pub robust_high: Duration,
 }
 
 impl OverloadPlan {
@@ -133,6 +137,8 @@ impl OverloadPlan {
             think: Duration::from_millis(100),
             static_limit: 16,
             placement,
+            robustness: false,
+            robust_high: Duration::from_secs(60),
         }
     }
 
@@ -234,8 +240,228 @@ pub struct OverloadReport {
     pub sweep: Vec<(f64, f64)>,
     /// Every point.
     pub points: Vec<Point>,
+    /// The robustness runs (`--robustness`; empty otherwise).
+    pub robustness: Vec<Robustness>,
     /// What was not run, said plainly.
     pub not_run: Vec<String>,
+}
+
+/// The capacity sweep: (capacity in completed user sessions/s, the steps).
+fn find_capacity(
+    rig: &Rig,
+    plan: &OverloadPlan,
+    progress: &mut impl FnMut(&str),
+) -> Result<(f64, Vec<(f64, f64)>), Error> {
+    let sweep_arm = Arm {
+        admission: AdmissionMode::Off,
+        timeout: None,
+        retry: true,
+        reuse: 0.8,
+    };
+    let mut sweep = Vec::new();
+    let mut capacity: f64 = 0.0;
+    let mut rate = 25.0;
+    let mut first_p99 = None;
+    let started = Instant::now();
+    let mut knee = None;
+    for step in 0..12 {
+        let (c, _) = rig.point(plan, &sweep_arm, rate, plan.sweep_window, 1000 + step)?;
+        // Sessions completed (within the drain) per second of window, and
+        // the share of arrived users that completed.
+        let done = c.goodput_sessions_per_sec;
+        let share = c.sessions_completed as f64 / c.users_arrived.max(1) as f64;
+        let p99 = c.latency_p99_ms;
+        let base = *first_p99.get_or_insert(p99);
+        progress(&format!(
+            "overload: capacity sweep: {rate:.0} users/s offered, {done:.1} sessions/s completed ({:.0} % of arrivals), p99 {p99:.0} ms",
+            share * 100.0
+        ));
+        sweep.push((rate, done));
+        // The knee: users stop completing, or latency has grown tenfold.
+        if share < 0.9 || p99 > (10.0 * base).max(100.0) {
+            knee = Some(rate);
+            break;
+        }
+        capacity = capacity.max(done);
+        rate *= 2.0;
+    }
+    // One step between the last good rate and the knee.
+    if let Some(k) = knee {
+        let rate = 0.75 * k;
+        let (c, _) = rig.point(plan, &sweep_arm, rate, plan.sweep_window, 1100)?;
+        let share = c.sessions_completed as f64 / c.users_arrived.max(1) as f64;
+        let ok = share >= 0.9 && c.latency_p99_ms <= (10.0 * first_p99.unwrap_or(0.0)).max(100.0);
+        progress(&format!(
+            "overload: capacity sweep: {rate:.0} users/s offered, {:.1} sessions/s completed ({:.0} % of arrivals), p99 {:.0} ms{}",
+            c.goodput_sessions_per_sec,
+            share * 100.0,
+            c.latency_p99_ms,
+            if ok { "" } else { " (past the knee)" }
+        ));
+        sweep.push((rate, c.goodput_sessions_per_sec));
+        if ok {
+            capacity = capacity.max(c.goodput_sessions_per_sec);
+        }
+    }
+    if capacity <= 0.0 {
+        return Err(Error::EmptyCell {
+            cell: "capacity sweep".into(),
+            errors: "no user session completed".into(),
+        });
+    }
+    progress(&format!(
+        "overload: capacity {capacity:.1} user sessions/s (K = {}), found in {:.0} s",
+        plan.requests,
+        started.elapsed().as_secs_f64()
+    ));
+    Ok((capacity, sweep))
+}
+
+/// The robustness run of one admission mode.
+#[derive(Clone, Debug, Serialize)]
+pub struct Robustness {
+    /// The server's admission control.
+    pub admission: AdmissionMode,
+    /// Offered users/s during the overload phase (3x capacity).
+    pub high_users_per_sec: f64,
+    /// Length of the overload phase (s).
+    pub high_secs: u64,
+    /// Offered users/s after the drop (0.5x capacity).
+    pub low_users_per_sec: f64,
+    /// Length of the low phase (s).
+    pub low_secs: u64,
+    /// The server kept answering: it was alive (`/health`) after the run.
+    pub survived: bool,
+    /// The most RSS of the process (server and client) seen, sampled
+    /// every 500 ms (KiB).
+    pub rss_max_kib: u64,
+    /// Seconds from the drop until the first second whose arriving users
+    /// all but 10 % completed their sessions, two seconds in a row; null:
+    /// not within the low phase.
+    pub recovery_secs: Option<u64>,
+    /// Goodput during the overload phase: requests of completed sessions
+    /// per second of the phase (by completion time).
+    pub high_goodput_rps: f64,
+    /// The client's per-second timeline.
+    pub timeline: Vec<tlslab_load::Second>,
+}
+
+/// 60 s (or the plan's `robust_high`) at 3x capacity, then 0.5x; 10 s
+/// timeout, retry, 80 % reuse.
+fn robust(
+    rig: &Rig,
+    plan: &OverloadPlan,
+    capacity: f64,
+    admission: AdmissionMode,
+    progress: &mut impl FnMut(&str),
+) -> Result<Robustness, Error> {
+    let arm = Arm {
+        admission,
+        timeout: Some(Duration::from_secs(10)),
+        retry: true,
+        reuse: 0.8,
+    };
+    let (high, low) = (plan.robust_high, Duration::from_secs(15));
+    let server = rig.server(plan, admission)?;
+    let cfg = rig.load(plan, &server, &arm, high + low, 7)?;
+    let users = Users {
+        rate: 3.0 * capacity,
+        requests: plan.requests,
+        max_users: 20_000,
+        drain: Duration::from_secs(2),
+        then: Some((high, 0.5 * capacity)),
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut max = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                max = max.max(rss_kib());
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            max
+        })
+    };
+    let client = tlslab_load::run_users(&cfg, users)?;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rss_max_kib = sampler.join().unwrap_or(0);
+    let survived = health(
+        server.https_addr().expect("an HTTPS listener"),
+        &rig.generated,
+    );
+    server.shutdown();
+    let t = &client.timeline;
+    let drop_at = high.as_secs() as usize;
+    let served = |i: usize| {
+        t.get(i).is_some_and(|s| {
+            s.users_arrived > 0 && s.arrivals_completed as f64 >= 0.9 * s.users_arrived as f64
+        })
+    };
+    let end = drop_at + low.as_secs() as usize;
+    let recovery_secs = (drop_at..end.saturating_sub(1))
+        .find(|&i| served(i) && served(i + 1))
+        .map(|i| (i - drop_at) as u64);
+    let high_goodput_rps = t
+        .iter()
+        .take(drop_at)
+        .map(|s| s.sessions_completed)
+        .sum::<u64>() as f64
+        * f64::from(plan.requests)
+        / high.as_secs_f64();
+    progress(&format!(
+        "overload: robustness, admission {}: {:.0} s at {:.0} users/s then {:.0}: goodput {high_goodput_rps:.0} req/s in overload, max RSS {rss_max_kib} KiB, {}, recovery {}",
+        admission.name(),
+        high.as_secs_f64(),
+        3.0 * capacity,
+        0.5 * capacity,
+        if survived { "alive" } else { "NOT answering" },
+        recovery_secs.map_or_else(|| "not within 15 s".to_string(), |s| format!("{s} s"))
+    ));
+    Ok(Robustness {
+        admission,
+        high_users_per_sec: 3.0 * capacity,
+        high_secs: high.as_secs(),
+        low_users_per_sec: 0.5 * capacity,
+        low_secs: low.as_secs(),
+        survived,
+        rss_max_kib,
+        recovery_secs,
+        high_goodput_rps,
+        timeline: client.timeline,
+    })
+}
+
+/// One full TLS request to `/health`, within 5 s.
+fn health(addr: std::net::SocketAddr, g: &pki::Generated) -> bool {
+    use std::io::{Read, Write};
+    let Ok(roots) = g.roots() else { return false };
+    let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map(|b| b.with_root_certificates(roots).with_no_client_auth());
+    let Ok(cfg) = cfg else { return false };
+    let Ok(name) = rustls::pki_types::ServerName::try_from("localhost") else {
+        return false;
+    };
+    let Ok(conn) = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name) else {
+        return false;
+    };
+    let Ok(tcp) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
+        return false;
+    };
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    if tls
+        .write_all(b"GET /health HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    out.starts_with(b"HTTP/1.1 200")
 }
 
 /// Measures the server CPU of `n` full handshakes (admission off) and of
@@ -403,6 +629,7 @@ impl Rig {
                 .timeout
                 .unwrap_or(Duration::from_secs(10))
                 .min(Duration::from_secs(10)),
+            then: None,
         };
         let client = tlslab_load::run_users(&cfg, users)?;
         let rss = rss_kib();
@@ -430,12 +657,6 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
     let rig = Rig {
         generated: pki::generate(KeyType::Rsa2048, &[])?,
     };
-    let sweep_arm = Arm {
-        admission: AdmissionMode::Off,
-        timeout: None,
-        retry: true,
-        reuse: 0.8,
-    };
     let shed_cost = shed_cost(&rig, plan, 300)?;
     progress(&format!(
         "overload: a shed costs {:.1} µs of server CPU, a full handshake {:.1} µs ({:.1} %)",
@@ -443,62 +664,15 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
         shed_cost.full_handshake_us,
         shed_cost.ratio * 100.0
     ));
-    let mut sweep = Vec::new();
-    let mut capacity: f64 = 0.0;
-    let mut rate = 25.0;
-    let mut first_p99 = None;
-    let started = Instant::now();
-    let mut knee = None;
-    for step in 0..12 {
-        let (c, _) = rig.point(plan, &sweep_arm, rate, plan.sweep_window, 1000 + step)?;
-        // Sessions completed (within the drain) per second of window, and
-        // the share of arrived users that completed.
-        let done = c.goodput_sessions_per_sec;
-        let share = c.sessions_completed as f64 / c.users_arrived.max(1) as f64;
-        let p99 = c.latency_p99_ms;
-        let base = *first_p99.get_or_insert(p99);
-        progress(&format!(
-            "overload: capacity sweep: {rate:.0} users/s offered, {done:.1} sessions/s completed ({:.0} % of arrivals), p99 {p99:.0} ms",
-            share * 100.0
-        ));
-        sweep.push((rate, done));
-        // The knee: users stop completing, or latency has grown tenfold.
-        if share < 0.9 || p99 > (10.0 * base).max(100.0) {
-            knee = Some(rate);
-            break;
-        }
-        capacity = capacity.max(done);
-        rate *= 2.0;
-    }
-    // One step between the last good rate and the knee.
-    if let Some(k) = knee {
-        let rate = 0.75 * k;
-        let (c, _) = rig.point(plan, &sweep_arm, rate, plan.sweep_window, 1100)?;
-        let share = c.sessions_completed as f64 / c.users_arrived.max(1) as f64;
-        let ok = share >= 0.9 && c.latency_p99_ms <= (10.0 * first_p99.unwrap_or(0.0)).max(100.0);
-        progress(&format!(
-            "overload: capacity sweep: {rate:.0} users/s offered, {:.1} sessions/s completed ({:.0} % of arrivals), p99 {:.0} ms{}",
-            c.goodput_sessions_per_sec,
-            share * 100.0,
-            c.latency_p99_ms,
-            if ok { "" } else { " (past the knee)" }
-        ));
-        sweep.push((rate, c.goodput_sessions_per_sec));
-        if ok {
-            capacity = capacity.max(c.goodput_sessions_per_sec);
-        }
-    }
-    if capacity <= 0.0 {
-        return Err(Error::EmptyCell {
-            cell: "capacity sweep".into(),
-            errors: "no user session completed".into(),
-        });
-    }
-    progress(&format!(
-        "overload: capacity {capacity:.1} user sessions/s (K = {}), found in {:.0} s",
-        plan.requests,
-        started.elapsed().as_secs_f64()
-    ));
+    let (capacity, sweep) = find_capacity(&rig, plan, &mut progress)?;
+    let robustness = if plan.robustness {
+        [AdmissionMode::Off, AdmissionMode::Session]
+            .into_iter()
+            .map(|m| robust(&rig, plan, capacity, m, &mut progress))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
     let mut points = Vec::new();
     for (ai, arm) in plan.arms.iter().enumerate() {
         for (mi, &m) in plan.multipliers.iter().enumerate() {
@@ -531,6 +705,7 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
         capacity_users_per_sec: capacity,
         sweep,
         points,
+        robustness,
         not_run: vec![
             "nginx with limit_conn as the unprotected reference: not implemented yet".into(),
         ],
@@ -591,6 +766,24 @@ impl OverloadReport {
                 p.server.handshakes_full,
                 p.server.full_shed,
                 p.server.resume_shed
+            );
+        }
+        for r in &self.robustness {
+            let _ = writeln!(
+                out,
+                "\nrobustness, admission {}: {} s at {:.0} users/s (3x), then {} s at {:.0}: goodput {:.0} req/s during overload, max RSS {} KiB, server {}, recovery {}",
+                r.admission.name(),
+                r.high_secs,
+                r.high_users_per_sec,
+                r.low_secs,
+                r.low_users_per_sec,
+                r.high_goodput_rps,
+                r.rss_max_kib,
+                if r.survived { "alive" } else { "NOT answering" },
+                r.recovery_secs.map_or_else(
+                    || "not within the low phase".to_string(),
+                    |s| format!("{s} s after the drop")
+                )
             );
         }
         for n in &self.not_run {
@@ -655,6 +848,18 @@ mod tests {
                     ..UsersReport::default()
                 },
                 server: ServerSide::default(),
+            }],
+            robustness: vec![Robustness {
+                admission: AdmissionMode::Off,
+                high_users_per_sec: 1.0,
+                high_secs: 60,
+                low_users_per_sec: 1.0,
+                low_secs: 15,
+                survived: true,
+                rss_max_kib: 1,
+                recovery_secs: Some(1),
+                high_goodput_rps: 1.0,
+                timeline: vec![tlslab_load::Second::default()],
             }],
             not_run: vec![],
         };

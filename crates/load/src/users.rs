@@ -61,6 +61,23 @@ pub struct Users {
     /// After the window, users still running get at most this long to
     /// finish before they are counted unfinished.
     pub drain: Duration,
+    /// From this time into the window on, users arrive at this rate
+    /// instead (a load step, for recovery measurements).
+    pub then: Option<(Duration, f64)>,
+}
+
+/// One second of a run, by completion time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Second {
+    /// Responses completed in this second.
+    pub responses: u64,
+    /// Sessions completed in this second.
+    pub sessions_completed: u64,
+    /// Users that arrived in this second.
+    pub users_arrived: u64,
+    /// Of those users, how many completed their session (at any time):
+    /// with `users_arrived`, whether a user arriving then was served.
+    pub arrivals_completed: u64,
 }
 
 /// What a user-session run measured (client-observed).
@@ -104,6 +121,9 @@ pub struct UsersReport {
     pub latency_p99_ms: f64,
     /// CPU time the client's own threads used, seconds.
     pub client_cpu_secs: f64,
+    /// Per second from the window's start (drain included), by completion
+    /// time.
+    pub timeline: Vec<Second>,
 }
 
 #[derive(Default)]
@@ -121,9 +141,11 @@ struct Counters {
     running: AtomicU64,
     failures: Mutex<std::collections::BTreeMap<String, u64>>,
     latency: Mutex<Option<hdrhistogram::Histogram<u64>>>,
+    timeline: Mutex<Vec<Second>>,
 }
 
 struct Ctx {
+    start: Instant,
     addr: SocketAddr,
     name: ServerName<'static>,
     path: String,
@@ -186,6 +208,7 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
             })?;
         let start = Instant::now();
         let ctx = Arc::new(Ctx {
+            start,
             addr,
             name,
             path: target.path.clone(),
@@ -203,26 +226,32 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
             },
         });
         let mut rng = tlslab_workload::rng(cfg.seed, u64::MAX);
-        let gap = ThinkTime::Exp {
-            mean: Duration::from_secs_f64(1.0 / users.rate),
+        let gap = |rate: f64| ThinkTime::Exp {
+            mean: Duration::from_secs_f64(1.0 / rate),
         };
         let mut tasks = tokio::task::JoinSet::new();
         let mut at = start;
         let mut n: u64 = 0;
         loop {
-            at += gap.sample(&mut rng);
+            let rate = match users.then {
+                Some((after, r)) if at >= start + after => r,
+                _ => users.rate,
+            };
+            at += gap(rate).sample(&mut rng);
             if at >= ctx.end {
                 break;
             }
             tokio::time::sleep_until(at.into()).await;
             ctx.c.arrived.fetch_add(1, Ordering::Relaxed);
+            ctx.second(|s| s.users_arrived += 1);
             if ctx.c.running.load(Ordering::Relaxed) >= users.max_users as u64 {
                 ctx.c.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             ctx.c.running.fetch_add(1, Ordering::Relaxed);
             n += 1;
-            tasks.spawn(user(ctx.clone(), tlslab_workload::rng(cfg.seed, n)));
+            let second = at.saturating_duration_since(start).as_secs() as usize;
+            tasks.spawn(user(ctx.clone(), tlslab_workload::rng(cfg.seed, n), second));
             while tasks.try_join_next().is_some() {}
         }
         let drained = tokio::time::timeout(
@@ -274,6 +303,23 @@ fn report(ctx: &Ctx, window: Duration) -> UsersReport {
         latency_p50_ms: p50,
         latency_p99_ms: p99,
         client_cpu_secs: 0.0,
+        timeline: c.timeline.lock().clone(),
+    }
+}
+
+impl Ctx {
+    /// Updates the current second of the timeline.
+    fn second(&self, f: impl FnOnce(&mut Second)) {
+        self.at_second(self.start.elapsed().as_secs() as usize, f);
+    }
+
+    /// Updates second `i` of the timeline.
+    fn at_second(&self, i: usize, f: impl FnOnce(&mut Second)) {
+        let mut t = self.c.timeline.lock();
+        if t.len() <= i {
+            t.resize(i + 1, Second::default());
+        }
+        f(&mut t[i]);
     }
 }
 
@@ -288,7 +334,7 @@ impl Drop for Running<'_> {
 
 /// One arriving user: sessions until one completes, or (retrying) one
 /// session whatever it takes, bounded by the run's end plus the drain.
-async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng) {
+async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
     use rand::RngExt as _;
     let _running = Running(&ctx.c.running);
     'session: loop {
@@ -322,6 +368,8 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng) {
             }
         }
         ctx.c.completed.fetch_add(1, Ordering::Relaxed);
+        ctx.second(|s| s.sessions_completed += 1);
+        ctx.at_second(arrived, |s| s.arrivals_completed += 1);
         ctx.c
             .goodput_requests
             .fetch_add(u64::from(ctx.k), Ordering::Relaxed);
@@ -369,6 +417,7 @@ async fn request(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<(), &'stat
     let resumed = r?;
     let c = &ctx.c;
     c.responses.fetch_add(1, Ordering::Relaxed);
+    ctx.second(|s| s.responses += 1);
     if resumed {
         c.resumed.fetch_add(1, Ordering::Relaxed);
     } else {
