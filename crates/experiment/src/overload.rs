@@ -367,7 +367,7 @@ fn robust(
     let users = Users {
         rate: 3.0 * capacity,
         requests: plan.requests,
-        max_users: 20_000,
+        max_users: max_users(),
         drain: Duration::from_secs(2),
         then: Some((high, 0.5 * capacity)),
     };
@@ -554,6 +554,33 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     })
 }
 
+/// The soft limit on open files of this process (server and client share
+/// it), or 1024 if it cannot be read.
+fn open_files_limit() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        })
+        .unwrap_or(1024)
+}
+
+/// The server's connection limit: half the file descriptors (the other
+/// half is the client's), less a margin.
+fn server_connections() -> usize {
+    (open_files_limit().saturating_sub(256) / 2).max(64) as usize
+}
+
+/// The most concurrent users: each holds a client socket while the
+/// server may still hold its side (and sockets of users that gave up),
+/// so a quarter of the descriptors. Arrivals beyond it are dropped and
+/// counted (`users_dropped`): the client cannot emulate more.
+fn max_users() -> usize {
+    (open_files_limit().saturating_sub(256) / 4).clamp(16, 20_000) as usize
+}
+
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -578,6 +605,7 @@ impl Rig {
         c.threads = 1;
         c.pin_cpus = (!plan.placement.server.is_empty()).then(|| plan.placement.server.clone());
         c.handshake_timeout = Duration::from_secs(30);
+        c.max_connections = server_connections();
         c.admission = AdmissionSettings {
             mode: admission,
             max_handshakes_in_flight: (admission == AdmissionMode::Static)
@@ -624,7 +652,7 @@ impl Rig {
         let users = Users {
             rate,
             requests: plan.requests,
-            max_users: 20_000,
+            max_users: max_users(),
             drain: arm
                 .timeout
                 .unwrap_or(Duration::from_secs(10))

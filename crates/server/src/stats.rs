@@ -305,6 +305,25 @@ impl Snapshot {
             self.worker_cpu.as_secs_f64(),
             self.process_cpu.as_secs_f64()
         );
+        if let Some(a) = &self.admission {
+            let limit = match (a.mode, a.limit) {
+                (crate::AdmissionMode::Static, Some(l)) => format!("at most {l:.0} in flight"),
+                (_, Some(l)) => format!("limit {l:.1} full handshakes/s"),
+                (_, None) => "no limit set (no overload seen)".to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "  admission {} (shed with {}): full {} admitted, {} shed; resume {} admitted, {} shed; {} misclassified; {limit}; {} overloaded 100 ms ticks",
+                a.mode.name(),
+                a.shed_with.name(),
+                a.full_admitted,
+                a.full_shed,
+                a.resume_admitted,
+                a.resume_shed,
+                a.misclassified,
+                a.overload_ticks
+            );
+        }
         if !self.ablation.is_empty() {
             let _ = writeln!(
                 s,
