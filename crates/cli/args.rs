@@ -62,6 +62,9 @@ pub enum Command {
     Dispatch(crate::dispatch_cmd::DispatchArgs),
     /// Merge the `load --shard I/N --out DIR` outputs of N agents into one exact report.
     Merge(crate::distributed::MergeArgs),
+    /// Drive an embedded server from 0.5x to 4x its capacity with user sessions (seed 002's
+    /// collapse) and compare admission control off, static and session-aware.
+    Overload(crate::overload_args::OverloadArgs),
 }
 
 /// `tlslab relay`.
@@ -423,6 +426,9 @@ pub struct ServeArgs {
     /// dedicated thread writes it; nothing is dropped; it is flushed at shutdown.
     #[arg(long, value_name = "FILE")]
     pub access_log: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub admission: crate::overload_args::AdmissionArgs,
 }
 
 /// How a client resumes sessions.

@@ -196,6 +196,7 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
             max_connections: a.max_connections,
             allow_remote: a.allow_remote,
             access_log: a.access_log.clone(),
+            admission: crate::overload_args::admission(a)?,
         },
         ephemeral_ca,
         ephemeral_dir,

@@ -10,6 +10,7 @@ mod args;
 mod config;
 mod dispatch_cmd;
 mod distributed;
+mod overload_args;
 mod probe;
 
 use std::io::{IsTerminal, Write};
@@ -85,6 +86,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Relay(a) => relay(a),
         Command::Dispatch(a) => dispatch_cmd::run(a),
         Command::Merge(a) => distributed::merge(&a),
+        Command::Overload(a) => overload_args::run(&a),
     }
 }
 

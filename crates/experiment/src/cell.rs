@@ -58,6 +58,7 @@ pub(crate) fn start_server(
         max_connections: 10_000,
         allow_remote: false,
         access_log: None,
+        admission: Default::default(),
     })?)
 }
 

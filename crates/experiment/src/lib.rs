@@ -4,7 +4,8 @@
 //! and the load engine to separate CPUs, running a matrix of cells and
 //! turning the per-cell reports into the tables a person reads: [`lab`],
 //! the "what TLS costs on this machine" matrix, and [`breakdown`], seed
-//! 001's no-op-and-Amdahl cost table.
+//! 001's no-op-and-Amdahl cost table; and [`overload`], seed 002's
+//! collapse under overload and session-aware admission control.
 //!
 //! It is not for measuring anything itself: every number comes from the
 //! server engine (server-observed CPU) or the load engine (client-observed
@@ -13,6 +14,7 @@
 pub mod breakdown;
 mod cell;
 pub mod lab;
+pub mod overload;
 pub mod pin;
 
 /// Errors of an experiment.

@@ -33,6 +33,7 @@ pub mod shard;
 mod sweep;
 mod target;
 mod tls;
+mod users;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -41,6 +42,7 @@ use std::time::Duration;
 use tlslab_crypto::provider::{Algorithms, Version};
 
 pub use engine::run;
+pub use users::{Second, Users, UsersReport, run_users};
 
 /// The load client's pieces that other engines reuse (`tlslab-probe`):
 /// its TLS client configuration, its round-trip counter and its error

@@ -124,6 +124,24 @@ impl Threads {
             .fold(inner.retired, Add::add)
     }
 
+    /// The time the live threads have spent runnable but waiting for a
+    /// CPU (the second field of `/proc/self/task/<tid>/schedstat`): with
+    /// [`cpu_time`](Self::cpu_time), how much CPU they wanted. Zero where
+    /// the kernel has no schedstat. Retired threads are not counted, so use
+    /// it for rates over short windows (a saturating difference).
+    pub fn run_queue_wait(&self) -> Duration {
+        let inner = self.inner.lock();
+        let ns: u64 = inner
+            .live
+            .iter()
+            .filter_map(|tid| {
+                let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+                s.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .sum();
+        Duration::from_nanos(ns)
+    }
+
     /// How many registered threads have not retired.
     pub fn live_count(&self) -> usize {
         self.inner.lock().live.len()

@@ -172,6 +172,9 @@ pub(crate) struct ConnInfo {
     /// `$ssl_protocol` and `$ssl_session_reused`, `-` for plain HTTP.
     pub(crate) tls: (&'static str, &'static str),
     requests: AtomicU64,
+    /// Admission control shed this connection with `--shed-with 503`:
+    /// every request on it gets a 503.
+    pub(crate) shed_503: bool,
 }
 
 impl ConnInfo {
@@ -181,6 +184,7 @@ impl ConnInfo {
             id,
             tls: ("-", "-"),
             requests: AtomicU64::new(0),
+            shed_503: false,
         }
     }
 

@@ -49,6 +49,7 @@
 //! The server runs on its own multi-thread tokio runtime.
 
 mod access_log;
+mod admission;
 mod content;
 mod early;
 mod io;
@@ -69,6 +70,9 @@ use tlslab_crypto::provider::{Algorithms, Version};
 
 pub use tlslab_crypto::meter::{AblationSet, Op, OpStat, Snapshot as CryptoSnapshot};
 
+pub use admission::{
+    AdmissionMode, AdmissionSettings, AdmissionStats, Controller, HelloKind, ShedWith, Signals,
+};
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use redis_cache::RedisStats;
 pub use server::Server;
@@ -126,6 +130,11 @@ pub struct ServeConfig {
     /// queued when its response completes, so the file lists requests in
     /// the order their service completed.
     pub access_log: Option<PathBuf>,
+    /// Admission control of new TLS handshakes (`--admission`,
+    /// `--shed-with`, `--max-handshakes-in-flight`); off by default, when
+    /// no ClientHello is read ahead of rustls for it. See the `admission`
+    /// module docs for the model.
+    pub admission: AdmissionSettings,
 }
 
 impl ServeConfig {
@@ -146,6 +155,7 @@ impl ServeConfig {
             max_connections: 10_000,
             allow_remote: false,
             access_log: None,
+            admission: AdmissionSettings::default(),
         }
     }
 }

@@ -223,6 +223,7 @@ impl Collector for StatsCollector {
             )?;
         }
         cluster(&mut enc, &s)?;
+        admission(&mut enc, &s)?;
         counter(
             &mut enc,
             "tlslab_early_data_connections",
@@ -387,6 +388,88 @@ fn cluster(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Err
         )?;
     }
     Ok(())
+}
+
+fn gauge_f64(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: f64,
+) -> Result<(), fmt::Error> {
+    let g = ConstGauge::new(value);
+    g.encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
+}
+
+/// Admission control, when on: every decision and the figures behind it.
+fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Error> {
+    let Some(a) = s.admission else {
+        return Ok(());
+    };
+    let decision = |kind: &str, decision: &str| {
+        vec![
+            ("kind", kind.to_string()),
+            ("decision", decision.to_string()),
+        ]
+    };
+    labelled_counter(
+        enc,
+        "tlslab_admission_decisions",
+        "ClientHellos decided by admission control, by kind (full: a new full handshake; resume: carries a session this node can resume) and decision (admitted, shed).",
+        [
+            (decision("full", "admitted"), a.full_admitted),
+            (decision("full", "shed"), a.full_shed),
+            (decision("resume", "admitted"), a.resume_admitted),
+            (decision("resume", "shed"), a.resume_shed),
+        ],
+    )?;
+    counter(
+        enc,
+        "tlslab_admission_misclassified",
+        "ClientHellos admitted as resumptions whose handshake ended full (stale or forged ticket); each is charged to the full-handshake budget.",
+        a.misclassified,
+    )?;
+    counter(
+        enc,
+        "tlslab_admission_unparsed",
+        "ClientHellos admission control could not parse (decided as full; rustls then refuses them).",
+        a.unparsed,
+    )?;
+    gauge_f64(
+        enc,
+        "tlslab_admission_limit",
+        "session: new full handshakes admitted per second (-1: unlimited, no overload seen yet); static: the most handshakes in flight.",
+        a.limit.unwrap_or(-1.0),
+    )?;
+    gauge(
+        enc,
+        "tlslab_admission_handshakes_in_flight",
+        "Admitted TLS handshakes not finished yet (overload signal).",
+        a.in_flight as i64,
+    )?;
+    gauge_f64(
+        enc,
+        "tlslab_admission_queue_delay_seconds",
+        "Mean accept-to-first-byte delay of the connections accepted in the last 100 ms tick (overload signal).",
+        a.queue_delay_seconds,
+    )?;
+    gauge_f64(
+        enc,
+        "tlslab_admission_cpu_busy_ratio",
+        "CPU saturation of the server's workers in the last tick: (CPU time + time runnable waiting for a CPU, schedstat) over min(threads, CPUs), capped at 1 (overload signal).",
+        a.cpu_busy,
+    )?;
+    gauge(
+        enc,
+        "tlslab_admission_overloaded",
+        "1 if the last tick showed overload (queue delay over target with the CPU busy, or too many handshakes in flight).",
+        i64::from(a.overloaded),
+    )?;
+    counter(
+        enc,
+        "tlslab_admission_overload_ticks",
+        "100 ms ticks that showed overload.",
+        a.overload_ticks,
+    )
 }
 
 /// A registry exposing `stats`.

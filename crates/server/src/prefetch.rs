@@ -80,27 +80,38 @@ pub(crate) async fn stage<T: AsyncRead + Unpin>(
 
 async fn prefetch<T: AsyncRead + Unpin>(
     io: &mut T,
-    mut first: Vec<u8>,
+    first: Vec<u8>,
     p: &Prefetcher,
 ) -> std::io::Result<Vec<u8>> {
     let (store, stateless_tickets) = (&p.store, p.stateless_tickets);
+    let first = read_hello(io, first).await?;
+    if let Ok(msg) = first_handshake_message(&first, MAX_HELLO)
+        && let Ok(hello) = ClientHello::parse(&msg)
+    {
+        let o = offer(&hello, stateless_tickets);
+        // A TLS 1.3 ClientHello that offers a PSK resumes by
+        // the PSK; the legacy session ID is then not a session.
+        if !o.psk_identities.is_empty() {
+            store.prefetch(&o.psk_identities, true).await;
+        } else if let Some(id) = o.session_id
+            && !(p.tls13 && hello.offers_tls13())
+        {
+            store.prefetch(&[id], false).await;
+        }
+    }
+    Ok(first)
+}
+
+/// Reads after `first` until it holds the whole first handshake message
+/// (the ClientHello), the peer stops sending, or the bytes cannot be one;
+/// returns every byte read. Returns `first` at once when it is complete.
+pub(crate) async fn read_hello<T: AsyncRead + Unpin>(
+    io: &mut T,
+    mut first: Vec<u8>,
+) -> std::io::Result<Vec<u8>> {
     loop {
         match first_handshake_message(&first, MAX_HELLO) {
-            Ok(msg) => {
-                if let Ok(hello) = ClientHello::parse(&msg) {
-                    let o = offer(&hello, stateless_tickets);
-                    // A TLS 1.3 ClientHello that offers a PSK resumes by
-                    // the PSK; the legacy session ID is then not a session.
-                    if !o.psk_identities.is_empty() {
-                        store.prefetch(&o.psk_identities, true).await;
-                    } else if let Some(id) = o.session_id
-                        && !(p.tls13 && hello.offers_tls13())
-                    {
-                        store.prefetch(&[id], false).await;
-                    }
-                }
-                return Ok(first);
-            }
+            Ok(_) => return Ok(first),
             Err(WireError::Incomplete { needed }) => {
                 let at = first.len();
                 first.resize(at + needed.clamp(1, MAX_HELLO), 0);
@@ -113,6 +124,14 @@ async fn prefetch<T: AsyncRead + Unpin>(
             Err(_) => return Ok(first),
         }
     }
+}
+
+/// The parsed ClientHello in `bytes` (the output of [`read_hello`]), if
+/// it is one.
+pub(crate) fn with_hello<R>(bytes: &[u8], f: impl FnOnce(&ClientHello<'_>) -> R) -> Option<R> {
+    let msg = first_handshake_message(bytes, MAX_HELLO).ok()?;
+    let hello = ClientHello::parse(&msg).ok()?;
+    Some(f(&hello))
 }
 
 #[cfg(test)]

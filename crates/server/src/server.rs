@@ -28,6 +28,9 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{AccessLog, ConnInfo, LoggedBody, Pending, escape};
+use crate::admission::{
+    Admission, AdmissionMode, HelloKind, InFlight, Resumable, ShedWith, Verdict,
+};
 use crate::content::{self, Body, Files};
 use crate::early::{self, EarlyRequests, EarlyStream, Started};
 use crate::io::{CountingIo, Rewind, SocketBytes};
@@ -64,6 +67,8 @@ struct Shared {
     next_conn: AtomicU64,
     /// The pre-handshake fetch from a remote session cache.
     prefetch: Option<crate::prefetch::Prefetcher>,
+    /// Admission control (`None`: off, and no ClientHello is read for it).
+    admission: Option<Arc<Admission>>,
 }
 
 /// A running server. Dropping it without [`shutdown`](Server::shutdown)
@@ -179,6 +184,7 @@ impl Server {
             ));
         }
         let warnings = ablation_guard(&cfg)?;
+        cfg.admission.validate().map_err(Error::Config)?;
         let access_log = cfg
             .access_log
             .as_deref()
@@ -220,6 +226,20 @@ impl Server {
         ));
         let _ = stats.redis.set(redis.clone());
         let _ = stats.ticket_keys.set(ring.clone());
+        let admission =
+            (cfg.admission.mode != AdmissionMode::Off && cfg.https.is_some()).then(|| {
+                Arc::new(Admission::new(
+                    cfg.admission.clone(),
+                    Resumable {
+                        cache: stats.cache.clone(),
+                        tickets: cfg.tls.tickets,
+                        ring: ring.clone(),
+                        tls13: cfg.tls.versions.contains(&Version::Tls13),
+                    },
+                    cfg.threads,
+                ))
+            });
+        let _ = stats.admission.set(admission.clone());
         let registry = metrics::registry(stats.clone());
         let prefetch = redis.clone().map(|store| crate::prefetch::Prefetcher {
             store,
@@ -246,6 +266,7 @@ impl Server {
             access_log,
             next_conn: AtomicU64::new(0),
             prefetch,
+            admission: admission.clone(),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         {
@@ -276,6 +297,19 @@ impl Server {
                     );
                 }
                 _ => {}
+            }
+            if let Some(adm) = &admission {
+                // The CPU the workers can use: their number, or fewer CPUs.
+                let cpus = cfg.pin_cpus.as_ref().map_or_else(
+                    || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    Vec::len,
+                );
+                rt.spawn(crate::admission::control(
+                    adm.clone(),
+                    shared.stats.clone(),
+                    cfg.threads.min(cpus),
+                    shutdown_rx.clone(),
+                ));
             }
         }
 
@@ -452,6 +486,8 @@ async fn accept_loop(
             },
             _ = stopping(&mut shutdown) => return,
         };
+        // Only admission control reads the clock here.
+        let accepted = shared.admission.as_ref().map(|_| Instant::now());
         let _ = stream.set_nodelay(true);
         let guard = shared.stats.open(kind);
         let conn = ConnInfo::new(peer, shared.next_conn.fetch_add(1, Ordering::Relaxed) + 1);
@@ -470,7 +506,11 @@ async fn accept_loop(
                 // other, leave in one write.
                 Listener::Https => {
                     let (corked, uncork) = cork(stream);
-                    uncorked(uncork, Box::pin(serve_tls(corked, conn, shared, rx))).await;
+                    uncorked(
+                        uncork,
+                        Box::pin(serve_tls(corked, conn, accepted, shared, rx)),
+                    )
+                    .await;
                 }
                 Listener::Http => {
                     let io =
@@ -487,6 +527,37 @@ async fn accept_loop(
 enum Handshake<T> {
     Done(tokio_rustls::server::TlsStream<T>),
     Early(EarlyStream<T>),
+}
+
+/// Reads the whole ClientHello after `first`, classifies it and asks
+/// admission control. Admitted (or shed with a 503 later): the bytes read,
+/// the in-flight guard and whether a 503 is due. Shed otherwise: the
+/// failure reason `admission_shed`, after the alert if `--shed-with alert`.
+async fn admit<T: AsyncRead + AsyncWrite + Unpin>(
+    adm: &Arc<Admission>,
+    io: &mut T,
+    first: Vec<u8>,
+) -> std::result::Result<(Vec<u8>, Option<(InFlight, bool)>), String> {
+    let first = crate::prefetch::read_hello(io, first)
+        .await
+        .map_err(|e| tls::failure_reason(&e))?;
+    let kind =
+        crate::prefetch::with_hello(&first, |h| crate::admission::classify(h, &adm.resumable))
+            .unwrap_or_else(|| {
+                adm.unparsed();
+                HelloKind::Full
+            });
+    match adm.decide(kind) {
+        Verdict::Admit(g) => Ok((first, Some((g, false)))),
+        Verdict::Shed(Some(g)) => Ok((first, Some((g, true)))),
+        Verdict::Shed(None) => {
+            if adm.settings.shed_with == ShedWith::Alert {
+                let _ = io.write_all(&crate::admission::ALERT_INTERNAL_ERROR).await;
+                let _ = io.shutdown().await;
+            }
+            Err("admission_shed".into())
+        }
+    }
 }
 
 /// `$ssl_protocol` and `$ssl_session_reused`.
@@ -581,7 +652,8 @@ type TlsIo = CountingIo<Corked<TcpStream>>;
 
 async fn serve_tls(
     stream: Corked<TcpStream>,
-    info: ConnInfo,
+    mut info: ConnInfo,
+    accepted: Option<Instant>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -590,19 +662,26 @@ async fn serve_tls(
     // rustls's handshake, the timeout) is boxed and freed before HTTP
     // starts: inline, this future would be as large as that state for the
     // whole life of the connection, idle or not.
-    let Some(hs) = Box::pin(handshake(io, &shared, &mut shutdown)).await else {
+    let Some((hs, admitted)) = Box::pin(handshake(io, accepted, &shared, &mut shutdown)).await
+    else {
         return;
     };
+    // The handshake is no longer in flight; a 503 shed lives on in `info`.
+    let admitted = admitted.map(|(guard, shed)| {
+        info.shed_503 = shed;
+        guard.kind
+    });
     // The HTTP side is built in a plain function: a binding borrowed while
     // it is built (the TLS stream) would otherwise keep its storage in this
     // future for the life of the connection.
-    start_http(hs, info, shared, shutdown).await;
+    start_http(hs, admitted, info, shared, shutdown).await;
 }
 
 /// The HTTP side of a TLS connection whose handshake is done, or goes on
 /// in early data.
 fn start_http(
     hs: Handshake<Rewind<TlsIo>>,
+    admitted: Option<HelloKind>,
     mut info: ConnInfo,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
@@ -612,6 +691,12 @@ fn start_http(
             let conn = tls.get_mut().1;
             let version = conn.protocol_version().and_then(Version::from_rustls);
             shared.stats.handshake(version, conn.handshake_kind());
+            if admitted == Some(HelloKind::Resume)
+                && conn.handshake_kind() != Some(rustls::HandshakeKind::Resumed)
+                && let Some(adm) = &shared.admission
+            {
+                adm.misclassified();
+            }
             info.tls = tls_fields(version, conn.handshake_kind());
             let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
             // TLS 1.3 early data arrived before the client's Finished, so it
@@ -658,9 +743,10 @@ fn start_http(
 /// `None` when the connection ends here: the failure is counted.
 async fn handshake(
     mut io: TlsIo,
+    accepted: Option<Instant>,
     shared: &Shared,
     shutdown: &mut watch::Receiver<bool>,
-) -> Option<Handshake<Rewind<TlsIo>>> {
+) -> Option<(Handshake<Rewind<TlsIo>>, Option<(InFlight, bool)>)> {
     let acceptor = shared.acceptor.as_ref()?;
     let stats = &shared.stats;
     let ablation = shared.ablation;
@@ -673,9 +759,18 @@ async fn handshake(
                 return Err("http_on_tls_port".to_string());
             }
         };
+        if let (Some(adm), Some(t)) = (&shared.admission, accepted) {
+            adm.queue_delay(t.elapsed());
+        }
         // The prefetch stage reads the whole ClientHello before rustls when
         // a remote session cache needs the session fetched first.
         let first = crate::prefetch::stage(&mut io, first, shared.prefetch.as_ref()).await?;
+        // Admission control decides on the whole ClientHello (after the
+        // prefetch, so a session fetched from Redis counts as held here).
+        let (first, admitted) = match &shared.admission {
+            None => (first, None),
+            Some(adm) => admit(adm, &mut io, first).await?,
+        };
         let accept = if shared.early_data && early::offers_early_data(&first) {
             // 0-RTT: rustls reads the ClientHello and early data here, so
             // that safe requests are answered before the handshake completes.
@@ -687,7 +782,7 @@ async fn handshake(
                 ablation,
                 shared.handshake_timeout,
             ) {
-                Ok(Started::Early(s)) => return Ok(Handshake::Early(s)),
+                Ok(Started::Early(s)) => return Ok((Handshake::Early(s), admitted)),
                 Ok(Started::Refused(accept)) => accept,
                 Err(e) => return Err(tls::failure_reason(&e)),
             }
@@ -696,7 +791,7 @@ async fn handshake(
         };
         accept
             .await
-            .map(Handshake::Done)
+            .map(|tls| (Handshake::Done(tls), admitted))
             .map_err(|e| {
                 let (reason, hint) = tls::handshake_failure(&e, ablation);
                 if let Some(hint) = hint {
@@ -728,7 +823,7 @@ async fn handshake(
         // Handshakes in progress are abandoned at shutdown, not counted.
         _ = stopping(shutdown) => return None,
     };
-    if let Handshake::Done(tls) = &mut hs {
+    if let (Handshake::Done(tls), _) = &mut hs {
         // Session tickets leave now, as nginx sends them, not with the first
         // response: a client that gives up on a slow first request keeps them.
         let (raw, _) = tls.get_mut();
@@ -777,7 +872,11 @@ where
                     .insert("early-data", http::HeaderValue::from_static("1"));
                 s.stats.early_request();
             }
-            let resp = content::handle(&req, &s.files);
+            let resp = if info.shed_503 {
+                shed_503(&req)
+            } else {
+                content::handle(&req, &s.files)
+            };
             let pending = s.access_log.as_ref().map(|log| Pending {
                 log: log.clone(),
                 conn: info.clone(),
@@ -845,6 +944,27 @@ fn ended<E: std::fmt::Display>(kind: Listener, r: std::result::Result<(), E>) {
     if let Err(e) = r {
         tracing::debug!(listener = kind.name(), "connection ended: {e}");
     }
+}
+
+/// The answer on a connection shed with `--shed-with 503`.
+fn shed_503<B>(req: &Request<B>) -> Response<Body> {
+    let mut r = content::plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "text/plain; charset=utf-8",
+        "overloaded: admission control shed this connection; retry later\n".into(),
+    );
+    let h = r.headers_mut();
+    h.insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("1"),
+    );
+    if req.version() < http::Version::HTTP_2 {
+        h.insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
+    r
 }
 
 /// `$request`: method, path and query, version, escaped.

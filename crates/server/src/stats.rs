@@ -180,6 +180,9 @@ pub struct Snapshot {
     /// Shared ticket keys (`None` without `--ticket-keys`): version, age,
     /// tickets sealed and opened, key-name mismatches.
     pub ticket_keys: Option<crate::TicketKeyStats>,
+    /// Admission control (`None` when `--admission off`): decisions by
+    /// kind, the limit, and the overload signals of the last tick.
+    pub admission: Option<crate::AdmissionStats>,
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -302,6 +305,25 @@ impl Snapshot {
             self.worker_cpu.as_secs_f64(),
             self.process_cpu.as_secs_f64()
         );
+        if let Some(a) = &self.admission {
+            let limit = match (a.mode, a.limit) {
+                (crate::AdmissionMode::Static, Some(l)) => format!("at most {l:.0} in flight"),
+                (_, Some(l)) => format!("limit {l:.1} full handshakes/s"),
+                (_, None) => "no limit set (no overload seen)".to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "  admission {} (shed with {}): full {} admitted, {} shed; resume {} admitted, {} shed; {} misclassified; {limit}; {} overloaded 100 ms ticks",
+                a.mode.name(),
+                a.shed_with.name(),
+                a.full_admitted,
+                a.full_shed,
+                a.resume_admitted,
+                a.resume_shed,
+                a.misclassified,
+                a.overload_ticks
+            );
+        }
         if !self.ablation.is_empty() {
             let _ = writeln!(
                 s,
@@ -361,6 +383,8 @@ pub(crate) struct Stats {
     /// Shared ticket keys, if any (set once at start).
     pub(crate) ticket_keys:
         std::sync::OnceLock<Option<Arc<tlslab_crypto::ticket_keys::TicketKeyRing>>>,
+    /// Admission control, if on (set once at start).
+    pub(crate) admission: std::sync::OnceLock<Option<Arc<crate::admission::Admission>>>,
 }
 
 impl Stats {
@@ -390,6 +414,7 @@ impl Stats {
             ablation,
             redis: Default::default(),
             ticket_keys: Default::default(),
+            admission: Default::default(),
         }
     }
 
@@ -405,6 +430,15 @@ impl Stats {
             Some(HandshakeKind::FullWithHelloRetryRequest) => 2,
         };
         self.handshakes[v][k].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Full handshakes completed so far (with and without HRR, both
+    /// versions).
+    pub(crate) fn full_handshakes(&self) -> u64 {
+        self.handshakes
+            .iter()
+            .map(|k| k[0].load(Ordering::Relaxed) + k[2].load(Ordering::Relaxed))
+            .sum()
     }
 
     pub(crate) fn failure(&self, reason: &str) {
@@ -490,6 +524,11 @@ impl Stats {
                 .get()
                 .and_then(|r| r.as_ref())
                 .map(|r| r.stats()),
+            admission: self
+                .admission
+                .get()
+                .and_then(|a| a.as_ref())
+                .map(|a| a.stats()),
         }
     }
 }

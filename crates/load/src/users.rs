@@ -1,0 +1,430 @@
+//! The overload workload: open-loop arrivals of users, each a session of
+//! K requests, as seed 002 drove its server with httperf.
+//!
+//! A user arrives (Poisson, `rate` users per second), then makes its K
+//! requests one after another, each on a new HTTPS connection, pausing for
+//! the think time between them. It keeps one TLS session store for the
+//! whole session: each connection offers the stored session with
+//! probability `reuse` (its first one has nothing to offer). Every request
+//! must complete (connect, handshake and response) within `timeout`; when
+//! it does not, the user either retries it (`retry_on_failure`: same user,
+//! same TLS session) or gives up and a new user with a new TLS session
+//! takes its place, starting the K requests again, as httperf's
+//! `--retry-on-failure` does and does not. Retries and new users go on
+//! until the run's end.
+//!
+//! Two rates are reported apart: **throughput**, every response completed
+//! per second; and **goodput**, the requests of sessions that completed
+//! all K requests per second, with the completed sessions per second. A
+//! collapsing server keeps some throughput while its goodput falls to
+//! nothing. Every figure is client-observed over the measurement window
+//! (arrivals during `duration`; sessions still running at its end are
+//! counted as unfinished, and a session finishing after it counts if it
+//! arrived within it, up to the drain bound).
+//!
+//! It reuses the load engine's TLS client configuration and session store
+//! (`tlslab_crypto::store::ClientSessions`), not its closed-loop clients:
+//! one request per connection, HTTP/1.1 only.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use rustls::pki_types::ServerName;
+use serde::Serialize;
+use tlslab_crypto::meter::Meter;
+use tlslab_crypto::store::ClientSessions;
+use tlslab_runtime::{CpuPin, RuntimeSpec};
+use tlslab_workload::think::ThinkTime;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::{Error, LoadConfig};
+
+/// The user-session knobs beside a [`LoadConfig`] (which gives the target,
+/// TLS settings and trust, `duration`, `timeout`, `think_time`,
+/// `retry_on_failure`, `reuse`, `seed`, `threads` and `pin_cpus`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Users {
+    /// New users per second (Poisson arrivals).
+    pub rate: f64,
+    /// Requests per user session (K, at least 1).
+    pub requests: u32,
+    /// At most this many users at once; an arrival beyond it is dropped
+    /// and counted (bounds the client's memory at overload).
+    pub max_users: usize,
+    /// After the window, users still running get at most this long to
+    /// finish before they are counted unfinished.
+    pub drain: Duration,
+    /// From this time into the window on, users arrive at this rate
+    /// instead (a load step, for recovery measurements).
+    pub then: Option<(Duration, f64)>,
+}
+
+/// One second of a run, by completion time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Second {
+    /// Responses completed in this second.
+    pub responses: u64,
+    /// Sessions completed in this second.
+    pub sessions_completed: u64,
+    /// Users that arrived in this second.
+    pub users_arrived: u64,
+    /// Of those users, how many completed their session (at any time):
+    /// with `users_arrived`, whether a user arriving then was served.
+    pub arrivals_completed: u64,
+}
+
+/// What a user-session run measured (client-observed).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct UsersReport {
+    /// The arrival window, seconds.
+    pub window_secs: f64,
+    /// Users that arrived in the window.
+    pub users_arrived: u64,
+    /// Arrivals dropped because `max_users` were running.
+    pub users_dropped: u64,
+    /// Sessions started: arrivals plus the new users that replaced
+    /// failed ones (without retry on failure).
+    pub sessions_started: u64,
+    /// Sessions whose K requests all completed.
+    pub sessions_completed: u64,
+    /// Sessions abandoned after a failure: by a new client replacing the
+    /// user (without retry on failure), or because the failure came after
+    /// the window ended.
+    pub sessions_abandoned: u64,
+    /// Sessions still running when the drain ended.
+    pub sessions_unfinished: u64,
+    /// Responses completed (any session).
+    pub responses: u64,
+    /// Requests that failed, by reason: `timeout`, `connect`, `tls`
+    /// (handshake refused or closed, as a shed connection is), `http`.
+    pub failures: std::collections::BTreeMap<String, u64>,
+    /// Connections whose handshake was full.
+    pub handshakes_full: u64,
+    /// Connections whose handshake resumed a session.
+    pub handshakes_resumed: u64,
+    /// Responses per second over the window (raw throughput).
+    pub throughput_rps: f64,
+    /// Requests of completed sessions per second over the window.
+    pub goodput_rps: f64,
+    /// Completed sessions per second over the window.
+    pub goodput_sessions_per_sec: f64,
+    /// Median latency of completed requests (connect to last byte), ms.
+    pub latency_p50_ms: f64,
+    /// 99th percentile of that latency, ms.
+    pub latency_p99_ms: f64,
+    /// CPU time the client's own threads used, seconds.
+    pub client_cpu_secs: f64,
+    /// Per second from the window's start (drain included), by completion
+    /// time.
+    pub timeline: Vec<Second>,
+}
+
+#[derive(Default)]
+struct Counters {
+    arrived: AtomicU64,
+    dropped: AtomicU64,
+    started: AtomicU64,
+    completed: AtomicU64,
+    abandoned: AtomicU64,
+    unfinished: AtomicU64,
+    responses: AtomicU64,
+    goodput_requests: AtomicU64,
+    full: AtomicU64,
+    resumed: AtomicU64,
+    running: AtomicU64,
+    failures: Mutex<std::collections::BTreeMap<String, u64>>,
+    latency: Mutex<Option<hdrhistogram::Histogram<u64>>>,
+    timeline: Mutex<Vec<Second>>,
+}
+
+struct Ctx {
+    start: Instant,
+    addr: SocketAddr,
+    name: ServerName<'static>,
+    path: String,
+    host: String,
+    base: rustls::ClientConfig,
+    timeout: Duration,
+    think: ThinkTime,
+    retry: bool,
+    reuse: f64,
+    k: u32,
+    end: Instant,
+    c: Counters,
+}
+
+/// Runs the user-session workload of `cfg` and `users` and returns what it
+/// measured. Network failures are counted, never errors.
+pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
+    if !(users.rate.is_finite() && users.rate > 0.0) {
+        return Err(Error::Config(
+            "--rate must be a positive number of users per second".into(),
+        ));
+    }
+    if users.requests == 0 {
+        return Err(Error::Config(
+            "a user session needs at least 1 request".into(),
+        ));
+    }
+    let Some(duration) = cfg.duration else {
+        return Err(Error::Config(
+            "user sessions run for a duration; give -d".into(),
+        ));
+    };
+    let target = cfg
+        .targets
+        .first()
+        .ok_or_else(|| Error::Config("no target URL".into()))?;
+    if !target.is_tls() {
+        return Err(Error::Config(
+            "user sessions measure TLS sessions: give an https:// URL".into(),
+        ));
+    }
+    let name = crate::tls::server_name(cfg.sni.as_deref(), &target.host)?;
+    let base = crate::tls::base_config(cfg, &Meter::new())?;
+    let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
+    let (rt, threads) = RuntimeSpec::new("tlslab-users", cfg.threads.max(1))
+        .pinned(pin)
+        .build()?;
+    threads.register();
+    let cpu0 = threads.cpu_time().total();
+    let report = rt.block_on(async {
+        let addr = tokio::net::lookup_host((target.host.as_str(), target.port))
+            .await
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "cannot resolve {}:{}; check the URL",
+                    target.host, target.port
+                ))
+            })?;
+        let start = Instant::now();
+        let ctx = Arc::new(Ctx {
+            start,
+            addr,
+            name,
+            path: target.path.clone(),
+            host: target.host_header(),
+            base,
+            timeout: cfg.timeout,
+            think: cfg.think_time,
+            retry: cfg.retry_on_failure,
+            reuse: cfg.reuse,
+            k: users.requests,
+            end: start + duration,
+            c: Counters {
+                latency: Mutex::new(hdrhistogram::Histogram::new(3).ok()),
+                ..Default::default()
+            },
+        });
+        let mut rng = tlslab_workload::rng(cfg.seed, u64::MAX);
+        let gap = |rate: f64| ThinkTime::Exp {
+            mean: Duration::from_secs_f64(1.0 / rate),
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut at = start;
+        let mut n: u64 = 0;
+        loop {
+            let rate = match users.then {
+                Some((after, r)) if at >= start + after => r,
+                _ => users.rate,
+            };
+            at += gap(rate).sample(&mut rng);
+            if at >= ctx.end {
+                break;
+            }
+            tokio::time::sleep_until(at.into()).await;
+            ctx.c.arrived.fetch_add(1, Ordering::Relaxed);
+            ctx.second(|s| s.users_arrived += 1);
+            if ctx.c.running.load(Ordering::Relaxed) >= users.max_users as u64 {
+                ctx.c.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            ctx.c.running.fetch_add(1, Ordering::Relaxed);
+            n += 1;
+            let second = at.saturating_duration_since(start).as_secs() as usize;
+            tasks.spawn(user(ctx.clone(), tlslab_workload::rng(cfg.seed, n), second));
+            while tasks.try_join_next().is_some() {}
+        }
+        let drained = tokio::time::timeout(
+            (ctx.end + users.drain).saturating_duration_since(Instant::now()),
+            async { while tasks.join_next().await.is_some() {} },
+        )
+        .await;
+        if drained.is_err() {
+            ctx.c
+                .unfinished
+                .fetch_add(tasks.len() as u64, Ordering::Relaxed);
+            tasks.abort_all();
+        }
+        Ok::<_, Error>(report(&ctx, duration))
+    })?;
+    let cpu = threads.cpu_time().total().saturating_sub(cpu0);
+    rt.shutdown_timeout(Duration::from_secs(1));
+    Ok(UsersReport {
+        client_cpu_secs: cpu.as_secs_f64(),
+        ..report
+    })
+}
+
+fn report(ctx: &Ctx, window: Duration) -> UsersReport {
+    let c = &ctx.c;
+    let w = window.as_secs_f64();
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let (p50, p99) = c.latency.lock().as_ref().map_or((0.0, 0.0), |h| {
+        (
+            h.value_at_quantile(0.5) as f64 / 1e3,
+            h.value_at_quantile(0.99) as f64 / 1e3,
+        )
+    });
+    UsersReport {
+        window_secs: w,
+        users_arrived: get(&c.arrived),
+        users_dropped: get(&c.dropped),
+        sessions_started: get(&c.started),
+        sessions_completed: get(&c.completed),
+        sessions_abandoned: get(&c.abandoned),
+        sessions_unfinished: get(&c.unfinished),
+        responses: get(&c.responses),
+        failures: c.failures.lock().clone(),
+        handshakes_full: get(&c.full),
+        handshakes_resumed: get(&c.resumed),
+        throughput_rps: get(&c.responses) as f64 / w,
+        goodput_rps: get(&c.goodput_requests) as f64 / w,
+        goodput_sessions_per_sec: get(&c.completed) as f64 / w,
+        latency_p50_ms: p50,
+        latency_p99_ms: p99,
+        client_cpu_secs: 0.0,
+        timeline: c.timeline.lock().clone(),
+    }
+}
+
+impl Ctx {
+    /// Updates the current second of the timeline.
+    fn second(&self, f: impl FnOnce(&mut Second)) {
+        self.at_second(self.start.elapsed().as_secs() as usize, f);
+    }
+
+    /// Updates second `i` of the timeline.
+    fn at_second(&self, i: usize, f: impl FnOnce(&mut Second)) {
+        let mut t = self.c.timeline.lock();
+        if t.len() <= i {
+            t.resize(i + 1, Second::default());
+        }
+        f(&mut t[i]);
+    }
+}
+
+/// Decrements the running users on drop (a finished or aborted task).
+struct Running<'a>(&'a AtomicU64);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One arriving user: sessions until one completes, or (retrying) one
+/// session whatever it takes, bounded by the run's end plus the drain.
+async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
+    use rand::RngExt as _;
+    let _running = Running(&ctx.c.running);
+    'session: loop {
+        ctx.c.started.fetch_add(1, Ordering::Relaxed);
+        let sessions = ClientSessions::new();
+        let mut cfg = ctx.base.clone();
+        cfg.resumption = rustls::client::Resumption::store(sessions.clone());
+        let cfg = Arc::new(cfg);
+        let mut i = 0;
+        while i < ctx.k {
+            if i > 0 {
+                let t = ctx.think.sample(&mut rng);
+                if !t.is_zero() {
+                    tokio::time::sleep(t).await;
+                }
+            }
+            sessions.set_offer(rng.random_bool(ctx.reuse.clamp(0.0, 1.0)));
+            match request(&ctx, cfg.clone()).await {
+                Ok(()) => i += 1,
+                Err(reason) => {
+                    *ctx.c.failures.lock().entry(reason.into()).or_insert(0) += 1;
+                    if Instant::now() >= ctx.end {
+                        ctx.c.abandoned.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    if !ctx.retry {
+                        ctx.c.abandoned.fetch_add(1, Ordering::Relaxed);
+                        continue 'session;
+                    }
+                }
+            }
+        }
+        ctx.c.completed.fetch_add(1, Ordering::Relaxed);
+        ctx.second(|s| s.sessions_completed += 1);
+        ctx.at_second(arrived, |s| s.arrivals_completed += 1);
+        ctx.c
+            .goodput_requests
+            .fetch_add(u64::from(ctx.k), Ordering::Relaxed);
+        return;
+    }
+}
+
+/// One request on a new connection, within the timeout. Errors are
+/// failure reasons.
+async fn request(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<(), &'static str> {
+    let t0 = Instant::now();
+    let work = async {
+        let tcp = TcpStream::connect(ctx.addr).await.map_err(|_| "connect")?;
+        let _ = tcp.set_nodelay(true);
+        let tls = TlsConnector::from(cfg)
+            .connect(ctx.name.clone(), tcp)
+            .await
+            .map_err(|_| "tls")?;
+        let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(tls))
+                .await
+                .map_err(|_| "http")?;
+        tokio::spawn(conn);
+        let req = http::Request::get(ctx.path.as_str())
+            .header(http::header::HOST, ctx.host.as_str())
+            .header(http::header::CONNECTION, "close")
+            .body(Empty::new())
+            .map_err(|_| "http")?;
+        let resp = send.send_request(req).await.map_err(|_| "http")?;
+        let ok = resp.status().is_success();
+        resp.into_body().collect().await.map_err(|_| "http")?;
+        if !ok {
+            return Err("status");
+        }
+        Ok(resumed)
+    };
+    let r = if ctx.timeout == Duration::MAX {
+        work.await
+    } else {
+        tokio::time::timeout(ctx.timeout, work)
+            .await
+            .unwrap_or(Err("timeout"))
+    };
+    let resumed = r?;
+    let c = &ctx.c;
+    c.responses.fetch_add(1, Ordering::Relaxed);
+    ctx.second(|s| s.responses += 1);
+    if resumed {
+        c.resumed.fetch_add(1, Ordering::Relaxed);
+    } else {
+        c.full.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(h) = c.latency.lock().as_mut() {
+        let _ = h.record(t0.elapsed().as_micros() as u64);
+    }
+    Ok(())
+}
