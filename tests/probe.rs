@@ -104,6 +104,30 @@ fn rounds_against_serve_are_stored_and_reported_with_table_2() {
         "{text}"
     );
     assert!(text.contains("10 ms buckets"), "{text}");
+    // One SVG chart per target.
+    let charts = dir.path().join("charts");
+    let out = run_tlslab(
+        &[
+            "probe",
+            "report",
+            "--db",
+            db_s,
+            "--svg",
+            charts.to_str().expect("utf-8"),
+        ],
+        LIMIT,
+    );
+    expect_ok(&out);
+    let svgs: Vec<_> = std::fs::read_dir(&charts)
+        .expect("charts dir")
+        .filter_map(Result::ok)
+        .collect();
+    assert_eq!(svgs.len(), 1, "{}", show(&out));
+    let svg = std::fs::read_to_string(svgs[0].path()).expect("svg");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("<rect") && svg.contains("resumed (accepted)"),
+        "{svg}"
+    );
     let csv = expect_ok(&run_tlslab(
         &["probe", "report", "--db", db_s, "--csv"],
         LIMIT,

@@ -126,6 +126,11 @@ pub struct ProbeReportArgs {
     /// Print one CSV row per target and phase instead of text.
     #[arg(long)]
     pub csv: bool,
+
+    /// Also write one SVG chart per target into DIR (created if missing): the 10 ms histograms
+    /// of full against resumed handshakes, and their daily medians.
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
 }
 
 /// `tlslab probe exporter`.
@@ -327,6 +332,19 @@ fn report(a: &ProbeReportArgs) -> anyhow::Result<ExitCode> {
     })?;
     let samples = store.samples(since, until)?;
     let r = tlslab_probe::report::build(&samples, since, until);
+    if let Some(dir) = &a.svg {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--svg {}: cannot create the directory", dir.display()))?;
+        for t in &r.targets {
+            let Some(svg) = tlslab_probe::svg::target_svg(t) else {
+                eprintln!("{}: no handshake to chart", t.target);
+                continue;
+            };
+            let path = dir.join(tlslab_probe::svg::file_name(&t.target));
+            std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else if a.csv {

@@ -9,7 +9,8 @@
 //! probe loses no committed round; with PostgreSQL, rounds that arrive while
 //! the server is down wait in a bounded queue. [`report`] turns stored samples into seed 003's
 //! figures: per-phase statistics, 10 ms histograms, Table 2 (savings of the
-//! cached handshake) and a daily time series.
+//! cached handshake) and a daily time series; [`svg`] draws one chart per
+//! target.
 //!
 //! It is not a load generator (that is `tlslab-load`, whose TLS client
 //! configuration, round-trip counter and error classes it reuses) and not a
@@ -22,6 +23,7 @@ mod store;
 pub mod exporter;
 pub mod postgres;
 pub mod report;
+pub mod svg;
 
 pub use round::{Phase, ProbeConfig, Sample, probe_target};
 pub use schedule::{Schedule, run};
