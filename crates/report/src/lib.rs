@@ -14,6 +14,10 @@
 //! - [`CsvLog`]: the `--log FILE` sink, one CSV row per request, written by
 //!   its own thread behind a bounded channel so no row is lost.
 //!
+//! - [`study`]: the results document of `tlslab experiment`; [`html`]: the
+//!   self-contained HTML (inline SVG charts) and Markdown reports of it;
+//!   [`capacity`]: `tlslab plan`'s capacity model (M/M/c and seed 004's
+//!   300/(1−ρ)).
 //! - [`distributed`]: an agent's `--out` directory of a sharded run and
 //!   the exact merge of many agents' outputs (`tlslab merge`).
 //!
@@ -21,12 +25,15 @@
 //! `tlslab-load`), and sinks here never reach back into the engine: data
 //! flows engine → record → stats/sinks → report, one way.
 
+pub mod capacity;
 mod csv_log;
 pub mod distributed;
+pub mod html;
 pub mod interval;
 mod model;
 mod record;
 mod stats;
+pub mod study;
 mod sweep;
 mod table;
 

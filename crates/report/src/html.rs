@@ -1,0 +1,913 @@
+//! `tlslab report`: a self-contained HTML page (inline SVG charts drawn with
+//! plotters' SVG backend, inline CSS, no script, no network fetch) and a
+//! Markdown version of the same tables, from one or more
+//! [`StudyResults`](crate::study::StudyResults).
+//!
+//! Every number in a table links to the cell that produced it (`#cell-ID`
+//! anchors in the cell table). A chart is drawn only when its data exists;
+//! the page says which charts were left out and why.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use plotters::prelude::*;
+
+use crate::study::{Cell, CellMetrics, StudyResults, median};
+
+/// A chart: its title and the SVG.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    /// Title.
+    pub title: String,
+    /// What it shows and how it was measured.
+    pub caption: String,
+    /// The `<svg>` element.
+    pub svg: String,
+}
+
+/// One line of a chart.
+pub type Series = (String, Vec<(f64, f64)>);
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn bounds(series: &[Series], log_x: bool) -> Option<(f64, f64, f64, f64)> {
+    let pts: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().copied())
+        .filter(|(x, y)| x.is_finite() && y.is_finite() && (!log_x || *x > 0.0))
+        .collect();
+    if pts.is_empty() {
+        return None;
+    }
+    let (mut x0, mut x1) = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut y1 = f64::NEG_INFINITY;
+    for (x, y) in &pts {
+        x0 = x0.min(*x);
+        x1 = x1.max(*x);
+        y1 = y1.max(*y);
+    }
+    if x1 <= x0 {
+        if log_x {
+            x0 /= 2.0;
+            x1 *= 2.0;
+        } else {
+            x0 -= 1.0;
+            x1 += 1.0;
+        }
+    }
+    let pad = if log_x { 1.0 } else { (x1 - x0) * 0.03 };
+    if !log_x {
+        x0 -= pad;
+        x1 += pad;
+    }
+    Some((x0, x1, 0.0, if y1 > 0.0 { y1 * 1.1 } else { 1.0 }))
+}
+
+/// Draws a line chart (points joined by lines) as SVG. `log_x` draws the x
+/// axis on a log scale. `None` if no series has a finite point.
+pub fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    log_x: bool,
+) -> Option<String> {
+    let (x0, x1, y0, y1) = bounds(series, log_x)?;
+    let mut svg = String::new();
+    let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
+        let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(70);
+        let style = |series_i: usize| PALETTE[series_i % PALETTE.len()];
+        macro_rules! body {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_label)
+                    .y_desc(y_label)
+                    .draw()?;
+                for (i, (name, pts)) in series.iter().enumerate() {
+                    let c = style(i);
+                    let pts: Vec<(f64, f64)> = pts
+                        .iter()
+                        .copied()
+                        .filter(|(x, y)| x.is_finite() && y.is_finite() && (!log_x || *x > 0.0))
+                        .collect();
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                        .label(name.as_str())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                        });
+                    chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))?;
+                }
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperRight)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .draw()?;
+            }};
+        }
+        if log_x {
+            body!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?);
+        } else {
+            body!(builder.build_cartesian_2d(x0..x1, y0..y1)?);
+        }
+        root.present()?;
+        Ok(())
+    })();
+    drawn.ok()?;
+    Some(svg)
+}
+
+/// Draws a bar chart with ± error bars (`(label, value, half-width)`).
+pub fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64, f64)]) -> Option<String> {
+    let bars: Vec<&(String, f64, f64)> = bars.iter().filter(|b| b.1.is_finite()).collect();
+    if bars.is_empty() {
+        return None;
+    }
+    let hi = bars
+        .iter()
+        .map(|b| b.1 + if b.2.is_finite() { b.2 } else { 0.0 })
+        .fold(0.0_f64, f64::max)
+        * 1.15;
+    let lo = bars
+        .iter()
+        .map(|b| b.1 - if b.2.is_finite() { b.2 } else { 0.0 })
+        .fold(0.0_f64, f64::min)
+        * 1.15;
+    let n = bars.len();
+    let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    let mut svg = String::new();
+    let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
+        let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(60)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), lo..hi.max(1e-9))?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
+                    labels[i as usize].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc(y_label)
+            .draw()?;
+        chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+            let x = i as f64;
+            Rectangle::new(
+                [(x - 0.35, 0.0), (x + 0.35, b.1)],
+                PALETTE[i % PALETTE.len()].filled(),
+            )
+        }))?;
+        chart.draw_series(
+            bars.iter()
+                .enumerate()
+                .filter(|(_, b)| b.2.is_finite() && b.2 > 0.0)
+                .map(|(i, b)| {
+                    ErrorBar::new_vertical(i as f64, b.1 - b.2, b.1, b.1 + b.2, BLACK.filled(), 10)
+                }),
+        )?;
+        root.present()?;
+        Ok(())
+    })();
+    drawn.ok()?;
+    Some(svg)
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// Groups cells by the value of `factor`, keeping the order of first sight.
+fn group_by<'a>(cells: &[&'a Cell], factor: &str) -> Vec<(String, Vec<&'a Cell>)> {
+    let mut out: Vec<(String, Vec<&Cell>)> = Vec::new();
+    for c in cells {
+        let k = c.factors.get(factor).cloned().unwrap_or_default();
+        match out.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push(c),
+            None => out.push((k, vec![c])),
+        }
+    }
+    out
+}
+
+/// The factors other than `except` joined, as a series name.
+fn series_key(c: &Cell, except: &[&str]) -> String {
+    let parts: Vec<String> = c
+        .factors
+        .iter()
+        .filter(|(k, _)| !except.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if parts.is_empty() {
+        "all".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// Median over repeats of a per-cell figure, for each matrix point, keyed by
+/// the point; in first-run order.
+fn per_point<'a>(
+    r: &'a StudyResults,
+    f: impl Fn(&CellMetrics) -> Option<f64>,
+) -> Vec<(&'a Cell, f64)> {
+    let mut out = Vec::new();
+    for p in r.points() {
+        let cells: Vec<&Cell> = r.point_cells(&p).collect();
+        let v: Vec<f64> = cells.iter().filter_map(|c| f(&c.metrics)).collect();
+        if !v.is_empty() {
+            out.push((cells[0], median(&v)));
+        }
+    }
+    out
+}
+
+/// The charts whose data exists in `r`, and a note for each left out.
+pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    let has = |f: &str| r.cells.iter().any(|c| c.factors.contains_key(f));
+
+    // Latency against throughput per reuse level.
+    if has("reuse") && r.cells.len() > 1 {
+        let pts = per_point(r, |m| {
+            CellMetrics::at(&m.latency_us, 50.0).map(|v| v as f64)
+        });
+        let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        for (c, p50) in &pts {
+            let thr = median(
+                &r.point_cells(&c.point)
+                    .map(|c| c.metrics.requests_per_s)
+                    .collect::<Vec<_>>(),
+            );
+            let name = series_key(c, &["clients", "rate"]);
+            series.entry(name).or_default().push((thr, ms(*p50 as u64)));
+        }
+        let series: Vec<Series> = series
+            .into_iter()
+            .map(|(k, mut v)| {
+                v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (k, v)
+            })
+            .collect();
+        if series.iter().any(|s| s.1.len() > 1) {
+            if let Some(svg) = line_chart(
+                "Latency against throughput, per reuse level",
+                "requests/s (client-observed)",
+                "p50 latency, ms",
+                &series,
+                false,
+            ) {
+                out.push(Chart {
+                    title: "Latency against throughput".into(),
+                    caption: "Each point is one matrix point (median over repeats) at one client \
+                              count or rate; p50 of request latency (connect + handshake + request \
+                              for a connection's first request), client-observed over the cell's \
+                              window. Seed 000 Figs. 4–5."
+                        .into(),
+                    svg,
+                });
+            }
+        } else {
+            missing.push(
+                "latency against throughput: needs more than one client count or rate per reuse level"
+                    .into(),
+            );
+        }
+    }
+
+    // Throughput against reuse.
+    if has("reuse") {
+        let pts = per_point(r, |m| Some(m.requests_per_s));
+        let mut best: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+        for (c, thr) in &pts {
+            let name = series_key(c, &["clients", "rate", "reuse"]);
+            let reuse = c.factors.get("reuse").cloned().unwrap_or_default();
+            let e = best.entry(name).or_default().entry(reuse).or_insert(0.0);
+            *e = e.max(*thr);
+        }
+        let series: Vec<Series> = best
+            .into_iter()
+            .map(|(k, m)| {
+                let mut v: Vec<(f64, f64)> = m
+                    .into_iter()
+                    .filter_map(|(r, t)| r.parse::<f64>().ok().map(|r| (r * 100.0, t)))
+                    .collect();
+                v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (k, v)
+            })
+            .collect();
+        if series.iter().any(|s| s.1.len() > 1) {
+            if let Some(svg) = line_chart(
+                "Throughput against session reuse",
+                "connections resumed, %",
+                "requests/s (best client count)",
+                &series,
+                false,
+            ) {
+                out.push(Chart {
+                    title: "Throughput against reuse".into(),
+                    caption:
+                        "Highest median requests/s over the client counts run, per reuse level; \
+                              client-observed over each cell's window. Seed 000 Figs. 4–5."
+                            .into(),
+                    svg,
+                });
+            }
+        } else {
+            missing.push("throughput against reuse: needs at least two reuse levels".into());
+        }
+        // Server CPU against reuse (server-observed).
+        let cpu = per_point(r, |m| {
+            (m.server_cpu_us_per_request > 0.0).then_some(m.server_cpu_us_per_request)
+        });
+        let mut s2: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        for (c, v) in &cpu {
+            if c.factors.get("clients").is_some_and(|n| {
+                // One client count per series: the largest.
+                r.cells
+                    .iter()
+                    .filter_map(|o| o.factors.get("clients")?.parse::<usize>().ok())
+                    .max()
+                    .is_some_and(|m| n.parse::<usize>().ok() == Some(m))
+            }) || !c.factors.contains_key("clients")
+            {
+                if let Some(reuse) = c.factors.get("reuse").and_then(|x| x.parse::<f64>().ok()) {
+                    s2.entry(series_key(c, &["clients", "rate", "reuse"]))
+                        .or_default()
+                        .push((reuse * 100.0, *v));
+                }
+            }
+        }
+        let s2: Vec<Series> = s2
+            .into_iter()
+            .map(|(k, mut v)| {
+                v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (k, v)
+            })
+            .collect();
+        if s2.iter().any(|s| s.1.len() > 1) {
+            if let Some(svg) = line_chart(
+                "Server CPU per request against session reuse",
+                "connections resumed, %",
+                "server CPU per request, µs",
+                &s2,
+                false,
+            ) {
+                out.push(Chart {
+                    title: "Server CPU against reuse".into(),
+                    caption: "Server-observed: the server worker's CPU time over the whole cell \
+                              divided by the requests it served (median over repeats), at the \
+                              largest client count."
+                        .into(),
+                    svg,
+                });
+            }
+        }
+    }
+
+    // HDR percentile plots per handshake kind.
+    let mut hdr: Vec<Series> = Vec::new();
+    for (kind, pick) in [
+        (
+            "full",
+            (|m: &CellMetrics| m.handshake_full_us.clone()) as fn(&CellMetrics) -> Vec<(f64, u64)>,
+        ),
+        ("resumed", |m: &CellMetrics| m.handshake_resumed_us.clone()),
+    ] {
+        let cells: Vec<&Cell> = r
+            .cells
+            .iter()
+            .filter(|c| pick(&c.metrics).len() >= 3)
+            .collect();
+        for (name, group) in group_by(&cells, "version") {
+            let mut by_q: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+            for c in group {
+                for (q, v) in pick(&c.metrics) {
+                    by_q.entry((q * 1000.0) as u64).or_default().push(ms(v));
+                }
+            }
+            let pts: Vec<(f64, f64)> = by_q
+                .into_iter()
+                .filter(|(q, _)| *q < 100_000)
+                .map(|(q, v)| (1.0 / (1.0 - q as f64 / 100_000.0), median(&v)))
+                .collect();
+            if pts.len() > 1 {
+                let v = if name.is_empty() {
+                    String::new()
+                } else {
+                    format!(" TLS {name}")
+                };
+                hdr.push((format!("{kind}{v}"), pts));
+            }
+        }
+    }
+    if !hdr.is_empty() {
+        if let Some(svg) = line_chart(
+            "Handshake time percentiles per handshake kind",
+            "1/(1-percentile): 2 = p50, 10 = p90, 100 = p99, 1000 = p99.9",
+            "handshake time, ms",
+            &hdr,
+            true,
+        ) {
+            out.push(Chart {
+                title: "Handshake percentiles".into(),
+                caption: "HDR-style percentile plot: client-observed handshake time (end of TCP \
+                          connect to handshake complete), each percentile the median over the \
+                          cells that had that kind of handshake."
+                    .into(),
+                svg,
+            });
+        }
+    } else {
+        missing.push("handshake percentile plot: no cell recorded handshake percentiles".into());
+    }
+
+    // The breakdown bar chart.
+    if let Some(shares) = r
+        .engine_report
+        .as_ref()
+        .and_then(|e| e.get("shares"))
+        .and_then(|s| s.as_array())
+    {
+        let bars: Vec<(String, f64, f64)> = shares
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s.get("stage")?.as_str()?.to_string(),
+                    s.get("fraction")?.as_f64()? * 100.0,
+                    s.get("ci95").and_then(|v| v.as_f64()).unwrap_or(0.0) * 100.0,
+                ))
+            })
+            .collect();
+        if let Some(svg) = bar_chart(
+            "Share of server CPU per request, by TLS stage (Amdahl)",
+            "% of the TLS baseline's server CPU",
+            &bars,
+        ) {
+            out.push(Chart {
+                title: "Breakdown".into(),
+                caption: "Each stage's share of the baseline's server CPU per request \
+                          (server-observed), from no-op ablation; error bars are 95 % intervals \
+                          of the paired per-round shares. Seed 001 Fig. 10 / §4."
+                    .into(),
+                svg,
+            });
+        }
+    }
+
+    // Goodput against offered load: cells with a `rate` factor.
+    if has("rate") {
+        let pts = per_point(r, |m| Some(m.requests_per_s));
+        let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        for (c, thr) in &pts {
+            if let Some(rate) = c.factors.get("rate").and_then(|x| x.parse::<f64>().ok()) {
+                series
+                    .entry(series_key(c, &["rate", "clients"]))
+                    .or_default()
+                    .push((rate, *thr));
+            }
+        }
+        let series: Vec<Series> = series
+            .into_iter()
+            .map(|(k, mut v)| {
+                v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (k, v)
+            })
+            .collect();
+        if let Some(svg) = line_chart(
+            "Goodput against offered load",
+            "offered requests/s",
+            "completed requests/s (client-observed)",
+            &series,
+            false,
+        ) {
+            out.push(Chart {
+                title: "Goodput against offered load".into(),
+                caption: "Open-loop cells: requests completed successfully per second against the \
+                          rate offered. Seed 002 Figs. 3–7."
+                    .into(),
+                svg,
+            });
+        }
+    } else {
+        missing.push(
+            "goodput against offered load: no open-loop (rate) cells; seed002-overload's engine \
+             has not landed"
+                .into(),
+        );
+    }
+
+    // Model curves (seed 004's 300/(1−ρ), M/M/1).
+    let mut by_chart: BTreeMap<String, Vec<&crate::study::Curve>> = BTreeMap::new();
+    for c in &r.curves {
+        by_chart.entry(c.chart.clone()).or_default().push(c);
+    }
+    for (title, curves) in by_chart {
+        let series: Vec<Series> = curves
+            .iter()
+            .map(|c| (c.name.clone(), c.points.clone()))
+            .collect();
+        if let Some(svg) = line_chart(&title, &curves[0].x, &curves[0].y, &series, false) {
+            out.push(Chart {
+                title: title.clone(),
+                caption: "Model curves computed from the measured service times (not measured \
+                          response times)."
+                    .into(),
+                svg,
+            });
+        }
+    }
+    missing.push(
+        "cluster figure (seed 000 Fig. 9): `tlslab cluster` has not landed on main yet".into(),
+    );
+    (out, missing)
+}
+
+fn fmt_num(v: f64) -> String {
+    if !v.is_finite() {
+        "–".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or("–".into(), fmt_num)
+}
+
+/// The columns of the cell table: (header, value).
+fn cell_columns(c: &Cell) -> Vec<(&'static str, String)> {
+    let m = &c.metrics;
+    vec![
+        ("req/s", fmt_num(m.requests_per_s)),
+        ("conn/s", fmt_num(m.connections_per_s)),
+        (
+            "server CPU/req µs",
+            if m.server_cpu_us_per_request > 0.0 {
+                fmt_num(m.server_cpu_us_per_request)
+            } else {
+                "–".into()
+            },
+        ),
+        (
+            "p50 ms",
+            fmt_opt(CellMetrics::at(&m.latency_us, 50.0).map(ms)),
+        ),
+        (
+            "p99 ms",
+            fmt_opt(CellMetrics::at(&m.latency_us, 99.0).map(ms)),
+        ),
+        (
+            "full hs p50 ms",
+            fmt_opt(CellMetrics::at(&m.handshake_full_us, 50.0).map(ms)),
+        ),
+        (
+            "resumed hs p50 ms",
+            fmt_opt(CellMetrics::at(&m.handshake_resumed_us, 50.0).map(ms)),
+        ),
+        (
+            "full hs bytes",
+            fmt_opt(m.full_bytes_in.zip(m.full_bytes_out).map(|(a, b)| a + b)),
+        ),
+        ("full hs RTTs", fmt_opt(m.full_round_trips)),
+        ("reused %", fmt_num(m.reuse_achieved * 100.0)),
+        ("client busy %", fmt_num(m.client_busy * 100.0)),
+        ("errors", m.errors.to_string()),
+    ]
+}
+
+/// Renders the HTML page of every document in `docs`.
+pub fn render_html(docs: &[StudyResults]) -> String {
+    let mut h = String::new();
+    let title = docs
+        .iter()
+        .map(|d| d.study.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <link rel=\"icon\" href=\"data:,\">\
+         <title>tlslab report: {}</title><style>\
+         body{{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}}\
+         table{{border-collapse:collapse;margin:1em 0;font-size:0.85em}}\
+         th,td{{border:1px solid #ccc;padding:3px 6px;text-align:right}}\
+         th{{background:#f3f3f3}} td.l,th.l{{text-align:left}}\
+         tr:target{{background:#ffef9f}} figure{{margin:1.5em 0}} figcaption{{font-size:0.85em;color:#555;max-width:720px}}\
+         code{{background:#f5f5f5;padding:1px 3px}} .note{{color:#8a5a00}}\
+         </style></head><body>\n<h1>tlslab report: {}</h1>\n",
+        esc(&title),
+        esc(&title)
+    );
+    for (di, d) in docs.iter().enumerate() {
+        let prefix = if docs.len() > 1 {
+            format!("d{di}-")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            h,
+            "<section id=\"{prefix}study\"><h2>{}</h2>",
+            esc(&d.title)
+        );
+        if d.quick {
+            let _ = writeln!(
+                h,
+                "<p class=\"note\"><b>Quick run</b> (<code>--quick</code>): short cells and few \
+                 levels; figures are indicative, not the full study.</p>"
+            );
+        }
+        if !d.complete {
+            let _ = writeln!(
+                h,
+                "<p class=\"note\"><b>Incomplete</b>: the run was interrupted; resume it with \
+                 <code>--resume</code>.</p>"
+            );
+        }
+        if !d.seed.is_empty() {
+            let _ = writeln!(h, "<p>Redoes: {}</p>", esc(&d.seed));
+        }
+        if !d.command_line.is_empty() {
+            let _ = writeln!(
+                h,
+                "<p>Command: <code>{}</code></p>",
+                esc(&d.command_line.join(" "))
+            );
+        }
+        let e = &d.environment;
+        if !e.cpu_model.is_empty() {
+            let _ = writeln!(
+                h,
+                "<p>Machine: {} ({} CPUs usable), {}; {}; {}; {}{}.</p>",
+                esc(&e.cpu_model),
+                e.cores,
+                esc(&e.kernel),
+                esc(&e.tlslab_version),
+                esc(&e.tls_library),
+                esc(&e.placement),
+                e.loadavg_1m
+                    .map(|l| format!("; load average at start {l:.2} (a shared machine is noisy)"))
+                    .unwrap_or_default()
+            );
+        }
+        if !d.comparisons.is_empty() {
+            let _ = writeln!(
+                h,
+                "<h3>Paper against today</h3><table><tr><th class=\"l\">quantity</th>\
+                 <th>paper</th><th class=\"l\">where</th><th>today</th><th class=\"l\">measured</th>\
+                 <th class=\"l\">why they differ</th></tr>"
+            );
+            for c in &d.comparisons {
+                let today = match (c.today, c.cells.first()) {
+                    (Some(v), Some(cell)) => format!(
+                        "<a href=\"#{prefix}cell-{}\">{} {}</a>",
+                        esc(cell),
+                        fmt_num(v),
+                        esc(&c.unit)
+                    ),
+                    (Some(v), None) => format!("{} {}", fmt_num(v), esc(&c.unit)),
+                    (None, _) => "not measured".into(),
+                };
+                let _ = writeln!(
+                    h,
+                    "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td>\
+                     <td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+                    esc(&c.quantity),
+                    esc(&c.paper),
+                    esc(&c.source),
+                    today,
+                    esc(&c.measured),
+                    esc(&c.reason)
+                );
+            }
+            let _ = writeln!(h, "</table>");
+        }
+        let (charts, missing) = charts(d);
+        for c in &charts {
+            let _ = writeln!(
+                h,
+                "<figure class=\"chart\">{}<figcaption><b>{}</b>. {}</figcaption></figure>",
+                c.svg,
+                esc(&c.title),
+                esc(&c.caption)
+            );
+        }
+        if !missing.is_empty() {
+            let _ = writeln!(h, "<p>Charts not drawn:</p><ul>");
+            for m in &missing {
+                let _ = writeln!(h, "<li>{}</li>", esc(m));
+            }
+            let _ = writeln!(h, "</ul>");
+        }
+        if !d.cells.is_empty() {
+            let factor_names: Vec<String> = {
+                let mut v: Vec<String> = Vec::new();
+                for c in &d.cells {
+                    for k in c.factors.keys() {
+                        if !v.contains(k) {
+                            v.push(k.clone());
+                        }
+                    }
+                }
+                v
+            };
+            let _ = write!(
+                h,
+                "<h3>Cells</h3><p>Every cell, in run order. Throughput and latency are \
+                 client-observed over the cell's window; server CPU is server-observed over \
+                 the whole cell.</p><table><tr><th class=\"l\">cell</th>"
+            );
+            for f in &factor_names {
+                let _ = write!(h, "<th class=\"l\">{}</th>", esc(f));
+            }
+            for (name, _) in cell_columns(&d.cells[0]) {
+                let _ = write!(h, "<th>{}</th>", esc(name));
+            }
+            let _ = writeln!(h, "<th class=\"l\">command</th></tr>");
+            for c in &d.cells {
+                let _ = write!(
+                    h,
+                    "<tr id=\"{prefix}cell-{}\"><td class=\"l\">{}</td>",
+                    esc(&c.id),
+                    esc(&c.id)
+                );
+                for f in &factor_names {
+                    let _ = write!(
+                        h,
+                        "<td class=\"l\">{}</td>",
+                        esc(c.factors.get(f).map_or("", |s| s.as_str()))
+                    );
+                }
+                for (_, v) in cell_columns(c) {
+                    let _ = write!(h, "<td>{v}</td>");
+                }
+                let _ = writeln!(
+                    h,
+                    "<td class=\"l\"><code>{}</code></td></tr>",
+                    esc(&c.command_line)
+                );
+            }
+            let _ = writeln!(h, "</table>");
+        }
+        let _ = writeln!(h, "</section>");
+    }
+    let _ = writeln!(
+        h,
+        "<p><small>Generated by tlslab {}. Self-contained: no script, no network fetch.</small></p>\
+         </body></html>",
+        env!("CARGO_PKG_VERSION")
+    );
+    h
+}
+
+/// Renders the Markdown version (tables, no charts).
+pub fn render_markdown(docs: &[StudyResults]) -> String {
+    let mut s = String::new();
+    for d in docs {
+        let _ = writeln!(s, "# {}\n", d.title);
+        if d.quick {
+            let _ = writeln!(s, "**Quick run**: short cells, few levels.\n");
+        }
+        if !d.seed.is_empty() {
+            let _ = writeln!(s, "Redoes: {}\n", d.seed);
+        }
+        if !d.command_line.is_empty() {
+            let _ = writeln!(s, "Command: `{}`\n", d.command_line.join(" "));
+        }
+        let e = &d.environment;
+        if !e.cpu_model.is_empty() {
+            let _ = writeln!(
+                s,
+                "Machine: {} ({} CPUs usable), {}; {}; {}.\n",
+                e.cpu_model, e.cores, e.kernel, e.tls_library, e.placement
+            );
+        }
+        if !d.comparisons.is_empty() {
+            let _ = writeln!(
+                s,
+                "## Paper against today\n\n| quantity | paper | where | today | measured | why they differ |\n|---|---:|---|---:|---|---|"
+            );
+            for c in &d.comparisons {
+                let today = c.today.map_or("not measured".into(), |v| {
+                    format!("{} {} ({})", fmt_num(v), c.unit, c.cells.join(", "))
+                });
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} |",
+                    c.quantity, c.paper, c.source, today, c.measured, c.reason
+                );
+            }
+            let _ = writeln!(s);
+        }
+        if !d.cells.is_empty() {
+            let _ = writeln!(s, "## Cells\n");
+            let cols = cell_columns(&d.cells[0]);
+            let _ = writeln!(
+                s,
+                "| cell | factors | {} |\n|---|---|{}",
+                cols.iter().map(|c| c.0).collect::<Vec<_>>().join(" | "),
+                "---:|".repeat(cols.len())
+            );
+            for c in &d.cells {
+                let f: Vec<String> = c.factors.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} |",
+                    c.id,
+                    f.join(" "),
+                    cell_columns(c)
+                        .into_iter()
+                        .map(|c| c.1)
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                );
+            }
+            let _ = writeln!(s);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_chart_is_svg_with_the_series_name() {
+        let svg = line_chart(
+            "t",
+            "x",
+            "y",
+            &[("alpha".into(), vec![(1.0, 2.0), (2.0, 3.0)])],
+            false,
+        )
+        .unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..50.min(svg.len())]);
+        assert!(svg.contains("alpha"));
+        assert!(svg.contains("<polyline") || svg.contains("<path"));
+        assert!(line_chart("t", "x", "y", &[("e".into(), vec![])], false).is_none());
+        let log = line_chart(
+            "t",
+            "x",
+            "y",
+            &[("l".into(), vec![(2.0, 1.0), (100.0, 5.0)])],
+            true,
+        );
+        assert!(log.is_some());
+    }
+
+    #[test]
+    fn bar_chart_draws_bars() {
+        let svg = bar_chart(
+            "b",
+            "%",
+            &[
+                ("sig".into(), 40.0, 3.0),
+                ("kx".into(), 20.0, f64::INFINITY),
+            ],
+        )
+        .unwrap();
+        assert!(svg.contains("<rect"));
+        assert!(svg.contains("sig"));
+    }
+}
