@@ -241,10 +241,7 @@ fn series_key(c: &Cell, except: &[&str]) -> String {
 
 /// Median over repeats of a per-cell figure, for each matrix point, keyed by
 /// the point; in first-run order.
-fn per_point<'a>(
-    r: &'a StudyResults,
-    f: impl Fn(&CellMetrics) -> Option<f64>,
-) -> Vec<(&'a Cell, f64)> {
+fn per_point(r: &StudyResults, f: impl Fn(&CellMetrics) -> Option<f64>) -> Vec<(&Cell, f64)> {
     let mut out = Vec::new();
     for p in r.points() {
         let cells: Vec<&Cell> = r.point_cells(&p).collect();
@@ -357,20 +354,19 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
         });
         let mut s2: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
         for (c, v) in &cpu {
-            if c.factors.get("clients").is_some_and(|n| {
+            if (c.factors.get("clients").is_some_and(|n| {
                 // One client count per series: the largest.
                 r.cells
                     .iter()
                     .filter_map(|o| o.factors.get("clients")?.parse::<usize>().ok())
                     .max()
                     .is_some_and(|m| n.parse::<usize>().ok() == Some(m))
-            }) || !c.factors.contains_key("clients")
+            }) || !c.factors.contains_key("clients"))
+                && let Some(reuse) = c.factors.get("reuse").and_then(|x| x.parse::<f64>().ok())
             {
-                if let Some(reuse) = c.factors.get("reuse").and_then(|x| x.parse::<f64>().ok()) {
-                    s2.entry(series_key(c, &["clients", "rate", "reuse"]))
-                        .or_default()
-                        .push((reuse * 100.0, *v));
-                }
+                s2.entry(series_key(c, &["clients", "rate", "reuse"]))
+                    .or_default()
+                    .push((reuse * 100.0, *v));
             }
         }
         let s2: Vec<Series> = s2
@@ -380,23 +376,23 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
                 (k, v)
             })
             .collect();
-        if s2.iter().any(|s| s.1.len() > 1) {
-            if let Some(svg) = line_chart(
+        if s2.iter().any(|s| s.1.len() > 1)
+            && let Some(svg) = line_chart(
                 "Server CPU per request against session reuse",
                 "connections resumed, %",
                 "server CPU per request, µs",
                 &s2,
                 false,
-            ) {
-                out.push(Chart {
-                    title: "Server CPU against reuse".into(),
-                    caption: "Server-observed: the server worker's CPU time over the whole cell \
+            )
+        {
+            out.push(Chart {
+                title: "Server CPU against reuse".into(),
+                caption: "Server-observed: the server worker's CPU time over the whole cell \
                               divided by the requests it served (median over repeats), at the \
                               largest client count."
-                        .into(),
-                    svg,
-                });
-            }
+                    .into(),
+                svg,
+            });
         }
     }
 
