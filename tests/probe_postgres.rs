@@ -61,9 +61,11 @@ fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
+/// Runs `cmd` as the unprivileged user when root, from /tmp: the server
+/// user may not be able to enter the test's working directory.
 fn as_server_user(cmd: &mut Command) -> &mut Command {
     if is_root() {
-        cmd.uid(UNPRIVILEGED).gid(UNPRIVILEGED);
+        cmd.uid(UNPRIVILEGED).gid(UNPRIVILEGED).current_dir("/tmp");
     }
     cmd
 }
@@ -81,7 +83,16 @@ impl Postgres {
             eprintln!("SKIPPED: {why}");
             return None;
         };
-        let dir = tempdir();
+        // Under /tmp when root, whatever TMPDIR says: the server user must be
+        // able to reach the data directory through every parent.
+        let dir = if is_root() {
+            tempfile::Builder::new()
+                .prefix("tlslab-pg-")
+                .tempdir_in("/tmp")
+                .expect("temp dir in /tmp")
+        } else {
+            tempdir()
+        };
         let data = dir.path().join("data");
         std::fs::create_dir(&data).expect("data dir");
         if is_root() {
