@@ -57,7 +57,8 @@ pub struct DispatchArgs {
     #[arg(long, default_value = "127.0.0.1:8443")]
     pub listen: SocketAddr,
     /// A node: `IP:PORT`, optionally `IP:PORT=HEX[,HEX…]` naming prefixes of the tickets and PSK
-    /// identities it issues (its ticket key names, or its `serve --node-tag`). Repeat per node.
+    /// identities it issues (its ticket key names, e.g. those of its `serve --ticket-keys` file).
+    /// Repeat per node.
     #[arg(long = "backend", required = true, value_name = "ADDR[=HEX,…]")]
     pub backends: Vec<String>,
     /// Routing policy.

@@ -8,8 +8,9 @@
 //!   the cleartext NewSessionTicket;
 //! - a TLS 1.3 PSK identity, by the same key name, learned from the
 //!   ServerHello that accepts a PSK (its `selected_identity` is cleartext)
-//!   or given per backend (`--backend ADDR=HEXPREFIX`: ticket key names,
-//!   or the `--node-tag` of `tlslab serve`).
+//!   or given per backend (`--backend ADDR=HEXPREFIX`: the node's ticket
+//!   key names, such as those of its `tlslab serve --ticket-keys` file;
+//!   `serve` cannot yet tag its session IDs or stateful tickets).
 //!
 //! Blind baselines (`round-robin`, `least-conn`, `random`, `source-ip`)
 //! are there to be measured against. Learned mappings live in a bounded,
@@ -88,7 +89,7 @@ pub struct Backend {
     /// Its address.
     pub addr: SocketAddr,
     /// Prefixes of tickets / PSK identities / session IDs it issues (its
-    /// ticket key names, or its `serve --node-tag`).
+    /// ticket key names).
     pub tags: Vec<Vec<u8>>,
 }
 
