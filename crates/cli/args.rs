@@ -65,6 +65,9 @@ pub enum Command {
     /// Drive an embedded server from 0.5x to 4x its capacity with user sessions (seed 002's
     /// collapse) and compare admission control off, static and session-aware.
     Overload(crate::overload_args::OverloadArgs),
+    /// Seed 000's cluster experiment (Fig. 9): N nodes behind a blind or session-aware dispatcher,
+    /// or sharing session state, swept over reuse and resumption mechanisms.
+    Cluster(crate::cluster_args::ClusterArgs),
 }
 
 /// `tlslab relay`.

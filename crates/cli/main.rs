@@ -7,6 +7,7 @@
 //! error (bad flags, bad files named by flags).
 
 mod args;
+mod cluster_args;
 mod config;
 mod dispatch_cmd;
 mod distributed;
@@ -87,6 +88,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dispatch(a) => dispatch_cmd::run(a),
         Command::Merge(a) => distributed::merge(&a),
         Command::Overload(a) => overload_args::run(&a),
+        Command::Cluster(a) => cluster_args::run(&a),
     }
 }
 

@@ -5,7 +5,9 @@
 //! turning the per-cell reports into the tables a person reads: [`lab`],
 //! the "what TLS costs on this machine" matrix, and [`breakdown`], seed
 //! 001's no-op-and-Amdahl cost table; and [`overload`], seed 002's
-//! collapse under overload and session-aware admission control.
+//! collapse under overload and session-aware admission control; and
+//! [`cluster`], seed 000's cluster experiment (Fig. 9): session-aware
+//! dispatch against blind dispatch and shared session state.
 //!
 //! It is not for measuring anything itself: every number comes from the
 //! server engine (server-observed CPU) or the load engine (client-observed
@@ -13,6 +15,7 @@
 
 pub mod breakdown;
 mod cell;
+pub mod cluster;
 pub mod lab;
 pub mod overload;
 pub mod pin;
@@ -30,6 +33,14 @@ pub enum Error {
     /// Key material could not be generated.
     #[error("certificates: {0}")]
     Crypto(#[from] tlslab_crypto::Error),
+    /// The embedded dispatcher failed to start.
+    #[error("dispatcher: {0}")]
+    Dispatch(#[from] tlslab_dispatch::Error),
+    /// The cluster experiment could not set up or run a part (a peer
+    /// missing or failing to start, a file it could not write); the
+    /// message names the part and the fix.
+    #[error("cluster: {0}")]
+    Cluster(String),
     /// A cell produced no successful request, so no figure can be given.
     #[error("cell '{cell}' completed no request ({errors}); the lab cannot report it")]
     EmptyCell {
