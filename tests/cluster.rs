@@ -102,7 +102,10 @@ fn quick_run_session_aware_routes_and_round_robin_does_not() {
         let rr_eff = f(rr, "routing_efficiency");
         assert!(rr_eff < 0.6, "{m}: round-robin routing efficiency {rr_eff}");
         for c in [se, rr] {
-            assert!(f(c, "requests") > 0.0 && f(c, "throughput_rps") > 0.0, "{c:#}");
+            assert!(
+                f(c, "requests") > 0.0 && f(c, "throughput_rps") > 0.0,
+                "{c:#}"
+            );
             assert!(f(c, "cluster_cpu_us_per_request") > 0.0, "{c:#}");
             assert_eq!(c["node_cpu_s"].as_array().unwrap().len(), 3);
             assert_eq!(f(c, "errors"), 0.0, "{c:#}");
@@ -130,7 +133,12 @@ fn bad_flags_are_usage_errors() {
         (vec!["cluster", "--key", "dsa"], "--key"),
     ] {
         let out = run_tlslab(&args, Duration::from_secs(30));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", common::show(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            common::show(&out)
+        );
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
     }

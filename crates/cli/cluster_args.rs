@@ -151,15 +151,13 @@ pub fn run(a: &ClusterArgs) -> anyhow::Result<ExitCode> {
         return Err(usage("--clients must be at least 1"));
     }
     cfg.clients = a.clients;
-    cfg.key = a
-        .key
-        .parse()
-        .map_err(|e| usage(format!("--key: {e}")))?;
+    cfg.key = a.key.parse().map_err(|e| usage(format!("--key: {e}")))?;
     if a.body > 10 * 1024 * 1024 {
         return Err(usage("--body must be at most 10485760 bytes"));
     }
     cfg.body_bytes = a.body;
-    let report = cluster::run(&cfg, |line| eprintln!("{line}")).context("running tlslab cluster")?;
+    let report =
+        cluster::run(&cfg, |line| eprintln!("{line}")).context("running tlslab cluster")?;
     print!("{}", report.render());
     if let Some(path) = &a.json {
         let body = serde_json::to_vec_pretty(&report)?;

@@ -120,7 +120,11 @@ pub enum Sharing {
 
 impl Sharing {
     /// All three.
-    pub const ALL: [Sharing; 3] = [Sharing::None, Sharing::RedisCache, Sharing::SharedTicketKeys];
+    pub const ALL: [Sharing; 3] = [
+        Sharing::None,
+        Sharing::RedisCache,
+        Sharing::SharedTicketKeys,
+    ];
 
     /// The flag spelling.
     pub fn name(self) -> &'static str {
@@ -176,7 +180,9 @@ pub fn parse_policy(s: &str) -> Result<Policy, String> {
     .into_iter()
     .find(|p| p.name() == s.trim())
     .ok_or_else(|| {
-        format!("policy {s:?} is unknown; choose round-robin, least-conn, random, source-ip or session")
+        format!(
+            "policy {s:?} is unknown; choose round-robin, least-conn, random, source-ip or session"
+        )
     })
 }
 
@@ -448,7 +454,11 @@ fn need_tool(name: &str, what: &str) -> Result<PathBuf, Error> {
         Error::Cluster(format!(
             "{what} needs `{name}`, which is not on PATH or in /usr/sbin; install it \
              (apt-get install -y {pkg}) or leave that arm out",
-            pkg = if name == "redis-server" { "redis-server" } else { name }
+            pkg = if name == "redis-server" {
+                "redis-server"
+            } else {
+                name
+            }
         ))
     })
 }
@@ -469,8 +479,11 @@ fn tool_version(path: &Path, args: &[&str]) -> String {
 }
 
 fn free_port() -> Result<u16, Error> {
-    let l = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| Error::Cluster(format!("no free port: {e}")))?;
-    Ok(l.local_addr().map_err(|e| Error::Cluster(e.to_string()))?.port())
+    let l = TcpListener::bind(("127.0.0.1", 0))
+        .map_err(|e| Error::Cluster(format!("no free port: {e}")))?;
+    Ok(l.local_addr()
+        .map_err(|e| Error::Cluster(e.to_string()))?
+        .port())
 }
 
 /// CPU time of every thread of process `pid` (sum of the first field of
@@ -546,7 +559,9 @@ impl Proc {
                 return Err(Error::Cluster(format!(
                     "{} exited at start ({status}): {}",
                     self.name,
-                    std::fs::read_to_string(&self.log).unwrap_or_default().trim()
+                    std::fs::read_to_string(&self.log)
+                        .unwrap_or_default()
+                        .trim()
                 )));
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
@@ -559,7 +574,9 @@ impl Proc {
         Err(Error::Cluster(format!(
             "{} did not listen on {addr} within 10 s: {}",
             self.name,
-            std::fs::read_to_string(&self.log).unwrap_or_default().trim()
+            std::fs::read_to_string(&self.log)
+                .unwrap_or_default()
+                .trim()
         )))
     }
 }
@@ -584,9 +601,16 @@ impl Redis {
         for _ in 0..3 {
             let port = free_port()?;
             let mut cmd = Command::new(bin);
-            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
-                .args(["--appendonly", "no", "--dir"])
-                .arg(dir);
+            cmd.args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--dir"])
+            .arg(dir);
             let mut proc = Proc::spawn(cmd, "redis-server", dir.join("redis.log"), cpus)?;
             match proc.wait_port(SocketAddr::from(([127, 0, 0, 1], port)), cpus) {
                 Ok(()) => {
@@ -734,9 +758,12 @@ impl NodeSetup {
     }
 
     fn note(self) -> Option<String> {
-        (self.mechanism == Mechanism::Tls13Ticket && self.sharing == Sharing::RedisCache).then(|| {
-            "stateful TLS 1.3 tickets (serve --tickets off), the kind a shared cache holds".into()
-        })
+        (self.mechanism == Mechanism::Tls13Ticket && self.sharing == Sharing::RedisCache).then(
+            || {
+                "stateful TLS 1.3 tickets (serve --tickets off), the kind a shared cache holds"
+                    .into()
+            },
+        )
     }
 }
 
@@ -754,9 +781,9 @@ fn not_applicable(kind: NodeKind, mechanism: Mechanism, sharing: Sharing) -> Opt
              shared-ticket-keys)"
                 .into(),
         ),
-        (Sharing::SharedTicketKeys, Mechanism::Tls12Id) => {
-            Some("session IDs are not tickets: ticket keys do not resume them (see redis-cache)".into())
-        }
+        (Sharing::SharedTicketKeys, Mechanism::Tls12Id) => Some(
+            "session IDs are not tickets: ticket keys do not resume them (see redis-cache)".into(),
+        ),
         _ => None,
     }
 }
@@ -791,7 +818,9 @@ fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf) -> Result<Node, Er
             timeout: Duration::from_millis(5),
         }),
         (Sharing::RedisCache, None) => {
-            return Err(Error::Cluster("the redis-cache arm has no redis-server".into()));
+            return Err(Error::Cluster(
+                "the redis-cache arm has no redis-server".into(),
+            ));
         }
         _ => None,
     };
@@ -827,7 +856,14 @@ fn unique() -> String {
     )
 }
 
-fn nginx_conf(prefix: &Path, port: u16, env: &Env, node: usize, setup: NodeSetup, keys: &Path) -> String {
+fn nginx_conf(
+    prefix: &Path,
+    port: u16,
+    env: &Env,
+    node: usize,
+    setup: NodeSetup,
+    keys: &Path,
+) -> String {
     let p = prefix.display();
     let protocol = match setup.mechanism.version() {
         Version::Tls12 => "TLSv1.2",
@@ -880,7 +916,14 @@ fn start_nginx(env: &Env, i: usize, setup: NodeSetup, keys: &Path) -> Result<Nod
     let mut last = String::new();
     for _ in 0..3 {
         let prefix = env.dir.path().join(format!("nginx-{}", unique()));
-        for d in ["tmp/client_body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi", "www/bytes"] {
+        for d in [
+            "tmp/client_body",
+            "tmp/proxy",
+            "tmp/fastcgi",
+            "tmp/uwsgi",
+            "tmp/scgi",
+            "www/bytes",
+        ] {
             std::fs::create_dir_all(prefix.join(d))
                 .map_err(|e| Error::Cluster(format!("cannot create {}: {e}", prefix.display())))?;
         }
@@ -897,7 +940,12 @@ fn start_nginx(env: &Env, i: usize, setup: NodeSetup, keys: &Path) -> Result<Nod
             .arg("-c")
             .arg(&conf)
             .args(["-g", "daemon off; master_process off;"]);
-        let mut proc = Proc::spawn(cmd, "nginx", prefix.join("stdout.log"), &env.placement.nodes)?;
+        let mut proc = Proc::spawn(
+            cmd,
+            "nginx",
+            prefix.join("stdout.log"),
+            &env.placement.nodes,
+        )?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         match proc.wait_port(addr, &env.placement.nodes) {
             Ok(()) => {
@@ -920,7 +968,9 @@ fn start_nginx(env: &Env, i: usize, setup: NodeSetup, keys: &Path) -> Result<Nod
             }
         }
     }
-    Err(Error::Cluster(format!("nginx node {i} did not start: {last}")))
+    Err(Error::Cluster(format!(
+        "nginx node {i} did not start: {last}"
+    )))
 }
 
 impl Env {
@@ -1002,7 +1052,13 @@ struct DispatchCounters {
 }
 
 impl Dispatch {
-    fn start(env: &Env, kind: DispatcherKind, policy: Policy, nodes: &[Node], tags: &[Vec<u8>]) -> Result<Dispatch, Error> {
+    fn start(
+        env: &Env,
+        kind: DispatcherKind,
+        policy: Policy,
+        nodes: &[Node],
+        tags: &[Vec<u8>],
+    ) -> Result<Dispatch, Error> {
         match kind {
             DispatcherKind::Tlslab => {
                 let pin = if env.placement.dispatcher.is_empty() {
@@ -1030,7 +1086,8 @@ impl Dispatch {
                     backends,
                     policy,
                     session_timeout: Duration::from_secs(300),
-                    max_sessions: std::num::NonZeroUsize::new(1_000_000).unwrap_or(std::num::NonZeroUsize::MIN),
+                    max_sessions: std::num::NonZeroUsize::new(1_000_000)
+                        .unwrap_or(std::num::NonZeroUsize::MIN),
                     hello_timeout: Duration::from_secs(5),
                     bad_input: tlslab_dispatch::BadInputAction::Forward,
                     send_proxy_v2: false,
@@ -1040,7 +1097,9 @@ impl Dispatch {
                     metrics: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
                 };
                 let d = rt.block_on(tlslab_dispatch::Dispatcher::bind(cfg))?;
-                let addr = d.local_addr().map_err(|e| Error::Cluster(format!("dispatcher: {e}")))?;
+                let addr = d
+                    .local_addr()
+                    .map_err(|e| Error::Cluster(format!("dispatcher: {e}")))?;
                 let metrics = d
                     .metrics_addr()
                     .ok_or_else(|| Error::Cluster("dispatcher metrics listener missing".into()))?;
@@ -1063,8 +1122,9 @@ impl Dispatch {
                 for _ in 0..3 {
                     let port = free_port()?;
                     let cfg = env.dir.path().join(format!("haproxy-{}.cfg", unique()));
-                    std::fs::write(&cfg, haproxy_conf(port, policy, nodes))
-                        .map_err(|e| Error::Cluster(format!("cannot write {}: {e}", cfg.display())))?;
+                    std::fs::write(&cfg, haproxy_conf(port, policy, nodes)).map_err(|e| {
+                        Error::Cluster(format!("cannot write {}: {e}", cfg.display()))
+                    })?;
                     let mut cmd = Command::new(bin);
                     cmd.arg("-f").arg(&cfg).arg("-db");
                     let mut proc = Proc::spawn(
@@ -1098,8 +1158,10 @@ impl Dispatch {
                 let text = scrape(*metrics).unwrap_or_default();
                 DispatchCounters {
                     cpu_ns: threads.cpu_time().total().as_nanos() as u64,
-                    attempts: metric(&text, "tlslab_dispatch_resumption_attempts_total").map(|v| v as u64),
-                    accepted: metric(&text, "tlslab_dispatch_resumptions_accepted_total").map(|v| v as u64),
+                    attempts: metric(&text, "tlslab_dispatch_resumption_attempts_total")
+                        .map(|v| v as u64),
+                    accepted: metric(&text, "tlslab_dispatch_resumptions_accepted_total")
+                        .map(|v| v as u64),
                 }
             }
             Dispatch::Haproxy { proc, .. } => DispatchCounters {
@@ -1169,7 +1231,8 @@ fn haproxy_conf(port: u16, policy: Policy, nodes: &[Node]) -> String {
 fn scrape(addr: SocketAddr) -> Option<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
     let mut body = String::new();
     s.read_to_string(&mut body).ok()?;
     Some(body)
@@ -1328,7 +1391,13 @@ pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<Cluste
     })
 }
 
-fn run_cell(cfg: &ClusterConfig, env: &Env, mechanism: Mechanism, arm: Arm, reuse: u32) -> Result<ClusterCell, Error> {
+fn run_cell(
+    cfg: &ClusterConfig,
+    env: &Env,
+    mechanism: Mechanism,
+    arm: Arm,
+    reuse: u32,
+) -> Result<ClusterCell, Error> {
     let setup = NodeSetup {
         mechanism,
         sharing: arm.sharing,
@@ -1427,7 +1496,12 @@ fn measure(
     };
     let requested = f64::from(reuse) / 100.0;
     let offers = report.reuse.offered_count;
-    let (eff, source) = match (d_before.attempts, d_after.attempts, d_before.accepted, d_after.accepted) {
+    let (eff, source) = match (
+        d_before.attempts,
+        d_after.attempts,
+        d_before.accepted,
+        d_after.accepted,
+    ) {
         (Some(a0), Some(a1), Some(c0), Some(c1)) => {
             let a = a1.saturating_sub(a0);
             (
@@ -1465,7 +1539,9 @@ fn measure(
         routing_efficiency_source: source.to_string(),
         dispatcher_cpu_us_per_conn: Some(d_cpu as f64 / 1e3 / proxied as f64),
         redis_cpu_us_per_request: match (arm.sharing, r_before, r_after) {
-            (Sharing::RedisCache, Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e3 / served as f64),
+            (Sharing::RedisCache, Some(a), Some(b)) => {
+                Some(b.saturating_sub(a) as f64 / 1e3 / served as f64)
+            }
             _ => None,
         },
         client_busy: report.client_cpu.busy_fraction,
@@ -1488,7 +1564,12 @@ fn progress_line(c: &ClusterCell) -> String {
     )
 }
 
-fn cell_at<'a>(cells: &'a [ClusterCell], m: Mechanism, arm: &str, reuse: f64) -> Option<&'a ClusterCell> {
+fn cell_at<'a>(
+    cells: &'a [ClusterCell],
+    m: Mechanism,
+    arm: &str,
+    reuse: f64,
+) -> Option<&'a ClusterCell> {
     cells
         .iter()
         .find(|c| c.mechanism == m && c.arm == arm && (c.reuse_requested - reuse).abs() < 1e-9)
@@ -1518,8 +1599,14 @@ fn targets(cfg: &ClusterConfig, cells: &[ClusterCell]) -> Vec<TargetCheck> {
         ));
     }
     for (arm, mechs) in [
-        ("round-robin+redis-cache", [Mechanism::Tls12Id, Mechanism::Tls13Ticket]),
-        ("round-robin+shared-ticket-keys", [Mechanism::Tls12Ticket, Mechanism::Tls13Ticket]),
+        (
+            "round-robin+redis-cache",
+            [Mechanism::Tls12Id, Mechanism::Tls13Ticket],
+        ),
+        (
+            "round-robin+shared-ticket-keys",
+            [Mechanism::Tls12Ticket, Mechanism::Tls13Ticket],
+        ),
     ] {
         for m in mechs {
             if !cells.iter().any(|c| c.arm == arm) {
@@ -1576,7 +1663,8 @@ impl ClusterReport {
             },
             match self.dispatcher {
                 DispatcherKind::Tlslab => "tlslab dispatch",
-                DispatcherKind::Haproxy => "HAProxy (TCP mode; session = stick-table recipe on the TLS 1.2 session ID)",
+                DispatcherKind::Haproxy =>
+                    "HAProxy (TCP mode; session = stick-table recipe on the TLS 1.2 session ID)",
             },
             self.clients,
             self.cell_s,
@@ -1592,7 +1680,17 @@ impl ClusterReport {
         let _ = writeln!(
             o,
             "{:<13} {:<31} {:>5} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>6}",
-            "mechanism", "arm", "reuse", "req/s", "cpu µs/req", "resumed", "routing", "nodes", "client", "disp µs", "errors"
+            "mechanism",
+            "arm",
+            "reuse",
+            "req/s",
+            "cpu µs/req",
+            "resumed",
+            "routing",
+            "nodes",
+            "client",
+            "disp µs",
+            "errors"
         );
         let _ = writeln!(
             o,
@@ -1612,7 +1710,11 @@ impl ClusterReport {
                 c.routing_efficiency.map_or("-".into(), |e| format!(
                     "{:.3}{}",
                     e,
-                    if c.routing_efficiency_source == "dispatcher" { "" } else { "*" }
+                    if c.routing_efficiency_source == "dispatcher" {
+                        ""
+                    } else {
+                        "*"
+                    }
                 )),
                 c.nodes_busy,
                 c.client_busy,
@@ -1649,7 +1751,8 @@ impl ClusterReport {
                 "  [{}] {}: {}",
                 t.verdict,
                 t.target,
-                t.measured.map_or("not measured".into(), |v| format!("{v:.3}"))
+                t.measured
+                    .map_or("not measured".into(), |v| format!("{v:.3}"))
             );
         }
         o
@@ -1696,23 +1799,35 @@ impl ClusterReport {
             for a in &arms {
                 let _ = write!(head, " {:>14}", short(a));
             }
-            let has_ratio = arms.iter().any(|a| a == "round-robin") && arms.iter().any(|a| a == "session");
+            let has_ratio =
+                arms.iter().any(|a| a == "round-robin") && arms.iter().any(|a| a == "session");
             if has_ratio {
                 head.push_str(" | session÷rr rps  cpu");
             }
             let _ = writeln!(o, "{head}");
             for &r in &reuses {
                 let mut line = format!("{:>5.0}%", r * 100.0);
-                let get = |a: &str| cells.iter().find(|c| c.arm == a && (c.reuse_requested - r).abs() < 1e-9);
+                let get = |a: &str| {
+                    cells
+                        .iter()
+                        .find(|c| c.arm == a && (c.reuse_requested - r).abs() < 1e-9)
+                };
                 for a in &arms {
-                    let _ = write!(line, " {:>14}", get(a).map_or("-".into(), |c| format!("{:.0}", c.throughput_rps)));
+                    let _ = write!(
+                        line,
+                        " {:>14}",
+                        get(a).map_or("-".into(), |c| format!("{:.0}", c.throughput_rps))
+                    );
                 }
                 line.push_str(" |");
                 for a in &arms {
                     let _ = write!(
                         line,
                         " {:>14}",
-                        get(a).map_or("-".into(), |c| format!("{:.1}", c.cluster_cpu_us_per_request))
+                        get(a).map_or("-".into(), |c| format!(
+                            "{:.1}",
+                            c.cluster_cpu_us_per_request
+                        ))
                     );
                 }
                 if has_ratio && let (Some(rr), Some(se)) = (get("round-robin"), get("session")) {
@@ -1725,10 +1840,17 @@ impl ClusterReport {
                 }
                 let _ = writeln!(o, "{line}");
             }
-            let _ = writeln!(o, "  throughput against reuse (each # = {:.0} req/s):", max_rps / 50.0);
+            let _ = writeln!(
+                o,
+                "  throughput against reuse (each # = {:.0} req/s):",
+                max_rps / 50.0
+            );
             for &r in &reuses {
                 for a in &arms {
-                    if let Some(c) = cells.iter().find(|c| c.arm == *a && (c.reuse_requested - r).abs() < 1e-9) {
+                    if let Some(c) = cells
+                        .iter()
+                        .find(|c| c.arm == *a && (c.reuse_requested - r).abs() < 1e-9)
+                    {
                         let n = ((c.throughput_rps / max_rps) * 50.0).round() as usize;
                         let _ = writeln!(
                             o,
@@ -1780,16 +1902,47 @@ mod tests {
         cfg.policies = vec![Policy::Session];
         cfg.sharing = vec![Sharing::None, Sharing::RedisCache];
         let labels: Vec<String> = arms(&cfg).into_iter().map(Arm::label).collect();
-        assert_eq!(labels, ["round-robin", "session", "round-robin+redis-cache"]);
+        assert_eq!(
+            labels,
+            ["round-robin", "session", "round-robin+redis-cache"]
+        );
     }
 
     #[test]
     fn inapplicable_arms_say_why() {
-        assert!(not_applicable(NodeKind::Tlslab, Mechanism::Tls12Id, Sharing::SharedTicketKeys).is_some());
-        assert!(not_applicable(NodeKind::Tlslab, Mechanism::Tls12Ticket, Sharing::RedisCache).is_some());
+        assert!(
+            not_applicable(
+                NodeKind::Tlslab,
+                Mechanism::Tls12Id,
+                Sharing::SharedTicketKeys
+            )
+            .is_some()
+        );
+        assert!(
+            not_applicable(
+                NodeKind::Tlslab,
+                Mechanism::Tls12Ticket,
+                Sharing::RedisCache
+            )
+            .is_some()
+        );
         assert!(not_applicable(NodeKind::Nginx, Mechanism::Tls12Id, Sharing::RedisCache).is_some());
-        assert!(not_applicable(NodeKind::Tlslab, Mechanism::Tls13Ticket, Sharing::RedisCache).is_none());
-        assert!(not_applicable(NodeKind::Nginx, Mechanism::Tls13Ticket, Sharing::SharedTicketKeys).is_none());
+        assert!(
+            not_applicable(
+                NodeKind::Tlslab,
+                Mechanism::Tls13Ticket,
+                Sharing::RedisCache
+            )
+            .is_none()
+        );
+        assert!(
+            not_applicable(
+                NodeKind::Nginx,
+                Mechanism::Tls13Ticket,
+                Sharing::SharedTicketKeys
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -1848,7 +2001,10 @@ mod tests {
     #[test]
     fn metric_reads_unlabelled_samples() {
         let text = "# HELP x\ntlslab_dispatch_resumption_attempts_total 42\ntlslab_dispatch_routing_efficiency NaN\n";
-        assert_eq!(metric(text, "tlslab_dispatch_resumption_attempts_total"), Some(42.0));
+        assert_eq!(
+            metric(text, "tlslab_dispatch_resumption_attempts_total"),
+            Some(42.0)
+        );
         assert_eq!(metric(text, "missing"), None);
     }
 }
