@@ -106,6 +106,11 @@ pub struct ClusterArgs {
     #[arg(long, default_value_t = 1024, value_name = "BYTES")]
     pub body: usize,
 
+    /// redis-cache arm: bound on each node's pre-handshake Redis GET (serve's `--redis-timeout`);
+    /// a GET over it is a full handshake, counted.
+    #[arg(long, default_value = "5ms", value_name = "DURATION", value_parser = parse_duration)]
+    pub redis_timeout: Duration,
+
     /// Write the report as JSON to FILE (schema in the README, "JSON schemas").
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -156,6 +161,10 @@ pub fn run(a: &ClusterArgs) -> anyhow::Result<ExitCode> {
         return Err(usage("--body must be at most 10485760 bytes"));
     }
     cfg.body_bytes = a.body;
+    if a.redis_timeout.is_zero() {
+        return Err(usage("--redis-timeout must be positive, e.g. 5ms"));
+    }
+    cfg.redis_timeout = a.redis_timeout;
     let report =
         cluster::run(&cfg, |line| eprintln!("{line}")).context("running tlslab cluster")?;
     print!("{}", report.render());

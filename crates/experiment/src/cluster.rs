@@ -212,6 +212,9 @@ pub struct ClusterConfig {
     pub key: KeyType,
     /// Response body size: the path is `/bytes/N`.
     pub body_bytes: usize,
+    /// Bound on each node's pre-handshake Redis GET (serve's
+    /// `--redis-timeout`) in the redis-cache arm.
+    pub redis_timeout: Duration,
     /// Whether this is the short run (recorded in the report).
     pub quick: bool,
 }
@@ -233,6 +236,7 @@ impl ClusterConfig {
             clients: 16,
             key: KeyType::Rsa2048,
             body_bytes: 1024,
+            redis_timeout: Duration::from_millis(5),
             quick: false,
         }
     }
@@ -361,6 +365,10 @@ pub struct ClusterCell {
     pub dispatcher_cpu_us_per_conn: Option<f64>,
     /// `redis-server`'s CPU per request, µs (redis-cache arm only).
     pub redis_cpu_us_per_request: Option<f64>,
+    /// The nodes' pre-handshake Redis GETs in the window, summed over the
+    /// nodes (redis-cache arm only; server-observed): hits, misses,
+    /// timeouts (over `redis_timeout_ms`, each a full handshake), errors.
+    pub redis_gets: Option<RedisGets>,
     /// The load engine's CPU busy fraction (client-observed).
     pub client_busy: f64,
     /// True when the load engine was ≥ 90 % busy: throughput then measures
@@ -368,6 +376,19 @@ pub struct ClusterCell {
     pub client_saturated: bool,
     /// What the cell changed from the mechanism's usual setup, if anything.
     pub note: Option<String>,
+}
+
+/// The nodes' Redis GETs in a cell.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct RedisGets {
+    /// GETs that found the session.
+    pub hits: u64,
+    /// GETs that found nothing.
+    pub misses: u64,
+    /// GETs not answered within the bound.
+    pub timeouts: u64,
+    /// GETs that failed.
+    pub errors: u64,
 }
 
 /// An arm that was not run, and why.
@@ -415,6 +436,8 @@ pub struct ClusterReport {
     pub cell_s: f64,
     /// The certificate's key type.
     pub key: String,
+    /// The nodes' Redis GET bound in the redis-cache arm, ms.
+    pub redis_timeout_ms: f64,
     /// The path requested (one request per connection).
     pub path: String,
     /// How the figures were taken.
@@ -631,6 +654,8 @@ impl Redis {
 
 #[derive(Clone, Copy, Debug, Default)]
 struct NodeCounters {
+    /// Redis GETs: hits, misses, timeouts, errors (embedded nodes with a shared cache).
+    redis: [u64; 4],
     cpu_ns: u64,
     requests: u64,
     handshakes: u64,
@@ -660,7 +685,11 @@ impl Node {
         match self {
             Node::Embedded(s) => {
                 let snap = s.snapshot();
+                let redis = snap
+                    .redis
+                    .map_or([0; 4], |r| [r.hits, r.misses, r.timeouts, r.errors]);
                 NodeCounters {
+                    redis,
                     cpu_ns: s.cpu_time().as_nanos() as u64,
                     requests: snap.requests.total(),
                     handshakes: snap.handshakes.total(),
@@ -680,6 +709,7 @@ impl Node {
                     r += u64::from(l.starts_with('r'));
                 }
                 NodeCounters {
+                    redis: [0; 4],
                     cpu_ns: proc_cpu_ns(proc.pid()),
                     requests: n,
                     handshakes: n,
@@ -715,6 +745,7 @@ struct Env {
     redis: Option<Redis>,
     placement: ClusterPlacement,
     body_bytes: usize,
+    redis_timeout: Duration,
 }
 
 fn random_key() -> Result<Vec<u8>, Error> {
@@ -790,6 +821,9 @@ fn not_applicable(kind: NodeKind, mechanism: Mechanism, sharing: Sharing) -> Opt
 
 fn start_nodes(env: &Env, kind: NodeKind, n: usize, setup: NodeSetup) -> Result<Vec<Node>, Error> {
     let mut nodes = Vec::with_capacity(n);
+    // One Redis key prefix for the cell's nodes, new in every cell: no
+    // cell resumes another's sessions.
+    let prefix = format!("tlslab-cluster:{}:", unique());
     for i in 0..n {
         let keys = if setup.sharing == Sharing::SharedTicketKeys {
             env.shared_keys.clone()
@@ -797,7 +831,7 @@ fn start_nodes(env: &Env, kind: NodeKind, n: usize, setup: NodeSetup) -> Result<
             env.node_keys[i].0.clone()
         };
         let node = match kind {
-            NodeKind::Tlslab => start_embedded(env, setup, keys)?,
+            NodeKind::Tlslab => start_embedded(env, setup, keys, &prefix)?,
             NodeKind::Nginx => start_nginx(env, i, setup, &keys)?,
         };
         nodes.push(node);
@@ -805,7 +839,7 @@ fn start_nodes(env: &Env, kind: NodeKind, n: usize, setup: NodeSetup) -> Result<
     Ok(nodes)
 }
 
-fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf) -> Result<Node, Error> {
+fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf, prefix: &str) -> Result<Node, Error> {
     let ttl = Duration::from_secs(300);
     let tickets = setup.tickets();
     let remote_cache = match (setup.sharing, &env.redis) {
@@ -813,9 +847,8 @@ fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf) -> Result<Node, Er
             url: r.url.clone(),
             memory: Some(100_000),
             ttl,
-            // Fresh keys per cell: no cell resumes another's sessions.
-            prefix: format!("tlslab-cluster:{}:", unique()),
-            timeout: Duration::from_millis(5),
+            prefix: prefix.to_string(),
+            timeout: env.redis_timeout,
         }),
         (Sharing::RedisCache, None) => {
             return Err(Error::Cluster(
@@ -1023,6 +1056,7 @@ impl Env {
             redis,
             placement,
             body_bytes: cfg.body_bytes,
+            redis_timeout: cfg.redis_timeout,
         })
     }
 }
@@ -1213,7 +1247,7 @@ fn haproxy_conf(port: u16, policy: Policy, nodes: &[Node]) -> String {
         "# Written by tlslab cluster.\n\
          global\n\
          \x20   nbthread 1\n\
-         \x20   maxconn 20000\n\
+         \x20   maxconn 4096\n\
          defaults\n\
          \x20   mode tcp\n\
          \x20   timeout connect 5s\n\
@@ -1382,6 +1416,7 @@ pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<Cluste
         clients: cfg.clients,
         cell_s: cfg.cell.as_secs_f64(),
         key: cfg.key.name().to_string(),
+        redis_timeout_ms: cfg.redis_timeout.as_secs_f64() * 1e3,
         path: format!("/bytes/{}", cfg.body_bytes),
         method: METHOD.to_string(),
         peers,
@@ -1472,6 +1507,7 @@ fn measure(
         .iter()
         .zip(&after)
         .map(|(b, a)| NodeCounters {
+            redis: std::array::from_fn(|i| a.redis[i].saturating_sub(b.redis[i])),
             cpu_ns: a.cpu_ns.saturating_sub(b.cpu_ns),
             requests: a.requests.saturating_sub(b.requests),
             handshakes: a.handshakes.saturating_sub(b.handshakes),
@@ -1538,6 +1574,15 @@ fn measure(
         routing_efficiency: eff,
         routing_efficiency_source: source.to_string(),
         dispatcher_cpu_us_per_conn: Some(d_cpu as f64 / 1e3 / proxied as f64),
+        redis_gets: (arm.sharing == Sharing::RedisCache).then(|| {
+            let sum = |i: usize| diff.iter().map(|d| d.redis[i]).sum::<u64>();
+            RedisGets {
+                hits: sum(0),
+                misses: sum(1),
+                timeouts: sum(2),
+                errors: sum(3),
+            }
+        }),
         redis_cpu_us_per_request: match (arm.sharing, r_before, r_after) {
             (Sharing::RedisCache, Some(a), Some(b)) => {
                 Some(b.saturating_sub(a) as f64 / 1e3 / served as f64)
@@ -1738,6 +1783,23 @@ impl ClusterReport {
                 c.note.as_deref().unwrap_or("")
             );
             break;
+        }
+        for c in &self.cells {
+            if let Some(g) = c.redis_gets {
+                let _ = writeln!(
+                    o,
+                    "redis: {} {} reuse {:.0} %: node GETs {} hits, {} misses, {} timeouts (> {:.0} ms), {} errors; redis-server CPU {:.1} µs/request (server-observed, not in cluster CPU)",
+                    c.mechanism.name(),
+                    c.arm,
+                    c.reuse_requested * 100.0,
+                    g.hits,
+                    g.misses,
+                    g.timeouts,
+                    self.redis_timeout_ms,
+                    g.errors,
+                    c.redis_cpu_us_per_request.unwrap_or(f64::NAN)
+                );
+            }
         }
         for s in &self.skipped {
             let _ = writeln!(o, "skipped: {} {}: {}", s.mechanism.name(), s.arm, s.reason);
@@ -1980,6 +2042,7 @@ mod tests {
             routing_efficiency_source: "dispatcher".into(),
             dispatcher_cpu_us_per_conn: None,
             redis_cpu_us_per_request: None,
+            redis_gets: None,
             client_busy: 0.5,
             client_saturated: false,
             note: None,
