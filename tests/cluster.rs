@@ -167,6 +167,10 @@ fn sharing_arms_resume_across_nodes() {
             "tls12-id,tls13-ticket",
             "--sharing",
             "none,redis-cache,shared-ticket-keys",
+            // Sharing, not the GET bound, is under test here (tests/redis.rs
+            // tests the bound): a loaded CI machine misses 5 ms often.
+            "--redis-timeout",
+            "100ms",
         ],
     );
     assert!(text.contains("rr+redis-cache"), "{text}");
