@@ -145,8 +145,9 @@ fn bad_flags_are_usage_errors() {
 }
 
 /// The sharing arms with a real redis-server: at 80 % reuse round-robin
-/// with a Redis-shared cache (TLS 1.2 IDs) and with shared ticket keys
-/// (TLS 1.3 tickets) resumes ≥ 95 % of the requested share.
+/// with a Redis-shared cache (TLS 1.2 IDs, TLS 1.3 stateful tickets; GETs
+/// bounded at 100 ms) and with shared ticket keys (TLS 1.3 tickets)
+/// resumes ≥ 95 % of the requested share.
 #[test]
 #[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn sharing_arms_resume_across_nodes() {
