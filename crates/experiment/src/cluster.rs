@@ -1446,12 +1446,12 @@ fn run_cell(
     } else {
         Vec::new()
     };
-    let result = (|| {
-        let dispatch = Dispatch::start(env, cfg.dispatcher, arm.policy, &nodes, &tags)?;
-        let r = measure(cfg, env, &nodes, &dispatch, setup, arm, reuse, &label);
-        dispatch.stop();
-        r
-    })();
+    let result =
+        Dispatch::start(env, cfg.dispatcher, arm.policy, &nodes, &tags).and_then(|dispatch| {
+            let r = measure(cfg, env, &nodes, &dispatch, setup, arm, reuse, &label);
+            dispatch.stop();
+            r
+        });
     for n in nodes {
         n.stop();
     }
@@ -1605,7 +1605,7 @@ fn progress_line(c: &ClusterCell) -> String {
         c.cluster_cpu_us_per_request,
         c.resumption_achieved * 100.0,
         c.routing_efficiency
-            .map_or("-".to_string(), |e| format!("{:.3}", e))
+            .map_or("-".to_string(), |e| format!("{e:.3}"))
     )
 }
 
@@ -1753,8 +1753,7 @@ impl ClusterReport {
                 c.cluster_cpu_us_per_request,
                 c.resumption_achieved * 100.0,
                 c.routing_efficiency.map_or("-".into(), |e| format!(
-                    "{:.3}{}",
-                    e,
+                    "{e:.3}{}",
                     if c.routing_efficiency_source == "dispatcher" {
                         ""
                     } else {
@@ -1774,7 +1773,7 @@ impl ClusterReport {
              nodes busy: node CPU ÷ window (1.00 = one CPU). client busy ! = load engine ≥ 90 % busy \
              (throughput then measures the client side)."
         );
-        for c in self.cells.iter().filter(|c| c.note.is_some()) {
+        if let Some(c) = self.cells.iter().find(|c| c.note.is_some()) {
             let _ = writeln!(
                 o,
                 "note: {} {}: {}",
@@ -1782,7 +1781,6 @@ impl ClusterReport {
                 c.arm,
                 c.note.as_deref().unwrap_or("")
             );
-            break;
         }
         for c in &self.cells {
             if let Some(g) = c.redis_gets {
