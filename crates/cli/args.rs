@@ -65,6 +65,12 @@ pub enum Command {
     /// Drive an embedded server from 0.5x to 4x its capacity with user sessions (seed 002's
     /// collapse) and compare admission control off, static and session-aware.
     Overload(crate::overload_args::OverloadArgs),
+    /// Write a self-contained HTML (inline SVG charts) or Markdown report of experiment results,
+    /// `load --json` and `sweep --json` files.
+    Report(crate::report_args::ReportArgs),
+    /// The capacity model: connections/s and requests/s per core, cores for a load, response
+    /// time by M/M/c and seed 004's 300/(1-ρ); `--check` measures it.
+    Plan(crate::report_args::PlanArgs),
 }
 
 /// `tlslab relay`.

@@ -16,6 +16,7 @@ mod cell;
 pub mod lab;
 pub mod overload;
 pub mod pin;
+pub mod plan_check;
 
 /// Errors of an experiment.
 #[derive(Debug, thiserror::Error)]
