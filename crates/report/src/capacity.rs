@@ -683,6 +683,84 @@ mod tests {
     }
 
     #[test]
+    fn md1_simulation_matches_pollaczek_khinchine() {
+        // M/D/1, s = 100: mean time in system s + ρs/(2(1−ρ)).
+        for rho in [0.5, 0.7, 0.9] {
+            let v = mg1_fcfs_sojourns(&[(1.0, 100.0)], rho, 400_000, 7);
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let want = 100.0 + rho * 100.0 / (2.0 * (1.0 - rho));
+            assert!((mean - want).abs() / want < 0.03, "ρ {rho}: {mean} vs {want}");
+        }
+        // At ρ = 0.5 more than half the arrivals find the server idle: p50 = s.
+        let v = mg1_fcfs_sojourns(&[(1.0, 100.0)], 0.5, 100_000, 7);
+        assert_eq!(quantile(&v, 0.5), 100.0);
+        assert!(quantile(&v, 0.99) > 200.0);
+        assert!(mg1_fcfs_sojourns(&[(1.0, 100.0)], 1.0, 10, 1).is_empty());
+        assert!(quantile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn service_mix_weights_full_and_resumed() {
+        let c = UnitCosts {
+            full_handshake_us: 1000.0,
+            resumed_handshake_us: 100.0,
+            request_us: 50.0,
+        };
+        let m = Mix {
+            reuse: 0.25,
+            requests_per_conn: 2.0,
+        };
+        assert_eq!(service_mix(&c, &m), vec![(0.75, 1100.0), (0.25, 200.0)]);
+        let p = plan(c, m, 0.5, Some(1000.0), None, 2.0).unwrap();
+        // 0.75·1000 + 0.25·100 + 2·50 = 875 µs per connection, 437.5 per request.
+        assert_eq!(p.cpu_per_connection_us, 875.0);
+        assert_eq!(p.cpu_per_request_us, 437.5);
+        assert_eq!(p.handshake_cpu_per_request_us, 387.5);
+        // 1e6/437.5 = 2285.7 req/s per core; at 50 %: 1142.9; 1000 req/s → 1 core.
+        assert!((p.requests_per_s_per_core - 1e6 / 437.5 * 0.5).abs() < 1e-9);
+        assert_eq!(p.cores_needed, Some(1));
+        // Seed 004's form at ρ = 0.5: 2 ms base + 0.05 ms request + 0.3875/(0.5).
+        let (_, at50) = p.seed004_curve[9];
+        assert!((at50 - (2.0 + 0.05 + 0.775)).abs() < 1e-9, "{at50}");
+        // M/M/1 at 0.5: 2 + 0.4375/0.5.
+        let (_, mm) = p.mmc_curve[9];
+        assert!((mm - (2.0 + 0.875)).abs() < 1e-9, "{mm}");
+    }
+
+    #[test]
+    fn costs_from_a_lab_report_and_a_results_document() {
+        let lab = serde_json::json!({"schema_version": 1, "cells": [
+            {"mode": "tls_full", "version": "TLSv1.3", "key": "rsa2048", "server_cpu_us_per_request": 1300.0},
+            {"mode": "tls_resumed", "version": "TLSv1.3", "key": "rsa2048", "server_cpu_us_per_request": 160.0},
+            {"mode": "tls_keep_alive", "version": "TLSv1.3", "key": "rsa2048", "server_cpu_us_per_request": 40.0},
+            {"mode": "tls_full", "version": "TLSv1.2", "key": "rsa2048", "server_cpu_us_per_request": 9999.0},
+            {"mode": "plain_new_conn", "version": null, "key": null, "server_cpu_us_per_request": 30.0}
+        ]});
+        let c = costs_from_json(&lab, "1.3", "rsa2048", None).unwrap();
+        assert!((c.costs.full_handshake_us - 1260.0).abs() < 1e-6, "{c:?}");
+        assert!((c.costs.resumed_handshake_us - 120.0).abs() < 1e-6);
+        assert!((c.costs.request_us - 40.0).abs() < 1e-6);
+        assert!(c.how.contains("lab --json"));
+        let e = costs_from_json(&lab, "1.3", "ecdsa-p256", None).unwrap_err();
+        assert!(e.to_string().contains("TLS 1.3 rsa2048"), "{e}");
+        // A results document at one request per connection and three reuse
+        // levels: needs --request-us, then fits the rest exactly.
+        let cell = |id: &str, reuse: &str, cpu: f64| serde_json::json!({
+            "id": id, "factors": {"reuse": reuse, "version": "1.3", "key": "rsa2048"},
+            "metrics": {"server_cpu_us_per_request": cpu}
+        });
+        let doc = serde_json::json!({"kind": "tlslab-experiment", "cells": [
+            cell("a", "0", 1040.0), cell("b", "0.5", 590.0), cell("c", "1", 140.0)
+        ]});
+        let e = costs_from_json(&doc, "1.3", "rsa2048", None).unwrap_err();
+        assert!(e.to_string().contains("--request-us"), "{e}");
+        let c = costs_from_json(&doc, "TLSv1.3", "rsa2048", Some(40.0)).unwrap();
+        assert!((c.costs.full_handshake_us - 1000.0).abs() < 1e-6, "{c:?}");
+        assert!((c.costs.resumed_handshake_us - 100.0).abs() < 1e-6);
+        assert!(costs_from_json(&serde_json::json!({"x": 1}), "1.3", "rsa2048", None).is_err());
+    }
+
+    #[test]
     fn plan_rejects_bad_input() {
         let c = UnitCosts::from_cells(10.0, 5.0, 1.0);
         let m = Mix {
