@@ -483,12 +483,15 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
 
     // HDR percentile plots per handshake kind.
     let mut hdr: Vec<DataPoint> = Vec::new();
+    fn full_hs(m: &CellMetrics) -> &Vec<(f64, u64)> {
+        &m.handshake_full_us
+    }
+    fn resumed_hs(m: &CellMetrics) -> &Vec<(f64, u64)> {
+        &m.handshake_resumed_us
+    }
     for (kind, pick) in [
-        (
-            "full",
-            (|m: &CellMetrics| &m.handshake_full_us) as fn(&CellMetrics) -> &Vec<(f64, u64)>,
-        ),
-        ("resumed", |m: &CellMetrics| &m.handshake_resumed_us),
+        ("full", full_hs as fn(&CellMetrics) -> &Vec<(f64, u64)>),
+        ("resumed", resumed_hs),
     ] {
         let cells: Vec<&Cell> = r
             .cells
