@@ -37,7 +37,14 @@ pub fn check_self_contained(html: &str) -> usize {
             }
         }
     }
-    for bad in ["<script", "<link rel=\"stylesheet", "@import", "url(", "<img", "<iframe"] {
+    for bad in [
+        "<script",
+        "<link rel=\"stylesheet",
+        "@import",
+        "url(",
+        "<img",
+        "<iframe",
+    ] {
         assert!(!html.contains(bad), "the page contains {bad}");
     }
     links
@@ -81,7 +88,11 @@ fn report_of_real_loads_and_a_cluster_document_is_self_contained() {
         expect_ok(&out);
         loads.push(json);
     }
-    let cluster = write_json(dir.path(), "cluster.json", &common::study_doc::cluster_document());
+    let cluster = write_json(
+        dir.path(),
+        "cluster.json",
+        &common::study_doc::cluster_document(),
+    );
     let html = dir.path().join("r.html");
     let md = dir.path().join("r.md");
     let out = run_tlslab(
@@ -103,16 +114,26 @@ fn report_of_real_loads_and_a_cluster_document_is_self_contained() {
     let links = check_self_contained(&page);
     assert!(links > 20, "{links} internal links");
     // The two load runs are one document (prefix d0-), the cluster the second.
-    for id in ["d0-cell-load1-r1", "d0-cell-load2-r1", "d1-cell-tls12-id-session-reuse1-r1"] {
+    for id in [
+        "d0-cell-load1-r1",
+        "d0-cell-load2-r1",
+        "d1-cell-tls12-id-session-reuse1-r1",
+    ] {
         assert!(page.contains(&format!("id=\"{id}\"")), "no anchor {id}");
     }
-    assert!(page.contains("Goodput against offered load"), "goodput chart");
+    assert!(
+        page.contains("Goodput against offered load"),
+        "goodput chart"
+    );
     assert!(page.contains("Cluster throughput against reuse (tls13-ticket)"));
     assert!(page.contains("session (session-aware)") && page.contains("round-robin (blind)"));
     assert!(page.contains("Share of server CPU per request, by TLS stage"));
     assert!(page.contains("hardware; TLS 1.3 tickets"));
     // The command line that reproduces each load cell.
-    assert!(page.contains("--rate 40 --arrivals poisson"), "command line of load1");
+    assert!(
+        page.contains("--rate 40 --arrivals poisson"),
+        "command line of load1"
+    );
     // Every chart is an inline SVG with drawn lines or bars.
     let svgs: Vec<&str> = page.split("<svg").skip(1).collect();
     assert!(svgs.len() >= 5, "{} charts", svgs.len());
@@ -134,7 +155,11 @@ fn report_rejects_what_it_cannot_read_with_exit_2() {
     let html = dir.path().join("out.html");
     let not_json = dir.path().join("notes.txt");
     std::fs::write(&not_json, "hello").unwrap();
-    let other = write_json(dir.path(), "other.json", &serde_json::json!({"foo": 1, "bar": [1]}));
+    let other = write_json(
+        dir.path(),
+        "other.json",
+        &serde_json::json!({"foo": 1, "bar": [1]}),
+    );
     let lab_like = write_json(
         dir.path(),
         "labrep.json",
@@ -181,7 +206,10 @@ fn plan_json(args: &[&str]) -> serde_json::Value {
 
 fn close(v: &serde_json::Value, want: f64) {
     let got = v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
-    assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0), "{got} != {want}");
+    assert!(
+        (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+        "{got} != {want}"
+    );
 }
 
 #[test]
@@ -273,7 +301,14 @@ fn plan_bad_flags_exit_2_with_the_fix() {
     let dir = tempdir();
     let junk = dir.path().join("junk.json");
     std::fs::write(&junk, "{").unwrap();
-    let costs = ["--full-us", "1000", "--resumed-us", "100", "--request-us", "50"];
+    let costs = [
+        "--full-us",
+        "1000",
+        "--resumed-us",
+        "100",
+        "--request-us",
+        "50",
+    ];
     let with = |extra: &[&str]| {
         let mut v = vec!["plan"];
         v.extend_from_slice(&costs);
@@ -287,11 +322,27 @@ fn plan_bad_flags_exit_2_with_the_fix() {
         (with(&["--load", "-5"]), "--load"),
         (with(&["--tls", "1.1"]), "--tls"),
         (with(&["--key", "dsa"]), "--key"),
-        (with(&["--check", "--requests-per-conn", "2"]), "one request per new connection"),
+        (
+            with(&["--check", "--requests-per-conn", "2"]),
+            "one request per new connection",
+        ),
         (vec!["plan".into()], "--check to measure them"),
-        (vec!["plan".into(), "--full-us".into(), "5".into()], "all three"),
-        (vec!["plan".into(), "--costs".into(), s(&junk).into()], "not JSON"),
-        (vec!["plan".into(), "--costs".into(), "/nonexistent/lab.json".into()], "--costs"),
+        (
+            vec!["plan".into(), "--full-us".into(), "5".into()],
+            "all three",
+        ),
+        (
+            vec!["plan".into(), "--costs".into(), s(&junk).into()],
+            "not JSON",
+        ),
+        (
+            vec![
+                "plan".into(),
+                "--costs".into(),
+                "/nonexistent/lab.json".into(),
+            ],
+            "--costs",
+        ),
         (with(&["--full-us", "-1"]), ""),
     ];
     for (args, want) in cases {
@@ -306,11 +357,16 @@ fn plan_bad_flags_exit_2_with_the_fix() {
 
 #[test]
 fn plan_check_runs_the_model_against_a_real_server() {
-    let v = plan_json(&["--check", "--quick", "--cell", "1s", "--key", "rsa2048", "--reuse", "50"]);
+    let v = plan_json(&[
+        "--check", "--quick", "--cell", "1s", "--key", "rsa2048", "--reuse", "50",
+    ]);
     let c = &v["check"];
     assert_eq!(c["key"], "rsa2048");
     let cal = &c["calibration"];
-    assert!(cal["full_per_request_us"].as_f64().unwrap() > cal["resumed_per_request_us"].as_f64().unwrap());
+    assert!(
+        cal["full_per_request_us"].as_f64().unwrap()
+            > cal["resumed_per_request_us"].as_f64().unwrap()
+    );
     let points = c["points"].as_array().unwrap();
     assert_eq!(points.len(), 3);
     let cap = c["capacity_per_s"].as_f64().unwrap();
@@ -323,6 +379,9 @@ fn plan_check_runs_the_model_against_a_real_server() {
         assert!(p["server_busy"].as_f64().unwrap() > 0.0, "{p}");
     }
     // The model's prediction rises with utilisation.
-    let pred: Vec<f64> = points.iter().map(|p| p["p50_predicted_ms"].as_f64().unwrap()).collect();
+    let pred: Vec<f64> = points
+        .iter()
+        .map(|p| p["p50_predicted_ms"].as_f64().unwrap())
+        .collect();
     assert!(pred[0] <= pred[1] && pred[1] < pred[2], "{pred:?}");
 }

@@ -131,7 +131,10 @@ fn html_report_opens_in_headless_chromium_without_errors() {
     expect_ok(&run_tlslab(&args, LIMIT));
     let source = std::fs::read_to_string(&html).unwrap();
     let charts_in_source = source.matches("<figure class=\"chart\"").count();
-    assert!(charts_in_source >= 5, "{charts_in_source} charts in the report");
+    assert!(
+        charts_in_source >= 5,
+        "{charts_in_source} charts in the report"
+    );
 
     // The check can fail: a page with a console error is caught (so a silent browser does not pass by default).
     let bad = dir.path().join("bad.html");
@@ -153,7 +156,11 @@ fn html_report_opens_in_headless_chromium_without_errors() {
     let profile = tempdir();
     let (dom, log) = render(&browser, &html, profile.path());
     let problems = console_problems(&log);
-    assert!(problems.is_empty(), "console errors or failed loads:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "console errors or failed loads:\n{}",
+        problems.join("\n")
+    );
     assert!(dom.contains("tlslab report"), "no DOM dumped:\n{log}");
     let drawn = svgs(&dom);
     assert_eq!(

@@ -16,8 +16,7 @@ use crate::config::usage;
 
 /// `tlslab report`.
 #[derive(Clone, Debug, Args)]
-#[command(
-    after_help = "Examples:\n  \
+#[command(after_help = "Examples:\n  \
     tlslab experiment run seed000-reuse --quick --out results.json\n  \
     tlslab report results.json --html report.html --md report.md\n  \
     tlslab load https://127.0.0.1:8443/ --cacert certs/ca.pem -d 5s --rate 500 --json r500.json\n  \
@@ -28,8 +27,7 @@ use crate::config::usage;
     `load --json` files given together form one document with a cell per file. The HTML page is \
     self-contained (inline SVG charts and CSS, no script, no network fetch) and opens offline. A \
     chart whose data is absent is left out with a note saying why. Every number links to the cell \
-    that produced it; the cells are listed in an appendix with their command lines."
-)]
+    that produced it; the cells are listed in an appendix with their command lines.")]
 pub struct ReportArgs {
     /// Results documents, `load --json` or `sweep --json` files.
     #[arg(required = true, value_name = "FILE")]
@@ -80,8 +78,7 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
 
 /// `tlslab plan`.
 #[derive(Clone, Debug, Args)]
-#[command(
-    after_help = "Examples:\n  \
+#[command(after_help = "Examples:\n  \
     tlslab plan --full-us 1200 --resumed-us 90 --request-us 40 --reuse 60 --load 20000\n  \
     tlslab lab --json lab.json && tlslab plan --costs lab.json --tls 1.3 --key rsa2048 --load 5000 --latency 5ms\n  \
     tlslab plan --check --key rsa2048          (measures the costs, then checks the model)\n\n\
@@ -98,8 +95,7 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
     --check runs an embedded server (one worker pinned to the first CPU) and the load engine \
     (pinned to the second), measures the costs unless given, then offers open-loop Poisson load \
     at the rates the model predicts for 50, 70 and 90 % utilisation and prints predicted against \
-    measured throughput and p50 latency (target: within 10 % and 25 % at 50 and 70 %)."
-)]
+    measured throughput and p50 latency (target: within 10 % and 25 % at 50 and 70 %).")]
 pub struct PlanArgs {
     /// Server CPU of a full handshake, µs of one core (without its request).
     #[arg(long, value_name = "US")]
@@ -135,7 +131,12 @@ pub struct PlanArgs {
     pub requests_per_conn: f64,
 
     /// Target CPU utilisation of each core, in percent (1-99).
-    #[arg(long, visible_alias = "utilization", default_value_t = 70.0, value_name = "PERCENT")]
+    #[arg(
+        long,
+        visible_alias = "utilization",
+        default_value_t = 70.0,
+        value_name = "PERCENT"
+    )]
     pub utilisation: f64,
 
     /// Target mean response time (e.g. 5ms); cores are added until M/M/c meets it.
@@ -216,7 +217,9 @@ pub fn plan_inputs(a: &PlanArgs) -> anyhow::Result<PlanInputs> {
         if let Some(v) = v
             && !(v.is_finite() && v >= 0.0)
         {
-            return Err(usage(format!("{name} {v} must be a non-negative number of µs")));
+            return Err(usage(format!(
+                "{name} {v} must be a non-negative number of µs"
+            )));
         }
     }
     let costs = match (&a.costs, a.full_us, a.resumed_us, a.request_us) {
@@ -293,7 +296,9 @@ pub fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
                 reuse: inputs.mix.reuse,
                 version,
                 key,
-                cell: a.cell.unwrap_or(Duration::from_secs(if quick { 4 } else { 10 })),
+                cell: a
+                    .cell
+                    .unwrap_or(Duration::from_secs(if quick { 4 } else { 10 })),
                 calibration_cell: Duration::from_secs(if quick { 3 } else { 5 }),
                 calibration_clients: 16,
                 levels: vec![0.5, 0.7, 0.9],

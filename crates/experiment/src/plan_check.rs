@@ -246,11 +246,10 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         reuse: cfg.reuse,
         requests_per_conn: 1.0,
     };
-    let plan = capacity::plan(costs, mix, 0.5, None, None, 0.0)
-        .map_err(|e| Error::EmptyCell {
-            cell: "the model".into(),
-            errors: e.to_string(),
-        })?;
+    let plan = capacity::plan(costs, mix, 0.5, None, None, 0.0).map_err(|e| Error::EmptyCell {
+        cell: "the model".into(),
+        errors: e.to_string(),
+    })?;
     let cap = plan.requests_per_s_per_core_max;
     let services = capacity::service_mix(&costs, &mix);
     let s_us = plan.cpu_per_request_us;
@@ -263,57 +262,58 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         "  model: {s_us:.1} µs server CPU per request → {cap:.0} req/s per core at 100 %"
     ));
 
-    let mut run_point = |rho: f64, label: &str| -> Result<(CheckPoint, tlslab_report::LoadReport), Error> {
-        let rate = cap * rho;
-        let mut load = cell::cell_load(
-            &url,
-            cfg.cell,
-            64,
-            &placement,
-            vec![cfg.version],
-            &roots,
-            1,
-            cfg.reuse,
-        )?;
-        load.open_loop = Some(OpenLoop {
-            rate,
-            arrivals: Arrivals::Poisson,
-            max_in_flight: 10_000,
-        });
-        load.seed = cfg.seed;
-        load.warmup = (cfg.cell / 5).min(Duration::from_secs(1));
-        let m = cell::measure(&server, &load, label)?;
-        let r = &m.report;
-        let ol = r.open_loop.as_ref();
-        let goodput = if r.window.measured_s > 0.0 {
-            r.requests.succeeded as f64 / r.window.measured_s
-        } else {
-            0.0
+    let mut run_point =
+        |rho: f64, label: &str| -> Result<(CheckPoint, tlslab_report::LoadReport), Error> {
+            let rate = cap * rho;
+            let mut load = cell::cell_load(
+                &url,
+                cfg.cell,
+                64,
+                &placement,
+                vec![cfg.version],
+                &roots,
+                1,
+                cfg.reuse,
+            )?;
+            load.open_loop = Some(OpenLoop {
+                rate,
+                arrivals: Arrivals::Poisson,
+                max_in_flight: 10_000,
+            });
+            load.seed = cfg.seed;
+            load.warmup = (cfg.cell / 5).min(Duration::from_secs(1));
+            let m = cell::measure(&server, &load, label)?;
+            let r = &m.report;
+            let ol = r.open_loop.as_ref();
+            let goodput = if r.window.measured_s > 0.0 {
+                r.requests.succeeded as f64 / r.window.measured_s
+            } else {
+                0.0
+            };
+            let p = CheckPoint {
+                target_utilisation: rho,
+                offered_per_s: rate,
+                predicted_per_s: rate,
+                measured_per_s: r.throughput.requests_per_s,
+                goodput_per_s: goodput,
+                throughput_error: rel(r.throughput.requests_per_s, rate),
+                server_busy: m.server_busy,
+                server_cpu_us_per_request: m.server_cpu_us_per_request,
+                p50_predicted_ms: f64::NAN,
+                p50_measured_ms: ms(r.latency.total.p50_us),
+                p50_error: f64::NAN,
+                mean_mm1_ms: f64::NAN,
+                mean_seed004_ms: f64::NAN,
+                mean_measured_ms: r.latency.total.mean_us.map_or(f64::NAN, |v| v / 1000.0),
+                p99_measured_ms: ms(r.latency.total.p99_us),
+                late: ol.map_or(0, |o| o.late),
+                dropped: ol.map_or(0, |o| o.dropped),
+                errors: r.requests.errors,
+                client_busy: r.client_cpu.busy_fraction,
+                window_s: r.window.measured_s,
+            };
+            Ok((p, m.report))
         };
-        let p = CheckPoint {
-            target_utilisation: rho,
-            offered_per_s: rate,
-            predicted_per_s: rate,
-            measured_per_s: r.throughput.requests_per_s,
-            goodput_per_s: goodput,
-            throughput_error: rel(r.throughput.requests_per_s, rate),
-            server_busy: m.server_busy,
-            server_cpu_us_per_request: m.server_cpu_us_per_request,
-            p50_predicted_ms: f64::NAN,
-            p50_measured_ms: ms(r.latency.total.p50_us),
-            p50_error: f64::NAN,
-            mean_mm1_ms: f64::NAN,
-            mean_seed004_ms: f64::NAN,
-            mean_measured_ms: r.latency.total.mean_us.map_or(f64::NAN, |v| v / 1000.0),
-            p99_measured_ms: ms(r.latency.total.p99_us),
-            late: ol.map_or(0, |o| o.late),
-            dropped: ol.map_or(0, |o| o.dropped),
-            errors: r.requests.errors,
-            client_busy: r.client_cpu.busy_fraction,
-            window_s: r.window.measured_s,
-        };
-        Ok((p, m.report))
-    };
 
     const UNLOADED: f64 = 0.05;
     let (mut unloaded, _) = run_point(UNLOADED, "unloaded (5 %)")?;
@@ -383,7 +383,11 @@ impl CheckReport {
     pub fn verdicts(&self) -> Vec<(f64, bool, bool)> {
         self.points
             .iter()
-            .filter(|p| JUDGED.iter().any(|j| (p.target_utilisation - j).abs() < 1e-9))
+            .filter(|p| {
+                JUDGED
+                    .iter()
+                    .any(|j| (p.target_utilisation - j).abs() < 1e-9)
+            })
             .map(|p| {
                 (
                     p.target_utilisation,
@@ -465,13 +469,19 @@ impl CheckReport {
                 p.p99_measured_ms,
                 p.client_busy * 100.0,
                 if p.late > 0 || p.dropped > 0 || p.errors > 0 {
-                    format!(" ({} late, {} dropped, {} errors)", p.late, p.dropped, p.errors)
+                    format!(
+                        " ({} late, {} dropped, {} errors)",
+                        p.late, p.dropped, p.errors
+                    )
                 } else {
                     String::new()
                 }
             );
         }
-        let _ = writeln!(s, "(latencies in ms; the 5 % row is the unloaded point the latency model is anchored at)");
+        let _ = writeln!(
+            s,
+            "(latencies in ms; the 5 % row is the unloaded point the latency model is anchored at)"
+        );
         for (rho, thr, p50) in self.verdicts() {
             let _ = writeln!(
                 s,

@@ -242,9 +242,11 @@ pub fn costs_from_json(
     let bad = |m: String| Err(PlanError::Invalid(m));
     let cells = v.get("cells").and_then(|c| c.as_array());
     let Some(cells) = cells else {
-        return bad("the file has no `cells`; give a `tlslab lab --json` report or a \
+        return bad(
+            "the file has no `cells`; give a `tlslab lab --json` report or a \
                     `tlslab experiment` results document"
-            .into());
+                .into(),
+        );
     };
     let is_study = v.get("kind").and_then(|k| k.as_str()) == Some(crate::study::STUDY_KIND);
     // (mode or None, reuse, k, cpu/request, label)
@@ -253,8 +255,14 @@ pub fn costs_from_json(
     for c in cells {
         let (factors, cpu, label) = if is_study {
             let f = c.get("factors").cloned().unwrap_or_default();
-            let cpu = c.pointer("/metrics/server_cpu_us_per_request").and_then(|x| x.as_f64());
-            let id = c.get("id").and_then(|x| x.as_str()).unwrap_or("?").to_string();
+            let cpu = c
+                .pointer("/metrics/server_cpu_us_per_request")
+                .and_then(|x| x.as_f64());
+            let id = c
+                .get("id")
+                .and_then(|x| x.as_str())
+                .unwrap_or("?")
+                .to_string();
             (f, cpu, id)
         } else {
             let mut f = serde_json::Map::new();
@@ -282,7 +290,9 @@ pub fn costs_from_json(
             }
         }
         if ver.as_deref().is_some_and(|x| norm_version(x) != want_v)
-            || k_ty.as_deref().is_some_and(|x| !x.eq_ignore_ascii_case(key))
+            || k_ty
+                .as_deref()
+                .is_some_and(|x| !x.eq_ignore_ascii_case(key))
         {
             continue;
         }
@@ -607,8 +617,7 @@ impl Plan {
              CPU per request (the paper's H was ~300 ms: a 1024-bit RSA decryption and session \
              key generation on 2000's servers; the paper's curve, 300/(1−ρ) ms, is shown for \
              scale).",
-            self.costs.request_us,
-            self.handshake_cpu_per_request_us
+            self.costs.request_us, self.handshake_cpu_per_request_us
         );
         let _ = writeln!(
             s,
@@ -689,7 +698,10 @@ mod tests {
             let v = mg1_fcfs_sojourns(&[(1.0, 100.0)], rho, 400_000, 7);
             let mean = v.iter().sum::<f64>() / v.len() as f64;
             let want = 100.0 + rho * 100.0 / (2.0 * (1.0 - rho));
-            assert!((mean - want).abs() / want < 0.03, "ρ {rho}: {mean} vs {want}");
+            assert!(
+                (mean - want).abs() / want < 0.03,
+                "ρ {rho}: {mean} vs {want}"
+            );
         }
         // At ρ = 0.5 more than half the arrivals find the server idle: p50 = s.
         let v = mg1_fcfs_sojourns(&[(1.0, 100.0)], 0.5, 100_000, 7);
@@ -745,10 +757,12 @@ mod tests {
         assert!(e.to_string().contains("TLS 1.3 rsa2048"), "{e}");
         // A results document at one request per connection and three reuse
         // levels: needs --request-us, then fits the rest exactly.
-        let cell = |id: &str, reuse: &str, cpu: f64| serde_json::json!({
-            "id": id, "factors": {"reuse": reuse, "version": "1.3", "key": "rsa2048"},
-            "metrics": {"server_cpu_us_per_request": cpu}
-        });
+        let cell = |id: &str, reuse: &str, cpu: f64| {
+            serde_json::json!({
+                "id": id, "factors": {"reuse": reuse, "version": "1.3", "key": "rsa2048"},
+                "metrics": {"server_cpu_us_per_request": cpu}
+            })
+        };
         let doc = serde_json::json!({"kind": "tlslab-experiment", "cells": [
             cell("a", "0", 1040.0), cell("b", "0.5", 590.0), cell("c", "1", 140.0)
         ]});

@@ -283,10 +283,7 @@ struct PointValue<'a> {
 
 /// Median over repeats of a per-cell figure, for each matrix point, in
 /// first-run order; cells where `f` gives `None` are left out.
-fn per_point<'a>(
-    r: &'a StudyResults,
-    f: impl Fn(&Cell) -> Option<f64>,
-) -> Vec<PointValue<'a>> {
+fn per_point<'a>(r: &'a StudyResults, f: impl Fn(&Cell) -> Option<f64>) -> Vec<PointValue<'a>> {
     let mut out = Vec::new();
     for p in r.points() {
         let cells: Vec<&Cell> = r.point_cells(&p).filter(|c| f(c).is_some()).collect();
@@ -362,7 +359,10 @@ fn push_line(
             y_label: y_label.into(),
             data,
         }),
-        None => missing.push(format!("{}: the chart could not be drawn", title.to_lowercase())),
+        None => missing.push(format!(
+            "{}: the chart could not be drawn",
+            title.to_lowercase()
+        )),
     }
 }
 
@@ -576,9 +576,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
                 cells: r
                     .cells
                     .iter()
-                    .filter(|c| {
-                        c.factors.get("stage").or(c.factors.get("ablate")) == Some(stage)
-                    })
+                    .filter(|c| c.factors.get("stage").or(c.factors.get("ablate")) == Some(stage))
                     .map(|c| c.id.clone())
                     .collect(),
             })
@@ -712,9 +710,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
             "needs open-loop cells at two or more rates",
         );
     } else {
-        missing.push(
-            "goodput against offered load: no open-loop cells (no `rate` factor)".into(),
-        );
+        missing.push("goodput against offered load: no open-loop cells (no `rate` factor)".into());
     }
 
     // Model curves (seed 004's 300/(1−ρ), M/M/1).
@@ -948,7 +944,9 @@ pub fn render_html(docs: &[StudyResults]) -> String {
             );
             for p in &c.data {
                 let y = match p.cells.first() {
-                    Some(id) => format!("<a href=\"#{prefix}cell-{}\">{}</a>", esc(id), fmt_num(p.y)),
+                    Some(id) => {
+                        format!("<a href=\"#{prefix}cell-{}\">{}</a>", esc(id), fmt_num(p.y))
+                    }
                     None => fmt_num(p.y),
                 };
                 let _ = write!(
@@ -1059,8 +1057,11 @@ pub fn render_markdown(docs: &[StudyResults]) -> String {
             );
             for c in &d.comparisons {
                 let today = c.today.map_or("not measured".into(), |v| {
-                    let links: Vec<String> =
-                        c.cells.iter().map(|id| format!("[{id}](#cell-{id})")).collect();
+                    let links: Vec<String> = c
+                        .cells
+                        .iter()
+                        .map(|id| format!("[{id}](#cell-{id})"))
+                        .collect();
                     format!("{} {} ({})", fmt_num(v), c.unit, links.join(", "))
                 });
                 let _ = writeln!(
@@ -1299,7 +1300,14 @@ pub(crate) mod tests {
             }
         }
         assert!(n > 0, "no internal links at all");
-        for bad in ["<script", "<link rel=\"stylesheet", "@import", "url(http", "<iframe", "<img"] {
+        for bad in [
+            "<script",
+            "<link rel=\"stylesheet",
+            "@import",
+            "url(http",
+            "<iframe",
+            "<img",
+        ] {
             assert!(!html.contains(bad), "the page contains {bad}");
         }
     }
@@ -1330,7 +1338,10 @@ pub(crate) mod tests {
         }
         // Throughput against reuse: best client count (16) per reuse level,
         // median of the two repeats, linked to both.
-        let thr = charts.iter().find(|c| c.title == "Throughput against session reuse").unwrap();
+        let thr = charts
+            .iter()
+            .find(|c| c.title == "Throughput against session reuse")
+            .unwrap();
         let at0 = thr.data.iter().find(|p| p.x == 0.0).unwrap();
         assert_eq!(at0.y, 1501.5);
         assert_eq!(at0.cells, vec!["reuse0-c16-r1", "reuse0-c16-r2"]);
@@ -1367,7 +1378,11 @@ pub(crate) mod tests {
         assert_eq!(s100.cells, vec!["tls12-id-session-reuse1-r1"]);
         assert!(svg_has_lines(&cluster[0].svg));
         // The generic throughput-against-reuse chart is not drawn for it.
-        assert!(!charts.iter().any(|c| c.title == "Throughput against session reuse"));
+        assert!(
+            !charts
+                .iter()
+                .any(|c| c.title == "Throughput against session reuse")
+        );
         // Two documents: anchors are prefixed per document.
         let html = render_html(&[sample_study(), d]);
         check_links(&html);

@@ -193,9 +193,10 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Vec<StudyResults>, InputError> {
             kind,
             msg: e.to_string(),
         };
-        let name = path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
         match kind {
             InputKind::Study => {
                 let d: StudyResults = serde_json::from_value(v)
