@@ -148,6 +148,42 @@ pub struct CheckReport {
     pub points: Vec<CheckPoint>,
 }
 
+/// What one open-loop point measured.
+struct PointMeasured {
+    report: tlslab_report::LoadReport,
+    server_busy: f64,
+    server_cpu_us_per_request: f64,
+}
+
+/// Runs one open-loop point. Unlike `cell::measure`, a point that completes
+/// nothing (the model offered more than the server or the client could
+/// take) is a result to print, not an error.
+fn measure_point(
+    server: &tlslab_server::Server,
+    load: &tlslab_load::LoadConfig,
+) -> Result<PointMeasured, Error> {
+    let cpu_before = server.cpu_time();
+    let served_before = server.snapshot().requests.total();
+    let wall = std::time::Instant::now();
+    let report = tlslab_load::run(load)?;
+    let cpu = server.cpu_time().saturating_sub(cpu_before).as_secs_f64();
+    let wall = wall.elapsed().as_secs_f64().max(1e-9);
+    let served = server
+        .snapshot()
+        .requests
+        .total()
+        .saturating_sub(served_before);
+    Ok(PointMeasured {
+        server_busy: cpu / wall,
+        server_cpu_us_per_request: if served > 0 {
+            cpu * 1e6 / served as f64
+        } else {
+            f64::NAN
+        },
+        report,
+    })
+}
+
 fn ms(us: Option<u64>) -> f64 {
     us.map_or(f64::NAN, |v| v as f64 / 1000.0)
 }
@@ -217,6 +253,15 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
                 ));
                 per.push(m);
             }
+            if per[0].server_busy < 0.8 {
+                progress(&format!(
+                    "  WARNING: the full-handshake calibration kept the server only {:.0} % busy: \
+                     the client or other processes on this machine were the bottleneck; the \
+                     costs are still server CPU per request, but the check's load may not reach \
+                     the rates it offers",
+                    per[0].server_busy * 100.0
+                ));
+            }
             let c = UnitCosts::from_cells(
                 per[0].server_cpu_us_per_request,
                 per[1].server_cpu_us_per_request,
@@ -282,7 +327,8 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
             });
             load.seed = cfg.seed;
             load.warmup = (cfg.cell / 5).min(Duration::from_secs(1));
-            let m = cell::measure(&server, &load, label)?;
+            let _ = label;
+            let m = measure_point(&server, &load)?;
             let r = &m.report;
             let ol = r.open_loop.as_ref();
             let goodput = if r.window.measured_s > 0.0 {
