@@ -307,7 +307,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         "  model: {s_us:.1} µs server CPU per request → {cap:.0} req/s per core at 100 %"
     ));
 
-    let mut run_point =
+    let run_point =
         |rho: f64, label: &str| -> Result<(CheckPoint, tlslab_report::LoadReport), Error> {
             let rate = cap * rho;
             let mut load = cell::cell_load(
