@@ -146,6 +146,20 @@ pub struct CheckReport {
     pub unloaded: CheckPoint,
     /// The points at the target utilisations.
     pub points: Vec<CheckPoint>,
+    /// The 1-minute load average of the machine before and after the check
+    /// (/proc/loadavg): other processes on the server's and client's CPUs
+    /// starve them, which the model does not know about.
+    pub loadavg_1m: (Option<f64>, Option<f64>),
+}
+
+/// The 1-minute load average, from /proc/loadavg.
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// What one open-loop point measured.
@@ -195,6 +209,7 @@ fn rel(measured: f64, predicted: f64) -> f64 {
 /// Runs the check; `progress` gets a line per step.
 pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckReport, Error> {
     let placement = Placement::split();
+    let load_before = loadavg();
     progress(&format!(
         "tlslab plan --check: TLS {} with {}, reuse {:.0} %; {}",
         cfg.version.short(),
@@ -413,6 +428,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         capacity_per_s: cap,
         unloaded,
         points,
+        loadavg_1m: (load_before, loadavg()),
     })
 }
 
@@ -538,6 +554,30 @@ impl CheckReport {
                 P50_TOLERANCE * 100.0,
                 if p50 { "met" } else { "MISSED" }
             );
+        }
+        let _ = writeln!(
+            s,
+            "machine load average (1 min) before and after: {} and {} on {} CPU(s) this process \
+             may use",
+            self.loadavg_1m.0.map_or("?".into(), |l| format!("{l:.1}")),
+            self.loadavg_1m.1.map_or("?".into(), |l| format!("{l:.1}")),
+            tlslab_runtime::allowed_cpus().len()
+        );
+        for p in &self.points {
+            if p.throughput_error < -THROUGHPUT_TOLERANCE
+                && p.server_busy < 0.8 * p.target_utilisation
+                && p.client_busy < 0.9
+            {
+                let _ = writeln!(
+                    s,
+                    "! at {:.0} %: neither the server ({:.0} % busy) nor the client ({:.0} % busy) \
+                     used the CPU the offered load needed: other processes had it (a shared \
+                     machine); this point does not test the model",
+                    p.target_utilisation * 100.0,
+                    p.server_busy * 100.0,
+                    p.client_busy * 100.0
+                );
+            }
         }
         if self.points.iter().any(|p| p.client_busy >= 0.9) {
             let _ = writeln!(
