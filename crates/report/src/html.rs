@@ -347,7 +347,7 @@ fn push_line(
 ) {
     let series = to_series(&data);
     if !series.iter().any(|s| s.1.len() > 1) {
-        missing.push(format!("{}: {why_missing}", title.to_lowercase()));
+        missing.push(format!("{title}: {why_missing}"));
         return;
     }
     match line_chart(title, x_label, y_label, &series, false) {
@@ -359,10 +359,7 @@ fn push_line(
             y_label: y_label.into(),
             data,
         }),
-        None => missing.push(format!(
-            "{}: the chart could not be drawn",
-            title.to_lowercase()
-        )),
+        None => missing.push(format!("{title}: the chart could not be drawn")),
     }
 }
 

@@ -170,7 +170,7 @@ pub fn loads_document(loads: &[(String, LoadReport)]) -> StudyResults {
         format!("{} load runs", loads.len())
     };
     let mut doc = StudyResults::from_load(&loads[0].1, &title);
-    doc.title = format!("{title}: `tlslab load --json` report{}", {
+    doc.title = format!("{title}: tlslab load --json report{}", {
         if loads.len() == 1 { "" } else { "s" }
     });
     doc.cells = cells;
