@@ -17,8 +17,7 @@ use crate::config::usage;
 /// `tlslab report`.
 #[derive(Clone, Debug, Args)]
 #[command(after_help = "Examples:\n  \
-    tlslab experiment run seed000-reuse --quick --out results.json\n  \
-    tlslab report results.json --html report.html --md report.md\n  \
+    tlslab report RESULTS.json --html report.html --md report.md   (a `tlslab experiment` document)\n  \
     tlslab load https://127.0.0.1:8443/ --cacert certs/ca.pem -d 5s --rate 500 --json r500.json\n  \
     tlslab load https://127.0.0.1:8443/ --cacert certs/ca.pem -d 5s --rate 1000 --json r1000.json\n  \
     tlslab report r500.json r1000.json --html loads.html\n\n\
