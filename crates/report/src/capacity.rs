@@ -431,8 +431,9 @@ fn solve3(mut m: [[f64; 3]; 3], mut t: [f64; 3]) -> Option<[f64; 3]> {
         for row in 0..3 {
             if row != col {
                 let f = m[row][col] / m[col][col];
-                for j in 0..3 {
-                    m[row][j] -= f * m[col][j];
+                let pivot_row = m[col];
+                for (x, p) in m[row].iter_mut().zip(pivot_row) {
+                    *x -= f * p;
                 }
                 t[row] -= f * t[col];
             }
