@@ -68,6 +68,12 @@ pub enum Command {
     /// Seed 000's cluster experiment (Fig. 9): N nodes behind a blind or session-aware dispatcher,
     /// or sharing session state, swept over reuse and resumption mechanisms.
     Cluster(crate::cluster_args::ClusterArgs),
+    /// Write a self-contained HTML (inline SVG charts) or Markdown report of experiment results,
+    /// `load --json` and `sweep --json` files.
+    Report(crate::report_args::ReportArgs),
+    /// The capacity model: connections/s and requests/s per core, cores for a load, response
+    /// time by M/M/c and seed 004's 300/(1-ρ); `--check` measures it.
+    Plan(crate::report_args::PlanArgs),
 }
 
 /// `tlslab relay`.

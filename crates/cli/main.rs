@@ -13,6 +13,7 @@ mod dispatch_cmd;
 mod distributed;
 mod overload_args;
 mod probe;
+mod report_args;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -89,6 +90,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Merge(a) => distributed::merge(&a),
         Command::Overload(a) => overload_args::run(&a),
         Command::Cluster(a) => cluster_args::run(&a),
+        Command::Report(a) => report_args::report(&a),
+        Command::Plan(a) => report_args::plan(&a),
     }
 }
 

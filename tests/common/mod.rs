@@ -12,6 +12,7 @@
 
 pub mod nginx;
 pub mod peers;
+pub mod study_doc;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod lab;
 pub mod overload;
 pub mod pin;
+pub mod plan_check;
 
 /// Errors of an experiment.
 #[derive(Debug, thiserror::Error)]

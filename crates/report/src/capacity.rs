@@ -71,10 +71,18 @@ pub struct Plan {
     pub cores_needed: Option<usize>,
     /// The target mean response time, ms (if given).
     pub target_latency_ms: Option<f64>,
-    /// Response time against utilisation (one core): M/M/1 mean, ms.
-    pub mm1_curve: Vec<(f64, f64)>,
-    /// Response time against utilisation: seed 004's `R0/(1−ρ)`, with R0 the
-    /// measured request service time plus `base_latency_ms`, ms.
+    /// Server CPU per request spent on handshakes (the mix's handshake cost
+    /// ÷ requests per connection), µs: seed 004's "300 ms" of today.
+    pub handshake_cpu_per_request_us: f64,
+    /// Servers (cores) of the M/M/c curve: `cores_needed`, else 1.
+    pub curve_cores: usize,
+    /// Mean response time against per-core utilisation ρ by M/M/c (Erlang C)
+    /// with `curve_cores` servers and the per-request CPU as the mean service
+    /// time, plus `base_latency_ms`: (ρ, ms).
+    pub mmc_curve: Vec<(f64, f64)>,
+    /// Response time against ρ by seed 004's form: `base_latency_ms` + the
+    /// request's own CPU + H/(1−ρ), H the handshake CPU per request (the
+    /// paper's H was 300 ms): (ρ, ms).
     pub seed004_curve: Vec<(f64, f64)>,
     /// The utilisation-independent latency added to every request
     /// (network, client), ms.
@@ -125,6 +133,313 @@ pub fn seed004_response(r0: f64, rho: f64) -> f64 {
         return f64::INFINITY;
     }
     r0 / (1.0 - rho)
+}
+
+/// Percentiles of the time in system of a single-server FCFS queue with
+/// Poisson arrivals (M/G/1), by simulation (Lindley's recursion) with a
+/// fixed seed: `services` is the service-time distribution as (probability,
+/// time) pairs, `rho` the utilisation; `n` customers after `n/10` warm-up
+/// ones. Returns the sorted times in system (for [`quantile`]).
+pub fn mg1_fcfs_sojourns(services: &[(f64, f64)], rho: f64, n: usize, seed: u64) -> Vec<f64> {
+    use rand::RngExt as _;
+    use rand::SeedableRng as _;
+    use rand_distr::Distribution as _;
+    let total_p: f64 = services.iter().map(|s| s.0).sum();
+    let mean_s: f64 = services.iter().map(|s| s.0 * s.1).sum::<f64>() / total_p.max(1e-300);
+    if !(rho > 0.0 && rho < 1.0) || mean_s <= 0.0 || services.is_empty() {
+        return vec![];
+    }
+    let gap = mean_s / rho;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let draw = |rng: &mut rand_chacha::ChaCha8Rng| {
+        let mut u: f64 = rng.random::<f64>() * total_p;
+        for &(p, s) in services {
+            if u < p {
+                return s;
+            }
+            u -= p;
+        }
+        services[services.len() - 1].1
+    };
+    let warm = n / 10;
+    let mut out = Vec::with_capacity(n);
+    let mut wait = 0.0_f64;
+    let mut service = draw(&mut rng);
+    for i in 0..(n + warm) {
+        if i >= warm {
+            out.push(wait + service);
+        }
+        let a: f64 = rand_distr::Exp1.sample(&mut rng);
+        let next_service = draw(&mut rng);
+        wait = (wait + service - a * gap).max(0.0);
+        service = next_service;
+    }
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+/// The `q`-quantile (0–1) of sorted values, nearest rank; NaN when empty.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+/// The service-time distribution of one connection of `mix` under `costs`
+/// (µs): a full handshake with probability 1 − reuse, a resumed one
+/// otherwise, each plus its requests.
+pub fn service_mix(costs: &UnitCosts, mix: &Mix) -> Vec<(f64, f64)> {
+    let req = mix.requests_per_conn * costs.request_us;
+    let mut v = Vec::new();
+    if mix.reuse < 1.0 {
+        v.push((1.0 - mix.reuse, costs.full_handshake_us + req));
+    }
+    if mix.reuse > 0.0 {
+        v.push((mix.reuse, costs.resumed_handshake_us + req));
+    }
+    v
+}
+
+/// Where [`costs_from_json`] found the costs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostSource {
+    /// The costs.
+    pub costs: UnitCosts,
+    /// A sentence naming the file kind and the cells used.
+    pub how: String,
+}
+
+fn norm_version(v: &str) -> String {
+    v.trim()
+        .trim_start_matches("TLSv")
+        .trim_start_matches("tls")
+        .trim_start_matches("TLS")
+        .trim()
+        .to_string()
+}
+
+/// Per-unit server CPU costs from a `tlslab lab --json` report or a
+/// `tlslab experiment` results document, for TLS `version` (`1.2`, `1.3`)
+/// and certificate `key` (`ecdsa-p256`, `rsa2048`).
+///
+/// - lab: the `tls_full`, `tls_resumed` and `tls_keep_alive` cells' server
+///   CPU per request ([`UnitCosts::from_cells`]).
+/// - results document: a least-squares fit of each cell's server CPU per
+///   request to `(1−r)/k · full + r/k · resumed + request`, r its `reuse`
+///   factor and k its `requests_per_conn` (or `k`) factor (default 1; 0 is
+///   keep-alive, all requests); a `mode` factor of lab's names counts too.
+///   Cells at one k only cannot separate the request cost: then
+///   `request_us` must be given and is held fixed.
+pub fn costs_from_json(
+    v: &serde_json::Value,
+    version: &str,
+    key: &str,
+    request_us: Option<f64>,
+) -> Result<CostSource, PlanError> {
+    let want_v = norm_version(version);
+    let bad = |m: String| Err(PlanError::Invalid(m));
+    let cells = v.get("cells").and_then(|c| c.as_array());
+    let Some(cells) = cells else {
+        return bad(
+            "the file has no `cells`; give a `tlslab lab --json` report or a \
+                    `tlslab experiment` results document"
+                .into(),
+        );
+    };
+    let is_study = v.get("kind").and_then(|k| k.as_str()) == Some(crate::study::STUDY_KIND);
+    // (mode or None, reuse, k, cpu/request, label)
+    let mut rows: Vec<(f64, f64, f64, String)> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for c in cells {
+        let (factors, cpu, label) = if is_study {
+            let f = c.get("factors").cloned().unwrap_or_default();
+            let cpu = c
+                .pointer("/metrics/server_cpu_us_per_request")
+                .and_then(|x| x.as_f64());
+            let id = c
+                .get("id")
+                .and_then(|x| x.as_str())
+                .unwrap_or("?")
+                .to_string();
+            (f, cpu, id)
+        } else {
+            let mut f = serde_json::Map::new();
+            for k in ["mode", "version", "key"] {
+                if let Some(x) = c.get(k).filter(|x| !x.is_null()) {
+                    f.insert(k.into(), x.clone());
+                }
+            }
+            let cpu = c.get("server_cpu_us_per_request").and_then(|x| x.as_f64());
+            let label = format!(
+                "{} {} {}",
+                c.get("mode").and_then(|x| x.as_str()).unwrap_or("?"),
+                c.get("version").and_then(|x| x.as_str()).unwrap_or("-"),
+                c.get("key").and_then(|x| x.as_str()).unwrap_or("-")
+            );
+            (serde_json::Value::Object(f), cpu, label)
+        };
+        let get = |k: &str| factors.get(k).and_then(|x| x.as_str()).map(str::to_string);
+        let ver = get("version").or(get("tls"));
+        let k_ty = get("key");
+        if let (Some(v), Some(k)) = (&ver, &k_ty) {
+            let s = format!("TLS {} {k}", norm_version(v));
+            if !seen.contains(&s) {
+                seen.push(s);
+            }
+        }
+        if ver.as_deref().is_some_and(|x| norm_version(x) != want_v)
+            || k_ty
+                .as_deref()
+                .is_some_and(|x| !x.eq_ignore_ascii_case(key))
+        {
+            continue;
+        }
+        let Some(cpu) = cpu.filter(|x| x.is_finite() && *x > 0.0) else {
+            continue;
+        };
+        let (reuse, k) = match get("mode").as_deref() {
+            Some("tls_full") => (0.0, 1.0),
+            Some("tls_resumed") => (1.0, 1.0),
+            Some("tls_keep_alive") => (0.0, 0.0),
+            Some(_) => continue,
+            None => {
+                let Some(r) = get("reuse").and_then(|x| x.parse::<f64>().ok()) else {
+                    continue;
+                };
+                let k = get("requests_per_conn")
+                    .or(get("k"))
+                    .map_or(Some(1.0), |x| x.parse::<f64>().ok());
+                let Some(k) = k else { continue };
+                (r, k)
+            }
+        };
+        rows.push((reuse, k, cpu, label));
+    }
+    if rows.is_empty() {
+        return bad(format!(
+            "no cell with server CPU per request for TLS {want_v} with a {key} certificate{}; \
+             pick one with --tls and --key",
+            if seen.is_empty() {
+                String::new()
+            } else {
+                format!(" (the file has: {})", seen.join(", "))
+            }
+        ));
+    }
+    // Least squares on x = ((1−r)/k, r/k, 1), y = cpu; k = 0 → (0, 0, 1).
+    let x_of = |r: f64, k: f64| {
+        if k == 0.0 {
+            [0.0, 0.0, 1.0]
+        } else {
+            [(1.0 - r) / k, r / k, 1.0]
+        }
+    };
+    let ks: Vec<f64> = rows.iter().map(|r| r.1).collect();
+    let one_k = ks.iter().all(|k| (*k - ks[0]).abs() < 1e-12);
+    let labels: Vec<String> = rows.iter().map(|r| r.3.clone()).collect();
+    let how = |what: &str| {
+        format!(
+            "{what}: server-observed CPU per request of {} cell(s) ({})",
+            labels.len(),
+            labels.join(", ")
+        )
+    };
+    let kind = if is_study {
+        "a tlslab experiment results document"
+    } else {
+        "a `tlslab lab --json` report"
+    };
+    if one_k {
+        let Some(req) = request_us else {
+            return bad(format!(
+                "the cells of {kind} all have {} request(s) per connection, which cannot \
+                 separate the request's cost from the handshake's; give --request-us (the server \
+                 CPU of one request on a kept-alive connection, from `tlslab lab`)",
+                ks[0]
+            ));
+        };
+        // Two unknowns: y − req = a·(1−r)/k + b·r/k.
+        let (mut s11, mut s12, mut s22, mut t1, mut t2) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for (r, k, y, _) in &rows {
+            let x = x_of(*r, *k);
+            let y = y - req;
+            s11 += x[0] * x[0];
+            s12 += x[0] * x[1];
+            s22 += x[1] * x[1];
+            t1 += x[0] * y;
+            t2 += x[1] * y;
+        }
+        let det = s11 * s22 - s12 * s12;
+        if det.abs() < 1e-12 {
+            return bad(format!(
+                "the cells of {kind} are all at one reuse level; the full and resumed \
+                 handshake costs need cells at two (e.g. reuse 0 and 1)"
+            ));
+        }
+        let full = (t1 * s22 - t2 * s12) / det;
+        let resumed = (s11 * t2 - s12 * t1) / det;
+        return Ok(CostSource {
+            costs: UnitCosts {
+                full_handshake_us: full.max(0.0),
+                resumed_handshake_us: resumed.max(0.0),
+                request_us: req,
+            },
+            how: how(&format!("{kind}, request cost {req} µs given")),
+        });
+    }
+    let mut m = [[0.0_f64; 3]; 3];
+    let mut t = [0.0_f64; 3];
+    for (r, k, y, _) in &rows {
+        let x = x_of(*r, *k);
+        for i in 0..3 {
+            t[i] += x[i] * y;
+            for j in 0..3 {
+                m[i][j] += x[i] * x[j];
+            }
+        }
+    }
+    let Some(sol) = solve3(m, t) else {
+        return bad(format!(
+            "the cells of {kind} cannot separate full, resumed and request costs (they need \
+             full-handshake, resumed and keep-alive cells, or cells at two reuse levels and two \
+             requests-per-connection levels)"
+        ));
+    };
+    Ok(CostSource {
+        costs: UnitCosts {
+            full_handshake_us: sol[0].max(0.0),
+            resumed_handshake_us: sol[1].max(0.0),
+            request_us: sol[2].max(0.0),
+        },
+        how: how(kind),
+    })
+}
+
+/// Solves a 3×3 linear system by Gaussian elimination with partial
+/// pivoting; `None` if it is singular.
+fn solve3(mut m: [[f64; 3]; 3], mut t: [f64; 3]) -> Option<[f64; 3]> {
+    for col in 0..3 {
+        let piv = (col..3).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        let scale = m.iter().flatten().fold(0.0_f64, |a, x| a.max(x.abs()));
+        if m[piv][col].abs() <= 1e-9 * scale.max(1e-300) {
+            return None;
+        }
+        m.swap(col, piv);
+        t.swap(col, piv);
+        for row in 0..3 {
+            if row != col {
+                let f = m[row][col] / m[col][col];
+                let pivot_row = m[col];
+                for (x, p) in m[row].iter_mut().zip(pivot_row) {
+                    *x -= f * p;
+                }
+                t[row] -= f * t[col];
+            }
+        }
+    }
+    Some([t[0] / m[0][0], t[1] / m[1][1], t[2] / m[2][2]])
 }
 
 /// Errors of the plan.
@@ -202,6 +517,8 @@ pub fn plan(
         cores_needed = Some(0);
     }
     let grid: Vec<f64> = (1..=19).map(|i| i as f64 * 0.05).collect();
+    let hs_per_req = (per_conn - mix.requests_per_conn * costs.request_us) / mix.requests_per_conn;
+    let curve_cores = cores_needed.unwrap_or(1).max(1);
     Ok(Plan {
         costs,
         mix,
@@ -215,13 +532,22 @@ pub fn plan(
         load_requests_per_s,
         cores_needed,
         target_latency_ms,
-        mm1_curve: grid
+        handshake_cpu_per_request_us: hs_per_req,
+        curve_cores,
+        mmc_curve: grid
             .iter()
-            .map(|&r| (r, mmc_response(1, s_ms, r) + base_latency_ms))
+            .map(|&r| (r, mmc_response(curve_cores, s_ms, r) + base_latency_ms))
             .collect(),
         seed004_curve: grid
             .iter()
-            .map(|&r| (r, seed004_response(s_ms + base_latency_ms, r)))
+            .map(|&r| {
+                (
+                    r,
+                    base_latency_ms
+                        + costs.request_us / 1000.0
+                        + seed004_response(hs_per_req / 1000.0, r),
+                )
+            })
             .collect(),
         base_latency_ms,
     })
@@ -275,13 +601,43 @@ impl Plan {
         }
         let _ = writeln!(
             s,
-            "\nresponse time against utilisation of one core (ms; base latency {:.3} ms added):",
+            "\nmean response time against per-core utilisation ρ, ms (base latency {:.3} ms added \
+             to both):",
             self.base_latency_ms
         );
-        let _ = writeln!(s, "{:>6} {:>12} {:>14}", "ρ", "M/M/1 mean", "R0/(1−ρ)");
-        for ((r, a), (_, b)) in self.mm1_curve.iter().zip(&self.seed004_curve) {
+        let _ = writeln!(
+            s,
+            "  M/M/{c}: Poisson arrivals, exponential service of mean {:.1} µs (the CPU per \
+             request), {c} core(s), FCFS (Erlang C);",
+            self.cpu_per_request_us,
+            c = self.curve_cores
+        );
+        let _ = writeln!(
+            s,
+            "  seed 004: the request's own CPU ({:.1} µs) + H/(1−ρ), H = {:.1} µs of handshake \
+             CPU per request (the paper's H was ~300 ms: a 1024-bit RSA decryption and session \
+             key generation on 2000's servers; the paper's curve, 300/(1−ρ) ms, is shown for \
+             scale).",
+            self.costs.request_us, self.handshake_cpu_per_request_us
+        );
+        let _ = writeln!(
+            s,
+            "{:>6} {:>12} {:>14} {:>16}",
+            "ρ",
+            format!("M/M/{}", self.curve_cores),
+            "seed 004 form",
+            "paper 300/(1−ρ)"
+        );
+        for ((r, a), (_, b)) in self.mmc_curve.iter().zip(&self.seed004_curve) {
             if ((r * 100.0).round() as i64) % 10 == 0 || *r > 0.9 {
-                let _ = writeln!(s, "{:>5.0}% {:>12.3} {:>14.3}", r * 100.0, a, b);
+                let _ = writeln!(
+                    s,
+                    "{:>5.0}% {:>12.3} {:>14.3} {:>16.0}",
+                    r * 100.0,
+                    a,
+                    b,
+                    seed004_response(300.0, *r)
+                );
             }
         }
         s
@@ -334,6 +690,89 @@ mod tests {
         // 0.25 ms service: M/M/c must keep the mean ≤ 0.26 ms, which needs
         // more than the utilisation bound's 3 cores.
         assert!(with_latency.cores_needed.unwrap() > 3);
+    }
+
+    #[test]
+    fn md1_simulation_matches_pollaczek_khinchine() {
+        // M/D/1, s = 100: mean time in system s + ρs/(2(1−ρ)).
+        for rho in [0.5, 0.7, 0.9] {
+            let v = mg1_fcfs_sojourns(&[(1.0, 100.0)], rho, 400_000, 7);
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let want = 100.0 + rho * 100.0 / (2.0 * (1.0 - rho));
+            assert!(
+                (mean - want).abs() / want < 0.03,
+                "ρ {rho}: {mean} vs {want}"
+            );
+        }
+        // At ρ = 0.5 more than half the arrivals find the server idle: p50 = s.
+        let v = mg1_fcfs_sojourns(&[(1.0, 100.0)], 0.5, 100_000, 7);
+        assert_eq!(quantile(&v, 0.5), 100.0);
+        assert!(quantile(&v, 0.99) > 200.0);
+        assert!(mg1_fcfs_sojourns(&[(1.0, 100.0)], 1.0, 10, 1).is_empty());
+        assert!(quantile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn service_mix_weights_full_and_resumed() {
+        let c = UnitCosts {
+            full_handshake_us: 1000.0,
+            resumed_handshake_us: 100.0,
+            request_us: 50.0,
+        };
+        let m = Mix {
+            reuse: 0.25,
+            requests_per_conn: 2.0,
+        };
+        assert_eq!(service_mix(&c, &m), vec![(0.75, 1100.0), (0.25, 200.0)]);
+        let p = plan(c, m, 0.5, Some(1000.0), None, 2.0).unwrap();
+        // 0.75·1000 + 0.25·100 + 2·50 = 875 µs per connection, 437.5 per request.
+        assert_eq!(p.cpu_per_connection_us, 875.0);
+        assert_eq!(p.cpu_per_request_us, 437.5);
+        assert_eq!(p.handshake_cpu_per_request_us, 387.5);
+        // 1e6/437.5 = 2285.7 req/s per core; at 50 %: 1142.9; 1000 req/s → 1 core.
+        assert!((p.requests_per_s_per_core - 1e6 / 437.5 * 0.5).abs() < 1e-9);
+        assert_eq!(p.cores_needed, Some(1));
+        // Seed 004's form at ρ = 0.5: 2 ms base + 0.05 ms request + 0.3875/(0.5).
+        let (_, at50) = p.seed004_curve[9];
+        assert!((at50 - (2.0 + 0.05 + 0.775)).abs() < 1e-9, "{at50}");
+        // M/M/1 at 0.5: 2 + 0.4375/0.5.
+        let (_, mm) = p.mmc_curve[9];
+        assert!((mm - (2.0 + 0.875)).abs() < 1e-9, "{mm}");
+    }
+
+    #[test]
+    fn costs_from_a_lab_report_and_a_results_document() {
+        let lab = serde_json::json!({"schema_version": 1, "cells": [
+            {"mode": "tls_full", "version": "TLSv1.3", "key": "rsa2048", "server_cpu_us_per_request": 1300.0},
+            {"mode": "tls_resumed", "version": "TLSv1.3", "key": "rsa2048", "server_cpu_us_per_request": 160.0},
+            {"mode": "tls_keep_alive", "version": "TLSv1.3", "key": "rsa2048", "server_cpu_us_per_request": 40.0},
+            {"mode": "tls_full", "version": "TLSv1.2", "key": "rsa2048", "server_cpu_us_per_request": 9999.0},
+            {"mode": "plain_new_conn", "version": null, "key": null, "server_cpu_us_per_request": 30.0}
+        ]});
+        let c = costs_from_json(&lab, "1.3", "rsa2048", None).unwrap();
+        assert!((c.costs.full_handshake_us - 1260.0).abs() < 1e-6, "{c:?}");
+        assert!((c.costs.resumed_handshake_us - 120.0).abs() < 1e-6);
+        assert!((c.costs.request_us - 40.0).abs() < 1e-6);
+        assert!(c.how.contains("lab --json"));
+        let e = costs_from_json(&lab, "1.3", "ecdsa-p256", None).unwrap_err();
+        assert!(e.to_string().contains("TLS 1.3 rsa2048"), "{e}");
+        // A results document at one request per connection and three reuse
+        // levels: needs --request-us, then fits the rest exactly.
+        let cell = |id: &str, reuse: &str, cpu: f64| {
+            serde_json::json!({
+                "id": id, "factors": {"reuse": reuse, "version": "1.3", "key": "rsa2048"},
+                "metrics": {"server_cpu_us_per_request": cpu}
+            })
+        };
+        let doc = serde_json::json!({"kind": "tlslab-experiment", "cells": [
+            cell("a", "0", 1040.0), cell("b", "0.5", 590.0), cell("c", "1", 140.0)
+        ]});
+        let e = costs_from_json(&doc, "1.3", "rsa2048", None).unwrap_err();
+        assert!(e.to_string().contains("--request-us"), "{e}");
+        let c = costs_from_json(&doc, "TLSv1.3", "rsa2048", Some(40.0)).unwrap();
+        assert!((c.costs.full_handshake_us - 1000.0).abs() < 1e-6, "{c:?}");
+        assert!((c.costs.resumed_handshake_us - 100.0).abs() < 1e-6);
+        assert!(costs_from_json(&serde_json::json!({"x": 1}), "1.3", "rsa2048", None).is_err());
     }
 
     #[test]

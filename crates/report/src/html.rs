@@ -23,6 +23,12 @@ pub struct Chart {
     pub caption: String,
     /// The `<svg>` element.
     pub svg: String,
+    /// X axis name (the data table's header).
+    pub x_label: String,
+    /// Y axis name.
+    pub y_label: String,
+    /// The plotted points, each with the cells it came from.
+    pub data: Vec<DataPoint>,
 }
 
 /// One line of a chart.
@@ -239,18 +245,122 @@ fn series_key(c: &Cell, except: &[&str]) -> String {
     }
 }
 
-/// Median over repeats of a per-cell figure, for each matrix point, keyed by
-/// the point; in first-run order.
-fn per_point(r: &StudyResults, f: impl Fn(&CellMetrics) -> Option<f64>) -> Vec<(&Cell, f64)> {
+/// One plotted point and the cells that produced it (the report links each
+/// to its row of the cell table).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataPoint {
+    /// The series (legend entry).
+    pub series: String,
+    /// X value.
+    pub x: f64,
+    /// Y value.
+    pub y: f64,
+    /// Ids of the cells the point is computed from (empty for model curves
+    /// and engine reports without cells).
+    pub cells: Vec<String>,
+}
+
+/// The series of a set of points, in name order, each sorted by x.
+fn to_series(points: &[DataPoint]) -> Vec<Series> {
+    let mut by: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for p in points {
+        by.entry(p.series.clone()).or_default().push((p.x, p.y));
+    }
+    by.into_iter()
+        .map(|(k, mut v)| {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (k, v)
+        })
+        .collect()
+}
+
+/// A matrix point: its cells (all repeats) and the median of a figure.
+struct PointValue<'a> {
+    first: &'a Cell,
+    ids: Vec<String>,
+    value: f64,
+}
+
+/// Median over repeats of a per-cell figure, for each matrix point, in
+/// first-run order; cells where `f` gives `None` are left out.
+fn per_point<'a>(r: &'a StudyResults, f: impl Fn(&Cell) -> Option<f64>) -> Vec<PointValue<'a>> {
     let mut out = Vec::new();
     for p in r.points() {
-        let cells: Vec<&Cell> = r.point_cells(&p).collect();
-        let v: Vec<f64> = cells.iter().filter_map(|c| f(&c.metrics)).collect();
+        let cells: Vec<&Cell> = r.point_cells(&p).filter(|c| f(c).is_some()).collect();
+        let v: Vec<f64> = cells.iter().filter_map(|c| f(c)).collect();
         if !v.is_empty() {
-            out.push((cells[0], median(&v)));
+            out.push(PointValue {
+                first: cells[0],
+                ids: cells.iter().map(|c| c.id.clone()).collect(),
+                value: median(&v),
+            });
         }
     }
     out
+}
+
+/// Goodput of a cell, requests/s: the load report's succeeded requests over
+/// its window when the cell carries it, else completed requests/s less the
+/// error share.
+pub fn goodput(c: &Cell) -> f64 {
+    if let Some(l) = &c.load {
+        let ok = l.pointer("/requests/succeeded").and_then(|v| v.as_f64());
+        let secs = l.pointer("/window/measured_s").and_then(|v| v.as_f64());
+        if let (Some(ok), Some(secs)) = (ok, secs)
+            && secs > 0.0
+        {
+            return ok / secs;
+        }
+    }
+    let m = &c.metrics;
+    if m.requests == 0 {
+        return 0.0;
+    }
+    m.requests_per_s * (m.requests.saturating_sub(m.errors) as f64 / m.requests as f64)
+}
+
+/// The factor names that mark blind dispatch policies in a cluster study.
+const BLIND_POLICIES: [&str; 4] = ["round-robin", "least-conn", "random", "source-ip"];
+
+fn policy_label(p: &str) -> String {
+    if BLIND_POLICIES.contains(&p) {
+        format!("{p} (blind)")
+    } else if p == "session" {
+        "session (session-aware)".into()
+    } else {
+        p.to_string()
+    }
+}
+
+/// Adds a line chart of `data` to `out`, or a note to `missing` when it has
+/// no line of two points.
+#[allow(clippy::too_many_arguments)]
+fn push_line(
+    out: &mut Vec<Chart>,
+    missing: &mut Vec<String>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    caption: &str,
+    data: Vec<DataPoint>,
+    why_missing: &str,
+) {
+    let series = to_series(&data);
+    if !series.iter().any(|s| s.1.len() > 1) {
+        missing.push(format!("{title}: {why_missing}"));
+        return;
+    }
+    match line_chart(title, x_label, y_label, &series, false) {
+        Some(svg) => out.push(Chart {
+            title: title.into(),
+            caption: caption.into(),
+            svg,
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            data,
+        }),
+        None => missing.push(format!("{title}: the chart could not be drawn")),
+    }
 }
 
 /// The charts whose data exists in `r`, and a note for each left out.
@@ -258,152 +368,127 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
     let mut out = Vec::new();
     let mut missing = Vec::new();
     let has = |f: &str| r.cells.iter().any(|c| c.factors.contains_key(f));
+    let cluster = has("policy");
+    let p50 = |c: &Cell| CellMetrics::at(&c.metrics.latency_us, 50.0).map(ms);
+    let thr = |c: &Cell| Some(c.metrics.requests_per_s);
 
     // Latency against throughput per reuse level.
-    if has("reuse") && r.cells.len() > 1 {
-        let pts = per_point(r, |m| {
-            CellMetrics::at(&m.latency_us, 50.0).map(|v| v as f64)
-        });
-        let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-        for (c, p50) in &pts {
-            let thr = median(
-                &r.point_cells(&c.point)
-                    .map(|c| c.metrics.requests_per_s)
-                    .collect::<Vec<_>>(),
-            );
-            let name = series_key(c, &["clients", "rate"]);
-            series.entry(name).or_default().push((thr, ms(*p50 as u64)));
-        }
-        let series: Vec<Series> = series
+    if has("reuse") {
+        let thr_pts = per_point(r, thr);
+        let data: Vec<DataPoint> = per_point(r, p50)
             .into_iter()
-            .map(|(k, mut v)| {
-                v.sort_by(|a, b| a.0.total_cmp(&b.0));
-                (k, v)
+            .filter_map(|p| {
+                let x = thr_pts.iter().find(|t| t.first.point == p.first.point)?;
+                Some(DataPoint {
+                    series: series_key(p.first, &["clients", "rate"]),
+                    x: x.value,
+                    y: p.value,
+                    cells: p.ids,
+                })
             })
             .collect();
-        if series.iter().any(|s| s.1.len() > 1) {
-            if let Some(svg) = line_chart(
-                "Latency against throughput, per reuse level",
-                "requests/s (client-observed)",
-                "p50 latency, ms",
-                &series,
-                false,
-            ) {
-                out.push(Chart {
-                    title: "Latency against throughput".into(),
-                    caption: "Each point is one matrix point (median over repeats) at one client \
-                              count or rate; p50 of request latency (connect + handshake + request \
-                              for a connection's first request), client-observed over the cell's \
-                              window. Seed 000 Figs. 4–5."
-                        .into(),
-                    svg,
-                });
-            }
-        } else {
-            missing.push(
-                "latency against throughput: needs more than one client count or rate per reuse level"
-                    .into(),
-            );
-        }
+        push_line(
+            &mut out,
+            &mut missing,
+            "Latency against throughput, per reuse level",
+            "requests/s (client-observed)",
+            "p50 latency, ms",
+            "Each point is one matrix point (median over repeats) at one client count or rate; \
+             p50 of request latency (connect + handshake + request for a connection's first \
+             request), client-observed over the cell's window. Seed 000 Figs. 4–5.",
+            data,
+            "needs more than one client count or rate per reuse level",
+        );
+    } else {
+        missing.push("latency against throughput: no cell has a `reuse` factor".into());
     }
 
-    // Throughput against reuse.
-    if has("reuse") {
-        let pts = per_point(r, |m| Some(m.requests_per_s));
-        let mut best: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
-        for (c, thr) in &pts {
-            let name = series_key(c, &["clients", "rate", "reuse"]);
-            let reuse = c.factors.get("reuse").cloned().unwrap_or_default();
-            let e = best.entry(name).or_default().entry(reuse).or_insert(0.0);
-            *e = e.max(*thr);
+    // Throughput against reuse (a cluster study has its own figure below).
+    if has("reuse") && !cluster {
+        let mut best: BTreeMap<(String, String), PointValue> = BTreeMap::new();
+        for p in per_point(r, thr) {
+            let key = (
+                series_key(p.first, &["clients", "rate", "reuse"]),
+                p.first.factors.get("reuse").cloned().unwrap_or_default(),
+            );
+            if best.get(&key).is_none_or(|b| b.value < p.value) {
+                best.insert(key, p);
+            }
         }
-        let series: Vec<Series> = best
+        let data = best
             .into_iter()
-            .map(|(k, m)| {
-                let mut v: Vec<(f64, f64)> = m
-                    .into_iter()
-                    .filter_map(|(r, t)| r.parse::<f64>().ok().map(|r| (r * 100.0, t)))
-                    .collect();
-                v.sort_by(|a, b| a.0.total_cmp(&b.0));
-                (k, v)
+            .filter_map(|((series, reuse), p)| {
+                Some(DataPoint {
+                    series,
+                    x: reuse.parse::<f64>().ok()? * 100.0,
+                    y: p.value,
+                    cells: p.ids,
+                })
             })
             .collect();
-        if series.iter().any(|s| s.1.len() > 1) {
-            if let Some(svg) = line_chart(
-                "Throughput against session reuse",
-                "connections resumed, %",
-                "requests/s (best client count)",
-                &series,
-                false,
-            ) {
-                out.push(Chart {
-                    title: "Throughput against reuse".into(),
-                    caption:
-                        "Highest median requests/s over the client counts run, per reuse level; \
-                              client-observed over each cell's window. Seed 000 Figs. 4–5."
-                            .into(),
-                    svg,
-                });
-            }
-        } else {
-            missing.push("throughput against reuse: needs at least two reuse levels".into());
-        }
-        // Server CPU against reuse (server-observed).
-        let cpu = per_point(r, |m| {
+        push_line(
+            &mut out,
+            &mut missing,
+            "Throughput against session reuse",
+            "connections resumed, %",
+            "requests/s (best client count)",
+            "Highest median requests/s over the client counts run, per reuse level; \
+             client-observed over each cell's window. Seed 000 Figs. 4–5.",
+            data,
+            "needs at least two reuse levels",
+        );
+        // Server CPU against reuse (server-observed), at the largest client count.
+        let max_clients = r
+            .cells
+            .iter()
+            .filter_map(|o| o.factors.get("clients")?.parse::<usize>().ok())
+            .max();
+        let data = per_point(r, |c| {
+            let m = &c.metrics;
             (m.server_cpu_us_per_request > 0.0).then_some(m.server_cpu_us_per_request)
-        });
-        let mut s2: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-        for (c, v) in &cpu {
-            if (c.factors.get("clients").is_some_and(|n| {
-                // One client count per series: the largest.
-                r.cells
-                    .iter()
-                    .filter_map(|o| o.factors.get("clients")?.parse::<usize>().ok())
-                    .max()
-                    .is_some_and(|m| n.parse::<usize>().ok() == Some(m))
-            }) || !c.factors.contains_key("clients"))
-                && let Some(reuse) = c.factors.get("reuse").and_then(|x| x.parse::<f64>().ok())
-            {
-                s2.entry(series_key(c, &["clients", "rate", "reuse"]))
-                    .or_default()
-                    .push((reuse * 100.0, *v));
-            }
-        }
-        let s2: Vec<Series> = s2
-            .into_iter()
-            .map(|(k, mut v)| {
-                v.sort_by(|a, b| a.0.total_cmp(&b.0));
-                (k, v)
+        })
+        .into_iter()
+        .filter(|p| {
+            p.first
+                .factors
+                .get("clients")
+                .is_none_or(|n| n.parse::<usize>().ok() == max_clients)
+        })
+        .filter_map(|p| {
+            Some(DataPoint {
+                series: series_key(p.first, &["clients", "rate", "reuse"]),
+                x: p.first.factors.get("reuse")?.parse::<f64>().ok()? * 100.0,
+                y: p.value,
+                cells: p.ids,
             })
-            .collect();
-        if s2.iter().any(|s| s.1.len() > 1)
-            && let Some(svg) = line_chart(
-                "Server CPU per request against session reuse",
-                "connections resumed, %",
-                "server CPU per request, µs",
-                &s2,
-                false,
-            )
-        {
-            out.push(Chart {
-                title: "Server CPU against reuse".into(),
-                caption: "Server-observed: the server worker's CPU time over the whole cell \
-                              divided by the requests it served (median over repeats), at the \
-                              largest client count."
-                    .into(),
-                svg,
-            });
-        }
+        })
+        .collect();
+        push_line(
+            &mut out,
+            &mut missing,
+            "Server CPU per request against session reuse",
+            "connections resumed, %",
+            "server CPU per request, µs",
+            "Server-observed: the server worker's CPU time over the whole cell divided by the \
+             requests it served (median over repeats), at the largest client count.",
+            data,
+            "no cells with server-observed CPU at two or more reuse levels",
+        );
+    } else if !has("reuse") {
+        missing.push("throughput against reuse: no cell has a `reuse` factor".into());
     }
 
     // HDR percentile plots per handshake kind.
-    let mut hdr: Vec<Series> = Vec::new();
+    let mut hdr: Vec<DataPoint> = Vec::new();
+    fn full_hs(m: &CellMetrics) -> &Vec<(f64, u64)> {
+        &m.handshake_full_us
+    }
+    fn resumed_hs(m: &CellMetrics) -> &Vec<(f64, u64)> {
+        &m.handshake_resumed_us
+    }
     for (kind, pick) in [
-        (
-            "full",
-            (|m: &CellMetrics| m.handshake_full_us.clone()) as fn(&CellMetrics) -> Vec<(f64, u64)>,
-        ),
-        ("resumed", |m: &CellMetrics| m.handshake_resumed_us.clone()),
+        ("full", full_hs as fn(&CellMetrics) -> &Vec<(f64, u64)>),
+        ("resumed", resumed_hs),
     ] {
         let cells: Vec<&Cell> = r
             .cells
@@ -412,54 +497,62 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
             .collect();
         for (name, group) in group_by(&cells, "version") {
             let mut by_q: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-            for c in group {
+            for c in &group {
                 for (q, v) in pick(&c.metrics) {
-                    by_q.entry((q * 1000.0) as u64).or_default().push(ms(v));
+                    by_q.entry((q * 1000.0) as u64).or_default().push(ms(*v));
                 }
             }
-            let pts: Vec<(f64, f64)> = by_q
-                .into_iter()
-                .filter(|(q, _)| *q < 100_000)
-                .map(|(q, v)| (1.0 / (1.0 - q as f64 / 100_000.0), median(&v)))
-                .collect();
-            if pts.len() > 1 {
-                let v = if name.is_empty() {
-                    String::new()
-                } else {
-                    format!(" TLS {name}")
-                };
-                hdr.push((format!("{kind}{v}"), pts));
+            let series = if name.is_empty() {
+                kind.to_string()
+            } else {
+                format!("{kind} TLS {name}")
+            };
+            let ids: Vec<String> = group.iter().map(|c| c.id.clone()).collect();
+            for (q, v) in by_q.into_iter().filter(|(q, _)| *q < 100_000) {
+                hdr.push(DataPoint {
+                    series: series.clone(),
+                    x: 1.0 / (1.0 - q as f64 / 100_000.0),
+                    y: median(&v),
+                    cells: ids.clone(),
+                });
             }
         }
     }
-    if !hdr.is_empty() {
-        if let Some(svg) = line_chart(
+    let hdr_series = to_series(&hdr);
+    if hdr_series.iter().any(|s| s.1.len() > 1)
+        && let Some(svg) = line_chart(
             "Handshake time percentiles per handshake kind",
             "1/(1-percentile): 2 = p50, 10 = p90, 100 = p99, 1000 = p99.9",
             "handshake time, ms",
-            &hdr,
+            &hdr_series,
             true,
-        ) {
-            out.push(Chart {
-                title: "Handshake percentiles".into(),
-                caption: "HDR-style percentile plot: client-observed handshake time (end of TCP \
-                          connect to handshake complete), each percentile the median over the \
-                          cells that had that kind of handshake."
-                    .into(),
-                svg,
-            });
-        }
+        )
+    {
+        out.push(Chart {
+            title: "Handshake percentiles".into(),
+            caption: "HDR-style percentile plot: client-observed handshake time (end of TCP \
+                      connect to handshake complete), each percentile the median over the cells \
+                      that had that kind of handshake."
+                .into(),
+            svg,
+            x_label: "1/(1-percentile)".into(),
+            y_label: "handshake time, ms".into(),
+            data: hdr,
+        });
     } else {
-        missing.push("handshake percentile plot: no cell recorded handshake percentiles".into());
+        missing.push(
+            "handshake percentile plot: no cell recorded three or more handshake percentiles"
+                .into(),
+        );
     }
 
     // The breakdown bar chart.
-    if let Some(shares) = r
+    let shares = r
         .engine_report
         .as_ref()
         .and_then(|e| e.get("shares"))
-        .and_then(|s| s.as_array())
-    {
+        .and_then(|s| s.as_array());
+    if let Some(shares) = shares {
         let bars: Vec<(String, f64, f64)> = shares
             .iter()
             .filter_map(|s| {
@@ -470,62 +563,151 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
                 ))
             })
             .collect();
-        if let Some(svg) = bar_chart(
+        let data = bars
+            .iter()
+            .enumerate()
+            .map(|(i, (stage, v, _))| DataPoint {
+                series: stage.clone(),
+                x: i as f64,
+                y: *v,
+                cells: r
+                    .cells
+                    .iter()
+                    .filter(|c| c.factors.get("stage").or(c.factors.get("ablate")) == Some(stage))
+                    .map(|c| c.id.clone())
+                    .collect(),
+            })
+            .collect();
+        match bar_chart(
             "Share of server CPU per request, by TLS stage (Amdahl)",
             "% of the TLS baseline's server CPU",
             &bars,
         ) {
-            out.push(Chart {
+            Some(svg) => out.push(Chart {
                 title: "Breakdown".into(),
                 caption: "Each stage's share of the baseline's server CPU per request \
                           (server-observed), from no-op ablation; error bars are 95 % intervals \
                           of the paired per-round shares. Seed 001 Fig. 10 / §4."
                     .into(),
                 svg,
-            });
+                x_label: "stage".into(),
+                y_label: "% of server CPU".into(),
+                data,
+            }),
+            None => missing.push("breakdown: the engine report has no stage shares".into()),
         }
+    } else {
+        missing.push(
+            "breakdown bar chart: no `breakdown` engine report (stage shares) in this document"
+                .into(),
+        );
+    }
+
+    // The cluster figure (seed 000 Fig. 9): throughput against reuse, blind
+    // against session-aware dispatch, one chart per resumption mechanism.
+    if cluster {
+        let cells: Vec<&Cell> = r.cells.iter().collect();
+        let mut drawn = 0;
+        for (mechanism, _) in group_by(&cells, "mechanism") {
+            let in_mech = |c: &Cell| {
+                c.factors.get("mechanism").cloned().unwrap_or_default() == mechanism
+                    && c.factors.contains_key("policy")
+            };
+            let mut best: BTreeMap<(String, String), PointValue> = BTreeMap::new();
+            for p in per_point(r, |c| in_mech(c).then_some(c.metrics.requests_per_s)) {
+                let key = (
+                    format!(
+                        "{}{}",
+                        policy_label(p.first.factors.get("policy").map_or("", |s| s.as_str())),
+                        {
+                            let rest = series_key(
+                                p.first,
+                                &["clients", "rate", "reuse", "policy", "mechanism"],
+                            );
+                            if rest == "all" {
+                                String::new()
+                            } else {
+                                format!(" {rest}")
+                            }
+                        }
+                    ),
+                    p.first.factors.get("reuse").cloned().unwrap_or_default(),
+                );
+                if best.get(&key).is_none_or(|b| b.value < p.value) {
+                    best.insert(key, p);
+                }
+            }
+            let data: Vec<DataPoint> = best
+                .into_iter()
+                .filter_map(|((series, reuse), p)| {
+                    Some(DataPoint {
+                        series,
+                        x: reuse.parse::<f64>().ok()? * 100.0,
+                        y: p.value,
+                        cells: p.ids,
+                    })
+                })
+                .collect();
+            let title = if mechanism.is_empty() {
+                "Cluster throughput against reuse, blind and session-aware dispatch".to_string()
+            } else {
+                format!("Cluster throughput against reuse ({mechanism})")
+            };
+            let before = out.len();
+            push_line(
+                &mut out,
+                &mut missing,
+                &title,
+                "connections resumed, %",
+                "cluster requests/s",
+                "Seed 000 Fig. 9: requests/s of the whole cluster (client-observed over each \
+                 cell's window, median over repeats, best client count) against the share of \
+                 connections that offered a session, one line per dispatch policy. Blind \
+                 policies send a resumption to any node; session-aware dispatch sends it to \
+                 the node that holds the session.",
+                data,
+                "needs at least two reuse levels per policy",
+            );
+            drawn += out.len() - before;
+        }
+        if drawn == 0 {
+            missing.push("cluster figure: no policy had two reuse levels".into());
+        }
+    } else {
+        missing.push(
+            "cluster figure (seed 000 Fig. 9): no cell has a `policy` factor (a cluster study \
+             document, `seed000-cluster`)"
+                .into(),
+        );
     }
 
     // Goodput against offered load: cells with a `rate` factor.
     if has("rate") {
-        let pts = per_point(r, |m| Some(m.requests_per_s));
-        let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-        for (c, thr) in &pts {
-            if let Some(rate) = c.factors.get("rate").and_then(|x| x.parse::<f64>().ok()) {
-                series
-                    .entry(series_key(c, &["rate", "clients"]))
-                    .or_default()
-                    .push((rate, *thr));
-            }
-        }
-        let series: Vec<Series> = series
+        let data = per_point(r, |c| c.factors.contains_key("rate").then(|| goodput(c)))
             .into_iter()
-            .map(|(k, mut v)| {
-                v.sort_by(|a, b| a.0.total_cmp(&b.0));
-                (k, v)
+            .filter_map(|p| {
+                Some(DataPoint {
+                    series: series_key(p.first, &["rate", "clients"]),
+                    x: p.first.factors.get("rate")?.parse::<f64>().ok()?,
+                    y: p.value,
+                    cells: p.ids,
+                })
             })
             .collect();
-        if let Some(svg) = line_chart(
+        push_line(
+            &mut out,
+            &mut missing,
             "Goodput against offered load",
             "offered requests/s",
-            "completed requests/s (client-observed)",
-            &series,
-            false,
-        ) {
-            out.push(Chart {
-                title: "Goodput against offered load".into(),
-                caption: "Open-loop cells: requests completed successfully per second against the \
-                          rate offered. Seed 002 Figs. 3–7."
-                    .into(),
-                svg,
-            });
-        }
-    } else {
-        missing.push(
-            "goodput against offered load: no open-loop (rate) cells; seed002-overload's engine \
-             has not landed"
-                .into(),
+            "successful requests/s (client-observed)",
+            "Open-loop cells: requests that succeeded per second (client-observed over each \
+             cell's window, median over repeats) against the arrival rate offered. Seed 002 \
+             Figs. 3–7.",
+            data,
+            "needs open-loop cells at two or more rates",
         );
+    } else {
+        missing.push("goodput against offered load: no open-loop cells (no `rate` factor)".into());
     }
 
     // Model curves (seed 004's 300/(1−ρ), M/M/1).
@@ -534,10 +716,18 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
         by_chart.entry(c.chart.clone()).or_default().push(c);
     }
     for (title, curves) in by_chart {
-        let series: Vec<Series> = curves
+        let data: Vec<DataPoint> = curves
             .iter()
-            .map(|c| (c.name.clone(), c.points.clone()))
+            .flat_map(|c| {
+                c.points.iter().map(|&(x, y)| DataPoint {
+                    series: c.name.clone(),
+                    x,
+                    y,
+                    cells: vec![],
+                })
+            })
             .collect();
+        let series = to_series(&data);
         if let Some(svg) = line_chart(&title, &curves[0].x, &curves[0].y, &series, false) {
             out.push(Chart {
                 title: title.clone(),
@@ -545,12 +735,12 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
                           response times)."
                     .into(),
                 svg,
+                x_label: curves[0].x.clone(),
+                y_label: curves[0].y.clone(),
+                data,
             });
         }
     }
-    missing.push(
-        "cluster figure (seed 000 Fig. 9): `tlslab cluster` has not landed on main yet".into(),
-    );
     (out, missing)
 }
 
@@ -564,6 +754,14 @@ fn fmt_num(v: f64) -> String {
     } else {
         format!("{v:.2}")
     }
+}
+
+/// Links to the rows of `ids` in the cell table.
+fn cell_links(prefix: &str, ids: &[String]) -> String {
+    ids.iter()
+        .map(|id| format!("<a href=\"#{prefix}cell-{}\">{}</a>", esc(id), esc(id)))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn fmt_opt(v: Option<f64>) -> String {
@@ -707,26 +905,56 @@ pub fn render_html(docs: &[StudyResults]) -> String {
                 let _ = writeln!(
                     h,
                     "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td>\
-                     <td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+                     <td class=\"l\">{}{}</td><td class=\"l\">{}</td></tr>",
                     esc(&c.quantity),
                     esc(&c.paper),
                     esc(&c.source),
                     today,
                     esc(&c.measured),
+                    if c.cells.len() > 1 {
+                        format!("; cells {}", cell_links(&prefix, &c.cells))
+                    } else {
+                        String::new()
+                    },
                     esc(&c.reason)
                 );
             }
             let _ = writeln!(h, "</table>");
         }
         let (charts, missing) = charts(d);
-        for c in &charts {
+        for (ci, c) in charts.iter().enumerate() {
             let _ = writeln!(
                 h,
-                "<figure class=\"chart\">{}<figcaption><b>{}</b>. {}</figcaption></figure>",
+                "<figure class=\"chart\" id=\"{prefix}chart-{}\">{}<figcaption><b>{}</b>. {}</figcaption>",
+                ci + 1,
                 c.svg,
                 esc(&c.title),
                 esc(&c.caption)
             );
+            let _ = write!(
+                h,
+                "<details><summary>Data of this chart ({} points; each links to its cells)</summary>\
+                 <table><tr><th class=\"l\">series</th><th>{}</th><th>{}</th><th class=\"l\">cells</th></tr>",
+                c.data.len(),
+                esc(&c.x_label),
+                esc(&c.y_label)
+            );
+            for p in &c.data {
+                let y = match p.cells.first() {
+                    Some(id) => {
+                        format!("<a href=\"#{prefix}cell-{}\">{}</a>", esc(id), fmt_num(p.y))
+                    }
+                    None => fmt_num(p.y),
+                };
+                let _ = write!(
+                    h,
+                    "<tr><td class=\"l\">{}</td><td>{}</td><td>{y}</td><td class=\"l\">{}</td></tr>",
+                    esc(&p.series),
+                    fmt_num(p.x),
+                    cell_links(&prefix, &p.cells)
+                );
+            }
+            let _ = writeln!(h, "</table></details></figure>");
         }
         if !missing.is_empty() {
             let _ = writeln!(h, "<p>Charts not drawn:</p><ul>");
@@ -749,7 +977,8 @@ pub fn render_html(docs: &[StudyResults]) -> String {
             };
             let _ = write!(
                 h,
-                "<h3>Cells</h3><p>Every cell, in run order. Throughput and latency are \
+                "<h3 id=\"{prefix}cells\">Appendix: cells</h3><p>Every cell, in run order, with the \
+                 command lines that reproduce it. Throughput and latency are \
                  client-observed over the cell's window; server CPU is server-observed over \
                  the whole cell.</p><table><tr><th class=\"l\">cell</th>"
             );
@@ -825,7 +1054,12 @@ pub fn render_markdown(docs: &[StudyResults]) -> String {
             );
             for c in &d.comparisons {
                 let today = c.today.map_or("not measured".into(), |v| {
-                    format!("{} {} ({})", fmt_num(v), c.unit, c.cells.join(", "))
+                    let links: Vec<String> = c
+                        .cells
+                        .iter()
+                        .map(|id| format!("[{id}](#cell-{id})"))
+                        .collect();
+                    format!("{} {} ({})", fmt_num(v), c.unit, links.join(", "))
                 });
                 let _ = writeln!(
                     s,
@@ -835,12 +1069,52 @@ pub fn render_markdown(docs: &[StudyResults]) -> String {
             }
             let _ = writeln!(s);
         }
+        let (charts, missing) = charts(d);
+        if !charts.is_empty() {
+            let _ = writeln!(
+                s,
+                "## Charts\n\nThe HTML report (`--html`) draws these; here are their data, \
+                 each value linked to the cells it came from.\n"
+            );
+        }
+        for c in &charts {
+            let _ = writeln!(
+                s,
+                "### {}\n\n{}\n\n| series | {} | {} | cells |\n|---|---:|---:|---|",
+                c.title, c.caption, c.x_label, c.y_label
+            );
+            for p in &c.data {
+                let y = match p.cells.first() {
+                    Some(id) => format!("[{}](#cell-{id})", fmt_num(p.y)),
+                    None => fmt_num(p.y),
+                };
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {y} | {} |",
+                    p.series,
+                    fmt_num(p.x),
+                    p.cells
+                        .iter()
+                        .map(|id| format!("[{id}](#cell-{id})"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+            }
+            let _ = writeln!(s);
+        }
+        if !missing.is_empty() {
+            let _ = writeln!(s, "Charts not drawn:\n");
+            for m in &missing {
+                let _ = writeln!(s, "- {m}");
+            }
+            let _ = writeln!(s);
+        }
         if !d.cells.is_empty() {
-            let _ = writeln!(s, "## Cells\n");
+            let _ = writeln!(s, "## Appendix: cells\n");
             let cols = cell_columns(&d.cells[0]);
             let _ = writeln!(
                 s,
-                "| cell | factors | {} |\n|---|---|{}",
+                "| cell | factors | {} | command |\n|---|---|{}---|",
                 cols.iter().map(|c| c.0).collect::<Vec<_>>().join(" | "),
                 "---:|".repeat(cols.len())
             );
@@ -848,14 +1122,16 @@ pub fn render_markdown(docs: &[StudyResults]) -> String {
                 let f: Vec<String> = c.factors.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} |",
+                    "| <a id=\"cell-{}\"></a>{} | {} | {} | `{}` |",
+                    c.id,
                     c.id,
                     f.join(" "),
                     cell_columns(c)
                         .into_iter()
                         .map(|c| c.1)
                         .collect::<Vec<_>>()
-                        .join(" | ")
+                        .join(" | "),
+                    c.command_line.replace('`', "'")
                 );
             }
             let _ = writeln!(s);
@@ -865,8 +1141,269 @@ pub fn render_markdown(docs: &[StudyResults]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::study::{Comparison, Curve, Environment, STUDY_KIND, STUDY_SCHEMA_VERSION};
+
+    fn cell(id: &str, point: &str, factors: &[(&str, &str)], rps: f64, p50_us: u64) -> Cell {
+        Cell {
+            id: id.into(),
+            point: point.into(),
+            factors: factors
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            repeat: 1,
+            order: 0,
+            command_line: format!("tlslab load https://127.0.0.1:1/ # {id}"),
+            started_unix_ms: 0,
+            metrics: CellMetrics {
+                requests_per_s: rps,
+                connections_per_s: rps,
+                window_s: 2.0,
+                requests: (rps * 2.0) as u64,
+                server_cpu_us_per_request: 1e6 / rps,
+                latency_us: vec![(50.0, p50_us), (90.0, p50_us * 2), (99.0, p50_us * 4)],
+                handshake_full_us: vec![(50.0, 900), (90.0, 1500), (99.0, 3000), (99.9, 5000)],
+                handshake_resumed_us: vec![(50.0, 200), (90.0, 300), (99.0, 700)],
+                ..CellMetrics::default()
+            },
+            load: None,
+        }
+    }
+
+    fn doc(study: &str, cells: Vec<Cell>) -> StudyResults {
+        StudyResults {
+            kind: STUDY_KIND.into(),
+            schema_version: STUDY_SCHEMA_VERSION,
+            study: study.into(),
+            title: format!("{study}: hand-built test document"),
+            seed: String::new(),
+            quick: true,
+            command_line: vec!["tlslab".into(), "experiment".into()],
+            environment: Environment::default(),
+            matrix: serde_json::Value::Null,
+            started_unix_ms: 0,
+            finished_unix_ms: 0,
+            complete: true,
+            cells,
+            comparisons: vec![],
+            engine_report: None,
+            curves: vec![],
+        }
+    }
+
+    /// A seed000-reuse-like document: reuse × clients × 2 repeats, plus
+    /// open-loop cells, a breakdown, a comparison and a model curve.
+    pub(crate) fn sample_study() -> StudyResults {
+        let mut cells = Vec::new();
+        for reuse in ["0", "0.5", "1"] {
+            for clients in ["4", "16"] {
+                for rep in 1..=2 {
+                    let point = format!("reuse{reuse}-c{clients}");
+                    let base = 1000.0 * (1.0 + reuse.parse::<f64>().unwrap() * 3.0);
+                    let rps = base * if clients == "16" { 1.5 } else { 1.0 } + rep as f64;
+                    let mut c = cell(
+                        &format!("{point}-r{rep}"),
+                        &point,
+                        &[("reuse", reuse), ("clients", clients), ("version", "1.3")],
+                        rps,
+                        if clients == "16" { 4000 } else { 1500 },
+                    );
+                    c.repeat = rep;
+                    cells.push(c);
+                }
+            }
+        }
+        for rate in ["100", "200", "400"] {
+            cells.push(cell(
+                &format!("rate{rate}-r1"),
+                &format!("rate{rate}"),
+                &[("rate", rate)],
+                rate.parse::<f64>().unwrap().min(300.0),
+                1000,
+            ));
+        }
+        let mut d = doc("seed000-reuse", cells);
+        d.comparisons.push(Comparison {
+            quantity: "throughput gain at 100 % reuse".into(),
+            paper: "about 2.5x".into(),
+            source: "seed 000 Fig. 4".into(),
+            today: Some(4.0),
+            unit: "x".into(),
+            measured: "client-observed req/s ratio".into(),
+            cells: vec!["reuse1-c16-r1".into(), "reuse0-c16-r1".into()],
+            reason: "ECDHE instead of RSA key transport; AES-NI".into(),
+        });
+        d.engine_report = Some(serde_json::json!({
+            "shares": [
+                {"stage": "sign", "fraction": 0.4, "ci95": 0.05},
+                {"stage": "kx", "fraction": 0.2, "ci95": 0.02}
+            ]
+        }));
+        d.curves.push(Curve {
+            name: "300/(1-ρ)".into(),
+            chart: "Response time model".into(),
+            x: "ρ".into(),
+            y: "ms".into(),
+            points: vec![(0.1, 333.0), (0.5, 600.0), (0.9, 3000.0)],
+        });
+        d
+    }
+
+    /// A seed000-cluster-like document: policy × reuse × mechanism.
+    pub(crate) fn sample_cluster() -> StudyResults {
+        let mut cells = Vec::new();
+        for mech in ["tls12-id", "tls13-ticket"] {
+            for policy in ["round-robin", "session"] {
+                for reuse in ["0", "0.4", "0.8", "1"] {
+                    let r: f64 = reuse.parse().unwrap();
+                    let rps = if policy == "session" {
+                        3000.0 * (1.0 + 5.0 * r)
+                    } else {
+                        3000.0 * (1.0 + 0.3 * r)
+                    };
+                    let point = format!("{mech}-{policy}-reuse{reuse}");
+                    cells.push(cell(
+                        &format!("{point}-r1"),
+                        &point,
+                        &[("mechanism", mech), ("policy", policy), ("reuse", reuse)],
+                        rps,
+                        2000,
+                    ));
+                }
+            }
+        }
+        doc("seed000-cluster", cells)
+    }
+
+    /// Every `href="#x"` has an `id="x"`, and nothing is fetched.
+    pub(crate) fn check_links(html: &str) {
+        let ids: std::collections::HashSet<&str> = html
+            .split("id=\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .collect();
+        let mut n = 0;
+        for attr in ["href=\"", "src=\""] {
+            for s in html.split(attr).skip(1) {
+                let v = s.split('"').next().unwrap();
+                if let Some(anchor) = v.strip_prefix('#') {
+                    assert!(ids.contains(anchor), "link #{anchor} has no target");
+                    n += 1;
+                } else {
+                    assert!(v.starts_with("data:"), "external reference {attr}{v}");
+                }
+            }
+        }
+        assert!(n > 0, "no internal links at all");
+        for bad in [
+            "<script",
+            "<link rel=\"stylesheet",
+            "@import",
+            "url(http",
+            "<iframe",
+            "<img",
+        ] {
+            assert!(!html.contains(bad), "the page contains {bad}");
+        }
+    }
+
+    #[test]
+    fn study_report_has_every_chart_and_resolving_links() {
+        let d = sample_study();
+        let (charts, missing) = charts(&d);
+        let titles: Vec<&str> = charts.iter().map(|c| c.title.as_str()).collect();
+        for want in [
+            "Latency against throughput, per reuse level",
+            "Throughput against session reuse",
+            "Server CPU per request against session reuse",
+            "Handshake percentiles",
+            "Breakdown",
+            "Goodput against offered load",
+            "Response time model",
+        ] {
+            assert!(titles.contains(&want), "{want} missing from {titles:?}");
+        }
+        assert!(
+            missing.iter().any(|m| m.starts_with("cluster figure")),
+            "{missing:?}"
+        );
+        for c in &charts {
+            assert!(c.svg.starts_with("<svg"), "{}", c.title);
+            assert!(!c.data.is_empty(), "{}", c.title);
+        }
+        // Throughput against reuse: best client count (16) per reuse level,
+        // median of the two repeats, linked to both.
+        let thr = charts
+            .iter()
+            .find(|c| c.title == "Throughput against session reuse")
+            .unwrap();
+        let at0 = thr.data.iter().find(|p| p.x == 0.0).unwrap();
+        assert_eq!(at0.y, 1501.5);
+        assert_eq!(at0.cells, vec!["reuse0-c16-r1", "reuse0-c16-r2"]);
+        let html = render_html(std::slice::from_ref(&d));
+        check_links(&html);
+        for c in &d.cells {
+            assert!(html.contains(&format!("id=\"cell-{}\"", c.id)), "{}", c.id);
+        }
+        assert!(html.contains("Appendix: cells"));
+        assert!(html.contains("ECDHE instead of RSA key transport"));
+        assert!(html.contains("about 2.5x"));
+        assert_eq!(html.matches("<svg").count(), charts.len());
+    }
+
+    #[test]
+    fn cluster_document_draws_blind_against_session_aware_per_mechanism() {
+        let d = sample_cluster();
+        let (charts, missing) = charts(&d);
+        let cluster: Vec<&Chart> = charts
+            .iter()
+            .filter(|c| c.title.starts_with("Cluster throughput"))
+            .collect();
+        assert_eq!(cluster.len(), 2, "{missing:?}");
+        assert!(cluster[0].title.contains("tls12-id"));
+        let series: Vec<&str> = cluster[0].data.iter().map(|p| p.series.as_str()).collect();
+        assert!(series.contains(&"round-robin (blind)"));
+        assert!(series.contains(&"session (session-aware)"));
+        let s100 = cluster[0]
+            .data
+            .iter()
+            .find(|p| p.series.starts_with("session") && p.x == 100.0)
+            .unwrap();
+        assert_eq!(s100.y, 18000.0);
+        assert_eq!(s100.cells, vec!["tls12-id-session-reuse1-r1"]);
+        assert!(svg_has_lines(&cluster[0].svg));
+        // The generic throughput-against-reuse chart is not drawn for it.
+        assert!(
+            !charts
+                .iter()
+                .any(|c| c.title == "Throughput against session reuse")
+        );
+        // Two documents: anchors are prefixed per document.
+        let html = render_html(&[sample_study(), d]);
+        check_links(&html);
+        assert!(html.contains("id=\"d1-cell-tls13-ticket-session-reuse1-r1\""));
+    }
+
+    fn svg_has_lines(svg: &str) -> bool {
+        svg.contains("<polyline") || svg.contains("<path")
+    }
+
+    #[test]
+    fn absent_data_is_a_note_not_a_chart() {
+        let d = doc("empty", vec![]);
+        let (charts, missing) = charts(&d);
+        assert!(charts.is_empty());
+        assert!(missing.len() >= 5, "{missing:?}");
+        let html = render_html(&[d]);
+        assert!(html.contains("Charts not drawn"));
+        assert!(!html.contains("<svg"));
+        let md = render_markdown(&[sample_study()]);
+        assert!(md.contains("## Appendix: cells"));
+        assert!(md.contains("<a id=\"cell-reuse0-c4-r1\"></a>"));
+        assert!(md.contains("(#cell-reuse1-c16-r1)"));
+    }
 
     #[test]
     fn line_chart_is_svg_with_the_series_name() {

@@ -29,6 +29,7 @@ pub mod capacity;
 mod csv_log;
 pub mod distributed;
 pub mod html;
+pub mod inputs;
 pub mod interval;
 mod model;
 mod record;

@@ -1,0 +1,262 @@
+//! The files `tlslab report` accepts, told apart by their shape:
+//! - a results document of `tlslab experiment` (`"kind": "tlslab-experiment"`);
+//! - a `tlslab sweep --json` report (`over` and `series`);
+//! - a `tlslab load --json` report (`config`, `throughput` and `latency`).
+//!
+//! Every `load --json` file given becomes one cell of a single document
+//! ("load runs"), so several runs at different rates or reuse levels chart
+//! together; every sweep and every results document is a document of its
+//! own.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::study::{Cell, STUDY_KIND, StudyResults, fmt_level};
+use crate::{LoadReport, SweepReport};
+
+/// What kind of file an input is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// A results document of `tlslab experiment`.
+    Study,
+    /// A `tlslab load --json` report.
+    Load,
+    /// A `tlslab sweep --json` report.
+    Sweep,
+}
+
+/// An input that cannot be reported. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// The file could not be read.
+    #[error("{path}: cannot read it ({source}); check the path")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not JSON.
+    #[error(
+        "{path}: not JSON ({msg}); give the JSON file that `tlslab experiment run`, \
+         `tlslab load --json FILE` or `tlslab sweep --json FILE` wrote"
+    )]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        msg: String,
+    },
+    /// The file is JSON of another kind.
+    #[error(
+        "{path}: not a tlslab results document, `load --json` or `sweep --json` report \
+         ({what}); `tlslab report` reads only those three"
+    )]
+    Unknown {
+        /// The file.
+        path: PathBuf,
+        /// What it looked like.
+        what: String,
+    },
+    /// The file looks like one of the three kinds but does not parse as it.
+    #[error("{path}: looks like a {kind} but does not parse as one: {msg}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The kind it looked like.
+        kind: &'static str,
+        /// The parser's message.
+        msg: String,
+    },
+}
+
+/// The kind of a parsed JSON input, by its shape; `None` if it is none of
+/// the three.
+pub fn detect(v: &serde_json::Value) -> Option<InputKind> {
+    let o = v.as_object()?;
+    if o.get("kind").and_then(|k| k.as_str()) == Some(STUDY_KIND) {
+        Some(InputKind::Study)
+    } else if o.contains_key("over") && o.contains_key("series") {
+        Some(InputKind::Sweep)
+    } else if o.contains_key("config") && o.contains_key("throughput") && o.contains_key("latency")
+    {
+        Some(InputKind::Load)
+    } else {
+        None
+    }
+}
+
+fn describe(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(o) => {
+            let keys: Vec<&str> = o.keys().take(8).map(|k| k.as_str()).collect();
+            match o.get("kind").and_then(|k| k.as_str()) {
+                Some(kind) => format!("its kind is \"{kind}\""),
+                None if keys.is_empty() => "an empty object".into(),
+                None => format!("an object with keys {}", keys.join(", ")),
+            }
+        }
+        serde_json::Value::Array(_) => "a JSON array".into(),
+        _ => "a JSON scalar".into(),
+    }
+}
+
+/// The `tlslab load` flags that reproduce a run, from its config echo.
+pub fn load_command_line(r: &LoadReport) -> String {
+    let c = &r.config;
+    let mut s = format!("tlslab load {}", c.targets.join(" "));
+    s.push_str(&format!(" -c {}", c.clients));
+    if c.requests_per_conn != 1 {
+        s.push_str(&format!(" --requests-per-conn {}", c.requests_per_conn));
+    }
+    if c.reuse > 0.0 {
+        s.push_str(&format!(" --reuse {}", fmt_level(c.reuse * 100.0)));
+    }
+    if !c.versions.is_empty() {
+        let v: Vec<&str> = c
+            .versions
+            .iter()
+            .map(|v| v.trim_start_matches("TLSv"))
+            .collect();
+        s.push_str(&format!(" --tls {}", v.join(",")));
+    }
+    if let Some(d) = c.duration_s {
+        s.push_str(&format!(" -d {d}s"));
+    }
+    if let Some(n) = c.requests {
+        s.push_str(&format!(" -n {n}"));
+    }
+    if c.warmup_s > 0.0 {
+        s.push_str(&format!(" --warmup {}s", c.warmup_s));
+    }
+    if let Some(o) = &r.open_loop {
+        s.push_str(&format!(" --rate {} --arrivals {}", o.rate, o.arrivals));
+    }
+    if c.workload != "urls" {
+        s.push_str(&format!(" --workload {}", c.workload));
+    }
+    s
+}
+
+/// One cell per `load --json` report, in the order given; `names` are the
+/// files (shown in the cell's command line).
+pub fn loads_document(loads: &[(String, LoadReport)]) -> StudyResults {
+    let mut cells: Vec<Cell> = Vec::new();
+    for (i, (name, r)) in loads.iter().enumerate() {
+        let mut one = StudyResults::from_load(r, name);
+        let Some(mut cell) = one.cells.pop() else {
+            continue;
+        };
+        let point = format!("load{}", i + 1);
+        cell.id = format!("{point}-r1");
+        cell.point = point;
+        cell.order = i;
+        if let Some(o) = &r.open_loop {
+            cell.factors.insert("rate".into(), format!("{}", o.rate));
+        }
+        if r.config.requests_per_conn != 1 {
+            cell.factors.insert(
+                "requests_per_conn".into(),
+                r.config.requests_per_conn.to_string(),
+            );
+        }
+        cell.command_line = format!("{}   (from {name})", load_command_line(r));
+        cells.push(cell);
+    }
+    let title = if loads.len() == 1 {
+        loads[0].0.clone()
+    } else {
+        format!("{} load runs", loads.len())
+    };
+    let mut doc = StudyResults::from_load(&loads[0].1, &title);
+    doc.title = format!("{title}: tlslab load --json report{}", {
+        if loads.len() == 1 { "" } else { "s" }
+    });
+    doc.cells = cells;
+    doc
+}
+
+/// Reads every input and returns the documents to report, in the order
+/// given (all `load --json` files together, where the first of them was).
+pub fn read_inputs(paths: &[PathBuf]) -> Result<Vec<StudyResults>, InputError> {
+    enum Slot {
+        Doc(Box<StudyResults>),
+        Loads,
+    }
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut loads: Vec<(String, LoadReport)> = Vec::new();
+    for path in paths {
+        let (kind, v) = read_one(path)?;
+        let invalid = |kind: &'static str, e: serde_json::Error| InputError::Invalid {
+            path: path.clone(),
+            kind,
+            msg: e.to_string(),
+        };
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
+        match kind {
+            InputKind::Study => {
+                let d: StudyResults = serde_json::from_value(v)
+                    .map_err(|e| invalid("tlslab experiment results document", e))?;
+                slots.push(Slot::Doc(Box::new(d)));
+            }
+            InputKind::Sweep => {
+                let s: SweepReport = serde_json::from_value(v)
+                    .map_err(|e| invalid("`tlslab sweep --json` report", e))?;
+                slots.push(Slot::Doc(Box::new(StudyResults::from_sweep(&s, &name))));
+            }
+            InputKind::Load => {
+                let l: LoadReport = serde_json::from_value(v)
+                    .map_err(|e| invalid("`tlslab load --json` report", e))?;
+                if loads.is_empty() {
+                    slots.push(Slot::Loads);
+                }
+                loads.push((name, l));
+            }
+        }
+    }
+    let mut loads_doc = (!loads.is_empty()).then(|| loads_document(&loads));
+    Ok(slots
+        .into_iter()
+        .filter_map(|s| match s {
+            Slot::Doc(d) => Some(*d),
+            Slot::Loads => loads_doc.take(),
+        })
+        .collect())
+}
+
+/// Reads and classifies one file.
+pub fn read_one(path: &Path) -> Result<(InputKind, serde_json::Value), InputError> {
+    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| InputError::NotJson {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })?;
+    match detect(&v) {
+        Some(k) => Ok((k, v)),
+        None => Err(InputError::Unknown {
+            path: path.to_path_buf(),
+            what: describe(&v),
+        }),
+    }
+}
+
+/// The factor levels of every cell, for tests and summaries.
+pub fn factor_levels(d: &StudyResults) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for c in &d.cells {
+        for (k, v) in &c.factors {
+            let e = out.entry(k.clone()).or_default();
+            if !e.contains(v) {
+                e.push(v.clone());
+            }
+        }
+    }
+    out
+}

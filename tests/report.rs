@@ -1,0 +1,390 @@
+//! `tlslab report` and `tlslab plan` end to end, through the real binary:
+//! reports of real `load --json` runs against `tlslab serve` and of a
+//! hand-built cluster study document; bad inputs and flags exit 2 naming
+//! the problem; the capacity model's figures against hand-computed ones;
+//! and `plan --check` run for real (short).
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Serve, expect_ok, run_tlslab, show, tempdir};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// Every `href="#x"` has its `id="x"`; no attribute fetches anything.
+pub fn check_self_contained(html: &str) -> usize {
+    let ids: HashSet<&str> = html
+        .split("id=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .collect();
+    let mut links = 0;
+    for attr in ["href=\"", "src=\""] {
+        for rest in html.split(attr).skip(1) {
+            let v = rest.split('"').next().unwrap_or_default();
+            if let Some(a) = v.strip_prefix('#') {
+                assert!(ids.contains(a), "link #{a} has no target");
+                links += 1;
+            } else {
+                assert!(v.starts_with("data:"), "external reference: {attr}{v}");
+            }
+        }
+    }
+    for bad in [
+        "<script",
+        "<link rel=\"stylesheet",
+        "@import",
+        "url(",
+        "<img",
+        "<iframe",
+    ] {
+        assert!(!html.contains(bad), "the page contains {bad}");
+    }
+    links
+}
+
+fn write_json(dir: &Path, name: &str, v: &serde_json::Value) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+    p
+}
+
+#[test]
+fn report_of_real_loads_and_a_cluster_document_is_self_contained() {
+    let dir = tempdir();
+    let serve = Serve::start(&[]);
+    let ca = serve.ca.clone().expect("ephemeral CA");
+    let url = serve.url("/bytes/1024");
+    let mut loads = Vec::new();
+    for rate in ["40", "80"] {
+        let json = dir.path().join(format!("rate{rate}.json"));
+        let out = run_tlslab(
+            &[
+                "load",
+                &url,
+                "--cacert",
+                s(&ca),
+                "-c",
+                "4",
+                "--reuse",
+                "50",
+                "-d",
+                "1500ms",
+                "--rate",
+                rate,
+                "--no-progress",
+                "--json",
+                s(&json),
+            ],
+            LIMIT,
+        );
+        expect_ok(&out);
+        loads.push(json);
+    }
+    let cluster = write_json(
+        dir.path(),
+        "cluster.json",
+        &common::study_doc::cluster_document(),
+    );
+    let html = dir.path().join("r.html");
+    let md = dir.path().join("r.md");
+    let out = run_tlslab(
+        &[
+            "report",
+            s(&loads[0]),
+            s(&cluster),
+            s(&loads[1]),
+            "--html",
+            s(&html),
+            "--md",
+            s(&md),
+        ],
+        LIMIT,
+    );
+    let stdout = expect_ok(&out);
+    assert!(stdout.contains("2 cells"), "{stdout}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    let links = check_self_contained(&page);
+    assert!(links > 20, "{links} internal links");
+    // The two load runs are one document (prefix d0-), the cluster the second.
+    for id in [
+        "d0-cell-load1-r1",
+        "d0-cell-load2-r1",
+        "d1-cell-tls12-id-session-reuse1-r1",
+    ] {
+        assert!(page.contains(&format!("id=\"{id}\"")), "no anchor {id}");
+    }
+    assert!(
+        page.contains("Goodput against offered load"),
+        "goodput chart"
+    );
+    assert!(page.contains("Cluster throughput against reuse (tls13-ticket)"));
+    assert!(page.contains("session (session-aware)") && page.contains("round-robin (blind)"));
+    assert!(page.contains("Share of server CPU per request, by TLS stage"));
+    assert!(page.contains("hardware; TLS 1.3 tickets"));
+    // The command line that reproduces each load cell.
+    assert!(
+        page.contains("--rate 40 --arrivals poisson"),
+        "command line of load1"
+    );
+    // Every chart is an inline SVG with drawn lines or bars.
+    let svgs: Vec<&str> = page.split("<svg").skip(1).collect();
+    assert!(svgs.len() >= 5, "{} charts", svgs.len());
+    for svg in &svgs {
+        let body = svg.split("</svg>").next().unwrap();
+        assert!(
+            body.contains("<polyline") || body.contains("<rect") || body.contains("<path"),
+            "an empty chart"
+        );
+    }
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("## Appendix: cells"));
+    assert!(md.contains("[load2-r1](#cell-load2-r1)"));
+}
+
+#[test]
+fn report_rejects_what_it_cannot_read_with_exit_2() {
+    let dir = tempdir();
+    let html = dir.path().join("out.html");
+    let not_json = dir.path().join("notes.txt");
+    std::fs::write(&not_json, "hello").unwrap();
+    let other = write_json(
+        dir.path(),
+        "other.json",
+        &serde_json::json!({"foo": 1, "bar": [1]}),
+    );
+    let lab_like = write_json(
+        dir.path(),
+        "labrep.json",
+        &serde_json::json!({"schema_version": 1, "cells": [], "ratios": []}),
+    );
+    let broken = write_json(
+        dir.path(),
+        "broken.json",
+        &serde_json::json!({"kind": "tlslab-experiment", "cells": 3}),
+    );
+    let missing = dir.path().join("missing.json");
+    for (path, want) in [
+        (&not_json, "not JSON"),
+        (&other, "not a tlslab results document"),
+        (&lab_like, "not a tlslab results document"),
+        (&broken, "does not parse"),
+        (&missing, "cannot read"),
+    ] {
+        let out = run_tlslab(&["report", s(path), "--html", s(&html)], LIMIT);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+        assert!(err.contains(s(path)), "error does not name the file: {err}");
+        assert!(err.contains(want), "{err}");
+        common::assert_no_panic(&out.stderr);
+    }
+    assert!(!html.exists(), "a failed report wrote its output");
+    let cluster = write_json(dir.path(), "c.json", &common::study_doc::cluster_document());
+    let out = run_tlslab(&["report", s(&cluster)], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--html"));
+    let out = run_tlslab(&["report", "--html", s(&html)], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+}
+
+fn plan_json(args: &[&str]) -> serde_json::Value {
+    let dir = tempdir();
+    let json = dir.path().join("plan.json");
+    let mut full = vec!["plan"];
+    full.extend_from_slice(args);
+    full.extend(["--json", s(&json)]);
+    expect_ok(&run_tlslab(&full, LIMIT));
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+fn close(v: &serde_json::Value, want: f64) {
+    let got = v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
+    assert!(
+        (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+        "{got} != {want}"
+    );
+}
+
+#[test]
+fn plan_figures_match_hand_computed_values() {
+    let v = plan_json(&[
+        "--full-us",
+        "1000",
+        "--resumed-us",
+        "100",
+        "--request-us",
+        "50",
+        "--reuse",
+        "25",
+        "--requests-per-conn",
+        "2",
+        "--utilisation",
+        "50",
+        "--load",
+        "10000",
+        "--base-latency",
+        "2ms",
+    ]);
+    assert_eq!(v["kind"], "tlslab-plan");
+    let p = &v["plan"];
+    // 0.75·1000 + 0.25·100 + 2·50 = 875 µs per connection; 437.5 per request.
+    close(&p["cpu_per_connection_us"], 875.0);
+    close(&p["cpu_per_request_us"], 437.5);
+    close(&p["connections_per_s_per_core_max"], 1e6 / 875.0);
+    close(&p["requests_per_s_per_core_max"], 2e6 / 875.0);
+    close(&p["requests_per_s_per_core"], 1e6 / 875.0);
+    // 10 000 req/s at 1142.86 per core → 8.75 → 9 cores.
+    assert_eq!(p["cores_needed"], 9);
+    assert_eq!(p["curve_cores"], 9);
+    close(&p["handshake_cpu_per_request_us"], 387.5);
+    // Seed 004's form at ρ = 0.5: 2 + 0.05 + 0.3875 / 0.5 ms.
+    let at50 = &p["seed004_curve"][9];
+    close(&at50[0], 0.5);
+    close(&at50[1], 2.0 + 0.05 + 0.775);
+    assert!(v["check"].is_null());
+
+    // A latency target adds cores: M/M/c mean ≤ 0.5 ms with s = 0.4375 ms.
+    let v = plan_json(&[
+        "--full-us",
+        "1000",
+        "--resumed-us",
+        "100",
+        "--request-us",
+        "50",
+        "--reuse",
+        "25",
+        "--requests-per-conn",
+        "2",
+        "--utilisation",
+        "95",
+        "--load",
+        "10000",
+        "--latency",
+        "500us",
+    ]);
+    let c = v["plan"]["cores_needed"].as_u64().unwrap();
+    assert!(c > 5, "{c} cores cannot meet 0.5 ms at 10 000 req/s");
+}
+
+#[test]
+fn plan_reads_costs_from_a_lab_report() {
+    let dir = tempdir();
+    let lab = write_json(
+        dir.path(),
+        "lab.json",
+        &serde_json::json!({"schema_version": 1, "cells": [
+            {"mode": "tls_full", "version": "TLSv1.3", "key": "rsa2048", "server_cpu_us_per_request": 1300.0},
+            {"mode": "tls_resumed", "version": "TLSv1.3", "key": "rsa2048", "server_cpu_us_per_request": 160.0},
+            {"mode": "tls_keep_alive", "version": "TLSv1.3", "key": "rsa2048", "server_cpu_us_per_request": 40.0}
+        ]}),
+    );
+    let v = plan_json(&["--costs", s(&lab), "--tls", "1.3", "--key", "rsa2048"]);
+    close(&v["plan"]["costs"]["full_handshake_us"], 1260.0);
+    close(&v["plan"]["costs"]["resumed_handshake_us"], 120.0);
+    close(&v["plan"]["costs"]["request_us"], 40.0);
+    // Reuse 0, one request per connection: 1300 µs → 769 req/s per core.
+    close(&v["plan"]["requests_per_s_per_core_max"], 1e6 / 1300.0);
+    let out = run_tlslab(&["plan", "--costs", s(&lab), "--key", "ecdsa-p256"], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ecdsa-p256"));
+}
+
+#[test]
+fn plan_bad_flags_exit_2_with_the_fix() {
+    let dir = tempdir();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{").unwrap();
+    let costs = [
+        "--full-us",
+        "1000",
+        "--resumed-us",
+        "100",
+        "--request-us",
+        "50",
+    ];
+    let with = |extra: &[&str]| {
+        let mut v = vec!["plan"];
+        v.extend_from_slice(&costs);
+        v.extend_from_slice(extra);
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (with(&["--reuse", "150"]), "0-100"),
+        (with(&["--utilisation", "100"]), "below 100"),
+        (with(&["--requests-per-conn", "0.5"]), "at least 1"),
+        (with(&["--load=-5"]), "--load"),
+        (with(&["--tls", "1.1"]), "--tls"),
+        (with(&["--key", "dsa"]), "--key"),
+        (
+            with(&["--check", "--requests-per-conn", "2"]),
+            "one request per new connection",
+        ),
+        (vec!["plan".into()], "--check to measure them"),
+        (
+            vec!["plan".into(), "--full-us".into(), "5".into()],
+            "all three",
+        ),
+        (
+            vec!["plan".into(), "--costs".into(), s(&junk).into()],
+            "not JSON",
+        ),
+        (
+            vec![
+                "plan".into(),
+                "--costs".into(),
+                "/nonexistent/lab.json".into(),
+            ],
+            "--costs",
+        ),
+        (with(&["--full-us", "-1"]), ""),
+    ];
+    for (args, want) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run_tlslab(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        common::assert_no_panic(&out.stderr);
+    }
+}
+
+#[test]
+fn plan_check_runs_the_model_against_a_real_server() {
+    let v = plan_json(&[
+        "--check", "--quick", "--cell", "1s", "--key", "rsa2048", "--reuse", "50",
+    ]);
+    let c = &v["check"];
+    assert_eq!(c["key"], "rsa2048");
+    let cal = &c["calibration"];
+    assert!(
+        cal["full_per_request_us"].as_f64().unwrap()
+            > cal["resumed_per_request_us"].as_f64().unwrap()
+    );
+    let points = c["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3);
+    let cap = c["capacity_per_s"].as_f64().unwrap();
+    for (p, rho) in points.iter().zip([0.5, 0.7, 0.9]) {
+        close(&p["target_utilisation"], rho);
+        close(&p["offered_per_s"], cap * rho);
+        // On a busy machine a point may complete little or nothing; that is
+        // a measured miss, printed, not an error.
+        assert!(p["measured_per_s"].as_f64().unwrap() >= 0.0, "{p}");
+        assert!(p["server_busy"].as_f64().unwrap() >= 0.0, "{p}");
+        if p["measured_per_s"].as_f64().unwrap() > 0.0 {
+            assert!(p["p50_measured_ms"].as_f64().unwrap() > 0.0, "{p}");
+        }
+    }
+    // The model's prediction rises with utilisation.
+    let pred: Vec<f64> = points
+        .iter()
+        .map(|p| p["p50_predicted_ms"].as_f64().unwrap())
+        .collect();
+    assert!(pred[0] <= pred[1] && pred[1] < pred[2], "{pred:?}");
+}

@@ -1,0 +1,175 @@
+//! The HTML report in a real browser: a report of a real short load run
+//! against `tlslab serve` (two open-loop rates, so the goodput chart is
+//! drawn) and of a hand-built cluster study document is opened in headless
+//! Chromium, which must log no console error and no failed load, and whose
+//! rendered DOM must hold every chart as a non-empty SVG.
+//!
+//! Needs Chromium (`apt-get install -y chromium`); `.ci/run` installs it
+//! and runs this with `cargo test --test report_browser -- --ignored`.
+//! Without it the test skips loudly, and fails under `CI=true`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Serve, expect_ok, run, run_tlslab, tempdir};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn chromium() -> Option<PathBuf> {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// Chromium's rendered DOM of `page` and its log (stderr).
+fn render(browser: &Path, page: &Path, profile: &Path) -> (String, String) {
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=3000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .arg("--dump-dom")
+    .arg(format!("file://{}", page.display()));
+    let out = run(cmd, LIMIT);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Console messages and failed loads in Chromium's log.
+fn console_problems(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| {
+            l.contains(":CONSOLE")
+                || l.contains("Failed to load resource")
+                || l.contains("Uncaught")
+                || l.contains("net::ERR_")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The `<svg>` elements of a DOM and, for each, whether it draws anything.
+fn svgs(dom: &str) -> Vec<bool> {
+    dom.split("<svg")
+        .skip(1)
+        .map(|rest| {
+            let body = rest.split("</svg>").next().unwrap_or_default();
+            body.contains("<polyline") || body.contains("<path") || body.contains("<rect")
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs chromium; run by .ci/run"]
+fn html_report_opens_in_headless_chromium_without_errors() {
+    let Some(browser) = chromium() else {
+        let msg = "chromium is not installed: SKIPPING the browser test of the HTML report. \
+                   Install it with `apt-get install -y chromium` (.ci/run does).";
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{msg}");
+        }
+        eprintln!("\n*** {msg} ***\n");
+        return;
+    };
+    let dir = tempdir();
+    let serve = Serve::start(&[]);
+    let ca = serve.ca.clone().expect("ephemeral CA");
+    let url = serve.url("/bytes/1024");
+    let mut inputs: Vec<String> = Vec::new();
+    for rate in ["50", "100"] {
+        let json = dir.path().join(format!("load{rate}.json"));
+        let out = run_tlslab(
+            &[
+                "load",
+                &url,
+                "--cacert",
+                ca.to_str().unwrap(),
+                "-c",
+                "4",
+                "--reuse",
+                "50",
+                "-d",
+                "2s",
+                "--rate",
+                rate,
+                "--no-progress",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+            LIMIT,
+        );
+        expect_ok(&out);
+        inputs.push(json.to_str().unwrap().into());
+    }
+    let cluster = dir.path().join("cluster.json");
+    std::fs::write(
+        &cluster,
+        serde_json::to_vec(&common::study_doc::cluster_document()).unwrap(),
+    )
+    .unwrap();
+    inputs.push(cluster.to_str().unwrap().into());
+    let html = dir.path().join("report.html");
+    let mut args: Vec<&str> = vec!["report"];
+    args.extend(inputs.iter().map(String::as_str));
+    args.extend(["--html", html.to_str().unwrap()]);
+    expect_ok(&run_tlslab(&args, LIMIT));
+    let source = std::fs::read_to_string(&html).unwrap();
+    let charts_in_source = source.matches("<figure class=\"chart\"").count();
+    assert!(
+        charts_in_source >= 5,
+        "{charts_in_source} charts in the report"
+    );
+
+    // The check can fail: a page with a console error is caught (so a silent browser does not pass by default).
+    let bad = dir.path().join("bad.html");
+    std::fs::write(
+        &bad,
+        "<!DOCTYPE html><html><body><script>console.error('tlslab-canary')</script>\
+         </body></html>",
+    )
+    .unwrap();
+    let profile = tempdir();
+    let (_, bad_log) = render(&browser, &bad, profile.path());
+    assert!(
+        console_problems(&bad_log)
+            .iter()
+            .any(|l| l.contains("tlslab-canary")),
+        "Chromium's log did not show the canary console error; the check would be blind:\n{bad_log}"
+    );
+
+    let profile = tempdir();
+    let (dom, log) = render(&browser, &html, profile.path());
+    let problems = console_problems(&log);
+    assert!(
+        problems.is_empty(),
+        "console errors or failed loads:\n{}",
+        problems.join("\n")
+    );
+    assert!(dom.contains("tlslab report"), "no DOM dumped:\n{log}");
+    let drawn = svgs(&dom);
+    assert_eq!(
+        drawn.len(),
+        charts_in_source,
+        "the rendered DOM has {} SVGs for {charts_in_source} charts",
+        drawn.len()
+    );
+    assert!(drawn.iter().all(|d| *d), "an SVG draws nothing: {drawn:?}");
+    assert!(dom.contains("Goodput against offered load"));
+    assert!(dom.contains("Cluster throughput against reuse"));
+}
