@@ -60,7 +60,7 @@ fn main() {
             (t, Trust::Roots(g.roots().expect("the generated CA")))
         }
     };
-    let hold = Duration::from_secs(6);
+    let hold = Duration::from_secs(20);
     let mut cfg = LoadConfig::new(vec![target]);
     cfg.clients = n;
     cfg.duration = Some(hold);
