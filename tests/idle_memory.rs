@@ -103,14 +103,7 @@ fn idle_keep_alive_connections_stay_small() {
     let root = tempdir();
     std::fs::write(root.path().join("4k.bin"), vec![b'x'; 4096]).unwrap();
     let root_s = root.path().to_str().unwrap();
-    let srv = Serve::start(&[
-        "--root",
-        root_s,
-        "--threads",
-        "1",
-        "--tls",
-        "1.2,1.3",
-    ]);
+    let srv = Serve::start(&["--root", root_s, "--threads", "1", "--tls", "1.2,1.3"]);
     let (lo, hi) = (100, 700);
     let (c0, s0, l0) = hold(&srv, lo);
     let (c1, s1, l1) = hold(&srv, hi);

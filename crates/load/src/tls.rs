@@ -232,7 +232,10 @@ mod tests {
         for w in [Workload::Ecommerce, Workload::Replay] {
             let mut c = cfg();
             c.workload = w;
-            assert!(!never_resumes(&c), "{w:?} resumes whenever it holds a session");
+            assert!(
+                !never_resumes(&c),
+                "{w:?} resumes whenever it holds a session"
+            );
         }
     }
 
