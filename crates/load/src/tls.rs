@@ -212,7 +212,6 @@ impl ServerCertVerifier for AnyCertificate {
 mod tests {
     use super::*;
     use crate::Target;
-    use tlslab_crypto::store::ClientSessions;
 
     fn cfg() -> LoadConfig {
         LoadConfig::new(vec![Target::parse("https://localhost:8443/").unwrap()])
