@@ -4,14 +4,17 @@
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::{ClientSessionStore, Resumption, Tls12Resumption};
+use rustls::client::{
+    ClientSessionStore, Resumption, Tls12ClientSessionValue, Tls12Resumption,
+    Tls13ClientSessionValue,
+};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{ClientConfig, DigitallySignedStruct, NamedGroup, RootCertStore, SignatureScheme};
 use tlslab_crypto::meter::{self, Meter};
 use tlslab_crypto::{pki, provider, store::ClientSessions};
 
-use crate::{Error, LoadConfig, ResumeWith, Trust};
+use crate::{Error, LoadConfig, ResumeWith, Trust, Workload};
 
 /// Builds the run's base client configuration (no session store yet). The
 /// provider records into `meter`, after `cfg.ablation` (if any) has replaced
@@ -69,6 +72,63 @@ pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<Client
 /// all clients share the universal TLS 1.2 session).
 pub(crate) type StoreWrapper =
     Box<dyn Fn(Arc<dyn ClientSessionStore>) -> Arc<dyn ClientSessionStore> + Send + Sync>;
+
+/// The run's store wrapper: `cfg.ablation`'s, and for a run that never
+/// offers a stored session ([`never_resumes`]) one that keeps none, so that
+/// an idle client does not hold the tickets the server sent it (each with
+/// its own copy of the server's certificate chain, about 1 KB; servers send
+/// two per TLS 1.3 connection). The handshakes are unchanged: the client
+/// still announces and receives tickets, it only does not keep them.
+pub(crate) fn store_wrapper(cfg: &LoadConfig) -> StoreWrapper {
+    let ablated = cfg.ablation.client_store_factory();
+    if never_resumes(cfg) {
+        Box::new(move |s| Arc::new(KeepNone(ablated(s))) as Arc<dyn ClientSessionStore>)
+    } else {
+        Box::new(ablated)
+    }
+}
+
+/// Whether no handshake of the run can offer a stored session: reuse 0 in
+/// a closed or open loop of URLs or the SPECweb96 mix, no 0-RTT, no
+/// ablation (the browser and replay models resume whenever they hold a
+/// session).
+pub(crate) fn never_resumes(cfg: &LoadConfig) -> bool {
+    cfg.reuse == 0.0
+        && !cfg.early_data
+        && cfg.ablation.is_empty()
+        && matches!(cfg.workload, Workload::Urls | Workload::Specweb96)
+}
+
+/// A session store that forgets the sessions it is given (and so never
+/// hands one out); the key-exchange hint is kept.
+#[derive(Debug)]
+struct KeepNone(Arc<dyn ClientSessionStore>);
+
+impl ClientSessionStore for KeepNone {
+    fn set_kx_hint(&self, server_name: ServerName<'static>, group: NamedGroup) {
+        self.0.set_kx_hint(server_name, group);
+    }
+
+    fn kx_hint(&self, server_name: &ServerName<'_>) -> Option<NamedGroup> {
+        self.0.kx_hint(server_name)
+    }
+
+    fn set_tls12_session(&self, _: ServerName<'static>, _: Tls12ClientSessionValue) {}
+
+    fn tls12_session(&self, _: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
+        None
+    }
+
+    fn remove_tls12_session(&self, server_name: &ServerName<'static>) {
+        self.0.remove_tls12_session(server_name);
+    }
+
+    fn insert_tls13_ticket(&self, _: ServerName<'static>, _: Tls13ClientSessionValue) {}
+
+    fn take_tls13_ticket(&self, _: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
+        None
+    }
+}
 
 /// A client's configuration: the base with `sessions` (wrapped by `wrap`)
 /// as its store.
@@ -145,5 +205,58 @@ impl ServerCertVerifier for AnyCertificate {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Target;
+
+    fn cfg() -> LoadConfig {
+        LoadConfig::new(vec![Target::parse("https://localhost:8443/").unwrap()])
+    }
+
+    #[test]
+    fn only_runs_that_never_resume_drop_their_sessions() {
+        assert!(never_resumes(&cfg()), "reuse 0, URLs");
+        let mut c = cfg();
+        c.workload = Workload::Specweb96;
+        assert!(never_resumes(&c));
+        c.reuse = 0.5;
+        assert!(!never_resumes(&c), "reuse > 0 offers tickets");
+        let mut c = cfg();
+        c.early_data = true;
+        assert!(!never_resumes(&c), "0-RTT needs a ticket");
+        for w in [Workload::Ecommerce, Workload::Replay] {
+            let mut c = cfg();
+            c.workload = w;
+            assert!(
+                !never_resumes(&c),
+                "{w:?} resumes whenever it holds a session"
+            );
+        }
+    }
+
+    #[test]
+    fn the_store_of_a_run_that_resumes_is_the_clients_own() {
+        let own = ClientSessions::new();
+        let mut c = cfg();
+        c.reuse = 1.0;
+        let s = store_wrapper(&c)(own.clone() as Arc<dyn ClientSessionStore>);
+        assert_eq!(
+            Arc::as_ptr(&s) as *const (),
+            Arc::as_ptr(&own) as *const (),
+            "wrapped although sessions are offered"
+        );
+        // Reuse 0: wrapped; the key-exchange hint still reaches the store.
+        let s = store_wrapper(&cfg())(own.clone() as Arc<dyn ClientSessionStore>);
+        assert_ne!(Arc::as_ptr(&s) as *const (), Arc::as_ptr(&own) as *const ());
+        let name = ServerName::try_from("localhost").unwrap();
+        s.set_kx_hint(name.clone(), NamedGroup::X25519);
+        assert_eq!(s.kx_hint(&name), Some(NamedGroup::X25519));
+        assert_eq!(own.kx_hint(&name), Some(NamedGroup::X25519));
+        assert!(s.tls12_session(&name).is_none());
+        assert!(s.take_tls13_ticket(&name).is_none());
     }
 }

@@ -192,7 +192,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         meter,
         ablation: cfg.ablation,
         ablation_hint: parking_lot::Mutex::new(None),
-        wrap_store: Box::new(cfg.ablation.client_store_factory()),
+        wrap_store: tls::store_wrapper(cfg),
     });
     if cfg.ablation.contains(Ablation::Cache) {
         rt.block_on(prime_universal_session(&shared));
