@@ -14,6 +14,7 @@
 pub mod breakdown;
 mod cell;
 pub mod lab;
+pub mod nginx;
 pub mod overload;
 pub mod pin;
 
@@ -38,4 +39,7 @@ pub enum Error {
         /// The errors the load engine saw.
         errors: String,
     },
+    /// The nginx reference could not be started, stopped or read.
+    #[error("nginx: {0}")]
+    Nginx(String),
 }
