@@ -34,7 +34,7 @@ if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
 WINDOW=${1:-30s}
 TIMEOUT=${2:-10s}
 if [ $QUICK = 1 ]; then WINDOW=4s; TIMEOUT=1s; fi
-B=target/release/tlslab
+B=${TLSLAB:-target/release/tlslab}
 [ -x $B ] || { echo "build first: cargo build --release" >&2; exit 1; }
 SERVERS=tlslab
 if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then

@@ -828,6 +828,7 @@ impl Rig {
     }
 
     /// One point against a fresh nginx in `prefix`.
+    #[allow(clippy::too_many_arguments)]
     fn point_nginx(
         &self,
         plan: &OverloadPlan,
