@@ -69,7 +69,7 @@ print(f"3x session goodput {s3:.0f} req/s")
 if n3 is not None:
     nx = next(p for p in pts if p["arm"]["server"] == "nginx" and p["multiplier"] == 3.0)
     print(f"3x nginx goodput  {n3:.0f} req/s (limit_conn 503s: {nx['server']['full_shed']} full + {nx['server']['resume_shed']} resumed; nginx CPU {nx['server']['worker_cpu_secs']:.1f} s)")
-    print(f"session / nginx   {s3/max(n3,1e-9):.2f}")
+    print(f"session / nginx   {s3/n3:.2f}" if n3 >= 1 else f"session / nginx   n/a (nginx goodput {n3:.2f} req/s)")
 print(f"session / peak    {s3/peak:.2f}   (target >= 0.80: {'met' if s3/peak >= 0.8 else 'NOT met'})")
 print(f"session / off     {s3/max(o3,1e-9):.2f}   (target >= 2: {'met' if s3 >= 2*o3 else 'NOT met'})")
 print(f"shed / full       {c['ratio']:.3f} ({c['shed_us']:.1f} / {c['full_handshake_us']:.1f} us, {c['clients']} clients)   (target <= 0.05: {'met' if c['ratio'] <= 0.05 else 'NOT met'})")

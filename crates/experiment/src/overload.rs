@@ -579,10 +579,9 @@ fn hammer(
 /// Measures the server CPU of `n` full handshakes (admission off) and of
 /// `n` shed connections (static limit 1, one handshake held in flight),
 /// each on a fresh server, from [`SHED_COST_CLIENTS`] concurrent blocking
-/// clients so that the server is busy, as it is when it sheds, and does
-/// not pay for going idle and waking up once per connection (which a
-/// single sequential client makes it do, and which counted as a third of
-/// a shed's CPU in that measurement).
+/// clients so that the server is busy, as it is when it sheds, rather than
+/// going idle and waking up once per connection as it does for a single
+/// sequential client.
 fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> {
     use std::io::{Read, Write};
     use std::net::TcpStream;
