@@ -101,8 +101,8 @@ struct NginxLog {
 }
 
 fn nginx_log(path: &std::path::Path) -> NginxLog {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let mut n = NginxLog::default();
     for l in text.lines().filter(|l| !l.is_empty()) {
         let f: Vec<&str> = l.split(' ').collect();
@@ -167,7 +167,10 @@ fn nginx_arm_figures_match_nginx_own_access_log() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("nginx-limit_conn/timeout1s/retry/reuse80"), "{stdout}");
+    assert!(
+        stdout.contains("nginx-limit_conn/timeout1s/retry/reuse80"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("not run"), "{stdout}");
     let v = common::load_json(&json);
     let points = v["points"].as_array().unwrap();
@@ -177,7 +180,10 @@ fn nginx_arm_figures_match_nginx_own_access_log() {
     let s = &p["server"];
     let c = &p["client"];
     let log = nginx_log(&keep.join("point-0-0").join("access.log"));
-    eprintln!("log: {log:?}\nserver: {s}\nclient responses {}", c["responses"]);
+    eprintln!(
+        "log: {log:?}\nserver: {s}\nclient responses {}",
+        c["responses"]
+    );
     // The JSON's server side is nginx's log, line for line.
     assert_eq!(s["requests_served"].as_u64(), Some(log.ok));
     assert_eq!(s["handshakes_full"].as_u64(), Some(log.first_full));

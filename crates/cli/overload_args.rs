@@ -106,7 +106,12 @@ pub struct OverloadArgs {
     /// The servers to run: `tlslab` (the embedded server's arms), `nginx` (nginx with
     /// limit_conn, the unprotected reference: the first arm's client behaviour, at the same
     /// loads), or both, comma separated.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "tlslab")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "tlslab"
+    )]
     pub servers: Vec<String>,
 
     /// The nginx binary (default: `nginx` on PATH, or /usr/sbin/nginx).
@@ -197,7 +202,9 @@ pub fn run(a: &OverloadArgs) -> anyhow::Result<std::process::ExitCode> {
     }
     if nginx {
         if a.nginx_limit_conn == 0 {
-            return Err(crate::config::usage("--nginx-limit-conn must be at least 1"));
+            return Err(crate::config::usage(
+                "--nginx-limit-conn must be at least 1",
+            ));
         }
         let bin = match &a.nginx_bin {
             Some(b) => b.clone(),
@@ -223,7 +230,9 @@ pub fn run(a: &OverloadArgs) -> anyhow::Result<std::process::ExitCode> {
         plan.arms.retain(|x| x.server != overload::Peer::Tlslab);
     }
     if plan.arms.is_empty() {
-        return Err(crate::config::usage("--servers: name at least one of tlslab, nginx"));
+        return Err(crate::config::usage(
+            "--servers: name at least one of tlslab, nginx",
+        ));
     }
     let report = overload::run(&plan, |line| eprintln!("{line}")).context("running overload")?;
     print!("{}", report.render());
