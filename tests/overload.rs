@@ -85,3 +85,133 @@ fn user_sessions_complete_below_capacity_and_only_full_handshakes_are_shed_above
         off.sessions_completed
     );
 }
+
+mod common;
+
+/// Counts of an nginx access log in `tlslab overload`'s format
+/// (`$ssl_session_reused $status $connection_requests $request_time`),
+/// parsed here independently of the code under test.
+#[derive(Debug, Default)]
+struct NginxLog {
+    ok: u64,
+    ok_resumed: u64,
+    rejected: u64,
+    first_full: u64,
+    first_resumed: u64,
+}
+
+fn nginx_log(path: &std::path::Path) -> NginxLog {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let mut n = NginxLog::default();
+    for l in text.lines().filter(|l| !l.is_empty()) {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert_eq!(f.len(), 4, "unexpected log line {l:?}");
+        let reused = f[0] == "r";
+        match f[1] {
+            "200" => {
+                n.ok += 1;
+                n.ok_resumed += u64::from(reused);
+            }
+            "503" => n.rejected += 1,
+            s => panic!("unexpected status {s} in {l:?}"),
+        }
+        if f[2] == "1" {
+            if reused {
+                n.first_resumed += 1;
+            } else {
+                n.first_full += 1;
+            }
+        }
+    }
+    n
+}
+
+/// `tlslab overload --servers nginx`: a short nginx arm (2 s at a fixed
+/// 30 users/s, K = 5, 80 % reuse), whose server-observed figures must be
+/// exactly what nginx's own access log says, and consistent with what the
+/// client saw.
+#[test]
+#[ignore = "needs nginx; run by .ci/run"]
+fn nginx_arm_figures_match_nginx_own_access_log() {
+    if !common::have("nginx") {
+        let msg = "nginx is not installed: SKIPPING the overload nginx arm test. Install it with `apt-get install -y nginx` (.ci/run does).";
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{msg}");
+        }
+        eprintln!("\n*** {msg} ***\n");
+        return;
+    }
+    let dir = common::tempdir();
+    let json = dir.path().join("o.json");
+    let keep = dir.path().join("nginx");
+    let out = common::run(
+        common::tlslab([
+            "overload",
+            "--quick",
+            "--servers",
+            "nginx",
+            "--capacity",
+            "30",
+            "--loads",
+            "1",
+            "--window",
+            "2s",
+            "--nginx-dir",
+            keep.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]),
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("nginx-limit_conn/timeout1s/retry/reuse80"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("not run"), "{stdout}");
+    let v = common::load_json(&json);
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{v}");
+    let p = &points[0];
+    assert_eq!(p["arm"]["server"], "nginx");
+    let s = &p["server"];
+    let c = &p["client"];
+    let log = nginx_log(&keep.join("point-0-0").join("access.log"));
+    eprintln!(
+        "log: {log:?}\nserver: {s}\nclient responses {}",
+        c["responses"]
+    );
+    // The JSON's server side is nginx's log, line for line.
+    assert_eq!(s["requests_served"].as_u64(), Some(log.ok));
+    assert_eq!(s["handshakes_full"].as_u64(), Some(log.first_full));
+    assert_eq!(s["handshakes_resumed"].as_u64(), Some(log.first_resumed));
+    assert_eq!(
+        s["full_shed"].as_u64().unwrap() + s["resume_shed"].as_u64().unwrap(),
+        log.rejected
+    );
+    assert!(s["handshake_failures"].is_null(), "{s}");
+    assert_eq!(s["limit"].as_f64(), Some(16.0));
+    assert!(!s["unavailable"].as_array().unwrap().is_empty());
+    assert!(s["worker_cpu_secs"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(s["rss_kib"].as_u64().unwrap() > 0, "{s}");
+    // And with the client: every response the client counted is a 200 in
+    // nginx's log; nginx may have logged more (answers to requests the
+    // client had given up on, and the drain's requests).
+    let responses = c["responses"].as_u64().unwrap();
+    let failures: u64 = c["failures"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    assert!(responses > 0, "{c}");
+    assert!(log.ok >= responses, "{log:?} {c}");
+    assert!(log.ok <= responses + failures, "{log:?} {c}");
+    // Each request is on a new connection: one first request per line.
+    assert_eq!(log.first_full + log.first_resumed, log.ok + log.rejected);
+    // 80 % reuse: nginx resumed most of the sessions offered to it.
+    assert!(log.ok_resumed > 0, "{log:?}");
+}

@@ -666,7 +666,8 @@ pub enum BreakdownWorkload {
     sig, kx, cipher, mac, hash, rng, and cache when sessions are resumed; seed 001's cumulative \
     configurations; skeleton; minimal setup) it measures the server's CPU per request \
     (server-observed) several times, then applies Amdahl's law: a stage's share of the cost is \
-    1 - 1/speedup. Each ablated cell is paired with the baseline cells adjacent to it in time, and \
+    1 - 1/speedup. Each ablated cell runs at the same time as a baseline cell (two servers on the \
+    server CPU, two load engines on the client CPU, one window) and is compared with it, and \
     rounds continue until every stage's 95 % interval is within --target-ci points or --max-time \
     passes; the crypto meter's direct attribution is printed beside each share. Shares whose \
     interval contains 0 are marked ~. \

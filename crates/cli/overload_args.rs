@@ -84,6 +84,10 @@ pub struct OverloadArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub loads: Option<Vec<f64>>,
 
+    /// The client timeout of every arm that has a finite one (default 10s; 1s with --quick).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+
     /// Requests per user session (K).
     #[arg(long, default_value_t = 5, value_name = "K")]
     pub requests: u32,
@@ -98,6 +102,35 @@ pub struct OverloadArgs {
     /// The overload phase of the robustness runs.
     #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
     pub robust_for: Duration,
+
+    /// The servers to run: `tlslab` (the embedded server's arms), `nginx` (nginx with
+    /// limit_conn, the unprotected reference: the first arm's client behaviour, at the same
+    /// loads), or both, comma separated.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "tlslab"
+    )]
+    pub servers: Vec<String>,
+
+    /// The nginx binary (default: `nginx` on PATH, or /usr/sbin/nginx).
+    #[arg(long, value_name = "PATH")]
+    pub nginx_bin: Option<std::path::PathBuf>,
+
+    /// nginx's `limit_conn` (zone keyed on $server_name: the most connections with a request
+    /// in progress, server-wide). The default equals the `static` arm's handshakes in flight.
+    #[arg(long, value_name = "N", default_value_t = tlslab_experiment::overload::NGINX_LIMIT_CONN)]
+    pub nginx_limit_conn: usize,
+
+    /// Keep each nginx point's prefix (nginx.conf, access.log, error.log) in DIR/point-<arm>-<load>
+    /// (default: a temporary directory, removed).
+    #[arg(long, value_name = "DIR")]
+    pub nginx_dir: Option<std::path::PathBuf>,
+
+    /// Skip the capacity sweep and take this many user sessions/s as the capacity.
+    #[arg(long, value_name = "USERS_PER_S")]
+    pub capacity: Option<f64>,
 
     /// Write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -128,6 +161,16 @@ pub fn run(a: &OverloadArgs) -> anyhow::Result<std::process::ExitCode> {
         }
         plan.multipliers.clone_from(l);
     }
+    if let Some(t) = a.timeout {
+        if t.is_zero() {
+            return Err(crate::config::usage("--timeout must be positive"));
+        }
+        for arm in &mut plan.arms {
+            if arm.timeout.is_some() {
+                arm.timeout = Some(t);
+            }
+        }
+    }
     if a.requests == 0 {
         return Err(crate::config::usage("--requests must be at least 1"));
     }
@@ -137,6 +180,60 @@ pub fn run(a: &OverloadArgs) -> anyhow::Result<std::process::ExitCode> {
     }
     plan.robustness = a.robustness;
     plan.robust_high = a.robust_for;
+    if let Some(c) = a.capacity {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(crate::config::usage(
+                "--capacity takes a positive rate of user sessions/s, e.g. 300",
+            ));
+        }
+        plan.capacity = Some(c);
+    }
+    let (mut tlslab, mut nginx) = (false, false);
+    for s in &a.servers {
+        match s.trim() {
+            "tlslab" => tlslab = true,
+            "nginx" => nginx = true,
+            other => {
+                return Err(crate::config::usage(format!(
+                    "--servers: unknown server {other:?}; use tlslab, nginx or tlslab,nginx"
+                )));
+            }
+        }
+    }
+    if nginx {
+        if a.nginx_limit_conn == 0 {
+            return Err(crate::config::usage(
+                "--nginx-limit-conn must be at least 1",
+            ));
+        }
+        let bin = match &a.nginx_bin {
+            Some(b) => b.clone(),
+            None => tlslab_experiment::nginx::find_nginx().ok_or_else(|| {
+                crate::config::usage(
+                    "--servers nginx: nginx is not on PATH nor in /usr/sbin; install it \
+                     (apt-get install nginx) or pass --nginx-bin PATH",
+                )
+            })?,
+        };
+        let base = plan.arms[0];
+        plan.arms.push(overload::Arm {
+            server: overload::Peer::Nginx,
+            ..base
+        });
+        plan.nginx = Some(overload::NginxPlan {
+            bin,
+            limit_conn: a.nginx_limit_conn,
+            keep_dir: a.nginx_dir.clone(),
+        });
+    }
+    if !tlslab {
+        plan.arms.retain(|x| x.server != overload::Peer::Tlslab);
+    }
+    if plan.arms.is_empty() {
+        return Err(crate::config::usage(
+            "--servers: name at least one of tlslab, nginx",
+        ));
+    }
     let report = overload::run(&plan, |line| eprintln!("{line}")).context("running overload")?;
     print!("{}", report.render());
     if let Some(path) = &a.json {

@@ -14,15 +14,22 @@
 //! the bottleneck, so client-observed requests/s would measure the client.
 //! Both are reported; the fractions use the server-observed figure.
 //!
-//! Convergence. The repeats go in rounds; within a round, a baseline cell
-//! runs before the first configuration and after every second one, and each
-//! ablated cell is paired with the mean of the two baseline cells adjacent
-//! to it in time, so a baseline that drifts over minutes (a shared machine,
-//! thermal or frequency changes) cancels out of its ratio. A stage's share
-//! is the mean over rounds of `1 − cost(stage removed) / cost(adjacent
-//! baseline)`, with a 95 % Student-t interval. Rounds continue until every
-//! named stage's half-width is at most `target_ci95` (2 points of the
-//! baseline by default) or the time cap is reached.
+//! Convergence. The repeats go in rounds; within a round, every
+//! configuration runs once, *at the same time as* a baseline cell: two
+//! embedded servers pinned to the server CPU, two load engines pinned to
+//! the client CPU, one window. Each server's CPU per request is read from
+//! its own accounting (worker-thread CPU time and requests served, sampled
+//! every 20 ms) at the first and last reading inside the window both
+//! engines measured, so warm-up and ramp-down are excluded. On a shared
+//! machine the other tenants' load (and what it does to caches, the SMT
+//! sibling and the clock) changes from second to second; running the two
+//! cells side by side exposes both to the same load, so it cancels out of
+//! their ratio, where cells run one after the other only cancel slow
+//! drift. A stage's share is the mean over rounds of
+//! `1 − cost(stage removed) / cost(baseline beside it)`, with a 95 %
+//! Student-t interval. Rounds continue until every named stage's
+//! half-width is at most `target_ci95` (2 points of the baseline by
+//! default) or the time cap is reached.
 //!
 //! Beside it, the crypto meter's direct attribution: in each baseline cell,
 //! the server time inside each stage's operations per request, over the same
@@ -270,6 +277,16 @@ pub struct BreakdownReport {
     /// The crypto meter's own cost per recorded operation, in ns, measured
     /// at the start of this run (client and server always meter).
     pub meter_overhead_ns: f64,
+    /// Median over all pairs of the server CPU's busy share (both servers'
+    /// worker CPU ÷ the window; server-observed).
+    pub server_cpu_busy: f64,
+    /// Median over all pairs of the client CPU's busy share (both load
+    /// engines' CPU ÷ the window; client-observed).
+    pub client_cpu_busy: f64,
+    /// Which side was saturated: `server` (server CPU ≥ 85 % busy), `client`
+    /// (client CPU ≥ 85 % busy, server not), or `neither` (both waited for
+    /// a CPU the machine's other load held).
+    pub bottleneck: String,
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -319,6 +336,10 @@ struct Cell {
     requests_per_s: f64,
     saturated: bool,
     server_busy: f64,
+    /// Both servers' CPU ÷ window: how busy the server CPU was.
+    server_side_busy: f64,
+    /// Both load engines' CPU ÷ window: how busy the client CPU was.
+    client_side_busy: f64,
     /// Server µs per request inside each named stage's meter operations.
     meter_us: BTreeMap<String, f64>,
 }
@@ -346,8 +367,8 @@ pub fn run(
         .unwrap_or(0);
     let others: Vec<usize> = (0..configs.len()).filter(|&i| i != base_i).collect();
     progress(&format!(
-        "tlslab breakdown: {} configurations in rounds of {:.1} s cells (a baseline cell before the \
-         first and after every second configuration), at least {min_rounds} rounds, until every \
+        "tlslab breakdown: {} configurations in rounds of {:.1} s cells (each run at the same time as a \
+         baseline cell beside it), at least {min_rounds} rounds, until every \
          stage's 95 % interval is within ±{:.1} points or {:.0} s; {}; {}; {}",
         configs.len(),
         cfg.cell.as_secs_f64(),
@@ -384,49 +405,35 @@ pub fn run(
         if rounds % 2 == 1 {
             order.reverse();
         }
-        let run_one = |i: usize, progress: &mut dyn FnMut(&str)| -> Result<Cell, Error> {
-            let cell = run_cell(cfg, &placement, &generated, &roots, &configs[i])?;
+        for &i in &order {
+            let (base_cell, cell) = run_pair(
+                cfg,
+                &placement,
+                &generated,
+                &roots,
+                &configs[base_i],
+                &configs[i],
+            )?;
             progress(&format!(
-                "  [round {}] {:<58} {:>8.1} µs/req  {:>8.0} req/s  server {:>3.0}% busy{}",
+                "  [round {}] {:<46} {:>7.1} µs/req (baseline beside it {:>7.1})  {:>6.0} req/s  server CPU {:>3.0}% busy, client CPU {:>3.0}%",
                 rounds + 1,
                 configs[i].name,
                 cell.cpu_us,
+                base_cell.cpu_us,
                 cell.requests_per_s,
-                cell.server_busy * 100.0,
-                if cell.saturated {
-                    "  client saturated"
-                } else {
-                    ""
-                }
+                cell.server_side_busy * 100.0,
+                cell.client_side_busy * 100.0,
             ));
-            Ok(cell)
-        };
-        let mut prev_base = run_one(base_i, &mut progress)?;
-        for pair in order.chunks(2) {
-            let mut done = Vec::new();
-            for &i in pair {
-                done.push((i, run_one(i, &mut progress)?));
-            }
-            let next_base = run_one(base_i, &mut progress)?;
-            let paired = (prev_base.cpu_us + next_base.cpu_us) / 2.0;
-            for (i, cell) in done {
-                samples[i].push(Sample {
-                    cell,
-                    paired_base_us: paired,
-                });
-            }
-            let p = prev_base.cpu_us;
-            samples[base_i].push(Sample {
-                cell: prev_base,
-                paired_base_us: p,
+            let b = base_cell.cpu_us;
+            samples[i].push(Sample {
+                cell,
+                paired_base_us: b,
             });
-            prev_base = next_base;
+            samples[base_i].push(Sample {
+                cell: base_cell,
+                paired_base_us: b,
+            });
         }
-        let p = prev_base.cpu_us;
-        samples[base_i].push(Sample {
-            cell: prev_base,
-            paired_base_us: p,
-        });
         rounds += 1;
         last_round = round_start.elapsed();
         let widest = configs
@@ -458,13 +465,14 @@ fn paired_fractions(s: &[Sample]) -> Vec<f64> {
         .collect()
 }
 
-fn run_cell(
+/// Starts the embedded server of configuration `c` and builds its load.
+fn prepare(
     cfg: &BreakdownConfig,
     placement: &Placement,
     generated: &pki::Generated,
     roots: &rustls::RootCertStore,
     c: &Configuration,
-) -> Result<Cell, Error> {
+) -> Result<(tlslab_server::Server, tlslab_load::LoadConfig), Error> {
     let ablation = c.ablation.unwrap_or(AblationSet::NONE);
     let tls = c.ablation.is_some();
     let server = cell::start_server(
@@ -500,26 +508,138 @@ fn run_cell(
         reuse,
     )?;
     load.ablation = ablation;
-    let result = cell::measure(&server, &load, &c.name);
-    server.shutdown();
-    let m = result?;
-    let mut meter_us = BTreeMap::new();
-    for a in Ablation::ALL {
-        if let Some(ops) = meter_ops(a.name()) {
-            let ns: u64 = ops.iter().map(|&op| m.crypto.total(op).nanos).sum();
-            meter_us.insert(
-                a.name().to_string(),
-                ns as f64 / 1e3 / m.served.max(1) as f64,
-            );
-        }
+    Ok((server, load))
+}
+
+/// One reading of a server's own counters.
+struct Tick {
+    unix_ms: f64,
+    cpu: Duration,
+    served: u64,
+    crypto: tlslab_crypto::meter::Snapshot,
+}
+
+fn tick(server: &tlslab_server::Server) -> Tick {
+    let snap = server.snapshot();
+    Tick {
+        unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3),
+        cpu: snap.worker_cpu,
+        served: snap.requests.total(),
+        crypto: snap.crypto,
     }
-    Ok(Cell {
-        cpu_us: m.server_cpu_us_per_request,
-        requests_per_s: m.report.throughput.requests_per_s,
-        saturated: m.report.client_cpu.saturated,
-        server_busy: m.server_busy,
-        meter_us,
-    })
+}
+
+/// How often the servers' counters are read during a pair.
+const TICK: Duration = Duration::from_millis(20);
+
+/// Runs the baseline and configuration `other` at the same time: two
+/// embedded servers pinned to the server CPU, two load engines pinned to
+/// the client CPU, the same window. Each server's CPU per request is its
+/// own worker thread's CPU time ÷ the requests it served, both read from
+/// the server's own accounting at the first and last reading inside the
+/// window both engines measured (warm-up and ramp-down excluded). Both
+/// cells share whatever else the machine did in that window, so the ratio
+/// of the two cancels it.
+fn run_pair(
+    cfg: &BreakdownConfig,
+    placement: &Placement,
+    generated: &pki::Generated,
+    roots: &rustls::RootCertStore,
+    base: &Configuration,
+    other: &Configuration,
+) -> Result<(Cell, Cell), Error> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (sa, la) = prepare(cfg, placement, generated, roots, base)?;
+    let (sb, lb) = match prepare(cfg, placement, generated, roots, other) {
+        Ok(x) => x,
+        Err(e) => {
+            sa.shutdown();
+            return Err(e);
+        }
+    };
+    let stop = AtomicBool::new(false);
+    let (ticks, ra, rb) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut v = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                v.push([tick(&sa), tick(&sb)]);
+                std::thread::sleep(TICK);
+            }
+            v
+        });
+        let ha = s.spawn(|| tlslab_load::run(&la));
+        let hb = s.spawn(|| tlslab_load::run(&lb));
+        let ra = ha.join();
+        let rb = hb.join();
+        stop.store(true, Ordering::Relaxed);
+        (sampler.join().unwrap_or_default(), ra, rb)
+    });
+    sa.shutdown();
+    sb.shutdown();
+    let joined = |r: std::thread::Result<Result<tlslab_report::LoadReport, tlslab_load::Error>>,
+                  name: &str|
+     -> Result<tlslab_report::LoadReport, Error> {
+        match r {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(Error::EmptyCell {
+                cell: name.into(),
+                errors: "the load engine panicked".into(),
+            }),
+        }
+    };
+    let ra = joined(ra, &base.name)?;
+    let rb = joined(rb, &other.name)?;
+    // The window both engines measured: from the later start to the
+    // earlier nominal end (the ramp-down after it is excluded).
+    let len_ms = cfg.cell.as_secs_f64() * 1e3;
+    let from = ra.window.start_unix_ms.max(rb.window.start_unix_ms) as f64;
+    let to = (ra.window.start_unix_ms as f64 + len_ms).min(rb.window.start_unix_ms as f64 + len_ms);
+    let inside: Vec<&[Tick; 2]> = ticks
+        .iter()
+        .filter(|t| t[0].unix_ms >= from && t[1].unix_ms <= to)
+        .collect();
+    let (Some(first), Some(last)) = (inside.first(), inside.last()) else {
+        return Err(Error::EmptyCell {
+            cell: format!("{} beside the baseline", other.name),
+            errors: "no reading of the servers' counters fell inside the measurement window".into(),
+        });
+    };
+    let wall_s = ((last[0].unix_ms - first[0].unix_ms) / 1e3).max(1e-9);
+    let server_side_busy = (0..2)
+        .map(|k| last[k].cpu.saturating_sub(first[k].cpu).as_secs_f64())
+        .sum::<f64>()
+        / wall_s;
+    let client_side_busy = ra.client_cpu.busy_fraction + rb.client_cpu.busy_fraction;
+    let cell_of = |k: usize, report: &tlslab_report::LoadReport, c: &Configuration| {
+        let served = last[k].served.saturating_sub(first[k].served);
+        let cpu = last[k].cpu.saturating_sub(first[k].cpu);
+        if served == 0 || report.requests.completed == 0 {
+            return Err(Error::EmptyCell {
+                cell: c.name.clone(),
+                errors: report.error_summary(),
+            });
+        }
+        let crypto = last[k].crypto.diff(&first[k].crypto);
+        let mut meter_us = BTreeMap::new();
+        for a in Ablation::ALL {
+            if let Some(ops) = meter_ops(a.name()) {
+                let ns: u64 = ops.iter().map(|&op| crypto.total(op).nanos).sum();
+                meter_us.insert(a.name().to_string(), ns as f64 / 1e3 / served as f64);
+            }
+        }
+        Ok(Cell {
+            cpu_us: cpu.as_secs_f64() * 1e6 / served as f64,
+            requests_per_s: report.throughput.requests_per_s,
+            saturated: client_side_busy >= 0.9,
+            server_busy: cpu.as_secs_f64() / wall_s,
+            server_side_busy,
+            client_side_busy,
+            meter_us,
+        })
+    };
+    Ok((cell_of(0, &ra, base)?, cell_of(1, &rb, other)?))
 }
 
 fn share(stage: &str, xs: &[f64], target: f64) -> Share {
@@ -634,12 +754,27 @@ fn analyse(
             cfg.target_ci95,
         ));
     }
+    let pairs: Vec<&Cell> = samples
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != base_i)
+        .flat_map(|(_, ss)| ss.iter().map(|x| &x.cell))
+        .collect();
+    let server_cpu_busy = median(&pairs.iter().map(|c| c.server_side_busy).collect::<Vec<_>>());
+    let client_cpu_busy = median(&pairs.iter().map(|c| c.client_side_busy).collect::<Vec<_>>());
+    let bottleneck = if server_cpu_busy >= 0.85 {
+        "server"
+    } else if client_cpu_busy >= 0.85 {
+        "client"
+    } else {
+        "neither"
+    };
     let converged = shares
         .iter()
         .filter(|s| meter_ops(&s.stage).is_some() || s.stage == "mac")
         .all(|s| s.status == Convergence::Converged);
     BreakdownReport {
-        schema_version: 2,
+        schema_version: 3,
         workload: cfg.workload,
         file_size: cfg.file_size,
         version: cfg.version,
@@ -662,6 +797,9 @@ fn analyse(
         rows,
         shares,
         meter_overhead_ns: f64::NAN,
+        server_cpu_busy,
+        client_cpu_busy,
+        bottleneck: bottleneck.into(),
     }
 }
 
@@ -698,11 +836,13 @@ impl BreakdownReport {
         );
         let _ = writeln!(
             s,
-            "Cost = server CPU per request: server-observed, CPU time of the server's one pinned thread \
-             ÷ requests it served, over each whole cell (warm-up included). req/s is client-observed.\n\
-             Stages are replaced by no-ops on client and server alike. Each ablated cell is paired with \
-             the mean of the baseline cells just before and after it; fraction = mean over rounds of \
-             1 − cost/cost(adjacent baseline) (Amdahl: 1 − 1/speedup), ± its 95 % interval.\n\
+            "Cost = server CPU per request: server-observed, CPU time of the server's one pinned worker thread \
+             ÷ requests it served, read from the server's own accounting at the start and end of the \
+             measurement window (warm-up and ramp-down excluded). req/s is client-observed.\n\
+             Stages are replaced by no-ops on client and server alike. Every ablated cell runs at the \
+             same time as a baseline cell: two servers share the server CPU, two load engines the client \
+             CPU, over one window, so whatever else the machine does hits both alike; fraction = mean \
+             over rounds of 1 − cost/cost(baseline beside it) (Amdahl: 1 − 1/speedup), ± its 95 % interval.\n\
              Why CPU per request: seed 001 measured a saturated server's throughput, and a saturated \
              server's throughput is 1 ÷ its CPU per request, so the speed-ups are the same; CPU per \
              request stays right when the client, not the server, is the bottleneck.\n\
@@ -733,9 +873,9 @@ impl BreakdownReport {
         }
         let _ = writeln!(
             s,
-            "server = median busy share of the server's pinned CPU (server-observed; near 100 % = the \
-             server was the bottleneck). ~ interval contains 0.  ! client ≥90 % busy in some cell \
-             (req/s then measures the client; CPU/req is unaffected)."
+            "server = median busy share of the server CPU this configuration's server used (its pair's \
+             other server used the rest; server-observed). ~ interval contains 0.  ! client CPU ≥90 % busy \
+             in some cell (req/s then measures the client; CPU/req is unaffected)."
         );
         let cells: usize = self.rows.iter().map(|r| r.cpu_us.len()).sum();
         let sat: usize = self.rows.iter().map(|r| r.client_saturated_cells).sum();
@@ -744,10 +884,20 @@ impl BreakdownReport {
         let hi = busy.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let _ = writeln!(
             s,
-            "Saturation: server busy {:.0}–{:.0} % of its CPU (row medians); client saturated in {sat} of {cells} cells. \
-             Baseline drift over the run: {:.1} % (cancelled by pairing).",
+            "Saturation: the server CPU was {:.0} % busy with both servers of a pair (median over pairs; each \
+             server alone {:.0}–{:.0} %, row medians), the client CPU {:.0} % with both engines; client \
+             CPU ≥ 90 % busy in {sat} of {cells} cells. Bottleneck: {}. Baseline drift over the run: {:.1} % \
+             (cancelled by running each cell beside a baseline).",
+            self.server_cpu_busy * 100.0,
             lo * 100.0,
             hi * 100.0,
+            self.client_cpu_busy * 100.0,
+            match self.bottleneck.as_str() {
+                "server" => "the server (its CPU saturated)".to_string(),
+                "client" => "the client (its CPU saturated, the server's not)".to_string(),
+                _ => "neither side's CPU was saturated: both waited for a CPU that the machine's other load held"
+                    .to_string(),
+            },
             self.baseline_drift * 100.0
         );
         let _ = writeln!(
@@ -784,7 +934,7 @@ impl BreakdownReport {
             s,
             "ablation = the paired Amdahl share above (server-observed CPU per request, {} rounds). \
              meter = the server's always-on crypto meter: time inside the stage's operations per \
-             request ÷ CPU per request, server-observed over each whole baseline cell (n/a: the meter \
+             request ÷ CPU per request, server-observed over each baseline cell's window (n/a: the meter \
              times the AEAD as one operation and cannot split the MAC from it). ≠ = the two intervals \
              do not overlap: the no-op also changed work outside the metered calls, or the meter \
              misses some of the stage.",
@@ -876,7 +1026,9 @@ mod tests {
                 cpu_us: cpu,
                 requests_per_s: 1e6 / cpu,
                 saturated: false,
-                server_busy: 0.97,
+                server_busy: 0.47,
+                server_side_busy: 0.97,
+                client_side_busy: 0.5,
                 meter_us: [("sig".to_string(), meter_sig_us)].into(),
             },
             paired_base_us: base,

@@ -99,26 +99,15 @@ pub(crate) struct Measured {
     /// The server's CPU time per request it served, µs (server-observed,
     /// over the whole run including warm-up).
     pub server_cpu_us_per_request: f64,
-    /// The server's CPU time over the wall-clock time of the run, 0–1 per
-    /// server thread (server-observed, same window).
-    pub server_busy: f64,
-    /// Requests the server served in that window.
-    pub served: u64,
-    /// What the server's always-on crypto meter recorded in that window.
-    pub crypto: tlslab_crypto::meter::Snapshot,
 }
 
 /// Runs `load` against `server` and measures the server's CPU per request.
 /// A cell in which nothing was served is an error naming `label`.
 pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result<Measured, Error> {
     let before = server.snapshot();
-    let crypto_before = server.crypto_snapshot();
     let cpu_before = server.cpu_time();
-    let wall = std::time::Instant::now();
     let report = tlslab_load::run(load)?;
     let cpu = server.cpu_time().saturating_sub(cpu_before);
-    let wall = wall.elapsed();
-    let crypto = server.crypto_snapshot().diff(&crypto_before);
     let after = server.snapshot();
     let served = after
         .requests
@@ -133,8 +122,5 @@ pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result
     Ok(Measured {
         report,
         server_cpu_us_per_request: cpu.as_secs_f64() * 1e6 / served as f64,
-        server_busy: cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9),
-        served,
-        crypto,
     })
 }

@@ -17,6 +17,7 @@ pub mod breakdown;
 mod cell;
 pub mod cluster;
 pub mod lab;
+pub mod nginx;
 pub mod overload;
 pub mod pin;
 pub mod plan_check;
@@ -50,4 +51,7 @@ pub enum Error {
         /// The errors the load engine saw.
         errors: String,
     },
+    /// The nginx reference could not be started, stopped or read.
+    #[error("nginx: {0}")]
+    Nginx(String),
 }

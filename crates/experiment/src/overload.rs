@@ -20,8 +20,15 @@
 //! Figs. 3 (throughput against load), 5 (reuse), 6 (retry) and 7
 //! (timeout), with the admission arms added.
 //!
-//! nginx with `limit_conn` as the unprotected reference is not run yet:
-//! the report says so rather than print a number it did not measure.
+//! nginx with `limit_conn` is the unprotected reference (`Peer::Nginx`
+//! arms, `--servers tlslab,nginx`): the same certificate and key, one
+//! process pinned to the server CPU, started fresh per point with `-p` in a
+//! temporary prefix on a loopback port, driven by the same user sessions at
+//! the same multiples of the embedded server's capacity. Its
+//! server-observed figures come from its access log (200s, 503s,
+//! `$ssl_session_reused`, `$connection_requests`) and its CPU from
+//! `/proc/PID/schedstat`; figures nginx cannot give are `null` and named in
+//! the point's `server.unavailable`.
 
 use std::time::{Duration, Instant};
 
@@ -35,9 +42,22 @@ use tlslab_server::{
 use crate::Error;
 use crate::pin::Placement;
 
+/// Which server a point runs against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Peer {
+    /// The embedded `tlslab serve` engine.
+    #[default]
+    Tlslab,
+    /// nginx with `limit_conn` (the unprotected reference).
+    Nginx,
+}
+
 /// One client behaviour and server protection.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Arm {
+    /// The server: the embedded one or nginx.
+    pub server: Peer,
     /// Server admission control.
     pub admission: AdmissionMode,
     /// Client timeout per request; `None`: infinite.
@@ -57,11 +77,15 @@ fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S
 }
 
 impl Arm {
-    /// A short name: `admission/timeout/retry/reuse`.
+    /// A short name: `admission/timeout/retry/reuse` (`nginx-limit_conn`
+    /// in place of the admission for nginx).
     pub fn name(&self) -> String {
         format!(
             "{}/{}/{}/reuse{:.0}",
-            self.admission.name(),
+            match self.server {
+                Peer::Tlslab => self.admission.name(),
+                Peer::Nginx => "nginx-limit_conn",
+            },
             self.timeout.map_or_else(
                 || "no-timeout".into(),
                 |t| format!("timeout{}s", t.as_secs_f64())
@@ -95,7 +119,27 @@ pub struct OverloadPlan {
     pub robustness: bool,
     /// Their overload phase (60 s by default).
     pub robust_high: Duration,
+    /// How to run nginx for `Peer::Nginx` arms (required if there are any).
+    pub nginx: Option<NginxPlan>,
+    /// Skip the capacity sweep and use this many user sessions/s.
+    pub capacity: Option<f64>,
 }
+
+/// The nginx reference.
+#[derive(Clone, Debug)]
+pub struct NginxPlan {
+    /// The nginx binary.
+    pub bin: std::path::PathBuf,
+    /// `limit_conn` of its server block.
+    pub limit_conn: usize,
+    /// Keep each point's prefix (config, access and error log) under this
+    /// directory, in `point-<n>`; `None`: a temporary directory, removed.
+    pub keep_dir: Option<std::path::PathBuf>,
+}
+
+/// The default `limit_conn`: the same number as the `static` arm's
+/// handshakes in flight, so both generic limits get the same budget.
+pub const NGINX_LIMIT_CONN: usize = 16;
 
 impl OverloadPlan {
     /// The standard plan: 20 s windows, 0.5x to 4x, K = 5 with 100 ms
@@ -104,6 +148,7 @@ impl OverloadPlan {
     /// client on failure, with no timeout) plus `static` and `session`.
     pub fn standard(placement: Placement) -> Self {
         let base = Arm {
+            server: Peer::Tlslab,
             admission: AdmissionMode::Off,
             timeout: Some(Duration::from_secs(10)),
             retry: true,
@@ -139,6 +184,8 @@ impl OverloadPlan {
             placement,
             robustness: false,
             robust_high: Duration::from_secs(60),
+            nginx: None,
+            capacity: None,
         }
     }
 
@@ -147,6 +194,7 @@ impl OverloadPlan {
     /// retry and 80 % reuse.
     pub fn quick(placement: Placement) -> Self {
         let base = Arm {
+            server: Peer::Tlslab,
             admission: AdmissionMode::Off,
             timeout: Some(Duration::from_secs(1)),
             retry: true,
@@ -188,27 +236,41 @@ pub struct Point {
 }
 
 /// Server-observed figures of one point (the server's whole life, which
-/// is the point: a fresh server per point).
+/// is the point: a fresh server per point). For nginx: from its access log
+/// and `/proc`; what it cannot give is `null` and named in `unavailable`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ServerSide {
-    /// Full handshakes completed.
+    /// Where the figures come from.
+    pub source: String,
+    /// Requests the server answered with 200 (tlslab: every request it
+    /// served; nginx: status-200 lines of its access log).
+    pub requests_served: u64,
+    /// Full handshakes completed (nginx: connections whose first request
+    /// it logged on a new session; a handshake with no request is not
+    /// logged).
     pub handshakes_full: u64,
-    /// Resumed handshakes completed.
+    /// Resumed handshakes completed (nginx: as above, `$ssl_session_reused`).
     pub handshakes_resumed: u64,
-    /// Failed or abandoned handshakes (sheds included as `admission_shed`).
-    pub handshake_failures: u64,
-    /// Full handshakes shed.
+    /// Failed or abandoned handshakes (sheds included as `admission_shed`);
+    /// `null` for nginx (its access log has no line for them).
+    pub handshake_failures: Option<u64>,
+    /// Full handshakes shed (tlslab: closed after the ClientHello; nginx:
+    /// requests `limit_conn` answered 503 on a full handshake, which nginx
+    /// completed first).
     pub full_shed: u64,
-    /// Resumptions shed.
+    /// Resumptions shed (nginx: `limit_conn` 503s on a resumed session).
     pub resume_shed: u64,
     /// The controller's last limit (full handshakes/s; static: in-flight
-    /// cap), if any.
+    /// cap; nginx: its `limit_conn`), if any.
     pub limit: Option<f64>,
-    /// Worker CPU seconds.
+    /// Server CPU seconds (tlslab: its worker thread; nginx: its one
+    /// process, `/proc/PID/schedstat`, over the load run).
     pub worker_cpu_secs: f64,
-    /// Resident set size of this process (server and client) at the end
-    /// of the point, KiB.
+    /// Resident set size at the end of the point, KiB (tlslab: this
+    /// process, server and client; nginx: the nginx process alone).
     pub rss_kib: u64,
+    /// Figures this server cannot give, and why.
+    pub unavailable: Vec<String>,
 }
 
 /// What shedding costs the server against a full handshake.
@@ -216,6 +278,8 @@ pub struct ServerSide {
 pub struct ShedCost {
     /// Connections in each of the two runs.
     pub connections: u64,
+    /// Concurrent blocking clients in each run (the server stays busy).
+    pub clients: usize,
     /// Server worker CPU per full handshake (admission off), µs.
     pub full_handshake_us: f64,
     /// Server worker CPU per shed connection (accept, read and parse the
@@ -236,7 +300,9 @@ pub struct OverloadReport {
     pub requests_per_session: u32,
     /// Capacity found by the sweep: completed user sessions per second.
     pub capacity_users_per_sec: f64,
-    /// The sweep: (offered users/s, completed sessions/s).
+    /// `sweep` (found by the sweep) or `given` (`--capacity`).
+    pub capacity_from: String,
+    /// The sweep: (offered users/s, completed sessions/s); empty if given.
     pub sweep: Vec<(f64, f64)>,
     /// Every point.
     pub points: Vec<Point>,
@@ -253,6 +319,7 @@ fn find_capacity(
     progress: &mut impl FnMut(&str),
 ) -> Result<(f64, Vec<(f64, f64)>), Error> {
     let sweep_arm = Arm {
+        server: Peer::Tlslab,
         admission: AdmissionMode::Off,
         timeout: None,
         retry: true,
@@ -356,6 +423,7 @@ fn robust(
     progress: &mut impl FnMut(&str),
 ) -> Result<Robustness, Error> {
     let arm = Arm {
+        server: Peer::Tlslab,
         admission,
         timeout: Some(Duration::from_secs(10)),
         retry: true,
@@ -464,12 +532,60 @@ fn health(addr: std::net::SocketAddr, g: &pki::Generated) -> bool {
     out.starts_with(b"HTTP/1.1 200")
 }
 
+/// Client threads of the shed-cost measurement: enough that the server
+/// always has the next connection waiting, as it does under overload.
+const SHED_COST_CLIENTS: usize = 4;
+
+/// Runs `per_thread` on [`SHED_COST_CLIENTS`] threads pinned to the
+/// client CPU, each `n / SHED_COST_CLIENTS` times; the first error wins.
+fn hammer(
+    plan: &OverloadPlan,
+    n: u64,
+    per_thread: impl Fn() -> Result<(), Error> + Sync,
+) -> Result<(), Error> {
+    let pin = (!plan.placement.client.is_empty())
+        .then(|| tlslab_runtime::CpuPin::new(&plan.placement.client).ok())
+        .flatten();
+    let each = n / SHED_COST_CLIENTS as u64;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..SHED_COST_CLIENTS)
+            .map(|_| {
+                s.spawn(|| {
+                    if let Some(p) = &pin {
+                        let _ = p.pin_current();
+                    }
+                    for _ in 0..each {
+                        per_thread()?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::EmptyCell {
+                        cell: "shed cost".into(),
+                        errors: "a client thread panicked".into(),
+                    })
+                })
+            })
+            .collect::<Result<Vec<()>, Error>>()
+            .map(|_| ())
+    })
+}
+
 /// Measures the server CPU of `n` full handshakes (admission off) and of
 /// `n` shed connections (static limit 1, one handshake held in flight),
-/// each on a fresh server, the client sequential and blocking.
+/// each on a fresh server, from [`SHED_COST_CLIENTS`] concurrent blocking
+/// clients so that the server is busy, as it is when it sheds, rather than
+/// going idle and waking up once per connection as it does for a single
+/// sequential client.
 fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> {
     use std::io::{Read, Write};
     use std::net::TcpStream;
+    let n = n - n % SHED_COST_CLIENTS as u64;
     let roots = rig.generated.roots()?;
     let client = |resume: bool| {
         let mut c = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
@@ -494,17 +610,20 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     let addr = server.https_addr().expect("an HTTPS listener");
     let cfg = client(false);
     let cpu0 = server.cpu_time();
-    for _ in 0..n {
+    hammer(plan, n, || {
         let mut conn = rustls::ClientConnection::new(cfg.clone(), name.clone())
             .map_err(|e| io_err(std::io::Error::other(e)))?;
         let mut tcp = TcpStream::connect(addr).map_err(io_err)?;
         while conn.is_handshaking() {
             conn.complete_io(&mut tcp).map_err(io_err)?;
         }
-    }
+        Ok(())
+    })?;
     // The server finishes the last handshake after the client's Finished.
     std::thread::sleep(Duration::from_millis(100));
     let full = server.cpu_time().saturating_sub(cpu0);
+    let hs = server.snapshot().handshakes;
+    let full_n = hs.tls12.full + hs.tls13.full + hs.tls13.full_hrr;
     server.shutdown();
     // Sheds: one handshake held in flight, so a static limit of 1 sheds
     // every other connection right after its ClientHello.
@@ -525,21 +644,24 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     held.read_exact(&mut first).map_err(io_err)?;
     let ch = hello(cfg)?;
     let cpu0 = server.cpu_time();
-    for _ in 0..n {
+    hammer(plan, n, || {
         let mut tcp = TcpStream::connect(addr).map_err(io_err)?;
         tcp.write_all(&ch).map_err(io_err)?;
         let mut sink = Vec::new();
         let _ = tcp.read_to_end(&mut sink);
-    }
+        Ok(())
+    })?;
     std::thread::sleep(Duration::from_millis(100));
     let shed = server.cpu_time().saturating_sub(cpu0);
     drop(held);
     let s = server.shutdown();
     let shed_n = s.admission.map_or(0, |a| a.full_shed);
-    if shed_n != n {
+    if shed_n != n || full_n != n {
         return Err(Error::EmptyCell {
             cell: "shed cost".into(),
-            errors: format!("{shed_n} of {n} connections were shed"),
+            errors: format!(
+                "{shed_n} of {n} connections were shed, {full_n} of {n} full handshakes completed"
+            ),
         });
     }
     let (f, sh) = (
@@ -548,6 +670,7 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     );
     Ok(ShedCost {
         connections: n,
+        clients: SHED_COST_CLIENTS,
         full_handshake_us: f,
         shed_us: sh,
         ratio: sh / f,
@@ -592,8 +715,27 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Response body of every request (`/bytes/1024`; nginx serves a file
+/// of that size at that path).
+const BODY_BYTES: usize = 1024;
+
 struct Rig {
     generated: pki::Generated,
+}
+
+/// The users of one point: `rate` arrivals/s of K-request sessions, with
+/// a drain of the client timeout (at most 10 s).
+fn users(plan: &OverloadPlan, arm: &Arm, rate: f64) -> Users {
+    Users {
+        rate,
+        requests: plan.requests,
+        max_users: max_users(),
+        drain: arm
+            .timeout
+            .unwrap_or(Duration::from_secs(10))
+            .min(Duration::from_secs(10)),
+        then: None,
+    }
 }
 
 impl Rig {
@@ -624,7 +766,19 @@ impl Rig {
         seed: u64,
     ) -> Result<LoadConfig, Error> {
         let addr = server.https_addr().expect("an HTTPS listener");
-        let target = Target::parse(&format!("https://127.0.0.1:{}/bytes/1024", addr.port()))?;
+        self.load_to(plan, addr.port(), arm, window, seed)
+    }
+
+    /// The user-session load against `https://127.0.0.1:PORT/bytes/1024`.
+    fn load_to(
+        &self,
+        plan: &OverloadPlan,
+        port: u16,
+        arm: &Arm,
+        window: Duration,
+        seed: u64,
+    ) -> Result<LoadConfig, Error> {
+        let target = Target::parse(&format!("https://127.0.0.1:{port}/bytes/{BODY_BYTES}"))?;
         let mut cfg = LoadConfig::new(vec![target]);
         cfg.sni = Some("localhost".into());
         cfg.trust = Trust::Roots(self.generated.roots()?);
@@ -649,17 +803,7 @@ impl Rig {
     ) -> Result<(UsersReport, ServerSide), Error> {
         let server = self.server(plan, arm.admission)?;
         let cfg = self.load(plan, &server, arm, window, seed)?;
-        let users = Users {
-            rate,
-            requests: plan.requests,
-            max_users: max_users(),
-            drain: arm
-                .timeout
-                .unwrap_or(Duration::from_secs(10))
-                .min(Duration::from_secs(10)),
-            then: None,
-        };
-        let client = tlslab_load::run_users(&cfg, users)?;
+        let client = tlslab_load::run_users(&cfg, users(plan, arm, rate))?;
         let rss = rss_kib();
         let s = server.shutdown();
         let hs = s.handshakes;
@@ -667,14 +811,66 @@ impl Rig {
         Ok((
             client,
             ServerSide {
+                source: "the embedded server's own counters".into(),
+                requests_served: s.requests.total(),
                 handshakes_full: hs.tls12.full + hs.tls13.full + hs.tls13.full_hrr,
                 handshakes_resumed: hs.resumed(),
-                handshake_failures: s.failures_total(),
+                handshake_failures: Some(s.failures_total()),
                 full_shed: a.full_shed,
                 resume_shed: a.resume_shed,
                 limit: a.limit,
                 worker_cpu_secs: s.worker_cpu.as_secs_f64(),
                 rss_kib: rss,
+                unavailable: Vec::new(),
+            },
+        ))
+    }
+
+    /// One point against a fresh nginx in `prefix`.
+    #[allow(clippy::too_many_arguments)]
+    fn point_nginx(
+        &self,
+        plan: &OverloadPlan,
+        np: &NginxPlan,
+        prefix: &std::path::Path,
+        arm: &Arm,
+        rate: f64,
+        window: Duration,
+        seed: u64,
+    ) -> Result<(UsersReport, ServerSide), Error> {
+        let settings = crate::nginx::NginxSettings {
+            bin: np.bin.clone(),
+            limit_conn: np.limit_conn,
+            worker_connections: server_connections(),
+            cpu: plan.placement.server.first().copied(),
+            body_bytes: BODY_BYTES,
+        };
+        let nginx = crate::nginx::Nginx::start(prefix, &self.generated, &settings)?;
+        let cfg = self.load_to(plan, nginx.port(), arm, window, seed)?;
+        let cpu0 = nginx.cpu_time();
+        let client = tlslab_load::run_users(&cfg, users(plan, arm, rate));
+        let cpu = nginx.cpu_time().saturating_sub(cpu0);
+        let rss = nginx.rss_kib();
+        let log = nginx.stop()?;
+        let client = client?;
+        Ok((
+            client,
+            ServerSide {
+                source: "nginx's access log ($status, $ssl_session_reused, $connection_requests) and /proc/PID/schedstat".into(),
+                requests_served: log.ok,
+                handshakes_full: log.conns_full,
+                handshakes_resumed: log.conns_resumed,
+                handshake_failures: None,
+                full_shed: log.rejected_full,
+                resume_shed: log.rejected_resumed,
+                limit: Some(np.limit_conn as f64),
+                worker_cpu_secs: cpu.as_secs_f64(),
+                rss_kib: rss,
+                unavailable: vec![
+                    "handshake_failures: nginx logs requests, not failed or abandoned handshakes".into(),
+                    "handshakes_full/handshakes_resumed count only connections that carried a request".into(),
+                    "full_shed/resume_shed are limit_conn's 503s, sent after a completed handshake (nginx cannot shed before it)".into(),
+                ],
             },
         ))
     }
@@ -692,7 +888,15 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
         shed_cost.full_handshake_us,
         shed_cost.ratio * 100.0
     ));
-    let (capacity, sweep) = find_capacity(&rig, plan, &mut progress)?;
+    let (capacity, sweep) = match plan.capacity {
+        Some(c) => {
+            progress(&format!(
+                "overload: capacity {c:.1} user sessions/s as given (--capacity): no sweep"
+            ));
+            (c, Vec::new())
+        }
+        None => find_capacity(&rig, plan, &mut progress)?,
+    };
     let robustness = if plan.robustness {
         [AdmissionMode::Off, AdmissionMode::Session]
             .into_iter()
@@ -705,8 +909,33 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
     for (ai, arm) in plan.arms.iter().enumerate() {
         for (mi, &m) in plan.multipliers.iter().enumerate() {
             let rate = capacity * m;
-            let (client, server) =
-                rig.point(plan, arm, rate, plan.window, (ai * 100 + mi) as u64)?;
+            let seed = (ai * 100 + mi) as u64;
+            let (client, server) = match (arm.server, &plan.nginx) {
+                (Peer::Tlslab, _) => rig.point(plan, arm, rate, plan.window, seed)?,
+                (Peer::Nginx, None) => {
+                    return Err(Error::Nginx(
+                        "an nginx arm needs the nginx settings (NginxPlan)".into(),
+                    ));
+                }
+                (Peer::Nginx, Some(np)) => {
+                    let name = format!("point-{ai}-{mi}");
+                    let (dir, temp) = match &np.keep_dir {
+                        Some(d) => (d.join(&name), false),
+                        None => (
+                            std::env::temp_dir().join(format!(
+                                "tlslab-overload-nginx-{}-{name}",
+                                std::process::id()
+                            )),
+                            true,
+                        ),
+                    };
+                    let r = rig.point_nginx(plan, np, &dir, arm, rate, plan.window, seed);
+                    if temp {
+                        let _ = std::fs::remove_dir_all(&dir);
+                    }
+                    r?
+                }
+            };
             progress(&format!(
                 "overload: {} at {m}x ({rate:.0} users/s): goodput {:.0} req/s, throughput {:.0} req/s, p99 {:.0} ms, shed {} full / {} resumed",
                 arm.name(),
@@ -734,9 +963,19 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
         sweep,
         points,
         robustness,
-        not_run: vec![
-            "nginx with limit_conn as the unprotected reference: not implemented yet".into(),
-        ],
+        not_run: if plan.arms.iter().any(|a| a.server == Peer::Nginx) {
+            Vec::new()
+        } else {
+            vec![
+                "nginx with limit_conn as the unprotected reference (pass --servers tlslab,nginx)"
+                    .into(),
+            ]
+        },
+        capacity_from: if plan.capacity.is_some() {
+            "given".into()
+        } else {
+            "sweep".into()
+        },
     })
 }
 
@@ -753,24 +992,34 @@ impl OverloadReport {
         let c = &self.shed_cost;
         let _ = writeln!(
             out,
-            "shedding: {:.1} µs of server worker CPU per shed connection against {:.1} µs per full handshake ({:.1} %), {} of each, server-observed",
+            "shedding: {:.1} µs of server worker CPU per shed connection against {:.1} µs per full handshake ({:.1} %), {} of each from {} concurrent clients (a busy server), server-observed",
             c.shed_us,
             c.full_handshake_us,
             c.ratio * 100.0,
-            c.connections
+            c.connections,
+            c.clients
         );
         let _ = writeln!(
             out,
-            "goodput = requests of completed sessions/s, throughput = all responses/s, p99 of completed requests (client-observed, per point window); shed and full hs server-observed"
+            "goodput = requests of completed sessions/s, throughput = all responses/s, p99 of completed requests (client-observed, per point window); shed, full hs and srv CPU server-observed (a fresh server per point, over the point)"
         );
         let mut arm = String::new();
         for p in &self.points {
             if p.arm_name != arm {
                 arm.clone_from(&p.arm_name);
                 let _ = writeln!(out, "\n{arm}");
+                if p.arm.server == Peer::Nginx {
+                    let _ = writeln!(
+                        out,
+                        "  (nginx, limit_conn {}: full hs from its access log, one per connection that carried a request; \
+                         full/res shed = limit_conn's 503s, each after a completed handshake; server CPU = the nginx process; \
+                         handshake failures not logged)",
+                        p.server.limit.unwrap_or(f64::NAN)
+                    );
+                }
                 let _ = writeln!(
                     out,
-                    "  {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9} {:>8}",
+                    "  {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9}",
                     "load",
                     "users/s",
                     "goodput",
@@ -779,12 +1028,13 @@ impl OverloadReport {
                     "sessions",
                     "full hs",
                     "full shed",
-                    "res shed"
+                    "res shed",
+                    "srv CPU s"
                 );
             }
             let _ = writeln!(
                 out,
-                "  {:>4}x {:>8.0} {:>9.0} {:>10.0} {:>8.0} {:>9} {:>9} {:>9} {:>8}",
+                "  {:>4}x {:>8.0} {:>9.0} {:>10.0} {:>8.0} {:>9} {:>9} {:>9} {:>8} {:>9.2}",
                 p.multiplier,
                 p.offered_users_per_sec,
                 p.client.goodput_rps,
@@ -793,7 +1043,8 @@ impl OverloadReport {
                 p.client.sessions_completed,
                 p.server.handshakes_full,
                 p.server.full_shed,
-                p.server.resume_shed
+                p.server.resume_shed,
+                p.server.worker_cpu_secs
             );
         }
         for r in &self.robustness {
@@ -860,9 +1111,11 @@ mod tests {
             shed_cost: ShedCost::default(),
             requests_per_session: 5,
             capacity_users_per_sec: 1.0,
+            capacity_from: "sweep".into(),
             sweep: vec![(1.0, 1.0)],
             points: vec![Point {
                 arm: Arm {
+                    server: Peer::Tlslab,
                     admission: AdmissionMode::Session,
                     timeout: Some(Duration::from_secs(1)),
                     retry: true,
@@ -905,6 +1158,7 @@ mod tests {
     #[test]
     fn arm_names_say_what_they_are() {
         let a = Arm {
+            server: Peer::Tlslab,
             admission: AdmissionMode::Off,
             timeout: None,
             retry: false,
@@ -912,11 +1166,17 @@ mod tests {
         };
         assert_eq!(a.name(), "off/no-timeout/new-client/reuse0");
         let b = Arm {
+            server: Peer::Tlslab,
             admission: AdmissionMode::Session,
             timeout: Some(Duration::from_secs(10)),
             retry: true,
             reuse: 0.8,
         };
         assert_eq!(b.name(), "session/timeout10s/retry/reuse80");
+        let n = Arm {
+            server: Peer::Nginx,
+            ..b
+        };
+        assert_eq!(n.name(), "nginx-limit_conn/timeout10s/retry/reuse80");
     }
 }
