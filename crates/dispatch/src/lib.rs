@@ -9,14 +9,20 @@
 //! - a TLS 1.3 PSK identity, by the same key name, learned from the
 //!   ServerHello that accepts a PSK (its `selected_identity` is cleartext)
 //!   or given per backend (`--backend ADDR=HEXPREFIX`: the node's ticket
-//!   key names, such as those of its `tlslab serve --ticket-keys` file;
-//!   `serve` cannot yet tag its session IDs or stateful tickets).
+//!   key names, such as those of its `tlslab serve --ticket-keys` file);
+//! - any of these by a configured node prefix (`--backend ADDR=HEX` or
+//!   `ADDR=tag:TAG`): `tlslab serve --node-tag TAG` starts its TLS 1.2
+//!   session IDs and stateful TLS 1.3 tickets with
+//!   [`node_tag_prefix`]`(TAG)`, so even a session the dispatcher never saw
+//!   issued (single-use stateful tickets, a restarted dispatcher) routes on
+//!   first use.
 //!
 //! Blind baselines (`round-robin`, `least-conn`, `random`, `source-ip`)
 //! are there to be measured against. Learned mappings live in a bounded,
 //! expiring O(1) [`table::SessionTable`]. Health checks, PROXY protocol v2,
 //! bad-input handling and a Prometheus `/metrics` endpoint complete it.
 
+pub mod health;
 pub mod inspect;
 pub mod metrics;
 pub mod proxy_v2;
@@ -75,13 +81,19 @@ pub enum BadInputAction {
 }
 
 /// How a node's health is checked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum HealthCheck {
     /// A TCP connect succeeds.
     Tcp,
-    /// No checks: nodes are always up (connect failures still fail over).
+    /// A full TLS handshake succeeds (a liveness check; the certificate is
+    /// verified only if the check was built with a CA).
+    Tls(health::TlsCheck),
+    /// No checks: nodes are always up (a failed connect fails over to
+    /// another node for that connection only).
     Off,
 }
+
+pub use tlslab_crypto::provider::node_tag_prefix;
 
 /// One backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,7 +108,8 @@ pub struct Backend {
 impl std::str::FromStr for Backend {
     type Err = String;
 
-    /// `ADDR` or `ADDR=HEX[,HEX…]`.
+    /// `ADDR` or `ADDR=PREFIX[,PREFIX…]`, each PREFIX hex or `tag:TAG`
+    /// (the prefix of `serve --node-tag TAG`, [`node_tag_prefix`]).
     fn from_str(s: &str) -> Result<Backend, String> {
         let (addr, tags) = match s.split_once('=') {
             Some((a, t)) => (a, Some(t)),
@@ -107,6 +120,13 @@ impl std::str::FromStr for Backend {
         })?;
         let mut out = Vec::new();
         for t in tags.into_iter().flat_map(|t| t.split(',')) {
+            if let Some(name) = t.strip_prefix("tag:") {
+                if name.is_empty() {
+                    return Err("backend tag:TAG needs a name, as given to serve --node-tag".into());
+                }
+                out.push(node_tag_prefix(name).to_vec());
+                continue;
+            }
             let b = decode_hex(t).ok_or_else(|| {
                 format!("backend tag {t:?} is not hex; give an even number of hex digits (1 to 32 bytes), for example 127.0.0.1:8443=6e31")
             })?;
@@ -276,7 +296,7 @@ impl Dispatcher {
             listener,
             metrics_listener,
         } = self;
-        if shared.cfg.health_check != HealthCheck::Off {
+        if !matches!(shared.cfg.health_check, HealthCheck::Off) {
             for i in 0..shared.nodes.len() {
                 tokio::spawn(health_loop(shared.clone(), i, shutdown.clone()));
             }
@@ -536,8 +556,14 @@ async fn handle(shared: Arc<Shared>, mut client: TcpStream, peer: SocketAddr) {
             Ok(Ok(s)) => break (i, s),
             _ => {
                 shared.nodes[i].connect_errors.fetch_add(1, Relaxed);
-                shared.nodes[i].healthy.store(false, Relaxed);
-                tracing::warn!(node = %addr, "connect failed; marked down");
+                // With health checks, the next passing check brings the
+                // node back; without, nothing would, so it stays up.
+                if !matches!(shared.cfg.health_check, HealthCheck::Off) {
+                    shared.nodes[i].healthy.store(false, Relaxed);
+                    tracing::warn!(node = %addr, "connect failed; marked down until a health check passes");
+                } else {
+                    tracing::warn!(node = %addr, "connect failed; trying another node");
+                }
                 next = shared.least_loaded(&tried);
             }
         }
@@ -648,17 +674,22 @@ fn learn(shared: &Shared, k: Key, node: usize) {
 
 async fn health_loop(shared: Arc<Shared>, i: usize, mut shutdown: watch::Receiver<bool>) {
     let addr = shared.cfg.backends[i].addr;
+    let limit = shared.cfg.connect_timeout;
     loop {
-        let ok = matches!(
-            tokio::time::timeout(shared.cfg.connect_timeout, TcpStream::connect(addr)).await,
-            Ok(Ok(_))
-        );
+        let r = match &shared.cfg.health_check {
+            HealthCheck::Tcp => health::tcp_check(addr, limit).await,
+            HealthCheck::Tls(t) => t.check(addr, limit).await,
+            HealthCheck::Off => return,
+        };
+        let ok = r.is_ok();
+        if !ok {
+            shared.nodes[i].health_failures.fetch_add(1, Relaxed);
+        }
         let was = shared.nodes[i].healthy.swap(ok, Relaxed);
         if was != ok {
-            if ok {
-                tracing::info!(node = %addr, "health check passed; node rejoins");
-            } else {
-                tracing::warn!(node = %addr, "health check failed; node marked down");
+            match r {
+                Ok(()) => tracing::info!(node = %addr, "health check passed; node rejoins"),
+                Err(e) => tracing::warn!(node = %addr, "health check failed ({e}); node marked down, its sessions go to other nodes by load"),
             }
         }
         tokio::select! {
@@ -735,6 +766,9 @@ mod tests {
         assert!("127.0.0.1:9=6".parse::<Backend>().is_err());
         assert!("localhost:9".parse::<Backend>().is_err());
         assert!("127.0.0.1:9".parse::<Backend>().unwrap().tags.is_empty());
+        let b: Backend = "127.0.0.1:9=tag:n1,00".parse().unwrap();
+        assert_eq!(b.tags, vec![vec![0x67, 0x6b, 0x8b, 0xb8], vec![0]]);
+        assert!("127.0.0.1:9=tag:".parse::<Backend>().is_err());
     }
 
     #[test]

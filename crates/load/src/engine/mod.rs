@@ -162,6 +162,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         budget: cfg.requests.map(AtomicU64::new),
         requests_per_conn: cfg.requests_per_conn,
         timeout: cfg.timeout,
+        source: cfg.source_ip.clone(),
         reuse: cfg.reuse,
         resume_with: cfg.resume_with,
         early_data: cfg.early_data,
