@@ -326,13 +326,13 @@ fn load_at(
     let (reuse, n) = (reuse.to_string(), n.to_string());
     let mut args = vec![
         "load",
-        &url,
+        url.as_str(),
         "-c",
         "4",
         "-n",
-        &n,
+        n.as_str(),
         "--reuse",
-        &reuse,
+        reuse.as_str(),
         "--insecure",
         "--tls",
         tls,
@@ -501,7 +501,7 @@ fn source_ip_spreads_clients_and_clients_per_ip_collapses_them() {
         let url = format!("https://{}/", d.listen);
         let mut full = vec![
             "load",
-            &url,
+            url.as_str(),
             "-n",
             "240",
             "--insecure",
@@ -510,9 +510,7 @@ fn source_ip_spreads_clients_and_clients_per_ip_collapses_them() {
             json.to_str().unwrap(),
         ];
         full.extend(args);
-        let out = run_tlslab(&full, LIMIT);
-        let stderr = expect_ok(&out);
-        let _ = stderr;
+        expect_ok(&run_tlslab(&full, LIMIT));
         let j = load_json(&json);
         assert_eq!(num(&j, "requests/completed"), 240.0);
         assert_eq!(
