@@ -24,8 +24,15 @@
 # Pinning: nodes and load on CPU 0, the balancer alone on CPU 1 (taskset);
 # dispatch and HAProxy both run one thread.
 # Usage: bench/dispatch.sh [N] [ROUNDS]   (defaults 2000 3)
+# Env: TLSLAB=path of the tlslab binary (default target/release/tlslab);
+#      TAGS=0 for a build without `serve --node-tag` (skips the tagged
+#      rows; the cost runs then use untagged nodes); MEM_PROFILE=--release
+#      (default) or empty for the memory example's build profile (the
+#      table's bytes per entry do not depend on it).
 set -euo pipefail
 N=${1:-2000}
+TAGS=${TAGS:-1}
+MEM_PROFILE=${MEM_PROFILE---release}
 ROUNDS=${2:-3}
 cd "$(dirname "$0")/.."
 B=${TLSLAB:-${CARGO_TARGET_DIR:-target}/release/tlslab}
@@ -136,7 +143,8 @@ for reuse in 50 90; do
     set -- $mech; TLS=$1; TK=$2; RW=$3
     case "$RW" in id) label="TLS 1.2 IDs" ;; ticket) label="TLS 1.2 tickets" ;; *) label="TLS 1.3 tickets" ;; esac
     for bal in session session-untagged haproxy round-robin; do
-      tagged=1; [ "$bal" = session-untagged ] && tagged=0
+      [ "$TAGS" = 1 ] || [ "$bal" != session ] || continue
+      tagged=$TAGS; [ "$bal" = session-untagged ] && tagged=0
       start_nodes "$TLS" "$TK" "$tagged"
       start_balancer "$bal"
       r0=$(resumed_sum)
@@ -151,8 +159,8 @@ for reuse in 50 90; do
 done
 
 echo
-echo "## 2. Cost: TLS 1.3 tickets, reuse 90, one request per connection, $ROUNDS rounds (tagged nodes)"
-start_nodes 1.3 on 1
+echo "## 2. Cost: TLS 1.3 tickets, reuse 90, one request per connection, $ROUNDS rounds (TAGS=$TAGS)"
+start_nodes 1.3 on "$TAGS"
 printf '%-6s %-14s %12s %9s %9s %12s %12s\n' round balancer "bal us/conn" "p50 us" "p99 us" "added p50" "added p99"
 for r in $(seq "$ROUNDS"); do
   for bal in direct session haproxy haproxy-plain; do
@@ -200,4 +208,5 @@ stop_nodes
 
 echo
 echo "## 3. Memory per learned session"
-cargo run -q --release -p tlslab-dispatch --example table_memory -- 1000000
+# shellcheck disable=SC2086
+cargo run -q $MEM_PROFILE -p tlslab-dispatch --example table_memory -- 1000000

@@ -384,7 +384,10 @@ fn node_tags_route_every_mechanism_without_learning() {
                     .proc
                     .stdout_lines()
                     .iter()
-                    .find_map(|l| l.strip_prefix("tlslab serve: node-tag ").map(str::to_string))
+                    .find_map(|l| {
+                        l.strip_prefix("tlslab serve: node-tag ")
+                            .map(str::to_string)
+                    })
                     .expect("serve printed no node-tag line");
                 assert_eq!(hex.len(), 8, "{hex}");
                 backends.push(if i == 0 {
@@ -407,7 +410,11 @@ fn node_tags_route_every_mechanism_without_learning() {
             "TLS {tls} {resume}, tickets {tickets}, --max-sessions 1: tagged {:.3}, untagged {:.3}",
             eff[0], eff[1]
         );
-        assert!(eff[0] >= 0.99, "TLS {tls} {resume}: tagged efficiency {}", eff[0]);
+        assert!(
+            eff[0] >= 0.99,
+            "TLS {tls} {resume}: tagged efficiency {}",
+            eff[0]
+        );
         // Per-session IDs cannot be routed from a one-entry table; a
         // stateless ticket's key name can (one entry per node key).
         if tickets == "off" {
@@ -429,10 +436,7 @@ fn node_tags_route_every_mechanism_without_learning() {
 #[test]
 fn tls_health_checks_mark_a_dead_node_down_and_a_returning_node_up() {
     let mut n = nodes(&["--tls", "1.2", "--tickets", "off", "--threads", "1"]);
-    let d = Dispatch::start(
-        &n,
-        &["--health-check", "tls", "--health-interval", "100ms"],
-    );
+    let d = Dispatch::start(&n, &["--health-check", "tls", "--health-interval", "100ms"]);
     for s in &n {
         d.wait_up(s.https, true);
     }
@@ -453,7 +457,14 @@ fn tls_health_checks_mark_a_dead_node_down_and_a_returning_node_up() {
     let port = dead_addr.port().to_string();
     let listen = format!("127.0.0.1:{port}");
     let back = Serve::start(&[
-        "--listen", &listen, "--tls", "1.2", "--tickets", "off", "--threads", "1",
+        "--listen",
+        &listen,
+        "--tls",
+        "1.2",
+        "--tickets",
+        "off",
+        "--threads",
+        "1",
     ]);
     d.wait_up(dead_addr, true);
     load_at(d.listen, "1.2", "id", 0, 60, &[]);
@@ -478,7 +489,13 @@ fn tls_health_checks_mark_a_dead_node_down_and_a_returning_node_up() {
     d.wait_up(n[1].https, false);
     d.wait_up(n[2].https, false);
     let out = run_tlslab(
-        &["dispatch", "--backend", "127.0.0.1:1", "--health-cacert", "x"],
+        &[
+            "dispatch",
+            "--backend",
+            "127.0.0.1:1",
+            "--health-cacert",
+            "x",
+        ],
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
@@ -537,9 +554,15 @@ fn source_ip_spreads_clients_and_clients_per_ip_collapses_them() {
     assert_eq!(nat.iter().filter(|&&c| c > 0.0).count(), 1, "{nat:?}");
     assert_eq!(nat.iter().sum::<f64>(), 240.0);
 
-    let out = run_tlslab(&["load", "https://127.0.0.1:1/", "--source-ip", "10.0.0.0/8"], LIMIT);
+    let out = run_tlslab(
+        &["load", "https://127.0.0.1:1/", "--source-ip", "10.0.0.0/8"],
+        LIMIT,
+    );
     assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
-    let out = run_tlslab(&["load", "https://127.0.0.1:1/", "--clients-per-ip", "2"], LIMIT);
+    let out = run_tlslab(
+        &["load", "https://127.0.0.1:1/", "--clients-per-ip", "2"],
+        LIMIT,
+    );
     assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
 }
 
@@ -646,7 +669,11 @@ fn haproxy_sticks_tls12_ids_only_while_session_routes_all() {
         );
         assert!(eff[1] >= 0.99, "{label}: dispatch session {}", eff[1]);
         if resume == "id" {
-            assert!(eff[0] >= 0.8, "{label}: HAProxy sticks IDs, yet only {}", eff[0]);
+            assert!(
+                eff[0] >= 0.8,
+                "{label}: HAProxy sticks IDs, yet only {}",
+                eff[0]
+            );
         } else {
             assert!(eff[0] < 0.6, "{label}: HAProxy {} is not blind", eff[0]);
         }

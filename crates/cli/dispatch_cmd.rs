@@ -155,7 +155,8 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
         health_check: match a.health_check {
             HealthArg::Tcp => HealthCheck::Tcp,
             HealthArg::Tls => HealthCheck::Tls(
-                TlsCheck::new(a.health_cacert.as_deref(), a.health_sni.as_deref()).map_err(Usage)?,
+                TlsCheck::new(a.health_cacert.as_deref(), a.health_sni.as_deref())
+                    .map_err(Usage)?,
             ),
             HealthArg::Off => HealthCheck::Off,
         },

@@ -288,7 +288,10 @@ fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
         {
             c.insert("source_ip".into(), a.source_ip.clone().into());
             c.insert("clients_per_ip".into(), s.per_ip().into());
-            c.insert("source_addresses_used".into(), (s.used(cfg.clients) as u64).into());
+            c.insert(
+                "source_addresses_used".into(),
+                (s.used(cfg.clients) as u64).into(),
+            );
         }
         let body = serde_json::to_vec_pretty(&json)?;
         std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;

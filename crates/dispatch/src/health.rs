@@ -68,9 +68,10 @@ impl TlsCheck {
         };
         config.resumption = rustls::client::Resumption::disabled();
         let name = match sni {
-            Some(s) => Some(ServerName::try_from(s.to_string()).map_err(|_| {
-                format!("--health-sni {s:?} is not a DNS name or IP address")
-            })?),
+            Some(s) => Some(
+                ServerName::try_from(s.to_string())
+                    .map_err(|_| format!("--health-sni {s:?} is not a DNS name or IP address"))?,
+            ),
             None => None,
         };
         Ok(TlsCheck {

@@ -703,7 +703,9 @@ async fn health_loop(shared: Arc<Shared>, i: usize, mut shutdown: watch::Receive
         if was != ok {
             match r {
                 Ok(()) => tracing::info!(node = %addr, "health check passed; node rejoins"),
-                Err(e) => tracing::warn!(node = %addr, "health check failed ({e}); node marked down, its sessions go to other nodes by load"),
+                Err(e) => {
+                    tracing::warn!(node = %addr, "health check failed ({e}); node marked down, its sessions go to other nodes by load")
+                }
             }
         }
         tokio::select! {
@@ -868,7 +870,10 @@ mod tests {
         let h = real_hello();
         assert!(matches!(inspect_hello(&h), HelloStep::Parsed(..)));
         for cut in [0, 1, 5, 6, h.len() / 2, h.len() - 1] {
-            assert!(matches!(inspect_hello(&h[..cut]), HelloStep::Incomplete), "{cut}");
+            assert!(
+                matches!(inspect_hello(&h[..cut]), HelloStep::Incomplete),
+                "{cut}"
+            );
         }
     }
 

@@ -148,7 +148,9 @@ pub async fn connect(source: Option<IpAddr>, addr: SocketAddr) -> std::io::Resul
         _ => {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("--source-ip {src} and the target {addr} are of different address families"),
+                format!(
+                    "--source-ip {src} and the target {addr} are of different address families"
+                ),
             ));
         }
     };
@@ -176,7 +178,13 @@ mod tests {
         let got: Vec<String> = (0..5).map(|i| r.for_client(i).to_string()).collect();
         assert_eq!(
             got,
-            ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.2", "127.0.0.3"]
+            [
+                "127.0.0.2",
+                "127.0.0.3",
+                "127.0.0.4",
+                "127.0.0.2",
+                "127.0.0.3"
+            ]
         );
         let nat = SourceAddrs::parse("127.0.0.2-127.0.0.4", 4).unwrap();
         assert_eq!(nat.for_client(3).to_string(), "127.0.0.2");
@@ -184,7 +192,10 @@ mod tests {
         assert_eq!(nat.used(8), 2);
         assert_eq!(r.used(8), 3);
         let one = SourceAddrs::parse("127.0.0.9", 1).unwrap();
-        assert_eq!((one.len(), one.for_client(7).to_string().as_str()), (1, "127.0.0.9"));
+        assert_eq!(
+            (one.len(), one.for_client(7).to_string().as_str()),
+            (1, "127.0.0.9")
+        );
         let cidr = SourceAddrs::parse("127.0.0.0/24", 1).unwrap();
         assert_eq!(cidr.len(), 254);
         assert_eq!(cidr.for_client(0).to_string(), "127.0.0.1");
