@@ -15,8 +15,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::{
-    Metrics, Proc, Serve, expect_ok, free_port, have, http_get, load_json, num, run_tlslab,
-    tempdir, tlslab, url_addr, wait_for_port,
+    Proc, Serve, expect_ok, free_port, have, http_get, load_json, num, run_tlslab, tempdir, tlslab,
+    url_addr, wait_for_port,
 };
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -644,18 +644,14 @@ fn haproxy_sticks_tls12_ids_only_while_session_routes_all() {
             // tag:TAG on the dispatcher (HAProxy ignores them).
             let (n, backends) =
                 tagged_nodes(&["--tls", tls, "--tickets", tickets, "--threads", "1"]);
-            let (j, _h, _d);
-            if bal == "haproxy" {
+            // The balancer is kept alive until the nodes are read.
+            let (j, _balancer): (serde_json::Value, Box<dyn std::any::Any>) = if bal == "haproxy" {
                 let h = HaProxy::start(&n);
-                j = load_at(h.addr, tls, resume, 90, 600, &[]);
-                _h = Some(h);
-                _d = None;
+                (load_at(h.addr, tls, resume, 90, 600, &[]), Box::new(h))
             } else {
                 let d = Dispatch::start_with(&backends, &[]);
-                j = load_at(d.listen, tls, resume, 90, 600, &[]);
-                _d = Some(d);
-                _h = None;
-            }
+                (load_at(d.listen, tls, resume, 90, 600, &[]), Box::new(d))
+            };
             let offered = num(&j, "reuse/offered_count");
             assert!(offered >= 450.0, "{label} {bal}: only {offered} offers");
             let resumed = nodes_resumed(&n);

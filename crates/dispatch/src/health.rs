@@ -99,10 +99,9 @@ impl TlsCheck {
             let _ = tls.shutdown().await;
             Ok(())
         };
-        match tokio::time::timeout(limit, run).await {
-            Ok(r) => r,
-            Err(_) => Err(format!("no handshake within {limit:?}")),
-        }
+        tokio::time::timeout(limit, run)
+            .await
+            .unwrap_or_else(|_| Err(format!("no handshake within {limit:?}")))
     }
 }
 

@@ -822,7 +822,7 @@ mod tests {
             // A plausible start: legacy version 3.3 and a 32-byte random.
             msg.extend_from_slice(&[3, 3]);
             msg.extend_from_slice(&body);
-            let len = msg.len() - 4 - 0;
+            let len = msg.len() - 4;
             msg[2] = (len >> 8) as u8;
             msg[3] = len as u8;
             let cut = split.min(msg.len());
