@@ -376,6 +376,15 @@ pub struct ServeArgs {
     #[arg(long, default_value = "12h", value_name = "DURATION", value_parser = parse_duration)]
     pub ticket_key_rotation: Duration,
 
+    /// This node's name in a cluster behind `tlslab dispatch`. Its TLS 1.2 session IDs and its
+    /// stateful TLS 1.3 tickets (--tickets off) then start with a 4-byte node prefix, the first
+    /// 4 bytes of SHA-256(TAG) (`printf %s TAG | sha256sum | cut -c1-8`), printed at start-up
+    /// as `tlslab serve: node-tag HEX`; give it to the dispatcher as
+    /// `--backend ADDR=HEX` or `--backend ADDR=tag:TAG` so it routes each session's first
+    /// resumption to this node. (Stateless tickets are routed by their key name instead.)
+    #[arg(long, value_name = "TAG")]
+    pub node_tag: Option<String>,
+
     /// How long a cached session stays valid.
     #[arg(long, default_value = "300s", value_name = "DURATION", value_parser = parse_duration)]
     pub session_timeout: Duration,
@@ -550,6 +559,17 @@ pub struct LoadArgs {
     /// Give up on a connection or request after this long (e.g. 10s), or `inf`.
     #[arg(long, default_value = "10s", value_name = "DURATION|inf", value_parser = parse_timeout)]
     pub timeout: Duration,
+
+    /// Bind each client's sockets to a local address from RANGE: one address (127.0.0.2),
+    /// a range (127.0.0.2-127.0.0.254) or a CIDR block (127.0.0.0/24). Client i uses address
+    /// (i / --clients-per-ip) mod the range's size, so a balancer sees many client addresses
+    /// (source-IP affinity). Any local address works; all of 127.0.0.0/8 is local on Linux.
+    #[arg(long, value_name = "RANGE")]
+    pub source_ip: Option<String>,
+
+    /// With --source-ip: put N clients behind each address, as behind a NAT or proxy.
+    #[arg(long, value_name = "N", requires = "source_ip")]
+    pub clients_per_ip: Option<u32>,
 
     /// Write the report as JSON to FILE (schema in the README).
     #[arg(long, value_name = "FILE")]

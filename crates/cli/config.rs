@@ -54,6 +54,28 @@ pub struct PreparedServe {
     pub ephemeral_dir: Option<PathBuf>,
 }
 
+/// `serve --node-tag TAG`: the node prefix its session IDs and stateful
+/// TLS 1.3 tickets start with ([`provider::node_tag_prefix`]).
+pub fn node_prefix(tag: Option<&str>) -> Result<Option<[u8; 4]>, Usage> {
+    match tag {
+        None => Ok(None),
+        Some("") => Err(Usage(
+            "--node-tag must not be empty; give a name per node, for example n1".into(),
+        )),
+        Some(t) => Ok(Some(provider::node_tag_prefix(t))),
+    }
+}
+
+/// `load --source-ip RANGE [--clients-per-ip N]`.
+fn source_ip(a: &args::LoadArgs) -> Result<Option<tlslab_load::source::SourceAddrs>, Usage> {
+    match &a.source_ip {
+        None => Ok(None),
+        Some(r) => tlslab_load::source::SourceAddrs::parse(r, a.clients_per_ip.unwrap_or(1))
+            .map(Some)
+            .map_err(Usage),
+    }
+}
+
 /// Validates `tlslab serve` flags.
 pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
     use tlslab_server::{CertSource, Content, ServeConfig, TlsSettings};
@@ -62,6 +84,7 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
     let algorithms = Algorithms {
         suites: a.suites.clone(),
         groups: a.groups.clone(),
+        random_prefix: node_prefix(a.node_tag.as_deref())?.map(|p| p.to_vec()),
     };
     // Fail on bad suites/groups now, with the flag's name in the message.
     provider::build(&versions, &algorithms).map_err(usage)?;
@@ -358,6 +381,7 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
     let algorithms = Algorithms {
         suites: a.suite.clone(),
         groups: a.group.clone(),
+        random_prefix: None,
     };
     provider::build(&versions, &algorithms).map_err(usage)?;
 
@@ -485,6 +509,7 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         trust,
         early_data: a.early_data,
         timeout: a.timeout,
+        source_ip: source_ip(a)?,
         log: a.log.clone(),
         progress: false,
         workload,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use tlslab_dispatch::health::TlsCheck;
 use tlslab_dispatch::{Backend, BadInputAction, Config, Dispatcher, HealthCheck, Policy};
 
 use crate::config::Usage;
@@ -40,6 +41,9 @@ pub enum BadInputArg {
 pub enum HealthArg {
     /// A TCP connect to the node.
     Tcp,
+    /// A full TLS handshake with the node: a liveness check. The certificate is not verified
+    /// unless --health-cacert is given (the handshake signature always is).
+    Tls,
     /// No checks (failed connects still fail over and mark the node down).
     Off,
 }
@@ -56,10 +60,12 @@ pub struct DispatchArgs {
     /// Address clients connect to. Non-loopback addresses are allowed: the dispatcher never decrypts.
     #[arg(long, default_value = "127.0.0.1:8443")]
     pub listen: SocketAddr,
-    /// A node: `IP:PORT`, optionally `IP:PORT=HEX[,HEX…]` naming prefixes of the tickets and PSK
-    /// identities it issues (its ticket key names, e.g. those of its `serve --ticket-keys` file).
-    /// Repeat per node.
-    #[arg(long = "backend", required = true, value_name = "ADDR[=HEX,…]")]
+    /// A node: `IP:PORT`, optionally `IP:PORT=PREFIX[,PREFIX…]` naming prefixes of the session
+    /// IDs, tickets and PSK identities it issues, so their first use routes to it. A PREFIX is
+    /// hex (its ticket key names, e.g. those of its `serve --ticket-keys` file, or the
+    /// `node-tag HEX` that `serve --node-tag TAG` prints) or `tag:TAG` (the same prefix computed
+    /// here: the first 4 bytes of SHA-256(TAG)). Repeat per node.
+    #[arg(long = "backend", required = true, value_name = "ADDR[=PREFIX,…]")]
     pub backends: Vec<String>,
     /// Routing policy.
     #[arg(long, value_enum, default_value = "session")]
@@ -82,6 +88,13 @@ pub struct DispatchArgs {
     /// Health check of each node.
     #[arg(long, value_enum, default_value = "tcp")]
     pub health_check: HealthArg,
+    /// With --health-check tls: verify the nodes' certificates against this CA file (PEM)
+    /// instead of accepting any certificate.
+    #[arg(long, value_name = "FILE")]
+    pub health_cacert: Option<std::path::PathBuf>,
+    /// With --health-check tls: the server name to send and verify (default: the node's IP).
+    #[arg(long, value_name = "NAME")]
+    pub health_sni: Option<String>,
     /// Interval between health checks.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
     pub health_interval: Duration,
@@ -111,6 +124,11 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
     if a.session_timeout < Duration::from_secs(1) {
         return Err(Usage("--session-timeout must be at least 1s".into()));
     }
+    if a.health_check != HealthArg::Tls && (a.health_cacert.is_some() || a.health_sni.is_some()) {
+        return Err(Usage(
+            "--health-cacert and --health-sni need --health-check tls".into(),
+        ));
+    }
     if a.hello_timeout.is_zero() || a.health_interval.is_zero() || a.connect_timeout.is_zero() {
         return Err(Usage(
             "--hello-timeout, --health-interval and --connect-timeout must be positive".into(),
@@ -136,6 +154,10 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
         send_proxy_v2: a.send_proxy_v2,
         health_check: match a.health_check {
             HealthArg::Tcp => HealthCheck::Tcp,
+            HealthArg::Tls => HealthCheck::Tls(
+                TlsCheck::new(a.health_cacert.as_deref(), a.health_sni.as_deref())
+                    .map_err(Usage)?,
+            ),
             HealthArg::Off => HealthCheck::Off,
         },
         health_interval: a.health_interval,

@@ -241,6 +241,10 @@ fn serve(a: args::ServeArgs) -> anyhow::Result<ExitCode> {
         if let Some(ca) = &prepared.ephemeral_ca {
             writeln!(out, "tlslab serve: ca {}", ca.display())?;
         }
+        if let Some(p) = config::node_prefix(a.node_tag.as_deref())? {
+            let hex: String = p.iter().map(|b| format!("{b:02x}")).collect();
+            writeln!(out, "tlslab serve: node-tag {hex}")?;
+        }
         out.flush()?;
     }
     tlslab_server::wait_for_signal().context("waiting for SIGINT/SIGTERM")?;
@@ -270,10 +274,31 @@ fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
             cfg.ablation
         );
     }
+    if let Some(s) = &cfg.source_ip {
+        eprintln!(
+            "tlslab load: source addresses {}; {} clients use {} of them",
+            s.describe(),
+            cfg.clients,
+            s.used(cfg.clients)
+        );
+    }
     let report = tlslab_load::run(&cfg).context("running the load")?;
     print!("{}", report.render_table());
     if let Some(path) = &a.json {
-        let body = serde_json::to_vec_pretty(&report)?;
+        let mut json = serde_json::to_value(&report)?;
+        // The echo of --source-ip / --clients-per-ip (not part of the
+        // report crate's config echo, so added here, only when given).
+        if let (Some(s), Some(c)) = (&cfg.source_ip, json.get_mut("config"))
+            && let Some(c) = c.as_object_mut()
+        {
+            c.insert("source_ip".into(), a.source_ip.clone().into());
+            c.insert("clients_per_ip".into(), s.per_ip().into());
+            c.insert(
+                "source_addresses_used".into(),
+                (s.used(cfg.clients) as u64).into(),
+            );
+        }
+        let body = serde_json::to_vec_pretty(&json)?;
         std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
     }
     agent.finish(&report)?;

@@ -50,6 +50,7 @@ fn provider_for(case: &Case, mode: Mode) -> CryptoProvider {
     let alg = Algorithms {
         suites: Some(vec![case.suite.into()]),
         groups: Some(vec!["x25519".into()]),
+        ..Algorithms::default()
     };
     let base = Arc::unwrap_or_clone(provider::build(&[case.version], &alg).expect("provider"));
     match mode {

@@ -157,6 +157,58 @@ pub struct Algorithms {
     /// Key-exchange groups by name (case-insensitive), in preference order;
     /// `None` keeps the defaults.
     pub groups: Option<Vec<String>>,
+    /// A node prefix (`serve --node-tag`, see [`node_tag_prefix`]): written
+    /// over the first bytes of every 32-byte value the provider's random
+    /// source gives rustls. rustls draws TLS 1.2 session IDs and stateful
+    /// TLS 1.3 ticket IDs that way (and server randoms and ticket nonces,
+    /// which keep 28 random bytes), so a dispatcher can tell which node
+    /// issued a session from its first bytes. `None`: plain randomness.
+    pub random_prefix: Option<Vec<u8>>,
+}
+
+/// The longest [`Algorithms::random_prefix`]: 8 bytes, so 24 of a session
+/// ID's 32 bytes stay random.
+pub const MAX_RANDOM_PREFIX: usize = 8;
+
+/// Bytes of a node prefix derived from a tag.
+pub const NODE_TAG_PREFIX_LEN: usize = 4;
+
+/// The node prefix of `serve --node-tag TAG` (and of `dispatch --backend
+/// ADDR=tag:TAG`): the first 4 bytes of SHA-256 of the tag's UTF-8 bytes,
+/// i.e. `printf %s TAG | sha256sum | cut -c1-8` in hex.
+pub fn node_tag_prefix(tag: &str) -> [u8; NODE_TAG_PREFIX_LEN] {
+    let d = aws_lc_rs_digest(tag.as_bytes());
+    let mut out = [0u8; NODE_TAG_PREFIX_LEN];
+    out.copy_from_slice(&d[..NODE_TAG_PREFIX_LEN]);
+    out
+}
+
+fn aws_lc_rs_digest(data: &[u8]) -> Vec<u8> {
+    ::aws_lc_rs::digest::digest(&::aws_lc_rs::digest::SHA256, data)
+        .as_ref()
+        .to_vec()
+}
+
+/// The provider's random source with a node prefix over every 32-byte
+/// value (see [`Algorithms::random_prefix`]).
+#[derive(Debug)]
+struct PrefixedRandom {
+    inner: &'static dyn rustls::crypto::SecureRandom,
+    prefix: Vec<u8>,
+}
+
+impl rustls::crypto::SecureRandom for PrefixedRandom {
+    fn fill(&self, buf: &mut [u8]) -> std::result::Result<(), rustls::crypto::GetRandomFailed> {
+        self.inner.fill(buf)?;
+        if buf.len() == 32 {
+            buf[..self.prefix.len()].copy_from_slice(&self.prefix);
+        }
+        Ok(())
+    }
+
+    fn fips(&self) -> bool {
+        self.inner.fips()
+    }
 }
 
 /// Builds the aws-lc-rs provider restricted to `alg`, checking that at least
@@ -209,6 +261,20 @@ pub fn build(versions: &[Version], alg: &Algorithms) -> Result<Arc<CryptoProvide
         return Err(Error::Incompatible(
             "--groups left no key-exchange group".into(),
         ));
+    }
+    if let Some(prefix) = &alg.random_prefix {
+        if prefix.is_empty() || prefix.len() > MAX_RANDOM_PREFIX {
+            return Err(Error::Incompatible(format!(
+                "a node prefix must be 1 to {MAX_RANDOM_PREFIX} bytes, not {}",
+                prefix.len()
+            )));
+        }
+        // One leaked random source per built provider (a server builds
+        // one per start).
+        p.secure_random = Box::leak(Box::new(PrefixedRandom {
+            inner: p.secure_random,
+            prefix: prefix.clone(),
+        }));
     }
     Ok(Arc::new(p))
 }
@@ -264,6 +330,7 @@ mod tests {
         let alg = Algorithms {
             suites: Some(vec!["TLS13_AES_128_GCM_SHA256".into()]),
             groups: None,
+            random_prefix: None,
         };
         let p = build(&[Version::Tls13], &alg).unwrap();
         assert_eq!(p.cipher_suites.len(), 1);
@@ -272,6 +339,7 @@ mod tests {
         let bad = Algorithms {
             suites: Some(vec!["RC4_MD5".into()]),
             groups: None,
+            random_prefix: None,
         };
         assert!(build(&[Version::Tls13], &bad).is_err());
     }
@@ -281,9 +349,34 @@ mod tests {
         let alg = Algorithms {
             suites: None,
             groups: Some(vec!["secp384r1".into(), "x25519".into()]),
+            random_prefix: None,
         };
         let p = build(&[Version::Tls13], &alg).unwrap();
         let names: Vec<_> = p.kx_groups.iter().map(|g| group_name(g.name())).collect();
         assert_eq!(names, vec!["secp384r1", "x25519"]);
+    }
+
+    #[test]
+    fn node_prefix_marks_every_32_byte_random_value() {
+        // printf %s n1 | sha256sum
+        assert_eq!(node_tag_prefix("n1"), [0x67, 0x6b, 0x8b, 0xb8]);
+        let alg = Algorithms {
+            random_prefix: Some(vec![0xab, 0xcd]),
+            ..Algorithms::default()
+        };
+        let p = build(&[Version::Tls13], &alg).unwrap();
+        let mut id = [0u8; 32];
+        p.secure_random.fill(&mut id).unwrap();
+        assert_eq!(&id[..2], &[0xab, 0xcd]);
+        let mut other = [0u8; 32];
+        p.secure_random.fill(&mut other).unwrap();
+        assert_ne!(id[2..], other[2..]);
+        let mut age = [0u8; 4];
+        p.secure_random.fill(&mut age).unwrap();
+        let bad = Algorithms {
+            random_prefix: Some(vec![0; 9]),
+            ..Algorithms::default()
+        };
+        assert!(build(&[Version::Tls13], &bad).is_err());
     }
 }

@@ -9,14 +9,20 @@
 //! - a TLS 1.3 PSK identity, by the same key name, learned from the
 //!   ServerHello that accepts a PSK (its `selected_identity` is cleartext)
 //!   or given per backend (`--backend ADDR=HEXPREFIX`: the node's ticket
-//!   key names, such as those of its `tlslab serve --ticket-keys` file;
-//!   `serve` cannot yet tag its session IDs or stateful tickets).
+//!   key names, such as those of its `tlslab serve --ticket-keys` file);
+//! - any of these by a configured node prefix (`--backend ADDR=HEX` or
+//!   `ADDR=tag:TAG`): `tlslab serve --node-tag TAG` starts its TLS 1.2
+//!   session IDs and stateful TLS 1.3 tickets with
+//!   [`node_tag_prefix`]`(TAG)`, so even a session the dispatcher never saw
+//!   issued (single-use stateful tickets, a restarted dispatcher) routes on
+//!   first use.
 //!
 //! Blind baselines (`round-robin`, `least-conn`, `random`, `source-ip`)
 //! are there to be measured against. Learned mappings live in a bounded,
 //! expiring O(1) [`table::SessionTable`]. Health checks, PROXY protocol v2,
 //! bad-input handling and a Prometheus `/metrics` endpoint complete it.
 
+pub mod health;
 pub mod inspect;
 pub mod metrics;
 pub mod proxy_v2;
@@ -75,13 +81,19 @@ pub enum BadInputAction {
 }
 
 /// How a node's health is checked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum HealthCheck {
     /// A TCP connect succeeds.
     Tcp,
-    /// No checks: nodes are always up (connect failures still fail over).
+    /// A full TLS handshake succeeds (a liveness check; the certificate is
+    /// verified only if the check was built with a CA).
+    Tls(health::TlsCheck),
+    /// No checks: nodes are always up (a failed connect fails over to
+    /// another node for that connection only).
     Off,
 }
+
+pub use tlslab_crypto::provider::node_tag_prefix;
 
 /// One backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,7 +108,8 @@ pub struct Backend {
 impl std::str::FromStr for Backend {
     type Err = String;
 
-    /// `ADDR` or `ADDR=HEX[,HEX…]`.
+    /// `ADDR` or `ADDR=PREFIX[,PREFIX…]`, each PREFIX hex or `tag:TAG`
+    /// (the prefix of `serve --node-tag TAG`, [`node_tag_prefix`]).
     fn from_str(s: &str) -> Result<Backend, String> {
         let (addr, tags) = match s.split_once('=') {
             Some((a, t)) => (a, Some(t)),
@@ -107,6 +120,13 @@ impl std::str::FromStr for Backend {
         })?;
         let mut out = Vec::new();
         for t in tags.into_iter().flat_map(|t| t.split(',')) {
+            if let Some(name) = t.strip_prefix("tag:") {
+                if name.is_empty() {
+                    return Err("backend tag:TAG needs a name, as given to serve --node-tag".into());
+                }
+                out.push(node_tag_prefix(name).to_vec());
+                continue;
+            }
             let b = decode_hex(t).ok_or_else(|| {
                 format!("backend tag {t:?} is not hex; give an even number of hex digits (1 to 32 bytes), for example 127.0.0.1:8443=6e31")
             })?;
@@ -276,7 +296,7 @@ impl Dispatcher {
             listener,
             metrics_listener,
         } = self;
-        if shared.cfg.health_check != HealthCheck::Off {
+        if !matches!(shared.cfg.health_check, HealthCheck::Off) {
             for i in 0..shared.nodes.len() {
                 tokio::spawn(health_loop(shared.clone(), i, shutdown.clone()));
             }
@@ -462,40 +482,54 @@ enum Hello {
     Bad(Vec<u8>, BadInput),
 }
 
+/// What the client's first bytes so far are.
+enum HelloStep {
+    /// Not a whole ClientHello yet.
+    Incomplete,
+    /// A ClientHello and its routing keys.
+    Parsed(Offer, RawKeys),
+    /// Not a valid ClientHello.
+    Bad(BadInput),
+}
+
+/// Inspects the client's first bytes: the dispatcher's whole ClientHello
+/// path (record reassembly, parsing, routing keys), pure so the fuzz
+/// target runs exactly this.
+fn inspect_hello(buf: &[u8]) -> HelloStep {
+    match tlslab_wire::first_handshake_message(buf, MAX_HELLO) {
+        Ok(msg) => match tlslab_wire::ClientHello::parse(&msg) {
+            Ok(ch) => {
+                let offer = Offer::of(&ch);
+                let raw = RawKeys {
+                    session_id: ch.session_id.to_vec(),
+                    ticket: ch.session_ticket.unwrap_or_default().to_vec(),
+                    psks: ch
+                        .pre_shared_key
+                        .map(|p| p.identities.iter().map(|i| i.identity.to_vec()).collect())
+                        .unwrap_or_default(),
+                };
+                HelloStep::Parsed(offer, raw)
+            }
+            Err(_) => HelloStep::Bad(BadInput::Malformed),
+        },
+        Err(tlslab_wire::Error::Incomplete { .. }) => HelloStep::Incomplete,
+        Err(tlslab_wire::Error::UnexpectedRecord { .. }) => HelloStep::Bad(BadInput::NotTls),
+        Err(_) => HelloStep::Bad(if buf.first() == Some(&22) {
+            BadInput::Malformed
+        } else {
+            BadInput::NotTls
+        }),
+    }
+}
+
 async fn read_hello(sock: &mut TcpStream, limit: Duration) -> Hello {
     let mut buf = Vec::with_capacity(2048);
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        match tlslab_wire::first_handshake_message(&buf, MAX_HELLO) {
-            Ok(msg) => {
-                return match tlslab_wire::ClientHello::parse(&msg) {
-                    Ok(ch) => {
-                        let offer = Offer::of(&ch);
-                        let raw = RawKeys {
-                            session_id: ch.session_id.to_vec(),
-                            ticket: ch.session_ticket.unwrap_or_default().to_vec(),
-                            psks: ch
-                                .pre_shared_key
-                                .map(|p| p.identities.iter().map(|i| i.identity.to_vec()).collect())
-                                .unwrap_or_default(),
-                        };
-                        Hello::Parsed(buf, offer, raw)
-                    }
-                    Err(_) => Hello::Bad(buf, BadInput::Malformed),
-                };
-            }
-            Err(tlslab_wire::Error::Incomplete { .. }) => {}
-            Err(tlslab_wire::Error::UnexpectedRecord { .. }) => {
-                return Hello::Bad(buf, BadInput::NotTls);
-            }
-            Err(_) => {
-                let kind = if buf.first() == Some(&22) {
-                    BadInput::Malformed
-                } else {
-                    BadInput::NotTls
-                };
-                return Hello::Bad(buf, kind);
-            }
+        match inspect_hello(&buf) {
+            HelloStep::Parsed(offer, raw) => return Hello::Parsed(buf, offer, raw),
+            HelloStep::Bad(kind) => return Hello::Bad(buf, kind),
+            HelloStep::Incomplete => {}
         }
         let mut chunk = [0u8; 4096];
         match tokio::time::timeout_at(deadline, sock.read(&mut chunk)).await {
@@ -536,8 +570,14 @@ async fn handle(shared: Arc<Shared>, mut client: TcpStream, peer: SocketAddr) {
             Ok(Ok(s)) => break (i, s),
             _ => {
                 shared.nodes[i].connect_errors.fetch_add(1, Relaxed);
-                shared.nodes[i].healthy.store(false, Relaxed);
-                tracing::warn!(node = %addr, "connect failed; marked down");
+                // With health checks, the next passing check brings the
+                // node back; without, nothing would, so it stays up.
+                if !matches!(shared.cfg.health_check, HealthCheck::Off) {
+                    shared.nodes[i].healthy.store(false, Relaxed);
+                    tracing::warn!(node = %addr, "connect failed; marked down until a health check passes");
+                } else {
+                    tracing::warn!(node = %addr, "connect failed; trying another node");
+                }
                 next = shared.least_loaded(&tried);
             }
         }
@@ -648,17 +688,24 @@ fn learn(shared: &Shared, k: Key, node: usize) {
 
 async fn health_loop(shared: Arc<Shared>, i: usize, mut shutdown: watch::Receiver<bool>) {
     let addr = shared.cfg.backends[i].addr;
+    let limit = shared.cfg.connect_timeout;
     loop {
-        let ok = matches!(
-            tokio::time::timeout(shared.cfg.connect_timeout, TcpStream::connect(addr)).await,
-            Ok(Ok(_))
-        );
+        let r = match &shared.cfg.health_check {
+            HealthCheck::Tcp => health::tcp_check(addr, limit).await,
+            HealthCheck::Tls(t) => t.check(addr, limit).await,
+            HealthCheck::Off => return,
+        };
+        let ok = r.is_ok();
+        if !ok {
+            shared.nodes[i].health_failures.fetch_add(1, Relaxed);
+        }
         let was = shared.nodes[i].healthy.swap(ok, Relaxed);
         if was != ok {
-            if ok {
-                tracing::info!(node = %addr, "health check passed; node rejoins");
-            } else {
-                tracing::warn!(node = %addr, "health check failed; node marked down");
+            match r {
+                Ok(()) => tracing::info!(node = %addr, "health check passed; node rejoins"),
+                Err(e) => {
+                    tracing::warn!(node = %addr, "health check failed ({e}); node marked down, its sessions go to other nodes by load")
+                }
             }
         }
         tokio::select! {
@@ -702,20 +749,39 @@ async fn serve_metrics(shared: Arc<Shared>, l: TcpListener, mut shutdown: watch:
 }
 
 /// Runs the dispatcher's input handling on `data` and checks it cannot
-/// panic: the first half as a client's first bytes (ClientHello, routing
-/// keys), the rest as the server's reply fed to a learner in 5-byte
-/// chunks. The fuzz target (`fuzz/fuzz_targets/dispatch.rs`) calls this.
+/// panic: the first half as a client's first bytes, fed to the same
+/// [`inspect_hello`] the proxy runs, growing by 7 bytes at a time as from
+/// a slow client (ClientHello, routing keys, tag matching against a few
+/// prefixes), the rest as the server's reply fed to a learner in 5-byte
+/// chunks. The fuzz target (`fuzz/fuzz_targets/dispatch.rs`) and a
+/// proptest call this.
 #[doc(hidden)]
 pub fn fuzz_entry(data: &[u8]) {
     let mid = data.len() / 2;
     let (client, server) = data.split_at(mid);
-    let offer = match tlslab_wire::first_handshake_message(client, MAX_HELLO) {
-        Ok(msg) => match tlslab_wire::ClientHello::parse(&msg) {
-            Ok(ch) => Offer::of(&ch),
-            Err(_) => Offer::default(),
-        },
-        Err(_) => Offer::default(),
-    };
+    let mut offer = Offer::default();
+    let mut end = 0;
+    loop {
+        end = (end + 7).min(client.len());
+        match inspect_hello(&client[..end]) {
+            HelloStep::Incomplete if end < client.len() => continue,
+            HelloStep::Incomplete | HelloStep::Bad(_) => break,
+            HelloStep::Parsed(o, raw) => {
+                // Once whole, more bytes (the client's next records) must
+                // not change the answer.
+                if let HelloStep::Parsed(again, _) = inspect_hello(client) {
+                    assert_eq!(again.keys().count(), o.keys().count());
+                }
+                let tags: [&[u8]; 3] = [&[0x67, 0x6b], &[0], &raw.session_id];
+                let _ = raw
+                    .all()
+                    .filter(|b| tags.iter().any(|t| !t.is_empty() && b.starts_with(t)))
+                    .count();
+                offer = o;
+                break;
+            }
+        }
+    }
     let _ = offer.keys().count();
     let mut l = ServerLearner::new(offer);
     for c in server.chunks(5) {
@@ -735,6 +801,99 @@ mod tests {
         assert!("127.0.0.1:9=6".parse::<Backend>().is_err());
         assert!("localhost:9".parse::<Backend>().is_err());
         assert!("127.0.0.1:9".parse::<Backend>().unwrap().tags.is_empty());
+        let b: Backend = "127.0.0.1:9=tag:n1,00".parse().unwrap();
+        assert_eq!(b.tags, vec![vec![0x67, 0x6b, 0x8b, 0xb8], vec![0]]);
+        assert!("127.0.0.1:9=tag:".parse::<Backend>().is_err());
+    }
+
+    proptest::proptest! {
+        /// The ClientHello path the proxy runs ([`inspect_hello`] via
+        /// [`fuzz_entry`]) on arbitrary bytes, and on bytes framed as a
+        /// handshake record holding a ClientHello-typed message whose
+        /// lengths agree, so the parser gets past the framing.
+        #[test]
+        fn hello_path_never_panics(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+            split in 0usize..100,
+        ) {
+            fuzz_entry(&junk);
+            let mut msg = vec![1, 0, (body.len() >> 8) as u8, body.len() as u8];
+            // A plausible start: legacy version 3.3 and a 32-byte random.
+            msg.extend_from_slice(&[3, 3]);
+            msg.extend_from_slice(&body);
+            let len = msg.len() - 4;
+            msg[2] = (len >> 8) as u8;
+            msg[3] = len as u8;
+            let cut = split.min(msg.len());
+            let mut wire = Vec::new();
+            for part in [&msg[..cut], &msg[cut..]] {
+                wire.extend_from_slice(&[22, 3, 1, (part.len() >> 8) as u8, part.len() as u8]);
+                wire.extend_from_slice(part);
+            }
+            let mut both = wire.clone();
+            both.extend_from_slice(&junk);
+            fuzz_entry(&both);
+            let _ = inspect_hello(&wire);
+        }
+    }
+
+    /// A real ClientHello from rustls (TLS 1.2 and 1.3 offered).
+    fn real_hello() -> Vec<u8> {
+        let prov = tlslab_crypto::provider::build(
+            &[
+                tlslab_crypto::provider::Version::Tls12,
+                tlslab_crypto::provider::Version::Tls13,
+            ],
+            &tlslab_crypto::provider::Algorithms::default(),
+        )
+        .unwrap();
+        let cfg = rustls::ClientConfig::builder_with_provider(prov)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let mut c = rustls::ClientConnection::new(
+            std::sync::Arc::new(cfg),
+            "example.com".try_into().unwrap(),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        while c.wants_write() {
+            c.write_tls(&mut out).unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn a_real_hello_parses_whole_and_in_pieces() {
+        let h = real_hello();
+        assert!(matches!(inspect_hello(&h), HelloStep::Parsed(..)));
+        for cut in [0, 1, 5, 6, h.len() / 2, h.len() - 1] {
+            assert!(
+                matches!(inspect_hello(&h[..cut]), HelloStep::Incomplete),
+                "{cut}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Single-byte and truncation mutations of a real ClientHello.
+        #[test]
+        fn mutated_real_hellos_never_panic(
+            at in 0usize..4096,
+            to in proptest::prelude::any::<u8>(),
+            keep in 0usize..4096,
+        ) {
+            let mut h = real_hello();
+            let n = h.len();
+            h[at % n] = to;
+            h.truncate(1 + keep % n);
+            let _ = inspect_hello(&h);
+            let mut both = h.clone();
+            both.extend_from_slice(&h);
+            fuzz_entry(&both);
+        }
     }
 
     #[test]

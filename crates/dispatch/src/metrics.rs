@@ -53,6 +53,8 @@ pub struct NodeStats {
     pub connect_errors: AtomicU64,
     /// Health: true when the last check passed.
     pub healthy: AtomicBool,
+    /// Failed health checks.
+    pub health_failures: AtomicU64,
 }
 
 /// All counters.
@@ -249,7 +251,7 @@ pub fn render(e: &Exposition<'_>) -> String {
     );
     let _ = writeln!(o, "tlslab_dispatch_cpu_seconds_total {:.6}", e.cpu_seconds);
     type Get = fn(&NodeStats) -> u64;
-    let per_node: [(&str, &str, &str, Get); 6] = [
+    let per_node: [(&str, &str, &str, Get); 7] = [
         (
             "node_connections_total",
             "counter",
@@ -285,6 +287,12 @@ pub fn render(e: &Exposition<'_>) -> String {
             "gauge",
             "1 when the node passed its last health check, else 0.",
             |s| u64::from(s.healthy.load(Relaxed)),
+        ),
+        (
+            "node_health_check_failures_total",
+            "counter",
+            "Failed health checks of each node (TCP connect or TLS handshake).",
+            |s| s.health_failures.load(Relaxed),
         ),
     ];
     for (name, typ, help, get) in per_node {

@@ -30,6 +30,7 @@ mod io;
 mod progress;
 mod reuse;
 pub mod shard;
+pub mod source;
 mod sweep;
 mod target;
 mod tls;
@@ -221,6 +222,9 @@ pub struct LoadConfig {
     /// Limit on each of: TCP connect, TLS handshake, one request (send to
     /// last body byte). `Duration::MAX` means none.
     pub timeout: Duration,
+    /// Local addresses clients bind their sockets to (`--source-ip`,
+    /// `--clients-per-ip`); `None`: the system's choice.
+    pub source_ip: Option<source::SourceAddrs>,
     /// Write one CSV row per measured request to this file.
     pub log: Option<PathBuf>,
     /// Draw a live progress line on standard error.
@@ -295,6 +299,7 @@ impl LoadConfig {
             trust: Trust::WebPki,
             early_data: false,
             timeout: Duration::from_secs(10),
+            source_ip: None,
             log: None,
             progress: false,
             workload: Workload::Urls,

@@ -354,6 +354,7 @@ fn hello_retry_request_costs_a_round_trip() {
         t.algorithms = Algorithms {
             suites: None,
             groups: Some(vec!["x25519".into()]),
+            ..Algorithms::default()
         };
     });
     let mut cfg = config(vec![https(&srv, "/bytes/10")], &g);

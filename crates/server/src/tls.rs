@@ -119,6 +119,15 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
                 r
             }
         };
+        // --node-tag: stateless tickets carry the node prefix too, so a
+        // dispatcher routes them on first use like session IDs.
+        let inner = match &s.algorithms.random_prefix {
+            Some(p) => Arc::new(TaggedTicketer {
+                inner,
+                prefix: p.clone(),
+            }) as Arc<dyn rustls::server::ProducesTickets>,
+            None => inner,
+        };
         let t = CountingTicketer::new(inner);
         config.ticketer = MeteredTicketer::new(t.clone(), meter.clone());
         Some(t)
@@ -138,6 +147,37 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
         redis,
         ring,
     })
+}
+
+/// Prepends the node prefix (`--node-tag`) to each sealed ticket and strips
+/// the same number of bytes before opening one, whichever node's prefix
+/// they are (nodes sharing `--ticket-keys` open each other's tickets).
+#[derive(Debug)]
+struct TaggedTicketer {
+    inner: Arc<dyn rustls::server::ProducesTickets>,
+    prefix: Vec<u8>,
+}
+
+impl rustls::server::ProducesTickets for TaggedTicketer {
+    fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+
+    fn lifetime(&self) -> u32 {
+        self.inner.lifetime()
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        let sealed = self.inner.encrypt(plain)?;
+        let mut out = Vec::with_capacity(self.prefix.len() + sealed.len());
+        out.extend_from_slice(&self.prefix);
+        out.extend_from_slice(&sealed);
+        Some(out)
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        self.inner.decrypt(cipher.get(self.prefix.len()..)?)
+    }
 }
 
 /// How long shared-key tickets say they live: the session lifetime.
@@ -409,5 +449,23 @@ mod tests {
         };
         let e = build(&s, &Meter::new()).err().unwrap().to_string();
         assert!(e.contains("key matches"), "{e}");
+    }
+
+    #[test]
+    fn node_prefix_tags_stateless_tickets() {
+        use rustls::server::ProducesTickets;
+        let t = TaggedTicketer {
+            inner: provider::ticketer().unwrap(),
+            prefix: vec![1, 2, 3, 4],
+        };
+        let sealed = t.encrypt(b"session").unwrap();
+        assert_eq!(&sealed[..4], &[1, 2, 3, 4]);
+        assert_eq!(t.decrypt(&sealed).unwrap(), b"session");
+        // Another node's prefix over the same keys still opens.
+        let mut other = sealed.clone();
+        other[..4].copy_from_slice(&[9, 9, 9, 9]);
+        assert_eq!(t.decrypt(&other).unwrap(), b"session");
+        assert!(t.decrypt(&sealed[4..]).is_none());
+        assert!(t.decrypt(&[1, 2]).is_none());
     }
 }

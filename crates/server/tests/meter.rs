@@ -366,6 +366,7 @@ fn mismatch(
     let alg = Algorithms {
         suites: None,
         groups: client_groups.map(|gs| gs.iter().map(|s| s.to_string()).collect()),
+        ..Algorithms::default()
     };
     let client = ablated_client(
         &g,

@@ -183,7 +183,8 @@ impl Client {
             Ok(a) => a,
             Err(kind) => return self.fail(sh, slot, guard, rec, start, kind, uri),
         };
-        let tcp = match with_timeout(sh.timeout, TcpStream::connect(addr)).await {
+        let src = sh.source.as_ref().map(|s| s.for_client(ident.id));
+        let tcp = match with_timeout(sh.timeout, crate::source::connect(src, addr)).await {
             Some(Ok(s)) => s,
             Some(Err(e)) => return self.fail(sh, slot, guard, rec, start, io_kind(&e), uri),
             None => return self.fail(sh, slot, guard, rec, start, "timeout", uri),

@@ -30,7 +30,6 @@ use tlslab_report::{Collector, ConfigEcho, CpuUsage, CsvLog, LoadReport, Window}
 use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
 use tlslab_workload::ecommerce::Generator;
 use tlslab_workload::replay::{Pacing, Scheduler};
-use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
@@ -162,6 +161,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         budget: cfg.requests.map(AtomicU64::new),
         requests_per_conn: cfg.requests_per_conn,
         timeout: cfg.timeout,
+        source: cfg.source_ip.clone(),
         reuse: cfg.reuse,
         resume_with: cfg.resume_with,
         early_data: cfg.early_data,
@@ -304,7 +304,8 @@ async fn prime_universal_session(sh: &Shared) {
     let config = tls::client_config(base, ClientSessions::new(), &sh.wrap_store, sh.resume_with);
     let connector = TlsConnector::from(config);
     let _ = with_timeout(sh.timeout, async {
-        let tcp = TcpStream::connect(addr).await?;
+        let src = sh.source.as_ref().map(|s| s.for_client(0));
+        let tcp = crate::source::connect(src, addr).await?;
         let mut stream = connector.connect(name.clone(), tcp).await?;
         stream.shutdown().await
     })

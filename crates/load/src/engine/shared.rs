@@ -123,6 +123,8 @@ pub(super) struct Shared {
     pub(super) budget: Option<AtomicU64>,
     pub(super) requests_per_conn: u32,
     pub(super) timeout: Duration,
+    /// `--source-ip`: the local addresses clients bind to.
+    pub(super) source: Option<crate::source::SourceAddrs>,
     pub(super) reuse: f64,
     pub(super) resume_with: ResumeWith,
     pub(super) early_data: bool,

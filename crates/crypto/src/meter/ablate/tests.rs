@@ -23,6 +23,7 @@ fn base(v: &[Version], groups: Option<&[&str]>) -> CryptoProvider {
     let alg = Algorithms {
         suites: None,
         groups: groups.map(|g| g.iter().map(|s| s.to_string()).collect()),
+        ..Algorithms::default()
     };
     Arc::unwrap_or_clone(provider::build(v, &alg).unwrap())
 }
