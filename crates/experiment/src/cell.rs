@@ -99,6 +99,9 @@ pub(crate) struct Measured {
     /// The server's CPU time per request it served, µs (server-observed,
     /// over the whole run including warm-up).
     pub server_cpu_us_per_request: f64,
+    /// The server's CPU time over the wall-clock time of the run, 0–1 per
+    /// server thread (server-observed, same window).
+    pub server_busy: f64,
 }
 
 /// Runs `load` against `server` and measures the server's CPU per request.
@@ -106,7 +109,9 @@ pub(crate) struct Measured {
 pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result<Measured, Error> {
     let before = server.snapshot();
     let cpu_before = server.cpu_time();
+    let wall = std::time::Instant::now();
     let report = tlslab_load::run(load)?;
+    let wall = wall.elapsed();
     let cpu = server.cpu_time().saturating_sub(cpu_before);
     let after = server.snapshot();
     let served = after
@@ -122,5 +127,6 @@ pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result
     Ok(Measured {
         report,
         server_cpu_us_per_request: cpu.as_secs_f64() * 1e6 / served as f64,
+        server_busy: cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9),
     })
 }
