@@ -65,6 +65,9 @@ pub enum Command {
     /// Drive an embedded server from 0.5x to 4x its capacity with user sessions (seed 002's
     /// collapse) and compare admission control off, static and session-aware.
     Overload(crate::overload_args::OverloadArgs),
+    /// Run a declared matrix, or a seed paper's study, into one resumable results document
+    /// with the paper's figures beside today's (`experiment list` names the studies).
+    Experiment(crate::experiment_args::ExperimentArgs),
 }
 
 /// `tlslab relay`.

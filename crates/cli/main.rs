@@ -10,6 +10,7 @@ mod args;
 mod config;
 mod dispatch_cmd;
 mod distributed;
+mod experiment_args;
 mod overload_args;
 mod probe;
 
@@ -87,6 +88,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dispatch(a) => dispatch_cmd::run(a),
         Command::Merge(a) => distributed::merge(&a),
         Command::Overload(a) => overload_args::run(&a),
+        Command::Experiment(a) => experiment_args::run(a),
     }
 }
 
