@@ -36,6 +36,7 @@ mod seed004;
 
 pub use load_cell::LoadRig;
 pub use matrix::{Matrix, MatrixError};
+pub use seed000::FIG9_REFERENCE;
 
 /// The file a run writes in its output directory.
 pub const RESULTS_FILE: &str = "results.json";
@@ -147,13 +148,13 @@ pub fn render_list() -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<18} {:<10} {:<22} {:<36} title",
+        "{:<18} {:<12} {:<34} {:<46} title",
         "study", "engine", "status", "paper"
     );
     for b in builtins() {
         let _ = writeln!(
             s,
-            "{:<18} {:<10} {:<22} {:<36} {}",
+            "{:<18} {:<12} {:<34} {:<46} {}",
             b.name,
             b.engine,
             if b.landed {
@@ -624,5 +625,145 @@ pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b != 0.0 => Some(a / b),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlslab_report::study::{CellMetrics, Curve};
+
+    fn document() -> StudyResults {
+        let cell = Cell {
+            id: "p-r1".into(),
+            point: "p".into(),
+            factors: [("reuse".to_string(), "0".to_string())].into(),
+            repeat: 1,
+            order: 0,
+            command_line: "tlslab load".into(),
+            started_unix_ms: 1,
+            metrics: CellMetrics {
+                connect_p50_us: Some(1),
+                ttfb_p50_us: Some(1),
+                full_bytes_out: Some(1.0),
+                full_bytes_in: Some(1.0),
+                full_round_trips: Some(1.0),
+                resumed_bytes_out: Some(1.0),
+                resumed_bytes_in: Some(1.0),
+                resumed_round_trips: Some(1.0),
+                version: Some("1.3".into()),
+                group: Some("x".into()),
+                suite: Some("y".into()),
+                ..CellMetrics::default()
+            },
+            load: Some(serde_json::json!({})),
+        };
+        StudyResults {
+            kind: STUDY_KIND.into(),
+            schema_version: STUDY_SCHEMA_VERSION,
+            study: "s".into(),
+            title: "t".into(),
+            seed: "x".into(),
+            quick: true,
+            command_line: vec!["tlslab".into()],
+            environment: environment(&Placement::split()),
+            matrix: serde_json::json!({}),
+            started_unix_ms: 1,
+            finished_unix_ms: 2,
+            complete: true,
+            cells: vec![cell],
+            comparisons: vec![compare("q", "p", "s", Some(1.0), "u", "m", vec![], "r")],
+            engine_report: Some(serde_json::json!({})),
+            curves: vec![Curve {
+                name: "n".into(),
+                chart: "c".into(),
+                x: "x".into(),
+                y: "y".into(),
+                points: vec![(0.0, 1.0)],
+            }],
+            notes: vec!["n".into()],
+        }
+    }
+
+    #[test]
+    fn every_results_field_is_documented_in_the_readme() {
+        let v = serde_json::to_value(document()).unwrap();
+        let readme = include_str!("../../../../README.md");
+        let start = readme
+            .find("### `tlslab experiment run … --out DIR`")
+            .expect("README documents results.json");
+        let section = &readme[start..];
+        let section = &section[..section[4..].find("\n## ").map_or(section.len(), |i| i + 4)];
+        let mut names: Vec<(String, String)> = Vec::new();
+        for (k, val) in v.as_object().unwrap() {
+            match k.as_str() {
+                "environment" | "cells" | "comparisons" => {
+                    let item = if val.is_array() { &val[0] } else { val };
+                    let prefix = if val.is_array() {
+                        format!("{k}[]")
+                    } else {
+                        k.clone()
+                    };
+                    for (kk, vv) in item.as_object().unwrap() {
+                        if kk == "metrics" {
+                            for m in vv.as_object().unwrap().keys() {
+                                names.push((format!("{prefix}.metrics.{m}"), format!(".{m}")));
+                            }
+                        } else {
+                            names.push((format!("{prefix}.{kk}"), format!("{prefix}.{kk}")));
+                        }
+                    }
+                }
+                "curves" => names.push(("curves[]".into(), "curves[]".into())),
+                _ => names.push((k.clone(), k.clone())),
+            }
+        }
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|(full, short)| {
+                !section.contains(&format!("`{full}`")) && !section.contains(&format!("`{short}`"))
+            })
+            .map(|(f, _)| f)
+            .collect();
+        assert!(missing.is_empty(), "undocumented results fields: {missing:?}");
+    }
+
+    #[test]
+    fn the_document_is_written_atomically_and_reads_back() {
+        let dir = std::env::temp_dir().join(format!("tlslab-study-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(RESULTS_FILE);
+        let d = document();
+        write_atomic(&path, &d).unwrap();
+        assert!(!path.with_extension("json.tmp").exists());
+        let back = read_document(&path).unwrap();
+        assert_eq!(back.cells[0].id, "p-r1");
+        assert_eq!(back.notes, d.notes);
+        std::fs::write(&path, b"{").unwrap();
+        assert!(read_document(&path).unwrap_err().is_usage());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_list_names_every_builtin_and_unknown_names_are_usage_errors() {
+        let list = render_list();
+        for b in builtins() {
+            assert!(list.contains(b.name));
+        }
+        assert!(list.contains("engine not landed"));
+        assert!(builtin("nope").unwrap_err().is_usage());
+        let cluster = builtin("seed000-cluster").unwrap();
+        assert!(!cluster.landed);
+        let opts = RunOptions {
+            out: std::env::temp_dir().join("tlslab-never-written"),
+            resume: false,
+            quick: true,
+            command_line: vec![],
+            progress_bar: false,
+        };
+        let e = run_builtin(&cluster, &opts, Box::new(|_| {})).unwrap_err();
+        assert!(matches!(e, StudyError::NotLanded { .. }) && e.is_usage());
+        assert!(e.to_string().contains("engine not landed"), "{e}");
+        assert!(!opts.out.exists());
     }
 }
