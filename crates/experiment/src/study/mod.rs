@@ -388,9 +388,13 @@ impl Session {
     pub fn push(&mut self, mut cell: Cell) -> Result<(), StudyError> {
         cell.order = self.doc.cells.len();
         let line = format!(
-            "  {:<44} {:>9.0} req/s{}",
+            "  {:<44} {}{}",
             cell.id,
-            cell.metrics.requests_per_s,
+            if cell.metrics.requests_per_s > 0.0 {
+                format!("{:>9.0} req/s", cell.metrics.requests_per_s)
+            } else {
+                format!("{:>9} measured", cell.metrics.requests)
+            },
             if cell.metrics.server_cpu_us_per_request > 0.0 {
                 format!(
                     ", server CPU {:.0} µs/req",

@@ -122,6 +122,13 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         AblationSet::NONE,
         &s.placement,
     )?;
+    let note = "TCP connect (T) is to tlslab relay on loopback: the relay accepts locally and \
+                delays data, not the SYN, so T does not include the emulated RTT and W and C \
+                are smaller than on a real path by one RTT each"
+        .to_string();
+    if !s.doc.notes.contains(&note) {
+        s.doc.notes.push(note);
+    }
     let r = run_cells(s, &p, &server, &roots);
     server.shutdown();
     r?;

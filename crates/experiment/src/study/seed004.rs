@@ -170,13 +170,17 @@ fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyEr
     let mut closed_first: Vec<CellSpec> = p.bytes.clone();
     closed_first.extend(p.closed.iter().cloned());
     rig.run_cells(s, &closed_first, p.repeats)?;
-    // The service time S: server CPU per connection (handshake and one
-    // request) at saturation, server-observed.
-    let (service_us, _) = one(&s.doc, &[("clients", "8")], cpu_us);
-    let Some(service_us) = service_us else {
+    // The capacity: requests/s of the closed loop with 8 clients (every
+    // request a full handshake), client-observed. Its inverse is the
+    // effective service time S, which on a shared machine is longer than
+    // the server's CPU per request.
+    let (capacity, _) = one(&s.doc, &[("clients", "8")], |c| {
+        Some(c.metrics.requests_per_s)
+    });
+    let Some(capacity) = capacity.filter(|c| *c > 0.0) else {
         return Err(StudyError::Run(crate::Error::EmptyCell {
             cell: "model-c8".into(),
-            errors: "no server CPU per request measured".into(),
+            errors: "no capacity measured".into(),
         }));
     };
     let mut open = Vec::new();
@@ -186,7 +190,7 @@ fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyEr
         f.push(("utilisation", lvl.as_str()));
         let mut c = spec(&f, p.open_cell);
         c.point = format!("model-util{lvl}");
-        let rate = (u * 1e6 / service_us * 10.0).round() / 10.0;
+        let rate = (u * capacity * 10.0).round() / 10.0;
         c.rate = Some(rate);
         c.clients = 64;
         c.factors.insert("rate".into(), fmt_level(rate));
@@ -341,11 +345,15 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
         "RSA-2048 signing with aws-lc-rs on one modern core takes about 1 ms; the paper's \
          300 ms was a 1999 server's CPU under its web server",
     ));
+    let (capacity, cap_cells) = one(doc, &[("clients", "8")], |c| {
+        Some(c.metrics.requests_per_s)
+    });
     let mut curves = Vec::new();
-    if let (Some(s_us), Some(r1)) = (s_us, r1) {
-        let s_ms = s_us / 1000.0;
-        // The time every request spends outside the server's CPU queue:
-        // the unloaded response time less one service time.
+    if let (Some(capacity), Some(r1)) = (capacity.filter(|c| *c > 0.0), r1) {
+        // The effective service time: the inverse of the capacity.
+        let s_ms = 1000.0 / capacity;
+        // The time every request spends outside the server's queue: the
+        // unloaded response time less one service time.
         let base = (r1 - s_ms).max(0.0);
         let pts: Vec<(f64, f64)> = (0..19)
             .map(|i| {
@@ -354,9 +362,9 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
             })
             .collect();
         curves.push(Curve {
-            name: format!("base + S/(1−ρ), S = {s_ms:.2} ms, base = {base:.2} ms"),
+            name: format!("base + S/(1−ρ), S = {s_ms:.2} ms (1/capacity), base = {base:.2} ms"),
             chart: "Response time against server utilisation (seed 004's model)".into(),
-            x: "server utilisation ρ".into(),
+            x: "utilisation ρ = throughput ÷ capacity".into(),
             y: "mean response time, ms".into(),
             points: pts,
         });
@@ -364,27 +372,29 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
             let lvl = fmt_level(u);
             let f = [("utilisation", lvl.as_str())];
             let (lat, mut cells) = one(doc, &f, mean_latency_ms);
-            let (rho, _) = one(doc, &f, |c| Some(c.metrics.server_busy));
-            let (Some(lat), Some(rho)) = (lat, rho) else {
+            let (thr, _) = one(doc, &f, |c| Some(c.metrics.requests_per_s));
+            let (Some(lat), Some(thr)) = (lat, thr) else {
                 continue;
             };
-            let model = base + seed004_response(s_ms, rho.min(0.99));
-            cells.extend(s_cells.iter().cloned());
+            let rho = (thr / capacity).min(0.99);
+            let model = base + seed004_response(s_ms, rho);
+            cells.extend(cap_cells.iter().cloned());
             cells.extend(r1_cells.iter().cloned());
             out.push(compare(
                 &format!("mean response time at ρ = {rho:.2} (target {u})"),
                 &format!(
                     "300/(1−ρ) ms added: {:.0} ms at ρ = {rho:.2}",
-                    seed004_response(300.0, rho.min(0.99))
+                    seed004_response(300.0, rho)
                 ),
                 "seed 004, Factors Affecting Performance I",
                 Some(lat),
                 "ms",
                 &format!(
                     "client-observed mean latency (connect, handshake, request), open loop \
-                     (Poisson arrivals) at {:.0}/s; ρ server-observed (worker CPU ÷ wall \
-                     time); today's model base + S/(1−ρ) predicts {model:.2} ms ({:+.0} %)",
-                    u * 1e6 / s_us,
+                     (Poisson arrivals) at {:.1}/s; ρ = completed requests/s ÷ the closed-loop \
+                     capacity {capacity:.1}/s (client-observed); today's model base + \
+                     S/(1−ρ) predicts {model:.2} ms ({:+.0} %)",
+                    u * capacity,
                     ratio(Some(lat), Some(model)).map_or(0.0, |x| (x - 1.0) * 100.0)
                 ),
                 cells,
