@@ -122,8 +122,8 @@ const MATRIX: &str = r#"
 name = "resume-test"
 engine = "load"
 repeats = 2
-cell = "300ms"
-warmup = "100ms"
+cell = "1s"
+warmup = "200ms"
 [factors]
 reuse = [0, 1]
 version = "1.3"
@@ -236,7 +236,12 @@ fn seed004_handshake_quick_measures_bytes_round_trips_and_the_response_time_mode
     // 6 handshake points (TLS 1.2 with the hybrid group excluded, said so),
     // 2 closed-loop model cells and 2 open-loop utilisations.
     let cs = cells(&d);
-    assert_eq!(cs.len(), 10, "{:#?}", cs.iter().map(|c| &c["id"]).collect::<Vec<_>>());
+    assert_eq!(
+        cs.len(),
+        10,
+        "{:#?}",
+        cs.iter().map(|c| &c["id"]).collect::<Vec<_>>()
+    );
     assert!(
         d["notes"]
             .as_array()
@@ -260,7 +265,11 @@ fn seed004_handshake_quick_measures_bytes_round_trips_and_the_response_time_mode
                 m["full_bytes_in"].as_f64().unwrap() + m["full_bytes_out"].as_f64().unwrap();
             assert!(bytes > 500.0, "{c}");
             let rt = m["full_round_trips"].as_f64().unwrap();
-            let want = if c["factors"]["version"] == "1.2" { 2.0 } else { 1.0 };
+            let want = if c["factors"]["version"] == "1.2" {
+                2.0
+            } else {
+                1.0
+            };
             assert!((rt - want).abs() < 0.5, "round trips {rt}: {c}");
             assert!(m["resumed_round_trips"].as_f64().unwrap() > 0.0, "{c}");
         }
@@ -281,7 +290,10 @@ fn seed004_handshake_quick_measures_bytes_round_trips_and_the_response_time_mode
     };
     // ML-KEM-768 adds a 1184-byte key share and a 1088-byte ciphertext.
     let extra = bytes_of("X25519MLKEM768") - bytes_of("x25519");
-    assert!((2000.0..2600.0).contains(&extra), "post-quantum extra {extra} bytes");
+    assert!(
+        (2000.0..2600.0).contains(&extra),
+        "post-quantum extra {extra} bytes"
+    );
     // Every comparison has the paper's figure and a measured one, linked to
     // cells that exist.
     let ids: Vec<&str> = cs.iter().map(|c| c["id"].as_str().unwrap()).collect();
@@ -295,10 +307,11 @@ fn seed004_handshake_quick_measures_bytes_round_trips_and_the_response_time_mode
             assert!(ids.contains(&id.as_str().unwrap()), "{id} is not a cell");
         }
     }
-    assert!(
-        comps
-            .iter()
-            .any(|c| c["quantity"].as_str().unwrap().starts_with("mean response time at"))
-    );
+    assert!(comps.iter().any(|c| {
+        c["quantity"]
+            .as_str()
+            .unwrap()
+            .starts_with("mean response time at")
+    }));
     assert!(!d["curves"].as_array().unwrap().is_empty());
 }

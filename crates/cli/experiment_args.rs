@@ -39,7 +39,11 @@ pub enum ExperimentCommand {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// A built-in study (`tlslab experiment list`).
-    #[arg(value_name = "NAME", required_unless_present = "config", conflicts_with = "config")]
+    #[arg(
+        value_name = "NAME",
+        required_unless_present = "config",
+        conflicts_with = "config"
+    )]
     pub name: Option<String>,
 
     /// A declared matrix: engine, factors and levels, repeats, cell duration, pinning
@@ -168,7 +172,10 @@ fn print_summary(doc: &StudyResults, a: &RunArgs) -> anyhow::Result<()> {
         doc.environment.placement
     )?;
     if !doc.comparisons.is_empty() {
-        writeln!(out, "\nPaper against today (today's figure measured; see each row's method in the document):")?;
+        writeln!(
+            out,
+            "\nPaper against today (today's figure measured; see each row's method in the document):"
+        )?;
         for c in &doc.comparisons {
             let today = c.today.map_or_else(
                 || "not measured".to_string(),
@@ -180,7 +187,11 @@ fn print_summary(doc: &StudyResults, a: &RunArgs) -> anyhow::Result<()> {
                     }
                 },
             );
-            writeln!(out, "- {}\n    paper: {} ({})\n    today: {today}\n    why: {}", c.quantity, c.paper, c.source, c.reason)?;
+            writeln!(
+                out,
+                "- {}\n    paper: {} ({})\n    today: {today}\n    why: {}",
+                c.quantity, c.paper, c.source, c.reason
+            )?;
         }
     }
     for n in &doc.notes {

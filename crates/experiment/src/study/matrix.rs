@@ -281,10 +281,9 @@ pub fn parse_duration(v: &toml::Value) -> Result<Duration, String> {
             } else {
                 (s, 1.0)
             };
-            num.trim()
-                .parse::<f64>()
-                .map_err(|_| format!("'{s}' is not a duration; write it like \"2s\" or \"500ms\""))?
-                * mult
+            num.trim().parse::<f64>().map_err(|_| {
+                format!("'{s}' is not a duration; write it like \"2s\" or \"500ms\"")
+            })? * mult
         }
         other => return Err(format!("{other} is not a duration; write it like \"2s\"")),
     };
@@ -352,7 +351,9 @@ fn check_level(factor: &str, v: &toml::Value) -> Result<String, String> {
         "clients" => {
             let n = num()?;
             if n < 1.0 || n.fract() != 0.0 || n > 10_000.0 {
-                return Err(format!("{n} is not a whole number of clients from 1 to 10000"));
+                return Err(format!(
+                    "{n} is not a whole number of clients from 1 to 10000"
+                ));
             }
             Ok((n as u64).to_string())
         }
@@ -447,10 +448,7 @@ impl Matrix {
         };
         let path_req = raw.path.unwrap_or_else(|| crate::lab::PATH.into());
         if !path_req.starts_with('/') {
-            return Err(invalid(
-                "path",
-                format!("'{path_req}' must start with '/'"),
-            ));
+            return Err(invalid("path", format!("'{path_req}' must start with '/'")));
         }
         let mut factors = Vec::new();
         for (f, v) in &raw.factors {
@@ -531,8 +529,10 @@ impl Matrix {
         }
         out.into_iter()
             .map(|(mut s, pairs)| {
-                let borrowed: Vec<(&str, &str)> =
-                    pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+                let borrowed: Vec<(&str, &str)> = pairs
+                    .iter()
+                    .map(|(a, b)| (a.as_str(), b.as_str()))
+                    .collect();
                 s.point = if borrowed.is_empty() {
                     "cell".into()
                 } else {
@@ -547,7 +547,11 @@ impl Matrix {
 
     /// Cells that will run: runnable points × repeats.
     pub fn cell_count(&self) -> usize {
-        self.points().iter().filter(|p| p.excluded().is_none()).count() * self.repeats as usize
+        self.points()
+            .iter()
+            .filter(|p| p.excluded().is_none())
+            .count()
+            * self.repeats as usize
     }
 
     /// The CPUs of server and client.
@@ -622,9 +626,16 @@ clients = 4
         // TLS 1.2 with the hybrid group is excluded, with a reason.
         let excluded: Vec<_> = points.iter().filter_map(|p| p.excluded()).collect();
         assert_eq!(excluded.len(), 3);
-        assert!(excluded[0].contains("TLS 1.3 key exchange"), "{}", excluded[0]);
+        assert!(
+            excluded[0].contains("TLS 1.3 key exchange"),
+            "{}",
+            excluded[0]
+        );
         assert_eq!(m.cell_count(), 9 * 2);
-        assert_eq!(m.to_json()["factors"]["reuse"], serde_json::json!(["0", "0.5", "1"]));
+        assert_eq!(
+            m.to_json()["factors"]["reuse"],
+            serde_json::json!(["0", "0.5", "1"])
+        );
     }
 
     #[test]
@@ -648,7 +659,10 @@ clients = 4
     fn bad_matrices_name_the_problem() {
         let head = "name = \"x\"\nengine = \"load\"\n";
         let e = err(&format!("{head}[factors]\nciphers = [1]\n"));
-        assert!(e.contains("unknown factor 'ciphers'") && e.contains("reuse, version"), "{e}");
+        assert!(
+            e.contains("unknown factor 'ciphers'") && e.contains("reuse, version"),
+            "{e}"
+        );
         let e = err("name = \"x\"\nengine = \"cluster\"\n");
         assert!(e.contains("engine") && e.contains("\"load\""), "{e}");
         let e = err(&format!("{head}[factors]\nreuse = [50]\n"));

@@ -129,17 +129,20 @@ pub fn builtins() -> Vec<Builtin> {
 
 /// The built-in named `name`.
 pub fn builtin(name: &str) -> Result<Builtin, StudyError> {
-    builtins().into_iter().find(|b| b.name == name).ok_or_else(|| {
-        StudyError::Usage(format!(
-            "no built-in study '{name}'; `tlslab experiment list` lists them ({}), or run your \
+    builtins()
+        .into_iter()
+        .find(|b| b.name == name)
+        .ok_or_else(|| {
+            StudyError::Usage(format!(
+                "no built-in study '{name}'; `tlslab experiment list` lists them ({}), or run your \
              own matrix with `tlslab experiment run --config FILE.toml`",
-            builtins()
-                .iter()
-                .map(|b| b.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    })
+                builtins()
+                    .iter()
+                    .map(|b| b.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
 }
 
 /// The `experiment list` table.
@@ -282,7 +285,11 @@ impl Session {
                 return Err(StudyError::Usage(format!(
                     "--resume {}: that run was {}; {} --quick to match it",
                     opts.out.display(),
-                    if doc.quick { "--quick" } else { "the full version" },
+                    if doc.quick {
+                        "--quick"
+                    } else {
+                        "the full version"
+                    },
                     if doc.quick { "add" } else { "drop" }
                 )));
             }
@@ -499,16 +506,7 @@ pub fn run_builtin(
     }
     let placement = Placement::split();
     let (matrix, units) = (b.plan)(opts.quick);
-    let mut s = Session::open(
-        b.name,
-        b.title,
-        b.seed,
-        matrix,
-        units,
-        placement,
-        opts,
-        log,
-    )?;
+    let mut s = Session::open(b.name, b.title, b.seed, matrix, units, placement, opts, log)?;
     (b.run)(&mut s)?;
     Ok(s.doc)
 }
@@ -729,7 +727,10 @@ mod tests {
             })
             .map(|(f, _)| f)
             .collect();
-        assert!(missing.is_empty(), "undocumented results fields: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "undocumented results fields: {missing:?}"
+        );
     }
 
     #[test]

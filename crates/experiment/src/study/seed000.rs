@@ -81,7 +81,12 @@ pub fn reuse_matrix(quick: bool) -> Matrix {
     let (reuse, clients, cell, repeats): (&[&str], &[&str], u64, u32) = if quick {
         (&["0", "0.5", "1"], &["2", "8"], 500, 1)
     } else {
-        (&["0", "0.2", "0.4", "0.6", "0.8", "1"], &["2", "16"], 2000, 3)
+        (
+            &["0", "0.2", "0.4", "0.6", "0.8", "1"],
+            &["2", "16"],
+            2000,
+            3,
+        )
     };
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let cell = Duration::from_millis(cell);

@@ -171,9 +171,11 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
          Xeon; a resumption (the paper's around 2 ms) is measured by seed000-reuse",
     ));
     let gp = |admission: &str, mult: &str| {
-        one(doc, &[("admission", admission), ("multiplier", mult)], |c| {
-            Some(c.metrics.requests_per_s)
-        })
+        one(
+            doc,
+            &[("admission", admission), ("multiplier", mult)],
+            |c| Some(c.metrics.requests_per_s),
+        )
     };
     let (off1, a) = gp("off", "1");
     let (off3, b) = gp("off", "3");

@@ -68,7 +68,16 @@ fn plan(quick: bool) -> Plan {
 
 /// Table 2's rows, quoted: (host, T, Snc, Sc, H, W, C, savings %), ms.
 pub const TABLE2_PAPER: [(&str, f64, f64, f64, f64, f64, f64, f64); 5] = [
-    ("intranet.nyu.edu", 10.0, 40.0, 10.0, 150.0, 200.0, 170.0, 15.0),
+    (
+        "intranet.nyu.edu",
+        10.0,
+        40.0,
+        10.0,
+        150.0,
+        200.0,
+        170.0,
+        15.0,
+    ),
     (
         "secure.webmaster.com",
         80.0,
@@ -79,7 +88,16 @@ pub const TABLE2_PAPER: [(&str, f64, f64, f64, f64, f64, f64, f64); 5] = [
         520.0,
         17.0,
     ),
-    ("www.coned.com", 30.0, 110.0, 40.0, 210.0, 350.0, 280.0, 20.0),
+    (
+        "www.coned.com",
+        30.0,
+        110.0,
+        40.0,
+        210.0,
+        350.0,
+        280.0,
+        20.0,
+    ),
     (
         "www.farsight.com",
         100.0,

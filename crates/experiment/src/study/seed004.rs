@@ -345,9 +345,7 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
         "RSA-2048 signing with aws-lc-rs on one modern core takes about 1 ms; the paper's \
          300 ms was a 1999 server's CPU under its web server",
     ));
-    let (capacity, cap_cells) = one(doc, &[("clients", "8")], |c| {
-        Some(c.metrics.requests_per_s)
-    });
+    let (capacity, cap_cells) = one(doc, &[("clients", "8")], |c| Some(c.metrics.requests_per_s));
     let mut curves = Vec::new();
     if let (Some(capacity), Some(r1)) = (capacity.filter(|c| *c > 0.0), r1) {
         // The effective service time: the inverse of the capacity.
