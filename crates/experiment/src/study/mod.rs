@@ -562,7 +562,7 @@ pub(crate) fn compare(
 /// A duration as `tlslab`'s flags write it (`500ms`, `2s`).
 pub(crate) fn flag_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
