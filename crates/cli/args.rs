@@ -74,6 +74,9 @@ pub enum Command {
     /// The capacity model: connections/s and requests/s per core, cores for a load, response
     /// time by M/M/c and seed 004's 300/(1-ρ); `--check` measures it.
     Plan(crate::report_args::PlanArgs),
+    /// Run a declared matrix, or a seed paper's study, into one resumable results document
+    /// with the paper's figures beside today's (`experiment list` names the studies).
+    Experiment(crate::experiment_args::ExperimentArgs),
 }
 
 /// `tlslab relay`.

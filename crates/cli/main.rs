@@ -11,6 +11,7 @@ mod cluster_args;
 mod config;
 mod dispatch_cmd;
 mod distributed;
+mod experiment_args;
 mod overload_args;
 mod probe;
 mod report_args;
@@ -92,6 +93,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cluster(a) => cluster_args::run(&a),
         Command::Report(a) => report_args::report(&a),
         Command::Plan(a) => report_args::plan(&a),
+        Command::Experiment(a) => experiment_args::run(a),
     }
 }
 

@@ -9,6 +9,14 @@
 //! [`cluster`], seed 000's cluster experiment (Fig. 9): session-aware
 //! dispatch against blind dispatch and shared session state.
 //!
+//! [`study`] is `tlslab experiment`: a declared TOML matrix, or a built-in
+//! study per seed paper (`seed000-reuse`, `seed001-breakdown`,
+//! `seed002-overload`, `seed003-table2`, `seed004-handshake`; and
+//! `seed000-cluster`, which waits for the cluster engine), run with
+//! interleaved repeats into one resumable results document
+//! (`tlslab_report::study::StudyResults`) with the paper's figures beside
+//! today's.
+//!
 //! It is not for measuring anything itself: every number comes from the
 //! server engine (server-observed CPU) or the load engine (client-observed
 //! throughput and latency), and the statistics from `tlslab-report`.
@@ -21,6 +29,7 @@ pub mod nginx;
 pub mod overload;
 pub mod pin;
 pub mod plan_check;
+pub mod study;
 
 /// Errors of an experiment.
 #[derive(Debug, thiserror::Error)]

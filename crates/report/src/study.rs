@@ -55,6 +55,10 @@ pub struct StudyResults {
     /// 300/(1−ρ) response time).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub curves: Vec<Curve>,
+    /// What the study did not run or could not measure, and why, in plain
+    /// sentences (for example a TLS 1.2 cell with a TLS 1.3-only group).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Where the experiment ran.
@@ -377,6 +381,7 @@ impl StudyResults {
             comparisons: vec![],
             engine_report: None,
             curves: vec![],
+            notes: vec![],
         }
     }
 

@@ -1,0 +1,197 @@
+//! The load engine's cells: embedded servers (one per certificate key type,
+//! loopback, one worker pinned to the server CPU) and one `tlslab load` run
+//! per cell, pinned to the client CPU.
+
+use std::collections::BTreeMap;
+
+use tlslab_crypto::meter::AblationSet;
+use tlslab_crypto::pki::{self, KeyType};
+use tlslab_crypto::provider::{Algorithms, Version};
+use tlslab_load::{Arrivals, OpenLoop};
+use tlslab_report::study::{Cell, CellMetrics};
+use tlslab_server::{Content, Server};
+
+use super::matrix::{CellSpec, Matrix};
+use super::{Session, StudyError, flag_duration, now_ms};
+use crate::cell::{self, Listeners};
+use crate::pin::Placement;
+
+struct Embedded {
+    server: Server,
+    roots: rustls::RootCertStore,
+}
+
+/// Embedded servers, started on first use and kept for the whole study
+/// (their session caches persist across cells, as a real server's would).
+pub struct LoadRig {
+    placement: Placement,
+    servers: BTreeMap<&'static str, Embedded>,
+}
+
+impl LoadRig {
+    /// No server yet.
+    pub fn new(placement: Placement) -> LoadRig {
+        LoadRig {
+            placement,
+            servers: BTreeMap::new(),
+        }
+    }
+
+    fn server(&mut self, key: KeyType) -> Result<&Embedded, StudyError> {
+        if !self.servers.contains_key(key.name()) {
+            let generated = pki::generate(key, &[]).map_err(crate::Error::from)?;
+            let roots = generated.roots().map_err(crate::Error::from)?;
+            let server = cell::start_server(
+                generated,
+                vec![Version::Tls12, Version::Tls13],
+                Content::Specweb96,
+                Listeners {
+                    https: true,
+                    http: false,
+                },
+                AblationSet::NONE,
+                &self.placement,
+            )?;
+            self.servers.insert(key.name(), Embedded { server, roots });
+        }
+        Ok(&self.servers[key.name()])
+    }
+
+    /// Runs one cell and returns it (not yet in the document).
+    pub fn run(&mut self, spec: &CellSpec, repeat: u32) -> Result<Cell, StudyError> {
+        let placement = self.placement.clone();
+        let emb = self.server(spec.key)?;
+        let port = emb.server.https_addr().map_or(0, |a| a.port());
+        let url = format!("https://localhost:{port}{}", spec.path);
+        let mut load = cell::cell_load(
+            &url,
+            spec.cell,
+            spec.clients,
+            &placement,
+            spec.versions.clone(),
+            &emb.roots,
+            spec.requests_per_conn,
+            spec.reuse,
+        )?;
+        load.warmup = spec.warmup;
+        if let Some(g) = &spec.group {
+            load.algorithms = Algorithms {
+                suites: None,
+                groups: Some(vec![g.clone()]),
+            };
+        }
+        if let Some(rate) = spec.rate {
+            load.open_loop = Some(OpenLoop {
+                rate,
+                arrivals: Arrivals::Poisson,
+                max_in_flight: 10_000,
+            });
+            load.seed = u64::from(repeat);
+        }
+        let id = format!("{}-r{repeat}", spec.point);
+        let started = now_ms();
+        let m = cell::measure(&emb.server, &load, &id)?;
+        let mut metrics = CellMetrics::from_load(&m.report);
+        metrics.server_cpu_us_per_request = m.server_cpu_us_per_request;
+        metrics.server_busy = m.server_busy;
+        Ok(Cell {
+            id,
+            point: spec.point.clone(),
+            factors: spec.factors.clone(),
+            repeat,
+            order: 0,
+            command_line: command_line(spec, &placement),
+            started_unix_ms: started,
+            metrics,
+            load: serde_json::to_value(&m.report).ok(),
+        })
+    }
+
+    /// Runs every cell of `m` not yet in the session's document, repeats
+    /// interleaved (round 1 over every point, then round 2, …).
+    pub fn run_matrix(&mut self, s: &mut Session, m: &Matrix) -> Result<(), StudyError> {
+        let points = m.points();
+        for p in &points {
+            if let Some(why) = p.excluded()
+                && !s.doc.notes.contains(&why)
+            {
+                s.doc.notes.push(why);
+            }
+        }
+        self.run_cells(s, &points, m.repeats)
+    }
+
+    /// Runs `points` × `repeats` (interleaved), skipping cells the document
+    /// already has and points that cannot run.
+    pub fn run_cells(
+        &mut self,
+        s: &mut Session,
+        points: &[CellSpec],
+        repeats: u32,
+    ) -> Result<(), StudyError> {
+        for repeat in 1..=repeats {
+            for p in points {
+                if p.excluded().is_some() || s.has(&format!("{}-r{repeat}", p.point)) {
+                    continue;
+                }
+                let c = self.run(p, repeat)?;
+                s.push(c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the servers.
+    pub fn shutdown(self) {
+        for (_, e) in self.servers {
+            e.server.shutdown();
+        }
+    }
+}
+
+/// An equivalent pair of command lines (certificates, server, load) for a
+/// cell: what to type to reproduce it outside the experiment.
+pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
+    let taskset = |cpus: &[usize]| {
+        if cpus.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "taskset -c {} ",
+                cpus.iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        }
+    };
+    let key = spec.key.name();
+    let dir = format!("certs-{key}");
+    let versions: Vec<&str> = spec.versions.iter().map(|v| v.short()).collect();
+    let mut load = format!(
+        "{}tlslab load https://localhost:8443{} --cacert {dir}/{} --tls {} -c {} --threads 1 \
+         -d {} --warmup {} --requests-per-conn {} --reuse {}",
+        taskset(&placement.client),
+        spec.path,
+        pki::CA_CERT_FILE,
+        versions.join(","),
+        spec.clients,
+        flag_duration(spec.cell),
+        flag_duration(spec.warmup),
+        spec.requests_per_conn,
+        tlslab_report::study::fmt_level(spec.reuse * 100.0),
+    );
+    if let Some(g) = &spec.group {
+        load.push_str(&format!(" --group {g}"));
+    }
+    if let Some(r) = spec.rate {
+        load.push_str(&format!(" --rate {r}"));
+    }
+    format!(
+        "tlslab certs --key {key} --out {dir} && {}tlslab serve --cert {dir}/{} --key {dir}/{} \
+         --listen 127.0.0.1:8443 --threads 1 & {load}",
+        taskset(&placement.server),
+        pki::CHAIN_FILE,
+        pki::KEY_FILE,
+    )
+}

@@ -1,0 +1,317 @@
+//! `tlslab experiment`: the list, a declared matrix (parsing errors exit 2,
+//! a run, an interrupted run resumed), a study whose engine has not landed,
+//! and one built-in study end to end (`seed004-handshake --quick`). Every
+//! run is the real binary against its embedded loopback server, bounded in
+//! time.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{assert_no_panic, expect_ok, run_tlslab, show};
+use serde_json::Value;
+
+fn doc(dir: &Path) -> Value {
+    common::load_json(&dir.join("results.json"))
+}
+
+fn cells(d: &Value) -> &Vec<Value> {
+    d["cells"].as_array().expect("cells is an array")
+}
+
+#[test]
+fn list_names_every_study_and_which_cannot_run() {
+    let out = run_tlslab(&["experiment", "list"], Duration::from_secs(20));
+    let s = expect_ok(&out);
+    for name in [
+        "seed000-reuse",
+        "seed000-cluster",
+        "seed001-breakdown",
+        "seed002-overload",
+        "seed003-table2",
+        "seed004-handshake",
+    ] {
+        assert!(s.contains(name), "{name} missing from:\n{s}");
+    }
+    let cluster = s
+        .lines()
+        .find(|l| l.starts_with("seed000-cluster"))
+        .expect("a cluster line");
+    assert!(cluster.contains("engine not landed"), "{cluster}");
+    let reuse = s
+        .lines()
+        .find(|l| l.starts_with("seed000-reuse"))
+        .expect("a reuse line");
+    assert!(reuse.contains("runs"), "{reuse}");
+}
+
+#[test]
+fn a_study_whose_engine_has_not_landed_exits_2_and_runs_nothing() {
+    let tmp = common::tempdir();
+    let out_dir = tmp.path().join("cluster");
+    let out = run_tlslab(
+        &[
+            "experiment",
+            "run",
+            "seed000-cluster",
+            "--quick",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("engine not landed") && err.contains("tlslab cluster"),
+        "{err}"
+    );
+    assert!(!out_dir.exists(), "nothing may be written");
+    assert_no_panic(&out.stderr);
+}
+
+#[test]
+fn unknown_studies_and_bad_matrix_files_exit_2_naming_the_problem() {
+    let tmp = common::tempdir();
+    let out = run_tlslab(
+        &["experiment", "run", "seed999-nothing"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("experiment list"));
+
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"x\"\nengine = \"load\"\n[factors]\ncipher = [\"rc4\"]\n",
+    )
+    .unwrap();
+    let out = run_tlslab(
+        &["experiment", "run", "--config", bad.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown factor 'cipher'"), "{err}");
+
+    std::fs::write(&bad, "name = \"x\"\nengine = \"load\"\ncell = \"soon\"\n").unwrap();
+    let out = run_tlslab(
+        &["experiment", "run", "--config", bad.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cell"));
+
+    let missing = tmp.path().join("missing.toml");
+    let out = run_tlslab(
+        &["experiment", "run", "--config", missing.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+
+    let out = run_tlslab(
+        &["experiment", "run", "seed001-breakdown", "--quick"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--insecure-ablation"));
+}
+
+const MATRIX: &str = r#"
+name = "resume-test"
+engine = "load"
+repeats = 2
+cell = "1s"
+warmup = "200ms"
+[factors]
+reuse = [0, 1]
+version = "1.3"
+key = "ecdsa-p256"
+clients = 2
+"#;
+
+#[test]
+fn a_matrix_runs_interleaved_and_an_interrupted_run_resumes_without_rerunning_cells() {
+    let tmp = common::tempdir();
+    let cfg = tmp.path().join("m.toml");
+    std::fs::write(&cfg, MATRIX).unwrap();
+    let dir = tmp.path().join("out");
+    let (cfg_s, dir_s) = (cfg.to_str().unwrap(), dir.to_str().unwrap());
+    let out = run_tlslab(
+        &["experiment", "run", "--config", cfg_s, "--out", dir_s],
+        Duration::from_secs(120),
+    );
+    expect_ok(&out);
+    let full = doc(&dir);
+    assert_eq!(full["kind"], "tlslab-experiment");
+    assert_eq!(full["complete"], true);
+    let ids: Vec<&str> = cells(&full)
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    // Repeats interleaved: every point once, then every point again.
+    assert_eq!(
+        ids,
+        [
+            "reuse0-tls1.3-ecdsa-p256-c2-r1",
+            "reuse1-tls1.3-ecdsa-p256-c2-r1",
+            "reuse0-tls1.3-ecdsa-p256-c2-r2",
+            "reuse1-tls1.3-ecdsa-p256-c2-r2"
+        ]
+    );
+    for c in cells(&full) {
+        assert!(c["metrics"]["requests"].as_u64().unwrap() > 0, "{c}");
+        assert!(c["command_line"].as_str().unwrap().contains("tlslab load"));
+    }
+    // A second run into the same directory without --resume is refused.
+    let again = run_tlslab(
+        &["experiment", "run", "--config", cfg_s, "--out", dir_s],
+        Duration::from_secs(20),
+    );
+    assert_eq!(again.status.code(), Some(2), "{}", show(&again));
+
+    // Simulate an interruption after two cells: the document as it was
+    // written then (incomplete, two cells).
+    let mut partial = full.clone();
+    partial["cells"] = Value::Array(cells(&full)[..2].to_vec());
+    partial["complete"] = Value::Bool(false);
+    partial["finished_unix_ms"] = Value::from(0);
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_vec_pretty(&partial).unwrap(),
+    )
+    .unwrap();
+    let out = run_tlslab(
+        &["experiment", "run", "--config", cfg_s, "--resume", dir_s],
+        Duration::from_secs(120),
+    );
+    let stdout = expect_ok(&out);
+    assert!(stdout.contains("resumed"), "{stdout}");
+    let resumed = doc(&dir);
+    assert_eq!(resumed["complete"], true);
+    let rc = cells(&resumed);
+    assert_eq!(rc.len(), 4);
+    // The two finished cells were kept as they were, not rerun.
+    assert_eq!(rc[0], cells(&full)[0]);
+    assert_eq!(rc[1], cells(&full)[1]);
+    assert_eq!(rc[3]["id"], "reuse1-tls1.3-ecdsa-p256-c2-r2");
+    assert!(rc[2]["started_unix_ms"].as_u64() > cells(&full)[3]["started_unix_ms"].as_u64());
+
+    // Resuming with another matrix is refused.
+    std::fs::write(&cfg, MATRIX.replace("repeats = 2", "repeats = 3")).unwrap();
+    let out = run_tlslab(
+        &["experiment", "run", "--config", cfg_s, "--resume", dir_s],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("matrix differs"));
+}
+
+#[test]
+fn seed004_handshake_quick_measures_bytes_round_trips_and_the_response_time_model() {
+    let tmp = common::tempdir();
+    let dir = tmp.path().join("s4");
+    let out = run_tlslab(
+        &[
+            "experiment",
+            "run",
+            "seed004-handshake",
+            "--quick",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        Duration::from_secs(240),
+    );
+    let stdout = expect_ok(&out);
+    assert_no_panic(&out.stderr);
+    assert!(stdout.contains("Paper against today"), "{stdout}");
+    let d = doc(&dir);
+    assert_eq!(d["complete"], true);
+    assert_eq!(d["quick"], true);
+    let env = &d["environment"];
+    assert!(env["cores"].as_u64().unwrap() >= 1);
+    assert!(env["tls_library"].as_str().unwrap().contains("rustls 0.23"));
+    assert!(!env["kernel"].as_str().unwrap().is_empty());
+    // 6 handshake points (TLS 1.2 with the hybrid group excluded, said so),
+    // 2 closed-loop model cells and 2 open-loop utilisations.
+    let cs = cells(&d);
+    assert_eq!(
+        cs.len(),
+        10,
+        "{:#?}",
+        cs.iter().map(|c| &c["id"]).collect::<Vec<_>>()
+    );
+    assert!(
+        d["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("TLS 1.3 key exchange"))
+    );
+    let mut orders = Vec::new();
+    for c in cs {
+        let m = &c["metrics"];
+        let load = &c["load"];
+        // Measured, and consistent with the load engine's own report.
+        assert!(m["requests"].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(m["requests"], load["requests"]["completed"], "{c}");
+        assert!(m["requests_per_s"].as_f64().unwrap() > 0.0);
+        assert!(m["server_cpu_us_per_request"].as_f64().unwrap() > 0.0);
+        assert!(m["window_s"].as_f64().unwrap() > 0.0);
+        orders.push(c["order"].as_u64().unwrap());
+        if c["factors"]["reuse"] == "0.5" {
+            let bytes =
+                m["full_bytes_in"].as_f64().unwrap() + m["full_bytes_out"].as_f64().unwrap();
+            assert!(bytes > 500.0, "{c}");
+            let rt = m["full_round_trips"].as_f64().unwrap();
+            let want = if c["factors"]["version"] == "1.2" {
+                2.0
+            } else {
+                1.0
+            };
+            assert!((rt - want).abs() < 0.5, "round trips {rt}: {c}");
+            assert!(m["resumed_round_trips"].as_f64().unwrap() > 0.0, "{c}");
+        }
+    }
+    assert_eq!(orders, (0..10).collect::<Vec<u64>>());
+    let bytes_of = |g: &str| {
+        cs.iter()
+            .find(|c| {
+                c["factors"]["group"] == g
+                    && c["factors"]["version"] == "1.3"
+                    && c["factors"]["key"] == "ecdsa-p256"
+            })
+            .map(|c| {
+                c["metrics"]["full_bytes_in"].as_f64().unwrap()
+                    + c["metrics"]["full_bytes_out"].as_f64().unwrap()
+            })
+            .unwrap()
+    };
+    // ML-KEM-768 adds a 1184-byte key share and a 1088-byte ciphertext.
+    let extra = bytes_of("X25519MLKEM768") - bytes_of("x25519");
+    assert!(
+        (2000.0..2600.0).contains(&extra),
+        "post-quantum extra {extra} bytes"
+    );
+    // Every comparison has the paper's figure and a measured one, linked to
+    // cells that exist.
+    let ids: Vec<&str> = cs.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    let comps = d["comparisons"].as_array().unwrap();
+    assert!(comps.len() >= 10);
+    for c in comps {
+        assert!(!c["paper"].as_str().unwrap().is_empty(), "{c}");
+        assert!(c["today"].as_f64().is_some(), "not measured: {c}");
+        assert!(!c["reason"].as_str().unwrap().is_empty());
+        for id in c["cells"].as_array().unwrap() {
+            assert!(ids.contains(&id.as_str().unwrap()), "{id} is not a cell");
+        }
+    }
+    assert!(comps.iter().any(|c| {
+        c["quantity"]
+            .as_str()
+            .unwrap()
+            .starts_with("mean response time at")
+    }));
+    assert!(!d["curves"].as_array().unwrap().is_empty());
+}
