@@ -607,7 +607,8 @@ fn nginx_serves_a_replayed_access_log_from_fileset() {
 /// `tlslab load --h2 -c 2 -m 10 -n 200 --requests-per-conn 0` against nginx
 /// with HTTP/2 on (`listen … ssl http2` on 1.22, `http2 on` from 1.25.1):
 /// nginx's own log must show 200 requests, all `HTTP/2.0` and 200, on 2
-/// connections; `--requests-per-conn 50` must make 4. Against an nginx
+/// connections; `--requests-per-conn 50` 4 or 5, as tlslab counted them.
+/// Against an nginx
 /// without HTTP/2 every connection fails by kind (no panic, exit 1).
 #[test]
 #[ignore = "needs peers; run by .ci/run"]
@@ -615,7 +616,9 @@ fn nginx_http2_log_shows_load_h2_requests_protocol_and_connections() {
     let dir = tempdir();
     let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
     let nginx = Nginx::start_h2(&dir.path().join("nginx"), &c);
-    for (k, conns) in [("0", 2usize), ("50", 4)] {
+    // K = 50: the two clients share the -n budget, so their last
+    // connections may split the remainder: 4 or 5 connections.
+    for (k, want) in [("0", 2..=2usize), ("50", 4..=5)] {
         let uri = format!("/4k.bin?k={k}");
         let json = dir.path().join(format!("h2-{k}.json"));
         let out = run_tlslab(
@@ -643,7 +646,8 @@ fn nginx_http2_log_shows_load_h2_requests_protocol_and_connections() {
         let r = load_json(&json);
         assert!(errors(&r).is_empty(), "K={k}: {r:#}");
         assert_eq!(num(&r, "requests/succeeded"), 200.0, "K={k}: {r:#}");
-        assert_eq!(num(&r, "http/connections"), conns as f64, "K={k}: {r:#}");
+        let conns = num(&r, "http/connections") as usize;
+        assert!(want.contains(&conns), "K={k}: {r:#}");
 
         // nginx logs a request when it completes: poll until all are in.
         let deadline = Instant::now() + Duration::from_secs(3);

@@ -9,7 +9,6 @@
 //! per stream: its HEADERS sent → its response HEADERS received.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
