@@ -664,7 +664,12 @@ fn nginx_http2_log_shows_load_h2_requests_protocol_and_connections() {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert_eq!(lines.len(), 200, "K={k}: nginx logged {} requests", lines.len());
+        assert_eq!(
+            lines.len(),
+            200,
+            "K={k}: nginx logged {} requests",
+            lines.len()
+        );
         assert!(
             lines.iter().all(|l| l.0 == "HTTP/2.0" && l.1 == 200),
             "K={k}: {:?}",

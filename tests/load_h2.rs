@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::nginx;
 use common::{
-    Serve, assert_no_panic, errors, expect_ok, free_port, load_json, num, run_tlslab, show,
-    tempdir,
+    Serve, assert_no_panic, errors, expect_ok, free_port, load_json, num, run_tlslab, show, tempdir,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -99,10 +98,7 @@ fn load_h2_two_clients_ten_streams_two_connections_server_logs_http2() {
         &lines[..2]
     );
     // `$connection_id` is the third field from the end.
-    let conns: BTreeSet<&str> = lines
-        .iter()
-        .filter_map(|l| l.rsplit(' ').nth(2))
-        .collect();
+    let conns: BTreeSet<&str> = lines.iter().filter_map(|l| l.rsplit(' ').nth(2)).collect();
     assert_eq!(conns.len(), 2, "{conns:?}");
 }
 

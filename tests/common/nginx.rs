@@ -158,7 +158,8 @@ impl Nginx {
             };
             config.write().expect("write nginx config");
             if let Some(v) = version {
-                std::fs::write(config.conf_path(), config.render_h2(v)).expect("write nginx config");
+                std::fs::write(config.conf_path(), config.render_h2(v))
+                    .expect("write nginx config");
             }
             let mut cmd = Command::new(&nginx);
             cmd.arg("-p")
@@ -297,7 +298,14 @@ impl Config {
             .map(|l| {
                 let f: Vec<&str> = l.split(' ').collect();
                 let parsed = (f.len() == 4)
-                    .then(|| Some((f[0].to_string(), f[1].parse().ok()?, f[2].parse().ok()?, f[3].to_string())))
+                    .then(|| {
+                        Some((
+                            f[0].to_string(),
+                            f[1].parse().ok()?,
+                            f[2].parse().ok()?,
+                            f[3].to_string(),
+                        ))
+                    })
                     .flatten();
                 parsed.unwrap_or_else(|| panic!("nginx h2 log: cannot parse {l:?}"))
             })

@@ -108,13 +108,20 @@ fn two_clients_ten_streams_make_two_connections_the_server_sees_as_http2() {
         assert_eq!(on_conn, (0..streams.len() as u64).collect::<Vec<_>>());
         for r in streams {
             let first = num(r, "req_on_conn") == 0;
-            assert_eq!(r["kind"] != "none", first, "client {client} conn {conn}: {r:?}");
+            assert_eq!(
+                r["kind"] != "none",
+                first,
+                "client {client} conn {conn}: {r:?}"
+            );
             assert_eq!(!r["connect_us"].is_empty(), first);
             assert_eq!(num(r, "body_bytes"), 1000);
             assert!(num(r, "total_us") >= num(r, "ttfb_us"));
         }
         let top = max_overlap(streams);
-        assert!((2..=10).contains(&top), "client {client}: {top} streams overlapped");
+        assert!(
+            (2..=10).contains(&top),
+            "client {client}: {top} streams overlapped"
+        );
     }
 
     // The server: two connections, 200 HTTP/2 requests.
@@ -159,7 +166,10 @@ fn requests_per_conn_counts_streams_and_reuse_is_per_connection() {
     for (client, sizes) in &by_client {
         let n: usize = sizes.iter().sum();
         assert_eq!(sizes.len(), n.div_ceil(50), "client {client}: {sizes:?}");
-        assert!(sizes[..sizes.len() - 1].iter().all(|&k| k == 50), "{sizes:?}");
+        assert!(
+            sizes[..sizes.len() - 1].iter().all(|&k| k == 50),
+            "{sizes:?}"
+        );
     }
     let n_conns = conns.len() as u64;
     assert!((4..=5).contains(&n_conns), "{by_client:?}");
@@ -214,7 +224,12 @@ fn a_server_without_h2_fails_connections_by_kind_not_a_panic() {
     let report = tlslab_load::run(&cfg).unwrap();
     assert_eq!(report.requests.attempted, 10);
     assert_eq!(report.requests.completed, 0);
-    assert_eq!(report.errors.get("alpn_not_h2"), Some(&10), "{:?}", report.errors);
+    assert_eq!(
+        report.errors.get("alpn_not_h2"),
+        Some(&10),
+        "{:?}",
+        report.errors
+    );
     let snap = srv.shutdown();
     assert_eq!(snap.requests.https, 0);
 

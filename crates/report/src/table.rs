@@ -296,7 +296,9 @@ impl LoadReport {
                  client crypto per request: handshake {}, records {}",
                 h.protocol,
                 h.max_concurrent_streams
-                    .map_or_else(String::new, |m| format!(" (up to {m} streams per connection)")),
+                    .map_or_else(String::new, |m| format!(
+                        " (up to {m} streams per connection)"
+                    )),
                 h.connections,
                 h.requests_per_connection
                     .map_or_else(|| "-".into(), |r| format!("{r:.1}")),

@@ -303,7 +303,12 @@ fn http_summary(cfg: &LoadConfig, report: &LoadReport, out: &Outcome) -> tlslab_
         }
     }
     tlslab_report::Http {
-        protocol: if cfg.http2.is_some() { "h2" } else { "http/1.1" }.into(),
+        protocol: if cfg.http2.is_some() {
+            "h2"
+        } else {
+            "http/1.1"
+        }
+        .into(),
         max_concurrent_streams: cfg.http2.map(|h| h.max_concurrent_streams),
         connections: out.connections,
         requests_per_connection: (out.connections > 0)
