@@ -181,14 +181,7 @@ impl Client {
     {
         let o = &sh.origins[self.ident.origin];
         let Ok(authority) = Authority::try_from(o.host_header.as_bytes()) else {
-            let Open {
-                slot,
-                guard,
-                rec,
-                uri,
-                start,
-            } = first;
-            return self.fail(sh, slot, guard, rec, start, "bad_url", uri);
+            return self.fail_open(sh, first, "bad_url");
         };
         let to = Target {
             scheme: if o.tls.is_some() {
@@ -209,24 +202,10 @@ impl Client {
             Some(Ok(x)) => x,
             Some(Err(e)) => {
                 let kind = sh.classify(&e);
-                let Open {
-                    slot,
-                    guard,
-                    rec,
-                    uri,
-                    start,
-                } = first;
-                return self.fail(sh, slot, guard, rec, start, &kind, uri);
+                return self.fail_open(sh, first, &kind);
             }
             None => {
-                let Open {
-                    slot,
-                    guard,
-                    rec,
-                    uri,
-                    start,
-                } = first;
-                return self.fail(sh, slot, guard, rec, start, "timeout", uri);
+                return self.fail_open(sh, first, "timeout");
             }
         };
         // `conn` hands requests to the HTTP/2 connection task (which hyper
@@ -294,6 +273,19 @@ impl Client {
             // Let the connection close cleanly (GOAWAY, close_notify, FIN).
             let _ = with_timeout(CLOSE_GRACE.min(sh.timeout), conn).await;
         }
+    }
+
+    /// Counts the connection's first stream as failed with `kind` before it
+    /// was sent.
+    fn fail_open(&mut self, sh: &Shared, first: Open<'_>, kind: &str) {
+        let Open {
+            slot,
+            guard,
+            rec,
+            uri,
+            start,
+        } = first;
+        self.fail(sh, slot, guard, rec, start, kind, uri);
     }
 
     /// Records a finished stream; returns whether the connection may carry
