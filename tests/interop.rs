@@ -601,3 +601,109 @@ fn nginx_serves_a_replayed_access_log_from_fileset() {
     }
     assert_no_panic(nginx.proc.stderr_text().as_bytes());
 }
+
+// ------------------------------------------- HTTP/2 load against nginx ---
+
+/// `tlslab load --h2 -c 2 -m 10 -n 200 --requests-per-conn 0` against nginx
+/// with HTTP/2 on (`listen … ssl http2` on 1.22, `http2 on` from 1.25.1):
+/// nginx's own log must show 200 requests, all `HTTP/2.0` and 200, on 2
+/// connections; `--requests-per-conn 50` 4 or 5, as tlslab counted them.
+/// Against an nginx
+/// without HTTP/2 every connection fails by kind (no panic, exit 1).
+#[test]
+#[ignore = "needs peers; run by .ci/run"]
+fn nginx_http2_log_shows_load_h2_requests_protocol_and_connections() {
+    let dir = tempdir();
+    let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
+    let nginx = Nginx::start_h2(&dir.path().join("nginx"), &c);
+    // K = 50: the two clients share the -n budget, so their last
+    // connections may split the remainder: 4 or 5 connections.
+    for (k, want) in [("0", 2..=2usize), ("50", 4..=5)] {
+        let uri = format!("/4k.bin?k={k}");
+        let json = dir.path().join(format!("h2-{k}.json"));
+        let out = run_tlslab(
+            &[
+                "load",
+                &nginx.url(&uri),
+                "--cacert",
+                s(&c.ca),
+                "--h2",
+                "-c",
+                "2",
+                "-m",
+                "10",
+                "-n",
+                "200",
+                "--requests-per-conn",
+                k,
+                "--json",
+                s(&json),
+            ],
+            LIMIT,
+        );
+        expect_ok(&out);
+        assert_no_panic(&out.stderr);
+        let r = load_json(&json);
+        assert!(errors(&r).is_empty(), "K={k}: {r:#}");
+        assert_eq!(num(&r, "requests/succeeded"), 200.0, "K={k}: {r:#}");
+        let conns = num(&r, "http/connections") as usize;
+        assert!(want.contains(&conns), "K={k}: {r:#}");
+
+        // nginx logs a request when it completes: poll until all are in.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut lines = Vec::new();
+        while Instant::now() < deadline {
+            lines = nginx
+                .config
+                .h2_lines()
+                .into_iter()
+                .filter(|l| l.3 == uri)
+                .collect();
+            if lines.len() >= 200 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            lines.len(),
+            200,
+            "K={k}: nginx logged {} requests",
+            lines.len()
+        );
+        assert!(
+            lines.iter().all(|l| l.0 == "HTTP/2.0" && l.1 == 200),
+            "K={k}: {:?}",
+            &lines[..3]
+        );
+        let ids: std::collections::BTreeSet<u64> = lines.iter().map(|l| l.2).collect();
+        assert_eq!(ids.len(), conns, "K={k}: nginx saw connections {ids:?}");
+    }
+
+    // nginx without HTTP/2 refuses a client that offers only h2.
+    let plain = Nginx::start(&dir.path().join("nginx-h1"), &c, true);
+    let json = dir.path().join("h1-only.json");
+    let out = run_tlslab(
+        &[
+            "load",
+            &plain.url("/4k.bin"),
+            "--cacert",
+            s(&c.ca),
+            "--h2",
+            "-n",
+            "5",
+            "--json",
+            s(&json),
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert_no_panic(&out.stderr);
+    let r = load_json(&json);
+    let e = errors(&r);
+    assert_eq!(e.values().sum::<u64>(), 5, "{r:#}");
+    assert!(
+        e.keys()
+            .all(|k| k == "alpn_not_h2" || k.starts_with("tls_alert_")),
+        "{e:?}"
+    );
+}

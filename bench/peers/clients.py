@@ -5,6 +5,8 @@ Modes:
   res12   new TLS 1.2 connection per request, resuming a session
   res13   new TLS 1.3 connection per request, resuming a session
   ka      keep-alive: many 4 KiB requests per TLS 1.3 connection
+  h2ka    keep-alive HTTP/2: many 4 KiB requests per TLS 1.3 connection,
+          STREAMS streams in flight on each (tlslab load --h2 -m, h2load -m)
 
 `build(...)` returns a tool's argv for a mode, or a string saying why the
 tool cannot do the mode; `tlslab_args` builds tlslab load's, sized by
@@ -20,6 +22,7 @@ import re
 from servers import GROUPS_OPENSSL, GROUPS_RUSTLS, SUITES_RUSTLS, TLS13_SUITE_OPENSSL
 
 CLIENTS = 32  # concurrent connections of the closed-loop tools
+STREAMS = 10  # HTTP/2 streams in flight per connection (h2ka)
 TOOLS = ["tlslab-load", "h2load", "wrk", "httperf", "openssl-s_time"]
 
 MODE_TEXT = {
@@ -28,6 +31,7 @@ MODE_TEXT = {
     "res12": "resumed TLS 1.2 handshake",
     "res13": "resumed TLS 1.3 handshake",
     "ka": "keep-alive 4 KiB request",
+    "h2ka": f"keep-alive HTTP/2 4 KiB request (-m {STREAMS})",
 }
 
 
@@ -40,7 +44,8 @@ def tlslab_args(env, mode, url, size, clients=CLIENTS, json_path=None, extra=())
          "--suite", SUITES_RUSTLS, "--group", GROUPS_RUSTLS, "-c", str(clients),
          "--tls", mode_version(mode), "--timeout", "30s"]
     a += {"full12": ["--reuse", "0"], "full13": ["--reuse", "0"], "res12": ["--reuse", "100"],
-          "res13": ["--reuse", "100"], "ka": ["--requests-per-conn", "0"]}[mode]
+          "res13": ["--reuse", "100"], "ka": ["--requests-per-conn", "0"],
+          "h2ka": ["--requests-per-conn", "0", "--h2", "-m", str(STREAMS)]}[mode]
     a += ["-d", f"{size[1]}s"] if size[0] == "d" else ["-n", str(size[1])]
     if json_path:
         a += ["--json", json_path]
@@ -54,6 +59,12 @@ def build(env, tool, mode, url, port, seconds, rate_hint, json_path):
     n = max(CLIENTS * 4, int(rate_hint * seconds))
     if tool == "tlslab-load":
         return tlslab_args(env, mode, url, ("d", seconds), json_path=json_path)
+    if tool == "h2load" and mode == "h2ka":
+        return [env.tools["h2load"], "-t", "1", "--tls13-ciphers", TLS13_SUITE_OPENSSL,
+                "--groups", GROUPS_OPENSSL, "-c", str(CLIENTS), "-m", str(STREAMS),
+                "-D", str(seconds), url]
+    if mode == "h2ka" and tool != "tlslab-load":
+        return f"{tool} does not speak HTTP/2"
     if tool == "h2load":
         base = [env.tools["h2load"], "--h1", "-t", "1",
                 "--tls13-ciphers", TLS13_SUITE_OPENSSL, "--groups", GROUPS_OPENSSL]

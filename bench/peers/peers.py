@@ -149,7 +149,8 @@ class Cell:
 
 def expected(mode):
     """(handshake kind or None, TLS version) a mode must produce."""
-    kind = {"full12": "full", "full13": "full", "res12": "resumed", "res13": "resumed", "ka": None}[mode]
+    kind = {"full12": "full", "full13": "full", "res12": "resumed", "res13": "resumed", "ka": None,
+            "h2ka": None}[mode]
     return kind, "TLSv1.2" if mode in ("full12", "res12") else "TLSv1.3"
 
 
@@ -187,6 +188,13 @@ def run_cell(env, srv, cell, seconds, outdir, rnd):
     res["claims"] = {k: v for k, v in clients.claims(cell.tool, run, json_path).items() if k != "json"}
     ok = [r for r in recs if r.status == 200]
     conns = [r for r in recs if r.first]
+    if cell.spec.h2:
+        # nginx's $connection_requests does not count HTTP/2 streams the way
+        # it counts HTTP/1.1 requests: count connections by their serial.
+        seen = {}
+        for r in recs:
+            seen.setdefault(r.conn, r)
+        conns = list(seen.values())
     res["log"] = {
         "requests": len(recs),
         "ok": len(ok),
@@ -195,6 +203,7 @@ def run_cell(env, srv, cell, seconds, outdir, rnd):
         "full": sum(1 for r in conns if not r.reused),
         "resumed": sum(1 for r in conns if r.reused),
         "protocols": dict(collections.Counter(r.proto for r in conns)),
+        "http": dict(collections.Counter(r.http for r in recs if r.http)),
     }
     kind, proto = expected(cell.mode)
     lg = res["log"]
@@ -206,12 +215,16 @@ def run_cell(env, srv, cell, seconds, outdir, rnd):
                         + (run.stderr or run.stdout).strip()[-200:] + ")")
     # A run bounded by time cuts off the requests in flight at its end: the
     # server logs those as short (or failed) responses.
-    if lg["bad_size"] > clients.CLIENTS:
+    # (HTTP/2: every connection has up to STREAMS requests in flight.)
+    cut = clients.CLIENTS * (clients.STREAMS if cell.mode == "h2ka" else 1)
+    if lg["bad_size"] > cut:
         problems.append(f"{lg['bad_size']} responses not {FILE_SIZE} bytes")
-    if lg["requests"] - lg["ok"] > max(clients.CLIENTS, 0.01 * lg["requests"]):
+    if lg["requests"] - lg["ok"] > max(cut, 0.01 * lg["requests"]):
         problems.append(f"{lg['requests'] - lg['ok']} non-200 responses")
     if conns and lg["protocols"].get(proto, 0) < 0.99 * len(conns):
         problems.append(f"negotiated {lg['protocols']}, not {proto}")
+    if cell.mode == "h2ka" and lg["http"].get("HTTP/2.0", 0) < lg["requests"]:
+        problems.append(f"HTTP versions in the server's log: {lg['http']}, not all HTTP/2.0")
     limits = []  # the tool ran fine but cannot do what the mode asks
     if kind == "full":
         units = lg["full"]
@@ -260,10 +273,18 @@ def plan(args):
     tools = [t for t in clients.TOOLS if t in args.tools]
     if "client" in args.sections:
         cells = [Cell("client", "nginx", S("ecdsa", both), t, m)
-                 for m in ("full13", "res13", "ka") for t in tools]
-        groups.append(("nginx", S("ecdsa", both), cells))
-        groups.append(("nginx", S("ecdsa", ("1.2",)),
-                       [Cell("client", "nginx", S("ecdsa", ("1.2",)), t, "res12") for t in tools]))
+                 for m in ("full13", "res13", "ka") if m in args.modes for t in tools]
+        if cells:
+            groups.append(("nginx", S("ecdsa", both), cells))
+        if "res12" in args.modes:
+            groups.append(("nginx", S("ecdsa", ("1.2",)),
+                           [Cell("client", "nginx", S("ecdsa", ("1.2",)), t, "res12") for t in tools]))
+        if "h2ka" in args.modes:
+            # HTTP/2 on the same nginx build and settings, ALPN h2 added:
+            # only the tools that speak HTTP/2.
+            h2 = S("ecdsa", both, h2=True)
+            groups.append(("nginx", h2, [Cell("client", "nginx", h2, t, "h2ka")
+                                         for t in tools if t in ("tlslab-load", "h2load")]))
     if "server" in args.sections:
         for name in args.servers:
             cells = [Cell("server", name, S("ecdsa", both), "tlslab-load", m)
@@ -694,7 +715,7 @@ def render(meta, results, bound, agree, mem, prof, targets_out):
         w("")
         w("| mode | tool | client µs/unit (median) | spread | ratio tlslab/tool (median, spread) | note |")
         w("|---|---|---:|---:|---:|---|")
-        for mode in ("full13", "res12", "res13", "ka"):
+        for mode in ("full13", "res12", "res13", "ka", "h2ka"):
             for tool in clients.TOOLS:
                 k = f"client|nginx|ecdsa|{tool}|{mode}"
                 if k not in keyd:
@@ -854,6 +875,9 @@ def parse_args(argv):
                    help="comma-separated sections to run (default: all but profile)")
     p.add_argument("--servers", default="tlslab-serve,nginx,apache", help="servers for the server and memory sections")
     p.add_argument("--tools", default=",".join(clients.TOOLS), help="client tools for the client section")
+    p.add_argument("--modes", default="full13,res12,res13,ka,h2ka",
+                   help="client-section modes: full13, res12, res13, ka (keep-alive HTTP/1.1), "
+                        "h2ka (keep-alive HTTP/2, tlslab load --h2 vs h2load, -m %d)" % clients.STREAMS)
     p.add_argument("--sessions", default=None,
                    help="session counts of the memory ladder (default 1000,10000,100000; --smoke: 1000)")
     p.add_argument("--conns", default=None, help="two idle-connection counts (default 100,2000; --smoke: 20,200)")
@@ -876,6 +900,10 @@ def parse_args(argv):
     a.sections = [s for s in a.sections.split(",") if s]
     a.servers = [s for s in a.servers.split(",") if s]
     a.tools = [s for s in a.tools.split(",") if s]
+    a.modes = [s for s in a.modes.split(",") if s]
+    for m in a.modes:
+        if m not in ("full13", "res12", "res13", "ka", "h2ka"):
+            p.error(f"--modes: unknown mode {m!r} (full13, res12, res13, ka, h2ka)")
     a.profile = [s for s in a.profile.split(",") if s]
     for s in a.sections:
         if s not in ("client", "server", "bound", "agreement", "memory", "sessions", "conns", "profile"):

@@ -7,6 +7,7 @@ was resumed, so the harness counts what really happened."""
 import os
 import re
 import signal
+import subprocess
 
 from procs import Daemon, free_port
 
@@ -30,8 +31,11 @@ class Spec:
     """What a server instance is configured with."""
 
     def __init__(self, key="ecdsa", versions=("1.2", "1.3"), tickets=True,
-                 cache_sessions=40000, log=True, max_conns=20000, threads=64):
+                 cache_sessions=40000, log=True, max_conns=20000, threads=64, h2=False):
         self.key = key
+        # HTTP/2 on (nginx only): ALPN h2 and http/1.1, and the access log
+        # adds each request's connection serial and protocol.
+        self.h2 = h2
         self.versions = tuple(versions)
         self.tickets = tickets
         self.cache_sessions = cache_sessions
@@ -43,15 +47,18 @@ class Spec:
         self.threads = threads
 
     def key_id(self):
-        return (self.key, self.versions, self.tickets, self.cache_sessions, self.log, self.threads)
+        return (self.key, self.versions, self.tickets, self.cache_sessions, self.log, self.threads,
+                self.h2)
 
 
 class Record:
     """One access-log line, normalised across servers."""
 
-    __slots__ = ("first", "reused", "proto", "status", "bytes", "t")
+    __slots__ = ("first", "reused", "proto", "status", "bytes", "t", "conn", "http")
 
-    def __init__(self, first, reused, proto, status, nbytes, t):
+    def __init__(self, first, reused, proto, status, nbytes, t, conn=None, http=None):
+        self.conn = conn  # the server's connection serial, where it logs one
+        self.http = http  # the HTTP protocol (HTTP/2.0, ...), where it logs one
         self.first = first
         self.reused = reused
         self.proto = proto
@@ -128,6 +135,15 @@ class Nginx(Server):
         protocols = " ".join(f"TLSv{v}" for v in s.versions)
         cache_mb = max(1, s.cache_sessions * 300 // (1 << 20) + 1)
         log = (f"access_log {self.access_log} tlslab;" if s.log else "access_log off;")
+        fmt = "$connection_requests $ssl_session_reused $ssl_protocol $status $body_bytes_sent $msec $request_time"
+        listen = f"listen 127.0.0.1:{self.port} ssl backlog=4096;"
+        if s.h2:
+            fmt += " $connection $server_protocol"
+            # nginx < 1.25.1 (Debian 12: 1.22) has only the listen parameter.
+            if nginx_version(self.env.tools["nginx"]) >= (1, 25, 1):
+                listen += "\n        http2 on;"
+            else:
+                listen = listen.replace(" ssl ", " ssl http2 ")
         conf = f"""# Written by tlslab's bench/peers harness.
 worker_processes 1;
 pid {d}/nginx.pid;
@@ -141,12 +157,12 @@ http {{
     uwsgi_temp_path {d}/tmp/uwsgi;
     scgi_temp_path {d}/tmp/scgi;
     default_type application/octet-stream;
-    log_format tlslab '$connection_requests $ssl_session_reused $ssl_protocol $status $body_bytes_sent $msec $request_time';
+    log_format tlslab '{fmt}';
     {log}
     keepalive_requests 10000000;
     keepalive_timeout 300s;
     server {{
-        listen 127.0.0.1:{self.port} ssl backlog=4096;
+        {listen}
         ssl_certificate {self.chain};
         ssl_certificate_key {self.keyfile};
         ssl_protocols {protocols};
@@ -168,13 +184,23 @@ http {{
 
     def parse(self, line):
         f = line.split()
-        if len(f) != 7:
+        if len(f) not in (7, 9):
             return None
         try:
             return Record(f[0] == "1", f[1] == "r", f[2], int(f[3]), int(f[4]),
-                          float(f[5]))
+                          float(f[5]), *((int(f[7]), f[8]) if len(f) == 9 else ()))
         except ValueError:
             return None
+
+
+def nginx_version(nginx):
+    """`nginx -v` as a tuple, e.g. (1, 22, 1); (0, 0, 0) if unreadable."""
+    try:
+        p = subprocess.run([nginx, "-v"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return (0, 0, 0)
+    m = re.search(r"nginx/(\d+)\.(\d+)(?:\.(\d+))?", p.stderr + p.stdout)
+    return tuple(int(x or 0) for x in m.groups()) if m else (0, 0, 0)
 
 
 APACHE_MODULES = ["mpm_event", "authz_core", "mime", "log_config", "socache_shmcb", "ssl", "unixd"]

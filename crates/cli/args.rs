@@ -469,9 +469,15 @@ pub enum ResumeWith {
     after_help = "Example:\n  tlslab load https://127.0.0.1:8443/specweb96/class1_3 --cacert certs/ca.pem \\\n      \
     -c 16 -d 10s --requests-per-conn 1 --reuse 50 --tls 1.3 --json run.json --log run.csv\n  \
     tlslab load https://127.0.0.1:8443 --workload specweb96 --seed 7 --think-time exp:mean=100ms -c 32\n  \
-    tlslab load https://127.0.0.1:8443/dyn?work=1000 --rate 500 --arrivals poisson -d 10s\n\n\
+    tlslab load https://127.0.0.1:8443/dyn?work=1000 --rate 500 --arrivals poisson -d 10s\n  \
+    tlslab load https://127.0.0.1:8443/specweb96/class1_0 --cacert certs/ca.pem --h2 -c 2 -m 10 \\\n      \
+    --requests-per-conn 0 -n 2000\n\n\
     --reuse follows seed 000's running counter: each client offers resumption whenever the share \
     of its connections that resumed is below P, so 50 gives N R N R ..., 100 gives N R R R ....\n\
+    With --h2, -c is the number of connections at a time and -m the streams in flight on each \
+    (as h2load's -c and -m); every stream is one request and one --log row, and a connection's \
+    first stream carries its connect and handshake times. --h2 does not take --rate, \
+    --think-time, --retry-on-failure or --early-data.\n\
     All figures are client-observed over the measurement window printed with them.\n\
     Exit code 1 when every request failed (the report is still printed)."
 )]
@@ -502,8 +508,25 @@ pub struct LoadArgs {
 
     /// Requests per connection: 1 opens a new connection for every request
     /// (as the papers did); 0 keeps each connection alive for the whole run.
+    /// With --h2, streams per connection (0: as h2load, one connection per client).
     #[arg(long, default_value_t = 1, value_name = "K")]
     pub requests_per_conn: u32,
+
+    /// Speak HTTP/2: offer ALPN h2 only over TLS (a server that does not select it fails
+    /// the connection as `alpn_not_h2`), prior knowledge (h2c) over http://. Closed loop,
+    /// urls or specweb96 workload.
+    #[arg(long)]
+    pub h2: bool,
+
+    /// With --h2: streams each client keeps in flight on its connection (h2load's -m).
+    #[arg(
+        short = 'm',
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        requires = "h2"
+    )]
+    pub max_concurrent_streams: u32,
 
     /// Target share of connections that resume a session, in percent (0-100).
     /// (`sweep` takes a comma-separated list: one series per value.)

@@ -488,6 +488,8 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         }
     };
 
+    let http2 = http2(a, workload, &think_time)?;
+
     Ok(LoadConfig {
         targets,
         clients: a.clients,
@@ -497,6 +499,7 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         requests: a.requests,
         warmup: a.warmup,
         requests_per_conn: a.requests_per_conn,
+        http2,
         reuse: reuse / 100.0,
         resume_with: match a.resume_with {
             args::ResumeWith::Id => ResumeWith::Id,
@@ -522,6 +525,53 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         ablation: load_ablation,
         start_at: None,
     })
+}
+
+/// `--h2` and `-m`: HTTP/2 for the closed loop of the urls or specweb96
+/// workload.
+fn http2(
+    a: &args::LoadArgs,
+    workload: tlslab_load::Workload,
+    think_time: &tlslab_load::ThinkTime,
+) -> anyhow::Result<Option<tlslab_load::Http2>> {
+    if !a.h2 {
+        return Ok(None);
+    }
+    let m = a.max_concurrent_streams;
+    if m == 0 || m > 10_000 {
+        return bail(format!(
+            "--max-concurrent-streams {m}: give 1 to 10000 streams per connection"
+        ));
+    }
+    if a.rate.is_some() {
+        return bail(
+            "--rate opens a new connection per arrival, which HTTP/2 cannot amortise; \
+             drop --rate with --h2 (-c connections x -m streams is the closed loop)",
+        );
+    }
+    if !matches!(
+        workload,
+        tlslab_load::Workload::Urls | tlslab_load::Workload::Specweb96
+    ) {
+        return bail(format!(
+            "--h2 runs the urls or specweb96 workload; --workload {} models HTTP/1.1 browsers",
+            workload.name()
+        ));
+    }
+    if a.early_data || a.retry_on_failure || *think_time != tlslab_load::ThinkTime::Zero {
+        return bail(
+            "--h2 does not support --early-data, --retry-on-failure or --think-time yet; drop them",
+        );
+    }
+    if a.requests_per_conn == 1 && m > 1 {
+        eprintln!(
+            "tlslab: note: --requests-per-conn 1 gives every HTTP/2 connection one stream, so -m {m} \
+             has no effect; give --requests-per-conn 0 (or K > 1) to keep connections as h2load does"
+        );
+    }
+    Ok(Some(tlslab_load::Http2 {
+        max_concurrent_streams: m,
+    }))
 }
 
 /// Validates `tlslab sweep` flags: one load configuration per --reuse

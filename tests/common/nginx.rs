@@ -129,7 +129,24 @@ impl Nginx {
     /// Writes a config under `prefix` and starts nginx on a free port,
     /// retrying on another port if the one picked was taken meanwhile.
     pub fn start(prefix: &Path, certs: &Certs, tickets: bool) -> Nginx {
+        Nginx::start_with(prefix, certs, tickets, false)
+    }
+
+    /// As [`Nginx::start`], with HTTP/2 enabled (ALPN `h2` and `http/1.1`)
+    /// the way this nginx's version wants it, and a third access log in
+    /// [`H2_FORMAT`] ([`Config::h2_log`]).
+    pub fn start_h2(prefix: &Path, certs: &Certs) -> Nginx {
+        Nginx::start_with(prefix, certs, true, true)
+    }
+
+    fn start_with(prefix: &Path, certs: &Certs, tickets: bool, http2: bool) -> Nginx {
         let nginx = tool("nginx");
+        let version = if http2 {
+            let v = version(&nginx);
+            Some(v.unwrap_or_else(|| panic!("cannot read the version of {}", nginx.display())))
+        } else {
+            None
+        };
         let mut last = String::new();
         for _ in 0..5 {
             let config = Config {
@@ -140,6 +157,10 @@ impl Nginx {
                 tickets,
             };
             config.write().expect("write nginx config");
+            if let Some(v) = version {
+                std::fs::write(config.conf_path(), config.render_h2(v))
+                    .expect("write nginx config");
+            }
             let mut cmd = Command::new(&nginx);
             cmd.arg("-p")
                 .arg(&config.prefix)
@@ -215,6 +236,79 @@ impl Nginx {
             .unwrap_or_else(|e| panic!("nginx access log: {e}"))
             .into_iter()
             .filter(|l| l.uri == uri)
+            .collect()
+    }
+}
+
+/// The third access log's format, with HTTP/2 on: protocol, status,
+/// connection serial number and request URI.
+pub const H2_FORMAT: &str = "$server_protocol $status $connection $request_uri";
+
+/// `nginx -v`'s version, such as `(1, 22, 1)`.
+pub fn version(nginx: &Path) -> Option<(u32, u32, u32)> {
+    let out = Command::new(nginx).arg("-v").output().ok()?;
+    parse_version(&String::from_utf8_lossy(&out.stderr))
+}
+
+/// The version in `nginx version: nginx/1.22.1` (what `nginx -v` prints).
+pub fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let v = text.split("nginx/").nth(1)?.split_whitespace().next()?;
+    let mut it = v.split('.').map(|n| n.parse::<u32>().ok());
+    Some((it.next()??, it.next()??, it.next().flatten().unwrap_or(0)))
+}
+
+/// The directives that turn HTTP/2 on for a TLS listener on `port`: the
+/// `http2` parameter of `listen` before nginx 1.25.1 (Debian 12 has 1.22),
+/// the `http2 on;` directive from 1.25.1, where the parameter is deprecated.
+pub fn h2_listen(version: (u32, u32, u32), port: u16) -> String {
+    if version >= (1, 25, 1) {
+        format!("listen 127.0.0.1:{port} ssl;\n        http2 on;")
+    } else {
+        format!("listen 127.0.0.1:{port} ssl http2;")
+    }
+}
+
+impl Config {
+    /// The access log in [`H2_FORMAT`] (HTTP/2 configs only).
+    pub fn h2_log(&self) -> PathBuf {
+        self.prefix.join("h2.log")
+    }
+
+    /// [`Config::render`] with HTTP/2 on for nginx `version` and the
+    /// [`H2_FORMAT`] log.
+    pub fn render_h2(&self, version: (u32, u32, u32)) -> String {
+        let listen = format!("listen 127.0.0.1:{} ssl;", self.port);
+        self.render()
+            .replace(&listen, &h2_listen(version, self.port))
+            .replace(
+                "    keepalive_requests 1000;\n",
+                &format!(
+                    "    log_format tlslab_h2 '{H2_FORMAT}';\n    access_log {} tlslab_h2;\n    keepalive_requests 1000;\n",
+                    self.h2_log().display()
+                ),
+            )
+    }
+
+    /// Every line of the [`H2_FORMAT`] log: (protocol, status, connection,
+    /// URI).
+    pub fn h2_lines(&self) -> Vec<(String, u16, u64, String)> {
+        let text = std::fs::read_to_string(self.h2_log()).unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                let parsed = (f.len() == 4)
+                    .then(|| {
+                        Some((
+                            f[0].to_string(),
+                            f[1].parse().ok()?,
+                            f[2].parse().ok()?,
+                            f[3].to_string(),
+                        ))
+                    })
+                    .flatten();
+                parsed.unwrap_or_else(|| panic!("nginx h2 log: cannot parse {l:?}"))
+            })
             .collect()
     }
 }

@@ -1,5 +1,5 @@
-//! The tlslab load engine behind `tlslab load`: closed-loop HTTP/1.1
-//! clients over TLS (or plain TCP) with a session-reuse knob.
+//! The tlslab load engine behind `tlslab load`: closed-loop HTTP/1.1 or
+//! HTTP/2 clients over TLS (or plain TCP) with a session-reuse knob.
 //!
 //! This crate is for generating load and measuring it from the client's
 //! side: [`run`] starts `clients` closed-loop clients on a tokio runtime of
@@ -19,8 +19,13 @@
 //! parallel connections) or an access-log [`Replay`]. [`sweep_series`]
 //! repeats runs at growing client counts or rates until the knee.
 //!
-//! It is not for serving (that is `tlslab-server`), for printing (that is
-//! `tlslab-report`), nor for HTTP/2 load. Network failures are
+//! With [`LoadConfig::http2`] a closed-loop client speaks HTTP/2 instead
+//! (ALPN `h2` only; prior knowledge over `http://`) and keeps up to
+//! `max_concurrent_streams` streams in flight on its connection; every
+//! stream is one request and one record.
+//!
+//! It is not for serving (that is `tlslab-server`) nor for printing (that
+//! is `tlslab-report`). Network failures are
 //! never run errors: they are counted by kind in the report. Only a
 //! configuration that cannot work is an [`Error`].
 
@@ -127,6 +132,18 @@ pub struct OpenLoop {
     pub max_in_flight: usize,
 }
 
+/// HTTP/2 load (`--h2`): each closed-loop client keeps one connection at a
+/// time, offering ALPN `h2` only over TLS (a server that selects anything
+/// else fails the connection as `alpn_not_h2`) and speaking HTTP/2 with
+/// prior knowledge (h2c) over `http://`. Up to `max_concurrent_streams`
+/// streams are in flight on the connection, as h2load's `-m`;
+/// [`LoadConfig::requests_per_conn`] then counts streams per connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Http2 {
+    /// Streams in flight per connection (`-m`), at least 1.
+    pub max_concurrent_streams: u32,
+}
+
 /// How resumption is offered for TLS 1.2 (TLS 1.3 always uses tickets).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ResumeWith {
@@ -201,8 +218,12 @@ pub struct LoadConfig {
     /// Run this long before measuring; nothing from it is recorded.
     pub warmup: Duration,
     /// Requests per connection (K): 1 opens a new connection per request,
-    /// 0 keeps connections open as long as the server allows.
+    /// 0 keeps connections open as long as the server allows. With
+    /// [`http2`](Self::http2), streams per connection.
     pub requests_per_conn: u32,
+    /// Speak HTTP/2 instead of HTTP/1.1 (`--h2`, `-m`); `None`: HTTP/1.1.
+    /// Closed loop with the URLs or SPECweb96 workload only.
+    pub http2: Option<Http2>,
     /// Requested share of resumed handshakes, 0.0–1.0 (`--reuse P` / 100).
     pub reuse: f64,
     /// How TLS 1.2 resumption is offered.
@@ -280,7 +301,7 @@ impl LoadConfig {
     /// thread for 10 s, a new connection per request, no reuse, TLS 1.2 and
     /// 1.3 with default algorithms, the webpki roots, a 10 s timeout, no
     /// warm-up, log or progress line; the URLs workload, seed 1, no think
-    /// time, no retries, closed loop, no ablation.
+    /// time, no retries, closed loop, HTTP/1.1, no ablation.
     pub fn new(targets: Vec<Target>) -> Self {
         LoadConfig {
             targets,
@@ -291,6 +312,7 @@ impl LoadConfig {
             requests: None,
             warmup: Duration::ZERO,
             requests_per_conn: 1,
+            http2: None,
             reuse: 0.0,
             resume_with: ResumeWith::Auto,
             versions: vec![Version::Tls12, Version::Tls13],

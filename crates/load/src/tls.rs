@@ -63,7 +63,13 @@ pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<Client
             .with_custom_certificate_verifier(verifier)
     };
     let mut config = builder.with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/2 offers h2 only, so that a server without it says so (the
+    // connection fails as `alpn_not_h2`) instead of falling back.
+    config.alpn_protocols = if cfg.http2.is_some() {
+        vec![b"h2".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
     config.enable_early_data = cfg.early_data;
     Ok(config)
 }

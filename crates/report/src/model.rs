@@ -69,6 +69,35 @@ pub struct LoadReport {
     /// their start skew and saturation. `None` (JSON `null`) for one run.
     #[serde(default)]
     pub distributed: Option<crate::distributed::Distributed>,
+    /// The HTTP protocol spoken and the handshake cost amortised over the
+    /// requests of a connection; `None` (JSON `null`) in merged reports.
+    #[serde(default)]
+    pub http: Option<Http>,
+}
+
+/// The HTTP protocol of a run and how its handshakes were amortised over
+/// requests (HTTP/2 streams, or keep-alive HTTP/1.1 requests). All
+/// client-observed over the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Http {
+    /// `http/1.1`, or `h2` (`--h2`: ALPN h2 over TLS, prior knowledge over
+    /// `http://`).
+    pub protocol: String,
+    /// Streams in flight per connection (`-m`); `None` for HTTP/1.1.
+    pub max_concurrent_streams: Option<u32>,
+    /// Connections whose first request (stream) was measured.
+    pub connections: u64,
+    /// Attempted requests per such connection.
+    pub requests_per_connection: Option<f64>,
+    /// Completed handshakes per completed request.
+    pub handshakes_per_request: Option<f64>,
+    /// The client's metered crypto time in every operation but
+    /// application-data seal and open, in microseconds per completed
+    /// request: the handshake's crypto cost amortised.
+    pub handshake_crypto_us_per_request: Option<f64>,
+    /// The client's application-data seal and open time in microseconds
+    /// per completed request: the record layer's crypto cost.
+    pub record_crypto_us_per_request: Option<f64>,
 }
 
 /// The client's cryptographic operations per handshake, measured by the
@@ -545,6 +574,7 @@ impl LoadReport {
             ablation: Vec::new(),
             ablation_hint: None,
             distributed: None,
+            http: None,
         }
     }
 
@@ -603,6 +633,15 @@ pub(crate) mod tests {
         );
         r.ablation = vec!["cipher".into()];
         r.ablation_hint = Some("a record did not decrypt".into());
+        r.http = Some(Http {
+            protocol: "h2".into(),
+            max_concurrent_streams: Some(10),
+            connections: 2,
+            requests_per_connection: Some(20.0),
+            handshakes_per_request: Some(0.05),
+            handshake_crypto_us_per_request: Some(12.5),
+            record_crypto_us_per_request: Some(1.5),
+        });
         r
     }
 

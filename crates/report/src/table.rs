@@ -289,6 +289,27 @@ impl LoadReport {
             pct(cpu.busy_fraction),
             cpu.capacity,
         );
+        if let Some(h) = &self.http {
+            let _ = writeln!(
+                out,
+                "http: {}{}; {} connection(s), {} requests per connection, {} handshakes per request; \
+                 client crypto per request: handshake {}, records {}",
+                h.protocol,
+                h.max_concurrent_streams
+                    .map_or_else(String::new, |m| format!(
+                        " (up to {m} streams per connection)"
+                    )),
+                h.connections,
+                h.requests_per_connection
+                    .map_or_else(|| "-".into(), |r| format!("{r:.1}")),
+                h.handshakes_per_request
+                    .map_or_else(|| "-".into(), |r| format!("{r:.4}")),
+                h.handshake_crypto_us_per_request
+                    .map_or_else(|| "-".into(), |u| format!("{u:.2}µs")),
+                h.record_crypto_us_per_request
+                    .map_or_else(|| "-".into(), |u| format!("{u:.2}µs")),
+            );
+        }
         if let Some(h) = &self.ablation_hint {
             let _ = writeln!(out, "ablation mismatch: {h}");
         }

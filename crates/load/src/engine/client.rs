@@ -84,7 +84,7 @@ impl Client {
 
     /// The next request: the failed one again, or the next path. Returns
     /// whether it is a retry.
-    fn next_target(&mut self, o: &Origin) -> (u32, Uri, bool) {
+    pub(super) fn next_target(&mut self, o: &Origin) -> (u32, Uri, bool) {
         if let Some((i, uri)) = self.retry.take() {
             return (i, uri, true);
         }
@@ -109,7 +109,7 @@ impl Client {
 
     /// Reacts to a failed request (no complete response): remember it for
     /// a retry, or become a new client.
-    fn failed(&mut self, target: u32, uri: Uri) {
+    pub(super) fn failed(&mut self, target: u32, uri: Uri) {
         if self.sh.retry_on_failure {
             self.retry = Some((target, uri));
         } else {
@@ -117,7 +117,7 @@ impl Client {
         }
     }
 
-    fn blank_record(
+    pub(super) fn blank_record(
         &self,
         conn: u64,
         req_on_conn: u32,
@@ -146,7 +146,7 @@ impl Client {
     /// Counts a request that failed before any HTTP exchange, and reacts
     /// to the failure.
     #[allow(clippy::too_many_arguments)]
-    fn fail(
+    pub(super) fn fail(
         &mut self,
         sh: &Shared,
         slot: Slot,

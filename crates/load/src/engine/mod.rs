@@ -10,10 +10,12 @@
 //! - [`identity`]: client identities, their session stores and reuse
 //!   counters;
 //! - [`client`]: the per-connection client (connect, handshake, requests);
+//! - [`h2`]: the same over HTTP/2, with concurrent streams (`--h2`);
 //! - [`browser`]: the e-commerce browser driving a client.
 
 mod browser;
 mod client;
+mod h2;
 mod identity;
 mod open_loop;
 mod replay;
@@ -160,6 +162,8 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         deadline: cfg.duration.map(|d| window_start + d),
         budget: cfg.requests.map(AtomicU64::new),
         requests_per_conn: cfg.requests_per_conn,
+        http2: cfg.http2,
+        connections: AtomicU64::new(0),
         timeout: cfg.timeout,
         source: cfg.source_ip.clone(),
         reuse: cfg.reuse,
@@ -241,6 +245,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
             (op.name(), t.calls, t.nanos)
         }),
     );
+    report.http = Some(http_summary(cfg, &report, &out));
     report.ablation = cfg.ablation.iter().map(|a| a.name().to_string()).collect();
     report.ablation_hint = out.ablation_hint;
     if let (Some(r), Some(run)) = (&cfg.replay, &out.replay) {
@@ -281,6 +286,37 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         dropped: out.dropped,
     });
     Ok(report)
+}
+
+/// The protocol and the handshake cost amortised over the requests of a
+/// connection (`http` in the JSON report).
+fn http_summary(cfg: &LoadConfig, report: &LoadReport, out: &Outcome) -> tlslab_report::Http {
+    let completed = report.requests.completed;
+    let per_request = |x: f64| (completed > 0).then(|| x / completed as f64);
+    let (mut handshake_ns, mut record_ns) = (0u64, 0u64);
+    for op in Op::ALL {
+        let t = out.crypto.total(op);
+        if matches!(op, Op::SealApplication | Op::OpenApplication) {
+            record_ns += t.nanos;
+        } else {
+            handshake_ns += t.nanos;
+        }
+    }
+    tlslab_report::Http {
+        protocol: if cfg.http2.is_some() {
+            "h2"
+        } else {
+            "http/1.1"
+        }
+        .into(),
+        max_concurrent_streams: cfg.http2.map(|h| h.max_concurrent_streams),
+        connections: out.connections,
+        requests_per_connection: (out.connections > 0)
+            .then(|| report.requests.attempted as f64 / out.connections as f64),
+        handshakes_per_request: per_request(report.reuse.handshakes as f64),
+        handshake_crypto_us_per_request: per_request(handshake_ns as f64 / 1e3),
+        record_crypto_us_per_request: per_request(record_ns as f64 / 1e3),
+    }
 }
 
 /// `--ablate cache`: one handshake before the clients start and outside
@@ -329,6 +365,8 @@ struct Outcome {
     pages: u64,
     /// Replay: (sessions, requests) replayed in the window.
     replay: Option<(u64, u64)>,
+    /// Connections whose first request was measured.
+    connections: u64,
 }
 
 async fn orchestrate(
@@ -420,6 +458,7 @@ async fn orchestrate(
                 r.requests.load(Ordering::Relaxed),
             )
         }),
+        connections: shared.connections.load(Ordering::Relaxed),
     }
 }
 
@@ -439,8 +478,9 @@ async fn until_deadline(deadline: Option<Instant>, f: impl Future<Output = ()>) 
 async fn client_task(shared: Arc<Shared>, ident: Arc<Identity>) {
     let deadline = shared.deadline;
     let mut client = Client::new(shared, ident);
-    match client.sh.ecommerce.clone() {
-        Some(g) => until_deadline(deadline, client.browse(g)).await,
-        None => until_deadline(deadline, client.run()).await,
+    match (client.sh.ecommerce.clone(), client.sh.http2) {
+        (Some(g), _) => until_deadline(deadline, client.browse(g)).await,
+        (None, Some(h2)) => until_deadline(deadline, client.run_h2(h2)).await,
+        (None, None) => until_deadline(deadline, client.run()).await,
     }
 }

@@ -122,6 +122,11 @@ pub(super) struct Shared {
     /// Measured requests still to start, when `-n` bounds the run.
     pub(super) budget: Option<AtomicU64>,
     pub(super) requests_per_conn: u32,
+    /// HTTP/2 (`--h2`) instead of HTTP/1.1.
+    pub(super) http2: Option<crate::Http2>,
+    /// Measured connections: records that were their connection's first
+    /// request (`req_on_conn` 0).
+    pub(super) connections: AtomicU64,
     pub(super) timeout: Duration,
     /// `--source-ip`: the local addresses clients bind to.
     pub(super) source: Option<crate::source::SourceAddrs>,
@@ -214,6 +219,9 @@ impl Shared {
         guard.done();
         if slot == Slot::Warmup {
             return;
+        }
+        if rec.req_on_conn == 0 {
+            self.connections.fetch_add(1, Ordering::Relaxed);
         }
         self.collector.record(&rec);
         if let Some(p) = &self.progress {

@@ -9,6 +9,9 @@ use crate::{Error, LoadConfig, ThinkTime, Workload};
 /// The most clients a run may have (client numbers are 32-bit).
 const MAX_CLIENTS: usize = 1_000_000;
 
+/// The most streams in flight per HTTP/2 connection (`-m`).
+const MAX_STREAMS: u32 = 10_000;
+
 /// The longest warm-up or duration accepted (a year), so deadlines cannot
 /// overflow the clock.
 const MAX_SPAN: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -84,6 +87,28 @@ pub(super) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
         if cfg.retry_on_failure || cfg.think_time != ThinkTime::Zero {
             return bad(
                 "--retry-on-failure and --think-time describe closed-loop clients; drop them with --rate",
+            );
+        }
+    }
+    if let Some(h2) = &cfg.http2 {
+        if h2.max_concurrent_streams == 0 || h2.max_concurrent_streams > MAX_STREAMS {
+            return bad("--max-concurrent-streams must be between 1 and 10,000");
+        }
+        if cfg.open_loop.is_some() {
+            return bad(
+                "--rate opens a new connection per arrival, which HTTP/2 cannot amortise; \
+                 drop --rate with --h2 (use -c connections × -m streams)",
+            );
+        }
+        if !matches!(cfg.workload, Workload::Urls | Workload::Specweb96) {
+            return bad(
+                "--h2 runs with --workload urls or specweb96; the e-commerce and replay models \
+                 decide connections themselves as HTTP/1.1 browsers",
+            );
+        }
+        if cfg.think_time != ThinkTime::Zero || cfg.retry_on_failure || cfg.early_data {
+            return bad(
+                "--h2 does not support --think-time, --retry-on-failure or --early-data yet; drop them",
             );
         }
     }

@@ -1,0 +1,427 @@
+//! HTTP/2 connections (`--h2`): a closed-loop client keeps one connection
+//! at a time and up to `-m` streams in flight on it, each stream one
+//! request and one record.
+//!
+//! The connection's first stream (`req_on_conn` 0) carries the TCP connect
+//! and TLS handshake timings and its total time counts from the connection's
+//! start, as the first request of an HTTP/1.1 connection does; every other
+//! stream's total counts from the moment it was sent. Time to first byte is
+//! per stream: its HEADERS sent → its response HEADERS received.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::USER_AGENT;
+use http::uri::{Authority, Scheme as UriScheme};
+use http::{HeaderValue, Request, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper::client::conn::http2::{self, SendRequest};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tlslab_report::{HandshakeKind, RequestRecord};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::task::JoinSet;
+
+use super::CLOSE_GRACE;
+use super::client::Client;
+use super::shared::{InFlight, Shared, Slot, with_timeout};
+use crate::Http2;
+use crate::errors::io_kind;
+use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, RoundTrips};
+
+/// The error kind of a TLS connection on which the server did not select
+/// `h2` by ALPN.
+pub(super) const ALPN_NOT_H2: &str = "alpn_not_h2";
+
+/// What one stream saw (kept outside its timeout, so a cut-off stream
+/// still reports how far it got).
+struct StreamEnd {
+    sent: Instant,
+    head: Option<Instant>,
+    end: Option<Instant>,
+    status: Option<u16>,
+    body: u64,
+    /// `None`: the response arrived completely.
+    failure: Option<Failure>,
+}
+
+enum Failure {
+    Http(hyper::Error),
+    Timeout,
+}
+
+/// A stream in flight: what its record needs once it ends. The guard
+/// counts it as unfinished if the run's deadline drops it.
+struct Open<'a> {
+    slot: Slot,
+    guard: InFlight<'a>,
+    rec: RequestRecord,
+    uri: Uri,
+    start: Instant,
+}
+
+/// Where a connection's requests go: the scheme and authority that make a
+/// path an HTTP/2 request target.
+struct Target {
+    scheme: UriScheme,
+    authority: Authority,
+}
+
+impl Target {
+    fn request(&self, path: &Uri) -> Request<Empty<Bytes>> {
+        let mut parts = path.clone().into_parts();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        let mut req = Request::new(Empty::new());
+        // The parts come from a valid origin-form URI and a valid authority.
+        *req.uri_mut() = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
+        req.headers_mut().insert(
+            USER_AGENT,
+            HeaderValue::from_static(concat!("tlslab/", env!("CARGO_PKG_VERSION"))),
+        );
+        req
+    }
+}
+
+impl Client {
+    /// The closed loop over HTTP/2: one connection after another until the
+    /// run is over.
+    pub(super) async fn run_h2(&mut self, h2: Http2) {
+        let sh = self.sh.clone();
+        loop {
+            let Some(slot) = sh.next_slot() else { return };
+            self.h2_connection(&sh, slot, h2).await;
+        }
+    }
+
+    /// One HTTP/2 connection: connect, handshake (ALPN `h2` checked), then
+    /// streams until K, an error, the server closing, or the end of the run.
+    async fn h2_connection(&mut self, sh: &Shared, slot: Slot, h2: Http2) {
+        let o = &sh.origins[self.ident.origin];
+        let conn = {
+            let mut st = self.ident.state.lock();
+            st.conn_no += 1;
+            st.conn_no - 1
+        };
+        let t0 = Instant::now();
+        let guard = InFlight::new(sh, slot);
+        let (target, uri, retry) = self.next_target(o);
+        let mut rec = self.blank_record(conn, 0, target, t0, retry);
+        let ident = self.ident.clone();
+
+        let addr = match o.resolve(sh.timeout).await {
+            Ok(a) => a,
+            Err(kind) => return self.fail(sh, slot, guard, rec, t0, kind, uri),
+        };
+        let tcp = match with_timeout(sh.timeout, TcpStream::connect(addr)).await {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => return self.fail(sh, slot, guard, rec, t0, io_kind(&e), uri),
+            None => return self.fail(sh, slot, guard, rec, t0, "timeout", uri),
+        };
+        rec.connect_us = Some(t0.elapsed().as_micros() as u64);
+        let _ = tcp.set_nodelay(true);
+        let io = CountingIo::new(tcp, RoundTrips::default());
+        let Some(tls) = &ident.tls else {
+            // http://: HTTP/2 with prior knowledge (h2c).
+            let first = Open {
+                slot,
+                guard,
+                rec,
+                uri,
+                start: t0,
+            };
+            return Box::pin(self.h2_streams(sh, io, None, first, h2)).await;
+        };
+        let offer = ident.state.lock().planner.offer(tls.sessions.has_session());
+        tls.sessions.set_offer(offer);
+        let hs_start = Instant::now();
+        match with_timeout(sh.timeout, tls.connector.connect(tls.name.clone(), io)).await {
+            Some(Ok(stream)) => {
+                if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                    // The handshake itself worked: keep the session.
+                    return self.fail(sh, slot, guard, rec, t0, ALPN_NOT_H2, uri);
+                }
+                let slot_hs = HandshakeSlot::default();
+                let io =
+                    HandshakeWatch::new(stream, hs_start, tls.sessions.clone(), slot_hs.clone());
+                let first = Open {
+                    slot,
+                    guard,
+                    rec,
+                    uri,
+                    start: t0,
+                };
+                Box::pin(self.h2_streams(sh, io, Some(slot_hs), first, h2)).await;
+            }
+            Some(Err(e)) => {
+                let kind = sh.classify(&e);
+                if kind.starts_with("tls_") {
+                    tls.sessions.clear();
+                }
+                self.fail(sh, slot, guard, rec, t0, &kind, uri)
+            }
+            None => self.fail(sh, slot, guard, rec, t0, "timeout", uri),
+        }
+    }
+
+    /// The HTTP/2 part of a connection: keeps up to `-m` streams in flight
+    /// until `K` streams were sent, the run is over, a stream failed or the
+    /// server closed the connection, then closes it.
+    async fn h2_streams<IO>(
+        &mut self,
+        sh: &Shared,
+        io: IO,
+        hs: Option<HandshakeSlot>,
+        first: Open<'_>,
+        h2: Http2,
+    ) where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let o = &sh.origins[self.ident.origin];
+        let Ok(authority) = Authority::try_from(o.host_header.as_bytes()) else {
+            return self.fail_open(sh, first, "bad_url");
+        };
+        let to = Target {
+            scheme: if o.tls.is_some() {
+                UriScheme::HTTPS
+            } else {
+                UriScheme::HTTP
+            },
+            authority,
+        };
+        let mut builder = http2::Builder::new(TokioExecutor::new());
+        builder.initial_max_send_streams(h2.max_concurrent_streams as usize);
+        let (mut sender, conn) = match with_timeout(
+            sh.timeout,
+            builder.handshake::<_, Empty<Bytes>>(TokioIo::new(io)),
+        )
+        .await
+        {
+            Some(Ok(x)) => x,
+            Some(Err(e)) => {
+                let kind = sh.classify(&e);
+                return self.fail_open(sh, first, &kind);
+            }
+            None => {
+                return self.fail_open(sh, first, "timeout");
+            }
+        };
+        // `conn` hands requests to the HTTP/2 connection task (which hyper
+        // spawns); it ends when the connection does, or once `sender` is
+        // dropped and the connection closed.
+        let mut conn = std::pin::pin!(conn);
+        let mut conn_ended = false;
+        let k = sh.requests_per_conn;
+        let m = h2.max_concurrent_streams as usize;
+        let mut streams: JoinSet<StreamEnd> = JoinSet::new();
+        let mut open: HashMap<tokio::task::Id, Open<'_>> = HashMap::new();
+        let mut sent: u32 = 0;
+        let mut closing = false;
+        let conn_no = first.rec.conn;
+        let mut next = Some(first);
+        loop {
+            while !closing && streams.len() < m && (k == 0 || sent < k) {
+                let stream = match next.take() {
+                    Some(s) => s,
+                    None => {
+                        let Some(slot) = sh.next_slot() else {
+                            closing = true;
+                            break;
+                        };
+                        let start = Instant::now();
+                        let (target, uri, retry) = self.next_target(o);
+                        Open {
+                            slot,
+                            guard: InFlight::new(sh, slot),
+                            rec: self.blank_record(conn_no, sent, target, start, retry),
+                            uri,
+                            start,
+                        }
+                    }
+                };
+                let id = launch(&mut streams, &mut sender, &to, &stream.uri, sh.timeout);
+                open.insert(id, stream);
+                sent += 1;
+            }
+            if streams.is_empty() {
+                break;
+            }
+            tokio::select! {
+                r = &mut conn, if !conn_ended => {
+                    // The server closed the connection (or it broke): the
+                    // streams in flight end now, with an error if cut off.
+                    let _ = r;
+                    conn_ended = true;
+                    closing = true;
+                }
+                Some(joined) = streams.join_next_with_id() => {
+                    let (id, end) = match joined {
+                        Ok((id, end)) => (id, Ok(end)),
+                        Err(e) => (e.id(), Err(())),
+                    };
+                    let Some(st) = open.remove(&id) else { continue };
+                    if !self.h2_stream_done(sh, hs.as_ref(), st, end) {
+                        closing = true;
+                    }
+                }
+            }
+        }
+        drop(sender);
+        if !conn_ended {
+            // Let the connection close cleanly (GOAWAY, close_notify, FIN).
+            let _ = with_timeout(CLOSE_GRACE.min(sh.timeout), conn).await;
+        }
+    }
+
+    /// Counts the connection's first stream as failed with `kind` before it
+    /// was sent.
+    fn fail_open(&mut self, sh: &Shared, first: Open<'_>, kind: &str) {
+        let Open {
+            slot,
+            guard,
+            rec,
+            uri,
+            start,
+        } = first;
+        self.fail(sh, slot, guard, rec, start, kind, uri);
+    }
+
+    /// Records a finished stream; returns whether the connection may carry
+    /// more streams (false after a transport failure).
+    fn h2_stream_done(
+        &mut self,
+        sh: &Shared,
+        hs: Option<&HandshakeSlot>,
+        st: Open<'_>,
+        end: Result<StreamEnd, ()>,
+    ) -> bool {
+        let Open {
+            slot,
+            guard,
+            mut rec,
+            uri,
+            start,
+        } = st;
+        let now = Instant::now();
+        let transport_error = match &end {
+            Ok(e) => {
+                rec.status = e.status;
+                rec.body_bytes = e.body;
+                if let Some(head) = e.head {
+                    rec.ttfb_us = Some((head - e.sent).as_micros() as u64);
+                    if let Some(t) = e.end {
+                        rec.transfer_us = Some((t - head).as_micros() as u64);
+                    }
+                }
+                rec.total_us = (e.end.unwrap_or(now) - start).as_micros() as u64;
+                match &e.failure {
+                    None => None,
+                    Some(Failure::Http(err)) => Some(sh.classify(err)),
+                    Some(Failure::Timeout) => Some("timeout".to_string()),
+                }
+            }
+            Err(()) => {
+                rec.total_us = (now - start).as_micros() as u64;
+                Some("internal".to_string())
+            }
+        };
+        rec.error = transport_error.clone().or_else(|| {
+            rec.status
+                .filter(|s| !(200..300).contains(s))
+                .map(|s| format!("http_{s}"))
+        });
+        if rec.req_on_conn == 0
+            && let Some(h) = hs.and_then(|h| h.lock().take())
+        {
+            self.ident
+                .state
+                .lock()
+                .planner
+                .record(h.kind == HandshakeKind::Resumed);
+            rec.handshake = Some(h);
+        }
+        let target = rec.target;
+        sh.emit(slot, guard, rec);
+        if let Some(e) = &transport_error {
+            if e.starts_with("tls_")
+                && let Some(tls) = &self.ident.tls
+            {
+                tls.sessions.clear();
+            }
+            self.failed(target, uri);
+            return false;
+        }
+        true
+    }
+}
+
+/// Sends one request on `sender` and reads its response in a task of its
+/// own; returns the task's id.
+fn launch(
+    streams: &mut JoinSet<StreamEnd>,
+    sender: &mut SendRequest<Empty<Bytes>>,
+    to: &Target,
+    uri: &Uri,
+    timeout: Duration,
+) -> tokio::task::Id {
+    let sent = Instant::now();
+    let response = sender.send_request(to.request(uri));
+    streams
+        .spawn(async move {
+            let mut end = StreamEnd {
+                sent,
+                head: None,
+                end: None,
+                status: None,
+                body: 0,
+                failure: None,
+            };
+            end.failure = match with_timeout(timeout, receive(response, &mut end)).await {
+                Some(Ok(())) => None,
+                Some(Err(e)) => Some(Failure::Http(e)),
+                None => Some(Failure::Timeout),
+            };
+            end
+        })
+        .id()
+}
+
+/// Waits for a response and reads its body to the end, noting times.
+async fn receive(
+    response: impl Future<Output = Result<hyper::Response<Incoming>, hyper::Error>>,
+    end: &mut StreamEnd,
+) -> Result<(), hyper::Error> {
+    let resp = response.await?;
+    end.head = Some(Instant::now());
+    end.status = Some(resp.status().as_u16());
+    let mut body = resp.into_body();
+    while let Some(frame) = body.frame().await {
+        if let Some(d) = frame?.data_ref() {
+            end.body += d.len() as u64;
+        }
+    }
+    end.end = Some(Instant::now());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_carry_scheme_and_authority() {
+        let t = Target {
+            scheme: UriScheme::HTTPS,
+            authority: Authority::from_static("127.0.0.1:8443"),
+        };
+        let req = t.request(&"/specweb96/class1_0?x=1".parse().unwrap());
+        assert_eq!(
+            req.uri().to_string(),
+            "https://127.0.0.1:8443/specweb96/class1_0?x=1"
+        );
+        assert!(req.headers().get(http::header::HOST).is_none());
+        assert!(req.headers().get(http::header::CONNECTION).is_none());
+    }
+}

@@ -1,0 +1,164 @@
+//! End-to-end: `tlslab load --h2` against `tlslab serve` (which selects h2
+//! by ALPN), checked against the server's metrics and access log; and the
+//! usage errors of the flags that do not combine with `--h2`.
+//!
+//! Every server binds 127.0.0.1 port 0; every load is bounded by `-n` and
+//! every child by a wall-clock limit.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::nginx;
+use common::{
+    Serve, assert_no_panic, errors, expect_ok, free_port, load_json, num, run_tlslab, show, tempdir,
+};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The access log's lines once it holds `n` (≤ 3 s: serve flushes it
+/// within 100 ms).
+fn access_log(path: &Path, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(String::from).collect();
+        if lines.len() >= n || Instant::now() >= deadline {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn load_h2_two_clients_ten_streams_two_connections_server_logs_http2() {
+    let dir = tempdir();
+    let log = dir.path().join("access.log");
+    let serve = Serve::start(&["--access-log", log.to_str().expect("utf-8")]);
+    let ca = serve.ca.clone().expect("ephemeral CA path");
+    let json = dir.path().join("h2.json");
+    let csv = dir.path().join("h2.csv");
+    let out = run_tlslab(
+        &[
+            "load",
+            &serve.url("/bytes/512"),
+            "--cacert",
+            ca.to_str().expect("utf-8"),
+            "--h2",
+            "-c",
+            "2",
+            "-m",
+            "10",
+            "-n",
+            "200",
+            "--requests-per-conn",
+            "0",
+            "--json",
+            json.to_str().expect("utf-8"),
+            "--log",
+            csv.to_str().expect("utf-8"),
+        ],
+        LIMIT,
+    );
+    let stdout = expect_ok(&out);
+    assert_no_panic(&out.stderr);
+    assert!(
+        stdout.contains("http: h2 (up to 10 streams per connection); 2 connection(s)"),
+        "{stdout}"
+    );
+    let r = load_json(&json);
+    assert!(errors(&r).is_empty(), "{r:#}");
+    assert_eq!(num(&r, "requests/succeeded"), 200.0, "{r:#}");
+    assert_eq!(num(&r, "http/connections"), 2.0, "{r:#}");
+    assert_eq!(num(&r, "http/max_concurrent_streams"), 10.0, "{r:#}");
+    assert_eq!(num(&r, "http/handshakes_per_request"), 0.01, "{r:#}");
+    assert_eq!(r["http"]["protocol"], "h2", "{r:#}");
+    assert!(num(&r, "client_cpu/per_request_us") > 0.0, "{r:#}");
+    let rows = std::fs::read_to_string(&csv).expect("the request log");
+    assert_eq!(rows.lines().count(), 201, "a header and one row per stream");
+
+    let m = serve.metrics();
+    assert_eq!(
+        m.count("tlslab_connections_total", &[("listener", "https")]),
+        2.0
+    );
+    assert_eq!(
+        m.count("tlslab_requests_total", &[("listener", "https")]),
+        200.0
+    );
+    let lines = access_log(&log, 200);
+    assert_eq!(lines.len(), 200, "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("\"GET /bytes/512 HTTP/2.0\" 200 512 ")),
+        "{:?}",
+        &lines[..2]
+    );
+    // `$connection_id` is the third field from the end.
+    let conns: BTreeSet<&str> = lines.iter().filter_map(|l| l.rsplit(' ').nth(2)).collect();
+    assert_eq!(conns.len(), 2, "{conns:?}");
+}
+
+#[test]
+fn load_h2_usage_errors_say_what_to_drop() {
+    let url = format!("https://127.0.0.1:{}/", free_port());
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("--rate", vec!["--rate", "10"]),
+        ("--early-data", vec!["--early-data"]),
+        ("--think-time", vec!["--think-time", "const:1s"]),
+        ("--max-concurrent-streams", vec!["-m", "0"]),
+    ];
+    for (why, extra) in cases {
+        let mut args = vec!["load", &url, "--insecure", "--h2", "-n", "1"];
+        args.extend(extra);
+        let out = run_tlslab(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(why),
+            "{args:?}: must mention {why}: {}",
+            show(&out)
+        );
+        assert_no_panic(&out.stderr);
+    }
+    // -m needs --h2.
+    let out = run_tlslab(&["load", &url, "--insecure", "-m", "4", "-n", "1"], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+}
+
+#[test]
+fn helper_writes_the_http2_directive_this_nginx_version_wants() {
+    assert_eq!(
+        nginx::parse_version("nginx version: nginx/1.22.1\n"),
+        Some((1, 22, 1))
+    );
+    assert_eq!(
+        nginx::parse_version("nginx version: nginx/1.25.1 (Ubuntu)"),
+        Some((1, 25, 1))
+    );
+    assert_eq!(nginx::parse_version("command not found"), None);
+    let old = nginx::h2_listen((1, 22, 1), 8443);
+    assert_eq!(old, "listen 127.0.0.1:8443 ssl http2;");
+    for v in [(1, 25, 1), (1, 26, 0)] {
+        let new = nginx::h2_listen(v, 8443);
+        assert!(new.contains("listen 127.0.0.1:8443 ssl;") && new.contains("http2 on;"));
+    }
+    assert!(!nginx::h2_listen((1, 25, 0), 1).contains("http2 on"));
+    let dir = tempdir();
+    let c = nginx::Config {
+        prefix: dir.path().to_path_buf(),
+        port: 4433,
+        chain: dir.path().join("chain.pem"),
+        key: dir.path().join("key.pem"),
+        tickets: true,
+    };
+    let text = c.render_h2((1, 22, 1));
+    assert!(text.contains("listen 127.0.0.1:4433 ssl http2;"), "{text}");
+    assert!(text.contains(nginx::H2_FORMAT), "{text}");
+    assert!(
+        text.contains(&format!("access_log {} tlslab_h2;", c.h2_log().display())),
+        "{text}"
+    );
+}
