@@ -12,7 +12,7 @@
 //! [`study`] is `tlslab experiment`: a declared TOML matrix, or a built-in
 //! study per seed paper (`seed000-reuse`, `seed001-breakdown`,
 //! `seed002-overload`, `seed003-table2`, `seed004-handshake`; and
-//! `seed000-cluster`, which waits for the cluster engine), run with
+//! `seed000-cluster`, through [`cluster`]), run with
 //! interleaved repeats into one resumable results document
 //! (`tlslab_report::study::StudyResults`) with the paper's figures beside
 //! today's.

@@ -921,6 +921,16 @@ pub fn render_html(docs: &[StudyResults]) -> String {
             }
             let _ = writeln!(h, "</table>");
         }
+        if !d.notes.is_empty() {
+            let _ = writeln!(
+                h,
+                "<p>Notes of the run (what was not run, and why):</p><ul>"
+            );
+            for n in &d.notes {
+                let _ = writeln!(h, "<li>{}</li>", esc(n));
+            }
+            let _ = writeln!(h, "</ul>");
+        }
         let (charts, missing) = charts(d);
         for (ci, c) in charts.iter().enumerate() {
             let _ = writeln!(
@@ -1190,6 +1200,7 @@ pub(crate) mod tests {
             comparisons: vec![],
             engine_report: None,
             curves: vec![],
+            notes: vec![],
         }
     }
 

@@ -78,6 +78,7 @@ impl LoadRig {
             load.algorithms = Algorithms {
                 suites: None,
                 groups: Some(vec![g.clone()]),
+                ..Algorithms::default()
             };
         }
         if let Some(rate) = spec.rate {

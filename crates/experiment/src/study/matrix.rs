@@ -343,6 +343,7 @@ fn check_level(factor: &str, v: &toml::Value) -> Result<String, String> {
                 &Algorithms {
                     suites: None,
                     groups: Some(vec![text.clone()]),
+                    ..Algorithms::default()
                 },
             )
             .map_err(|e| e.to_string())?;
