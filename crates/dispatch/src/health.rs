@@ -12,10 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use tlslab_crypto::provider::{self, Algorithms, Version};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -63,7 +61,7 @@ impl TlsCheck {
             }
             None => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyCertificate(prov)))
+                .with_custom_certificate_verifier(tlslab_crypto::pki::any_certificate(prov))
                 .with_no_client_auth(),
         };
         config.resumption = rustls::client::Resumption::disabled();
@@ -111,54 +109,5 @@ pub async fn tcp_check(addr: SocketAddr, limit: Duration) -> Result<(), String> 
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(format!("connect: {e}")),
         Err(_) => Err(format!("no connect within {limit:?}")),
-    }
-}
-
-/// Accepts any certificate but checks the handshake signature with it.
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }

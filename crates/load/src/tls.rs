@@ -3,14 +3,12 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{
     ClientSessionStore, Resumption, Tls12ClientSessionValue, Tls12Resumption,
     Tls13ClientSessionValue,
 };
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, NamedGroup, RootCertStore, SignatureScheme};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, NamedGroup, RootCertStore};
 use tlslab_crypto::meter::{self, Meter};
 use tlslab_crypto::{pki, provider, store::ClientSessions};
 
@@ -44,7 +42,7 @@ pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<Client
             }),
             Trust::Insecure => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyCertificate(prov))),
+                .with_custom_certificate_verifier(pki::any_certificate(prov)),
         }
     } else {
         let roots = match &cfg.trust {
@@ -161,57 +159,6 @@ pub(crate) fn server_name(sni: Option<&str>, host: &str) -> Result<ServerName<'s
             "'{name}' is not a valid TLS server name; give a DNS name or IP address with --sni"
         ))
     })
-}
-
-/// `--insecure`: accepts any certificate, but still checks the handshake
-/// signatures, so the client does the same public-key work as a verifying
-/// one minus the chain check.
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[cfg(test)]
