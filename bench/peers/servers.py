@@ -295,7 +295,8 @@ SSLSessionTickets {'on' if s.tickets else 'off'}
 
 SERVE_LINE = re.compile(
     r'"[^"]*" (?P<status>\d+) (?P<bytes>\d+) "[^"]*" "[^"]*" (?P<proto>\S+) (?P<reused>\S+) '
-    r"(?P<rt>\d+) (?P<cid>\d+) (?P<ron>\d+)$"
+    # $ssl_early_data (1 or .) ends the line since serve answers 0-RTT requests.
+    r"(?P<rt>\d+) (?P<cid>\d+) (?P<ron>\d+)(?: (?P<early>[1.]))?$"
 )
 
 
