@@ -349,30 +349,16 @@ impl Client {
                 Some(Err(e)) => Some(sh.classify(&e)),
                 None => Some("timeout".to_string()),
             };
-            rec.error = transport_error.clone().or_else(|| {
-                p.status
-                    .filter(|s| !(200..300).contains(s))
-                    .map(|s| format!("http_{s}"))
-            });
-            if i == 0
-                && let Some(h) = hs.as_ref().and_then(|h| h.lock().take())
-            {
-                self.ident
-                    .state
-                    .lock()
-                    .planner
-                    .record(h.kind == HandshakeKind::Resumed);
-                rec.handshake = Some(h);
-            }
-            let target = rec.target;
-            sh.emit(slot, guard, rec);
-            if let Some(e) = &transport_error {
-                if e.starts_with("tls_")
-                    && let Some(tls) = &self.ident.tls
-                {
-                    tls.sessions.clear();
-                }
-                self.failed(target, uri);
+            if !self.finish_request(
+                sh,
+                slot,
+                guard,
+                rec,
+                transport_error,
+                i == 0,
+                hs.as_ref(),
+                uri,
+            ) {
                 return;
             }
             if last {
@@ -394,6 +380,51 @@ impl Client {
             uri = next_uri;
             rec = self.blank_record(conn, i, target, start, retry);
         }
+    }
+
+    /// Ends a request's record, HTTP/1.1 or one HTTP/2 stream alike: its
+    /// error (the transport failure, else `http_<status>` for a non-2xx
+    /// answer), the connection's handshake on its first request (which also
+    /// feeds the reuse planner), then emits it. After a transport failure it
+    /// forgets the client's TLS sessions if the failure was TLS, schedules the
+    /// retry, and returns false: the connection carries no more requests.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish_request(
+        &mut self,
+        sh: &Shared,
+        slot: Slot,
+        guard: InFlight<'_>,
+        mut rec: RequestRecord,
+        transport_error: Option<String>,
+        first_on_conn: bool,
+        hs: Option<&HandshakeSlot>,
+        uri: Uri,
+    ) -> bool {
+        rec.error = transport_error.clone().or_else(|| {
+            rec.status
+                .filter(|s| !(200..300).contains(s))
+                .map(|s| format!("http_{s}"))
+        });
+        if first_on_conn && let Some(h) = hs.and_then(|h| h.lock().take()) {
+            self.ident
+                .state
+                .lock()
+                .planner
+                .record(h.kind == HandshakeKind::Resumed);
+            rec.handshake = Some(h);
+        }
+        let target = rec.target;
+        sh.emit(slot, guard, rec);
+        if let Some(e) = &transport_error {
+            if e.starts_with("tls_")
+                && let Some(tls) = &self.ident.tls
+            {
+                tls.sessions.clear();
+            }
+            self.failed(target, uri);
+            return false;
+        }
+        true
     }
 }
 

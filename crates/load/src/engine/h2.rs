@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tlslab_report::{HandshakeKind, RequestRecord};
+use tlslab_report::RequestRecord;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
@@ -327,33 +327,8 @@ impl Client {
                 Some("internal".to_string())
             }
         };
-        rec.error = transport_error.clone().or_else(|| {
-            rec.status
-                .filter(|s| !(200..300).contains(s))
-                .map(|s| format!("http_{s}"))
-        });
-        if rec.req_on_conn == 0
-            && let Some(h) = hs.and_then(|h| h.lock().take())
-        {
-            self.ident
-                .state
-                .lock()
-                .planner
-                .record(h.kind == HandshakeKind::Resumed);
-            rec.handshake = Some(h);
-        }
-        let target = rec.target;
-        sh.emit(slot, guard, rec);
-        if let Some(e) = &transport_error {
-            if e.starts_with("tls_")
-                && let Some(tls) = &self.ident.tls
-            {
-                tls.sessions.clear();
-            }
-            self.failed(target, uri);
-            return false;
-        }
-        true
+        let first = rec.req_on_conn == 0;
+        self.finish_request(sh, slot, guard, rec, transport_error, first, hs, uri)
     }
 }
 
