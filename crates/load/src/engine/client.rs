@@ -223,7 +223,7 @@ impl Client {
     ) {
         let Some(tls) = &ident.tls else {
             return self
-                .exchange(sh, io, None, slot, guard, rec, uri, start)
+                .exchange(sh, Box::new(io), None, slot, guard, rec, uri, start)
                 .await;
         };
         // A browser model or a replay resumes whenever it holds a session.
@@ -234,33 +234,50 @@ impl Client {
         };
         tls.sessions.set_offer(offer);
         let hs_start = Instant::now();
-        match with_timeout(sh.timeout, tls.connector.connect(tls.name.clone(), io)).await {
-            Some(Ok(stream)) => {
-                let slot_hs = HandshakeSlot::default();
-                let io =
-                    HandshakeWatch::new(stream, hs_start, tls.sessions.clone(), slot_hs.clone());
-                self.exchange(sh, io, Some(slot_hs), slot, guard, rec, uri, start)
-                    .await
-            }
+        // Boxed, as the connection below: the handshake's state is not
+        // kept in this function's future for the life of the connection.
+        let connect = Box::pin(with_timeout(
+            sh.timeout,
+            tls.connector.connect(tls.name.clone(), io),
+        ));
+        // The TLS connection (rustls' state, about 1.2 KiB) goes on the heap
+        // once: hyper's connection, the handshake with hyper and the close
+        // each hold a pointer to it. Taken out of the match in its own
+        // statement, so the match's result is not kept alongside it.
+        let slot_hs = HandshakeSlot::default();
+        let io = match connect.await {
+            Some(Ok(stream)) => Box::new(HandshakeWatch::new(
+                stream,
+                hs_start,
+                tls.sessions.clone(),
+                slot_hs.clone(),
+            )),
             Some(Err(e)) => {
                 let kind = sh.classify(&e);
                 if kind.starts_with("tls_") {
                     // A fresh start, as a browser would after a TLS failure.
                     tls.sessions.clear();
                 }
-                self.fail(sh, slot, guard, rec, start, &kind, uri)
+                return self.fail(sh, slot, guard, rec, start, &kind, uri);
             }
-            None => self.fail(sh, slot, guard, rec, start, "timeout", uri),
-        }
+            None => return self.fail(sh, slot, guard, rec, start, "timeout", uri),
+        };
+        self.exchange(sh, io, Some(slot_hs), slot, guard, rec, uri, start)
+            .await
     }
 
     /// The HTTP/1.1 part of a connection. The connection future is driven
     /// in this task, alongside the requests.
+    ///
+    /// Laid out for an idle keep-alive connection's memory (see
+    /// tests/idle_memory.rs): `io` arrives boxed, so it is stored once
+    /// rather than in each of the futures below that hold it, and the
+    /// hyper handshake and the close run in futures of their own.
     #[allow(clippy::too_many_arguments)]
     async fn exchange<IO>(
         &mut self,
         sh: &Shared,
-        io: IO,
+        io: Box<IO>,
         hs: Option<HandshakeSlot>,
         slot: Slot,
         guard: InFlight<'_>,
@@ -270,7 +287,7 @@ impl Client {
     ) where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let (sender, conn) = match http1::handshake(TokioIo::new(io)).await {
+        let (sender, mut conn) = match Box::pin(http1::handshake(TokioIo::new(io))).await {
             Ok(x) => x,
             Err(e) => return self.fail(sh, slot, guard, rec, t0, &sh.classify(&e), uri),
         };
@@ -280,34 +297,38 @@ impl Client {
         // server's close, as a browser holding its connection would: else
         // the tickets are lost and the next connection cannot resume.
         let drain = sh.early_data && hs.is_some();
-        let mut conn = std::pin::pin!(conn.without_shutdown());
-        let mut reqs = std::pin::pin!(self.requests(sh, sender, hs, slot, guard, rec, uri, t0));
         let grace = CLOSE_GRACE.min(sh.timeout);
-        let conn_ended_first = tokio::select! {
-            biased;
-            () = &mut reqs => None,
-            r = &mut conn => Some(r),
-        };
-        let parts = match conn_ended_first {
-            Some(r) => {
-                // The requests now finish (or fail fast, the dispatcher
-                // being gone, and report why).
-                reqs.await;
-                r.ok()
+        // hyper's `without_shutdown()` future, polled here on `conn` itself:
+        // that future (an `async fn`) holds the connection twice.
+        let ended_cleanly = {
+            let mut drive = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx));
+            let mut reqs = std::pin::pin!(self.requests(sh, sender, hs, slot, guard, rec, uri, t0));
+            let conn_ended_first = tokio::select! {
+                biased;
+                () = &mut reqs => None,
+                r = &mut drive => Some(r),
+            };
+            match conn_ended_first {
+                Some(r) => {
+                    // The requests now finish (or fail fast, the dispatcher
+                    // being gone, and report why).
+                    reqs.await;
+                    r.is_ok()
+                }
+                None => matches!(with_timeout(grace, drive).await, Some(Ok(()))),
             }
-            None => with_timeout(grace, conn).await.and_then(Result::ok),
         };
         // Let the connection close cleanly (close_notify, FIN).
-        if let Some(parts) = parts {
-            let _ = with_timeout(grace, async {
-                let mut io = parts.io.into_inner();
+        if ended_cleanly {
+            let mut io = conn.into_parts().io.into_inner();
+            let close = async move {
                 if drain {
                     let mut buf = [0u8; 512];
                     while let Ok(1..) = io.read(&mut buf).await {}
                 }
                 let _ = io.shutdown().await;
-            })
-            .await;
+            };
+            let _ = Box::pin(with_timeout(grace, close)).await;
         }
     }
 

@@ -39,7 +39,7 @@ use self::client::Client;
 use self::identity::Identity;
 use self::open_loop::arrivals;
 use self::replay::{ReplayRun, replay_worker};
-use self::shared::{Shared, group_origins, with_timeout};
+use self::shared::{Shared, WithTimeout, group_origins, with_deadline, with_timeout};
 use self::validate::{expand_base, validate};
 use crate::progress::Progress;
 use crate::target::Target;
@@ -462,25 +462,24 @@ async fn orchestrate(
     }
 }
 
-/// Runs `f` until it ends or the run's deadline passes.
-async fn until_deadline(deadline: Option<Instant>, f: impl Future<Output = ()>) {
+/// Runs `f` until it ends or the run's deadline passes (`None` when it
+/// did not end).
+fn until_deadline<F: Future<Output = ()>>(deadline: Option<Instant>, f: F) -> WithTimeout<F> {
     match deadline {
-        Some(d) => {
-            tokio::select! {
-                () = f => {}
-                () = tokio::time::sleep_until(d.into()) => {}
-            }
-        }
-        None => f.await,
+        Some(d) => with_deadline(d, f),
+        None => with_timeout(Duration::MAX, f),
     }
 }
 
 async fn client_task(shared: Arc<Shared>, ident: Arc<Identity>) {
     let deadline = shared.deadline;
     let mut client = Client::new(shared, ident);
-    match (client.sh.ecommerce.clone(), client.sh.http2) {
-        (Some(g), _) => until_deadline(deadline, client.browse(g)).await,
-        (None, Some(h2)) => until_deadline(deadline, client.run_h2(h2)).await,
-        (None, None) => until_deadline(deadline, client.run()).await,
-    }
+    // Each arm boxed: inline, every client's task would be as large as the
+    // largest of the three futures (HTTP/2's), whichever it runs, and an
+    // idle connection keeps its task.
+    let _ = match (client.sh.ecommerce.clone(), client.sh.http2) {
+        (Some(g), _) => until_deadline(deadline, Box::pin(client.browse(g))).await,
+        (None, Some(h2)) => until_deadline(deadline, Box::pin(client.run_h2(h2))).await,
+        (None, None) => until_deadline(deadline, Box::pin(client.run())).await,
+    };
 }

@@ -104,5 +104,5 @@ async fn arrival(sh: Arc<Shared>, ident: Arc<Identity>, slot: Slot, intended: In
     }
     let deadline = sh.deadline;
     let mut client = Client::new(sh.clone(), ident);
-    until_deadline(deadline, client.connection(&sh, slot, Some(intended))).await;
+    let _ = until_deadline(deadline, client.connection(&sh, slot, Some(intended))).await;
 }

@@ -33,7 +33,7 @@ const REPLAY_POLL: Duration = Duration::from_millis(10);
 /// moves on).
 pub(super) async fn replay_worker(sh: Arc<Shared>, browsers: Arc<Vec<Arc<Identity>>>) {
     let deadline = sh.deadline;
-    until_deadline(deadline, async {
+    let _ = until_deadline(deadline, async {
         let Some(run) = &sh.replay else { return };
         loop {
             let notified = run.notify.notified();

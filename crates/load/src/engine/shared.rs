@@ -1,9 +1,12 @@
 //! The state every client reads: origins, the run's bounds and slots,
 //! and the sinks measured requests go to.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use http::{HeaderValue, Uri};
@@ -100,8 +103,37 @@ pub(super) fn group_origins(
 }
 
 /// `tokio::time::timeout`, `None` on expiry; `Duration::MAX` never expires.
-pub(super) async fn with_timeout<F: Future>(d: Duration, f: F) -> Option<F::Output> {
-    tokio::time::timeout(d, f).await.ok()
+pub(super) fn with_timeout<F: Future>(d: Duration, f: F) -> WithTimeout<F> {
+    WithTimeout {
+        inner: tokio::time::timeout(d, f),
+    }
+}
+
+/// `tokio::time::timeout_at`, `None` on expiry.
+pub(super) fn with_deadline<F: Future>(deadline: Instant, f: F) -> WithTimeout<F> {
+    WithTimeout {
+        inner: tokio::time::timeout_at(deadline.into(), f),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`with_timeout`] and [`with_deadline`]. A named adapter
+    /// rather than an `async fn`: an `async fn` keeps its argument `f` in its
+    /// state and again inside the `Timeout` it awaits, so every wrapped
+    /// future would take its size twice in each client's task (what an idle
+    /// connection holds; see tests/idle_memory.rs).
+    pub(super) struct WithTimeout<F> {
+        #[pin]
+        inner: tokio::time::Timeout<F>,
+    }
+}
+
+impl<F: Future> Future for WithTimeout<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().inner.poll(cx).map(Result::ok)
+    }
 }
 
 /// State every client reads; the sinks records go to.
