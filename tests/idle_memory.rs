@@ -9,7 +9,7 @@
 //! that an idle connection holds each piece of state once
 //! (crates/load/src/engine/client.rs). Both bounds are issue 9's targets:
 //! serve ≤ 19 KB (nginx's figure), load ≤ 24 KB. Measured here (100 → 700)
-//! when the bounds were set: serve about 8 KB, load about 12 KB; without
+//! when the bounds were set: serve 8.6 KB, load 12–15 KB; without
 //! the rustls patch load measured 23–27 KB, before the futures were
 //! reworked 50–58 KB.
 //!

@@ -684,6 +684,18 @@ pub(crate) async fn control(
         {
             adm.limit.store(l.to_bits(), Ordering::Relaxed);
         }
+        // Every tick's inputs and decision (RUST_LOG=tlslab_server::admission=debug).
+        tracing::debug!(
+            queue_delay_us = sig.queue_delay.as_micros() as u64,
+            cpu_busy = sig.cpu_busy,
+            in_flight = sig.in_flight,
+            full_admitted_per_s = sig.full_admitted_rate,
+            full_completed_per_s = sig.full_completed_rate,
+            full_shed = sig.full_shed,
+            overloaded,
+            limit = ctl.limit(),
+            "admission tick"
+        );
         *adm.last.lock() = (sig, overloaded);
     }
 }
