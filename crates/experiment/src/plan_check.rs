@@ -5,7 +5,13 @@
 //! runs them. Steps:
 //! 1. Unless the costs were given, calibrate them: three closed-loop cells
 //!    (a full handshake per request, a resumed one, keep-alive), each
-//!    cell's server CPU per request server-observed.
+//!    cell's server CPU per request server-observed; then one open-loop
+//!    cell at 60 % of the capacity those costs predict. A saturated closed
+//!    loop finds several connections ready at each wake-up; Poisson
+//!    arrivals below saturation mostly wake an idle worker, one connection
+//!    each, and cost more per connection (11–13 % more for RSA-2048 here,
+//!    BENCHMARKS.md). The difference, server CPU per connection, is added
+//!    to both handshake costs.
 //! 2. The unloaded point: open loop at 5 % of the predicted capacity, whose
 //!    client-observed latency gives the model its load-independent part
 //!    (client CPU, loopback, the kernel).
@@ -72,6 +78,17 @@ pub struct Calibration {
     pub cell_s: f64,
     /// Closed-loop clients.
     pub clients: usize,
+    /// The open-loop calibration cell's utilisation by the closed-loop
+    /// costs (0–1).
+    pub open_loop_utilisation: f64,
+    /// Server CPU per request the closed-loop costs predict for the mix, µs.
+    pub closed_loop_per_request_us: f64,
+    /// Server CPU per request measured in the open-loop cell, µs
+    /// (server-observed).
+    pub open_loop_per_request_us: f64,
+    /// What was added to each handshake's cost: the open-loop cell's CPU
+    /// per connection over the closed-loop prediction (never negative), µs.
+    pub per_connection_overhead_us: f64,
 }
 
 /// One open-loop point.
@@ -238,6 +255,39 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
     };
     let url = format!("https://localhost:{}{}", addr.port(), crate::lab::PATH);
 
+    // An open-loop load at `rate` arrivals/s for `window`: one request per
+    // new connection, Poisson arrivals, the check's reuse.
+    let open_loop = |rate: f64, window: Duration| -> Result<tlslab_load::LoadConfig, Error> {
+        let mut load = cell::cell_load(
+            &url,
+            window,
+            64,
+            &placement,
+            vec![cfg.version],
+            &roots,
+            1,
+            cfg.reuse,
+        )?;
+        load.open_loop = Some(OpenLoop {
+            rate,
+            arrivals: Arrivals::Poisson,
+            max_in_flight: 10_000,
+        });
+        load.seed = cfg.seed;
+        load.warmup = (window / 5).min(Duration::from_secs(1));
+        Ok(load)
+    };
+    let mix = Mix {
+        reuse: cfg.reuse,
+        requests_per_conn: 1.0,
+    };
+    let model = |costs: UnitCosts| {
+        capacity::plan(costs, mix, 0.5, None, None, 0.0).map_err(|e| Error::EmptyCell {
+            cell: "the model".into(),
+            errors: e.to_string(),
+        })
+    };
+
     let mut calibration = None;
     let (costs, costs_from) = match cfg.costs {
         Some(c) => (c, "given".to_string()),
@@ -277,11 +327,40 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
                     per[0].server_busy * 100.0
                 ));
             }
-            let c = UnitCosts::from_cells(
+            let closed = UnitCosts::from_cells(
                 per[0].server_cpu_us_per_request,
                 per[1].server_cpu_us_per_request,
                 per[2].server_cpu_us_per_request,
             );
+            let closed_plan = model(closed)?;
+            const OPEN_LOOP_RHO: f64 = 0.6;
+            let m = measure_point(
+                &server,
+                &open_loop(
+                    closed_plan.requests_per_s_per_core_max * OPEN_LOOP_RHO,
+                    cfg.calibration_cell,
+                )?,
+            )?;
+            let open_us = m.server_cpu_us_per_request;
+            if !open_us.is_finite() {
+                return Err(Error::EmptyCell {
+                    cell: "open-loop calibration".into(),
+                    errors: "the server answered no request".into(),
+                });
+            }
+            // One request per connection: per request is per connection.
+            let overhead = (open_us - closed_plan.cpu_per_request_us).max(0.0);
+            progress(&format!(
+                "  calibration, open loop at {:.0} %: {open_us:.1} µs server CPU per request \
+                 against {:.1} µs from the closed-loop cells: +{overhead:.1} µs per connection",
+                OPEN_LOOP_RHO * 100.0,
+                closed_plan.cpu_per_request_us,
+            ));
+            let c = UnitCosts {
+                full_handshake_us: closed.full_handshake_us + overhead,
+                resumed_handshake_us: closed.resumed_handshake_us + overhead,
+                request_us: closed.request_us,
+            };
             calibration = Some(Calibration {
                 full_per_request_us: per[0].server_cpu_us_per_request,
                 resumed_per_request_us: per[1].server_cpu_us_per_request,
@@ -290,26 +369,26 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
                 full_server_busy: per[0].server_busy,
                 cell_s: cfg.calibration_cell.as_secs_f64(),
                 clients: cfg.calibration_clients,
+                open_loop_utilisation: OPEN_LOOP_RHO,
+                closed_loop_per_request_us: closed_plan.cpu_per_request_us,
+                open_loop_per_request_us: open_us,
+                per_connection_overhead_us: overhead,
             });
             (
                 c,
                 format!(
-                    "measured by this check: three closed-loop cells of {:.0} s, {} clients \
-                     (server-observed CPU per request)",
+                    "measured by this check: three closed-loop cells of {:.0} s, {} clients, \
+                     then an open-loop cell at {:.0} % whose extra CPU per connection \
+                     (+{overhead:.1} µs) is added to each handshake (server-observed CPU per \
+                     request)",
                     cfg.calibration_cell.as_secs_f64(),
-                    cfg.calibration_clients
+                    cfg.calibration_clients,
+                    OPEN_LOOP_RHO * 100.0,
                 ),
             )
         }
     };
-    let mix = Mix {
-        reuse: cfg.reuse,
-        requests_per_conn: 1.0,
-    };
-    let plan = capacity::plan(costs, mix, 0.5, None, None, 0.0).map_err(|e| Error::EmptyCell {
-        cell: "the model".into(),
-        errors: e.to_string(),
-    })?;
+    let plan = model(costs)?;
     let cap = plan.requests_per_s_per_core_max;
     let services = capacity::service_mix(&costs, &mix);
     let s_us = plan.cpu_per_request_us;
@@ -325,25 +404,8 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
     let run_point =
         |rho: f64, label: &str| -> Result<(CheckPoint, tlslab_report::LoadReport), Error> {
             let rate = cap * rho;
-            let mut load = cell::cell_load(
-                &url,
-                cfg.cell,
-                64,
-                &placement,
-                vec![cfg.version],
-                &roots,
-                1,
-                cfg.reuse,
-            )?;
-            load.open_loop = Some(OpenLoop {
-                rate,
-                arrivals: Arrivals::Poisson,
-                max_in_flight: 10_000,
-            });
-            load.seed = cfg.seed;
-            load.warmup = (cfg.cell / 5).min(Duration::from_secs(1));
             let _ = label;
-            let m = measure_point(&server, &load)?;
+            let m = measure_point(&server, &open_loop(rate, cfg.cell)?)?;
             let r = &m.report;
             let ol = r.open_loop.as_ref();
             let goodput = if r.window.measured_s > 0.0 {
