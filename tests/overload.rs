@@ -69,6 +69,14 @@ fn user_sessions_complete_below_capacity_and_only_full_handshakes_are_shed_above
         light.handshakes_resumed > 0,
         "80 % reuse resumes: {light:?}"
     );
+    // The client's own load, so a reader can tell whether it set the pace:
+    // measured (some CPU for 5 users/s of TLS sessions), a fraction.
+    assert!(
+        light.client_cpu_secs > 0.0 && light.client_busy > 0.0 && light.client_busy <= 1.0,
+        "client CPU {} s, busy {}",
+        light.client_cpu_secs,
+        light.client_busy
+    );
 
     // Far beyond what one thread signing with RSA-3072 can serve.
     let (off, _) = run(&g, AdmissionMode::Off, 2_000.0);

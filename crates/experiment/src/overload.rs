@@ -312,6 +312,10 @@ pub struct OverloadReport {
     pub not_run: Vec<String>,
 }
 
+/// Client busy fraction (CPU over wall time, client-observed) from which a
+/// point's figures may describe the load generator rather than the server.
+const CLIENT_SATURATED: f64 = 0.9;
+
 /// The capacity sweep: (capacity in completed user sessions/s, the steps).
 fn find_capacity(
     rig: &Rig,
@@ -1019,7 +1023,7 @@ impl OverloadReport {
                 }
                 let _ = writeln!(
                     out,
-                    "  {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9}",
+                    "  {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9} {:>8}",
                     "load",
                     "users/s",
                     "goodput",
@@ -1029,12 +1033,13 @@ impl OverloadReport {
                     "full hs",
                     "full shed",
                     "res shed",
-                    "srv CPU s"
+                    "srv CPU s",
+                    "cli busy"
                 );
             }
             let _ = writeln!(
                 out,
-                "  {:>4}x {:>8.0} {:>9.0} {:>10.0} {:>8.0} {:>9} {:>9} {:>9} {:>8} {:>9.2}",
+                "  {:>4}x {:>8.0} {:>9.0} {:>10.0} {:>8.0} {:>9} {:>9} {:>9} {:>8} {:>9.2} {:>7.0}%",
                 p.multiplier,
                 p.offered_users_per_sec,
                 p.client.goodput_rps,
@@ -1044,7 +1049,31 @@ impl OverloadReport {
                 p.server.handshakes_full,
                 p.server.full_shed,
                 p.server.resume_shed,
-                p.server.worker_cpu_secs
+                p.server.worker_cpu_secs,
+                p.client.client_busy * 100.0
+            );
+        }
+        let saturated: Vec<String> = self
+            .points
+            .iter()
+            .filter(|p| p.client.client_busy >= CLIENT_SATURATED)
+            .map(|p| {
+                format!(
+                    "{} at {}x ({:.0} %)",
+                    p.arm_name,
+                    p.multiplier,
+                    p.client.client_busy * 100.0
+                )
+            })
+            .collect();
+        if !saturated.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nWARNING: the load generator (one thread on its own CPU) was at least {:.0} % \
+                 busy in {}: there the client may have set the pace, not the server, and the \
+                 point measures both",
+                CLIENT_SATURATED * 100.0,
+                saturated.join(", ")
             );
         }
         for r in &self.robustness {

@@ -121,6 +121,10 @@ pub struct UsersReport {
     pub latency_p99_ms: f64,
     /// CPU time the client's own threads used, seconds.
     pub client_cpu_secs: f64,
+    /// That CPU time over the run's wall time (window and drain) times the
+    /// CPUs its threads could use, 0–1: at 0.9 or more the client, not the
+    /// server, may have set the pace.
+    pub client_busy: f64,
     /// Per second from the window's start (drain included), by completion
     /// time.
     pub timeline: Vec<Second>,
@@ -190,11 +194,16 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
     let name = crate::tls::server_name(cfg.sni.as_deref(), &target.host)?;
     let base = crate::tls::base_config(cfg, &Meter::new())?;
     let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
+    let cpus = pin
+        .as_ref()
+        .map_or_else(|| tlslab_runtime::allowed_cpus().len(), |p| p.cpus().len())
+        .clamp(1, cfg.threads.max(1));
     let (rt, threads) = RuntimeSpec::new("tlslab-users", cfg.threads.max(1))
         .pinned(pin)
         .build()?;
     threads.register();
     let cpu0 = threads.cpu_time().total();
+    let wall0 = Instant::now();
     let report = rt.block_on(async {
         let addr = tokio::net::lookup_host((target.host.as_str(), target.port))
             .await
@@ -268,9 +277,15 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
         Ok::<_, Error>(report(&ctx, duration))
     })?;
     let cpu = threads.cpu_time().total().saturating_sub(cpu0);
+    let wall = wall0.elapsed().as_secs_f64();
     rt.shutdown_timeout(Duration::from_secs(1));
     Ok(UsersReport {
         client_cpu_secs: cpu.as_secs_f64(),
+        client_busy: if wall > 0.0 {
+            (cpu.as_secs_f64() / (wall * cpus as f64)).min(1.0)
+        } else {
+            0.0
+        },
         ..report
     })
 }
@@ -303,6 +318,7 @@ fn report(ctx: &Ctx, window: Duration) -> UsersReport {
         latency_p50_ms: p50,
         latency_p99_ms: p99,
         client_cpu_secs: 0.0,
+        client_busy: 0.0,
         timeline: c.timeline.lock().clone(),
     }
 }
