@@ -132,6 +132,12 @@ pub struct OverloadArgs {
     #[arg(long, value_name = "USERS_PER_S")]
     pub capacity: Option<f64>,
 
+    /// The server certificate's key type (seed 002 used RSA): rsa2048, rsa3072, rsa4096,
+    /// ecdsa-p256, ecdsa-p384, ed25519. A dearer key gives the server more of each session's
+    /// TLS work than the client, which shares it otherwise (see `cli busy` in the output).
+    #[arg(long, default_value = "rsa2048", value_name = "TYPE")]
+    pub key: String,
+
     /// Write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
@@ -171,6 +177,10 @@ pub fn run(a: &OverloadArgs) -> anyhow::Result<std::process::ExitCode> {
             }
         }
     }
+    plan.key = a
+        .key
+        .parse()
+        .map_err(|e| crate::config::usage(format!("--key: {e}")))?;
     if a.requests == 0 {
         return Err(crate::config::usage("--requests must be at least 1"));
     }

@@ -92,7 +92,8 @@ pub struct UsersReport {
     /// Sessions started: arrivals plus the new users that replaced
     /// failed ones (without retry on failure).
     pub sessions_started: u64,
-    /// Sessions whose K requests all completed.
+    /// Sessions whose K requests all completed, inside the window or in the
+    /// drain after it.
     pub sessions_completed: u64,
     /// Sessions abandoned after a failure: by a new client replacing the
     /// user (without retry on failure), or because the failure came after
@@ -100,7 +101,7 @@ pub struct UsersReport {
     pub sessions_abandoned: u64,
     /// Sessions still running when the drain ended.
     pub sessions_unfinished: u64,
-    /// Responses completed (any session).
+    /// Responses completed (any session), the drain included.
     pub responses: u64,
     /// Requests that failed, by reason: `timeout`, `connect`, `tls`
     /// (handshake refused or closed, as a shed connection is), `http`.
@@ -109,11 +110,14 @@ pub struct UsersReport {
     pub handshakes_full: u64,
     /// Connections whose handshake resumed a session.
     pub handshakes_resumed: u64,
-    /// Responses per second over the window (raw throughput).
+    /// Responses completed inside the window, per second of window (raw
+    /// throughput). `responses` also counts those of the drain.
     pub throughput_rps: f64,
-    /// Requests of completed sessions per second over the window.
+    /// Requests of the sessions completed inside the window, per second of
+    /// window (goodput).
     pub goodput_rps: f64,
-    /// Completed sessions per second over the window.
+    /// Sessions completed inside the window, per second of window.
+    /// `sessions_completed` also counts those the drain let finish.
     pub goodput_sessions_per_sec: f64,
     /// Median latency of completed requests (connect to last byte), ms.
     pub latency_p50_ms: f64,
@@ -139,6 +143,11 @@ struct Counters {
     abandoned: AtomicU64,
     unfinished: AtomicU64,
     responses: AtomicU64,
+    /// Responses completed before the window's end.
+    responses_in_window: AtomicU64,
+    /// Sessions completed before the window's end.
+    completed_in_window: AtomicU64,
+    /// Their requests (K each).
     goodput_requests: AtomicU64,
     full: AtomicU64,
     resumed: AtomicU64,
@@ -312,9 +321,9 @@ fn report(ctx: &Ctx, window: Duration) -> UsersReport {
         failures: c.failures.lock().clone(),
         handshakes_full: get(&c.full),
         handshakes_resumed: get(&c.resumed),
-        throughput_rps: get(&c.responses) as f64 / w,
+        throughput_rps: get(&c.responses_in_window) as f64 / w,
         goodput_rps: get(&c.goodput_requests) as f64 / w,
-        goodput_sessions_per_sec: get(&c.completed) as f64 / w,
+        goodput_sessions_per_sec: get(&c.completed_in_window) as f64 / w,
         latency_p50_ms: p50,
         latency_p99_ms: p99,
         client_cpu_secs: 0.0,
@@ -386,9 +395,16 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
         ctx.c.completed.fetch_add(1, Ordering::Relaxed);
         ctx.second(|s| s.sessions_completed += 1);
         ctx.at_second(arrived, |s| s.arrivals_completed += 1);
-        ctx.c
-            .goodput_requests
-            .fetch_add(u64::from(ctx.k), Ordering::Relaxed);
+        // Rates count what completed inside the window: a session the
+        // drain lets finish counts as completed, not as goodput per second
+        // of window (a server that falls behind would otherwise have its
+        // backlog, served after the arrivals stop, credited to the window).
+        if Instant::now() < ctx.end {
+            ctx.c.completed_in_window.fetch_add(1, Ordering::Relaxed);
+            ctx.c
+                .goodput_requests
+                .fetch_add(u64::from(ctx.k), Ordering::Relaxed);
+        }
         return;
     }
 }
@@ -433,6 +449,9 @@ async fn request(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<(), &'stat
     let resumed = r?;
     let c = &ctx.c;
     c.responses.fetch_add(1, Ordering::Relaxed);
+    if Instant::now() < ctx.end {
+        c.responses_in_window.fetch_add(1, Ordering::Relaxed);
+    }
     ctx.second(|s| s.responses += 1);
     if resumed {
         c.resumed.fetch_add(1, Ordering::Relaxed);
