@@ -1166,6 +1166,7 @@ mod tests {
         failures.insert("timeout".to_string(), 1);
         let report = OverloadReport {
             placement: "p".into(),
+            key: "rsa2048".into(),
             shed_cost: ShedCost::default(),
             requests_per_session: 5,
             capacity_users_per_sec: 1.0,
