@@ -19,6 +19,12 @@
 #    Then keep-alive (K=0, 1 client, 8 KiB bodies): per-request p50/p99
 #    added by the hop; then bulk (K=0, 4 clients, 1 MiB bodies): balancer
 #    CPU per MiB proxied (bytes from the load JSON).
+#    2d: added latency with the balancer on the clients' CPU (CPU 0, with
+#    the load and the nodes): 1 client, keep-alive and one request per
+#    connection. With the balancer alone on CPU 1 (sections 2 and 2b) each
+#    request crosses between the vCPUs twice more than the direct path,
+#    and each crossing wakes an idle vCPU; on CPU 0 the hop costs only the
+#    balancer's own work and its context switches.
 # 3. Memory per learned session: crates/dispatch/examples/table_memory.
 #
 # Pinning: nodes and load on CPU 0, the balancer alone on CPU 1 (taskset);
@@ -109,7 +115,7 @@ start_balancer() { # KIND -> sets TARGET, BPID
     direct) TARGET=${ADDRS[0]} ;;
     session|session-untagged|round-robin)
       local pol=$1; [ "$pol" = session-untagged ] && pol=session
-      taskset -c 1 "$B" dispatch --policy "$pol" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --health-check off \
+      taskset -c "${BAL_CPU:-1}" "$B" dispatch --policy "$pol" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --health-check off \
         "${BACKENDS[@]}" > "$T/d.out" 2>&1 &
       BPID=$!; PIDS+=($BPID)
       for _ in $(seq 100); do grep -q "metrics" "$T/d.out" 2>/dev/null && break; sleep 0.1; done
@@ -118,7 +124,7 @@ start_balancer() { # KIND -> sets TARGET, BPID
     haproxy|haproxy-plain)
       local p; p=$(free_port)
       haproxy_cfg "$p" "$([ "$1" = haproxy ] && echo 1 || echo 0)"
-      taskset -c 1 "$HAPROXY" -f "$T/haproxy.cfg" -db > "$T/h.out" 2>&1 &
+      taskset -c "${BAL_CPU:-1}" "$HAPROXY" -f "$T/haproxy.cfg" -db > "$T/h.out" 2>&1 &
       BPID=$!; PIDS+=($BPID); TARGET=127.0.0.1:$p
       for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$p") 2>/dev/null && break; sleep 0.05; done
       kill -0 "$BPID" 2>/dev/null || { echo "haproxy did not start:" >&2; cat "$T/h.out" >&2; exit 1; } ;;
@@ -202,6 +208,26 @@ for r in $(seq "$ROUNDS"); do
     mib=$(python3 -c "import json;j=json.load(open('$T/bulk-$bal.json'));print(round(j['requests']['completed']*1048576/1048576))")
     printf '%-6s %-14s %10s %12s\n' "$r" "$bal" "$mib" "$(python3 -c "print(f'{($c1-$c0)/1000/$mib:.1f}')")"
     stop_balancer
+  done
+done
+
+echo
+echo "## 2d. Added latency, balancer on the clients' CPU (CPU 0): 1 client, $((N * 5)) keep-alive requests of 8 KiB, then $N one-request connections (TLS 1.3, reuse 90); $ROUNDS rounds"
+printf '%-6s %-10s %-14s %9s %9s %12s %12s\n' round path balancer "p50 us" "p99 us" "added p50" "added p99"
+for r in $(seq "$ROUNDS"); do
+  for path in keep-alive per-conn; do
+    for bal in direct session haproxy-plain; do
+      BAL_CPU=0 start_balancer "$bal"
+      if [ "$path" = keep-alive ]; then
+        CLIENTS=1 URLPATH=/bytes/8192 run_load "near-$path-$bal" 1.3 auto 0 $((N * 5)) --requests-per-conn 0
+      else
+        CLIENTS=1 run_load "near-$path-$bal" 1.3 auto 90 "$N"
+      fi
+      p50=$(jget "$T/near-$path-$bal.json" latency/total/p50_us); p99=$(jget "$T/near-$path-$bal.json" latency/total/p99_us)
+      [ "$bal" = direct ] && { d50=$p50; d99=$p99; }
+      printf '%-6s %-10s %-14s %9s %9s %12s %12s\n' "$r" "$path" "$bal" "$p50" "$p99" "$((p50 - d50))" "$((p99 - d99))"
+      stop_balancer
+    done
   done
 done
 stop_nodes

@@ -50,6 +50,8 @@ fn run(g: &pki::Generated, mode: AdmissionMode, rate: f64) -> (UsersReport, Admi
         max_users: 5_000,
         drain: Duration::from_secs(2),
         then: None,
+        // At once, as httperf: the shed clients come straight back.
+        retry_backoff: Duration::ZERO,
     };
     let r = tlslab_load::run_users(&cfg, users).unwrap();
     let a = s.shutdown().admission.unwrap_or_default();

@@ -102,6 +102,13 @@ pub struct ClusterArgs {
     #[arg(long, default_value = "rsa2048", value_name = "TYPE")]
     pub key: String,
 
+    /// Key-exchange groups of the nodes and the load, comma separated, in preference order
+    /// (x25519, secp256r1, secp384r1, X25519MLKEM768) [default: each side's own: tlslab
+    /// X25519MLKEM768 first, nginx OpenSSL's X25519 first]. TLS 1.3 resumption repeats the key
+    /// exchange, so the group sets what a resumed handshake costs against a full one.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub groups: Option<Vec<String>>,
+
     /// Response body size in bytes (the load requests /bytes/N).
     #[arg(long, default_value_t = 1024, value_name = "BYTES")]
     pub body: usize,
@@ -157,6 +164,7 @@ pub fn run(a: &ClusterArgs) -> anyhow::Result<ExitCode> {
     }
     cfg.clients = a.clients;
     cfg.key = a.key.parse().map_err(|e| usage(format!("--key: {e}")))?;
+    cfg.groups.clone_from(&a.groups);
     if a.body > 10 * 1024 * 1024 {
         return Err(usage("--body must be at most 10485760 bytes"));
     }
@@ -165,6 +173,7 @@ pub fn run(a: &ClusterArgs) -> anyhow::Result<ExitCode> {
         return Err(usage("--redis-timeout must be positive, e.g. 5ms"));
     }
     cfg.redis_timeout = a.redis_timeout;
+    cfg.validate().map_err(|e| usage(e.to_string()))?;
     let report =
         cluster::run(&cfg, |line| eprintln!("{line}")).context("running tlslab cluster")?;
     print!("{}", report.render());

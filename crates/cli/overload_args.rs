@@ -17,9 +17,10 @@ pub struct AdmissionArgs {
     /// Admission control of new TLS handshakes: `off`; `static` (at most
     /// --max-handshakes-in-flight handshakes of any kind at once, the rest shed);
     /// `session` (resumptions of a session this node holds are always admitted; new full
-    /// handshakes are admitted at a rate an AIMD controller sets from the accept-to-first-byte
-    /// queue delay, the server's CPU and the handshakes in flight, and shed, before any
-    /// public-key work, beyond it). Decisions read the ClientHello ahead of rustls.
+    /// handshakes are admitted at a rate an AIMD controller sets from the queueing delay of new
+    /// connections (how long their ClientHello waited in the kernel before the server read it,
+    /// from the kernel's receive timestamp), the server's CPU and the full handshakes in
+    /// flight, and shed, before any public-key work, beyond it). Decisions read the ClientHello ahead of rustls.
     #[arg(long, default_value = "off", value_name = "off|static|session",
           value_parser = |s: &str| s.parse::<AdmissionMode>())]
     pub admission: AdmissionMode,
@@ -32,13 +33,14 @@ pub struct AdmissionArgs {
     pub shed_with: ShedWith,
 
     /// `static`: the most TLS handshakes in flight (required; given alone it selects
-    /// `static`). `session`: the in-flight count that counts as overload (default 128 per
-    /// worker thread).
+    /// `static`). `session`: the full handshakes in flight that count as overload (default
+    /// 128 per worker thread).
     #[arg(long, value_name = "N")]
     pub max_handshakes_in_flight: Option<usize>,
 
-    /// `session`: the mean accept-to-first-byte delay above which a busy server (its workers
-    /// at least 80 % busy) is overloaded.
+    /// `session`: the mean queueing delay of new connections (how long their ClientHello
+    /// waited in the kernel, accept queue included) above which a busy server (its workers at
+    /// least 80 % busy) is overloaded.
     #[arg(long, default_value = "10ms", value_name = "DURATION", value_parser = parse_duration)]
     pub admission_queue_target: Duration,
 }
@@ -65,11 +67,12 @@ pub fn admission(a: &crate::args::ServeArgs) -> anyhow::Result<AdmissionSettings
 #[derive(Clone, Debug, Args)]
 #[command(
     after_help = "Example:\n  tlslab overload --quick --json overload.json\n\n\
-    The server (1 worker thread, RSA-2048, tickets on) and the client run in this process, pinned \
-    to the first and second CPU this process may use. Capacity is found first by doubling the \
-    arrival rate of users until fewer than 90 % of them complete; each point then runs on a fresh \
-    server. Figures: goodput and throughput client-observed, handshakes and sheds server-observed, \
-    each over the point's window."
+    The server (1 worker thread, RSA-4096 unless --key, tickets on) and the client run in this \
+    process, pinned to the first and second CPU this process may use. Capacity is found first by \
+    doubling the arrival rate of users until the sessions completed per second in the second half \
+    of a step fall below 85 % of the offered rate; each point then runs on a fresh server. \
+    Figures: goodput and throughput client-observed, handshakes and sheds server-observed, each \
+    over the point's window."
 )]
 pub struct OverloadArgs {
     /// A short run: 4 s points at 1x and 3x, admission off and session, 1 s client timeout.
@@ -94,8 +97,8 @@ pub struct OverloadArgs {
 
     /// Also run the robustness runs: with admission off and session, 3x capacity for
     /// --robust-for (10 s client timeout, retry, 80 % reuse), then 0.5x for 15 s; records
-    /// the most RSS, whether the server still answers, and how long after the drop users
-    /// are served again.
+    /// the most RSS, whether the server still answers, and how long after the drop goodput
+    /// is back to the offered load and arriving users are served again.
     #[arg(long)]
     pub robustness: bool,
 
@@ -135,8 +138,15 @@ pub struct OverloadArgs {
     /// The server certificate's key type (seed 002 used RSA): rsa2048, rsa3072, rsa4096,
     /// ecdsa-p256, ecdsa-p384, ed25519. A dearer key gives the server more of each session's
     /// TLS work than the client, which shares it otherwise (see `cli busy` in the output).
-    #[arg(long, default_value = "rsa2048", value_name = "TYPE")]
+    #[arg(long, default_value = "rsa4096", value_name = "TYPE")]
     pub key: String,
+
+    /// After a failed request (a timeout, a shed or refused connection) a client waits a
+    /// uniform random time below min(B x 2^(n-1), 32 B) before its next attempt, n being its
+    /// failures in a row (exponential backoff with full jitter, as client libraries do). `0`
+    /// tries again at once, as httperf does: then every shed connection comes straight back.
+    #[arg(long, default_value = "100ms", value_name = "B", value_parser = parse_duration)]
+    pub retry_backoff: Duration,
 
     /// Write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -177,6 +187,7 @@ pub fn run(a: &OverloadArgs) -> anyhow::Result<std::process::ExitCode> {
             }
         }
     }
+    plan.retry_backoff = a.retry_backoff;
     plan.key = a
         .key
         .parse()

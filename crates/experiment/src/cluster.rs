@@ -210,6 +210,13 @@ pub struct ClusterConfig {
     pub clients: usize,
     /// The certificate's key type (seed 000's servers used RSA).
     pub key: KeyType,
+    /// Key-exchange groups of the nodes and the load, in preference order
+    /// (tlslab names: `x25519`, `secp256r1`, `secp384r1`,
+    /// `X25519MLKEM768`); `None`: each side's defaults (rustls:
+    /// X25519MLKEM768 first; nginx: OpenSSL's, X25519 first). TLS 1.3
+    /// resumption repeats the key exchange, so the group sets how much a
+    /// resumed handshake costs against a full one.
+    pub groups: Option<Vec<String>>,
     /// Response body size: the path is `/bytes/N`.
     pub body_bytes: usize,
     /// Bound on each node's pre-handshake Redis GET (serve's
@@ -235,6 +242,7 @@ impl ClusterConfig {
             cell: Duration::from_secs(10),
             clients: 16,
             key: KeyType::Rsa2048,
+            groups: None,
             body_bytes: 1024,
             redis_timeout: Duration::from_millis(5),
             quick: false,
@@ -251,7 +259,8 @@ impl ClusterConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    /// Checks the settings; the message names the flag to change.
+    pub fn validate(&self) -> Result<(), Error> {
         let bad = |m: String| Err(Error::Cluster(m));
         if self.nodes < 2 {
             return bad("a cluster needs at least 2 nodes (--node-count)".into());
@@ -273,6 +282,23 @@ impl ClusterConfig {
         }
         if self.clients == 0 {
             return bad("--clients must be at least 1".into());
+        }
+        if let Some(groups) = &self.groups {
+            let known = tlslab_crypto::provider::all_group_names();
+            if groups.is_empty() {
+                return bad("--groups needs at least one group, e.g. x25519".into());
+            }
+            for g in groups {
+                if !known.iter().any(|k| k.eq_ignore_ascii_case(g)) {
+                    return bad(format!(
+                        "--groups {g}: not a key-exchange group; use one of {}",
+                        known.join(", ")
+                    ));
+                }
+            }
+            if self.node_kind == NodeKind::Nginx {
+                openssl_groups(groups)?;
+            }
         }
         Ok(())
     }
@@ -436,6 +462,9 @@ pub struct ClusterReport {
     pub cell_s: f64,
     /// The certificate's key type.
     pub key: String,
+    /// The key-exchange groups given (`--groups`); `None`: each side's
+    /// defaults.
+    pub groups: Option<Vec<String>>,
     /// The nodes' Redis GET bound in the redis-cache arm, ms.
     pub redis_timeout_ms: f64,
     /// The path requested (one request per connection).
@@ -746,6 +775,7 @@ struct Env {
     placement: ClusterPlacement,
     body_bytes: usize,
     redis_timeout: Duration,
+    groups: Option<Vec<String>>,
 }
 
 fn random_key() -> Result<Vec<u8>, Error> {
@@ -859,7 +889,10 @@ fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf, prefix: &str) -> R
     };
     let mut tls = TlsSettings::new(CertSource::Generated(env.generated.clone()));
     tls.versions = vec![setup.mechanism.version()];
-    tls.algorithms = Algorithms::default();
+    tls.algorithms = Algorithms {
+        groups: env.groups.clone(),
+        ..Algorithms::default()
+    };
     tls.session_cache = SessionCache::Memory {
         capacity: 100_000,
         ttl,
@@ -889,6 +922,24 @@ fn unique() -> String {
     )
 }
 
+/// OpenSSL's names (`ssl_ecdh_curve`) for tlslab's group names; an error
+/// names a group the nginx nodes cannot take.
+pub fn openssl_groups(groups: &[String]) -> Result<Vec<&'static str>, Error> {
+    groups
+        .iter()
+        .map(|g| match g.to_ascii_lowercase().as_str() {
+            "x25519" => Ok("X25519"),
+            "secp256r1" => Ok("prime256v1"),
+            "secp384r1" => Ok("secp384r1"),
+            "secp521r1" => Ok("secp521r1"),
+            "x25519mlkem768" => Ok("X25519MLKEM768"),
+            other => Err(Error::Cluster(format!(
+                "--groups {other}: not a group nginx nodes can be given; use x25519, secp256r1, secp384r1, secp521r1 or X25519MLKEM768"
+            ))),
+        })
+        .collect()
+}
+
 fn nginx_conf(
     prefix: &Path,
     port: u16,
@@ -910,6 +961,14 @@ fn nginx_conf(
     } else {
         "ssl_session_tickets off;".to_string()
     };
+    // OpenSSL's spelling of tlslab's group names (checked by
+    // `openssl_groups` before any node starts).
+    let curves = env.groups.as_ref().map_or(String::new(), |g| {
+        format!(
+            "ssl_ecdh_curve {};",
+            openssl_groups(g).unwrap_or_default().join(":")
+        )
+    });
     format!(
         "# Written by tlslab cluster: node {node}.\n\
          pid {p}/nginx.pid;\n\
@@ -933,6 +992,7 @@ fn nginx_conf(
          \x20       ssl_session_cache shared:node{node}:10m;\n\
          \x20       ssl_session_timeout 5m;\n\
          \x20       {tickets}\n\
+         \x20       {curves}\n\
          \x20       root {p}/www;\n\
          \x20   }}\n\
          }}\n",
@@ -1057,6 +1117,7 @@ impl Env {
             placement,
             body_bytes: cfg.body_bytes,
             redis_timeout: cfg.redis_timeout,
+            groups: cfg.groups.clone(),
         })
     }
 }
@@ -1416,6 +1477,7 @@ pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<Cluste
         clients: cfg.clients,
         cell_s: cfg.cell.as_secs_f64(),
         key: cfg.key.name().to_string(),
+        groups: cfg.groups.clone(),
         redis_timeout_ms: cfg.redis_timeout.as_secs_f64() * 1e3,
         path: format!("/bytes/{}", cfg.body_bytes),
         method: METHOD.to_string(),
@@ -1485,6 +1547,7 @@ fn measure(
     load.reuse = f64::from(reuse) / 100.0;
     load.resume_with = setup.resume_with();
     load.versions = vec![setup.mechanism.version()];
+    load.algorithms.groups = cfg.groups.clone();
     load.trust = Trust::Roots(env.roots.clone());
     load.timeout = Duration::from_secs(10);
     load.seed = 1;
@@ -1715,6 +1778,14 @@ impl ClusterReport {
             self.cell_s,
             self.key,
             self.path
+        );
+        let _ = writeln!(
+            o,
+            "key exchange: {}",
+            match &self.groups {
+                Some(g) => format!("{} (--groups), nodes and load", g.join(",")),
+                None => "each side's default groups (tlslab: X25519MLKEM768 first; nginx: OpenSSL's, X25519 first)".into(),
+            }
         );
         let _ = writeln!(o, "placement: {}", self.placement.description);
         for (k, v) in &self.peers {
@@ -1954,6 +2025,27 @@ mod tests {
         assert!("tls14".parse::<Mechanism>().is_err());
         assert_eq!(parse_policy("session").unwrap(), Policy::Session);
         assert!(parse_policy("sticky").is_err());
+    }
+
+    #[test]
+    fn groups_are_checked_and_spelled_for_openssl() {
+        let mut cfg = ClusterConfig::quick();
+        cfg.groups = Some(vec!["X25519".into(), "secp256r1".into()]);
+        cfg.validate().unwrap();
+        assert_eq!(
+            openssl_groups(cfg.groups.as_ref().unwrap()).unwrap(),
+            ["X25519", "prime256v1"]
+        );
+        cfg.node_kind = NodeKind::Nginx;
+        cfg.validate().unwrap();
+        cfg.groups = Some(vec!["ffdhe2048".into()]);
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("--groups ffdhe2048") && e.contains("x25519"),
+            "{e}"
+        );
+        cfg.groups = Some(Vec::new());
+        assert!(cfg.validate().unwrap_err().to_string().contains("--groups"));
     }
 
     #[test]

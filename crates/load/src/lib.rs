@@ -48,7 +48,7 @@ use std::time::Duration;
 use tlslab_crypto::provider::{Algorithms, Version};
 
 pub use engine::run;
-pub use users::{Second, Users, UsersReport, run_users};
+pub use users::{RETRY_BACKOFF_CAP, Second, Users, UsersReport, retry_backoff_bound, run_users};
 
 /// The load client's pieces that other engines reuse (`tlslab-probe`):
 /// its TLS client configuration, its round-trip counter and its error

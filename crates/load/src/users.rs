@@ -4,14 +4,27 @@
 //! A user arrives (Poisson, `rate` users per second), then makes its K
 //! requests one after another, each on a new HTTPS connection, pausing for
 //! the think time between them. It keeps one TLS session store for the
-//! whole session: each connection offers the stored session with
-//! probability `reuse` (its first one has nothing to offer). Every request
+//! whole session: each request offers the stored session with probability
+//! `reuse` (its first one has nothing to offer), drawn once per request, so
+//! a retry repeats its request's choice (a retry that offered the session
+//! where the first attempt did not would turn a shed full handshake into a
+//! resumption, and make shedding look better than it is). Every request
 //! must complete (connect, handshake and response) within `timeout`; when
 //! it does not, the user either retries it (`retry_on_failure`: same user,
 //! same TLS session) or gives up and a new user with a new TLS session
 //! takes its place, starting the K requests again, as httperf's
 //! `--retry-on-failure` does and does not. Retries and new users go on
 //! until the run's end.
+//!
+//! Before the next attempt after a failure (a retry, or the new user that
+//! replaces a failed one) the user backs off, as client libraries do:
+//! exponential backoff with full jitter, a uniform random wait in
+//! `[0, min(b·2ⁿ⁻¹, 32·b)]` after the n-th failure in a row, `b` being
+//! [`Users::retry_backoff`]. With `b` zero it tries again at once, as
+//! httperf does. A failure after a timeout has already waited; a shed or
+//! refused connection fails in well under a millisecond, and a client that
+//! tries again at once turns every shed into a storm of reconnections
+//! (issue 13 measured 7,800 a second from one client thread).
 //!
 //! Two rates are reported apart: **throughput**, every response completed
 //! per second; and **goodput**, the requests of sessions that completed
@@ -64,6 +77,20 @@ pub struct Users {
     /// From this time into the window on, users arrive at this rate
     /// instead (a load step, for recovery measurements).
     pub then: Option<(Duration, f64)>,
+    /// The base of the exponential backoff before an attempt that follows
+    /// a failure (see the module documentation); zero: at once.
+    pub retry_backoff: Duration,
+}
+
+/// The backoff's cap, as a multiple of its base.
+pub const RETRY_BACKOFF_CAP: u32 = 32;
+
+/// The longest wait before the next attempt after `failures` failures in a
+/// row (at least 1) with backoff base `base`: `min(base·2ⁿ⁻¹, 32·base)`.
+/// The wait is drawn uniformly below it (full jitter).
+pub fn retry_backoff_bound(base: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(RETRY_BACKOFF_CAP.ilog2());
+    base.saturating_mul(1 << doublings)
 }
 
 /// One second of a run, by completion time.
@@ -167,6 +194,7 @@ struct Ctx {
     timeout: Duration,
     think: ThinkTime,
     retry: bool,
+    backoff: Duration,
     reuse: f64,
     k: u32,
     end: Instant,
@@ -235,6 +263,7 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
             timeout: cfg.timeout,
             think: cfg.think_time,
             retry: cfg.retry_on_failure,
+            backoff: users.retry_backoff,
             reuse: cfg.reuse,
             k: users.requests,
             end: start + duration,
@@ -362,6 +391,8 @@ impl Drop for Running<'_> {
 async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
     use rand::RngExt as _;
     let _running = Running(&ctx.c.running);
+    // Failures in a row, for the backoff.
+    let mut failures = 0u32;
     'session: loop {
         ctx.c.started.fetch_add(1, Ordering::Relaxed);
         let sessions = ClientSessions::new();
@@ -369,21 +400,35 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
         cfg.resumption = rustls::client::Resumption::store(sessions.clone());
         let cfg = Arc::new(cfg);
         let mut i = 0;
+        // Whether request i offers the session: drawn once per request.
+        let mut offer = None;
         while i < ctx.k {
-            if i > 0 {
+            // Think time comes between requests, not before a retry.
+            if i > 0 && offer.is_none() {
                 let t = ctx.think.sample(&mut rng);
                 if !t.is_zero() {
                     tokio::time::sleep(t).await;
                 }
             }
-            sessions.set_offer(rng.random_bool(ctx.reuse.clamp(0.0, 1.0)));
+            let o = *offer.get_or_insert_with(|| rng.random_bool(ctx.reuse.clamp(0.0, 1.0)));
+            sessions.set_offer(o);
             match request(&ctx, cfg.clone()).await {
-                Ok(()) => i += 1,
+                Ok(()) => {
+                    i += 1;
+                    offer = None;
+                    failures = 0;
+                }
                 Err(reason) => {
                     *ctx.c.failures.lock().entry(reason.into()).or_insert(0) += 1;
                     if Instant::now() >= ctx.end {
                         ctx.c.abandoned.fetch_add(1, Ordering::Relaxed);
                         return;
+                    }
+                    failures = failures.saturating_add(1);
+                    let bound = retry_backoff_bound(ctx.backoff, failures);
+                    if !bound.is_zero() {
+                        let wait = bound.mul_f64(rng.random::<f64>());
+                        tokio::time::sleep(wait).await;
                     }
                     if !ctx.retry {
                         ctx.c.abandoned.fetch_add(1, Ordering::Relaxed);
@@ -462,4 +507,23 @@ async fn request(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<(), &'stat
         let _ = h.record(t0.elapsed().as_micros() as u64);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_from_its_base_up_to_32_times_it() {
+        let b = Duration::from_millis(100);
+        let bounds: Vec<u64> = (1..=8)
+            .map(|n| retry_backoff_bound(b, n).as_millis() as u64)
+            .collect();
+        assert_eq!(bounds, [100, 200, 400, 800, 1600, 3200, 3200, 3200]);
+        assert_eq!(
+            retry_backoff_bound(b, u32::MAX),
+            Duration::from_millis(3200)
+        );
+        assert_eq!(retry_backoff_bound(Duration::ZERO, 5), Duration::ZERO);
+    }
 }

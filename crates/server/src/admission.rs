@@ -34,25 +34,28 @@
 //!   handshakes per second; unlimited until the first overload).
 //!
 //! The controller ([`Controller`]) is AIMD, ticking every 100 ms on three
-//! signals: the mean accept-to-first-byte delay of the connections
-//! accepted in the tick (how long a new connection waited for a worker:
-//! the server's queue), the CPU saturation of the workers (the CPU time
-//! they used plus the time they waited runnable for a CPU, from
-//! schedstat, over a budget of `min(threads, CPUs)`: on a shared machine a
-//! starved worker is saturated though it used less CPU), and the
-//! handshakes in flight. The
-//! server is overloaded when the queue delay exceeds the target while the
-//! CPU is busy (at least `cpu_high`), or when more handshakes are in
-//! flight than the cap. Overloaded: the limit is lowered to the full
+//! signals: the mean queueing delay of the new connections read in the
+//! tick (how long their ClientHello waited in the kernel, accept queue
+//! included, before a worker read it: the server's queue, timed from the
+//! kernel's receive timestamp so that a slow client does not count; see
+//! `queue.rs`), the CPU saturation of the workers (the CPU time they used
+//! plus the time they waited runnable for a CPU, from schedstat, over a
+//! budget of `min(threads, CPUs)`: on a shared machine a starved worker is
+//! saturated though it used less CPU), and the full handshakes in flight
+//! (admitted resumptions, never shed, do not count). The server is
+//! overloaded when the queue delay exceeds the target while the CPU is
+//! busy (at least `cpu_high`), or when more full handshakes are in flight
+//! than the cap. Overloaded: the limit is lowered to the full
 //! handshakes completed per second in the tick (at saturation, what the
 //! server can do beside its other work) times `1 − (delay − target) / 1 s`
 //! clamped to [0.5, 0.95], so that the queue beyond the target drains
-//! within a second (Little's law); at most once per 500 ms (the queue needs time to drain), and never
-//! below a quarter of the peak completion rate (decaying 2 % a second),
+//! within a second (Little's law); at most once per 500 ms (the queue
+//! needs time to drain), and never below a quarter of the peak completion rate (decaying 2 % a second),
 //! so that shed clients retrying at once cannot spiral the limit down to
 //! nothing. Not overloaded, when the limit shed something in the tick, it
 //! grows by a constant step (5 % of the limit set at the last decrease,
-//! per tick, at least 1/s): additive increase, multiplicative decrease. Every figure it uses is exported on `/metrics`.
+//! per tick, at least 1/s): additive increase, multiplicative decrease.
+//! Every figure it uses is exported on `/metrics`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -159,11 +162,11 @@ pub struct AdmissionSettings {
     /// How shed connections are refused.
     pub shed_with: ShedWith,
     /// `static`: the most handshakes in flight (required). `session`: the
-    /// in-flight cap that counts as overload (default 128 per worker
-    /// thread).
+    /// full handshakes in flight that count as overload (default 128 per
+    /// worker thread).
     pub max_handshakes_in_flight: Option<usize>,
-    /// `session`: the accept-to-first-byte delay above which a busy server
-    /// is overloaded.
+    /// `session`: the queueing delay of new connections' first bytes
+    /// above which a busy server is overloaded.
     pub queue_delay_target: Duration,
     /// `session`: the busy share of the CPU budget (0 to 1) from which the
     /// queue delay counts as overload.
@@ -314,13 +317,16 @@ pub struct Controller {
 /// What the controller sees in one tick.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Signals {
-    /// Mean accept-to-first-byte delay of the connections accepted in the
-    /// tick (zero if none).
+    /// Mean queueing delay of the new connections read in the tick (zero
+    /// if none): how long their first bytes waited in the kernel before
+    /// the server read them, from the kernel's receive timestamp (without
+    /// one, from `accept()`). A slow client does not count.
     pub queue_delay: Duration,
     /// CPU saturation in the tick: (CPU time + run-queue wait) over the
     /// CPU budget (0 to 1).
     pub cpu_busy: f64,
-    /// Handshakes in flight at the end of the tick.
+    /// Full handshakes in flight at the end of the tick (admitted
+    /// resumptions, cheap and never shed, do not count).
     pub in_flight: u64,
     /// Full handshakes admitted per second in the tick.
     pub full_admitted_rate: f64,
@@ -440,7 +446,11 @@ pub struct AdmissionStats {
     pub limit: Option<f64>,
     /// Handshakes in flight now.
     pub in_flight: u64,
-    /// Mean accept-to-first-byte delay in the last 100 ms tick, seconds.
+    /// Of those, full handshakes (`session`: the controller's in-flight
+    /// signal).
+    pub full_in_flight: u64,
+    /// Mean queueing delay of new connections' first bytes in the last
+    /// 100 ms tick, seconds (see [`Signals::queue_delay`]).
     pub queue_delay_seconds: f64,
     /// CPU saturation of the workers in the last tick: (CPU time +
     /// run-queue wait) over the CPU budget, capped at 1.
@@ -461,6 +471,8 @@ pub(crate) struct Admission {
     /// `f64` bits of the limit; `u64::MAX`: unlimited.
     limit: AtomicU64,
     in_flight: AtomicU64,
+    /// Of those, full handshakes (the controller's in-flight signal).
+    full_in_flight: AtomicU64,
     /// `[full, resume]`.
     admitted: [AtomicU64; 2],
     shed: [AtomicU64; 2],
@@ -485,6 +497,9 @@ pub(crate) struct InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.adm.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.kind == HelloKind::Full {
+            self.adm.full_in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -513,6 +528,7 @@ impl Admission {
             }),
             limit: AtomicU64::new(UNLIMITED),
             in_flight: AtomicU64::new(0),
+            full_in_flight: AtomicU64::new(0),
             admitted: Default::default(),
             shed: Default::default(),
             misclassified: AtomicU64::new(0),
@@ -524,7 +540,7 @@ impl Admission {
         }
     }
 
-    /// Records one connection's accept-to-first-byte delay.
+    /// Records how long one new connection's first bytes waited.
     pub(crate) fn queue_delay(&self, d: Duration) {
         self.delay_ns
             .fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
@@ -578,6 +594,9 @@ impl Admission {
         counters[kind.idx()].fetch_add(1, Ordering::Relaxed);
         let guard = || {
             self.in_flight.fetch_add(1, Ordering::Relaxed);
+            if kind == HelloKind::Full {
+                self.full_in_flight.fetch_add(1, Ordering::Relaxed);
+            }
             InFlight {
                 adm: self.clone(),
                 kind,
@@ -617,6 +636,7 @@ impl Admission {
                 _ => self.limit_now(),
             },
             in_flight: self.in_flight.load(Ordering::Relaxed),
+            full_in_flight: self.full_in_flight.load(Ordering::Relaxed),
             queue_delay_seconds: sig.queue_delay.as_secs_f64(),
             cpu_busy: sig.cpu_busy,
             overloaded,
@@ -669,7 +689,7 @@ pub(crate) async fn control(
         let sig = Signals {
             queue_delay: Duration::from_nanos(ns.checked_div(n).unwrap_or(0)),
             cpu_busy: busy,
-            in_flight: adm.in_flight.load(Ordering::Relaxed),
+            in_flight: adm.full_in_flight.load(Ordering::Relaxed),
             full_admitted_rate: (fa - full_admitted) as f64 / dt,
             full_completed_rate: (fc - completed) as f64 / dt,
             full_shed: fs - full_shed,
@@ -899,6 +919,36 @@ mod tests {
     }
 
     #[test]
+    fn only_full_handshakes_count_toward_the_in_flight_signal() {
+        let adm = session(1);
+        let held: Vec<InFlight> = (0..5)
+            .map(|i| {
+                let kind = if i < 2 {
+                    HelloKind::Full
+                } else {
+                    HelloKind::Resume
+                };
+                match adm.decide(kind) {
+                    Verdict::Admit(g) => g,
+                    Verdict::Shed(_) => panic!("unlimited before the first overload"),
+                }
+            })
+            .collect();
+        let s = adm.stats();
+        assert_eq!((s.in_flight, s.full_in_flight), (5, 2));
+        // Resumptions in flight never make the server overloaded.
+        let ctl = Controller::new(Duration::from_millis(10), 0.8, 2);
+        let sig = |in_flight| Signals {
+            in_flight,
+            ..Signals::default()
+        };
+        assert!(!ctl.overloaded(&sig(s.full_in_flight)));
+        assert!(ctl.overloaded(&sig(s.in_flight)));
+        drop(held);
+        assert_eq!(adm.stats().full_in_flight, 0);
+    }
+
+    #[test]
     fn static_mode_sheds_any_kind_beyond_the_cap() {
         let adm = Arc::new(Admission::new(
             AdmissionSettings {
@@ -960,7 +1010,7 @@ mod tests {
 
     /// A simulated server: it completes at most `capacity` full handshakes
     /// per second on one CPU; admitted work beyond that queues, and a new
-    /// connection waits for the queue (its accept-to-first-byte delay).
+    /// connection waits for the queue (its queueing delay).
     struct Sim {
         capacity: f64,
         queue: f64,

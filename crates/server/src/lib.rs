@@ -55,6 +55,7 @@ mod early;
 mod io;
 mod metrics;
 mod prefetch;
+mod queue;
 mod redis_cache;
 mod server;
 mod signal;

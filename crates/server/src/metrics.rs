@@ -443,13 +443,19 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
     gauge(
         enc,
         "tlslab_admission_handshakes_in_flight",
-        "Admitted TLS handshakes not finished yet (overload signal).",
+        "Admitted TLS handshakes not finished yet, full and resumed.",
         a.in_flight as i64,
+    )?;
+    gauge(
+        enc,
+        "tlslab_admission_full_handshakes_in_flight",
+        "Admitted full TLS handshakes not finished yet (overload signal in session mode).",
+        a.full_in_flight as i64,
     )?;
     gauge_f64(
         enc,
         "tlslab_admission_queue_delay_seconds",
-        "Mean accept-to-first-byte delay of the connections accepted in the last 100 ms tick (overload signal).",
+        "Mean time new connections' first bytes (ClientHellos) waited in the kernel before the server read them, accept queue included, in the last 100 ms tick (overload signal; kernel receive timestamps, so a slow client does not count).",
         a.queue_delay_seconds,
     )?;
     gauge_f64(
@@ -461,7 +467,7 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
     gauge(
         enc,
         "tlslab_admission_overloaded",
-        "1 if the last tick showed overload (queue delay over target with the CPU busy, or too many handshakes in flight).",
+        "1 if the last tick showed overload (queue delay over target with the CPU busy, or too many full handshakes in flight).",
         i64::from(a.overloaded),
     )?;
     counter(

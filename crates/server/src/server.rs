@@ -35,6 +35,7 @@ use crate::content::{self, Body, Files};
 use crate::early::{self, EarlyRequests, EarlyStream, Started};
 use crate::io::{CountingIo, Rewind, SocketBytes};
 use crate::metrics;
+use crate::queue::FirstBytes;
 use crate::stats::{Listener, Snapshot, Stats};
 use crate::tls;
 use crate::{Error, Result, ServeConfig};
@@ -326,6 +327,15 @@ impl Server {
             for (i, (what, addr, kind)) in listeners.into_iter().enumerate() {
                 if let Some(addr) = addr {
                     let l = bind(what, addr)?;
+                    if kind == Some(Listener::Https) && admission.is_some() {
+                        // Admission control's queue signal: the kernel
+                        // stamps each connection's first bytes.
+                        if let Err(e) = crate::queue::stamp_arrivals(&l) {
+                            tracing::warn!(
+                                "SO_TIMESTAMPNS on the HTTPS listener failed ({e}); admission control times its queue from accept() instead, which counts a slow client's delay as the server's"
+                            );
+                        }
+                    }
                     addrs[i] = Some(l.local_addr().map_err(|source| Error::Bind {
                         what,
                         addr,
@@ -486,13 +496,14 @@ async fn accept_loop(
             },
             _ = stopping(&mut shutdown) => return,
         };
-        // Only admission control reads the clock here.
+        // Only admission control reads the clock here (the fallback when
+        // the kernel gives no receive timestamp).
         let accepted = shared.admission.as_ref().map(|_| Instant::now());
         let _ = stream.set_nodelay(true);
         let guard = shared.stats.open(kind);
         let conn = ConnInfo::new(peer, shared.next_conn.fetch_add(1, Ordering::Relaxed) + 1);
         let shared = shared.clone();
-        let rx = shutdown.clone();
+        let mut rx = shutdown.clone();
         // The TLS and HTTP state (several KiB) is boxed where each branch
         // starts, so the spawned future is small: spawning a large future
         // copies it more than once per connection, and a future holding
@@ -505,12 +516,15 @@ async fn accept_loop(
                 // The response and close_notify, flushed one after the
                 // other, leave in one write.
                 Listener::Https => {
+                    // Boxed: its state would otherwise size every
+                    // connection's task, admission control or not.
+                    if let (Some(adm), Some(t)) = (&shared.admission, accepted)
+                        && !Box::pin(time_queue(adm, t, &stream, &shared, &mut rx)).await
+                    {
+                        return;
+                    }
                     let (corked, uncork) = cork(stream);
-                    uncorked(
-                        uncork,
-                        Box::pin(serve_tls(corked, conn, accepted, shared, rx)),
-                    )
-                    .await;
+                    uncorked(uncork, Box::pin(serve_tls(corked, conn, shared, rx))).await;
                 }
                 Listener::Http => {
                     let io =
@@ -520,6 +534,35 @@ async fn accept_loop(
             }
         };
         tokio::spawn(fut);
+    }
+}
+
+/// Waits for a new TLS connection's first bytes and records how long they
+/// waited in the kernel (admission control's queue signal; without a
+/// kernel timestamp, since `accepted`). False when the connection ends
+/// here: no bytes within the handshake timeout (counted), or shutdown.
+async fn time_queue(
+    adm: &Admission,
+    accepted: Instant,
+    stream: &TcpStream,
+    shared: &Shared,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    let first = tokio::select! {
+        r = tokio::time::timeout(shared.handshake_timeout, crate::queue::first_bytes(stream)) => r,
+        _ = stopping(shutdown) => return false,
+    };
+    match first {
+        Ok(Ok(FirstBytes::Arrived(at))) => {
+            adm.queue_delay(at.map_or_else(|| accepted.elapsed(), crate::queue::waited));
+            true
+        }
+        // The handshake reads the end or the error and counts it.
+        Ok(Ok(FirstBytes::Closed) | Err(_)) => true,
+        Err(_) => {
+            shared.stats.failure("timeout");
+            false
+        }
     }
 }
 
@@ -653,7 +696,6 @@ type TlsIo = CountingIo<Corked<TcpStream>>;
 async fn serve_tls(
     stream: Corked<TcpStream>,
     mut info: ConnInfo,
-    accepted: Option<Instant>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -662,8 +704,7 @@ async fn serve_tls(
     // rustls's handshake, the timeout) is boxed and freed before HTTP
     // starts: inline, this future would be as large as that state for the
     // whole life of the connection, idle or not.
-    let Some((hs, admitted)) = Box::pin(handshake(io, accepted, &shared, &mut shutdown)).await
-    else {
+    let Some((hs, admitted)) = Box::pin(handshake(io, &shared, &mut shutdown)).await else {
         return;
     };
     // The handshake is no longer in flight; a 503 shed lives on in `info`.
@@ -743,7 +784,6 @@ fn start_http(
 /// `None` when the connection ends here: the failure is counted.
 async fn handshake(
     mut io: TlsIo,
-    accepted: Option<Instant>,
     shared: &Shared,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Option<(Handshake<Rewind<TlsIo>>, Option<(InFlight, bool)>)> {
@@ -759,9 +799,6 @@ async fn handshake(
                 return Err("http_on_tls_port".to_string());
             }
         };
-        if let (Some(adm), Some(t)) = (&shared.admission, accepted) {
-            adm.queue_delay(t.elapsed());
-        }
         // The prefetch stage reads the whole ClientHello before rustls when
         // a remote session cache needs the session fetched first.
         let first = crate::prefetch::stage(&mut io, first, shared.prefetch.as_ref()).await?;
