@@ -131,6 +131,7 @@ fn bad_flags_are_usage_errors() {
         (vec!["cluster", "--policy", "sticky"], "sticky"),
         (vec!["cluster", "--node-count", "1"], "--node-count"),
         (vec!["cluster", "--key", "dsa"], "--key"),
+        (vec!["cluster", "--groups", "ffdhe9"], "--groups ffdhe9"),
     ] {
         let out = run_tlslab(&args, Duration::from_secs(30));
         assert_eq!(
@@ -219,9 +220,14 @@ fn nginx_nodes() {
             "3s",
             "--mechanism",
             "tls12-id,tls13-ticket",
+            // nginx's ssl_ecdh_curve, spelled for OpenSSL: nginx refuses
+            // to start on a name it does not know.
+            "--groups",
+            "x25519",
         ],
     );
     assert_eq!(report["node_kind"], "nginx");
+    assert_eq!(report["groups"], serde_json::json!(["x25519"]));
     for m in ["tls12-id", "tls13-ticket"] {
         let se = cell(&report, m, "session", 0.8);
         let rr = cell(&report, m, "round-robin", 0.8);
