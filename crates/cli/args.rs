@@ -597,7 +597,7 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N", requires = "source_ip")]
     pub clients_per_ip: Option<u32>,
 
-    /// Write the report as JSON to FILE (schema in the README).
+    /// Write the report as JSON to FILE (schema: docs/schema.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 

@@ -118,7 +118,7 @@ pub struct ClusterArgs {
     #[arg(long, default_value = "5ms", value_name = "DURATION", value_parser = parse_duration)]
     pub redis_timeout: Duration,
 
-    /// Write the report as JSON to FILE (schema in the README, "JSON schemas").
+    /// Write the report as JSON to FILE (schema: docs/schema.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }

@@ -17,7 +17,7 @@ use tlslab_report::study::StudyResults;
     tlslab experiment run --resume results/mine --config matrix.toml\n\n\
     Each cell runs an embedded server on loopback pinned to one CPU and the load engine pinned \
     to another; repeats are interleaved (every point once per round). The results document \
-    (README, \"JSON schemas\": results.json) holds every raw cell with an equivalent command \
+    (docs/schema.md: results.json) holds every raw cell with an equivalent command \
     line, the environment, and for a built-in study its paper's figures against today's. It is \
     rewritten atomically after every cell, so an interrupted run continues with --resume DIR.")]
 pub struct ExperimentArgs {
@@ -47,7 +47,7 @@ pub struct RunArgs {
     pub name: Option<String>,
 
     /// A declared matrix: engine, factors and levels, repeats, cell duration, pinning
-    /// (README: "tlslab experiment" shows the format).
+    /// (docs/experiment.md shows the format).
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
 

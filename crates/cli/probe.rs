@@ -119,7 +119,7 @@ pub struct ProbeReportArgs {
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
 
-    /// Print the report as JSON (schema in the README) instead of text.
+    /// Print the report as JSON (schema: docs/schema.md) instead of text.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
 

@@ -167,7 +167,7 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,
 
-    /// Write the plan (and the check) as JSON to FILE (schema in the README).
+    /// Write the plan (and the check) as JSON to FILE (schema: docs/schema.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }

@@ -1155,7 +1155,7 @@ mod tests {
     }
 
     #[test]
-    fn every_breakdown_json_field_is_documented_in_the_readme() {
+    fn every_breakdown_json_field_is_documented_in_the_schema_doc() {
         let cfg = cfg(Workload::Reuse(0.5));
         let configs = configurations(cfg.workload);
         let samples = configs
@@ -1164,10 +1164,10 @@ mod tests {
             .collect();
         let r = analyse(&cfg, no_pin(), configs, samples);
         let v = serde_json::to_value(&r).unwrap();
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../docs/schema.md");
         let start = readme
             .find("### `tlslab breakdown --json")
-            .expect("README documents the breakdown JSON");
+            .expect("docs/schema.md documents the breakdown JSON");
         let section = &readme[start..];
         let section = &section[..section[4..].find("\n## ").map_or(section.len(), |i| i + 4)];
         let mut names: Vec<String> = v.as_object().unwrap().keys().cloned().collect();

@@ -169,11 +169,11 @@ mod tests {
     }
 
     #[test]
-    fn every_sweep_json_field_is_documented_in_the_readme() {
-        let readme = include_str!("../../../README.md");
+    fn every_sweep_json_field_is_documented_in_the_schema_doc() {
+        let readme = include_str!("../../../docs/schema.md");
         let start = readme
             .find("### `tlslab sweep --json")
-            .expect("README documents the sweep JSON");
+            .expect("docs/schema.md documents the sweep JSON");
         let section = &readme[start..];
         let section = &section[..section[4..].find("\n### ").map_or(section.len(), |i| i + 4)];
         let v = serde_json::to_value(sample()).unwrap();

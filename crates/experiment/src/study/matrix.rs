@@ -47,7 +47,7 @@ pub enum MatrixError {
         source: std::io::Error,
     },
     /// It is not TOML, or has a key that is not part of the format.
-    #[error("{path}: {message}(README: \"tlslab experiment\" shows the format)")]
+    #[error("{path}: {message}(docs/experiment.md shows the format)")]
     Syntax {
         /// The file.
         path: String,
@@ -683,7 +683,10 @@ clients = 4
         let e = err(&format!("{head}[factors]\nreuse = [0, 0]\n"));
         assert!(e.contains("twice"), "{e}");
         let e = err(&format!("{head}colour = \"red\"\n"));
-        assert!(e.contains("colour") && e.contains("README"), "{e}");
+        assert!(
+            e.contains("colour") && e.contains("docs/experiment.md"),
+            "{e}"
+        );
         let e = err("engine = \"load\"\n");
         assert!(e.contains("name"), "{e}");
         let e = err("name = [\n");

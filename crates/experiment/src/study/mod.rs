@@ -172,7 +172,7 @@ pub fn render_list() -> String {
     let _ = writeln!(
         s,
         "\nrun one with `tlslab experiment run NAME [--quick] --out DIR`; your own matrix with \
-         `tlslab experiment run --config FILE.toml --out DIR` (README: \"tlslab experiment\")."
+         `tlslab experiment run --config FILE.toml --out DIR` (docs/experiment.md)."
     );
     s
 }
@@ -688,12 +688,12 @@ mod tests {
     }
 
     #[test]
-    fn every_results_field_is_documented_in_the_readme() {
+    fn every_results_field_is_documented_in_the_schema_doc() {
         let v = serde_json::to_value(document()).unwrap();
-        let readme = include_str!("../../../../README.md");
+        let readme = include_str!("../../../../docs/schema.md");
         let start = readme
             .find("### `tlslab experiment run … --out DIR`")
-            .expect("README documents results.json");
+            .expect("docs/schema.md documents results.json");
         let section = &readme[start..];
         let section = &section[..section[4..].find("\n## ").map_or(section.len(), |i| i + 4)];
         let mut names: Vec<(String, String)> = Vec::new();
