@@ -40,17 +40,7 @@ fn f(v: &serde_json::Value, key: &str) -> f64 {
 
 /// Whether `tool` is installed; if not, a loud skip (or a failure under CI).
 fn require(tool: &str) -> bool {
-    if have(tool) {
-        return true;
-    }
-    let msg = format!(
-        "`{tool}` is not installed: SKIPPING this cluster test. Install it with `apt-get install -y {tool}` (.ci/run does)."
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
-    eprintln!("\n*** {msg} ***\n");
-    false
+    common::require(tool, tool)
 }
 
 fn run_cluster(dir: &Path, args: &[&str]) -> (String, serde_json::Value) {

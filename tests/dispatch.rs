@@ -675,10 +675,7 @@ impl HaProxy {
 #[test]
 #[ignore = "needs haproxy; run by .ci/run"]
 fn haproxy_sticks_tls12_ids_only_while_session_routes_all() {
-    if !have("haproxy") {
-        let msg = "haproxy is not installed: SKIPPING the HAProxy comparison. Install it with `apt-get install -y haproxy` (.ci/run does).";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-        eprintln!("\n*** {msg} ***\n");
+    if !common::require("haproxy", "haproxy") {
         return;
     }
     let cases: [(&str, &str, &str, &str); 3] = [

@@ -153,12 +153,7 @@ fn nginx_log(path: &std::path::Path) -> NginxLog {
 #[test]
 #[ignore = "needs nginx; run by .ci/run"]
 fn nginx_arm_figures_match_nginx_own_access_log() {
-    if !common::have("nginx") {
-        let msg = "nginx is not installed: SKIPPING the overload nginx arm test. Install it with `apt-get install -y nginx` (.ci/run does).";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{msg}");
-        }
-        eprintln!("\n*** {msg} ***\n");
+    if !common::require("nginx", "nginx") {
         return;
     }
     let dir = common::tempdir();

@@ -38,12 +38,7 @@ impl Redis {
     /// Starts one, or returns `None` (after a loud skip message) when
     /// redis-server is not installed; with `CI=true` that fails the test.
     fn start() -> Option<Redis> {
-        if !have("redis-server") {
-            let msg = "redis-server is not installed: SKIPPING this Redis test. Install it with `apt-get install -y redis-server` (.ci/run does).";
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{msg}");
-            }
-            eprintln!("\n*** {msg} ***\n");
+        if !common::require("redis-server", "redis-server") {
             return None;
         }
         let mut r = Redis {

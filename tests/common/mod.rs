@@ -747,6 +747,29 @@ pub fn raw_exchange(
     }
 }
 
+/// A test that cannot run here (a missing peer, no root): a loud skip
+/// locally, a failure under `CI=true` (where `.ci/run` installs every peer
+/// and runs as root). The one place that rule is written.
+pub fn skip(msg: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{msg} (CI=true: a skip is a failure here)"
+    );
+    eprintln!("\n*** SKIPPED: {msg} ***\n");
+}
+
+/// True if `tool` is installed; otherwise [`skip`]s with how to install it
+/// (the Debian package `package`).
+pub fn require(tool: &str, package: &str) -> bool {
+    if have(tool) {
+        return true;
+    }
+    skip(&format!(
+        "`{tool}` is not installed; install it with `apt-get install -y {package}` (.ci/run does)"
+    ));
+    false
+}
+
 /// Whether a command-line tool is installed (on PATH).
 pub fn have(tool: &str) -> bool {
     std::env::var_os("PATH")

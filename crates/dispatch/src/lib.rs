@@ -754,7 +754,9 @@ async fn serve_metrics(shared: Arc<Shared>, l: TcpListener, mut shutdown: watch:
 /// a slow client (ClientHello, routing keys, tag matching against a few
 /// prefixes), the rest as the server's reply fed to a learner in 5-byte
 /// chunks. The fuzz target (`fuzz/fuzz_targets/dispatch.rs`) and a
-/// proptest call this.
+/// proptest call this. Compiled only for tests and under the `fuzzing`
+/// feature, so it is not part of the public API.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz_entry(data: &[u8]) {
     let mid = data.len() / 2;
