@@ -25,7 +25,7 @@ pub mod postgres;
 pub mod report;
 pub mod svg;
 
-pub use round::{Phase, ProbeConfig, Sample, probe_target};
+pub use round::{Phase, ProbeConfig, Sample, parse_target, probe_target};
 pub use schedule::{Schedule, run};
 pub use store::{SqliteStore, Store, StoreError, open as open_store};
 
