@@ -116,7 +116,7 @@ where
 {
     let r = std::thread::scope(|s| {
         match s
-            .spawn(|| rt.block_on(tokio::time::timeout(limit, f)))
+            .spawn(|| rt.block_on(async { tokio::time::timeout(limit, f).await }))
             .join()
         {
             Ok(v) => v,
