@@ -747,15 +747,22 @@ async fn proxy(
         Ended::Broken(Broken::Node(e)) => {
             shared.metrics.resets[0].fetch_add(1, Relaxed);
             tracing::debug!(%peer, "node connection failed ({e}); resetting the client");
-            let _ = cw.as_ref().set_zero_linger();
+            reset(cr, cw);
         }
         Ended::Broken(Broken::Client(e)) => {
             shared.metrics.resets[1].fetch_add(1, Relaxed);
             tracing::debug!(%peer, "client connection failed ({e}); resetting the node's");
-            let _ = bw.as_ref().set_zero_linger();
+            reset(br, bw);
         }
     }
-    drop((cr, cw, br, bw));
+}
+
+/// Closes a connection with a reset (`SO_LINGER` 0). The halves are
+/// joined first: dropping a write half on its own sends a FIN.
+fn reset(r: tokio::net::tcp::OwnedReadHalf, w: tokio::net::tcp::OwnedWriteHalf) {
+    if let Ok(s) = r.reunite(w) {
+        let _ = s.set_zero_linger();
+    }
 }
 
 /// Books what a finished learner saw: the attempt's outcome and the keys

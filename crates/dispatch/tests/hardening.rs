@@ -275,6 +275,18 @@ async fn a_node_reset_after_the_hello_reaches_the_client_at_once() {
         big.extend_from_slice(&[23, 3, 3, 0x03, 0xe8]);
         big.extend_from_slice(&[0u8; 1000]);
     }
+    // Just the hello: the client's read sees the reset itself.
+    let mut s = TcpStream::connect(d.addr).await.unwrap();
+    let t = Instant::now();
+    s.write_all(&hello).await.unwrap();
+    let mut buf = [0u8; 64];
+    let r = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf)).await;
+    let took = t.elapsed();
+    match r {
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("want a reset, got {other:?} after {took:?}"),
+    }
+    assert!(took < Duration::from_millis(200), "reset after {took:?}");
     for (what, bytes) in [("hello", &hello), ("hello + 20 KB", &big)] {
         let mut s = TcpStream::connect(d.addr).await.unwrap();
         let t = Instant::now();
