@@ -274,7 +274,13 @@ fn a_dead_node_is_routed_around_and_bad_flags_are_usage_errors() {
     let out = run_tlslab(&["dispatch", "--backend", "127.0.0.1:1=zz"], LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
     let out = run_tlslab(
-        &["dispatch", "--backend", "127.0.0.1:1", "--idle-timeout", "0s"],
+        &[
+            "dispatch",
+            "--backend",
+            "127.0.0.1:1",
+            "--idle-timeout",
+            "0s",
+        ],
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));

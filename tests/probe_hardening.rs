@@ -54,7 +54,14 @@ fn a_postgres_server_that_never_answers_fails_within_the_connect_timeout() {
         silent.local_addr().expect("addr").port()
     );
     for args in [
-        vec!["probe", "https://127.0.0.1:1/", "--db", &url, "--rounds", "1"],
+        vec![
+            "probe",
+            "https://127.0.0.1:1/",
+            "--db",
+            &url,
+            "--rounds",
+            "1",
+        ],
         vec!["probe", "report", "--db", &url],
     ] {
         let t = Instant::now();
@@ -115,11 +122,7 @@ fn a_large_body_is_counted_without_being_held() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let done = p.wait(Duration::from_secs(5));
-    assert!(
-        done.status.is_some_and(|s| s.success()),
-        "{}",
-        done.stderr
-    );
+    assert!(done.status.is_some_and(|s| s.success()), "{}", done.stderr);
     assert!(
         done.stdout.contains(&format!(" {BODY} B ")),
         "the body was not counted in full: {}",

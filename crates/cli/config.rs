@@ -905,11 +905,8 @@ pub fn relay(a: &crate::args::RelayArgs) -> anyhow::Result<tlslab_relay::RelayCo
         max_queued: tlslab_relay::parse_size(&a.max_queued)
             .map_err(|e| usage(format!("--max-queued: {e}")))?,
     };
-    cfg.validate().map_err(|e| {
-        usage(format!(
-            "--idle-timeout/--max-queued: {e}"
-        ))
-    })?;
+    cfg.validate()
+        .map_err(|e| usage(format!("--idle-timeout/--max-queued: {e}")))?;
     Ok(cfg)
 }
 

@@ -217,8 +217,14 @@ async fn a_slowloris_is_closed_by_the_hello_timeout_while_real_clients_are_serve
     assert!(served >= 20, "only {served} real clients served");
     // Served at once; the slowest is allowed a scheduling hiccup on a
     // shared machine.
-    assert!(median < Duration::from_millis(250), "median real client {median:?}");
-    assert!(worst < Duration::from_secs(2), "slowest real client {worst:?}");
+    assert!(
+        median < Duration::from_millis(250),
+        "median real client {median:?}"
+    );
+    assert!(
+        worst < Duration::from_secs(2),
+        "slowest real client {worst:?}"
+    );
     assert_eq!(
         closed, SLOW as u64,
         "every slow client must be closed by the 1 s hello timeout (within 3 s)"
@@ -228,7 +234,12 @@ async fn a_slowloris_is_closed_by_the_hello_timeout_while_real_clients_are_serve
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_idle_both_ways_is_closed_and_a_busy_one_is_not() {
     let idle = Duration::from_millis(600);
-    let d = dispatcher(node(Node::AnswerAndStay).await, Duration::from_secs(5), idle).await;
+    let d = dispatcher(
+        node(Node::AnswerAndStay).await,
+        Duration::from_secs(5),
+        idle,
+    )
+    .await;
     let hello = real_hello();
     // Idle: the hello, the node's answer, then silence both ways.
     let mut s = TcpStream::connect(d.addr).await.unwrap();
@@ -237,7 +248,10 @@ async fn a_connection_idle_both_ways_is_closed_and_a_busy_one_is_not() {
     let (got, ended) = read_until_end(&mut s, Duration::from_secs(5)).await;
     let took = t.elapsed();
     assert_eq!(got, b"hi");
-    assert!(ended, "an idle proxied connection was not closed within 5 s");
+    assert!(
+        ended,
+        "an idle proxied connection was not closed within 5 s"
+    );
     assert!(
         took >= idle - Duration::from_millis(50) && took < idle + Duration::from_millis(700),
         "closed after {took:?}, want about {idle:?}"

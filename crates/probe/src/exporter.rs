@@ -354,9 +354,8 @@ pub async fn serve_with(
                      Connection: close\r\n\r\n{BODY}",
                     BODY.len()
                 );
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(1), tcp.write_all(msg.as_bytes()))
-                        .await;
+                let _ = tokio::time::timeout(Duration::from_secs(1), tcp.write_all(msg.as_bytes()))
+                    .await;
             });
             continue;
         };

@@ -367,7 +367,9 @@ impl Conn {
         s.ttfb_us = self.ttfb.map(micros);
         s.get_us = self.get.map(micros);
         s.status = self.status;
-        s.body_bytes = self.body_bytes.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
+        s.body_bytes = self
+            .body_bytes
+            .map(|b| i64::try_from(b).unwrap_or(i64::MAX));
         s.version.clone_from(&self.version);
         s.suite.clone_from(&self.suite);
         s.group.clone_from(&self.group);

@@ -113,7 +113,10 @@ async fn slowloris_clients_are_closed_and_cannot_lock_a_scraper_out() {
          {closed}/{SLOW} slow clients closed"
     );
     assert!(served >= 20, "only {served} scrapes answered");
-    assert!(median < Duration::from_millis(250), "median scrape {median:?}");
+    assert!(
+        median < Duration::from_millis(250),
+        "median scrape {median:?}"
+    );
     assert_eq!(
         closed, SLOW as u64,
         "every slow client must be closed within 3 s (1 s request timeout, 50-connection limit)"
@@ -147,5 +150,7 @@ async fn an_idle_connection_is_closed_by_the_request_timeout() {
     for _ in 0..20 {
         idle.push(TcpStream::connect(addr).await.unwrap());
     }
-    scrape(addr).await.expect("a scraper at the connection limit");
+    scrape(addr)
+        .await
+        .expect("a scraper at the connection limit");
 }

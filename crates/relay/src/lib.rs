@@ -40,8 +40,8 @@ mod relay;
 pub use conditions::{Bandwidth, Conditions, RTO_MIN, parse_loss};
 pub use link::{Link, MSS, Span};
 pub use relay::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_QUEUED, Relay, RelayConfig, RelayStats, RelayThread, parse_size,
-    window,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_QUEUED, Relay, RelayConfig, RelayStats, RelayThread,
+    parse_size, window,
 };
 
 use std::net::SocketAddr;

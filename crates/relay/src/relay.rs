@@ -216,7 +216,9 @@ struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.counters.queued.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.counters
+            .queued
+            .fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -353,7 +355,13 @@ async fn relay_one(
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
     let up = pipe(cr, sw, Link::new(cond, seed), &shared, Dir::Up);
-    let down = pipe(sr, cw, Link::new(cond, seed.wrapping_add(1)), &shared, Dir::Down);
+    let down = pipe(
+        sr,
+        cw,
+        Link::new(cond, seed.wrapping_add(1)),
+        &shared,
+        Dir::Down,
+    );
     // An error either way (a reset, a failed write: a side is gone) ends
     // both directions and drops what they hold; a clean EOF in one leaves
     // the other running (half-close). Nothing moving either way for the
