@@ -820,6 +820,10 @@ async fn health_loop(shared: Arc<Shared>, i: usize, mut shutdown: watch::Receive
     }
 }
 
+/// The time a `/metrics` client has to send each request head (the first,
+/// and each next on a kept-alive connection).
+const METRICS_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn serve_metrics(shared: Arc<Shared>, l: TcpListener, mut shutdown: watch::Receiver<bool>) {
     use http_body_util::Full;
     use hyper::service::service_fn;
@@ -846,7 +850,10 @@ async fn serve_metrics(shared: Arc<Shared>, l: TcpListener, mut shutdown: watch:
                     Ok::<_, http::Error>(resp.unwrap_or_default())
                 }
             });
+            // An idle or trickling scraper is closed after 10 s.
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(METRICS_HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(sock), svc)
                 .await;
         });
