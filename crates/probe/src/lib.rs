@@ -16,6 +16,7 @@
 //! configuration, round-trip counter and error classes it reuses) and not a
 //! WAN emulator (that is `tlslab relay`).
 
+mod body;
 mod round;
 mod schedule;
 mod store;
