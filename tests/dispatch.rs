@@ -273,6 +273,22 @@ fn a_dead_node_is_routed_around_and_bad_flags_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
     let out = run_tlslab(&["dispatch", "--backend", "127.0.0.1:1=zz"], LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
+    let out = run_tlslab(
+        &[
+            "dispatch",
+            "--backend",
+            "127.0.0.1:1",
+            "--idle-timeout",
+            "0s",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--idle-timeout"),
+        "{}",
+        common::show(&out)
+    );
 }
 
 /// Three nodes started with `--node-tag node1..3`, and the `--backend`

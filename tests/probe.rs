@@ -329,6 +329,10 @@ fn the_exporter_answers_one_round_per_scrape() {
     }
     let (status, _) = http_get(addr, "/probe").expect("no target");
     assert_eq!(status, 400);
+    // The probe times TLS: a plain-HTTP target is refused before any work.
+    let (status, body) = http_get(addr, "/probe?target=http://127.0.0.1:1/").expect("http");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("https://127.0.0.1:1/"), "{body}");
     let refused = format!("/probe?target=https://127.0.0.1:{}/", free_port());
     let (_, body) = http_get(addr, &refused).expect("scrape");
     assert!(body.contains("tlslab_probe_success 0"), "{body}");

@@ -92,6 +92,18 @@ fn bad_relay_flags_are_usage_errors() {
             vec!["relay", "--upstream", "127.0.0.1:1", "--delay", "5000h"],
             "over an hour",
         ),
+        (
+            vec!["relay", "--upstream", "127.0.0.1:1", "--idle-timeout", "0s"],
+            "--idle-timeout",
+        ),
+        (
+            vec!["relay", "--upstream", "127.0.0.1:1", "--max-queued", "1KiB"],
+            "--max-queued",
+        ),
+        (
+            vec!["relay", "--upstream", "127.0.0.1:1", "--max-queued", "lots"],
+            "--max-queued",
+        ),
     ] {
         let out = run_tlslab(&args, LIMIT);
         assert_eq!(

@@ -123,6 +123,17 @@ pub struct RelayArgs {
     /// Seed of the jitter and loss draws, so runs repeat.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,
+
+    /// Close a connection on which no byte moved, either way, for this long (nginx stream's
+    /// proxy_timeout default).
+    #[arg(long, default_value = "10m", value_name = "DURATION", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// The most bytes the relay holds (read, not yet delivered) over all connections; a
+    /// direction stops reading while it is reached. Each direction also holds at most 4 MiB,
+    /// and with --bandwidth what the path sends in its delays plus 1 s (at least 128 KiB).
+    #[arg(long, default_value = "128MiB", value_name = "SIZE")]
+    pub max_queued: String,
 }
 
 /// What `sweep` steps.

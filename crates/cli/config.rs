@@ -896,12 +896,18 @@ pub fn relay(a: &crate::args::RelayArgs) -> anyhow::Result<tlslab_relay::RelayCo
         loss_delay: a.loss_delay,
     };
     conditions.validate().map_err(usage)?;
-    Ok(tlslab_relay::RelayConfig {
+    let cfg = tlslab_relay::RelayConfig {
         listen: a.listen,
         upstream,
         conditions,
         seed: a.seed,
-    })
+        idle_timeout: a.idle_timeout,
+        max_queued: tlslab_relay::parse_size(&a.max_queued)
+            .map_err(|e| usage(format!("--max-queued: {e}")))?,
+    };
+    cfg.validate()
+        .map_err(|e| usage(format!("--idle-timeout/--max-queued: {e}")))?;
+    Ok(cfg)
 }
 
 #[cfg(test)]

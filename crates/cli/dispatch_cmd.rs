@@ -76,10 +76,16 @@ pub struct DispatchArgs {
     /// Most session mappings kept (least recently used dropped first).
     #[arg(long, default_value_t = 1_000_000)]
     pub max_sessions: usize,
-    /// How long a client may take to send its complete ClientHello; then it counts as bad input.
+    /// How long a client may take to send its complete ClientHello; a client that has not
+    /// finished by then (a slowloris) is closed and counted as bad input (kind timeout).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub hello_timeout: Duration,
-    /// What to do with non-TLS bytes, a malformed ClientHello or a client that stalls mid-hello.
+    /// Close a proxied connection on which no byte moved, in either direction, for this long
+    /// (nginx stream's proxy_timeout default).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10m")]
+    pub idle_timeout: Duration,
+    /// What to do with non-TLS bytes or a malformed ClientHello (a client that stalls mid-hello
+    /// is always closed after --hello-timeout).
     #[arg(long, value_enum, default_value = "forward")]
     pub bad_input: BadInputArg,
     /// Send a PROXY protocol v2 header to the nodes so they see the client address.
@@ -129,9 +135,14 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
             "--health-cacert and --health-sni need --health-check tls".into(),
         ));
     }
-    if a.hello_timeout.is_zero() || a.health_interval.is_zero() || a.connect_timeout.is_zero() {
+    if a.hello_timeout.is_zero()
+        || a.idle_timeout.is_zero()
+        || a.health_interval.is_zero()
+        || a.connect_timeout.is_zero()
+    {
         return Err(Usage(
-            "--hello-timeout, --health-interval and --connect-timeout must be positive".into(),
+            "--hello-timeout, --idle-timeout, --health-interval and --connect-timeout must be positive"
+                .into(),
         ));
     }
     Ok(Config {
@@ -147,6 +158,7 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
         session_timeout: a.session_timeout,
         max_sessions,
         hello_timeout: a.hello_timeout,
+        idle_timeout: a.idle_timeout,
         bad_input: match a.bad_input {
             BadInputArg::Forward => BadInputAction::Forward,
             BadInputArg::Close => BadInputAction::Close,

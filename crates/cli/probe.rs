@@ -73,7 +73,7 @@ pub struct ProbeTlsArgs {
 /// `tlslab probe URL...`.
 #[derive(Debug, Args)]
 pub struct ProbeRunArgs {
-    /// Target URLs (https://host[:port]/path).
+    /// Target URLs, https:// only (https://host[:port]/path); an http:// URL is a usage error.
     #[arg(value_name = "URL", required_unless_present = "targets")]
     pub urls: Vec<String>,
 
@@ -140,6 +140,16 @@ pub struct ProbeExporterArgs {
     #[arg(long, default_value = "127.0.0.1:9115", value_name = "ADDR")]
     pub listen: SocketAddr,
 
+    /// Most connections open at once; at the limit a new client closes the connection idle
+    /// longest (one not running a probe).
+    #[arg(long, default_value_t = tlslab_probe::exporter::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    pub max_connections: usize,
+
+    /// Time a client has to send each request head (the first and each next on a kept-alive
+    /// connection); then the connection is closed.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub request_timeout: Duration,
+
     /// TLS and timeout options.
     #[command(flatten)]
     pub tls: ProbeTlsArgs,
@@ -188,7 +198,7 @@ fn targets(a: &ProbeRunArgs) -> anyhow::Result<Vec<String>> {
         return Err(usage("no targets: give URLs or a non-empty --targets FILE"));
     }
     for t in &out {
-        tlslab_load::Target::parse(t).map_err(usage)?;
+        tlslab_probe::parse_target(t).map_err(usage)?;
     }
     Ok(out)
 }
@@ -261,7 +271,7 @@ fn rounds(a: &ProbeRunArgs) -> anyhow::Result<ExitCode> {
                         _ => String::new(),
                     };
                     println!(
-                        "  {}  tcp {} ms  full {} ms  resumed {} ms ({})  get {} ms  {}{err}",
+                        "  {}  tcp {} ms  full {} ms  resumed {} ms ({})  get {} ms{}  {}{err}",
                         s.target,
                         f(s.connect_us),
                         f(s.tls_full_us),
@@ -272,6 +282,7 @@ fn rounds(a: &ProbeRunArgs) -> anyhow::Result<ExitCode> {
                             None => "-",
                         },
                         f(s.get_us),
+                        s.body_bytes.map(|b| format!(" {b} B")).unwrap_or_default(),
                         s.version
                             .as_deref()
                             .map(|v| format!("TLS {v}"))
@@ -356,6 +367,16 @@ fn report(a: &ProbeReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn exporter(a: &ProbeExporterArgs) -> anyhow::Result<ExitCode> {
+    if a.max_connections == 0 || a.max_connections > 65_536 {
+        return Err(usage("--max-connections must be 1 to 65536"));
+    }
+    if a.request_timeout.is_zero() {
+        return Err(usage("--request-timeout must be more than 0"));
+    }
+    let limits = tlslab_probe::exporter::Limits {
+        max_connections: a.max_connections,
+        request_timeout: a.request_timeout,
+    };
     let cfg = probe_config(&a.tls)?;
     let rt = runtime()?;
     rt.block_on(async {
@@ -367,7 +388,7 @@ fn exporter(a: &ProbeExporterArgs) -> anyhow::Result<ExitCode> {
             listener.local_addr()?
         );
         tokio::select! {
-            r = tlslab_probe::exporter::serve(listener, cfg) => r.context("serving the exporter")?,
+            r = tlslab_probe::exporter::serve_with(listener, cfg, limits) => r.context("serving the exporter")?,
             _ = tokio::signal::ctrl_c() => {}
         }
         anyhow::Ok(())

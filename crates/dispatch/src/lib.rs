@@ -71,7 +71,8 @@ impl Policy {
 }
 
 /// What to do with a connection whose first bytes are not a valid
-/// ClientHello (or that stalls before finishing one).
+/// ClientHello. (One that stalls before finishing its ClientHello is
+/// closed either way: see [`Config::hello_timeout`].)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BadInputAction {
     /// Forward it to the least-loaded node, bytes untouched.
@@ -165,8 +166,13 @@ pub struct Config {
     pub session_timeout: Duration,
     /// How many mappings are kept at most.
     pub max_sessions: NonZeroUsize,
-    /// How long a client may take to send its whole ClientHello.
+    /// How long a client may take to send its whole ClientHello; a client
+    /// that has not finished by then is closed, whatever [`Config::bad_input`]
+    /// says (a slowloris is not a protocol to forward).
     pub hello_timeout: Duration,
+    /// A proxied connection on which no byte moved, in either direction,
+    /// for this long is closed ([`DEFAULT_IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
     /// What to do with bad input.
     pub bad_input: BadInputAction,
     /// Send a PROXY protocol v2 header to backends.
@@ -196,6 +202,13 @@ pub enum Error {
     #[error("{0}")]
     Config(String),
 }
+
+/// The default [`Config::idle_timeout`]: nginx stream's `proxy_timeout`
+/// (10 minutes). HAProxy's `timeout client`/`timeout server` have no
+/// default and are usually set to 30 s to a few minutes; the nodes'
+/// own timeouts (`serve --keepalive-timeout`) normally end an idle HTTPS
+/// connection long before this one does.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The longest ClientHello buffered before routing (bytes, records
 /// included); longer ones count as malformed.
@@ -540,12 +553,33 @@ async fn read_hello(sock: &mut TcpStream, limit: Duration) -> Hello {
     }
 }
 
+/// Counts a client connection as open while it lives.
+struct OpenGuard<'a>(&'a AtomicU64);
+
+impl<'a> OpenGuard<'a> {
+    fn new(c: &'a AtomicU64) -> Self {
+        c.fetch_add(1, Relaxed);
+        OpenGuard(c)
+    }
+}
+
+impl Drop for OpenGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
 async fn handle(shared: Arc<Shared>, mut client: TcpStream, peer: SocketAddr) {
+    let _open = OpenGuard::new(&shared.metrics.open);
     let (first, offer, raw) = match read_hello(&mut client, shared.cfg.hello_timeout).await {
         Hello::Parsed(b, o, r) => (b, Some(o), Some(r)),
         Hello::Bad(b, kind) => {
             shared.metrics.bad(kind);
+            // A client that stalls mid-hello is closed whatever
+            // --bad-input says: forwarding it would hand a slowloris to
+            // the nodes and hold two sockets here.
             if shared.cfg.bad_input == BadInputAction::Close
+                || kind == BadInput::Timeout
                 || kind == BadInput::Truncated && b.is_empty()
             {
                 shared.metrics.bad_input_closed.fetch_add(1, Relaxed);
@@ -593,6 +627,30 @@ async fn handle(shared: Arc<Shared>, mut client: TcpStream, peer: SocketAddr) {
 
 const BUF: usize = 16 * 1024;
 
+/// Why one direction of a proxied connection failed.
+enum Broken {
+    /// The client's socket failed (a reset, or gone).
+    Client(std::io::Error),
+    /// The node's socket failed.
+    Node(std::io::Error),
+}
+
+/// How a proxied connection ended.
+enum Ended {
+    /// Both directions finished (EOF each way).
+    Closed,
+    /// One side failed; the other is reset in turn.
+    Broken(Broken),
+    /// Nothing moved for `--idle-timeout`.
+    Idle,
+}
+
+/// Moves bytes both ways until both directions end, one side fails, or
+/// the connection is idle for `--idle-timeout`. A clean EOF in one
+/// direction is passed on as a half-close and leaves the other running.
+/// A failure (a reset, a write to a closed socket) ends both at once and
+/// is passed on as a reset (`SO_LINGER` 0), so the client of a node that
+/// resets sees the reset as it would without the dispatcher.
 async fn proxy(
     shared: &Shared,
     node: usize,
@@ -603,60 +661,107 @@ async fn proxy(
     mut learner: Option<ServerLearner>,
 ) {
     let stats = &shared.nodes[node];
+    let activity = tlslab_runtime::idle::Activity::new();
     let (mut cr, mut cw) = client.into_split();
     let (mut br, mut bw) = backend.into_split();
-    let up = async {
-        if shared.cfg.send_proxy_v2 {
-            let dst = cr.local_addr().unwrap_or(shared.cfg.listen);
-            bw.write_all(&proxy_v2::header(peer, dst)).await?;
-        }
-        bw.write_all(&first).await?;
-        stats.bytes_up.fetch_add(first.len() as u64, Relaxed);
-        let mut buf = vec![0u8; BUF];
-        loop {
-            let k = cr.read(&mut buf).await?;
-            if k == 0 {
-                break;
+    let ended = {
+        let up = async {
+            if shared.cfg.send_proxy_v2 {
+                let dst = cr.local_addr().unwrap_or(shared.cfg.listen);
+                bw.write_all(&proxy_v2::header(peer, dst))
+                    .await
+                    .map_err(Broken::Node)?;
             }
-            bw.write_all(&buf[..k]).await?;
-            stats.bytes_up.fetch_add(k as u64, Relaxed);
-        }
-        bw.shutdown().await
-    };
-    let down = async {
-        let mut buf = vec![0u8; BUF];
-        let r: std::io::Result<()> = async {
+            bw.write_all(&first).await.map_err(Broken::Node)?;
+            stats.bytes_up.fetch_add(first.len() as u64, Relaxed);
+            activity.touch();
+            let mut buf = vec![0u8; BUF];
             loop {
-                let k = br.read(&mut buf).await?;
+                let k = cr.read(&mut buf).await.map_err(Broken::Client)?;
                 if k == 0 {
                     break;
                 }
-                if let Some(l) = learner.as_mut()
-                    && !l.done()
-                {
-                    l.feed(&buf[..k]);
-                    if l.done() {
-                        settle(shared, node, l);
-                    }
-                }
-                cw.write_all(&buf[..k]).await?;
-                stats.bytes_down.fetch_add(k as u64, Relaxed);
+                activity.touch();
+                bw.write_all(&buf[..k]).await.map_err(Broken::Node)?;
+                stats.bytes_up.fetch_add(k as u64, Relaxed);
+                activity.touch();
             }
-            cw.shutdown().await
+            bw.shutdown().await.map_err(Broken::Node)
+        };
+        let down = async {
+            let mut buf = vec![0u8; BUF];
+            let r: Result<(), Broken> = async {
+                loop {
+                    let k = br.read(&mut buf).await.map_err(Broken::Node)?;
+                    if k == 0 {
+                        break;
+                    }
+                    activity.touch();
+                    if let Some(l) = learner.as_mut()
+                        && !l.done()
+                    {
+                        l.feed(&buf[..k]);
+                        if l.done() {
+                            settle(shared, node, l);
+                        }
+                    }
+                    cw.write_all(&buf[..k]).await.map_err(Broken::Client)?;
+                    stats.bytes_down.fetch_add(k as u64, Relaxed);
+                    activity.touch();
+                }
+                cw.shutdown().await.map_err(Broken::Client)
+            }
+            .await;
+            if let Some(l) = learner.as_mut()
+                && !l.done()
+            {
+                settle(shared, node, l);
+            }
+            r
+        };
+        let idle = activity.idle_for(shared.cfg.idle_timeout);
+        tokio::pin!(up, down, idle);
+        let (mut up_done, mut down_done) = (false, false);
+        loop {
+            tokio::select! {
+                r = &mut up, if !up_done => match r {
+                    Ok(()) if down_done => break Ended::Closed,
+                    Ok(()) => up_done = true,
+                    Err(b) => break Ended::Broken(b),
+                },
+                r = &mut down, if !down_done => match r {
+                    Ok(()) if up_done => break Ended::Closed,
+                    Ok(()) => down_done = true,
+                    Err(b) => break Ended::Broken(b),
+                },
+                () = &mut idle => break Ended::Idle,
+            }
         }
-        .await;
-        if let Some(l) = learner.as_mut()
-            && !l.done()
-        {
-            settle(shared, node, l);
-        }
-        r
     };
-    // Half-close: each direction ends on its own; an error in one (a
-    // reset) ends the whole connection, and only this connection.
-    let (a, b) = tokio::join!(up, down);
-    if let Err(e) = a.and(b) {
-        tracing::debug!(%peer, "connection ended: {e}");
+    match ended {
+        Ended::Closed => {}
+        Ended::Idle => {
+            shared.metrics.idle_closed.fetch_add(1, Relaxed);
+            tracing::debug!(%peer, "idle for --idle-timeout; closed");
+        }
+        Ended::Broken(Broken::Node(e)) => {
+            shared.metrics.resets[0].fetch_add(1, Relaxed);
+            tracing::debug!(%peer, "node connection failed ({e}); resetting the client");
+            reset(cr, cw);
+        }
+        Ended::Broken(Broken::Client(e)) => {
+            shared.metrics.resets[1].fetch_add(1, Relaxed);
+            tracing::debug!(%peer, "client connection failed ({e}); resetting the node's");
+            reset(br, bw);
+        }
+    }
+}
+
+/// Closes a connection with a reset (`SO_LINGER` 0). The halves are
+/// joined first: dropping a write half on its own sends a FIN.
+fn reset(r: tokio::net::tcp::OwnedReadHalf, w: tokio::net::tcp::OwnedWriteHalf) {
+    if let Ok(s) = r.reunite(w) {
+        let _ = s.set_zero_linger();
     }
 }
 
@@ -715,6 +820,10 @@ async fn health_loop(shared: Arc<Shared>, i: usize, mut shutdown: watch::Receive
     }
 }
 
+/// The time a `/metrics` client has to send each request head (the first,
+/// and each next on a kept-alive connection).
+const METRICS_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn serve_metrics(shared: Arc<Shared>, l: TcpListener, mut shutdown: watch::Receiver<bool>) {
     use http_body_util::Full;
     use hyper::service::service_fn;
@@ -741,7 +850,10 @@ async fn serve_metrics(shared: Arc<Shared>, l: TcpListener, mut shutdown: watch:
                     Ok::<_, http::Error>(resp.unwrap_or_default())
                 }
             });
+            // An idle or trickling scraper is closed after 10 s.
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(METRICS_HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(sock), svc)
                 .await;
         });

@@ -76,6 +76,13 @@ pub struct Metrics {
     pub no_backend: AtomicU64,
     /// Mappings learned, by kind.
     pub learned: [AtomicU64; 2],
+    /// Client connections open now (reading a hello or proxied).
+    pub open: AtomicU64,
+    /// Proxied connections closed by `--idle-timeout`.
+    pub idle_closed: AtomicU64,
+    /// Proxied connections ended by a failure of one side, passed on to
+    /// the other as a reset: `[node failed, client failed]`.
+    pub resets: [AtomicU64; 2],
 }
 
 impl Metrics {
@@ -204,6 +211,41 @@ pub fn render(e: &Exposition<'_>) -> String {
         "tlslab_dispatch_bad_input_closed_total {}",
         m.bad_input_closed.load(Relaxed)
     );
+    family(
+        &mut o,
+        "open_connections",
+        "gauge",
+        "Client connections open now, reading a ClientHello or proxied.",
+    );
+    let _ = writeln!(
+        o,
+        "tlslab_dispatch_open_connections {}",
+        m.open.load(Relaxed)
+    );
+    family(
+        &mut o,
+        "idle_closed_total",
+        "counter",
+        "Proxied connections closed because nothing moved either way for --idle-timeout.",
+    );
+    let _ = writeln!(
+        o,
+        "tlslab_dispatch_idle_closed_total {}",
+        m.idle_closed.load(Relaxed)
+    );
+    family(
+        &mut o,
+        "resets_total",
+        "counter",
+        "Proxied connections ended by a reset or failed write on one side, passed on to the other side as a reset.",
+    );
+    for (i, l) in ["node", "client"].iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "tlslab_dispatch_resets_total{{from=\"{l}\"}} {}",
+            m.resets[i].load(Relaxed)
+        );
+    }
     family(
         &mut o,
         "no_backend_total",

@@ -1184,6 +1184,7 @@ impl Dispatch {
                     max_sessions: std::num::NonZeroUsize::new(1_000_000)
                         .unwrap_or(std::num::NonZeroUsize::MIN),
                     hello_timeout: Duration::from_secs(5),
+                    idle_timeout: tlslab_dispatch::DEFAULT_IDLE_TIMEOUT,
                     bad_input: tlslab_dispatch::BadInputAction::Forward,
                     send_proxy_v2: false,
                     health_check: tlslab_dispatch::HealthCheck::Off,

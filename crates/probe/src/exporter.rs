@@ -1,17 +1,29 @@
 //! `tlslab probe exporter`: a blackbox_exporter-style endpoint. Each
 //! `GET /probe?target=URL` runs one round against URL and answers with its
 //! Prometheus metrics (text exposition format 0.0.4).
+//!
+//! Its HTTP listener is bounded ([`Limits`]): a client has
+//! [`Limits::request_timeout`] to send each request head (the first, and
+//! each next one on a kept-alive connection), and at most
+//! [`Limits::max_connections`] are open; at the limit a new client closes
+//! the connection idle longest (one not running a probe), so idle and
+//! slowloris connections cannot lock a scraper out.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 
 use crate::{Phase, ProbeConfig, Sample, probe_target};
 
@@ -58,6 +70,12 @@ pub fn metrics(s: &Sample) -> String {
         "tlslab_probe_success",
         "1 if every phase of the probe succeeded.",
         Some(if s.error_kind.is_none() { 1.0 } else { 0.0 }),
+    );
+    gauge(
+        &mut out,
+        "tlslab_probe_http_body_bytes",
+        "Body bytes of the GET response on the first connection.",
+        s.body_bytes.map(|b| b as f64),
     );
     gauge(
         &mut out,
@@ -172,6 +190,9 @@ async fn handle(
     match req.uri().path() {
         "/probe" => match target_param(req.uri().query()) {
             Some(t) if !t.is_empty() => {
+                if let Err(e) = crate::parse_target(&t) {
+                    return Ok(reply(StatusCode::BAD_REQUEST, format!("{e}\n")));
+                }
                 let s = probe_target(&cfg, &t).await;
                 Ok(reply(StatusCode::OK, metrics(&s)))
             }
@@ -191,23 +212,175 @@ async fn handle(
     }
 }
 
-/// Serves `/probe?target=URL` on `listener` until the task is dropped.
+/// Bounds on the exporter's HTTP listener.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Connections open at once; at the limit a new one closes the one
+    /// idle longest, or is refused (503) if every one runs a probe.
+    pub max_connections: usize,
+    /// Time a client has to send a whole request head, the first on a
+    /// connection and each next one (so it is also the keep-alive idle
+    /// timeout).
+    pub request_timeout: Duration,
+}
+
+/// The default [`Limits::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
+/// The default [`Limits::request_timeout`]: 10 s, shorter than nginx's
+/// `client_header_timeout` (60 s) because a scraper sends its request at
+/// once.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
+
+/// One open connection: whether it runs a request, since when it is idle,
+/// and how to close it.
+struct Entry {
+    busy: usize,
+    idle_since: Instant,
+    close: Arc<Notify>,
+}
+
+/// The open connections, for the limit and for closing the idle first.
+#[derive(Default)]
+struct Conns {
+    open: parking_lot::Mutex<HashMap<u64, Entry>>,
+}
+
+impl Conns {
+    /// Admits a new connection: under the limit at once; at it, by closing
+    /// the connection idle longest. `None`: every slot runs a probe.
+    fn admit(&self, id: u64, max: usize) -> Option<Arc<Notify>> {
+        let mut open = self.open.lock();
+        if open.len() >= max {
+            let victim = open
+                .iter()
+                .filter(|(_, e)| e.busy == 0)
+                .min_by_key(|(_, e)| e.idle_since)
+                .map(|(k, _)| *k)?;
+            if let Some(e) = open.remove(&victim) {
+                e.close.notify_one();
+            }
+        }
+        let close = Arc::new(Notify::new());
+        open.insert(
+            id,
+            Entry {
+                busy: 0,
+                idle_since: Instant::now(),
+                close: close.clone(),
+            },
+        );
+        Some(close)
+    }
+
+    fn set_busy(&self, id: u64, busy: bool) {
+        if let Some(e) = self.open.lock().get_mut(&id) {
+            if busy {
+                e.busy += 1;
+            } else {
+                e.busy = e.busy.saturating_sub(1);
+                e.idle_since = Instant::now();
+            }
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        self.open.lock().remove(&id);
+    }
+}
+
+/// Marks a connection busy while a request runs (idle again when dropped,
+/// also if the request is cancelled).
+struct Busy {
+    conns: Arc<Conns>,
+    id: u64,
+}
+
+impl Busy {
+    fn new(conns: Arc<Conns>, id: u64) -> Self {
+        conns.set_busy(id, true);
+        Busy { conns, id }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.conns.set_busy(self.id, false);
+    }
+}
+
+/// Serves `/probe?target=URL` on `listener` with the default [`Limits`]
+/// until the task is dropped.
 pub async fn serve(listener: TcpListener, cfg: ProbeConfig) -> std::io::Result<()> {
+    serve_with(listener, cfg, Limits::default()).await
+}
+
+/// Serves `/probe?target=URL` on `listener` within `limits` until the task
+/// is dropped.
+pub async fn serve_with(
+    listener: TcpListener,
+    cfg: ProbeConfig,
+    limits: Limits,
+) -> std::io::Result<()> {
+    let conns = Arc::new(Conns::default());
+    let max = limits.max_connections.max(1);
+    let mut next_id: u64 = 0;
     loop {
-        let (tcp, _) = match listener.accept().await {
+        let (mut tcp, _) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
+                // EMFILE and the like: back off instead of spinning.
                 tracing::warn!("exporter accept: {e}");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }
         };
+        next_id += 1;
+        let id = next_id;
+        let Some(close) = conns.admit(id, max) else {
+            tokio::spawn(async move {
+                const BODY: &str = "every connection is running a probe; retry later\n";
+                let msg = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{BODY}",
+                    BODY.len()
+                );
+                let _ = tokio::time::timeout(Duration::from_secs(1), tcp.write_all(msg.as_bytes()))
+                    .await;
+            });
+            continue;
+        };
         let cfg = cfg.clone();
+        let conns = conns.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| handle(cfg.clone(), req));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tcp), svc)
-                .await;
+            let svc_conns = conns.clone();
+            let svc = service_fn(move |req| {
+                let busy = Busy::new(svc_conns.clone(), id);
+                let cfg = cfg.clone();
+                async move {
+                    let r = handle(cfg, req).await;
+                    drop(busy);
+                    r
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.request_timeout)
+                .serve_connection(TokioIo::new(tcp), svc);
+            tokio::select! {
+                _ = conn => {}
+                () = close.notified() => {}
+            }
+            conns.remove(id);
         });
     }
 }

@@ -16,6 +16,7 @@
 //! configuration, round-trip counter and error classes it reuses) and not a
 //! WAN emulator (that is `tlslab relay`).
 
+mod body;
 mod round;
 mod schedule;
 mod store;
@@ -25,7 +26,7 @@ pub mod postgres;
 pub mod report;
 pub mod svg;
 
-pub use round::{Phase, ProbeConfig, Sample, probe_target};
+pub use round::{Phase, ProbeConfig, Sample, parse_target, probe_target};
 pub use schedule::{Schedule, run};
 pub use store::{SqliteStore, Store, StoreError, open as open_store};
 

@@ -48,8 +48,14 @@ const _: () = assert!(MIGRATIONS.len() as i64 == SCHEMA_VERSION);
 /// dropped (and counted) when a new one arrives to a full queue.
 pub const DEFAULT_QUEUE_ROUNDS: usize = 1000;
 
-/// How long a connection attempt may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection may take to be ready: the TCP connect and the
+/// whole start-up exchange (TLS refusal, authentication, parameters), so a
+/// server that accepts and never answers fails here rather than hanging.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long each database call (a migration, a round's transaction, a
+/// report's query) may take before the connection is given up.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A probe database on a PostgreSQL server.
 pub struct PostgresStore {
@@ -61,6 +67,8 @@ pub struct PostgresStore {
     queue: VecDeque<(i64, Vec<Sample>)>,
     capacity: usize,
     dropped: u64,
+    connect_timeout: Duration,
+    query_timeout: Duration,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -80,6 +88,14 @@ enum Failure {
     Sql(String),
 }
 
+impl Failure {
+    fn reason(self) -> String {
+        match self {
+            Failure::Unreachable(r) | Failure::Sql(r) => r,
+        }
+    }
+}
+
 impl From<tokio_postgres::Error> for Failure {
     fn from(e: tokio_postgres::Error) -> Failure {
         match e.as_db_error() {
@@ -89,17 +105,30 @@ impl From<tokio_postgres::Error> for Failure {
     }
 }
 
-/// Runs `f` to completion on `rt`, from a scoped thread: `block_on` cannot
-/// be called from inside another runtime's worker.
-fn block<F>(rt: &tokio::runtime::Runtime, f: F) -> F::Output
+/// Runs `f` on `rt` for at most `limit`, from a scoped thread: `block_on`
+/// cannot be called from inside another runtime's worker. A call that
+/// does not finish in time is a [`Failure::Unreachable`] (the server
+/// accepted but does not answer).
+fn block<F, T>(rt: &tokio::runtime::Runtime, limit: Duration, f: F) -> Result<T, Failure>
 where
-    F: Future + Send,
-    F::Output: Send,
+    F: Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    T: Send,
 {
-    std::thread::scope(|s| match s.spawn(|| rt.block_on(f)).join() {
-        Ok(v) => v,
-        Err(panic) => std::panic::resume_unwind(panic),
-    })
+    let r = std::thread::scope(|s| {
+        match s
+            .spawn(|| rt.block_on(async { tokio::time::timeout(limit, f).await }))
+            .join()
+        {
+            Ok(v) => v,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    match r {
+        Ok(v) => v.map_err(Failure::from),
+        Err(_) => Err(Failure::Unreachable(format!(
+            "no answer within {limit:?}: the server accepted the connection but did not respond"
+        ))),
+    }
 }
 
 /// Removes the password from a connection URL, for messages.
@@ -138,6 +167,13 @@ impl PostgresStore {
     /// brings the schema to [`SCHEMA_VERSION`]. A server that cannot be
     /// reached is an error here: a probe never starts without its database.
     pub fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_within(url, CONNECT_TIMEOUT, QUERY_TIMEOUT)
+    }
+
+    /// [`PostgresStore::open`] with other time limits: `connect` for a
+    /// connection to be ready (TCP and the start-up exchange), `query`
+    /// for each call.
+    pub fn open_within(url: &str, connect: Duration, query: Duration) -> Result<Self, StoreError> {
         let shown = without_password(url);
         let open_err = |reason: String| StoreError::Open {
             path: shown.clone(),
@@ -148,7 +184,7 @@ impl PostgresStore {
                 "{e}; give postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
             ))
         })?;
-        config.connect_timeout(CONNECT_TIMEOUT);
+        config.connect_timeout(connect);
         config.application_name("tlslab-probe");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -162,6 +198,8 @@ impl PostgresStore {
             queue: VecDeque::new(),
             capacity: DEFAULT_QUEUE_ROUNDS,
             dropped: 0,
+            connect_timeout: connect,
+            query_timeout: query,
         };
         store.connect().map_err(|f| match f {
             Failure::Unreachable(r) => open_err(format!(
@@ -198,7 +236,7 @@ impl PostgresStore {
         }
         self.client = None;
         let config = &self.config;
-        let client = block(&self.rt, async {
+        let client = block(&self.rt, self.connect_timeout, async {
             let (client, conn) = config.connect(NoTls).await?;
             // Runs whenever this runtime runs, that is during each call.
             tokio::spawn(async move {
@@ -214,7 +252,7 @@ impl PostgresStore {
         let Some(client) = self.client.as_mut() else {
             return Err(Failure::Unreachable("not connected".into()));
         };
-        let have = block(&self.rt, async {
+        let have = block(&self.rt, self.query_timeout, async {
             let tx = client.transaction().await?;
             tx.batch_execute(
                 "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);
@@ -263,13 +301,16 @@ impl PostgresStore {
             // A connection lost during COMMIT leaves it unknown whether the
             // round was stored; it is then written again (a rare duplicate
             // rather than a loss).
-            match block(&self.rt, insert_round(client, *started, samples)) {
+            match block(
+                &self.rt,
+                self.query_timeout,
+                insert_round(client, *started, samples),
+            ) {
                 Ok(id) => {
                     self.queue.pop_front();
                     last = Some(id);
                 }
-                Err(e) => {
-                    let f = Failure::from(e);
+                Err(f) => {
                     if matches!(f, Failure::Unreachable(_)) {
                         self.client = None;
                     } else {
@@ -398,7 +439,7 @@ impl Store for PostgresStore {
             });
         };
         let (since, until) = (since.unwrap_or(i64::MIN), until.unwrap_or(i64::MAX));
-        let rows = block(&self.rt, async {
+        let rows = block(&self.rt, self.query_timeout, async {
             client
                 .query(
                     &format!(
@@ -409,9 +450,9 @@ impl Store for PostgresStore {
                 )
                 .await
         })
-        .map_err(|e| StoreError::Query {
+        .map_err(|f| StoreError::Query {
             path: self.shown.clone(),
-            reason: e.to_string(),
+            reason: f.reason(),
         })?;
         rows.iter()
             .map(|r| {
@@ -444,6 +485,7 @@ impl Store for PostgresStore {
                     error_phase: r.try_get(24)?,
                     error_kind: r.try_get(25)?,
                     error: r.try_get(26)?,
+                    body_bytes: None,
                 })
             })
             .collect::<Result<Vec<_>, tokio_postgres::Error>>()
@@ -460,13 +502,13 @@ impl Store for PostgresStore {
                 reason: "not connected to PostgreSQL".into(),
             });
         };
-        block(&self.rt, async {
+        block(&self.rt, self.query_timeout, async {
             client.query_one("SELECT count(*) FROM rounds", &[]).await
         })
         .map(|r| r.get(0))
-        .map_err(|e| StoreError::Query {
+        .map_err(|f| StoreError::Query {
             path: self.shown.clone(),
-            reason: e.to_string(),
+            reason: f.reason(),
         })
     }
 }
@@ -503,5 +545,60 @@ mod tests {
             .expect_err("bad url")
             .to_string();
         assert!(e.contains("give postgres://"), "{e}");
+    }
+
+    /// A listener nobody accepts on: the kernel completes the TCP
+    /// handshake, and no byte ever comes back.
+    #[test]
+    fn a_server_that_accepts_and_never_answers_fails_within_the_connect_timeout() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = silent.local_addr().expect("addr").port();
+        let t = std::time::Instant::now();
+        let e = PostgresStore::open_within(
+            &format!("postgres://probe@127.0.0.1:{port}/probe"),
+            Duration::from_millis(500),
+            Duration::from_millis(500),
+        )
+        .expect_err("the server never answers")
+        .to_string();
+        let took = t.elapsed();
+        assert!(took < Duration::from_secs(3), "took {took:?}");
+        assert!(e.contains("no answer within 500ms"), "{e}");
+        drop(silent);
+    }
+
+    /// A server that finishes the start-up exchange (trust authentication)
+    /// and then never answers a query: the first query gives up.
+    #[test]
+    fn a_server_that_stops_answering_queries_fails_within_the_query_timeout() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().expect("accept");
+            s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+            let mut len = [0u8; 4];
+            s.read_exact(&mut len).expect("startup length");
+            let mut rest = vec![0u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
+            s.read_exact(&mut rest).expect("startup message");
+            // AuthenticationOk, then ReadyForQuery (idle).
+            s.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 0, b'Z', 0, 0, 0, 5, b'I'])
+                .expect("write");
+            // Read (and ignore) queries until the client goes.
+            let mut buf = [0u8; 4096];
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+        });
+        let t = std::time::Instant::now();
+        let e = PostgresStore::open_within(
+            &format!("postgres://probe@127.0.0.1:{port}/probe"),
+            Duration::from_secs(5),
+            Duration::from_millis(500),
+        )
+        .expect_err("queries are never answered")
+        .to_string();
+        let took = t.elapsed();
+        assert!(took < Duration::from_secs(3), "took {took:?}");
+        assert!(e.contains("no answer within 500ms"), "{e}");
+        server.join().expect("server thread");
     }
 }

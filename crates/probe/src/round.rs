@@ -20,6 +20,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::Error;
+use crate::body::{Body, Framing};
 
 /// How targets are probed.
 #[derive(Clone, Debug)]
@@ -117,6 +118,11 @@ pub struct Sample {
     pub total_us: Option<i64>,
     /// HTTP status of the first connection's GET.
     pub status: Option<u16>,
+    /// Body bytes of the first connection's GET response, counted as they
+    /// stream (never held whole). Shown and exported, not stored in the
+    /// database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_bytes: Option<i64>,
     /// TCP connect of the second connection.
     pub resumed_connect_us: Option<i64>,
     /// The second connection's handshake.
@@ -191,7 +197,7 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 /// A phase that failed: its class and message.
-struct Failed(String, String);
+pub(crate) struct Failed(pub(crate) String, pub(crate) String);
 
 fn io_failed(e: &std::io::Error) -> Failed {
     Failed(classify(e), e.to_string())
@@ -212,6 +218,20 @@ where
     }
 }
 
+/// Parses a probe target: an `https://` URL. An `http://` one is refused
+/// (the probe times TLS handshakes), with the fix in the message.
+pub fn parse_target(url: &str) -> Result<Target, String> {
+    let t = Target::parse(url).map_err(|e| e.to_string())?;
+    if t.scheme != tlslab_load::Scheme::Https {
+        let rest = url.trim().split_once("://").map_or(url, |(_, r)| r);
+        return Err(format!(
+            "{url}: the probe times TLS handshakes, so it needs an https:// URL \
+             (write https://{rest})"
+        ));
+    }
+    Ok(t)
+}
+
 /// Probes `url` once. Never fails: a failure is recorded in the sample
 /// with its phase and class, and later phases are left empty.
 pub async fn probe_target(cfg: &ProbeConfig, url: &str) -> Sample {
@@ -220,10 +240,10 @@ pub async fn probe_target(cfg: &ProbeConfig, url: &str) -> Sample {
         started_at_ms: now_ms(),
         ..Sample::default()
     };
-    let target = match Target::parse(url) {
+    let target = match parse_target(url) {
         Ok(t) => t,
         Err(e) => {
-            s.fail(Phase::Dns, "bad_url", e.to_string());
+            s.fail(Phase::Dns, "bad_url", e);
             return s;
         }
     };
@@ -329,6 +349,7 @@ struct Conn {
     ttfb: Option<Duration>,
     get: Option<Duration>,
     status: Option<u16>,
+    body_bytes: Option<u64>,
     resumed: Option<bool>,
     version: Option<String>,
     suite: Option<String>,
@@ -347,6 +368,9 @@ impl Conn {
         s.ttfb_us = self.ttfb.map(micros);
         s.get_us = self.get.map(micros);
         s.status = self.status;
+        s.body_bytes = self
+            .body_bytes
+            .map(|b| i64::try_from(b).unwrap_or(i64::MAX));
         s.version.clone_from(&self.version);
         s.suite.clone_from(&self.suite);
         s.group.clone_from(&self.group);
@@ -411,10 +435,17 @@ async fn connection(
         target.host_header()
     );
     match get(&mut tls, req.as_bytes(), cfg.timeout).await {
-        Ok((status, ttfb, total)) => {
-            c.status = Some(status);
-            c.ttfb = Some(ttfb);
-            c.get = Some(total);
+        Ok(g) => {
+            tracing::debug!(
+                body_bytes = g.body_bytes,
+                held = g.peak_held,
+                "GET {} read",
+                target.path
+            );
+            c.status = Some(g.status);
+            c.ttfb = Some(g.ttfb);
+            c.get = Some(g.total);
+            c.body_bytes = Some(g.body_bytes);
         }
         Err(f) => return Err((Step::Get, f, c)),
     }
@@ -454,23 +485,48 @@ fn describe<T>(tls: &TlsStream<CountingIo<T, RoundTrips>>, c: &mut Conn) {
     }
 }
 
-/// Writes `req` and reads the response: (status, time to first byte, time
-/// to last byte), both from the write. The response ends at its
-/// Content-Length, at the last chunk, or when the server closes.
+/// What a GET measured.
+#[derive(Debug)]
+struct Got {
+    status: u16,
+    /// Request written to the first response byte.
+    ttfb: Duration,
+    /// Request written to the last response byte.
+    total: Duration,
+    /// Body bytes (chunked: decoded), counted as they stream.
+    body_bytes: u64,
+    /// The most bytes [`get`] held at once (the head buffer): bounded by
+    /// [`MAX_HEAD`] plus one read, whatever the body's size.
+    peak_held: usize,
+}
+
+/// The longest response head read.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// How much one read takes.
+const READ: usize = 16 * 1024;
+
+/// Writes `req` and reads the response: its status, time to first byte and
+/// to last byte (both from the write) and its body's size. The response
+/// ends at its Content-Length, after the last chunk and its trailers, or
+/// when the server closes. Only the head is buffered (at most
+/// [`MAX_HEAD`]); the body is read into a fixed buffer and counted, so a
+/// large response costs no memory.
 async fn get<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     req: &[u8],
     limit: Duration,
-) -> Result<(u16, Duration, Duration), Failed> {
+) -> Result<Got, Failed> {
     let start = Instant::now();
     let deadline = tokio::time::Instant::now() + limit;
     let run = async {
         s.write_all(req).await.map_err(|e| io_failed(&e))?;
         s.flush().await.map_err(|e| io_failed(&e))?;
-        let mut buf = Vec::with_capacity(16 * 1024);
-        let mut chunk = [0u8; 16 * 1024];
+        let mut head_buf = Vec::with_capacity(READ);
+        let mut chunk = vec![0u8; READ];
         let mut ttfb = None;
-        let mut head: Option<(u16, usize, Framing)> = None;
+        let mut peak_held = 0;
+        let mut head: Option<(u16, Body)> = None;
         loop {
             let n = match s.read(&mut chunk).await {
                 Ok(n) => n,
@@ -480,26 +536,41 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin>(
             if ttfb.is_none() && n > 0 {
                 ttfb = Some(start.elapsed());
             }
-            buf.extend_from_slice(&chunk[..n]);
-            if head.is_none() {
-                head = parse_head(&buf)?;
-            }
-            if let Some((status, body_at, framing)) = head {
-                let body = &buf[body_at..];
-                let done = match framing {
-                    Framing::Length(len) => body.len() >= len,
-                    Framing::Chunked => body.ends_with(b"0\r\n\r\n"),
-                    Framing::Close => false,
-                };
-                if done || n == 0 {
-                    let ttfb = ttfb.unwrap_or_else(|| start.elapsed());
-                    return Ok((status, ttfb, start.elapsed()));
+            let done = match head.as_mut() {
+                Some((_, body)) => body.feed(&chunk[..n])?,
+                None => {
+                    head_buf.extend_from_slice(&chunk[..n]);
+                    peak_held = peak_held.max(head_buf.capacity());
+                    match parse_head(&head_buf)? {
+                        Some((status, body_at, framing)) => {
+                            let mut body = Body::new(framing);
+                            let done = body.feed(&head_buf[body_at..])?;
+                            head_buf = Vec::new();
+                            head = Some((status, body));
+                            done
+                        }
+                        None if n == 0 => {
+                            return Err(Failed(
+                                "http_protocol".into(),
+                                "the server closed the connection before a complete response head"
+                                    .into(),
+                            ));
+                        }
+                        None => false,
+                    }
                 }
-            } else if n == 0 {
-                return Err(Failed(
-                    "http_protocol".into(),
-                    "the server closed the connection before a complete response head".into(),
-                ));
+            };
+            if let Some((status, body)) = &head
+                && (done || n == 0)
+            {
+                let ttfb = ttfb.unwrap_or_else(|| start.elapsed());
+                return Ok(Got {
+                    status: *status,
+                    ttfb,
+                    total: start.elapsed(),
+                    body_bytes: body.bytes,
+                    peak_held: peak_held + chunk.len(),
+                });
             }
         }
     };
@@ -512,16 +583,9 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-#[derive(Clone, Copy)]
-enum Framing {
-    Length(usize),
-    Chunked,
-    Close,
-}
-
 fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing)>, Failed> {
     let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-        if buf.len() > 64 * 1024 {
+        if buf.len() > MAX_HEAD {
             return Err(Failed(
                 "http_protocol".into(),
                 "response head longer than 64 KiB".into(),
@@ -584,5 +648,106 @@ mod tests {
             .flatten()
             .expect("head");
         assert!(matches!(f, Framing::Chunked));
+    }
+
+    /// Serves one response on 127.0.0.1: `head`, then `body_len` filler
+    /// bytes written 64 KiB at a time, framed as `chunked` (in chunks of
+    /// varied sizes, with a trailer) or not, then closes.
+    async fn streaming_server(head: String, body_len: usize, chunked: bool) -> SocketAddr {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut req = [0u8; 1024];
+            let _ = s.read(&mut req).await;
+            s.write_all(head.as_bytes()).await.unwrap();
+            let block = vec![b'x'; 64 * 1024];
+            let mut left = body_len;
+            let mut i = 0usize;
+            while left > 0 {
+                // Chunks of 1 to 64 KiB, so sizes and CRLFs straddle reads.
+                let k = left.min(1 + (i * 7919) % block.len());
+                i += 1;
+                if chunked {
+                    let line = format!("{k:x};ext=1\r\n");
+                    if s.write_all(line.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+                if s.write_all(&block[..k]).await.is_err() {
+                    return;
+                }
+                if chunked && s.write_all(b"\r\n").await.is_err() {
+                    return;
+                }
+                left -= k;
+            }
+            if chunked {
+                let _ = s.write_all(b"0\r\nX-Trailer: 1\r\n\r\n").await;
+                // Held open: the body's own end must end the read.
+                let mut rest = [0u8; 16];
+                let _ = s.read(&mut rest).await;
+            }
+        });
+        addr
+    }
+
+    /// A large body is counted exactly while [`get`] holds no more than
+    /// its head buffer and one read, for every framing.
+    #[tokio::test]
+    async fn a_large_body_is_counted_in_bounded_memory() {
+        const LEN: usize = 48 * 1024 * 1024;
+        let cases = [
+            (
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {LEN}\r\n\r\n"),
+                false,
+                "content-length",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_string(),
+                true,
+                "chunked",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_string(),
+                false,
+                "close-delimited",
+            ),
+        ];
+        for (head, chunked, what) in cases {
+            let addr = streaming_server(head, LEN, chunked).await;
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let g = get(&mut s, b"GET / HTTP/1.1\r\n\r\n", Duration::from_secs(30))
+                .await
+                .unwrap_or_else(|Failed(k, m)| panic!("{what}: {k}: {m}"));
+            assert_eq!(g.status, 200, "{what}");
+            assert_eq!(g.body_bytes, LEN as u64, "{what}");
+            assert!(
+                g.peak_held <= MAX_HEAD + 2 * READ,
+                "{what}: held {} bytes for a {LEN}-byte body",
+                g.peak_held
+            );
+        }
+    }
+
+    #[test]
+    fn chunked_bodies_end_after_their_trailers_and_bad_ones_fail() {
+        let mut b = Body::new(Framing::Chunked);
+        let wire = b"5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nA: b\r\n\r\n";
+        // Byte by byte: every state boundary straddles a feed.
+        let mut done = false;
+        for c in wire.chunks(1) {
+            assert!(!done);
+            done = b.feed(c).ok().expect("valid");
+        }
+        assert!(done);
+        assert_eq!(b.bytes, 8);
+        let mut b = Body::new(Framing::Chunked);
+        assert!(b.feed(b"zz\r\n").is_err());
+        let mut b = Body::new(Framing::Chunked);
+        assert!(b.feed(b"ffffffffffffffffff\r\n").is_err());
+        let mut b = Body::new(Framing::Length(4));
+        assert!(b.feed(b"abcdef").ok().expect("valid"));
+        assert_eq!(b.bytes, 4);
     }
 }

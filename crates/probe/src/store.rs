@@ -354,6 +354,7 @@ impl Store for SqliteStore {
                         error_phase: r.get(24)?,
                         error_kind: r.get(25)?,
                         error: r.get(26)?,
+                        body_bytes: None,
                     })
                 },
             )

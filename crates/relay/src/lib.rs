@@ -21,7 +21,13 @@
 //! its true number of round trips: one for TLS 1.3, two for TLS 1.2.
 //! Congestion control, slow start and receive windows are the endpoints'
 //! own over loopback; the relay's buffer ([`RelayStats`] counts what it
-//! held) bounds what is in flight at 4 MiB per direction.
+//! holds) bounds what is in flight at 4 MiB per direction, less with a
+//! bandwidth ([`window`]: the bottleneck's delays plus one second), and at
+//! [`RelayConfig::max_queued`] over all connections.
+//!
+//! A connection ends, and what it holds is dropped, as soon as either side
+//! is gone (a reset, a failed write), or when nothing has moved either way
+//! for [`RelayConfig::idle_timeout`].
 //!
 //! It is used by `tlslab relay`, by `tlslab load`/`probe` through it, and
 //! by the experiments and tests that need a round-trip time. It does no
@@ -33,7 +39,10 @@ mod relay;
 
 pub use conditions::{Bandwidth, Conditions, RTO_MIN, parse_loss};
 pub use link::{Link, MSS, Span};
-pub use relay::{Relay, RelayConfig, RelayStats, RelayThread};
+pub use relay::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_QUEUED, Relay, RelayConfig, RelayStats, RelayThread,
+    parse_size, window,
+};
 
 use std::net::SocketAddr;
 

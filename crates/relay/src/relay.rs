@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tlslab_runtime::idle::Activity;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -19,11 +20,39 @@ use crate::{Conditions, Error};
 /// How much one read takes from a socket.
 const READ_SIZE: usize = 64 * 1024;
 
-/// Bytes a direction holds in flight (read, not yet delivered) before it
-/// stops reading, so that the sender sees TCP back-pressure as behind a
-/// real bottleneck's buffer. 4 MiB covers the bandwidth-delay product of
-/// 100 Mbit/s at 300 ms RTT.
+/// The most bytes a direction holds in flight (read, not yet delivered)
+/// before it stops reading, so that the sender sees TCP back-pressure as
+/// behind a real bottleneck's buffer. 4 MiB covers the bandwidth-delay
+/// product of 100 Mbit/s at 300 ms RTT. With a `--bandwidth`, a direction
+/// holds at most what the bottleneck sends in its delays plus one second
+/// ([`window`]), at least [`MIN_WINDOW`].
 const WINDOW: usize = 4 * 1024 * 1024;
+
+/// The least a direction may hold: two reads.
+const MIN_WINDOW: usize = 2 * READ_SIZE;
+
+/// The default [`RelayConfig::max_queued`]: 128 MiB over all connections.
+pub const DEFAULT_MAX_QUEUED: usize = 128 * 1024 * 1024;
+
+/// The default [`RelayConfig::idle_timeout`]: 10 minutes, nginx stream's
+/// `proxy_timeout`.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How many bytes one direction may hold: [`WINDOW`] without a bandwidth
+/// limit; with one, the bytes the bottleneck sends in the path's delays
+/// (both ways, with jitter and a retransmission) plus one second, within
+/// [`MIN_WINDOW`]..=[`WINDOW`]. At 100 kbit/s that is 128 KiB, not 4 MiB
+/// that would take five minutes to drain.
+pub fn window(c: &Conditions) -> usize {
+    let Some(bw) = c.bandwidth else {
+        return WINDOW;
+    };
+    let time = (c.delay + c.jitter) * 2 + c.retransmit_delay() + Duration::from_secs(1);
+    let bytes = (u128::from(bw.bps()) / 8) * time.as_millis() / 1000;
+    usize::try_from(bytes)
+        .unwrap_or(WINDOW)
+        .clamp(MIN_WINDOW, WINDOW)
+}
 
 /// How long the relay waits for the upstream's TCP handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,6 +70,80 @@ pub struct RelayConfig {
     /// Seeds jitter and loss; connection `i` uses `seed + 2i` upstream and
     /// `seed + 2i + 1` downstream, so runs repeat.
     pub seed: u64,
+    /// A connection on which no byte moved, either way, for this long is
+    /// closed ([`DEFAULT_IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
+    /// The most bytes held (read, not yet delivered) over all connections
+    /// and both directions ([`DEFAULT_MAX_QUEUED`], at least 128 KiB); a
+    /// direction stops reading while the relay holds this much.
+    pub max_queued: usize,
+}
+
+impl RelayConfig {
+    /// A relay from `listen` to `upstream` with `conditions`, seed 1 and
+    /// the default idle timeout and queue cap.
+    pub fn new(listen: SocketAddr, upstream: SocketAddr, conditions: Conditions) -> Self {
+        RelayConfig {
+            listen,
+            upstream,
+            conditions,
+            seed: 1,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_queued: DEFAULT_MAX_QUEUED,
+        }
+    }
+
+    /// Checks the conditions, the idle timeout and the queue cap.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.conditions.validate()?;
+        if self.idle_timeout.is_zero() {
+            return Err(Error::Invalid(
+                "idle timeout must be more than 0 (the default is 10m)".into(),
+            ));
+        }
+        if self.max_queued < MIN_WINDOW || self.max_queued > Semaphore::MAX_PERMITS {
+            return Err(Error::Invalid(format!(
+                "queue cap {} B is out of range: give at least 128KiB (the default is 128MiB)",
+                self.max_queued
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Parses a byte size: a number with an optional unit, `B`, `k`/`KB`
+/// (1000), `KiB` (1024), `M`/`MB`, `MiB`, `G`/`GB`, `GiB` (case does not
+/// matter).
+pub fn parse_size(s: &str) -> Result<usize, Error> {
+    let t = s.trim().to_ascii_lowercase();
+    let at = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(at);
+    let mult: f64 = match unit.trim() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        u => {
+            return Err(Error::Invalid(format!(
+                "size {s:?}: unknown unit {u:?}; write it as 128MiB, 64MB or a number of bytes"
+            )));
+        }
+    };
+    let v: f64 = num.parse().map_err(|_| {
+        Error::Invalid(format!(
+            "size {s:?} is not a number; write it as 128MiB, 64MB or a number of bytes"
+        ))
+    })?;
+    let b = v * mult;
+    if !b.is_finite() || b < 0.0 || b > usize::MAX as f64 {
+        return Err(Error::Invalid(format!("size {s:?} is out of range")));
+    }
+    Ok(b as usize)
 }
 
 /// Counters since the relay started.
@@ -60,6 +163,13 @@ pub struct RelayStats {
     pub segments: u64,
     /// Segments that were "lost" and delivered a retransmission delay late.
     pub lost: u64,
+    /// Connections closed because nothing moved either way for the idle
+    /// timeout.
+    pub idle_closed: u64,
+    /// Bytes held now (read, not yet delivered), all connections.
+    pub queued: u64,
+    /// The most bytes ever held at once.
+    pub queued_peak: u64,
 }
 
 #[derive(Debug, Default)]
@@ -71,6 +181,9 @@ struct Counters {
     bytes_down: AtomicU64,
     segments: AtomicU64,
     lost: AtomicU64,
+    idle_closed: AtomicU64,
+    queued: AtomicU64,
+    queued_peak: AtomicU64,
 }
 
 impl Counters {
@@ -84,7 +197,28 @@ impl Counters {
             bytes_down: g(&self.bytes_down),
             segments: g(&self.segments),
             lost: g(&self.lost),
+            idle_closed: g(&self.idle_closed),
+            queued: g(&self.queued),
+            queued_peak: g(&self.queued_peak),
         }
+    }
+}
+
+/// Bytes held by one queued item: returned to the connection's window and
+/// the relay-wide cap, and taken off the queued count, when it is
+/// delivered or dropped (a connection that ends drops its queue).
+struct Held {
+    _window: tokio::sync::OwnedSemaphorePermit,
+    _global: tokio::sync::OwnedSemaphorePermit,
+    bytes: u64,
+    counters: Arc<Counters>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.counters
+            .queued
+            .fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -102,7 +236,7 @@ impl Relay {
     /// Binds `cfg.listen` and starts relaying. Must be called within a
     /// tokio runtime with timers and I/O enabled.
     pub async fn start(cfg: RelayConfig) -> Result<Relay, Error> {
-        cfg.conditions.validate()?;
+        cfg.validate()?;
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| Error::Bind(cfg.listen, e))?;
@@ -158,6 +292,7 @@ async fn accept_loop(
 ) {
     // Dropping the set (at stop) aborts every connection task.
     let mut conns = JoinSet::new();
+    let global = Arc::new(Semaphore::new(cfg.max_queued));
     let mut next: u64 = 0;
     loop {
         tokio::select! {
@@ -168,7 +303,7 @@ async fn accept_loop(
                     counters.connections.fetch_add(1, Ordering::Relaxed);
                     let seed = cfg.seed.wrapping_add(next.wrapping_mul(2));
                     next += 1;
-                    conns.spawn(relay_one(client, cfg.upstream, cfg.conditions, seed, counters.clone()));
+                    conns.spawn(relay_one(client, cfg.clone(), seed, global.clone(), counters.clone()));
                 }
                 Err(e) => {
                     // EMFILE and the like: back off instead of spinning.
@@ -187,11 +322,12 @@ async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
 
 async fn relay_one(
     client: TcpStream,
-    upstream: SocketAddr,
-    cond: Conditions,
+    cfg: RelayConfig,
     seed: u64,
+    global: Arc<Semaphore>,
     counters: Arc<Counters>,
 ) {
+    let upstream = cfg.upstream;
     let server = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(upstream)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -209,22 +345,47 @@ async fn relay_one(
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     counters.open.fetch_add(1, Ordering::Relaxed);
+    let cond = cfg.conditions;
+    let shared = Shared {
+        counters: counters.clone(),
+        global,
+        window: window(&cond),
+        activity: Activity::new(),
+    };
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
-    let up = pipe(cr, sw, Link::new(cond, seed), &counters, Dir::Up);
+    let up = pipe(cr, sw, Link::new(cond, seed), &shared, Dir::Up);
     let down = pipe(
         sr,
         cw,
         Link::new(cond, seed.wrapping_add(1)),
-        &counters,
+        &shared,
         Dir::Down,
     );
-    // An error either way (a reset) ends both directions; a clean EOF in
-    // one leaves the other running (half-close).
-    if let Err(e) = tokio::try_join!(up, down) {
-        tracing::debug!("relay: connection ended: {e}");
+    // An error either way (a reset, a failed write: a side is gone) ends
+    // both directions and drops what they hold; a clean EOF in one leaves
+    // the other running (half-close). Nothing moving either way for the
+    // idle timeout ends both too.
+    tokio::select! {
+        r = async { tokio::try_join!(up, down) } => if let Err(e) = r {
+            tracing::debug!("relay: connection ended: {e}");
+        },
+        () = shared.activity.idle_for(cfg.idle_timeout) => {
+            counters.idle_closed.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!("relay: connection idle for {:?}; closed", cfg.idle_timeout);
+        }
     }
     counters.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// What the two directions of one connection share.
+struct Shared {
+    counters: Arc<Counters>,
+    /// The relay-wide cap on held bytes.
+    global: Arc<Semaphore>,
+    /// Bytes one direction may hold.
+    window: usize,
+    activity: Activity,
 }
 
 #[derive(Clone, Copy)]
@@ -239,25 +400,39 @@ enum Item {
         bytes: Vec<u8>,
         segments: u32,
         lost: u32,
-        /// Returned to the window when the bytes are delivered.
-        _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+        /// Returned to the window and the cap when the bytes are delivered.
+        _held: Option<Held>,
     },
     Fin {
         release: Instant,
     },
 }
 
+/// Returns when the socket has an error (the peer reset it): that side is
+/// gone.
+async fn gone(s: &TcpStream) -> std::io::Error {
+    match s.ready(Interest::ERROR).await {
+        Ok(_) => s
+            .take_error()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| std::io::ErrorKind::ConnectionReset.into()),
+        Err(e) => e,
+    }
+}
+
 async fn pipe(
     mut src: OwnedReadHalf,
     mut dst: OwnedWriteHalf,
     mut link: Link,
-    counters: &Counters,
+    shared: &Shared,
     dir: Dir,
 ) -> std::io::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
-    let window = Arc::new(Semaphore::new(WINDOW));
+    let window = Arc::new(Semaphore::new(shared.window));
+    let counters = &shared.counters;
     let reader = async move {
-        let mut buf = vec![0u8; READ_SIZE];
+        let mut buf = vec![0u8; READ_SIZE.min(shared.window)];
         loop {
             let n = src.read(&mut buf).await?;
             let now = Instant::now();
@@ -266,23 +441,40 @@ async fn pipe(
                 let _ = tx.send(Item::Fin { release });
                 return Ok::<_, std::io::Error>(());
             }
-            // Waits while the window is full: the sender's bytes then sit
-            // in the kernel's buffers, and TCP slows it down.
-            let permit = window
-                .clone()
-                .acquire_many_owned(n as u32)
-                .await
-                .map_err(std::io::Error::other)?;
+            shared.activity.touch();
+            // Waits while the window or the relay-wide cap is full: the
+            // sender's bytes then sit in the kernel's buffers, and TCP
+            // slows it down. A reset meanwhile ends the wait.
+            let take = async {
+                let w = window.clone().acquire_many_owned(n as u32).await;
+                let g = shared.global.clone().acquire_many_owned(n as u32).await;
+                match (w, g) {
+                    (Ok(w), Ok(g)) => Ok((w, g)),
+                    _ => Err(std::io::Error::other("the relay is stopping")),
+                }
+            };
+            let (w, g) = tokio::select! {
+                r = take => r?,
+                e = gone(src.as_ref()) => return Err(e),
+            };
+            let q = counters.queued.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+            counters.queued_peak.fetch_max(q, Ordering::Relaxed);
+            let held = Held {
+                _window: w,
+                _global: g,
+                bytes: n as u64,
+                counters: counters.clone(),
+            };
             let spans = link.schedule(now.into_std(), n);
             let last = spans.len() - 1;
-            let mut permit = Some(permit);
+            let mut held = Some(held);
             for (i, s) in spans.into_iter().enumerate() {
                 let item = Item::Data {
                     release: s.release.into(),
                     bytes: buf[s.start..s.end].to_vec(),
                     segments: s.segments,
                     lost: s.lost,
-                    _permit: if i == last { permit.take() } else { None },
+                    _held: if i == last { held.take() } else { None },
                 };
                 if tx.send(item).is_err() {
                     return Ok(());
@@ -295,25 +487,41 @@ async fn pipe(
             Dir::Up => &counters.bytes_up,
             Dir::Down => &counters.bytes_down,
         };
-        while let Some(item) = rx.recv().await {
+        loop {
+            // While waiting, a reset of the destination ends the
+            // connection at once: its peer is gone, so what is queued
+            // for it is dropped.
+            let item = tokio::select! {
+                i = rx.recv() => match i {
+                    Some(i) => i,
+                    None => return Ok(()),
+                },
+                e = gone(dst.as_ref()) => return Err(e),
+            };
+            let release = match &item {
+                Item::Data { release, .. } | Item::Fin { release } => *release,
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(release) => {}
+                e = gone(dst.as_ref()) => return Err(e),
+            }
             match item {
                 Item::Data {
-                    release,
                     bytes,
                     segments,
                     lost,
-                    _permit,
+                    _held,
+                    ..
                 } => {
-                    tokio::time::sleep_until(release).await;
                     dst.write_all(&bytes).await?;
+                    shared.activity.touch();
                     bytes_counter.fetch_add(bytes.len() as u64, Ordering::Relaxed);
                     counters
                         .segments
                         .fetch_add(u64::from(segments), Ordering::Relaxed);
                     counters.lost.fetch_add(u64::from(lost), Ordering::Relaxed);
                 }
-                Item::Fin { release } => {
-                    tokio::time::sleep_until(release).await;
+                Item::Fin { .. } => {
                     // The peer may already be gone; that ends this
                     // direction either way.
                     let _ = dst.shutdown().await;
@@ -321,7 +529,6 @@ async fn pipe(
                 }
             }
         }
-        Ok(())
     };
     tokio::try_join!(reader, writer).map(|_| ())
 }

@@ -44,12 +44,7 @@ async fn echo_server() -> SocketAddr {
 }
 
 fn cfg(upstream: SocketAddr, cond: Conditions) -> RelayConfig {
-    RelayConfig {
-        listen: loopback(),
-        upstream,
-        conditions: cond,
-        seed: 1,
-    }
+    RelayConfig::new(loopback(), upstream, cond)
 }
 
 fn delay(ms: u64) -> Conditions {

@@ -13,6 +13,8 @@
 //!   [`process_cpu_time`] read the calling thread's and the process's clocks.
 //! - [`CountingIo`] wraps an `AsyncRead + AsyncWrite` stream and reports
 //!   every byte moved to an [`IoObserver`] ([`ByteCount`] is the plain one).
+//! - [`idle::Activity`] closes proxied connections idle both ways
+//!   (`tlslab dispatch`, `tlslab relay`).
 //! - [`cork`] and [`uncorked`] coalesce a connection's flushed writes
 //!   (TLS flights, HTTP responses, `close_notify`) into one `write` per
 //!   wait of the task that owns it.
@@ -26,6 +28,7 @@
 
 pub mod cork;
 mod cpu;
+pub mod idle;
 mod io;
 mod pin;
 mod runtime;

@@ -193,6 +193,8 @@ fn run_cells(
                     ..Conditions::default()
                 },
                 seed: 1,
+                idle_timeout: tlslab_relay::DEFAULT_IDLE_TIMEOUT,
+                max_queued: tlslab_relay::DEFAULT_MAX_QUEUED,
             })
             .map_err(|e| {
                 StudyError::Run(crate::Error::EmptyCell {
