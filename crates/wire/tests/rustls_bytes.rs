@@ -1,175 +1,14 @@
 //! Parses real handshake bytes produced by rustls, driven in memory.
 
-use std::sync::Arc;
-
-use rustls::crypto::{CryptoProvider, SupportedKxGroup, aws_lc_rs};
-use rustls::pki_types::ServerName;
-use rustls::{
-    ClientConfig, ClientConnection, HandshakeKind, ServerConfig, ServerConnection,
-    SupportedProtocolVersion,
-};
-use tlslab_crypto::pki::{self, KeyType};
+use rustls::HandshakeKind;
+use rustls::crypto::aws_lc_rs;
 use tlslab_wire::{
-    ClientHello, ContentType, DEFAULT_MAX_MESSAGE_LEN, Error, HandshakeType, NewSessionTicket,
-    Reassembler, ServerHello, Sniff, Tap, first_handshake_message, records, sniff, version,
+    ClientHello, DEFAULT_MAX_MESSAGE_LEN, Error, HandshakeType, NewSessionTicket, ServerHello,
+    Sniff, Tap, first_handshake_message, sniff, version,
 };
 
-struct Pki {
-    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
-    key: rustls::pki_types::PrivateKeyDer<'static>,
-    roots: rustls::RootCertStore,
-}
-
-fn pki() -> &'static Pki {
-    static PKI: std::sync::OnceLock<Pki> = std::sync::OnceLock::new();
-    PKI.get_or_init(|| {
-        let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
-        Pki {
-            chain: g.chain_der().unwrap(),
-            key: g.key_der().unwrap(),
-            roots: g.roots().unwrap(),
-        }
-    })
-}
-
-fn provider(groups: Option<Vec<&'static dyn SupportedKxGroup>>) -> Arc<CryptoProvider> {
-    let mut p = aws_lc_rs::default_provider();
-    if let Some(g) = groups {
-        p.kx_groups = g;
-    }
-    Arc::new(p)
-}
-
-struct Setup {
-    versions: &'static [&'static SupportedProtocolVersion],
-    client_groups: Option<Vec<&'static dyn SupportedKxGroup>>,
-    server_groups: Option<Vec<&'static dyn SupportedKxGroup>>,
-    tickets: bool,
-}
-
-impl Setup {
-    fn new(versions: &'static [&'static SupportedProtocolVersion]) -> Self {
-        Setup {
-            versions,
-            client_groups: None,
-            server_groups: None,
-            tickets: false,
-        }
-    }
-
-    fn configs(&self) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
-        let p = pki();
-        let mut client = ClientConfig::builder_with_provider(provider(self.client_groups.clone()))
-            .with_protocol_versions(self.versions)
-            .unwrap()
-            .with_root_certificates(p.roots.clone())
-            .with_no_client_auth();
-        client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let mut server = ServerConfig::builder_with_provider(provider(self.server_groups.clone()))
-            .with_protocol_versions(self.versions)
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(p.chain.clone(), p.key.clone_key())
-            .unwrap();
-        server.alpn_protocols = vec![b"http/1.1".to_vec()];
-        if self.tickets {
-            server.ticketer = tlslab_crypto::provider::ticketer().unwrap();
-        }
-        (Arc::new(client), Arc::new(server))
-    }
-}
-
-/// The bytes each side sent during one handshake.
-struct Transcript {
-    c2s: Vec<u8>,
-    s2c: Vec<u8>,
-    kind: Option<HandshakeKind>,
-    suite: u16,
-    group: Option<u16>,
-}
-
-fn handshake(client: &Arc<ClientConfig>, server: &Arc<ServerConfig>) -> Transcript {
-    let name = ServerName::try_from("localhost").unwrap();
-    let mut c = ClientConnection::new(client.clone(), name).unwrap();
-    let mut s = ServerConnection::new(server.clone()).unwrap();
-    let (mut c2s, mut s2c) = (Vec::new(), Vec::new());
-    for _ in 0..20 {
-        let mut out = Vec::new();
-        while c.wants_write() {
-            c.write_tls(&mut out).unwrap();
-        }
-        let mut rd = &out[..];
-        while !rd.is_empty() {
-            s.read_tls(&mut rd).unwrap();
-            s.process_new_packets().unwrap();
-        }
-        c2s.extend_from_slice(&out);
-        let moved = !out.is_empty();
-
-        let mut back = Vec::new();
-        while s.wants_write() {
-            s.write_tls(&mut back).unwrap();
-        }
-        let mut rd = &back[..];
-        while !rd.is_empty() {
-            c.read_tls(&mut rd).unwrap();
-            c.process_new_packets().unwrap();
-        }
-        s2c.extend_from_slice(&back);
-        if !moved && back.is_empty() {
-            break;
-        }
-    }
-    assert!(!c.is_handshaking() && !s.is_handshaking());
-    Transcript {
-        c2s,
-        s2c,
-        kind: c.handshake_kind(),
-        suite: u16::from(s.negotiated_cipher_suite().unwrap().suite()),
-        group: s
-            .negotiated_key_exchange_group()
-            .map(|g| u16::from(g.name())),
-    }
-}
-
-/// The plaintext handshake messages of one direction, reassembled across
-/// records; `tls12` stops at ChangeCipherSpec (the Finished after it is
-/// encrypted under a handshake content type).
-fn plaintext_messages(stream: &[u8], tls12: bool) -> Vec<(HandshakeType, Vec<u8>)> {
-    let mut r = Reassembler::new();
-    let mut out = Vec::new();
-    let mut it = records(stream);
-    for rec in it.by_ref() {
-        let rec = rec.unwrap();
-        match rec.header.content_type {
-            ContentType::HANDSHAKE => {
-                r.push(rec.payload).unwrap();
-                while let Some(m) = r.next_message().unwrap() {
-                    let mut full = vec![m.msg_type.0];
-                    full.extend_from_slice(&(m.body.len() as u32).to_be_bytes()[1..]);
-                    full.extend_from_slice(m.body);
-                    out.push((m.msg_type, full));
-                }
-            }
-            ContentType::CHANGE_CIPHER_SPEC if tls12 => break,
-            _ => {}
-        }
-    }
-    out
-}
-
-fn client_hello(stream: &[u8]) -> Vec<u8> {
-    first_handshake_message(stream, DEFAULT_MAX_MESSAGE_LEN)
-        .unwrap()
-        .into_owned()
-}
-
-static TLS13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
-static TLS12: &[&SupportedProtocolVersion] = &[&rustls::version::TLS12];
-static BOTH: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
-
-const X25519: u16 = 0x001d;
-const SECP256R1: u16 = 0x0017;
+mod support;
+use support::*;
 
 #[test]
 fn tls13_full_then_resumed() {
@@ -417,41 +256,6 @@ fn every_prefix_is_incomplete() {
     }
 }
 
-/// Real byte streams to mutate: both directions of a full TLS 1.3, a
-/// resumed TLS 1.3 (PSK), a HelloRetryRequest and a TLS 1.2 ticket
-/// handshake, plus the bare ClientHello messages.
-fn corpus() -> &'static [Vec<u8>] {
-    static CORPUS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
-    CORPUS.get_or_init(|| {
-        let mut out = Vec::new();
-        let (cc, sc) = Setup::new(TLS13).configs();
-        let full = handshake(&cc, &sc);
-        let resumed = handshake(&cc, &sc);
-        let mut hrr = Setup::new(TLS13);
-        hrr.client_groups = Some(vec![
-            aws_lc_rs::kx_group::X25519,
-            aws_lc_rs::kx_group::SECP256R1,
-        ]);
-        hrr.server_groups = Some(vec![aws_lc_rs::kx_group::SECP256R1]);
-        let (hc, hs) = hrr.configs();
-        let hrr = handshake(&hc, &hs);
-        let mut t12 = Setup::new(TLS12);
-        t12.tickets = true;
-        let (tc, ts) = t12.configs();
-        let t12a = handshake(&tc, &ts);
-        let t12b = handshake(&tc, &ts);
-        for t in [full, resumed, hrr, t12a, t12b] {
-            out.push(client_hello(&t.c2s));
-            for (_, m) in plaintext_messages(&t.s2c, true) {
-                out.push(m);
-            }
-            out.push(t.c2s);
-            out.push(t.s2c);
-        }
-        out
-    })
-}
-
 #[derive(Clone, Debug)]
 enum Mutation {
     Set(usize, u8),
@@ -563,17 +367,5 @@ mod props {
                 }
             }
         }
-    }
-}
-
-/// Writes the real handshakes above as a cargo-fuzz seed corpus. Run on
-/// demand: `cargo test -p tlslab-wire --test rustls_bytes -- --ignored`.
-#[test]
-#[ignore = "writes files; run on demand to refresh the fuzz seed corpus"]
-fn write_fuzz_seed_corpus() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/wire");
-    std::fs::create_dir_all(&dir).unwrap();
-    for (i, item) in corpus().iter().enumerate() {
-        std::fs::write(dir.join(format!("seed-{i:02}")), item).unwrap();
     }
 }
