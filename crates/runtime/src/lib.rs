@@ -13,6 +13,8 @@
 //!   [`process_cpu_time`] read the calling thread's and the process's clocks.
 //! - [`CountingIo`] wraps an `AsyncRead + AsyncWrite` stream and reports
 //!   every byte moved to an [`IoObserver`] ([`ByteCount`] is the plain one).
+//! - [`raise_nofile_limit`] lifts the soft file-descriptor limit to the
+//!   hard one, once at start.
 //! - [`cork`] and [`uncorked`] coalesce a connection's flushed writes
 //!   (TLS flights, HTTP responses, `close_notify`) into one `write` per
 //!   wait of the task that owns it.
@@ -27,12 +29,14 @@
 pub mod cork;
 mod cpu;
 mod io;
+mod limits;
 mod pin;
 mod runtime;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
 pub use cpu::{CpuTime, Threads, process_cpu_time, thread_cpu_time};
 pub use io::{ByteCount, CountingIo, IoObserver};
+pub use limits::{NofileLimit, raise_nofile_limit};
 pub use pin::{CpuPin, allowed_cpus};
 pub use runtime::RuntimeSpec;
 
