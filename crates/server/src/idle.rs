@@ -23,7 +23,8 @@
 //! timer of its own. When a new connection finds no free slot, the accept
 //! loop asks the longest-idle connection to close ([`Conns::evict`]), as
 //! nginx's connection draining does, and takes its slot. A connection asked
-//! to close shuts down gracefully (HTTP/2 GOAWAY) within [`CLOSE_GRACE`].
+//! to close shuts down gracefully (HTTP/2 GOAWAY) within [`CLOSE_GRACE`],
+//! or at once when evicted.
 
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -364,6 +365,7 @@ mod tests {
         let _m3 = r.join(&young);
         old.idle.since.store(5, Ordering::Relaxed);
         busy.idle.since.store(1, Ordering::Relaxed);
+        young.idle.since.store(50 | SERVED, Ordering::Relaxed);
         let _req = Busy::new(&busy);
         assert!(r.evict());
         assert_eq!(old.idle.close.load(Ordering::Relaxed), CloseReason::Evicted as u8);
@@ -396,7 +398,9 @@ mod tests {
         assert_eq!(kept.idle.close.load(Ordering::Relaxed), 0);
         r.reap_now(now + 200);
         assert_eq!(kept.idle.close.load(Ordering::Relaxed), CloseReason::KeepaliveTimeout as u8);
-        assert_eq!(r.closed(CloseReason::RequestTimeout), 1);
+        // The fresh one's request timeout has passed by then too.
+        assert_eq!(fresh.idle.close.load(Ordering::Relaxed), CloseReason::RequestTimeout as u8);
+        assert_eq!(r.closed(CloseReason::RequestTimeout), 2);
         assert_eq!(r.closed(CloseReason::KeepaliveTimeout), 1);
     }
 }

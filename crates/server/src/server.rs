@@ -34,7 +34,7 @@ use crate::admission::{
 };
 use crate::content::{self, Body, Files};
 use crate::early::{self, EarlyRequests, EarlyStream, Started};
-use crate::idle::{Busy, CLOSE_GRACE, Conns, Timeouts};
+use crate::idle::{Busy, CLOSE_GRACE, CloseReason, Conns, Timeouts};
 use crate::io::{CountingIo, Rewind, SocketBytes};
 use crate::metrics;
 use crate::queue::FirstBytes;
@@ -1056,9 +1056,9 @@ struct Driven {
 }
 
 /// Runs a hyper connection until it ends. At shutdown, asks it to finish
-/// its in-flight requests (`graceful`) and waits for that; when it has sat
-/// idle too long or is evicted at the connection limit, asks the same and
-/// waits at most [`CLOSE_GRACE`].
+/// its in-flight requests (`graceful`) and waits for that. When it has sat
+/// idle too long, asks the same and waits at most [`CLOSE_GRACE`]; when it
+/// is evicted at the connection limit, polls it once more and drops it.
 async fn drive<C, E>(mut conn: Pin<Box<C>>, graceful: fn(Pin<&mut C>), mut on: Driven)
 where
     C: Future<Output = std::result::Result<(), E>>,
@@ -1073,10 +1073,17 @@ where
         }
         why = on.info.idle.closing() => {
             tracing::debug!(listener = on.kind.name(), conn = on.info.id, "closing: {}", why.name());
+            graceful(conn.as_mut());
+            // Timed out: a moment to say goodbye (HTTP/2's GOAWAY waits for
+            // a PING's answer). Evicted: a new client waits for this slot,
+            // so one poll writes what can be written at once, and it goes.
+            let grace = match why {
+                CloseReason::Evicted => Duration::ZERO,
+                _ => CLOSE_GRACE,
+            };
+            let _ = tokio::time::timeout(grace, conn).await;
         }
     }
-    graceful(conn.as_mut());
-    let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
 }
 
 fn ended<E: std::fmt::Display>(kind: Listener, r: std::result::Result<(), E>) {

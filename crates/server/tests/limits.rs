@@ -111,7 +111,7 @@ fn idle_connections_of_every_kind_are_closed_and_never_lock_a_client_out() {
     // a partial HTTP/2 preface were never closed, and at --max-connections
     // they locked every real client out.
     let g = generated();
-    let timeout = Duration::from_secs(2);
+    let timeout = Duration::from_secs(4);
     let mut cfg = short(&g, timeout);
     cfg.max_connections = 50;
     let server = Server::start(cfg).unwrap();
@@ -119,7 +119,7 @@ fn idle_connections_of_every_kind_are_closed_and_never_lock_a_client_out() {
     let h1 = client_config(&g, &[Version::Tls13], None, &[b"http/1.1"]);
     let h2 = client_config(&g, &[Version::Tls13], None, &[b"h2"]);
     let rt = mt_rt();
-    let limit = Duration::from_secs(12);
+    let limit = Duration::from_secs(20);
     let idle: Vec<_> = [Kind::TlsH1, Kind::TlsH2, Kind::PlainSilent, Kind::PartialPreface]
         .into_iter()
         .flat_map(|k| std::iter::repeat_n(k, 60))
@@ -128,9 +128,11 @@ fn idle_connections_of_every_kind_are_closed_and_never_lock_a_client_out() {
             rt.spawn(idle_conn(k, https, http, tls, limit))
         })
         .collect();
-    // 240 idle connections against 50 slots: a real client over TLS and
-    // one over plain HTTP are still served at once, again and again.
-    std::thread::sleep(Duration::from_millis(300));
+    // 240 idle connections against 50 slots: once the server has accepted
+    // them all (each at the limit evicting the longest-idle one), a real
+    // client over TLS and one over plain HTTP are served at once, again
+    // and again.
+    eventually("the idle connections accepted", || server.snapshot().connections.total() >= 240);
     let both = client_config(&g, &[Version::Tls12, Version::Tls13], None, &[b"h2", b"http/1.1"]);
     for round in 0..3 {
         let t = Instant::now();
@@ -155,7 +157,7 @@ fn idle_connections_of_every_kind_are_closed_and_never_lock_a_client_out() {
         let took = rt.block_on(t).unwrap().unwrap_or_else(|e| panic!("{e}"));
         slowest = slowest.max(took);
     }
-    assert!(slowest < timeout + Duration::from_secs(3), "{slowest:?}");
+    assert!(slowest < timeout + Duration::from_secs(5), "{slowest:?}");
     let snap = server.snapshot();
     println!("idle closed: {:?}, open now {}", snap.idle_closed, snap.open_connections);
     assert!(snap.idle_closed.evicted > 0, "{:?}", snap.idle_closed);
@@ -388,7 +390,17 @@ fn heavy_dyn_requests_do_not_stall_other_requests() {
     let addr = server.http_addr().unwrap();
     let cpu_before = server.cpu_time();
     let heavy: Vec<_> = (0..4)
-        .map(|_| std::thread::spawn(move || plain_get(addr, "/dyn?work=1000000")))
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                s.write_all(b"GET /dyn?work=500000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                let mut out = Vec::new();
+                let _ = s.read_to_end(&mut out);
+                split_response(&out)
+            })
+        })
         .collect();
     std::thread::sleep(Duration::from_millis(100));
     // Trivial GETs on one kept-alive connection while the heavy ones run.
@@ -418,9 +430,9 @@ fn heavy_dyn_requests_do_not_stall_other_requests() {
             .find_map(|l| l.strip_prefix("x-tlslab-cpu-us: "))
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("{head}"));
-        assert!(burnt >= 1_000_000, "{head}");
+        assert!(burnt >= 500_000, "{head}");
     }
     let used = server.cpu_time() - cpu_before;
-    assert!(used >= Duration::from_millis(3900), "{used:?}");
+    assert!(used >= Duration::from_millis(1990), "{used:?}");
     server.shutdown();
 }
