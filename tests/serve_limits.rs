@@ -32,19 +32,31 @@ fn zero_durations_on_serve_are_usage_errors_before_any_work() {
         let out = run(cmd, Duration::from_secs(10));
         assert_eq!(out.status.code(), Some(2), "{flag}: {}", show(&out));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(flag) && err.contains("positive duration"), "{err}");
+        assert!(
+            err.contains(flag) && err.contains("positive duration"),
+            "{err}"
+        );
         let written: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
-        assert!(written.is_empty(), "{flag}: work was done before the usage error: {written:?}");
+        assert!(
+            written.is_empty(),
+            "{flag}: work was done before the usage error: {written:?}"
+        );
     }
     // `off` is how PINGs are turned off.
-    let out = run_tlslab(&["serve", "--h2-ping-interval", "never"], Duration::from_secs(10));
+    let out = run_tlslab(
+        &["serve", "--h2-ping-interval", "never"],
+        Duration::from_secs(10),
+    );
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
 }
 
 /// `tlslab serve ARGS` with at most `nofile` file descriptors (soft and
 /// hard limit, so raising the soft one changes nothing), and its https,
 /// http and metrics addresses.
-fn serve_with_nofile(nofile: u32, args: &[&str]) -> (Proc, SocketAddr, SocketAddr, SocketAddr, tempfile::TempDir) {
+fn serve_with_nofile(
+    nofile: u32,
+    args: &[&str],
+) -> (Proc, SocketAddr, SocketAddr, SocketAddr, tempfile::TempDir) {
     let tmp = tempdir();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
@@ -96,8 +108,14 @@ fn get_within(addr: SocketAddr, limit: Duration) -> Result<String, String> {
     s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .map_err(|e| e.to_string())?;
     let mut buf = [0u8; 256];
-    let n = s.read(&mut buf).map_err(|e| format!("no answer within {limit:?}: {e}"))?;
-    Ok(String::from_utf8_lossy(&buf[..n]).lines().next().unwrap_or("").to_string())
+    let n = s
+        .read(&mut buf)
+        .map_err(|e| format!("no answer within {limit:?}: {e}"))?;
+    Ok(String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string())
 }
 
 /// The CPU time (utime + stime) of process `pid`, in clock ticks.
@@ -123,17 +141,24 @@ fn metrics_connections_cannot_take_the_descriptors_of_the_main_listeners() {
     let closed = held
         .into_iter()
         .filter_map(|mut s| {
-            s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
             let mut b = [0u8; 1];
             matches!(s.read(&mut b), Ok(0)).then_some(())
         })
         .count();
-    assert!(closed >= 200 - 64, "only {closed} of 200 metrics connections were closed");
+    assert!(
+        closed >= 200 - 64,
+        "only {closed} of 200 metrics connections were closed"
+    );
     // And metrics still answer once the idle ones are gone.
     let (status, _) = http_get(metrics, "/health").unwrap();
     assert_eq!(status, 200);
     let err = proc.stderr_text();
-    assert!(err.contains("RLIMIT_NOFILE: soft limit 160 (was 160), hard limit 160"), "{err}");
+    assert!(
+        err.contains("RLIMIT_NOFILE: soft limit 160 (was 160), hard limit 160"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -153,7 +178,10 @@ fn out_of_descriptors_the_accept_loops_back_off_and_keep_serving() {
     std::thread::sleep(Duration::from_secs(1));
     let spent = cpu_ticks(proc.pid()) - before;
     // 100 ticks per second on Linux: a spinning accept loop uses about 100.
-    assert!(spent <= 10, "the server used {spent} ticks in 1 s while out of descriptors");
+    assert!(
+        spent <= 10,
+        "the server used {spent} ticks in 1 s while out of descriptors"
+    );
     // Existing connections are still served.
     kept.write_all(req).unwrap();
     let n = kept.read(&mut buf).unwrap();
@@ -185,28 +213,59 @@ fn a_redis_session_cache_that_is_down_is_reported_once() {
     let c = certs(dir.path(), "ecdsa-p256", &[]);
     let (chain, key) = (c.chain.to_str().unwrap(), c.key.to_str().unwrap());
     let s = Serve::start(&[
-        "--cert", chain, "--key", key, "--tls", "1.2", "--tickets", "off", "--session-cache", &url,
-        "--redis-timeout", "200ms", "--threads", "1",
+        "--cert",
+        chain,
+        "--key",
+        key,
+        "--tls",
+        "1.2",
+        "--tickets",
+        "off",
+        "--session-cache",
+        &url,
+        "--redis-timeout",
+        "200ms",
+        "--threads",
+        "1",
     ]);
     let ca: PathBuf = c.ca.clone();
     // Full handshakes store sessions (the writes fail), resumptions ask
     // Redis first (the GETs fail).
     let out = run_tlslab(
         &[
-            "load", &s.url("/health"), "--cacert", ca.to_str().unwrap(), "-c", "1", "-n", "20",
-            "--requests-per-conn", "1", "--tls", "1.2", "--reuse", "50",
+            "load",
+            &s.url("/health"),
+            "--cacert",
+            ca.to_str().unwrap(),
+            "-c",
+            "1",
+            "-n",
+            "20",
+            "--requests-per-conn",
+            "1",
+            "--tls",
+            "1.2",
+            "--reuse",
+            "50",
         ],
         Duration::from_secs(30),
     );
     assert!(out.status.success(), "{}", show(&out));
     let deadline = Instant::now() + Duration::from_secs(5);
     while !s.proc.stderr_text().contains("is unreachable") {
-        assert!(Instant::now() < deadline, "no warning:\n{}", s.proc.describe());
+        assert!(
+            Instant::now() < deadline,
+            "no warning:\n{}",
+            s.proc.describe()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(500));
     let err = s.proc.stderr_text();
-    let lines = err.lines().filter(|l| l.contains("Redis session cache")).count();
+    let lines = err
+        .lines()
+        .filter(|l| l.contains("Redis session cache"))
+        .count();
     assert_eq!(lines, 1, "one line per 30 s, not per failure:\n{err}");
     assert!(err.contains(&url), "{err}");
 }

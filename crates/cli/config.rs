@@ -86,7 +86,10 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
         ("--handshake-timeout", a.handshake_timeout),
         ("--request-timeout", a.request_timeout),
         ("--keepalive-timeout", a.keepalive_timeout),
-        ("--h2-ping-interval", a.h2_ping_interval.unwrap_or(Duration::MAX)),
+        (
+            "--h2-ping-interval",
+            a.h2_ping_interval.unwrap_or(Duration::MAX),
+        ),
     ] {
         if d.is_zero() {
             return bail(format!(

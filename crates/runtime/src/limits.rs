@@ -18,8 +18,7 @@ pub struct NofileLimit {
 /// system allows more. Call it once, at start. Returns both limits; an
 /// error (the limits cannot be read or set) leaves them as they were.
 pub fn raise_nofile_limit() -> Result<NofileLimit, std::io::Error> {
-    let (soft_before, hard) =
-        getrlimit(Resource::RLIMIT_NOFILE).map_err(std::io::Error::from)?;
+    let (soft_before, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(std::io::Error::from)?;
     if soft_before < hard {
         setrlimit(Resource::RLIMIT_NOFILE, hard, hard).map_err(std::io::Error::from)?;
     }

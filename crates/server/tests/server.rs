@@ -502,7 +502,11 @@ fn at_the_connection_limit_the_idle_connection_makes_room() {
         .unwrap();
     let n = second.read(&mut buf).unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-    assert_eq!(first.read(&mut buf).unwrap_or(0), 0, "the idle one is closed");
+    assert_eq!(
+        first.read(&mut buf).unwrap_or(0),
+        0,
+        "the idle one is closed"
+    );
     assert_eq!(server.snapshot().open_connections, 1);
     drop(second);
     let snap = server.shutdown();
