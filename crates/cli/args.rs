@@ -424,7 +424,7 @@ pub struct ServeArgs {
     /// Send a PING on an HTTP/2 connection that has read nothing for this long, and close it if
     /// no answer comes within 20 s (a dead peer). `off`: no PINGs.
     #[arg(long, default_value = "60s", value_name = "DURATION|off", value_parser = parse_duration_or_off)]
-    pub h2_ping_interval: Option<Duration>,
+    pub h2_ping_interval: DurationOrOff,
 
     /// Maximum simultaneously open connections (HTTPS and --http together). At the limit a new
     /// connection makes the longest-idle one close and takes its slot; with none idle it waits.
@@ -831,12 +831,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("'{s}' is not a duration ({e}); write it like 10s, 500ms or 2m"))
 }
 
+/// A duration, or `off` (`None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DurationOrOff(pub Option<Duration>);
+
 /// Like [`parse_duration`], and `off` means none.
-pub fn parse_duration_or_off(s: &str) -> Result<Option<Duration>, String> {
+pub fn parse_duration_or_off(s: &str) -> Result<DurationOrOff, String> {
     if s.eq_ignore_ascii_case("off") {
-        return Ok(None);
+        return Ok(DurationOrOff(None));
     }
-    parse_duration(s).map(Some)
+    parse_duration(s).map(|d| DurationOrOff(Some(d)))
 }
 
 /// Like [`parse_duration`], and `inf` means no limit.

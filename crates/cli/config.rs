@@ -88,7 +88,7 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
         ("--keepalive-timeout", a.keepalive_timeout),
         (
             "--h2-ping-interval",
-            a.h2_ping_interval.unwrap_or(Duration::MAX),
+            a.h2_ping_interval.0.unwrap_or(Duration::MAX),
         ),
     ] {
         if d.is_zero() {
@@ -236,7 +236,7 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
             timeouts: tlslab_server::ConnTimeouts {
                 request: a.request_timeout,
                 keepalive: a.keepalive_timeout,
-                h2_ping: a.h2_ping_interval,
+                h2_ping: a.h2_ping_interval.0,
             },
             max_connections: a.max_connections,
             allow_remote: a.allow_remote,
