@@ -1065,11 +1065,10 @@ where
     E: std::fmt::Display,
 {
     tokio::select! {
-        r = conn.as_mut() => return ended(on.kind, r),
+        r = conn.as_mut() => ended(on.kind, r),
         _ = stopping(&mut on.shutdown) => {
             graceful(conn.as_mut());
             let _ = conn.await;
-            return;
         }
         why = on.info.idle.closing() => {
             tracing::debug!(listener = on.kind.name(), conn = on.info.id, "closing: {}", why.name());
