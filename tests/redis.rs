@@ -278,6 +278,15 @@ fn redis_killed_mid_run_means_full_handshakes_then_resumption_recovers() {
         recovered >= 5,
         "resumption did not recover within 20 s of the restart"
     );
+    // The outage was told once when it began and once when it ended, not
+    // once per failure (issue 20: it was silent).
+    let err = a.proc.stderr_text();
+    let down = err.matches("is unreachable").count();
+    let back = err.matches("is reachable again").count();
+    assert!(
+        down == 1 && back == 1,
+        "{down} outage and {back} recovery lines:\n{err}"
+    );
 }
 
 /// A TCP proxy that holds every chunk from upstream for `delay` before

@@ -416,11 +416,29 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
-    /// Close connections whose TLS handshake has not finished within this time.
+    /// Close connections whose TLS handshake (protocol detection included) has not finished
+    /// within this time.
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
     pub handshake_timeout: Duration,
 
-    /// Maximum simultaneously open connections; at the limit the server stops accepting.
+    /// Close a connection whose first request header has not arrived complete within this
+    /// time after the handshake (on --http: after accept, HTTP version detection included);
+    /// nginx's client_header_timeout.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+
+    /// Close a connection idle this long after a response before its next request header is
+    /// complete (HTTP/2: with no stream open); nginx's keepalive_timeout.
+    #[arg(long, default_value = "75s", value_name = "DURATION", value_parser = parse_duration)]
+    pub keepalive_timeout: Duration,
+
+    /// Send a PING on an HTTP/2 connection that has read nothing for this long, and close it if
+    /// no answer comes within 20 s (a dead peer). `off`: no PINGs.
+    #[arg(long, default_value = "60s", value_name = "DURATION|off", value_parser = parse_duration_or_off)]
+    pub h2_ping_interval: DurationOrOff,
+
+    /// Maximum simultaneously open connections (HTTPS and --http together). At the limit a new
+    /// connection makes the longest-idle one close and takes its slot; with none idle it waits.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_connections: usize,
 
@@ -822,6 +840,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
     humantime::parse_duration(s)
         .map_err(|e| format!("'{s}' is not a duration ({e}); write it like 10s, 500ms or 2m"))
+}
+
+/// A duration, or `off` (`None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DurationOrOff(pub Option<Duration>);
+
+/// Like [`parse_duration`], and `off` means none.
+pub fn parse_duration_or_off(s: &str) -> Result<DurationOrOff, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(DurationOrOff(None));
+    }
+    parse_duration(s).map(|d| DurationOrOff(Some(d)))
 }
 
 /// Like [`parse_duration`], and `inf` means no limit.

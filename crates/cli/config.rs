@@ -80,6 +80,23 @@ fn source_ip(a: &args::LoadArgs) -> Result<Option<tlslab_load::source::SourceAdd
 pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
     use tlslab_server::{CertSource, Content, ServeConfig, TlsSettings};
 
+    // Durations first: a usage error before any work.
+    for (flag, d) in [
+        ("--session-timeout", a.session_timeout),
+        ("--handshake-timeout", a.handshake_timeout),
+        ("--request-timeout", a.request_timeout),
+        ("--keepalive-timeout", a.keepalive_timeout),
+        (
+            "--h2-ping-interval",
+            a.h2_ping_interval.0.unwrap_or(Duration::MAX),
+        ),
+    ] {
+        if d.is_zero() {
+            return bail(format!(
+                "{flag} 0s leaves no time at all (every connection or session would end at once); give a positive duration such as 10s"
+            ));
+        }
+    }
     let versions = provider::parse_versions(&a.tls).map_err(usage)?;
     let algorithms = Algorithms {
         suites: a.suites.clone(),
@@ -216,6 +233,11 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
             threads: threads(a.threads)?,
             pin_cpus: None,
             handshake_timeout: a.handshake_timeout,
+            timeouts: tlslab_server::ConnTimeouts {
+                request: a.request_timeout,
+                keepalive: a.keepalive_timeout,
+                h2_ping: a.h2_ping_interval.0,
+            },
             max_connections: a.max_connections,
             allow_remote: a.allow_remote,
             access_log: a.access_log.clone(),

@@ -43,6 +43,19 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(&cli.log_level);
+    // Once, for every command: servers, proxies and load generators all
+    // hold one descriptor per connection.
+    match tlslab_runtime::raise_nofile_limit() {
+        Ok(l) => tracing::info!(
+            "RLIMIT_NOFILE: soft limit {} (was {}), hard limit {}",
+            l.soft,
+            l.soft_before,
+            l.hard
+        ),
+        Err(e) => tracing::warn!(
+            "cannot raise the file-descriptor limit (RLIMIT_NOFILE): {e}; at most `ulimit -n` connections can be open"
+        ),
+    }
     match run(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -55,6 +55,7 @@ pub(crate) fn start_server(
         threads: 1,
         pin_cpus: (!placement.server.is_empty()).then(|| placement.server.clone()),
         handshake_timeout: Duration::from_secs(10),
+        timeouts: Default::default(),
         max_connections: 10_000,
         allow_remote: false,
         access_log: None,

@@ -15,6 +15,8 @@
 //!   every byte moved to an [`IoObserver`] ([`ByteCount`] is the plain one).
 //! - [`idle::Activity`] closes proxied connections idle both ways
 //!   (`tlslab dispatch`, `tlslab relay`).
+//! - [`raise_nofile_limit`] lifts the soft file-descriptor limit to the
+//!   hard one, once at start.
 //! - [`cork`] and [`uncorked`] coalesce a connection's flushed writes
 //!   (TLS flights, HTTP responses, `close_notify`) into one `write` per
 //!   wait of the task that owns it.
@@ -30,12 +32,14 @@ pub mod cork;
 mod cpu;
 pub mod idle;
 mod io;
+mod limits;
 mod pin;
 mod runtime;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
 pub use cpu::{CpuTime, Threads, process_cpu_time, thread_cpu_time};
 pub use io::{ByteCount, CountingIo, IoObserver};
+pub use limits::{NofileLimit, raise_nofile_limit};
 pub use pin::{CpuPin, allowed_cpus};
 pub use runtime::RuntimeSpec;
 

@@ -175,6 +175,8 @@ pub(crate) struct ConnInfo {
     /// Admission control shed this connection with `--shed-with 503`:
     /// every request on it gets a 503.
     pub(crate) shed_503: bool,
+    /// Whether a request is in progress, and since when none is.
+    pub(crate) idle: crate::idle::Idle,
 }
 
 impl ConnInfo {
@@ -185,6 +187,7 @@ impl ConnInfo {
             tls: ("-", "-"),
             requests: AtomicU64::new(0),
             shed_503: false,
+            idle: crate::idle::Idle::new(),
         }
     }
 
@@ -243,12 +246,22 @@ impl Pending {
 pub(crate) struct LoggedBody {
     inner: Body,
     pending: Option<Pending>,
+    /// The request is in progress until this body is dropped.
+    _busy: crate::idle::Busy,
 }
 
 impl LoggedBody {
     /// `inner`, logged through `pending` if set.
-    pub(crate) fn new(inner: Body, pending: Option<Pending>) -> LoggedBody {
-        LoggedBody { inner, pending }
+    pub(crate) fn new(
+        inner: Body,
+        pending: Option<Pending>,
+        busy: crate::idle::Busy,
+    ) -> LoggedBody {
+        LoggedBody {
+            inner,
+            pending,
+            _busy: busy,
+        }
     }
 
     fn done(&mut self) {

@@ -260,8 +260,35 @@ fn text(status: StatusCode, msg: impl Into<String>) -> Response<Body> {
     respond(status, "text/plain; charset=utf-8", Body::full(m))
 }
 
+/// What [`handle`] made of a request.
+#[derive(Debug)]
+pub(crate) enum Handled {
+    /// The response.
+    Ready(Response<Body>),
+    /// `/dyn` with CPU work: the caller runs [`dyn_response`] off the
+    /// event loop.
+    Burn {
+        /// CPU time to burn.
+        work: Duration,
+        /// Filler bytes to return.
+        bytes: u64,
+    },
+}
+
 /// Answers one request.
-pub(crate) fn handle<B>(req: &Request<B>, files: &Files) -> Response<Body> {
+pub(crate) fn handle<B>(req: &Request<B>, files: &Files) -> Handled {
+    if req.uri().path() == "/dyn"
+        && (req.method() == Method::GET || req.method() == Method::HEAD)
+        && let Ok((work, bytes)) = parse_dyn(req.uri().query().unwrap_or(""))
+        && !work.is_zero()
+    {
+        return Handled::Burn { work, bytes };
+    }
+    Handled::Ready(respond_to(req, files))
+}
+
+/// The response to a request that needs no CPU work.
+fn respond_to<B>(req: &Request<B>, files: &Files) -> Response<Body> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -380,7 +407,7 @@ fn parse_dyn(query: &str) -> std::result::Result<(Duration, u64), String> {
 
 /// Burns `work` of this thread's CPU time, then answers `bytes` filler
 /// bytes. The CPU time actually burnt is in `x-tlslab-cpu-us`.
-fn dyn_response(work: Duration, bytes: u64) -> Response<Body> {
+pub(crate) fn dyn_response(work: Duration, bytes: u64) -> Response<Body> {
     let burnt = burn_cpu(work);
     let mut r = respond(
         StatusCode::OK,
@@ -424,7 +451,7 @@ mod tests {
 
     fn get(path: &str, files: &Files) -> Response<Body> {
         let req = Request::get(path).body(()).unwrap();
-        handle(&req, files)
+        respond_to(&req, files)
     }
 
     #[test]
@@ -485,7 +512,7 @@ mod tests {
     #[test]
     fn methods_other_than_get_and_head_are_refused() {
         let req = Request::post("/health").body(()).unwrap();
-        let r = handle(&req, &Files::default());
+        let r = respond_to(&req, &Files::default());
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(r.headers()[header::ALLOW], "GET, HEAD");
     }

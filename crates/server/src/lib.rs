@@ -38,20 +38,24 @@
 //! Routes, on both the TLS and the plain listener (GET and HEAD; other
 //! methods get 405): the content's files; `/health` → `ok`;
 //! `/bytes/<N>` → N filler bytes; `/dyn?work=<µs>&bytes=<N>` → burns that
-//! much CPU time on the worker thread serving it (a busy loop on the thread
-//! CPU clock, which holds that worker like real application work would),
-//! then returns N bytes, with the CPU time burnt in the `x-tlslab-cpu-us`
-//! header. Work is capped at 10 s and N at 1 GiB; bad parameters get a 400
+//! much CPU time (a busy loop on the thread CPU clock) on the runtime's
+//! blocking pool, at most [`ServeConfig::threads`] requests at once, so
+//! that application work never stalls the event loop of other connections
+//! (the pool's threads are the runtime's, so their CPU time is the
+//! server's), then returns N bytes, with the CPU time burnt in the
+//! `x-tlslab-cpu-us` header. Work is capped at 10 s and N at 1 GiB; bad parameters get a 400
 //! naming the problem. Every fixed body carries `Content-Length`.
 //!
 //! [`Server::start`], [`Server::shutdown`] and [`wait_for_signal`] block the
 //! calling thread; call them from synchronous code (or `spawn_blocking`).
 //! The server runs on its own multi-thread tokio runtime.
 
+mod accept;
 mod access_log;
 mod admission;
 mod content;
 mod early;
+mod idle;
 mod io;
 mod metrics;
 mod prefetch;
@@ -78,7 +82,9 @@ pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};
-pub use stats::{EarlyDataStats, HandshakeCounts, KindCounts, Listener, PerListener, Snapshot};
+pub use stats::{
+    EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, Listener, PerListener, Snapshot,
+};
 pub use tlslab_crypto::store::{CacheStats, TicketStats};
 pub use tlslab_crypto::ticket_keys::TicketKeyStats;
 pub use tlslab_runtime::{process_cpu_time, thread_cpu_time};
@@ -110,9 +116,14 @@ pub struct ServeConfig {
     /// within this; otherwise the connection is closed and counted as the
     /// failure reason `timeout`.
     pub handshake_timeout: Duration,
+    /// How long a connection may sit idle: before its first request, after
+    /// a response, and HTTP/2's PING keep-alive.
+    pub timeouts: ConnTimeouts,
     /// At most this many connections (TLS and plain together) are open at
-    /// once; while at the limit the server stops accepting, so new
-    /// connections wait in the kernel's listen queue.
+    /// once. A new connection at the limit makes the longest-idle open
+    /// connection close (gracefully) and takes its slot; when none is idle
+    /// (all in a handshake or a request), it waits until one is. The
+    /// metrics listener has its own limit ([`METRICS_MAX_CONNECTIONS`]).
     pub max_connections: usize,
     /// `--allow-remote`: with an ablation ([`TlsSettings::ablation`]) set,
     /// [`Server::start`] refuses any listener address that is not loopback
@@ -141,7 +152,8 @@ pub struct ServeConfig {
 impl ServeConfig {
     /// A configuration with an HTTPS listener on `https`, serving `content`
     /// with `tls`: no plain or metrics listener, one worker thread per CPU,
-    /// no pinning, a 10 s handshake timeout, at most 10,000 connections and
+    /// no pinning, a 10 s handshake timeout, [`ConnTimeouts::default`], at
+    /// most 10,000 connections and
     /// (with an ablation) loopback addresses only.
     pub fn new(https: SocketAddr, content: Content, tls: TlsSettings) -> Self {
         ServeConfig {
@@ -153,10 +165,56 @@ impl ServeConfig {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             pin_cpus: None,
             handshake_timeout: Duration::from_secs(10),
+            timeouts: ConnTimeouts::default(),
             max_connections: 10_000,
             allow_remote: false,
             access_log: None,
             admission: AdmissionSettings::default(),
+        }
+    }
+}
+
+/// The most connections the metrics listener keeps open at once; more are
+/// closed as soon as they are accepted.
+pub const METRICS_MAX_CONNECTIONS: usize = 64;
+/// How long a metrics connection may take to send a request header, and
+/// stay idle between requests.
+pub const METRICS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection past its TLS handshake may sit idle (nothing in
+/// progress: no request or HTTP/2 stream open), with nginx's defaults. The
+/// time a client takes to send a request header counts as idle, so a
+/// client that trickles its header (slowloris) is closed too. A connection
+/// still in its TLS handshake (protocol detection included) is bounded by
+/// [`ServeConfig::handshake_timeout`] instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnTimeouts {
+    /// `--request-timeout`: from the start of HTTP (after the handshake,
+    /// or at accept on the plain listener) to the first request's complete
+    /// header; nginx's `client_header_timeout`, 60 s. It also bounds HTTP
+    /// version detection on the plain listener (zero bytes, or a partial
+    /// HTTP/2 preface).
+    pub request: Duration,
+    /// `--keepalive-timeout`: from the end of a response to the next
+    /// request's complete header (HTTP/2: while no stream is open);
+    /// nginx's `keepalive_timeout`, 75 s.
+    pub keepalive: Duration,
+    /// `--h2-ping-interval`: an HTTP/2 connection that has read nothing
+    /// for this long is sent a PING, and closed if no answer comes within
+    /// [`H2_PING_TIMEOUT`] (a dead peer, even with a stream open). `None`:
+    /// no PINGs. Default 60 s.
+    pub h2_ping: Option<Duration>,
+}
+
+/// How long an HTTP/2 PING keep-alive waits for its answer.
+pub const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+impl Default for ConnTimeouts {
+    fn default() -> Self {
+        ConnTimeouts {
+            request: Duration::from_secs(60),
+            keepalive: Duration::from_secs(75),
+            h2_ping: Some(Duration::from_secs(60)),
         }
     }
 }

@@ -272,6 +272,17 @@ impl Collector for StatsCollector {
             "Client connections accepted.",
             |l| s.connections.get(l),
         )?;
+        labelled_counter(
+            &mut enc,
+            "tlslab_idle_closed",
+            "Connections closed for sitting idle: no first request within --request-timeout (request_timeout), no next request within --keepalive-timeout (keepalive_timeout), or the longest-idle one at the --max-connections limit (evicted).",
+            [
+                ("request_timeout", s.idle_closed.request_timeout),
+                ("keepalive_timeout", s.idle_closed.keepalive_timeout),
+                ("evicted", s.idle_closed.evicted),
+            ]
+            .map(|(r, n)| (vec![("reason", r.to_string())], n)),
+        )?;
         gauge(
             &mut enc,
             "tlslab_open_connections",

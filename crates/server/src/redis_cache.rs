@@ -18,8 +18,12 @@
 //! GET the store stops asking Redis for a backoff that doubles from 50 ms
 //! to 2 s (counted as errors, too), while the redis crate's connection
 //! manager reconnects.
+//!
+//! An outage is logged, not per failure: a warning at the first failure,
+//! then one every 30 s with the count of failures since, and one line when
+//! Redis answers again ([`Outage`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -43,6 +47,66 @@ const STAGING: usize = 16_384;
 const STAGING_TTL: Duration = Duration::from_secs(10);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How often a continuing outage is logged again.
+const OUTAGE_REPEAT: Duration = Duration::from_secs(30);
+
+/// A line about a Redis outage to log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum OutageLine {
+    /// The first failure of an outage.
+    Down,
+    /// Still down: failures since the last line, and since when.
+    Still { failures: u64, down_for: Duration },
+    /// Answering again after `down_for`, with this many failures in all.
+    Back { failures: u64, down_for: Duration },
+}
+
+/// Rate-limits the log of a Redis outage: the first failure, then at most
+/// one line every [`OUTAGE_REPEAT`] with the failures since, and one line
+/// at recovery. Time is given, so tests need no clock.
+#[derive(Debug, Default)]
+struct Outage {
+    /// When the outage began (`None`: Redis is up).
+    since: Option<Instant>,
+    /// When the last line was logged.
+    logged: Option<Instant>,
+    /// Failures since the last line.
+    unlogged: u64,
+    /// Failures in the whole outage.
+    total: u64,
+}
+
+impl Outage {
+    fn failure(&mut self, now: Instant) -> Option<OutageLine> {
+        self.total += 1;
+        let Some(since) = self.since else {
+            self.since = Some(now);
+            self.logged = Some(now);
+            self.unlogged = 0;
+            return Some(OutageLine::Down);
+        };
+        self.unlogged += 1;
+        let last = self.logged.unwrap_or(since);
+        if now.duration_since(last) < OUTAGE_REPEAT {
+            return None;
+        }
+        self.logged = Some(now);
+        Some(OutageLine::Still {
+            failures: std::mem::take(&mut self.unlogged),
+            down_for: now.duration_since(since),
+        })
+    }
+
+    fn success(&mut self, now: Instant) -> Option<OutageLine> {
+        let since = self.since.take()?;
+        let line = OutageLine::Back {
+            failures: self.total,
+            down_for: now.duration_since(since),
+        };
+        *self = Outage::default();
+        Some(line)
+    }
+}
 
 /// Counters of a [`RedisStore`], as of one instant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -89,6 +153,9 @@ pub struct RedisStore {
     /// Milliseconds since `started` before which GETs are skipped.
     down_until: AtomicU64,
     backoff_ms: AtomicU64,
+    /// Whether an outage is under way (read without the lock on success).
+    down: AtomicBool,
+    outage: Mutex<Outage>,
     hits: AtomicU64,
     misses: AtomicU64,
     errors: AtomicU64,
@@ -152,6 +219,8 @@ impl RedisStore {
             started: Instant::now(),
             down_until: AtomicU64::new(0),
             backoff_ms: AtomicU64::new(0),
+            down: AtomicBool::new(false),
+            outage: Mutex::new(Outage::default()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             errors: AtomicU64::new(0),
@@ -198,6 +267,43 @@ impl RedisStore {
         self.started.elapsed().as_millis() as u64
     }
 
+    /// Logs a failed exchange with Redis, rate-limited.
+    fn unreachable(&self, e: &dyn std::fmt::Display) {
+        self.down.store(true, Ordering::Relaxed);
+        let line = self.outage.lock().failure(Instant::now());
+        match line {
+            Some(OutageLine::Down) => tracing::warn!(
+                "Redis session cache {} is unreachable: {e}; sessions are not shared until it is back (handshakes go on, full where Redis would have resumed them); further failures are reported every {} s and counted in the tlslab_redis_* metrics",
+                self.spec.url,
+                OUTAGE_REPEAT.as_secs()
+            ),
+            Some(OutageLine::Still { failures, down_for }) => tracing::warn!(
+                "Redis session cache {} still unreachable after {:.0} s: {failures} failures in the last {} s (last: {e})",
+                self.spec.url,
+                down_for.as_secs_f64(),
+                OUTAGE_REPEAT.as_secs()
+            ),
+            _ => {}
+        }
+    }
+
+    /// Logs a successful exchange with Redis: one line if it ends an outage.
+    fn reachable(&self) {
+        if !self.down.load(Ordering::Relaxed) {
+            return;
+        }
+        self.down.store(false, Ordering::Relaxed);
+        if let Some(OutageLine::Back { failures, down_for }) =
+            self.outage.lock().success(Instant::now())
+        {
+            tracing::warn!(
+                "Redis session cache {} is reachable again after {:.1} s ({failures} failures)",
+                self.spec.url,
+                down_for.as_secs_f64()
+            );
+        }
+    }
+
     fn failed(&self) {
         let b = self.backoff_ms.load(Ordering::Relaxed);
         let next = if b == 0 {
@@ -227,6 +333,7 @@ impl RedisStore {
         }
         if self.now_ms() < self.down_until.load(Ordering::Relaxed) {
             self.errors.fetch_add(1, Ordering::Relaxed);
+            self.unreachable(&"skipped while backing off after a failure");
             return;
         }
         let mut conn = conn.clone();
@@ -249,8 +356,10 @@ impl RedisStore {
                 tracing::debug!("Redis GET failed: {e}");
                 self.errors.fetch_add(1, Ordering::Relaxed);
                 self.failed();
+                self.unreachable(&e);
             }
             Ok(Ok(values)) => {
+                self.reachable();
                 let us = t.elapsed().as_micros() as u64;
                 let _ = self.latency.lock().record(us.max(1));
                 self.histogram.observe(us as f64 / 1e6);
@@ -329,13 +438,19 @@ async fn writer(store: Arc<RedisStore>, mut rx: mpsc::Receiver<Write>) {
         match tokio::time::timeout(WRITE_TIMEOUT, pipe.query_async::<()>(&mut conn)).await {
             Ok(Ok(())) => {
                 store.writes.fetch_add(n, Ordering::Relaxed);
+                store.reachable();
             }
             Ok(Err(e)) => {
                 tracing::debug!("Redis write failed: {e}");
                 store.write_errors.fetch_add(n, Ordering::Relaxed);
+                store.unreachable(&e);
             }
             Err(_) => {
                 store.write_errors.fetch_add(n, Ordering::Relaxed);
+                store.unreachable(&format_args!(
+                    "a write took over {} s",
+                    WRITE_TIMEOUT.as_secs()
+                ));
             }
         }
     }
@@ -371,5 +486,48 @@ impl StoresServerSessions for RedisStore {
 
     fn can_cache(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outage_is_logged_first_then_every_30_s_and_once_at_recovery() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut o = Outage::default();
+        assert_eq!(o.success(at(0)), None, "no outage, nothing to say");
+        assert_eq!(o.failure(at(0)), Some(OutageLine::Down));
+        // 5,000 failures within the next 30 s: silent.
+        for i in 1..=5000 {
+            assert_eq!(o.failure(at(i * 5)), None, "failure {i}");
+        }
+        assert_eq!(
+            o.failure(at(30_000)),
+            Some(OutageLine::Still {
+                failures: 5001,
+                down_for: Duration::from_secs(30)
+            })
+        );
+        assert_eq!(o.failure(at(59_999)), None);
+        assert_eq!(
+            o.failure(at(60_000)),
+            Some(OutageLine::Still {
+                failures: 2,
+                down_for: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(
+            o.success(at(61_500)),
+            Some(OutageLine::Back {
+                failures: 5004,
+                down_for: Duration::from_millis(61_500)
+            })
+        );
+        assert_eq!(o.success(at(62_000)), None, "one line at recovery");
+        // A new outage starts afresh.
+        assert_eq!(o.failure(at(70_000)), Some(OutageLine::Down));
     }
 }

@@ -23,22 +23,27 @@ use tlslab_wire::Sniff;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::Runtime;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use crate::accept::Backoff;
 use crate::access_log::{AccessLog, ConnInfo, LoggedBody, Pending, escape};
 use crate::admission::{
     Admission, AdmissionMode, HelloKind, InFlight, Resumable, ShedWith, Verdict,
 };
 use crate::content::{self, Body, Files};
 use crate::early::{self, EarlyRequests, EarlyStream, Started};
+use crate::idle::{Busy, CLOSE_GRACE, CloseReason, Conns, Timeouts};
 use crate::io::{CountingIo, Rewind, SocketBytes};
 use crate::metrics;
 use crate::queue::FirstBytes;
 use crate::stats::{Listener, Snapshot, Stats};
 use crate::tls;
-use crate::{Error, Result, ServeConfig};
+use crate::{
+    ConnTimeouts, Error, H2_PING_TIMEOUT, METRICS_MAX_CONNECTIONS, METRICS_TIMEOUT, Result,
+    ServeConfig,
+};
 
 /// How long [`Server::shutdown`] lets in-flight requests finish.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -56,6 +61,13 @@ struct Shared {
     mismatch_warned: AtomicBool,
     handshake_timeout: Duration,
     conns: Arc<Semaphore>,
+    /// Every connection past its handshake, for the idle timeouts and for
+    /// making room at the connection limit.
+    idle: Arc<Conns>,
+    /// The metrics listener's own connection limit.
+    metrics_conns: Arc<Semaphore>,
+    /// `/dyn` work running on the blocking pool, at most `--threads` at once.
+    burners: Arc<Semaphore>,
     auto: auto::Builder<TokioExecutor>,
     /// HTTP/1 only (ALPN http/1.1): hyper's own connection, not the
     /// version-detecting one, whose future has room for an HTTP/2
@@ -95,10 +107,15 @@ impl std::fmt::Debug for Server {
     }
 }
 
-fn builder(version: Option<&[u8]>) -> auto::Builder<TokioExecutor> {
+fn builder(version: Option<&[u8]>, t: &ConnTimeouts) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
-    b.http1().timer(TokioTimer::new());
-    b.http2().timer(TokioTimer::new());
+    // The idle timeouts are the registry's (crate::idle): hyper's header
+    // read timeout would also run while a kept-alive connection waits.
+    b.http1().timer(TokioTimer::new()).header_read_timeout(None);
+    b.http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(t.h2_ping)
+        .keep_alive_timeout(H2_PING_TIMEOUT);
     match version {
         Some(b"h2") => b.http2_only(),
         Some(_) => b.http1_only(),
@@ -184,6 +201,16 @@ impl Server {
                 "a handshake timeout of 0 fails every handshake; give a positive duration".into(),
             ));
         }
+        if cfg.timeouts.request.is_zero() || cfg.timeouts.keepalive.is_zero() {
+            return Err(Error::Config(
+                "a request or keep-alive timeout of 0 closes every connection; give a positive duration".into(),
+            ));
+        }
+        if cfg.timeouts.h2_ping.is_some_and(|d| d.is_zero()) {
+            return Err(Error::Config(
+                "an HTTP/2 PING interval of 0 would ping without pause; give a positive duration or none".into(),
+            ));
+        }
         let warnings = ablation_guard(&cfg)?;
         cfg.admission.validate().map_err(Error::Config)?;
         let access_log = cfg
@@ -241,6 +268,11 @@ impl Server {
                 ))
             });
         let _ = stats.admission.set(admission.clone());
+        let conns = Arc::new(Conns::new(Timeouts {
+            request: cfg.timeouts.request,
+            keepalive: cfg.timeouts.keepalive,
+        }));
+        let _ = stats.idle.set(conns.clone());
         let registry = metrics::registry(stats.clone());
         let prefetch = redis.clone().map(|store| crate::prefetch::Prefetcher {
             store,
@@ -256,13 +288,16 @@ impl Server {
             mismatch_warned: AtomicBool::new(false),
             handshake_timeout: cfg.handshake_timeout,
             conns: Arc::new(Semaphore::new(cfg.max_connections)),
-            auto: builder(None),
+            idle: conns.clone(),
+            metrics_conns: Arc::new(Semaphore::new(METRICS_MAX_CONNECTIONS)),
+            burners: Arc::new(Semaphore::new(cfg.threads)),
+            auto: builder(None, &cfg.timeouts),
             h1: {
                 let mut b = http1::Builder::new();
-                b.timer(TokioTimer::new());
+                b.timer(TokioTimer::new()).header_read_timeout(None);
                 b
             },
-            h2: builder(Some(b"h2")),
+            h2: builder(Some(b"h2"), &cfg.timeouts),
             registry,
             access_log,
             next_conn: AtomicU64::new(0),
@@ -275,6 +310,7 @@ impl Server {
             if let Some(r) = &redis {
                 r.start()?;
             }
+            rt.spawn(crate::idle::reap(conns, shutdown_rx.clone()));
             match (&ring, &cfg.tls.ticket_keys) {
                 (Some(ring), crate::TicketKeys::File(path)) => crate::ticket_keys::spawn_watch(
                     path.clone(),
@@ -475,30 +511,26 @@ async fn accept_loop(
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let mut backoff = Backoff::default();
     loop {
-        // At the connection limit, wait here rather than accept.
-        let permit = tokio::select! {
-            p = shared.conns.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-            _ = stopping(&mut shutdown) => return,
-        };
+        // Accept first and then take a slot: a loop waiting for a slot
+        // before accepting would hold one it does not use (with --http, one
+        // listener's idle loop kept a slot from the other).
         let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off a little.
-                    tracing::warn!(listener = kind.name(), "accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            x = crate::accept::accept(&listener, &mut backoff, kind.name()) => x,
             _ = stopping(&mut shutdown) => return,
         };
         // Only admission control reads the clock here (the fallback when
         // the kernel gives no receive timestamp).
         let accepted = shared.admission.as_ref().map(|_| Instant::now());
+        let permit = match shared.conns.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => return,
+            Err(TryAcquireError::NoPermits) => match make_room(&shared, &mut shutdown).await {
+                Some(p) => p,
+                None => return,
+            },
+        };
         let _ = stream.set_nodelay(true);
         let guard = shared.stats.open(kind);
         let conn = ConnInfo::new(peer, shared.next_conn.fetch_add(1, Ordering::Relaxed) + 1);
@@ -534,6 +566,31 @@ async fn accept_loop(
             }
         };
         tokio::spawn(fut);
+    }
+}
+
+/// How often a new connection at the limit looks again for an idle
+/// connection to close while it waits for a slot.
+const ROOM_RETRY: Duration = Duration::from_millis(20);
+
+/// At the connection limit: asks the longest-idle connection to close and
+/// takes its slot. With none idle (every connection in a handshake or a
+/// request), waits for a slot, looking again for an idle one every
+/// [`ROOM_RETRY`]. `None` at shutdown.
+async fn make_room(
+    shared: &Shared,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<OwnedSemaphorePermit> {
+    loop {
+        shared.idle.evict();
+        tokio::select! {
+            p = tokio::time::timeout(ROOM_RETRY, shared.conns.clone().acquire_owned()) => match p {
+                Ok(Ok(p)) => return Some(p),
+                Ok(Err(_)) => return None,
+                Err(_) => {}
+            },
+            _ = stopping(shutdown) => return None,
+        }
     }
 }
 
@@ -894,8 +951,12 @@ where
 {
     let svc_shared = shared.clone();
     let info = Arc::new(info);
+    let member = shared.idle.join(&info);
+    let conn_info = info.clone();
     let svc = service_fn(move |mut req: Request<Incoming>| {
         let s = svc_shared.clone();
+        // In progress until its response body is done or dropped.
+        let busy = Busy::new(&info);
         let info = info.clone();
         // Claimed when the request is parsed, in request order.
         let early = early.as_ref().is_some_and(|e| e.claim());
@@ -912,7 +973,13 @@ where
             let resp = if info.shed_503 {
                 shed_503(&req)
             } else {
-                content::handle(&req, &s.files)
+                match content::handle(&req, &s.files) {
+                    content::Handled::Ready(r) => r,
+                    // Boxed: only /dyn pays for the larger future.
+                    content::Handled::Burn { work, bytes } => {
+                        Box::pin(burn(&s.burners, work, bytes)).await
+                    }
+                }
             };
             let pending = s.access_log.as_ref().map(|log| Pending {
                 log: log.clone(),
@@ -928,7 +995,7 @@ where
                 sent: 0,
                 early,
             });
-            Ok::<_, Infallible>(resp.map(|b| LoggedBody::new(b, pending)))
+            Ok::<_, Infallible>(resp.map(|b| LoggedBody::new(b, pending, busy)))
         }
     });
     // An HTTP/1.1 connection (the common case over TLS) runs on hyper's
@@ -936,45 +1003,86 @@ where
     // as large as its HTTP/2 variant, and it would stay that size for the
     // whole life of every HTTP/1 connection, idle ones included.
     let io = TokioIo::new(io);
+    let on = Driven {
+        kind,
+        info: conn_info,
+        _member: member,
+        shutdown,
+    };
     match alpn.as_deref() {
         Some(b"h2") => Box::pin(drive(
             Box::pin(shared.h2.serve_connection(io, svc).into_owned()),
             |c| c.graceful_shutdown(),
-            kind,
-            shutdown,
+            on,
         )),
         Some(_) => Box::pin(drive(
             Box::pin(shared.h1.serve_connection(io, svc)),
             |c| c.graceful_shutdown(),
-            kind,
-            shutdown,
+            on,
         )),
         None => Box::pin(drive(
             Box::pin(shared.auto.serve_connection(io, svc).into_owned()),
             |c| c.graceful_shutdown(),
-            kind,
-            shutdown,
+            on,
         )),
     }
 }
 
-/// Runs a hyper connection until it ends; at shutdown, asks it to finish
-/// its in-flight requests (`graceful`) and waits for that.
-async fn drive<C, E>(
-    mut conn: Pin<Box<C>>,
-    graceful: fn(Pin<&mut C>),
+/// Runs `/dyn`'s CPU work on the blocking pool, at most `--threads` at
+/// once, so that it never holds a worker thread that other connections
+/// need. The blocking threads are the server runtime's own, so their CPU
+/// time counts as the server's.
+async fn burn(burners: &Arc<Semaphore>, work: Duration, bytes: u64) -> Response<Body> {
+    let Ok(_permit) = burners.clone().acquire_owned().await else {
+        return content::dyn_response(work, bytes);
+    };
+    match tokio::task::spawn_blocking(move || content::dyn_response(work, bytes)).await {
+        Ok(r) => r,
+        Err(e) => content::plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain; charset=utf-8",
+            format!("/dyn work failed: {e}\n"),
+        ),
+    }
+}
+
+/// What [`drive`] needs besides the connection.
+struct Driven {
     kind: Listener,
-    mut shutdown: watch::Receiver<bool>,
-) where
+    info: Arc<ConnInfo>,
+    /// Leaves the registry when the connection ends.
+    _member: crate::idle::Member,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Runs a hyper connection until it ends. At shutdown, asks it to finish
+/// its in-flight requests (`graceful`) and waits for that. When it has sat
+/// idle too long, asks the same and waits at most [`CLOSE_GRACE`]; when it
+/// is evicted at the connection limit, polls it once more and drops it.
+async fn drive<C, E>(mut conn: Pin<Box<C>>, graceful: fn(Pin<&mut C>), mut on: Driven)
+where
     C: Future<Output = std::result::Result<(), E>>,
     E: std::fmt::Display,
 {
     tokio::select! {
-        r = conn.as_mut() => return ended(kind, r),
-        _ = stopping(&mut shutdown) => {}
+        r = conn.as_mut() => ended(on.kind, r),
+        _ = stopping(&mut on.shutdown) => {
+            graceful(conn.as_mut());
+            let _ = conn.await;
+        }
+        why = on.info.idle.closing() => {
+            tracing::debug!(listener = on.kind.name(), conn = on.info.id, "closing: {}", why.name());
+            graceful(conn.as_mut());
+            // Timed out: a moment to say goodbye (HTTP/2's GOAWAY waits for
+            // a PING's answer). Evicted: a new client waits for this slot,
+            // so one poll writes what can be written at once, and it goes.
+            let grace = match why {
+                CloseReason::Evicted => Duration::ZERO,
+                _ => CLOSE_GRACE,
+            };
+            let _ = tokio::time::timeout(grace, conn).await;
+        }
     }
-    graceful(conn.as_mut());
-    let _ = conn.await;
 }
 
 fn ended<E: std::fmt::Display>(kind: Listener, r: std::result::Result<(), E>) {
@@ -1026,28 +1134,34 @@ async fn metrics_loop(
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let mut backoff = Backoff::default();
     loop {
-        let stream = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    tracing::warn!("metrics accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let (stream, _) = tokio::select! {
+            x = crate::accept::accept(&listener, &mut backoff, "metrics") => x,
             _ = stopping(&mut shutdown) => return,
+        };
+        // Its own limit: scrapers must never take the file descriptors the
+        // main listeners need. Over it, the connection is closed at once.
+        let Ok(permit) = shared.metrics_conns.clone().try_acquire_owned() else {
+            tracing::debug!(
+                "metrics connection closed: {METRICS_MAX_CONNECTIONS} metrics connections are open already"
+            );
+            continue;
         };
         let shared = shared.clone();
         let mut rx = shutdown.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let svc_shared = shared.clone();
             let svc = service_fn(move |req: Request<Incoming>| {
                 let s = svc_shared.clone();
                 async move { Ok::<_, Infallible>(metrics_response(&req, &s.registry)) }
             });
+            // hyper's header read timeout runs from the end of a response
+            // to the next complete header: it bounds idle and slow clients.
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
+                .header_read_timeout(METRICS_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             tokio::select! {

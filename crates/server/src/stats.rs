@@ -131,6 +131,27 @@ pub struct EarlyDataStats {
     pub refused: u64,
 }
 
+/// Connections the server closed because they sat idle
+/// (`--request-timeout`, `--keepalive-timeout`) or to make room at the
+/// `--max-connections` limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IdleClosed {
+    /// No first request within `--request-timeout`.
+    pub request_timeout: u64,
+    /// No next request within `--keepalive-timeout` (HTTP/2: no stream).
+    pub keepalive_timeout: u64,
+    /// The longest-idle connection, closed at the connection limit so a
+    /// new one could be served.
+    pub evicted: u64,
+}
+
+impl IdleClosed {
+    /// All three.
+    pub fn total(&self) -> u64 {
+        self.request_timeout + self.keepalive_timeout + self.evicted
+    }
+}
+
 /// The server's counters at one instant. Every figure is observed by the
 /// server itself, from its start until `uptime` later.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -160,6 +181,8 @@ pub struct Snapshot {
     pub connections: PerListener,
     /// Connections open now.
     pub open_connections: u64,
+    /// Connections closed for being idle, by reason.
+    pub idle_closed: IdleClosed,
     /// CPU time of the server runtime's threads (see
     /// [`Server::cpu_time`](crate::Server::cpu_time)).
     #[serde(serialize_with = "secs")]
@@ -246,6 +269,15 @@ impl Snapshot {
             "  connections: {} https, {} http accepted, {} open now",
             self.connections.https, self.connections.http, self.open_connections
         );
+        if self.idle_closed.total() > 0 {
+            let _ = writeln!(
+                s,
+                "  idle connections closed: {} by --request-timeout, {} by --keepalive-timeout, {} to make room at --max-connections",
+                self.idle_closed.request_timeout,
+                self.idle_closed.keepalive_timeout,
+                self.idle_closed.evicted
+            );
+        }
         let _ = writeln!(
             s,
             "  socket bytes received: {} https, {} http; sent: {} https, {} http",
@@ -385,6 +417,8 @@ pub(crate) struct Stats {
         std::sync::OnceLock<Option<Arc<tlslab_crypto::ticket_keys::TicketKeyRing>>>,
     /// Admission control, if on (set once at start).
     pub(crate) admission: std::sync::OnceLock<Option<Arc<crate::admission::Admission>>>,
+    /// The connections past their handshake (set once at start).
+    pub(crate) idle: std::sync::OnceLock<Arc<crate::idle::Conns>>,
 }
 
 impl Stats {
@@ -415,6 +449,7 @@ impl Stats {
             redis: Default::default(),
             ticket_keys: Default::default(),
             admission: Default::default(),
+            idle: Default::default(),
         }
     }
 
@@ -514,6 +549,14 @@ impl Stats {
             bytes_sent: bytes(|b| &b.sent),
             connections: Self::per(&self.connections),
             open_connections: self.open_now(),
+            idle_closed: self.idle.get().map_or_else(IdleClosed::default, |r| {
+                use crate::idle::CloseReason as R;
+                IdleClosed {
+                    request_timeout: r.closed(R::RequestTimeout),
+                    keepalive_timeout: r.closed(R::KeepaliveTimeout),
+                    evicted: r.closed(R::Evicted),
+                }
+            }),
             worker_cpu: self.threads.cpu_time().total(),
             process_cpu: process_cpu_time(),
             ablation: self.ablation,

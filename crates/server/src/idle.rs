@@ -1,0 +1,429 @@
+//! Idle connections: `--request-timeout`, `--keepalive-timeout` and, at the
+//! `--max-connections` limit, closing the longest-idle connection first.
+//!
+//! A connection joins the [`Conns`] registry when its HTTP side starts (after the
+//! TLS handshake, or at accept on the plain listener) and leaves when it
+//! ends. A connection in its TLS handshake is bounded by the handshake
+//! timeout instead and is never idle here.
+//!
+//! Each connection keeps its state in [`Idle`]: how many requests (HTTP/1)
+//! or streams (HTTP/2) are in progress, and since when none is. Requests
+//! stamp it with one atomic add when they start and one atomic store when
+//! their response ends ([`Busy`]); nothing is allocated. A connection is
+//! idle while nothing is in progress, which includes the time a client
+//! takes to send a request header (a slowloris client is idle):
+//! - before its first request it may stay idle for the request timeout
+//!   (nginx's `client_header_timeout`, 60 s);
+//! - after a response, for the keep-alive timeout (nginx's
+//!   `keepalive_timeout`, 75 s; on HTTP/2 the time with no stream open, as
+//!   nginx does since 1.19.7).
+//!
+//! One task ([`reap`]) scans the registry a few times per timeout and asks
+//! the connections past their deadline to close; no connection carries a
+//! timer of its own. When a new connection finds no free slot, the accept
+//! loop asks the longest-idle connection to close ([`Conns::evict`]), as
+//! nginx's connection draining does, and takes its slot. A connection asked
+//! to close shuts down gracefully (HTTP/2 GOAWAY) within [`CLOSE_GRACE`],
+//! or at once when evicted.
+
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::access_log::ConnInfo;
+
+/// How long a connection asked to close may take to say goodbye (finish a
+/// response, send HTTP/2's GOAWAY) before it is dropped.
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_millis(200);
+
+/// Set in [`Idle::since`] once a request has completed: the keep-alive
+/// timeout applies from then on, the request timeout before.
+const SERVED: u64 = 1 << 63;
+
+/// The process's clock origin for the idle stamps.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn now_ms() -> u64 {
+    EPOCH.elapsed().as_millis() as u64
+}
+
+/// Why a connection was asked to close.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum CloseReason {
+    /// No first request within the request timeout.
+    RequestTimeout = 1,
+    /// No next request within the keep-alive timeout.
+    KeepaliveTimeout = 2,
+    /// Closed to make room at the connection limit.
+    Evicted = 3,
+}
+
+impl CloseReason {
+    /// The metric label and summary name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            CloseReason::RequestTimeout => "request_timeout",
+            CloseReason::KeepaliveTimeout => "keepalive_timeout",
+            CloseReason::Evicted => "evicted",
+        }
+    }
+
+    pub(crate) fn idx(self) -> usize {
+        self as usize - 1
+    }
+}
+
+/// The idle state of one connection.
+#[derive(Debug)]
+pub(crate) struct Idle {
+    /// Requests or streams in progress.
+    active: AtomicU32,
+    /// Milliseconds since [`EPOCH`] when the connection last became idle,
+    /// with [`SERVED`] set once a request has completed.
+    since: AtomicU64,
+    /// The [`CloseReason`] it was asked to close for (0: not asked).
+    close: AtomicU8,
+    notify: Notify,
+}
+
+impl Idle {
+    pub(crate) fn new() -> Idle {
+        Idle {
+            active: AtomicU32::new(0),
+            since: AtomicU64::new(now_ms()),
+            close: AtomicU8::new(0),
+            notify: Notify::new(),
+        }
+    }
+
+    /// Restarts the request timeout: the HTTP side starts now.
+    pub(crate) fn start(&self) {
+        self.since.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Resolves once the connection has been asked to close.
+    pub(crate) async fn closing(&self) -> CloseReason {
+        self.notify.notified().await;
+        match self.close.load(Ordering::Relaxed) {
+            1 => CloseReason::RequestTimeout,
+            2 => CloseReason::KeepaliveTimeout,
+            _ => CloseReason::Evicted,
+        }
+    }
+
+    /// Asks the connection to close; false if it already was.
+    fn ask_close(&self, why: CloseReason) -> bool {
+        let asked = self
+            .close
+            .compare_exchange(0, why as u8, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok();
+        if asked {
+            self.notify.notify_one();
+        }
+        asked
+    }
+
+    /// Since when (ms) and whether after a request, if idle and not asked
+    /// to close yet.
+    fn idle_since(&self) -> Option<(u64, bool)> {
+        if self.active.load(Ordering::Relaxed) > 0 || self.close.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
+        let s = self.since.load(Ordering::Relaxed);
+        Some((s & !SERVED, s & SERVED != 0))
+    }
+}
+
+/// A request or stream in progress: the connection is not idle until
+/// every one is dropped (its response complete or abandoned).
+#[derive(Debug)]
+pub(crate) struct Busy(Arc<ConnInfo>);
+
+impl Busy {
+    pub(crate) fn new(conn: &Arc<ConnInfo>) -> Busy {
+        conn.idle.active.fetch_add(1, Ordering::Relaxed);
+        Busy(conn.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let idle = &self.0.idle;
+        if idle.active.fetch_sub(1, Ordering::Relaxed) == 1 {
+            idle.since.store(now_ms() | SERVED, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The idle timeouts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeouts {
+    pub(crate) request: Duration,
+    pub(crate) keepalive: Duration,
+}
+
+impl Timeouts {
+    /// How often [`reap`] scans: a tenth of the shorter timeout, between
+    /// 10 ms and 1 s, so a connection closes at most that late.
+    fn scan_every(&self) -> Duration {
+        (self.request.min(self.keepalive) / 10)
+            .clamp(Duration::from_millis(10), Duration::from_secs(1))
+    }
+
+    /// The reason to close a connection idle since `since` (ms), if it
+    /// is past its deadline at `now` (ms).
+    fn expired(&self, since: u64, served: bool, now: u64) -> Option<CloseReason> {
+        let (limit, why) = if served {
+            (self.keepalive, CloseReason::KeepaliveTimeout)
+        } else {
+            (self.request, CloseReason::RequestTimeout)
+        };
+        (now.saturating_sub(since) >= limit.as_millis() as u64).then_some(why)
+    }
+}
+
+#[derive(Default)]
+struct Slots {
+    live: Vec<Option<Arc<ConnInfo>>>,
+    free: Vec<usize>,
+}
+
+/// The registry of every connection past its handshake.
+pub(crate) struct Conns {
+    slots: Mutex<Slots>,
+    timeouts: Timeouts,
+    /// Connections asked to close by [`Conns::evict`] and not gone yet.
+    evicting: AtomicU32,
+    /// Connections asked to close, by [`CloseReason`].
+    closed: [AtomicU64; 3],
+}
+
+/// A connection's place in the [`Conns`] registry; leaves it on drop.
+pub(crate) struct Member {
+    registry: Arc<Conns>,
+    conn: Arc<ConnInfo>,
+    slot: usize,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if self.conn.idle.close.load(Ordering::Relaxed) == CloseReason::Evicted as u8 {
+            self.registry.evicting.fetch_sub(1, Ordering::Relaxed);
+        }
+        let mut s = self.registry.slots.lock();
+        s.live[self.slot] = None;
+        s.free.push(self.slot);
+    }
+}
+
+impl std::fmt::Debug for Conns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conns")
+            .field("timeouts", &self.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Conns {
+    pub(crate) fn new(timeouts: Timeouts) -> Conns {
+        Conns {
+            slots: Mutex::default(),
+            timeouts,
+            evicting: AtomicU32::new(0),
+            closed: Default::default(),
+        }
+    }
+
+    /// Adds a connection whose HTTP side starts now.
+    pub(crate) fn join(self: &Arc<Self>, conn: &Arc<ConnInfo>) -> Member {
+        conn.idle.start();
+        let mut s = self.slots.lock();
+        let slot = match s.free.pop() {
+            Some(i) => {
+                s.live[i] = Some(conn.clone());
+                i
+            }
+            None => {
+                s.live.push(Some(conn.clone()));
+                s.live.len() - 1
+            }
+        };
+        drop(s);
+        Member {
+            registry: self.clone(),
+            conn: conn.clone(),
+            slot,
+        }
+    }
+
+    /// Connections asked to close so far, by reason.
+    pub(crate) fn closed(&self, why: CloseReason) -> u64 {
+        self.closed[why.idx()].load(Ordering::Relaxed)
+    }
+
+    /// Asks the longest-idle connection to close, unless an eviction is
+    /// still under way. True if one was asked (or one is on its way out).
+    pub(crate) fn evict(&self) -> bool {
+        if self.evicting.load(Ordering::Relaxed) > 0 {
+            return true;
+        }
+        let s = self.slots.lock();
+        let oldest = s
+            .live
+            .iter()
+            .flatten()
+            .filter_map(|c| c.idle.idle_since().map(|(t, _)| (t, c)))
+            .min_by_key(|(t, _)| *t);
+        let Some((_, victim)) = oldest else {
+            return false;
+        };
+        self.evicting.fetch_add(1, Ordering::Relaxed);
+        if victim.idle.ask_close(CloseReason::Evicted) {
+            self.closed[CloseReason::Evicted.idx()].fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.evicting.fetch_sub(1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Asks every connection past its idle deadline to close.
+    fn reap_now(&self, now: u64) {
+        let s = self.slots.lock();
+        for c in s.live.iter().flatten() {
+            let Some((since, served)) = c.idle.idle_since() else {
+                continue;
+            };
+            if let Some(why) = self.timeouts.expired(since, served, now)
+                && c.idle.ask_close(why)
+            {
+                self.closed[why.idx()].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Closes idle connections past their timeout until shutdown.
+pub(crate) async fn reap(registry: Arc<Conns>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(registry.timeouts.scan_every());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => registry.reap_now(now_ms()),
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Arc<ConnInfo> {
+        Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), 1))
+    }
+
+    fn timeouts() -> Timeouts {
+        Timeouts {
+            request: Duration::from_millis(100),
+            keepalive: Duration::from_millis(300),
+        }
+    }
+
+    #[test]
+    fn the_request_timeout_applies_before_the_first_request_and_keepalive_after() {
+        let t = timeouts();
+        assert_eq!(t.expired(1000, false, 1099), None);
+        assert_eq!(
+            t.expired(1000, false, 1100),
+            Some(CloseReason::RequestTimeout)
+        );
+        assert_eq!(t.expired(1000, true, 1100), None);
+        assert_eq!(
+            t.expired(1000, true, 1300),
+            Some(CloseReason::KeepaliveTimeout)
+        );
+        assert_eq!(t.scan_every(), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn a_request_in_progress_is_not_idle_and_its_end_stamps_served() {
+        let c = conn();
+        assert_eq!(c.idle.idle_since().map(|(_, s)| s), Some(false));
+        let a = Busy::new(&c);
+        let b = Busy::new(&c);
+        assert_eq!(c.idle.idle_since(), None);
+        drop(a);
+        assert_eq!(c.idle.idle_since(), None, "one stream is still open");
+        drop(b);
+        assert_eq!(c.idle.idle_since().map(|(_, s)| s), Some(true));
+    }
+
+    #[test]
+    fn eviction_takes_the_longest_idle_and_skips_busy_ones() {
+        let r = Arc::new(Conns::new(timeouts()));
+        let (old, busy, young) = (conn(), conn(), conn());
+        let _m1 = r.join(&old);
+        let _m2 = r.join(&busy);
+        let _m3 = r.join(&young);
+        old.idle.since.store(5, Ordering::Relaxed);
+        busy.idle.since.store(1, Ordering::Relaxed);
+        young.idle.since.store(50 | SERVED, Ordering::Relaxed);
+        let _req = Busy::new(&busy);
+        assert!(r.evict());
+        assert_eq!(
+            old.idle.close.load(Ordering::Relaxed),
+            CloseReason::Evicted as u8
+        );
+        assert_eq!(young.idle.close.load(Ordering::Relaxed), 0);
+        assert_eq!(busy.idle.close.load(Ordering::Relaxed), 0);
+        // While the first victim is on its way out, nobody else is asked.
+        assert!(r.evict());
+        assert_eq!(young.idle.close.load(Ordering::Relaxed), 0);
+        drop(_m1);
+        assert!(r.evict());
+        assert_eq!(
+            young.idle.close.load(Ordering::Relaxed),
+            CloseReason::Evicted as u8
+        );
+        assert_eq!(r.closed(CloseReason::Evicted), 2);
+        // Nothing idle is left: no eviction.
+        drop(_m3);
+        assert!(!r.evict());
+    }
+
+    #[test]
+    fn reaping_closes_only_connections_past_their_deadline() {
+        let r = Arc::new(Conns::new(timeouts()));
+        let (fresh, stale, kept) = (conn(), conn(), conn());
+        let _m = [r.join(&fresh), r.join(&stale), r.join(&kept)];
+        let now = now_ms() + 10_000;
+        fresh.idle.since.store(now - 50, Ordering::Relaxed);
+        stale.idle.since.store(now - 150, Ordering::Relaxed);
+        kept.idle
+            .since
+            .store((now - 150) | SERVED, Ordering::Relaxed);
+        r.reap_now(now);
+        assert_eq!(fresh.idle.close.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            stale.idle.close.load(Ordering::Relaxed),
+            CloseReason::RequestTimeout as u8
+        );
+        assert_eq!(kept.idle.close.load(Ordering::Relaxed), 0);
+        r.reap_now(now + 200);
+        assert_eq!(
+            kept.idle.close.load(Ordering::Relaxed),
+            CloseReason::KeepaliveTimeout as u8
+        );
+        // The fresh one's request timeout has passed by then too.
+        assert_eq!(
+            fresh.idle.close.load(Ordering::Relaxed),
+            CloseReason::RequestTimeout as u8
+        );
+        assert_eq!(r.closed(CloseReason::RequestTimeout), 2);
+        assert_eq!(r.closed(CloseReason::KeepaliveTimeout), 1);
+    }
+}
