@@ -201,7 +201,11 @@ fn hostile_mix(
                     }
                     !gone
                 });
-                while conns.len() < IDLE && Instant::now() < until {
+                // At most 10 new ones a tick (40/s): an attacker's budget,
+                // not a handshake flood (that is the flood thread's job).
+                let mut budget = 10;
+                while conns.len() < IDLE && budget > 0 && Instant::now() < until {
+                    budget -= 1;
                     opened += 1;
                     let tls = (opened % 2 == 0).then_some(&h2);
                     match Idle::open(addr, tls, &hh) {
@@ -360,7 +364,11 @@ fn real_load(url: &str, ca: &Path, secs: u64, out: &Path) -> (u64, f64, f64) {
     ];
     let o = run(tlslab(args), Duration::from_secs(secs + 60));
     let r = load_json(out);
-    let errors: u64 = common::errors(&r).values().sum();
+    let errs = common::errors(&r);
+    let errors: u64 = errs.values().sum();
+    if errors > 0 {
+        println!("{url}: errors {errs:?}");
+    }
     assert!(
         o.status.code().is_some(),
         "load was killed: {}",
