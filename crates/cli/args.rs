@@ -58,6 +58,9 @@ pub enum Command {
     Probe(crate::probe::ProbeArgs),
     /// Relay TCP to a server through an emulated WAN path (delay, jitter, bandwidth, loss).
     Relay(RelayArgs),
+    /// Run a server and a client command in two network namespaces joined by a packet-level WAN
+    /// path (delay, jitter, rate or mahimahi trace, drop-tail queue, loss); needs root.
+    Path(crate::path_cmd::PathArgs),
     /// A TLS-session-aware L4 load balancer: routes resumptions to the node that holds the session.
     Dispatch(crate::dispatch_cmd::DispatchArgs),
     /// Merge the `load --shard I/N --out DIR` outputs of N agents into one exact report.
