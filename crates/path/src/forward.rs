@@ -53,8 +53,8 @@ pub(crate) struct Forwarder {
 impl Forwarder {
     pub(crate) fn spawn(
         name: &str,
-        rx: SyncDevice,
-        tx: SyncDevice,
+        rx: Arc<SyncDevice>,
+        tx: Arc<SyncDevice>,
         model: Model,
         epoch: Instant,
         pin: Option<CpuPin>,
@@ -117,7 +117,7 @@ fn run(rx: &SyncDevice, tx: &SyncDevice, mut model: Model, epoch: Instant, stop:
         });
         let mut got = 0;
         while got < BATCH {
-            match rx.try_recv(&mut buf) {
+            match rx.recv(&mut buf) {
                 Ok(n) if n > 0 => {
                     model.arrive(ns_since(epoch), buf[..n].to_vec());
                     got += 1;

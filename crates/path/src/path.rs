@@ -2,6 +2,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
@@ -100,10 +101,8 @@ impl Path {
             d.set_nonblocking(true)
                 .map_err(|e| Error::Setup(format!("TUN device: non-blocking: {e}")))?;
         }
-        let clone = |d: &SyncDevice| {
-            d.try_clone()
-                .map_err(|e| Error::Setup(format!("TUN device: dup: {e}")))
-        };
+        // Each device is read by one forwarder and written by the other.
+        let (srv_dev, cli_dev) = (Arc::new(srv_dev), Arc::new(cli_dev));
         let epoch = Instant::now();
         let mut path = Path {
             forwarders: Vec::new(),
@@ -113,7 +112,7 @@ impl Path {
         let up = Model::new(&cfg.up, cfg.seed.wrapping_mul(2).wrapping_add(1));
         let down = Model::new(&cfg.down, cfg.seed.wrapping_mul(2).wrapping_add(2));
         let spawn_err = |e: std::io::Error| Error::Setup(format!("forwarder thread: {e}"));
-        let f = Forwarder::spawn("up", clone(&cli_dev)?, clone(&srv_dev)?, up, epoch, pin.clone())
+        let f = Forwarder::spawn("up", cli_dev.clone(), srv_dev.clone(), up, epoch, pin.clone())
             .map_err(spawn_err)?;
         path.forwarders.push(("up".into(), cfg.up.to_string(), f));
         let f = Forwarder::spawn("down", srv_dev, cli_dev, down, epoch, pin).map_err(spawn_err)?;
