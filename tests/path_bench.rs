@@ -26,7 +26,12 @@ type Seen = Vec<(u64, u64, usize)>;
 
 /// A UDP sink in the server namespace that records every packet until
 /// `idle` passes without one.
-fn sink(h: &PathHandle, port: u16, epoch: Instant, idle: Duration) -> std::thread::JoinHandle<Seen> {
+fn sink(
+    h: &PathHandle,
+    port: u16,
+    epoch: Instant,
+    idle: Duration,
+) -> std::thread::JoinHandle<Seen> {
     let addr = SocketAddr::new(h.server_ip(), port);
     let (tx, rx) = channel();
     let t = on_server(h, move || {
@@ -124,7 +129,10 @@ fn bench_rate_and_trace_are_within_2_percent() {
     std::fs::write(&trace, lines).unwrap();
     for (spec, want) in [
         ("rate=10mbit,queue=2000pkt".to_string(), 10e6),
-        (format!("up.trace={},queue=2000pkt", trace.display()), 12.032e6),
+        (
+            format!("up.trace={},queue=2000pkt", trace.display()),
+            12.032e6,
+        ),
     ] {
         let Some(p) = start("bench_rate", &spec) else {
             return;
@@ -173,7 +181,10 @@ fn bench_loss_is_within_the_binomial_interval_over_100k_packets() {
         r.up.dropped_loss
     );
     assert_eq!(sent, n);
-    assert_eq!(lost, r.up.dropped_loss, "packets lost outside the loss model");
+    assert_eq!(
+        lost, r.up.dropped_loss,
+        "packets lost outside the loss model"
+    );
     assert!((lost as f64 - 1000.0).abs() <= half, "{lost}");
 }
 
@@ -210,7 +221,8 @@ fn ping_pong(server: SocketAddr, h: Option<&PathHandle>, n: usize) -> f64 {
     let (tx, rx) = channel();
     let echo = move || {
         let s = UdpSocket::bind(server).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
         tx.send(()).unwrap();
         let mut buf = [0u8; 64];
         while let Ok((k, from)) = s.recv_from(&mut buf) {
@@ -267,7 +279,11 @@ fn bench_delay_0_adds_at_most_50us_per_round_trip() {
         return;
     };
     let h = p.handle();
-    let lo = ping_pong(SocketAddr::from(([127, 0, 0, 1], common::free_port())), None, 5000);
+    let lo = ping_pong(
+        SocketAddr::from(([127, 0, 0, 1], common::free_port())),
+        None,
+        5000,
+    );
     let path = ping_pong(SocketAddr::new(h.server_ip(), 6005), Some(&h), 5000);
     let r = p.stop().unwrap();
     eprintln!(

@@ -802,6 +802,13 @@ pub struct LabArgs {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+
+    /// Run every cell across a packet-level WAN path (needs root; see `tlslab path`): the server
+    /// in one network namespace, the load in another, e.g. delay=25ms,rate=10mbit,loss=1%
+    /// (keys delay, jitter, rate, trace, queue, loss, ge, each with an optional up./down. prefix)
+    /// [default: loopback].
+    #[arg(long, value_name = "SPEC")]
+    pub path: Option<String>,
 }
 
 /// Parses `10s`, `500ms`, `2m`, or a bare number of seconds.

@@ -19,8 +19,7 @@ use crate::config::usage;
 
 /// `tlslab path`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Examples:\n  \
+#[command(after_help = "Examples:\n  \
     tlslab path --delay 25ms --rate 10mbit --ready-port 8443 -- \\\n      \
     tlslab serve --https 0.0.0.0:8443 --cert c.pem --key k.pem ::: \\\n      \
     sh -c 'curl -k https://$TLSLAB_PATH_SERVER:8443/'\n  \
@@ -37,8 +36,7 @@ use crate::config::usage;
     loss, then the link's drop-tail queue, then the delay. When the client exits, the server \
     gets SIGTERM, the path is removed and its counters are printed on stderr. Needs root (or \
     CAP_NET_ADMIN and CAP_SYS_ADMIN); without it, use `tlslab relay` (unprivileged, TCP only, \
-    delays whole flights rather than packets). Exit status: the client's, or 1."
-)]
+    delays whole flights rather than packets). Exit status: the client's, or 1.")]
 pub struct PathArgs {
     /// One-way delay in each direction (RTT = 2 x this), e.g. 25ms, 500us.
     #[arg(long, default_value = "0ms", value_name = "DURATION")]
@@ -87,6 +85,11 @@ pub struct PathArgs {
     #[arg(long, value_name = "SPEC")]
     pub down: Option<String>,
 
+    /// TCP congestion control in both namespaces: one of net.ipv4.tcp_allowed_congestion_control
+    /// (e.g. reno, bbr) [default: the kernel's].
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+
     /// Seed of the loss and jitter draws, so runs repeat.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,
@@ -132,6 +135,9 @@ pub fn config(a: &PathArgs) -> anyhow::Result<PathConfig> {
     if let Some(ge) = &a.ge {
         set("ge", ge)?;
     }
+    if let Some(cc) = &a.cc {
+        set("cc", cc)?;
+    }
     if let Some(r) = &a.rate {
         set("rate", r)?;
     }
@@ -142,7 +148,11 @@ pub fn config(a: &PathArgs) -> anyhow::Result<PathConfig> {
         set("down.trace", &t.to_string_lossy())?;
     }
     for (side, spec) in [("up", &a.up), ("down", &a.down)] {
-        for part in spec.iter().flat_map(|s| s.split(',')).filter(|p| !p.is_empty()) {
+        for part in spec
+            .iter()
+            .flat_map(|s| s.split(','))
+            .filter(|p| !p.is_empty())
+        {
             let (k, v) = part
                 .split_once('=')
                 .ok_or_else(|| usage(format!("--{side} {part:?}: write key=value")))?;
@@ -167,7 +177,9 @@ fn split_commands(cmd: &[String]) -> anyhow::Result<Option<(Vec<String>, Vec<Str
     };
     let (srv, cli) = (cmd[..i].to_vec(), cmd[i + 1..].to_vec());
     if srv.is_empty() || cli.is_empty() {
-        return Err(usage("both the server command and the client command are needed around :::"));
+        return Err(usage(
+            "both the server command and the client command are needed around :::",
+        ));
     }
     Ok(Some((srv, cli)))
 }
@@ -214,7 +226,12 @@ fn spawn(ns: &str, argv: &[String]) -> anyhow::Result<Child> {
 
 /// Waits until the server accepts TCP on its own address (from a thread
 /// inside the server namespace, so the check does not cross the path).
-fn wait_ready(h: &PathHandle, port: u16, limit: Duration, server: &mut Child) -> anyhow::Result<()> {
+fn wait_ready(
+    h: &PathHandle,
+    port: u16,
+    limit: Duration,
+    server: &mut Child,
+) -> anyhow::Result<()> {
     let h = h.clone();
     let addr = SocketAddr::new(h.server_ip(), port);
     let deadline = Instant::now() + limit;
@@ -273,7 +290,10 @@ pub fn run(a: PathArgs) -> anyhow::Result<ExitCode> {
         && let Some(dir) = f.parent().filter(|d| !d.as_os_str().is_empty())
         && !dir.is_dir()
     {
-        return Err(usage(format!("--json: the directory {} does not exist", dir.display())));
+        return Err(usage(format!(
+            "--json: the directory {} does not exist",
+            dir.display()
+        )));
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -292,12 +312,16 @@ pub fn run(a: PathArgs) -> anyhow::Result<ExitCode> {
     let path = Path::start(&cfg)?;
     let h = path.handle();
     eprintln!(
-        "path: server {} in namespace {}, client {} in namespace {}; RTT {:?}\n  up: {}\n  down: {}",
+        "path: server {} in namespace {}, client {} in namespace {}; RTT {:?}; TCP congestion \
+         control {}\n  up: {}\n  down: {}",
         h.server_ip(),
         h.server_netns(),
         h.client_ip(),
         h.client_netns(),
         cfg.rtt(),
+        cfg.congestion_control
+            .as_deref()
+            .unwrap_or("the kernel's default"),
         cfg.up,
         cfg.down
     );
@@ -311,11 +335,13 @@ pub fn run(a: PathArgs) -> anyhow::Result<ExitCode> {
         }
         Some((srv, cli)) => {
             let mut kids = Children(Vec::new());
-            kids.0.push(("server".into(), spawn(h.server_netns(), &srv)?));
+            kids.0
+                .push(("server".into(), spawn(h.server_netns(), &srv)?));
             if let Some(port) = a.ready_port {
                 wait_ready(&h, port, a.ready_timeout, &mut kids.0[0].1)?;
             }
-            kids.0.push(("client".into(), spawn(h.client_netns(), &cli)?));
+            kids.0
+                .push(("client".into(), spawn(h.client_netns(), &cli)?));
             loop {
                 if stop.load(Ordering::SeqCst) {
                     eprintln!("path: interrupted; stopping the commands");

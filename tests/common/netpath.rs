@@ -24,6 +24,7 @@ pub fn start(test: &str, spec: &str) -> Option<Path> {
     }
 }
 
+/// Returns true if and only if the named namespace exists.
 pub fn netns_exists(name: &str) -> bool {
     std::path::Path::new(tlslab_path::NETNS_DIR)
         .join(name)
@@ -38,6 +39,7 @@ pub fn on_server<T: Send + 'static>(
     let h = h.clone();
     std::thread::spawn(move || {
         h.enter_server().expect("enter the server namespace");
+        realtime();
         f()
     })
 }
@@ -47,6 +49,7 @@ pub fn on_client<T: Send + 'static>(h: &PathHandle, f: impl FnOnce() -> T + Send
     let h = h.clone();
     std::thread::spawn(move || {
         h.enter_client().expect("enter the client namespace");
+        realtime();
         f()
     })
     .join()
@@ -66,7 +69,18 @@ pub fn tcp_server(
         tx.send(()).unwrap();
         serve(l);
     });
-    rx.recv_timeout(Duration::from_secs(5)).expect("server bound");
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("server bound");
     (addr, t)
 }
 
+/// Runs the calling thread under SCHED_FIFO (best effort, with `chrt`), so
+/// a busy machine does not add its scheduling delays to a test's timings.
+pub fn realtime() {
+    let tid = nix::unistd::gettid().to_string();
+    let _ = std::process::Command::new("chrt")
+        .args(["-f", "-p", "10", &tid])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+}

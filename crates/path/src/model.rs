@@ -213,10 +213,8 @@ impl Model {
             arrived: now,
             left,
         });
-        self.counters.max_queue_packets = self
-            .counters
-            .max_queue_packets
-            .max(self.queue.len() as u64);
+        self.counters.max_queue_packets =
+            self.counters.max_queue_packets.max(self.queue.len() as u64);
     }
 
     /// Runs the link's delivery opportunities up to and including `until`.
@@ -246,7 +244,10 @@ impl Model {
             if head.left == 0 {
                 let q = self.queue.pop_front().expect("not empty");
                 self.queue_bytes -= q.data.len();
-                let _ = self.counters.queue_delay.record(at.saturating_sub(q.arrived));
+                let _ = self
+                    .counters
+                    .queue_delay
+                    .record(at.saturating_sub(q.arrived));
                 self.delay_line(at, q.data);
                 if self.queue.is_empty() {
                     self.credit = 0;
@@ -412,7 +413,10 @@ mod tests {
             assert_eq!(at, k as u64 * 1_203_200, "packet {k}");
         }
         // The last waited 99 opportunities.
-        assert_eq!(m.counters().queue_delay.max(), m.counters().queue_delay.highest_equivalent(99 * 1_203_200));
+        assert_eq!(
+            m.counters().queue_delay.max(),
+            m.counters().queue_delay.highest_equivalent(99 * 1_203_200)
+        );
         assert_eq!(m.counters().max_queue_packets, 100);
     }
 
@@ -467,7 +471,10 @@ mod tests {
 
     #[test]
     fn drop_tail_in_packets_and_bytes() {
-        for (q, kept) in [(QueueLimit::Packets(10), 10), (QueueLimit::Bytes(15_000), 10)] {
+        for (q, kept) in [
+            (QueueLimit::Packets(10), 10),
+            (QueueLimit::Bytes(15_000), 10),
+        ] {
             let dir = Direction {
                 link: Some(Trace::constant(1_000_000, "1mbit").unwrap()),
                 queue: q,

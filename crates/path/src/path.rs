@@ -86,17 +86,25 @@ impl Path {
         if !netns::privileged() {
             return Err(Error::NotPermitted);
         }
-        let pin = cfg.cpus.as_deref().map(CpuPin::new).transpose().map_err(|e| {
-            Error::Invalid(format!("forwarder CPUs: {e}"))
-        })?;
+        let pin = cfg
+            .cpus
+            .as_deref()
+            .map(CpuPin::new)
+            .transpose()
+            .map_err(|e| Error::Invalid(format!("forwarder CPUs: {e}")))?;
         for n in netns::cleanup_stale()? {
             tracing::warn!("removed the stale network namespace {n} of a run that is gone");
         }
-        let base = format!("{}{}", netns::own_prefix(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let base = format!(
+            "{}{}",
+            netns::own_prefix(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
         let server = Netns::add(format!("{base}-srv"))?;
         let client = Netns::add(format!("{base}-cli"))?;
-        let srv_dev = device(&server, SERVER_IP, CLIENT_IP)?;
-        let cli_dev = device(&client, CLIENT_IP, SERVER_IP)?;
+        let cc = cfg.congestion_control.as_deref();
+        let srv_dev = device(&server, SERVER_IP, CLIENT_IP, cc)?;
+        let cli_dev = device(&client, CLIENT_IP, SERVER_IP, cc)?;
         for d in [&srv_dev, &cli_dev] {
             d.set_nonblocking(true)
                 .map_err(|e| Error::Setup(format!("TUN device: non-blocking: {e}")))?;
@@ -112,11 +120,19 @@ impl Path {
         let up = Model::new(&cfg.up, cfg.seed.wrapping_mul(2).wrapping_add(1));
         let down = Model::new(&cfg.down, cfg.seed.wrapping_mul(2).wrapping_add(2));
         let spawn_err = |e: std::io::Error| Error::Setup(format!("forwarder thread: {e}"));
-        let f = Forwarder::spawn("up", cli_dev.clone(), srv_dev.clone(), up, epoch, pin.clone())
-            .map_err(spawn_err)?;
+        let f = Forwarder::spawn(
+            "up",
+            cli_dev.clone(),
+            srv_dev.clone(),
+            up,
+            epoch,
+            pin.clone(),
+        )
+        .map_err(spawn_err)?;
         path.forwarders.push(("up".into(), cfg.up.to_string(), f));
         let f = Forwarder::spawn("down", srv_dev, cli_dev, down, epoch, pin).map_err(spawn_err)?;
-        path.forwarders.push(("down".into(), cfg.down.to_string(), f));
+        path.forwarders
+            .push(("down".into(), cfg.down.to_string(), f));
         Ok(path)
     }
 
@@ -151,7 +167,12 @@ impl Path {
 /// Opens a TUN device inside `ns` (from a thread that enters it, since a
 /// device is created in its creator's namespace), addresses it
 /// point-to-point and brings it up.
-fn device(ns: &Netns, local: Ipv4Addr, peer: Ipv4Addr) -> Result<SyncDevice, Error> {
+fn device(
+    ns: &Netns,
+    local: Ipv4Addr,
+    peer: Ipv4Addr,
+    cc: Option<&str>,
+) -> Result<SyncDevice, Error> {
     let file = ns.file();
     let dev = std::thread::scope(|s| {
         s.spawn(|| {
@@ -160,6 +181,20 @@ fn device(ns: &Netns, local: Ipv4Addr, peer: Ipv4Addr) -> Result<SyncDevice, Err
             // would otherwise cross the forwarder and its counters.
             for p in ["all", "default"] {
                 let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{p}/disable_ipv6"), "1");
+            }
+            // /proc/sys/net is the namespace of the thread that opens it.
+            if let Some(cc) = cc {
+                std::fs::write("/proc/sys/net/ipv4/tcp_congestion_control", cc).map_err(|e| {
+                    Error::Invalid(format!(
+                        "TCP congestion control {cc:?}: {e}; a namespace may default only to one \
+                         in net.ipv4.tcp_allowed_congestion_control ({})",
+                        std::fs::read_to_string(
+                            "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+                        )
+                        .unwrap_or_default()
+                        .trim()
+                    ))
+                })?;
             }
             DeviceBuilder::new()
                 .name(DEVICE)
@@ -176,7 +211,26 @@ fn device(ns: &Netns, local: Ipv4Addr, peer: Ipv4Addr) -> Result<SyncDevice, Err
         .unwrap_or_else(|_| Err(Error::Setup("the TUN set-up thread panicked".into())))
     })?;
     let (l, p) = (local.to_string(), peer.to_string());
-    ip(&["-n", ns.name(), "addr", "add", &l, "peer", &p, "dev", DEVICE])?;
-    ip(&["-n", ns.name(), "link", "set", DEVICE, "mtu", &MTU.to_string(), "up"])?;
+    ip(&[
+        "-n",
+        ns.name(),
+        "addr",
+        "add",
+        &l,
+        "peer",
+        &p,
+        "dev",
+        DEVICE,
+    ])?;
+    ip(&[
+        "-n",
+        ns.name(),
+        "link",
+        "set",
+        DEVICE,
+        "mtu",
+        &MTU.to_string(),
+        "up",
+    ])?;
     Ok(dev)
 }

@@ -70,6 +70,8 @@ pub struct DirectionReport {
     pub wall_ms: f64,
     /// CPU per packet read (ns); 0 with no packets.
     pub cpu_per_packet_ns: f64,
+    /// True if and only if the forwarder thread ran under SCHED_FIFO.
+    pub realtime: bool,
     /// True if and only if the forwarder missed its schedule (lateness p99
     /// over 500 µs) or ran above 95 % of a core.
     pub saturated: bool,
@@ -101,6 +103,7 @@ impl DirectionReport {
             } else {
                 0.0
             },
+            realtime: f.realtime,
             saturated: lateness_us.p99 > LATE_P99_LIMIT_US
                 || (wall_ms > 0.0 && cpu_ms / wall_ms > 0.95),
         }
@@ -139,8 +142,9 @@ impl fmt::Display for DirectionReport {
         )?;
         write!(
             f,
-            "  forwarder: release lateness p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; \
+            "  forwarder{}: release lateness p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; \
              CPU {:.1} ms over {:.0} ms ({:.0} ns per packet)",
+            if self.realtime { " (SCHED_FIFO)" } else { "" },
             self.lateness_us.p50,
             self.lateness_us.p99,
             self.lateness_us.max,

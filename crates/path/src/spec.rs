@@ -231,6 +231,10 @@ pub struct PathConfig {
     pub seed: u64,
     /// Pin the two forwarder threads to these CPUs (`None`: not pinned).
     pub cpus: Option<Vec<usize>>,
+    /// TCP congestion control in both namespaces (`reno`, `bbr`, …: one of
+    /// `net.ipv4.tcp_allowed_congestion_control`, the only ones a namespace
+    /// may default to; `None`: the kernel's default).
+    pub congestion_control: Option<String>,
 }
 
 impl PathConfig {
@@ -249,7 +253,8 @@ impl PathConfig {
     /// `down.` prefix. Keys: `delay`, `jitter`, `reorder` (`on`/`off`),
     /// `rate` (tc units), `trace` (a mahimahi file), `queue` (`100pkt`,
     /// `64kB`), `loss` (`1%`), `ge` (`p,r[,bad[,good]]`, written with `/`
-    /// inside a spec: `ge=1%/30%`), and `seed` (both directions only).
+    /// inside a spec: `ge=1%/30%`), and, for both directions only, `seed`
+    /// and `cc` (TCP congestion control in both namespaces).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
         let (dirs, k): (Vec<&mut Direction>, &str) = match key.split_once('.') {
             Some(("up", k)) => (vec![&mut self.up], k),
@@ -258,6 +263,16 @@ impl PathConfig {
                 return Err(Error::Invalid(format!(
                     "path key {key:?}: the prefix is up. or down."
                 )));
+            }
+            None if key == "cc" => {
+                if value.is_empty() || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    return Err(Error::Invalid(format!(
+                        "cc={value:?}: name a congestion control, e.g. cubic or bbr"
+                    )));
+                }
+                self.congestion_control = Some(value.to_string());
+                return Ok(());
             }
             None if key == "seed" => {
                 self.seed = value.parse().map_err(|_| {
@@ -283,9 +298,9 @@ impl PathConfig {
                     }
                 }
                 "rate" => {
-                    let bw: Bandwidth = value.parse().map_err(|e: tlslab_relay::Error| {
-                        Error::Invalid(format!("rate: {e}"))
-                    })?;
+                    let bw: Bandwidth = value
+                        .parse()
+                        .map_err(|e: tlslab_relay::Error| Error::Invalid(format!("rate: {e}")))?;
                     d.link = Some(Trace::constant(bw.bps(), bw.to_string())?);
                 }
                 "trace" => d.link = Some(Trace::load(std::path::Path::new(value))?),
@@ -298,7 +313,7 @@ impl PathConfig {
                 _ => {
                     return Err(Error::Invalid(format!(
                         "unknown path key {key:?}; the keys are delay, jitter, reorder, rate, \
-                         trace, queue, loss, ge (each with an optional up./down. prefix) and seed"
+                         trace, queue, loss, ge (each with an optional up./down. prefix), seed and cc"
                     )));
                 }
             }
@@ -359,10 +374,22 @@ mod tests {
 
     #[test]
     fn queue_limits_in_packets_or_bytes() {
-        assert_eq!("100pkt".parse::<QueueLimit>().unwrap(), QueueLimit::Packets(100));
-        assert_eq!("64kB".parse::<QueueLimit>().unwrap(), QueueLimit::Bytes(64_000));
-        assert_eq!("64KiB".parse::<QueueLimit>().unwrap(), QueueLimit::Bytes(65_536));
-        assert_eq!("1500B".parse::<QueueLimit>().unwrap(), QueueLimit::Bytes(1500));
+        assert_eq!(
+            "100pkt".parse::<QueueLimit>().unwrap(),
+            QueueLimit::Packets(100)
+        );
+        assert_eq!(
+            "64kB".parse::<QueueLimit>().unwrap(),
+            QueueLimit::Bytes(64_000)
+        );
+        assert_eq!(
+            "64KiB".parse::<QueueLimit>().unwrap(),
+            QueueLimit::Bytes(65_536)
+        );
+        assert_eq!(
+            "1500B".parse::<QueueLimit>().unwrap(),
+            QueueLimit::Bytes(1500)
+        );
         for bad in ["", "0pkt", "10", "10 furlongs", "-1pkt"] {
             assert!(bad.parse::<QueueLimit>().is_err(), "{bad:?}");
         }
@@ -381,7 +408,13 @@ mod tests {
         assert_eq!(c.up.queue, QueueLimit::Bytes(64_000));
         assert_eq!(c.up.link.as_ref().unwrap().period_ns(), 1_203_200);
         assert_eq!(c.seed, 7);
-        for bad in ["delay", "delay=25", "side.delay=1ms", "colour=red", "delay=2h"] {
+        for bad in [
+            "delay",
+            "delay=25",
+            "side.delay=1ms",
+            "colour=red",
+            "delay=2h",
+        ] {
             assert!(bad.parse::<PathConfig>().is_err(), "{bad:?}");
         }
     }
@@ -398,7 +431,10 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("2.5ms").unwrap(), Duration::from_micros(2500));
+        assert_eq!(
+            parse_duration("2.5ms").unwrap(),
+            Duration::from_micros(2500)
+        );
         assert_eq!(parse_duration("500us").unwrap(), Duration::from_micros(500));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_duration("5").is_err());
