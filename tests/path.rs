@@ -800,3 +800,48 @@ fn mahimahi_cellular_traces_parse_and_drive_the_model() {
         assert!(out <= n && out + 2 >= n, "{out} of {n}");
     }
 }
+
+#[test]
+#[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
+fn lab_runs_its_cells_across_the_path() {
+    if !tlslab_path::privileged() {
+        skip_or_fail("lab_runs_its_cells_across_the_path", "needs root");
+        return;
+    }
+    let dir = tempdir();
+    let json = dir.path().join("lab.json");
+    let out = run_tlslab(
+        &[
+            "lab",
+            "--quick",
+            "--cell",
+            "300ms",
+            "-c",
+            "1",
+            "--path",
+            "delay=5ms",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let v = common::load_json(&json);
+    // RTT 10 ms: a full TLS 1.2 handshake takes two, TLS 1.3 and a
+    // resumption one (plus the handshake's CPU).
+    for c in v["cells"].as_array().unwrap() {
+        let (Some(hs), Some(ver)) = (c["handshake_p50_us"].as_f64(), c["version"].as_str()) else {
+            continue;
+        };
+        let rtts = if c["mode"] == "tls_full" && ver == "TLSv1.2" {
+            2.0
+        } else {
+            1.0
+        };
+        assert!(hs >= rtts * 10_000.0 && hs < (rtts + 1.0) * 10_000.0, "{c}");
+    }
+    assert!(
+        common::num(&v, "wan_path/down/packets_forwarded") > 100.0,
+        "{v}"
+    );
+}
