@@ -58,6 +58,9 @@ pub enum Command {
     Probe(crate::probe::ProbeArgs),
     /// Relay TCP to a server through an emulated WAN path (delay, jitter, bandwidth, loss).
     Relay(RelayArgs),
+    /// Run a server and a client command in two network namespaces joined by a packet-level WAN
+    /// path (delay, jitter, rate or mahimahi trace, drop-tail queue, loss); needs root.
+    Path(crate::path_cmd::PathArgs),
     /// A TLS-session-aware L4 load balancer: routes resumptions to the node that holds the session.
     Dispatch(crate::dispatch_cmd::DispatchArgs),
     /// Merge the `load --shard I/N --out DIR` outputs of N agents into one exact report.
@@ -828,6 +831,13 @@ pub struct LabArgs {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+
+    /// Run every cell across a packet-level WAN path (needs root; see `tlslab path`): the server
+    /// in one network namespace, the load in another, e.g. delay=25ms,rate=10mbit,loss=1%
+    /// (keys delay, jitter, rate, trace, queue, loss, ge, each with an optional up./down. prefix)
+    /// [default: loopback].
+    #[arg(long, value_name = "SPEC")]
+    pub path: Option<String>,
 }
 
 /// Parses `10s`, `500ms`, `2m`, or a bare number of seconds.

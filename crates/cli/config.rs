@@ -804,10 +804,17 @@ pub fn lab(a: &args::LabArgs) -> anyhow::Result<tlslab_experiment::lab::LabConfi
     if cell.is_zero() {
         return bail("--cell must be above 0");
     }
+    let path = a
+        .path
+        .as_deref()
+        .map(str::parse::<tlslab_path::PathConfig>)
+        .transpose()
+        .map_err(|e| usage(format!("--path: {e}")))?;
     Ok(tlslab_experiment::lab::LabConfig {
         cell,
         clients: a.clients,
         quick: a.quick,
+        path,
     })
 }
 

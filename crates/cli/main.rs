@@ -13,6 +13,7 @@ mod dispatch_cmd;
 mod distributed;
 mod experiment_args;
 mod overload_args;
+mod path_cmd;
 mod probe;
 mod report_args;
 
@@ -100,6 +101,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(a) => sweep(a),
         Command::Probe(a) => probe::run(a),
         Command::Relay(a) => relay(a),
+        Command::Path(a) => path_cmd::run(a),
         Command::Dispatch(a) => dispatch_cmd::run(a),
         Command::Merge(a) => distributed::merge(&a),
         Command::Overload(a) => overload_args::run(&a),

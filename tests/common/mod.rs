@@ -10,6 +10,7 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
+pub mod netpath;
 pub mod nginx;
 pub mod peers;
 pub mod study_doc;
@@ -833,4 +834,13 @@ impl Relay {
             }
         }
     }
+}
+
+/// Skips a test that needs something this machine lacks (root, a tool):
+/// a loud line on stderr locally, a failure under CI=true, where the
+/// requirement must be met.
+pub fn skip_or_fail(test: &str, reason: &str) {
+    let msg = format!("SKIPPED {test}: {reason}");
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
+    eprintln!("{msg}");
 }

@@ -31,7 +31,25 @@ pub(crate) fn start_server(
     ablation: AblationSet,
     placement: &Placement,
 ) -> Result<Server, Error> {
-    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    start_server_on(
+        loopback, generated, versions, content, listeners, ablation, placement,
+    )
+}
+
+/// [`start_server`] with its listeners on `ip` (port 0) instead of
+/// loopback: the server end of a `tlslab path` (called from a thread inside
+/// the path's server namespace).
+pub(crate) fn start_server_on(
+    ip: std::net::IpAddr,
+    generated: Generated,
+    versions: Vec<Version>,
+    content: Content,
+    listeners: Listeners,
+    ablation: AblationSet,
+    placement: &Placement,
+) -> Result<Server, Error> {
+    let loopback = std::net::SocketAddr::new(ip, 0);
     Ok(Server::start(ServeConfig {
         https: listeners.https.then_some(loopback),
         http: listeners.http.then_some(loopback),

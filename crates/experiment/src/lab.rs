@@ -14,6 +14,7 @@ use std::time::Duration;
 use tlslab_crypto::meter::AblationSet;
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_crypto::provider::Version;
+use tlslab_path::PathHandle;
 use tlslab_server::{Content, Server};
 
 use crate::Error;
@@ -32,6 +33,9 @@ pub struct LabConfig {
     pub clients: usize,
     /// Whether this is the short run (recorded in the output).
     pub quick: bool,
+    /// Run every cell across a packet-level WAN path (`tlslab path`):
+    /// the server in its namespace, the load in the other. Needs root.
+    pub path: Option<tlslab_path::PathConfig>,
 }
 
 /// The connection pattern of a cell.
@@ -135,6 +139,9 @@ pub struct LabReport {
     pub cells: Vec<CellResult>,
     /// Ratios per version and key type.
     pub ratios: Vec<Ratios>,
+    /// With `--path`: the path's conditions and its forwarder's counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wan_path: Option<tlslab_path::PathReport>,
 }
 
 struct Embedded {
@@ -143,26 +150,66 @@ struct Embedded {
     roots: rustls::RootCertStore,
 }
 
-fn start_server(key: KeyType, placement: &Placement, with_http: bool) -> Result<Embedded, Error> {
-    let generated = pki::generate(key, &[])?;
-    let roots = generated.roots()?;
-    let server = cell::start_server(
-        generated,
-        vec![Version::Tls12, Version::Tls13],
-        Content::Specweb96,
-        Listeners {
-            https: true,
-            http: with_http,
-        },
-        AblationSet::NONE,
-        placement,
-    )?;
-    Ok(Embedded { key, server, roots })
+fn start_server(
+    key: KeyType,
+    placement: &Placement,
+    with_http: bool,
+    path: Option<&PathHandle>,
+) -> Result<Embedded, Error> {
+    let start = move || -> Result<Embedded, Error> {
+        let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
+        let generated = pki::generate(key, &sans)?;
+        let roots = generated.roots()?;
+        let ip = path.map_or(std::net::IpAddr::from([127, 0, 0, 1]), |h| h.server_ip());
+        let server = cell::start_server_on(
+            ip,
+            generated,
+            vec![Version::Tls12, Version::Tls13],
+            Content::Specweb96,
+            Listeners {
+                https: true,
+                http: with_http,
+            },
+            AblationSet::NONE,
+            placement,
+        )?;
+        Ok(Embedded { key, server, roots })
+    };
+    match path {
+        None => start(),
+        // The server's runtime threads are spawned by this thread and so
+        // live in the server namespace too.
+        Some(h) => std::thread::scope(|s| {
+            s.spawn(|| {
+                h.enter_server()?;
+                start()
+            })
+            .join()
+            .unwrap_or_else(|_| Err(Error::Cluster("the path's server thread panicked".into())))
+        }),
+    }
 }
 
 /// Runs the lab. `progress` receives one line per cell as it finishes.
 pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport, Error> {
     let placement = Placement::split();
+    let path = cfg
+        .path
+        .as_ref()
+        .map(tlslab_path::Path::start)
+        .transpose()?;
+    let handle = path.as_ref().map(|p| p.handle());
+    if let (Some(c), Some(h)) = (&cfg.path, &handle) {
+        progress(&format!(
+            "tlslab lab: across a packet-level path (server {} in {}, load {} in {}): up {}; down {}",
+            h.server_ip(),
+            h.server_netns(),
+            h.client_ip(),
+            h.client_netns(),
+            c.up,
+            c.down
+        ));
+    }
     progress(&format!(
         "tlslab lab: {} cells of {:.1} s each, {} clients; {}",
         2 + 12,
@@ -170,8 +217,8 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         cfg.clients,
         placement.describe()
     ));
-    let ecdsa = start_server(KeyType::EcdsaP256, &placement, true)?;
-    let rsa = start_server(KeyType::Rsa2048, &placement, false)?;
+    let ecdsa = start_server(KeyType::EcdsaP256, &placement, true, handle.as_ref())?;
+    let rsa = start_server(KeyType::Rsa2048, &placement, false, handle.as_ref())?;
 
     let mut cells = Vec::new();
     let http = ecdsa
@@ -180,7 +227,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         .map(|a| format!("http://{a}{PATH}"));
     if let Some(url) = &http {
         for mode in [Mode::PlainNewConn, Mode::PlainKeepAlive] {
-            let c = run_cell(cfg, &placement, &ecdsa, url, mode, None)?;
+            let c = run_cell(cfg, &placement, &ecdsa, url, mode, None, handle.as_ref())?;
             progress(&progress_line(&c));
             cells.push(c);
         }
@@ -190,9 +237,20 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
             let Some(addr) = emb.server.https_addr() else {
                 continue;
             };
-            let url = format!("https://localhost:{}{PATH}", addr.port());
+            let host = handle
+                .as_ref()
+                .map_or_else(|| "localhost".to_string(), |h| h.server_ip().to_string());
+            let url = format!("https://{host}:{}{PATH}", addr.port());
             for mode in [Mode::TlsFull, Mode::TlsResumed, Mode::TlsKeepAlive] {
-                let c = run_cell(cfg, &placement, emb, &url, mode, Some(version))?;
+                let c = run_cell(
+                    cfg,
+                    &placement,
+                    emb,
+                    &url,
+                    mode,
+                    Some(version),
+                    handle.as_ref(),
+                )?;
                 progress(&progress_line(&c));
                 cells.push(c);
             }
@@ -200,6 +258,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
     }
     ecdsa.server.shutdown();
     rsa.server.shutdown();
+    let wan_path = path.map(tlslab_path::Path::stop).transpose()?;
 
     let ratios = ratios(&cells);
     Ok(LabReport {
@@ -211,6 +270,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         path: PATH.into(),
         cells,
         ratios,
+        wan_path,
     })
 }
 
@@ -231,6 +291,7 @@ fn run_cell(
     url: &str,
     mode: Mode,
     version: Option<Version>,
+    path: Option<&PathHandle>,
 ) -> Result<CellResult, Error> {
     let (k, reuse) = match mode {
         Mode::PlainNewConn | Mode::TlsFull => (1, 0.0),
@@ -258,7 +319,19 @@ fn run_cell(
             ""
         }
     );
-    let m = cell::measure(&emb.server, &load, label.trim())?;
+    let m = match path {
+        None => cell::measure(&emb.server, &load, label.trim())?,
+        // The load engine's runtime is built on this thread, so its
+        // threads and sockets live in the client namespace.
+        Some(h) => std::thread::scope(|s| {
+            s.spawn(|| {
+                h.enter_client()?;
+                cell::measure(&emb.server, &load, label.trim())
+            })
+            .join()
+            .unwrap_or_else(|_| Err(Error::Cluster("the path's client thread panicked".into())))
+        })?,
+    };
     let report = m.report;
     let hs = match mode {
         Mode::TlsFull => report.latency.handshake_full.p50_us,
@@ -425,6 +498,13 @@ impl LabReport {
             "ratios of req/s: below 1 means the first mode is slower. CPU ratios: how many times \
              the server CPU per request of the first mode is the second's."
         );
+        if let Some(p) = &self.wan_path {
+            let _ = writeln!(
+                s,
+                "\nAcross a packet-level WAN path (tlslab path): req/s are bounded by the round \
+                 trips; server CPU/req still measures the server.\n{p}"
+            );
+        }
         s
     }
 }

@@ -60,6 +60,9 @@ pub enum Error {
         /// The errors the load engine saw.
         errors: String,
     },
+    /// The packet-level WAN path (`--path`) could not be set up.
+    #[error("path: {0}")]
+    Path(#[from] tlslab_path::Error),
     /// The nginx reference could not be started, stopped or read.
     #[error("nginx: {0}")]
     Nginx(String),

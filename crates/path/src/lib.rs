@@ -1,0 +1,60 @@
+//! A packet-level WAN path, mahimahi's method: the server and the client
+//! each live in a network namespace of their own, joined only by a TUN
+//! device in each and a user-space forwarder between them. The kernel's
+//! own TCP and UDP see a real path: the connect costs a round trip, slow
+//! start and loss recovery run, QUIC can cross it.
+//!
+//! Per direction ([`Direction`]): loss (random or Gilbert–Elliott), a
+//! bottleneck link given as a mahimahi delivery trace ([`Trace`]; a
+//! constant rate is a generated one) with a drop-tail queue, and a one-way
+//! delay with jitter. The model ([`Model`]) has no I/O and takes time as an
+//! argument; the forwarder threads drive it from the TUN devices and
+//! report their counters, queueing delay, release lateness and CPU
+//! ([`PathReport`]).
+//!
+//! Addresses ([`SERVER_IP`], [`CLIENT_IP`]) exist only inside the two
+//! namespaces; nothing is routed outside them. [`Path`] removes both on
+//! drop; [`cleanup_stale`] removes those of runs that died.
+//!
+//! The public interface is:
+//! - [`Path::start`], [`Path::handle`], [`Path::stop`]: run a path;
+//! - [`PathHandle::enter_server`] / [`PathHandle::enter_client`]: put a
+//!   thread (say, a tokio runtime's, from `on_thread_start`) on one end;
+//! - [`PathConfig`] (and its `key=value,…` spec), [`Direction`],
+//!   [`QueueLimit`], [`Loss`], [`Trace`]: what the path does;
+//! - [`Model`]: one direction, for tests with injected time.
+
+mod forward;
+mod model;
+mod netns;
+mod path;
+mod report;
+mod spec;
+mod trace;
+
+pub use forward::{Forwarded, SPIN};
+pub use model::{Counters, Model};
+pub use netns::{NETNS_DIR, PREFIX, cleanup_stale, privileged, stale};
+pub use path::{CLIENT_IP, DEVICE, MTU, Path, PathHandle, SERVER_IP};
+pub use report::{DirectionReport, LATE_P99_LIMIT_US, Micros, PathReport};
+pub use spec::{Direction, Loss, PathConfig, QueueLimit, parse_duration};
+pub use trace::{OPPORTUNITY_BYTES, Trace};
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A value the user wrote is not usable.
+    #[error("{0}")]
+    Invalid(String),
+    /// Not root, nor CAP_NET_ADMIN and CAP_SYS_ADMIN.
+    #[error(
+        "tlslab path needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) to create network \
+         namespaces and TUN devices; run it with sudo, or use `tlslab relay`, which needs no \
+         privilege (TCP only, delays whole flights rather than packets)"
+    )]
+    NotPermitted,
+    /// Creating or entering a namespace or device failed.
+    #[error("path set-up: {0}")]
+    Setup(String),
+}

