@@ -374,15 +374,7 @@ fn other_user_files_are_read_with_a_size_cap() {
             "16 MiB",
         ),
         (
-            vec![
-                "load",
-                &url,
-                "--insecure",
-                "-n",
-                "1",
-                "--cacert",
-                "/dev/zero",
-            ],
+            vec!["load", &url, "-n", "1", "--cacert", "/dev/zero"],
             2,
             "16 MiB",
         ),

@@ -89,7 +89,8 @@ pub struct Backoff {
     pub base_ms: f64,
     /// Waits made (over the whole run, warm-up included).
     pub waits: u64,
-    /// Their total length, in seconds (summed over clients).
+    /// Their total length as drawn, in seconds, summed over clients (a
+    /// wait cut off by the end of the run counts whole).
     pub waited_s: f64,
 }
 

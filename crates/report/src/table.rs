@@ -481,7 +481,7 @@ mod tests {
         let why = r.failed_gate(100.0).expect("all failed");
         assert!(why.contains("every request failed (refused 5)"), "{why}");
         let t = r.render_table();
-        assert!(t.contains("0 retries, 5 refused"), "{t}");
+        assert!(t.contains("4 retries, 5 refused"), "{t}");
     }
 
     #[test]
