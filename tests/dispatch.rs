@@ -107,7 +107,7 @@ fn nodes(args: &[&str]) -> Vec<Serve> {
 
 /// Loads through the dispatcher: 300 one-request connections, 90 % reuse.
 fn load(d: &Dispatch, tls: &str, resume: &str) -> String {
-    let url = format!("https://{}/", d.listen);
+    let url = format!("https://{}/health", d.listen);
     let out = run_tlslab(
         &[
             "load",
@@ -338,7 +338,7 @@ fn load_at(
 ) -> serde_json::Value {
     let dir = tempdir();
     let json = dir.path().join("load.json");
-    let url = format!("https://{target}/");
+    let url = format!("https://{target}/health");
     let (reuse, n) = (reuse.to_string(), n.to_string());
     let mut args = vec![
         "load",
@@ -466,7 +466,7 @@ fn tls_health_checks_mark_a_dead_node_down_and_a_returning_node_up() {
     // re-routed by load, not fail.
     let dir = tempdir();
     let json = dir.path().join("across.json");
-    let url = format!("https://{}/", d.listen);
+    let url = format!("https://{}/health", d.listen);
     let mut run = tlslab([
         "load",
         url.as_str(),
@@ -577,7 +577,7 @@ fn source_ip_spreads_clients_and_clients_per_ip_collapses_them() {
         args.extend_from_slice(extra);
         let dir = tempdir();
         let json = dir.path().join("l.json");
-        let url = format!("https://{}/", d.listen);
+        let url = format!("https://{}/health", d.listen);
         let mut full = vec![
             "load",
             url.as_str(),

@@ -310,6 +310,64 @@ fn an_agent_killed_mid_run_is_reported_missing() {
     );
 }
 
+// Issue 20: merge combined agents of different runs (another seed, start
+// time, -c or URL) with at most a WARNING and exit 0.
+#[test]
+fn agents_of_different_runs_are_refused_unless_forced() {
+    let dir = tempdir();
+    let serve = Serve::start(&[]);
+    let ca = serve.ca.clone().expect("ephemeral CA");
+    let ca = ca.to_str().expect("utf-8");
+    let (url, other_url) = (serve.url("/bytes/64"), serve.url("/bytes/65"));
+    let agent = |name: &str, shard: &str, url: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "load",
+            url,
+            "--cacert",
+            ca,
+            "--shard",
+            shard,
+            "--out",
+            out.to_str().unwrap(),
+            "-n",
+            "8",
+            "--no-progress",
+        ];
+        args.extend_from_slice(extra);
+        let done = run_tlslab(&args, LIMIT);
+        expect_ok(&done);
+        out
+    };
+    let one = agent("one", "1/2", &url, &["-c", "2", "--seed", "1"]);
+    let seed = agent("seed", "2/2", &url, &["-c", "2", "--seed", "2"]);
+    let clients = agent("clients", "2/2", &url, &["-c", "4", "--seed", "1"]);
+    let target = agent("target", "2/2", &other_url, &["-c", "2", "--seed", "1"]);
+    for (other, want) in [
+        (&seed, "has seed 2 but agent 1/2"),
+        (&clients, "has -c 4 but agent 1/2"),
+        (&target, "has targets"),
+    ] {
+        let dirs = [one.display().to_string(), other.display().to_string()];
+        let out = run_tlslab(&["merge", &dirs[0], &dirs[1]], LIMIT);
+        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("not from one run") && err.contains(want) && err.contains("--force"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "a refused merge printed a report");
+        let out = run_tlslab(&["merge", &dirs[0], &dirs[1], "--force"], LIMIT);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("WARNING: --force: merged although") && err.contains(want),
+            "{err}"
+        );
+        assert_no_panic(&out.stderr);
+    }
+}
+
 #[test]
 fn bad_distributed_input_is_a_usage_error() {
     let dir = tempdir();

@@ -150,7 +150,7 @@ fn report_of_real_loads_and_a_cluster_document_is_self_contained() {
 }
 
 #[test]
-fn report_rejects_what_it_cannot_read_with_exit_2() {
+fn report_rejects_what_it_cannot_read_with_exit_2_or_1() {
     let dir = tempdir();
     let html = dir.path().join("out.html");
     let not_json = dir.path().join("notes.txt");
@@ -171,16 +171,18 @@ fn report_rejects_what_it_cannot_read_with_exit_2() {
         &serde_json::json!({"kind": "tlslab-experiment", "cells": 3}),
     );
     let missing = dir.path().join("missing.json");
-    for (path, want) in [
-        (&not_json, "not JSON"),
-        (&other, "not a tlslab results document"),
-        (&lab_like, "not a tlslab results document"),
-        (&broken, "does not parse"),
-        (&missing, "cannot read"),
+    // A path that cannot be read is a usage error (2); bad content is a
+    // runtime failure (1), as in `merge` (issue 20: every case was 2).
+    for (path, want, code) in [
+        (&not_json, "not JSON", 1),
+        (&other, "not a tlslab results document", 1),
+        (&lab_like, "not a tlslab results document", 1),
+        (&broken, "does not parse", 1),
+        (&missing, "cannot read", 2),
     ] {
         let out = run_tlslab(&["report", s(path), "--html", s(&html)], LIMIT);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+        assert_eq!(out.status.code(), Some(code), "{}", show(&out));
         assert!(err.contains(s(path)), "error does not name the file: {err}");
         assert!(err.contains(want), "{err}");
         common::assert_no_panic(&out.stderr);

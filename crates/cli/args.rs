@@ -415,8 +415,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0, value_name = "BYTES")]
     pub max_early_data: u32,
 
-    /// Worker threads (default: the number of CPUs this process may use).
-    #[arg(long, value_name = "N")]
+    /// Worker threads, 1 to 1024 (default: the number of CPUs this process may use).
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
     /// Close connections whose TLS handshake (protocol detection included) has not finished
@@ -511,7 +511,8 @@ pub enum ResumeWith {
     first stream carries its connect and handshake times. --h2 does not take --rate, \
     --think-time, --retry-on-failure or --early-data.\n\
     All figures are client-observed over the measurement window printed with them.\n\
-    Exit code 1 when every request failed (the report is still printed)."
+    Exit code 1 when no request succeeded (every one failed, answered non-2xx or was cut off \
+    unfinished) or when more than --max-error-rate percent failed; the report is still printed."
 )]
 pub struct LoadArgs {
     /// Target URLs (http:// or https://); each client walks them in turn.
@@ -534,8 +535,8 @@ pub struct LoadArgs {
     #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_duration)]
     pub warmup: Duration,
 
-    /// Engine threads (default: the number of CPUs this process may use).
-    #[arg(long, value_name = "N")]
+    /// Engine threads, 1 to 1024 (default: the number of CPUs this process may use).
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
     /// Requests per connection: 1 opens a new connection for every request
@@ -617,6 +618,19 @@ pub struct LoadArgs {
     /// Give up on a connection or request after this long (e.g. 10s), or `inf`.
     #[arg(long, default_value = "10s", value_name = "DURATION|inf", value_parser = parse_timeout)]
     pub timeout: Duration,
+
+    /// After a connection that could not be made (refused, reset, unreachable, timed out),
+    /// wait a random time below min(B x 2^(n-1), 32 x B) before the n-th attempt in a row
+    /// (exponential backoff with full jitter, as `overload --retry-backoff`), so a dead
+    /// server is not hammered in a tight loop. 0 tries again at once.
+    #[arg(long, default_value = "10ms", value_name = "B", value_parser = parse_duration)]
+    pub retry_backoff: Duration,
+
+    /// Exit 1 when more than this share of the attempted requests failed (errors, non-2xx
+    /// included; requests cut off at the end of -d are not counted), in percent. The default,
+    /// 100, passes any run in which a request succeeded; a run with no success always exits 1.
+    #[arg(long, value_name = "PERCENT")]
+    pub max_error_rate: Option<f64>,
 
     /// Bind each client's sockets to a local address from RANGE: one address (127.0.0.2),
     /// a range (127.0.0.2-127.0.0.254) or a CIDR block (127.0.0.0/24). Client i uses address
@@ -838,6 +852,35 @@ pub struct LabArgs {
     /// [default: loopback].
     #[arg(long, value_name = "SPEC")]
     pub path: Option<String>,
+}
+
+/// The most engine or worker threads `--threads` takes: more threads than
+/// this are a mistake (a client count given as threads), not a machine.
+pub const MAX_THREADS: usize = 1024;
+
+/// Parses `--threads N`: 1 to [`MAX_THREADS`] (the one place the bound is
+/// checked, for every subcommand with --threads).
+pub fn parse_threads(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number of threads"))?;
+    match n {
+        0 => Err("give at least 1 thread".into()),
+        n if n > MAX_THREADS => Err(format!(
+            "{n} threads is more than the {MAX_THREADS} tlslab runs; give about one per CPU \
+             (more clients are -c, not threads)"
+        )),
+        n => Ok(n),
+    }
+}
+
+/// Like [`parse_threads`], where 0 means one thread per CPU (`dispatch`).
+pub fn parse_threads_or_auto(s: &str) -> Result<usize, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    parse_threads(s)
 }
 
 /// Parses `10s`, `500ms`, `2m`, or a bare number of seconds.

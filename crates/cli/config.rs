@@ -31,6 +31,66 @@ fn bail<T>(msg: impl Into<String>) -> anyhow::Result<T> {
     Err(anyhow::Error::new(Usage(msg.into())))
 }
 
+/// Every output file named by a flag, checked before any work: its
+/// directory must exist and it must not be a directory, so a typo in
+/// `--json` fails at start (exit 2) rather than after a run whose results
+/// would then be lost. The one list of output-file flags, for every
+/// subcommand that has one (directories that a subcommand creates, such as
+/// `load --out` and `fileset --out`, are not in it).
+pub fn output_files(cmd: &args::Command) -> anyhow::Result<()> {
+    use args::Command as C;
+    let files: Vec<(&str, Option<&PathBuf>)> = match cmd {
+        C::Load(a) => vec![("--json", a.json.as_ref()), ("--log", a.log.as_ref())],
+        C::Sweep(a) => vec![
+            ("--json", a.load.json.as_ref()),
+            ("--log", a.load.log.as_ref()),
+        ],
+        C::Serve(a) => vec![("--access-log", a.access_log.as_ref())],
+        C::Lab(a) => vec![("--json", a.json.as_ref())],
+        C::Breakdown(a) => vec![("--json", a.json.as_ref())],
+        C::Merge(a) => vec![("--json", a.json.as_ref())],
+        C::Overload(a) => vec![("--json", a.json.as_ref())],
+        C::Cluster(a) => vec![("--json", a.json.as_ref())],
+        C::Report(a) => vec![("--html", a.html.as_ref()), ("--md", a.md.as_ref())],
+        C::Plan(a) => vec![("--json", a.json.as_ref())],
+        C::Certs(_)
+        | C::Fileset(_)
+        | C::Probe(_)
+        | C::Relay(_)
+        | C::Dispatch(_)
+        | C::Experiment(_) => vec![],
+    };
+    for (flag, path) in files {
+        if let Some(p) = path {
+            output_file(flag, p)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks one output file: not a directory, in a directory that exists.
+fn output_file(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    if path.is_dir() {
+        return bail(format!(
+            "{flag} {}: is a directory; give a file name",
+            path.display()
+        ));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        return bail(format!(
+            "{flag} {}: the directory {} does not exist; create it (mkdir -p {}) or give another path",
+            path.display(),
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Parses a `--key`/`--key-type` value.
 pub fn key_type(s: &str) -> anyhow::Result<KeyType> {
     s.parse::<KeyType>().map_err(usage)
@@ -138,7 +198,11 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
                     rotation: a.ticket_key_rotation,
                 }
             } else {
-                let bytes = std::fs::read(path).map_err(|e| {
+                let bytes = tlslab_workload::input::read_capped(
+                    path,
+                    tlslab_workload::input::MAX_CONFIG_FILE,
+                )
+                .map_err(|e| {
                     usage(format!("--ticket-keys {shown}: cannot read it: {e}; make one with `openssl rand 80 > {shown}`"))
                 })?;
                 tlslab_crypto::ticket_keys::parse_key_file(&bytes, &shown).map_err(usage)?;
@@ -511,8 +575,15 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
     };
 
     let http2 = http2(a, workload, &think_time)?;
+    if let Some(r) = a.max_error_rate
+        && !(0.0..=100.0).contains(&r)
+    {
+        return bail(format!(
+            "--max-error-rate {r}: give a percentage from 0 to 100, e.g. 1"
+        ));
+    }
 
-    Ok(LoadConfig {
+    let cfg = LoadConfig {
         targets,
         clients: a.clients,
         threads: threads(a.threads)?,
@@ -546,7 +617,12 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         replay,
         ablation: load_ablation,
         start_at: None,
-    })
+        retry_backoff: a.retry_backoff,
+    };
+    // The engine's own checks (bounds of -d, --timeout, --sni, …), now:
+    // a usage error before any work rather than a failed run.
+    cfg.validate().map_err(usage)?;
+    Ok(cfg)
 }
 
 /// `--h2` and `-m`: HTTP/2 for the closed loop of the urls or specweb96
@@ -666,7 +742,8 @@ fn replay(
     }
     let (entries, parsed) = match parse::parse_file_with(log, a.strict) {
         Ok(r) => r,
-        // A malformed line under --strict is a runtime failure (exit 1).
+        // A malformed or over-long line under --strict, or a line with no
+        // end (not text), is a runtime failure (exit 1).
         Err(e @ tlslab_workload::Error::Line { .. }) => {
             return Err(anyhow::anyhow!("--access-log {e}"));
         }
@@ -873,7 +950,14 @@ pub fn fileset_files(a: &args::FilesetArgs) -> anyhow::Result<FilesetFiles> {
                     "--workload replay needs --access-log FILE, the access log whose paths to write",
                 );
             };
-            let (entries, parsed) = parse::parse_file(log).map_err(usage)?;
+            let (entries, parsed) = match parse::parse_file(log) {
+                Ok(r) => r,
+                // Bad content (a line with no end): a runtime failure.
+                Err(e @ tlslab_workload::Error::Line { .. }) => {
+                    return Err(anyhow::anyhow!("--access-log {e}"));
+                }
+                Err(e) => return Err(usage(e)),
+            };
             if parsed.parsed == 0 {
                 return bail(format!(
                     "--access-log {}: no line parsed as Common or Combined Log Format ({} skipped); \

@@ -110,8 +110,8 @@ pub struct DispatchArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
-    /// Worker threads (0 = one per CPU allowed to the process).
-    #[arg(long, default_value_t = 1)]
+    /// Worker threads, at most 1024 (0 = one per CPU allowed to the process).
+    #[arg(long, default_value_t = 1, value_parser = crate::args::parse_threads_or_auto)]
     pub threads: usize,
 }
 

@@ -52,6 +52,7 @@ pub struct Agent {
     start_at: Option<SystemTime>,
     out: Option<PathBuf>,
     run_seed: std::cell::Cell<u64>,
+    run_flags: std::cell::Cell<Option<dist::RunFlags>>,
 }
 
 impl Agent {
@@ -99,12 +100,20 @@ impl Agent {
             start_at,
             out: a.out.clone(),
             run_seed: std::cell::Cell::new(0),
+            run_flags: std::cell::Cell::new(None),
         })
     }
 
     /// Turns the whole run's configuration into this agent's.
     pub fn apply(&self, cfg: &mut tlslab_load::LoadConfig) -> anyhow::Result<()> {
         self.run_seed.set(cfg.seed);
+        // The whole run's flags, before the shard takes its part: `merge`
+        // checks that its agents agree on them.
+        self.run_flags.set(Some(dist::RunFlags {
+            clients: cfg.clients as u64,
+            requests: cfg.requests,
+            rate: cfg.open_loop.map(|o| o.rate),
+        }));
         if let Some(s) = &self.shard {
             s.apply(cfg).map_err(usage)?;
         }
@@ -128,8 +137,15 @@ impl Agent {
             t.duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64)
         });
-        let marker = dist::write_agent_dir(dir, report, shard, start_at_ms, self.run_seed.get())
-            .with_context(|| format!("writing the agent output in {}", dir.display()))?;
+        let marker = dist::write_agent_dir(
+            dir,
+            report,
+            shard,
+            start_at_ms,
+            self.run_seed.get(),
+            self.run_flags.get(),
+        )
+        .with_context(|| format!("writing the agent output in {}", dir.display()))?;
         eprintln!(
             "tlslab: agent {shard}: wrote {} rows and {} in {}",
             marker.csv_rows,
@@ -171,7 +187,9 @@ pub fn shard_replay<E>(
     come from the merged histograms, never from averaged percentiles) and reuse recomputed from the \
     summed counts. An agent whose directory has no complete.json (it died or is still running), or \
     whose shard has no directory, is reported as MISSING and not counted; the exit code is then 1 \
-    unless --allow-missing is given.")]
+    unless --allow-missing is given. Agents must be from one run: the same seed, --start-at, -c, -n, \
+    --rate, URLs and other load flags, with overlapping windows; otherwise merge names the \
+    difference and exits 1 (--force merges them anyway, with a WARNING per difference).")]
 pub struct MergeArgs {
     /// The agents' --out directories.
     #[arg(required = true, value_name = "DIR")]
@@ -184,6 +202,11 @@ pub struct MergeArgs {
     /// Exit 0 even when agents are missing (they are still reported).
     #[arg(long)]
     pub allow_missing: bool,
+
+    /// Merge agents that are not from one run (another seed, start time, URL, -c, -n, ...)
+    /// instead of refusing with exit 1; each difference is printed as a WARNING.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Runs `tlslab merge`.
@@ -196,12 +219,19 @@ pub fn merge(a: &MergeArgs) -> anyhow::Result<ExitCode> {
             )));
         }
     }
-    let report = dist::merge(&a.dirs).map_err(|e| match e {
-        dist::DistributedError::Mismatch(_) | dist::DistributedError::NothingComplete(_) => {
-            usage(e)
-        }
+    // Directories that hold no agent output are the arguments' fault (exit
+    // 2); agents that disagree or files that are corrupt are the content's
+    // (exit 1).
+    let report = dist::merge_with(&a.dirs, a.force).map_err(|e| match e {
+        dist::DistributedError::NothingComplete(_) => usage(e),
+        dist::DistributedError::Mismatch(_) => anyhow::Error::new(e),
         other => anyhow::Error::new(other).context("merging the agents' outputs"),
     })?;
+    if let Some(d) = &report.distributed {
+        for w in d.warnings.iter().filter(|w| w.starts_with("--force")) {
+            eprintln!("tlslab: WARNING: {w}");
+        }
+    }
     {
         let mut out = std::io::stdout().lock();
         write!(out, "{}", report.render_table())?;

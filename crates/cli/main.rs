@@ -91,6 +91,7 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    config::output_files(&cli.command)?;
     match cli.command {
         Command::Certs(a) => certs(a),
         Command::Serve(a) => serve(a),
@@ -139,6 +140,11 @@ fn sweep(a: args::SweepArgs) -> anyhow::Result<ExitCode> {
     if a.load.dist.is_set() {
         return Err(config::usage(
             "--shard, --start-at and --out are for `tlslab load`; sweep runs on one machine",
+        ));
+    }
+    if a.load.max_error_rate.is_some() {
+        return Err(config::usage(
+            "--max-error-rate gates one `tlslab load` run; a sweep runs past the knee, where errors are expected",
         ));
     }
     let (configs, plan) = config::sweep(&a)?;
@@ -319,12 +325,8 @@ fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
     }
     agent.finish(&report)?;
-    if report.requests.attempted > 0 && report.requests.completed == 0 {
-        eprintln!(
-            "tlslab: every request failed ({}); check that the server is up and the URL, \
-             --tls and --cacert are right",
-            report.error_summary()
-        );
+    if let Some(why) = report.failed_gate(a.max_error_rate.unwrap_or(100.0)) {
+        eprintln!("tlslab: {why}");
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

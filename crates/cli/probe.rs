@@ -337,8 +337,14 @@ fn report(a: &ProbeReportArgs) -> anyhow::Result<ExitCode> {
     }
     check_db(&a.db)?;
     let store = tlslab_probe::open_store(&a.db, false).map_err(|e| match e {
-        // A missing SQLite file is a usage error; an unreachable server is not.
-        tlslab_probe::StoreError::Open { ref path, .. } if !path.contains("://") => usage(e),
+        // A missing SQLite file is a usage error; a file that is not a
+        // probe database (bad content) and an unreachable server are
+        // runtime failures, as in `probe` itself.
+        tlslab_probe::StoreError::Open { ref path, .. }
+            if !path.contains("://") && !std::path::Path::new(&a.db).exists() =>
+        {
+            usage(e)
+        }
         e => anyhow::Error::from(e),
     })?;
     let samples = store.samples(since, until)?;

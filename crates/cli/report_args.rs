@@ -48,7 +48,16 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
             "nothing to write: give --html OUT.html and/or --md OUT.md",
         ));
     }
-    let docs = tlslab_report::inputs::read_inputs(&a.inputs).map_err(usage)?;
+    // A path that cannot be read is a usage error (exit 2); a file whose
+    // content is wrong (corrupt JSON, another kind, too large) is a
+    // runtime failure (exit 1), as in `merge`.
+    let docs = tlslab_report::inputs::read_inputs(&a.inputs).map_err(|e| {
+        if e.is_content() {
+            anyhow::Error::new(e)
+        } else {
+            usage(e)
+        }
+    })?;
     let mut out = std::io::stdout().lock();
     for d in &docs {
         let (charts, missing) = tlslab_report::html::charts(d);
@@ -223,7 +232,8 @@ pub fn plan_inputs(a: &PlanArgs) -> anyhow::Result<PlanInputs> {
     }
     let costs = match (&a.costs, a.full_us, a.resumed_us, a.request_us) {
         (Some(path), _, _, req) => {
-            let text = std::fs::read_to_string(path)
+            use tlslab_workload::input::{MAX_JSON_FILE, read_capped_to_string};
+            let text = read_capped_to_string(path, MAX_JSON_FILE)
                 .map_err(|e| usage(format!("--costs {}: {e}", path.display())))?;
             let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
                 usage(format!(

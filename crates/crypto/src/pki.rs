@@ -218,13 +218,28 @@ fn file_err(path: &Path, problem: String) -> Error {
     }
 }
 
+/// The largest PEM file read (a chain of a few certificates is a few KiB).
+const MAX_PEM_FILE: u64 = 16 * 1024 * 1024;
+
 fn read(path: &Path, what: &str) -> Result<Vec<u8>> {
-    fs::read(path).map_err(|e| {
-        file_err(
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    // Bounded: the file may be anything, /dev/zero included (issue 20).
+    fs::File::open(path)
+        .and_then(|f| f.take(MAX_PEM_FILE + 1).read_to_end(&mut bytes))
+        .map_err(|e| {
+            file_err(
+                path,
+                format!("cannot read {what} ({e}); check the path, or generate files with `tlslab certs --out DIR`"),
+            )
+        })?;
+    if bytes.len() as u64 > MAX_PEM_FILE {
+        return Err(file_err(
             path,
-            format!("cannot read {what} ({e}); check the path, or generate files with `tlslab certs --out DIR`"),
-        )
-    })
+            format!("{what} is larger than 16 MiB, which no PEM file is; check the path"),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn certs_from_pem(name: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>> {

@@ -279,6 +279,14 @@ pub struct LoadConfig {
     /// `start_at − warmup` just before its clients start. More than
     /// [`shard::START_GRACE`] in the past is an error. Default: at once.
     pub start_at: Option<std::time::SystemTime>,
+    /// The base B of the backoff after a connection that could not be made
+    /// (refused, reset, unreachable, timed out, name not resolved): before
+    /// the n-th attempt in a row a closed-loop client, a browser or a
+    /// replay worker waits a uniform random time below
+    /// [`retry_backoff_bound`]`(B, n)` = min(B·2ⁿ⁻¹, 32·B) (exponential
+    /// backoff with full jitter). Zero: at once. Open-loop arrivals keep
+    /// their schedule and do not back off.
+    pub retry_backoff: Duration,
 }
 
 /// An access log prepared for replay.
@@ -333,9 +341,24 @@ impl LoadConfig {
             replay: None,
             ablation: tlslab_crypto::meter::AblationSet::NONE,
             start_at: None,
+            retry_backoff: DEFAULT_RETRY_BACKOFF,
         }
     }
+
+    /// Checks that the configuration can run (what [`run`] checks first):
+    /// bounds of clients, threads, duration, warm-up, timeout and reuse,
+    /// a valid `sni`, and options that work together. The message of the
+    /// error names the flag and the fix.
+    pub fn validate(&self) -> Result<(), Error> {
+        engine::validate(self)
+    }
 }
+
+/// The default [`LoadConfig::retry_backoff`]: 10 ms, so a closed-loop
+/// client makes at most about 6 attempts a second against a dead server
+/// once its wait is at the 320 ms cap, and is back within 320 ms of the
+/// server's return.
+pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(10);
 
 /// Configuration errors: the run could not start. Network failures during
 /// a run are not errors; they are counted in the report.

@@ -81,7 +81,8 @@ pub enum DistributedError {
         /// What is wrong.
         reason: String,
     },
-    /// The agents do not belong to one run.
+    /// The agents do not belong to one run (another seed, start time,
+    /// target, `-c`, `-n`, …), or one shard was given twice.
     #[error("{0}")]
     Mismatch(String),
     /// No agent directory has a completion marker.
@@ -98,6 +99,20 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DistributedError + '_ {
         path: path.display().to_string(),
         source,
     }
+}
+
+/// Reads an agent file whole, at most
+/// [`MAX_JSON_FILE`](tlslab_workload::input::MAX_JSON_FILE) bytes: a
+/// larger one is corrupt, not a reason to exhaust memory.
+fn read_input(path: &Path) -> Result<Vec<u8>> {
+    use tlslab_workload::input::{MAX_JSON_FILE, read_capped};
+    read_capped(path, MAX_JSON_FILE).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::FileTooLarge {
+            corrupt(path, e)
+        } else {
+            io_err(path)(e)
+        }
+    })
 }
 
 fn corrupt(path: &Path, reason: impl std::fmt::Display) -> DistributedError {
@@ -143,6 +158,22 @@ pub struct AgentMarker {
     /// The run's `--seed` before sharding (each agent's report shows its
     /// own derived seed).
     pub run_seed: u64,
+    /// The run's `-c`, `-n` and `--rate` before sharding; `None` in the
+    /// output of an agent older than this field.
+    #[serde(default)]
+    pub run_flags: Option<RunFlags>,
+}
+
+/// The flags a sharded run splits between its agents, as given to each
+/// agent (before the split): agents of one run agree on them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunFlags {
+    /// `-c`: clients of the whole run.
+    pub clients: u64,
+    /// `-n`: requests of the whole run, if bounded by a count.
+    pub requests: Option<u64>,
+    /// `--rate`: arrivals per second of the whole run (open loop).
+    pub rate: Option<f64>,
 }
 
 /// Counters of a [`Stats`] other than its histograms (`counters.json`).
@@ -358,6 +389,7 @@ pub fn write_agent_dir(
     shard: ShardId,
     start_at_unix_ms: Option<u64>,
     run_seed: u64,
+    run_flags: Option<RunFlags>,
 ) -> Result<AgentMarker> {
     let csv = dir.join(CSV_FILE);
     let records = read_csv_log(&csv)?;
@@ -410,6 +442,7 @@ pub fn write_agent_dir(
         csv_rows: records.len() as u64,
         host: host_name(),
         run_seed,
+        run_flags,
     };
     let body =
         serde_json::to_vec_pretty(&marker).map_err(|e| corrupt(&dir.join(MARKER_FILE), e))?;
@@ -420,7 +453,7 @@ pub fn write_agent_dir(
 /// Reads the tagged histograms of an interval log written by
 /// [`write_agent_dir`]; several intervals with one tag are added.
 pub fn read_hlog(path: &Path) -> Result<BTreeMap<String, Histogram<u64>>> {
-    let bytes = fs::read(path).map_err(io_err(path))?;
+    let bytes = read_input(path)?;
     let mut out: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
     let mut de = Deserializer::new();
     for entry in IntervalLogIterator::new(&bytes) {
@@ -471,7 +504,7 @@ pub fn read_agent_dir(dir: &Path) -> Result<Option<AgentOutput>> {
     }
     let read_json = |name: &str| -> Result<serde_json::Value> {
         let p = dir.join(name);
-        let bytes = fs::read(&p).map_err(io_err(&p))?;
+        let bytes = read_input(&p)?;
         serde_json::from_slice(&bytes).map_err(|e| corrupt(&p, e))
     };
     let marker: AgentMarker =
@@ -592,8 +625,19 @@ pub struct Distributed {
 /// Merges agent directories into one report in `load`'s schema, with a
 /// `distributed` section. Directories without a completion marker, and
 /// shard indexes for which no directory was given, are listed as missing;
-/// their data is not counted.
+/// their data is not counted. Agents that are not from one run (see
+/// [`merge_with`]) are a [`DistributedError::Mismatch`].
 pub fn merge(dirs: &[PathBuf]) -> Result<LoadReport> {
+    merge_with(dirs, false)
+}
+
+/// Like [`merge`]. Agents of one run share the run's seed, `--start-at`,
+/// `-c`, `-n` and `--rate` (before sharding), its targets, requests per
+/// connection, reuse, resumption, versions, workload, think time, retries,
+/// duration, warm-up, timeout and early data, and their windows overlap.
+/// Any difference is a [`DistributedError::Mismatch`] naming it, unless
+/// `force`: then the agents are merged and each difference is a warning.
+pub fn merge_with(dirs: &[PathBuf], force: bool) -> Result<LoadReport> {
     let mut agents = Vec::new();
     let mut missing = Vec::new();
     for d in dirs {
@@ -635,6 +679,14 @@ pub fn merge(dirs: &[PathBuf]) -> Result<LoadReport> {
             a.marker.shard,
             agents[0].dir.display(),
             agents[0].marker.shard
+        )));
+    }
+    let differences = run_differences(&agents);
+    if !differences.is_empty() && !force {
+        return Err(DistributedError::Mismatch(format!(
+            "the agents are not from one run: {}; merge the outputs of one run (every agent given \
+             the same flags and --start-at), or add --force to merge them anyway",
+            differences.join("; ")
         )));
     }
     let present: Vec<u32> = agents.iter().map(|a| a.marker.shard.index).collect();
@@ -739,6 +791,18 @@ pub fn merge(dirs: &[PathBuf]) -> Result<LoadReport> {
         });
     report.replay = merge_replay(&agents, report.reuse.achieved);
     report.crypto = merge_crypto(&agents);
+    report.backoff = agents
+        .iter()
+        .filter_map(|a| a.report.backoff.as_ref())
+        .fold(None, |acc: Option<crate::model::Backoff>, b| {
+            let mut acc = acc.unwrap_or_else(|| crate::model::Backoff {
+                base_ms: b.base_ms,
+                ..Default::default()
+            });
+            acc.waits += b.waits;
+            acc.waited_s += b.waited_s;
+            Some(acc)
+        });
     report.ablation = first.ablation.clone();
     report.ablation_hint = agents.iter().find_map(|a| a.report.ablation_hint.clone());
 
@@ -758,23 +822,10 @@ pub fn merge(dirs: &[PathBuf]) -> Result<LoadReport> {
     if let Some(w) = &report.client_cpu.warning {
         warnings.push(w.clone());
     }
-    let differs =
-        |f: &dyn Fn(&LoadReport) -> String| agents.iter().any(|a| f(&a.report) != f(first));
-    if differs(&|r| {
-        format!(
-            "{:?}{}{}{:?}{}",
-            r.config.targets,
-            r.config.requests_per_conn,
-            r.config.reuse,
-            r.config.versions,
-            r.config.workload
-        )
-    }) {
-        warnings.push(
-            "the agents ran different configurations (targets, requests per connection, reuse, versions or workload); \
-             the config shown is the first agent's"
-                .into(),
-        );
+    for d in differences {
+        warnings.push(format!(
+            "--force: merged although {d}; the config shown is the first agent's"
+        ));
     }
     let start_at = agents.iter().find_map(|a| a.marker.start_at_unix_ms);
     report.distributed = Some(Distributed {
@@ -804,6 +855,129 @@ pub fn merge(dirs: &[PathBuf]) -> Result<LoadReport> {
     });
     Ok(report)
 }
+
+/// Each way the agents differ from the first (lowest shard): what differs,
+/// which agents, and both values. Empty when they are from one run.
+fn run_differences(agents: &[AgentOutput]) -> Vec<String> {
+    let Some(first) = agents.first() else {
+        return Vec::new();
+    };
+    let name = |a: &AgentOutput| format!("agent {} ({})", a.marker.shard, a.dir.display());
+    let mut out = Vec::new();
+    let mut check = |what: &str, f: &dyn Fn(&AgentOutput) -> Option<String>| {
+        let Some(want) = f(first) else { return };
+        if let Some((a, got)) = agents[1..]
+            .iter()
+            .find_map(|a| f(a).filter(|g| *g != want).map(|g| (a, g)))
+        {
+            out.push(format!(
+                "{} has {what} {} but {} has {}",
+                name(a),
+                shorten(&got),
+                name(first),
+                shorten(&want)
+            ));
+        }
+    };
+    fn opt(v: Option<String>) -> String {
+        v.unwrap_or_else(|| "none".into())
+    }
+    check("seed", &|a| Some(a.marker.run_seed.to_string()));
+    check("--start-at (Unix ms)", &|a| {
+        Some(opt(a.marker.start_at_unix_ms.map(|t| t.to_string())))
+    });
+    check("-c", &|a| a.marker.run_flags.map(|f| f.clients.to_string()));
+    check("-n", &|a| {
+        a.marker
+            .run_flags
+            .map(|f| opt(f.requests.map(|n| n.to_string())))
+    });
+    check("--rate", &|a| {
+        a.marker
+            .run_flags
+            .map(|f| opt(f.rate.map(|r| r.to_string())))
+    });
+    let config = |f: fn(&crate::model::ConfigEcho) -> String| {
+        move |a: &AgentOutput| Some(f(&a.report.config))
+    };
+    check("targets", &config(targets_key));
+    check(
+        "requests per connection",
+        &config(|c| c.requests_per_conn.to_string()),
+    );
+    check("reuse", &config(|c| c.reuse.to_string()));
+    check("resumption", &config(|c| c.resume_with.clone()));
+    check("TLS versions", &config(|c| c.versions.join(",")));
+    check("workload", &config(|c| c.workload.clone()));
+    check("think time", &config(|c| c.think_time.clone()));
+    check(
+        "retry on failure",
+        &config(|c| c.retry_on_failure.to_string()),
+    );
+    check(
+        "duration (s)",
+        &config(|c| opt(c.duration_s.map(|d| d.to_string()))),
+    );
+    check("warm-up (s)", &config(|c| c.warmup_s.to_string()));
+    check(
+        "timeout (s)",
+        &config(|c| opt(c.timeout_s.map(|d| d.to_string()))),
+    );
+    check("early data", &config(|c| c.early_data.to_string()));
+    // Agents of one run measure at the same time: windows that do not
+    // overlap (beyond a second of clock offset between hosts) belong to
+    // runs made one after another.
+    let end = |a: &AgentOutput| {
+        a.marker.window_start_unix_ms + (a.marker.measured_s.max(0.0) * 1e3) as u64
+    };
+    if let (Some(late), Some(early)) = (
+        agents.iter().max_by_key(|a| a.marker.window_start_unix_ms),
+        agents.iter().min_by_key(|a| end(a)),
+    ) && late.marker.window_start_unix_ms > end(early) + WINDOW_SLACK_MS
+    {
+        out.push(format!(
+            "{}'s window starts {} ms after {}'s ended (their windows do not overlap)",
+            name(late),
+            late.marker.window_start_unix_ms - end(early),
+            name(early)
+        ));
+    }
+    out
+}
+
+/// The targets agents of one run share: the URLs themselves for the urls
+/// workload; for a workload that draws its paths (specweb96, ecommerce,
+/// replay, whose shards replay different paths) the servers they went to.
+fn targets_key(c: &crate::model::ConfigEcho) -> String {
+    if c.workload.is_empty() || c.workload == "urls" {
+        return c.targets.join(" ");
+    }
+    let mut origins: Vec<&str> = c
+        .targets
+        .iter()
+        .map(|t| {
+            let after = t.find("://").map_or(0, |i| i + 3);
+            t.get(after..)
+                .and_then(|rest| rest.find('/'))
+                .map_or(t.as_str(), |end| &t[..after + end])
+        })
+        .collect();
+    origins.sort_unstable();
+    origins.dedup();
+    origins.join(" ")
+}
+
+/// A value cut to 120 characters for a message.
+fn shorten(v: &str) -> String {
+    match v.char_indices().nth(120) {
+        Some((i, _)) => format!("{}…", &v[..i]),
+        None => v.to_string(),
+    }
+}
+
+/// How far apart (clock offset between hosts) two windows of one run may
+/// be and still count as overlapping, ms.
+const WINDOW_SLACK_MS: u64 = 1000;
 
 fn merge_open_loop(agents: &[AgentOutput]) -> Option<crate::model::OpenLoop> {
     let mut acc = agents.first()?.report.open_loop.clone()?;
@@ -932,6 +1106,9 @@ mod tests {
     use crate::stats::tests::record;
     use crate::{CsvLog, HandshakeKind};
 
+    /// The `--start-at` of the agents' run.
+    const START_AT_MS: u64 = 4_000;
+
     fn recs(range: std::ops::Range<u64>) -> Vec<RequestRecord> {
         range
             .map(|i| {
@@ -947,8 +1124,21 @@ mod tests {
             .collect()
     }
 
-    /// Writes a complete agent directory holding `records`.
+    /// Writes a complete agent directory holding `records`, of a run with
+    /// seed 7, `-c 6` and one start time.
     fn agent(dir: &Path, shard: ShardId, records: &[RequestRecord], start_ms: u64) -> Stats {
+        agent_of_run(dir, shard, records, start_ms, 7, 6)
+    }
+
+    /// Like [`agent`], of the run with `seed` and `-c clients`.
+    fn agent_of_run(
+        dir: &Path,
+        shard: ShardId,
+        records: &[RequestRecord],
+        start_ms: u64,
+        seed: u64,
+        clients: u64,
+    ) -> Stats {
         fs::create_dir_all(dir).unwrap();
         let (log, sink) = CsvLog::create(&dir.join(CSV_FILE), vec!["https://h/".into()]).unwrap();
         let mut stats = Stats::default();
@@ -974,7 +1164,19 @@ mod tests {
             capacity: 1,
         };
         let report = LoadReport::build(config, window, &stats, 0, cpu);
-        write_agent_dir(dir, &report, shard, Some(start_ms), 7).unwrap();
+        write_agent_dir(
+            dir,
+            &report,
+            shard,
+            Some(START_AT_MS),
+            seed,
+            Some(RunFlags {
+                clients,
+                requests: None,
+                rate: None,
+            }),
+        )
+        .unwrap();
         stats
     }
 
@@ -1059,6 +1261,53 @@ mod tests {
         // Nothing complete.
         let e = merge(&dirs[1..2]).unwrap_err();
         assert!(e.to_string().contains("no agent output is complete"), "{e}");
+    }
+
+    // Issue 20: merge combined agents of different runs silently, and a
+    // different target, -c or -n was only a WARNING with exit 0.
+    #[test]
+    fn agents_of_different_runs_are_refused_unless_forced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shard = |index| ShardId { index, count: 2 };
+        let d = |name: &str| tmp.path().join(name);
+        agent(&d("a1"), shard(1), &recs(0..10), 5_000);
+        agent(&d("a2"), shard(2), &recs(0..10), 5_010);
+        agent_of_run(&d("seed"), shard(2), &recs(0..10), 5_010, 8, 6);
+        agent_of_run(&d("clients"), shard(2), &recs(0..10), 5_010, 7, 12);
+        // Same seed and flags, but measured a minute later.
+        agent(&d("later"), shard(2), &recs(0..10), 65_000);
+        assert!(merge(&[d("a1"), d("a2")]).is_ok());
+        for (other, want) in [
+            ("seed", "has seed 8 but agent 1/2"),
+            ("clients", "has -c 12 but agent 1/2"),
+            ("later", "do not overlap"),
+        ] {
+            let dirs = [d("a1"), d(other)];
+            let e = merge(&dirs).unwrap_err();
+            assert!(matches!(e, DistributedError::Mismatch(_)), "{e}");
+            let msg = e.to_string();
+            assert!(msg.contains(want) && msg.contains("--force"), "{msg}");
+            let m = merge_with(&dirs, true).unwrap();
+            assert_eq!(m.requests.attempted, 20);
+            let w = m.distributed.unwrap().warnings;
+            assert!(w.iter().any(|w| w.contains(want)), "{w:?}");
+        }
+        // A different target, from the agent's report.
+        let p = d("a2").join(REPORT_FILE);
+        let mut r: LoadReport = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+        r.config.targets = vec!["https://other/".into()];
+        fs::write(&p, r.to_json()).unwrap();
+        let e = merge(&[d("a1"), d("a2")]).unwrap_err();
+        assert!(e.to_string().contains("has targets https://other/"), "{e}");
+        // A workload that draws paths: the shards' paths differ, the server not.
+        for (dir, path) in [("a1", "/bytes/1"), ("a2", "/bytes/2")] {
+            let p = d(dir).join(REPORT_FILE);
+            let mut r: LoadReport = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+            r.config.workload = "replay".into();
+            r.config.targets = vec![format!("https://h:1{path}")];
+            fs::write(&p, r.to_json()).unwrap();
+        }
+        assert!(merge(&[d("a1"), d("a2")]).is_ok());
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub enum InputKind {
 }
 
 /// An input that cannot be reported. Every variant names the file.
+/// [`InputError::Read`] is the path's fault (missing, unreadable); every
+/// other variant is the content's ([`InputError::is_content`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InputError {
@@ -35,6 +37,14 @@ pub enum InputError {
         /// The file.
         path: PathBuf,
         /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is larger than [`tlslab_workload::input::MAX_JSON_FILE`].
+    #[error("{path}: {source}")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The error saying the bound.
         source: std::io::Error,
     },
     /// The file is not JSON.
@@ -69,6 +79,15 @@ pub enum InputError {
         /// The parser's message.
         msg: String,
     },
+}
+
+impl InputError {
+    /// Returns true if and only if the file was read but its content is
+    /// wrong (too large, not JSON, not a known kind, not parseable): a
+    /// runtime failure rather than a usage error.
+    pub fn is_content(&self) -> bool {
+        !matches!(self, InputError::Read { .. })
+    }
 }
 
 /// The kind of a parsed JSON input, by its shape; `None` if it is none of
@@ -230,9 +249,23 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Vec<StudyResults>, InputError> {
 
 /// Reads and classifies one file.
 pub fn read_one(path: &Path) -> Result<(InputKind, serde_json::Value), InputError> {
-    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+    use tlslab_workload::input::{MAX_JSON_FILE, read_capped};
+    let bytes = read_capped(path, MAX_JSON_FILE).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::FileTooLarge {
+            InputError::TooLarge {
+                path: path.to_path_buf(),
+                source,
+            }
+        } else {
+            InputError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| InputError::NotJson {
         path: path.to_path_buf(),
-        source,
+        msg: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
     })?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| InputError::NotJson {
         path: path.to_path_buf(),

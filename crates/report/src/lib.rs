@@ -40,9 +40,10 @@ mod table;
 
 pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink};
 pub use model::{
-    ClientCpu, ConfigEcho, CpuUsage, CryptoOp, CryptoPerHandshake, EarlyDataCounts, Ecommerce,
-    HandshakeKindSummary, HandshakeSummary, Http, KindCounts, Latency, LoadReport, OpenLoop, Phase,
-    Replay, Requests, Reuse, SATURATION_THRESHOLD, SCHEMA_VERSION, Throughput, Window,
+    Backoff, ClientCpu, ConfigEcho, CpuUsage, CryptoOp, CryptoPerHandshake, EarlyDataCounts,
+    Ecommerce, HandshakeKindSummary, HandshakeSummary, Http, KindCounts, Latency, LoadReport,
+    OpenLoop, Phase, Replay, Requests, Reuse, SATURATION_THRESHOLD, SCHEMA_VERSION, Throughput,
+    Window,
 };
 pub use record::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};

@@ -73,6 +73,25 @@ pub struct LoadReport {
     /// requests of a connection; `None` (JSON `null`) in merged reports.
     #[serde(default)]
     pub http: Option<Http>,
+    /// How clients backed off after connections that could not be made
+    /// (`--retry-backoff`); `None` (JSON `null`, or absent in reports of
+    /// older versions) when no client had to wait.
+    #[serde(default)]
+    pub backoff: Option<Backoff>,
+}
+
+/// The clients' waits after connections that could not be made (refused,
+/// reset, unreachable, timed out): exponential backoff with full jitter.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Backoff {
+    /// The base B of the backoff, ms: the n-th wait in a row is drawn
+    /// below min(B·2ⁿ⁻¹, 32·B).
+    pub base_ms: f64,
+    /// Waits made (over the whole run, warm-up included).
+    pub waits: u64,
+    /// Their total length as drawn, in seconds, summed over clients (a
+    /// wait cut off by the end of the run counts whole).
+    pub waited_s: f64,
 }
 
 /// The HTTP protocol of a run and how its handshakes were amortised over
@@ -282,6 +301,11 @@ pub struct Requests {
     /// counted in `attempted` too.
     #[serde(default)]
     pub retries: u64,
+    /// Attempts whose TCP connection the server refused (no listener):
+    /// `errors.refused`, counted in `errors` too. 0 in reports of older
+    /// versions.
+    #[serde(default)]
+    pub refused: u64,
 }
 
 /// Rates over the window.
@@ -510,6 +534,7 @@ impl LoadReport {
                 errors: stats.error_count(),
                 unfinished,
                 retries: stats.retries,
+                refused: stats.errors.get("refused").copied().unwrap_or(0),
             },
             throughput: Throughput {
                 requests_per_s: per_s(stats.completed, secs),
@@ -575,6 +600,7 @@ impl LoadReport {
             ablation_hint: None,
             distributed: None,
             http: None,
+            backoff: None,
         }
     }
 

@@ -89,6 +89,50 @@ impl LoadReport {
         counts(kinds.into_iter())
     }
 
+    /// Why the run failed its exit gate, or `None` when it passed: no
+    /// request succeeded (every one failed, was answered non-2xx, or was
+    /// cut off unfinished), or more than `max_error_rate` percent of the
+    /// attempted requests were errors (non-2xx included; unfinished ones
+    /// are not attempts that ended). At 100 any success passes.
+    pub fn failed_gate(&self, max_error_rate: f64) -> Option<String> {
+        let r = &self.requests;
+        if r.succeeded == 0 {
+            return Some(if r.attempted == 0 && r.unfinished > 0 {
+                format!(
+                    "no request finished: all {} were still in flight when the duration ran out; \
+                     the server is too slow for this -d (or hangs): give a longer -d or check the server",
+                    r.unfinished
+                )
+            } else if r.attempted == 0 {
+                "no request was made in the measurement window; give a longer -d".into()
+            } else if r.completed > 0 {
+                format!(
+                    "no request succeeded: {} of {} got a response, none 2xx ({}); check the URL's path \
+                     and the server",
+                    r.completed,
+                    r.attempted,
+                    self.error_summary()
+                )
+            } else {
+                format!(
+                    "every request failed ({}); check that the server is up and the URL, \
+                     --tls and --cacert are right",
+                    self.error_summary()
+                )
+            });
+        }
+        let rate = 100.0 * r.errors as f64 / r.attempted.max(1) as f64;
+        (rate > max_error_rate).then(|| {
+            format!(
+                "error rate {rate:.2} % ({} of {} attempted requests failed: {}) is above \
+                 --max-error-rate {max_error_rate}",
+                r.errors,
+                r.attempted,
+                self.error_summary()
+            )
+        })
+    }
+
     /// The requested reuse as the table prints it: a percentage, or who
     /// decides it when the workload does (e-commerce model, access log).
     fn requested_reuse(&self) -> String {
@@ -184,9 +228,27 @@ impl LoadReport {
         let t = &self.throughput;
         let _ = writeln!(
             out,
-            "requests: {} attempted, {} completed, {} succeeded, {} errors, {} unfinished, {} retries",
-            r.attempted, r.completed, r.succeeded, r.errors, r.unfinished, r.retries
+            "requests: {} attempted, {} completed, {} succeeded, {} errors, {} unfinished, {} retries{}",
+            r.attempted,
+            r.completed,
+            r.succeeded,
+            r.errors,
+            r.unfinished,
+            r.retries,
+            if r.refused > 0 {
+                format!(", {} refused", r.refused)
+            } else {
+                String::new()
+            }
         );
+        if let Some(b) = &self.backoff {
+            let _ = writeln!(
+                out,
+                "backoff: {} waits, {:.2} s in total, after connections that could not be made \
+                 (exponential with full jitter, base {} ms)",
+                b.waits, b.waited_s, b.base_ms
+            );
+        }
         let _ = writeln!(
             out,
             "throughput: {:.1} req/s, {}/s body",
@@ -387,6 +449,39 @@ mod tests {
             .find(|l| l.trim_start().starts_with("ttfb"))
             .unwrap();
         assert!(ttfb.contains("40"), "{ttfb}");
+    }
+
+    // Issue 20: `load` exited 0 when every request was unfinished or
+    // every response an HTTP 500 (it checked `completed == 0`).
+    #[test]
+    fn the_exit_gate_fails_runs_without_a_success_and_above_the_error_rate() {
+        let mut r = crate::model::tests::sample();
+        // 40 attempted, 4 errors (http_404): 10 %.
+        assert_eq!(r.failed_gate(100.0), None);
+        assert_eq!(r.failed_gate(10.0), None);
+        let why = r.failed_gate(5.0).expect("10 % is above 5 %");
+        assert!(
+            why.contains("error rate 10.00 %") && why.contains("--max-error-rate 5"),
+            "{why}"
+        );
+        // Every response an HTTP 500.
+        let q = &mut r.requests;
+        (q.succeeded, q.errors) = (0, q.attempted);
+        let why = r.failed_gate(100.0).expect("no success");
+        assert!(why.contains("none 2xx"), "{why}");
+        // Every request unfinished: nothing attempted ended.
+        let q = &mut r.requests;
+        (q.attempted, q.completed, q.errors, q.unfinished) = (0, 0, 0, 8);
+        let why = r.failed_gate(100.0).expect("nothing finished");
+        assert!(why.contains("all 8 were still in flight"), "{why}");
+        // Every request failed without a response.
+        let q = &mut r.requests;
+        (q.attempted, q.errors, q.refused, q.unfinished) = (5, 5, 5, 0);
+        r.errors = [("refused".to_string(), 5)].into();
+        let why = r.failed_gate(100.0).expect("all failed");
+        assert!(why.contains("every request failed (refused 5)"), "{why}");
+        let t = r.render_table();
+        assert!(t.contains("4 retries, 5 refused"), "{t}");
     }
 
     #[test]

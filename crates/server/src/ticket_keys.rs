@@ -21,7 +21,9 @@ const POLL: Duration = Duration::from_secs(1);
 
 fn read(path: &Path) -> Result<Vec<KeyMaterial>> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| {
+    // Bounded: the file may be anything (issue 20).
+    let bytes = tlslab_workload::input::read_capped(path, tlslab_workload::input::MAX_CONFIG_FILE)
+        .map_err(|e| {
         Error::Config(format!(
             "--ticket-keys {shown}: cannot read it: {e}; make one with `openssl rand 80 > {shown}`"
         ))

@@ -151,11 +151,12 @@ impl Config {
 
     /// Reads and parses a TOML file.
     pub fn load(path: &Path) -> Result<Config, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            action: "read",
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::input::read_capped_to_string(path, crate::input::MAX_CONFIG_FILE)
+            .map_err(|source| Error::Io {
+                action: "read",
+                path: path.to_path_buf(),
+                source,
+            })?;
         Config::from_toml(&text).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
     }
 

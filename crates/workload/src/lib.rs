@@ -14,7 +14,10 @@
 //!   full TLS handshake per purchase session), configurable from TOML;
 //! - [`replay`]: Common/Combined/nginx access-log parsing, proxy and
 //!   request-rate filters, a per-IP replay plan and the window-bounded
-//!   [`replay::Scheduler`] of seed 001 (LP − LS ≤ bound).
+//!   [`replay::Scheduler`] of seed 001 (LP − LS ≤ bound);
+//! - [`input`]: bounded reads of the files users name (a capped line
+//!   length, a capped file size), which every reader of a user's file in
+//!   tlslab goes through.
 //!
 //! Given the same inputs and seed every stream is the same: all randomness
 //! comes from [`rng`] (ChaCha8 seeded from a `u64`).
@@ -26,6 +29,7 @@
 
 pub mod ecommerce;
 pub mod fileset;
+pub mod input;
 pub mod replay;
 pub mod specweb96;
 pub mod think;

@@ -381,10 +381,12 @@ fn check_level(factor: &str, v: &toml::Value) -> Result<String, String> {
 impl Matrix {
     /// Reads and validates a matrix file.
     pub fn from_file(path: &Path) -> Result<Matrix, MatrixError> {
-        let text = std::fs::read_to_string(path).map_err(|source| MatrixError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        use tlslab_workload::input::{MAX_CONFIG_FILE, read_capped_to_string};
+        let text =
+            read_capped_to_string(path, MAX_CONFIG_FILE).map_err(|source| MatrixError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
         Matrix::parse(&text, &path.display().to_string())
     }
 

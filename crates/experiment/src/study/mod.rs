@@ -454,7 +454,8 @@ impl Session {
 
 /// Reads a results document.
 pub fn read_document(path: &Path) -> Result<StudyResults, StudyError> {
-    let body = std::fs::read(path).map_err(|e| {
+    use tlslab_workload::input::{MAX_JSON_FILE, read_capped};
+    let body = read_capped(path, MAX_JSON_FILE).map_err(|e| {
         StudyError::Usage(format!(
             "--resume: cannot read {}: {e}; give the --out directory of the interrupted run",
             path.display()

@@ -38,6 +38,7 @@ impl Client {
                     }
                 }
                 counted = true;
+                self.back_off().await;
                 self.fixed = sh.target_of(&html.path);
                 self.connection(&sh, slot, None).await;
                 let mut set = JoinSet::new();

@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::CLOSE_GRACE;
+use super::backoff::Backoff;
 use super::identity::{Identity, Picker};
 use super::shared::{InFlight, Origin, Shared, Slot, with_timeout};
 use crate::ThinkTime;
@@ -32,6 +33,8 @@ pub(super) struct Client {
     retry: Option<(u32, Uri)>,
     /// The request to make next, chosen by a browser model.
     pub(super) fixed: Option<(u32, Uri)>,
+    /// The wait after connections that could not be made.
+    pub(super) backoff: Backoff,
 }
 
 /// What one request saw, kept outside its timeout so a cut-off request
@@ -52,7 +55,14 @@ impl Client {
             ident,
             retry: None,
             fixed: None,
+            backoff: Backoff::default(),
         }
+    }
+
+    /// Backs off after connections that could not be made.
+    pub(super) async fn back_off(&mut self) {
+        let stream = u64::from(self.ident.id);
+        self.backoff.wait(&self.sh, stream).await;
     }
 
     pub(super) async fn run(&mut self) {
@@ -64,6 +74,7 @@ impl Client {
             }
             first = false;
             let Some(slot) = sh.next_slot() else { return };
+            self.back_off().await;
             self.connection(&sh, slot, None).await;
         }
     }
@@ -161,6 +172,23 @@ impl Client {
         self.failed(target, uri);
     }
 
+    /// Like [`fail`](Self::fail), for a connection that could not be made:
+    /// the next attempt backs off.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fail_connect(
+        &mut self,
+        sh: &Shared,
+        slot: Slot,
+        guard: InFlight<'_>,
+        rec: RequestRecord,
+        start: Instant,
+        kind: &str,
+        uri: Uri,
+    ) {
+        self.backoff.record(false);
+        self.fail(sh, slot, guard, rec, start, kind, uri);
+    }
+
     /// One connection: connect, handshake, then requests until K, an error,
     /// the server closing, or the end of the run. With `intended` (an open
     /// loop's arrival time), the first request's start and total time count
@@ -181,14 +209,17 @@ impl Client {
 
         let addr = match o.resolve(sh.timeout).await {
             Ok(a) => a,
-            Err(kind) => return self.fail(sh, slot, guard, rec, start, kind, uri),
+            Err(kind) => return self.fail_connect(sh, slot, guard, rec, start, kind, uri),
         };
         let src = sh.source.as_ref().map(|s| s.for_client(ident.id));
         let tcp = match with_timeout(sh.timeout, crate::source::connect(src, addr)).await {
             Some(Ok(s)) => s,
-            Some(Err(e)) => return self.fail(sh, slot, guard, rec, start, io_kind(&e), uri),
-            None => return self.fail(sh, slot, guard, rec, start, "timeout", uri),
+            Some(Err(e)) => {
+                return self.fail_connect(sh, slot, guard, rec, start, io_kind(&e), uri);
+            }
+            None => return self.fail_connect(sh, slot, guard, rec, start, "timeout", uri),
         };
+        self.backoff.record(true);
         rec.connect_us = Some(t0.elapsed().as_micros() as u64);
         // Requests are small and latency is measured: do not wait for ACKs.
         let _ = tcp.set_nodelay(true);

@@ -92,6 +92,7 @@ impl Client {
         let sh = self.sh.clone();
         loop {
             let Some(slot) = sh.next_slot() else { return };
+            self.back_off().await;
             self.h2_connection(&sh, slot, h2).await;
         }
     }
@@ -113,13 +114,14 @@ impl Client {
 
         let addr = match o.resolve(sh.timeout).await {
             Ok(a) => a,
-            Err(kind) => return self.fail(sh, slot, guard, rec, t0, kind, uri),
+            Err(kind) => return self.fail_connect(sh, slot, guard, rec, t0, kind, uri),
         };
         let tcp = match with_timeout(sh.timeout, TcpStream::connect(addr)).await {
             Some(Ok(s)) => s,
-            Some(Err(e)) => return self.fail(sh, slot, guard, rec, t0, io_kind(&e), uri),
-            None => return self.fail(sh, slot, guard, rec, t0, "timeout", uri),
+            Some(Err(e)) => return self.fail_connect(sh, slot, guard, rec, t0, io_kind(&e), uri),
+            None => return self.fail_connect(sh, slot, guard, rec, t0, "timeout", uri),
         };
+        self.backoff.record(true);
         rec.connect_us = Some(t0.elapsed().as_micros() as u64);
         let _ = tcp.set_nodelay(true);
         let io = CountingIo::new(tcp, RoundTrips::default());

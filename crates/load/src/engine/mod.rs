@@ -11,8 +11,10 @@
 //!   counters;
 //! - [`client`]: the per-connection client (connect, handshake, requests);
 //! - [`h2`]: the same over HTTP/2, with concurrent streams (`--h2`);
-//! - [`browser`]: the e-commerce browser driving a client.
+//! - [`browser`]: the e-commerce browser driving a client;
+//! - [`backoff`]: the wait after connections that could not be made.
 
+mod backoff;
 mod browser;
 mod client;
 mod h2;
@@ -40,7 +42,8 @@ use self::identity::Identity;
 use self::open_loop::arrivals;
 use self::replay::{ReplayRun, replay_worker};
 use self::shared::{Shared, WithTimeout, group_origins, with_deadline, with_timeout};
-use self::validate::{expand_base, validate};
+use self::validate::expand_base;
+pub(crate) use self::validate::validate;
 use crate::progress::Progress;
 use crate::target::Target;
 use crate::{Error, LoadConfig, OpenLoop, Workload, tls};
@@ -177,6 +180,9 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         seed: cfg.seed,
         think_time: cfg.think_time,
         retry_on_failure: cfg.retry_on_failure,
+        retry_backoff: cfg.retry_backoff,
+        backoff_waits: AtomicU64::new(0),
+        backoff_ns: AtomicU64::new(0),
         in_flight: AtomicUsize::new(0),
         scheduled: AtomicU64::new(0),
         late: AtomicU64::new(0),
@@ -277,6 +283,11 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
             pages: out.pages,
         });
     }
+    report.backoff = (out.backoff_waits > 0).then(|| tlslab_report::Backoff {
+        base_ms: cfg.retry_backoff.as_secs_f64() * 1e3,
+        waits: out.backoff_waits,
+        waited_s: out.backoff_ns as f64 / 1e9,
+    });
     report.open_loop = cfg.open_loop.map(|o| tlslab_report::OpenLoop {
         rate: o.rate,
         arrivals: o.arrivals.name().into(),
@@ -367,6 +378,10 @@ struct Outcome {
     replay: Option<(u64, u64)>,
     /// Connections whose first request was measured.
     connections: u64,
+    /// Backoff waits after connections that could not be made, and their
+    /// total in ns.
+    backoff_waits: u64,
+    backoff_ns: u64,
 }
 
 async fn orchestrate(
@@ -459,6 +474,8 @@ async fn orchestrate(
             )
         }),
         connections: shared.connections.load(Ordering::Relaxed),
+        backoff_waits: shared.backoff_waits.load(Ordering::Relaxed),
+        backoff_ns: shared.backoff_ns.load(Ordering::Relaxed),
     }
 }
 

@@ -35,6 +35,8 @@ pub(super) async fn replay_worker(sh: Arc<Shared>, browsers: Arc<Vec<Arc<Identit
     let deadline = sh.deadline;
     let _ = until_deadline(deadline, async {
         let Some(run) = &sh.replay else { return };
+        // The worker's backoff, carried through the client of each request.
+        let mut backoff = super::backoff::Backoff::default();
         loop {
             let notified = run.notify.notified();
             let (req, wait) = {
@@ -79,7 +81,10 @@ pub(super) async fn replay_worker(sh: Arc<Shared>, browsers: Arc<Vec<Arc<Identit
             }
             let mut c = Client::new(sh.clone(), ident.clone());
             c.fixed = sh.target_of(&req.path);
+            c.backoff = std::mem::take(&mut backoff);
+            c.back_off().await;
             c.connection(&sh, slot, None).await;
+            backoff = std::mem::take(&mut c.backoff);
             let _ = run.sched.lock().as_mut().map(|(s, _)| s.complete(req.id));
             run.notify.notify_waiters();
         }

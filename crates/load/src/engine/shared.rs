@@ -173,6 +173,11 @@ pub(super) struct Shared {
     pub(super) seed: u64,
     pub(super) think_time: ThinkTime,
     pub(super) retry_on_failure: bool,
+    /// The base of the backoff after connections that could not be made
+    /// ([`super::backoff`]); the waits made and their total, ns.
+    pub(super) retry_backoff: Duration,
+    pub(super) backoff_waits: AtomicU64,
+    pub(super) backoff_ns: AtomicU64,
     /// Open loop: requests in flight now.
     pub(super) in_flight: AtomicUsize,
     /// Open loop: measured arrivals, late ones, dropped ones.

@@ -43,7 +43,7 @@ pub(super) fn expand_base(
         .collect())
 }
 
-pub(super) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
+pub(crate) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
     let bad = |m: &str| Err(Error::Config(m.into()));
     if cfg.targets.is_empty() {
         return bad("no target URL; give at least one, such as https://127.0.0.1:8443/");
@@ -58,7 +58,9 @@ pub(super) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
         return bad("nothing bounds the run; give a duration (-d) or a request count (-n)");
     }
     if cfg.warmup > MAX_SPAN || cfg.duration.is_some_and(|d| d > MAX_SPAN) {
-        return bad("the duration and warm-up must each be at most a year");
+        return bad(
+            "-d/--duration and --warmup must each be at most 365 days (1y is 365.25); give a shorter run",
+        );
     }
     if cfg.duration == Some(Duration::ZERO) {
         return bad("the duration is zero; give -d of at least 1ms");
@@ -70,7 +72,20 @@ pub(super) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
         return bad("--reuse must be between 0 and 100 (%)");
     }
     if cfg.timeout.is_zero() {
-        return bad("the timeout is zero; give a positive timeout, or none for no limit");
+        return bad(
+            "--timeout 0 would time out every connection at once; give a positive duration such as 10s, or inf",
+        );
+    }
+    if let Some(sni) = &cfg.sni {
+        if sni.is_empty() {
+            return bad(
+                "--sni is empty; give the server name to send (a DNS name), or drop --sni to use the URL's host",
+            );
+        }
+        crate::tls::server_name(Some(sni), "")?;
+    }
+    if cfg.retry_backoff > MAX_SPAN {
+        return bad("--retry-backoff must be at most 365 days; give e.g. 10ms");
     }
     if let Some(o) = &cfg.open_loop {
         if !(o.rate.is_finite() && o.rate > 0.0 && o.rate <= 1e7) {

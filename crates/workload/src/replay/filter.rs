@@ -40,11 +40,13 @@ pub fn parse_client_list(text: &str, path: &Path) -> Result<HashSet<Client>, Err
 
 /// Reads a client list file (see [`parse_client_list`]).
 pub fn read_client_list(path: &Path) -> Result<HashSet<Client>, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        action: "read",
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::input::read_capped_to_string(path, crate::input::MAX_CONFIG_FILE).map_err(
+        |source| Error::Io {
+            action: "read",
+            path: path.to_path_buf(),
+            source,
+        },
+    )?;
     parse_client_list(&text, path)
 }
 

@@ -9,6 +9,11 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::Error;
+use crate::input::{Line, MAX_DISCARD, MAX_LINE, human_bytes, read_line_capped};
+
+/// The reason kind of a line longer than [`MAX_LINE`] (64 KiB): it is
+/// skipped, counted under this kind, and always warned about.
+pub const TOO_LONG: &str = "line too long";
 
 /// The first CLF field: who made the request. An IPv4 or IPv6 address, or
 /// a host name when the server resolved addresses (Apache's
@@ -150,10 +155,10 @@ impl ParseReport {
     }
 
     /// A warning when more than [`SKIP_WARN_SHARE`] of the lines were
-    /// skipped: how many, the commonest reasons with their counts, and the
+    /// skipped, or any line was longer than [`MAX_LINE`]: how many, the commonest reasons with their counts, and the
     /// first skipped line as an example. `None` below the threshold.
     pub fn warning(&self, name: &str) -> Option<String> {
-        if self.skipped_share() <= SKIP_WARN_SHARE {
+        if self.skipped_share() <= SKIP_WARN_SHARE && !self.reasons.contains_key(TOO_LONG) {
             return None;
         }
         let reasons = self
@@ -194,7 +199,10 @@ fn skip(kind: &'static str, message: impl Into<String>) -> Skip {
 }
 
 /// Parses a whole log from `reader`; `name` is used in I/O error messages.
-/// Malformed lines are skipped and reported, never fatal.
+/// Malformed lines are skipped and reported, never fatal, and so are lines
+/// longer than [`MAX_LINE`] (64 KiB, kind [`TOO_LONG`]), which are never
+/// held in memory. Only a line with no end within [`MAX_DISCARD`] (16 MiB:
+/// not text, e.g. `/dev/zero`) stops the parse, as an [`Error::Line`].
 pub fn parse_reader<R: BufRead>(
     reader: R,
     name: &Path,
@@ -213,26 +221,45 @@ pub fn parse_reader_with<R: BufRead>(
     let mut report = ParseReport::default();
     let mut buf = Vec::new();
     loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|source| Error::Io {
-                action: "read",
-                path: name.to_path_buf(),
-                source,
-            })?;
-        if n == 0 {
+        let line = match read_line_capped(&mut reader, &mut buf, MAX_LINE, MAX_DISCARD) {
+            Ok(l) => l,
+            // An endless line (`/dev/zero`, a binary file): the content is
+            // bad, so it is a line error, as under --strict.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(Error::Line {
+                    path: name.to_path_buf(),
+                    line: report.lines + 1,
+                    problem: format!("{e}; give an Apache or nginx access log"),
+                });
+            }
+            Err(source) => {
+                return Err(Error::Io {
+                    action: "read",
+                    path: name.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        if line == Line::Eof {
             break;
         }
         report.lines += 1;
         let line_no = report.lines;
-        let result = match std::str::from_utf8(&buf) {
-            Ok(s) if s.trim().is_empty() => {
+        let result = match (line, std::str::from_utf8(&buf)) {
+            (Line::TooLong { len }, _) => Err(skip(
+                TOO_LONG,
+                format!(
+                    "the line is {len} bytes, longer than the {} an access-log line may have; \
+                     is this an access log?",
+                    human_bytes(MAX_LINE as u64)
+                ),
+            )),
+            (_, Ok(s)) if s.trim().is_empty() => {
                 report.blank += 1;
                 continue;
             }
-            Ok(s) => parse_line_kind(s.trim_end_matches(['\n', '\r']), line_no),
-            Err(e) => Err(skip(
+            (_, Ok(s)) => parse_line_kind(s.trim_end_matches(['\n', '\r']), line_no),
+            (_, Err(e)) => Err(skip(
                 "not UTF-8",
                 format!(
                     "not UTF-8 (byte {}); re-encode the log as UTF-8",
@@ -623,6 +650,35 @@ mod tests {
         assert_eq!(
             (e.method.as_str(), e.status, e.bytes, e.format),
             ("POST", 201, 512, LogFormat::Combined)
+        );
+    }
+
+    // Issue 20: a line had no length limit, so `--access-log /dev/zero`
+    // grew memory until the OOM killer ran.
+    #[test]
+    fn over_long_lines_are_skipped_with_their_reason_and_endless_ones_stop() {
+        let long = format!("{CLF} \"{}\"", "x".repeat(MAX_LINE));
+        let log = format!("{CLF}\n{long}\n{COMBINED}\n");
+        let (entries, report) = parse_str(&log);
+        assert_eq!(entries.len(), 2);
+        assert_eq!((report.lines, report.skipped_count), (3, 1));
+        assert_eq!(report.reasons.get(TOO_LONG), Some(&1));
+        assert!(report.skipped[0].1.contains("64 KiB"), "{report:?}");
+        // One over-long line in many warns all the same.
+        let w = report.warning("a.log").expect("a warning");
+        assert!(w.contains(TOO_LONG), "{w}");
+        // --strict: an error naming the line.
+        let err = parse_reader_with(log.as_bytes(), Path::new("a.log"), true).unwrap_err();
+        assert!(
+            matches!(&err, Error::Line { line: 2, problem, .. } if problem.contains("64 KiB")),
+            "{err}"
+        );
+        // An endless line (/dev/zero) stops with an error, in bounded memory.
+        let zero = std::io::BufReader::new(std::io::Read::take(std::io::repeat(0), 64 << 20));
+        let err = parse_reader_with(zero, Path::new("/dev/zero"), false).unwrap_err();
+        assert!(
+            matches!(&err, Error::Line { line: 1, problem, .. } if problem.contains("16 MiB")),
+            "{err}"
         );
     }
 
