@@ -53,6 +53,7 @@ pub fn output_files(cmd: &args::Command) -> anyhow::Result<()> {
         C::Cluster(a) => vec![("--json", a.json.as_ref())],
         C::Report(a) => vec![("--html", a.html.as_ref()), ("--md", a.md.as_ref())],
         C::Plan(a) => vec![("--json", a.json.as_ref())],
+        C::Path(a) => vec![("--json", a.json.as_ref())],
         C::Certs(_)
         | C::Fileset(_)
         | C::Probe(_)
