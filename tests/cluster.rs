@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{expect_ok, have, load_json, run_tlslab, tempdir};
+use common::{expect_ok, load_json, run_tlslab, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(300);
 
