@@ -279,6 +279,14 @@ pub struct LoadConfig {
     /// `start_at − warmup` just before its clients start. More than
     /// [`shard::START_GRACE`] in the past is an error. Default: at once.
     pub start_at: Option<std::time::SystemTime>,
+    /// `--cert-compression`: RFC 8879 algorithms offered to the server, in
+    /// preference order. Empty (the default): none offered.
+    pub cert_compression: Vec<tlslab_crypto::compress::CertCompression>,
+    /// `--mss`: the TCP maximum segment size the client announces (set with
+    /// TCP_MAXSEG before connecting), so that over loopback, whose MTU is
+    /// 64 KiB, the server's flights are cut into Internet-sized segments
+    /// and the handshake's segment counts mean what they would on a path.
+    pub mss: Option<u32>,
 }
 
 /// An access log prepared for replay.
@@ -333,6 +341,8 @@ impl LoadConfig {
             replay: None,
             ablation: tlslab_crypto::meter::AblationSet::NONE,
             start_at: None,
+            cert_compression: Vec::new(),
+            mss: None,
         }
     }
 }

@@ -13,6 +13,8 @@
 //!   [`process_cpu_time`] read the calling thread's and the process's clocks.
 //! - [`CountingIo`] wraps an `AsyncRead + AsyncWrite` stream and reports
 //!   every byte moved to an [`IoObserver`] ([`ByteCount`] is the plain one).
+//! - [`tcp_info`] reads the kernel's TCP_INFO of a socket (segments, MSS,
+//!   congestion window): the workspace's one `unsafe` block.
 //! - [`cork`] and [`uncorked`] coalesce a connection's flushed writes
 //!   (TLS flights, HTTP responses, `close_notify`) into one `write` per
 //!   wait of the task that owns it.
@@ -29,6 +31,7 @@ mod cpu;
 mod io;
 mod pin;
 mod runtime;
+pub mod tcp_info;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
 pub use cpu::{CpuTime, Threads, process_cpu_time, thread_cpu_time};
