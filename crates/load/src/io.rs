@@ -23,12 +23,18 @@ use tokio_rustls::client::TlsStream;
 
 /// Counts the bytes read and written on a stream, the TLS records in each
 /// direction, and read-after-write turnarounds: a read that returns data
-/// after the client wrote since its last read is one round trip.
+/// after the client wrote since its last read is one round trip. A write of
+/// nothing but ChangeCipherSpec records does not count: a TLS 1.3 client
+/// sends its middlebox-compatibility CCS as soon as it has read the
+/// ServerHello, in the middle of the server's flight, and waits for
+/// nothing in return.
 #[derive(Debug, Default)]
 pub struct RoundTrips {
     bytes: ByteCount,
     turnarounds: u32,
     wrote_since_read: bool,
+    /// The write being reported carried more than ChangeCipherSpec.
+    write_counts: bool,
     records_in: RecordCounter,
     records_out: RecordCounter,
     /// The socket, for its TCP_INFO.
@@ -67,7 +73,9 @@ impl IoObserver for RoundTrips {
 
     fn on_write(&mut self, n: usize) {
         self.bytes.on_write(n);
-        self.wrote_since_read = true;
+        if std::mem::take(&mut self.write_counts) {
+            self.wrote_since_read = true;
+        }
     }
 
     fn on_read_data(&mut self, data: &[u8]) {
@@ -75,7 +83,9 @@ impl IoObserver for RoundTrips {
     }
 
     fn on_write_data(&mut self, data: &[u8]) {
-        self.records_out.feed(data);
+        if self.records_out.feed(data) {
+            self.write_counts = true;
+        }
     }
 }
 
@@ -89,13 +99,22 @@ struct RecordCounter {
     body_left: usize,
 }
 
+/// The TLS record type of ChangeCipherSpec.
+const CHANGE_CIPHER_SPEC: u8 = 20;
+
 impl RecordCounter {
-    fn feed(&mut self, mut data: &[u8]) {
+    /// Counts the records `data` starts; returns true if and only if it
+    /// carried a byte of a record other than ChangeCipherSpec (or of a
+    /// header not yet complete). For a stream that is not TLS (plain
+    /// HTTP), the counts mean nothing and the answer is nearly always true.
+    fn feed(&mut self, mut data: &[u8]) -> bool {
+        let mut other = false;
         while !data.is_empty() {
             if self.body_left > 0 {
                 let skip = self.body_left.min(data.len());
                 self.body_left -= skip;
                 data = &data[skip..];
+                other |= self.header[0] != CHANGE_CIPHER_SPEC;
                 continue;
             }
             let take = (5 - self.header_len).min(data.len());
@@ -106,8 +125,12 @@ impl RecordCounter {
                 self.records = self.records.saturating_add(1);
                 self.body_left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
                 self.header_len = 0;
+                other |= self.header[0] != CHANGE_CIPHER_SPEC;
+            } else {
+                other |= self.header[0] != CHANGE_CIPHER_SPEC;
             }
         }
+        other
     }
 }
 
@@ -362,5 +385,26 @@ mod tests {
         assert_eq!(c.records, 3);
         c.feed(&[9, 22]);
         assert_eq!((c.records, c.header_len), (3, 1));
+    }
+
+    // A TLS 1.3 client's CCS, written between two reads of the server's
+    // flight, made a one-round-trip handshake count two.
+    #[tokio::test]
+    async fn a_ccs_alone_is_no_turnaround() {
+        let (a, mut b) = tokio::io::duplex(1024);
+        let mut c = CountingIo::new(a, RoundTrips::default());
+        let mut buf = [0u8; 64];
+        c.write_all(&[22, 3, 1, 0, 1, 0]).await.unwrap(); // ClientHello
+        b.write_all(&[22, 3, 3, 0, 1, 0]).await.unwrap(); // ServerHello
+        c.read_exact(&mut buf[..6]).await.unwrap();
+        c.write_all(&[20, 3, 3, 0, 1, 1]).await.unwrap(); // CCS
+        b.write_all(&[23, 3, 3, 0, 1, 0]).await.unwrap(); // the rest
+        c.read_exact(&mut buf[..6]).await.unwrap();
+        assert_eq!(c.observer().counts().2, 1);
+        assert_eq!(c.observer().records(), (2, 2));
+        c.write_all(&[23, 3, 3, 0, 1, 0]).await.unwrap(); // Finished
+        b.write_all(&[23, 3, 3, 0, 1, 0]).await.unwrap();
+        c.read_exact(&mut buf[..6]).await.unwrap();
+        assert_eq!(c.observer().counts().2, 2);
     }
 }
