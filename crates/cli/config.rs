@@ -179,8 +179,7 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
                     "--key-type {kt} signs with ML-DSA, which TLS 1.2 cannot use; add 1.3 to --tls"
                 ));
             }
-            let generated =
-                tlslab_crypto::pki::generate_chain(kt, mid, &[]).map_err(usage)?;
+            let generated = tlslab_crypto::pki::generate_chain(kt, mid, &[]).map_err(usage)?;
             let dir = std::env::temp_dir().join(format!("tlslab-serve-{}", std::process::id()));
             generated
                 .write_to(&dir)

@@ -213,7 +213,10 @@ mod tests {
     fn decompression_is_noted_on_this_thread() {
         let input = vec![7u8; 3000];
         let c = BROTLI_COMPRESSOR
-            .compress(input.clone(), rustls::compress::CompressionLevel::Interactive)
+            .compress(
+                input.clone(),
+                rustls::compress::CompressionLevel::Interactive,
+            )
             .unwrap();
         let mut out = vec![0u8; input.len()];
         let _ = take_last_decompression();

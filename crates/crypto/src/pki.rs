@@ -402,9 +402,19 @@ mod tests {
             assert_eq!(chain[1] == root_der[0], mid.is_none(), "{leaf} {mid:?}");
         }
         // An ML-DSA-44 leaf is some 4 KB bigger than an ECDSA one (its key).
-        let ec = generate(KeyType::EcdsaP256, &[]).unwrap().chain_der().unwrap();
-        let pq = generate(KeyType::MlDsa44, &[]).unwrap().chain_der().unwrap();
-        assert!(pq[0].len() > ec[0].len() + 1312 + 2420 - 200, "{}", pq[0].len());
+        let ec = generate(KeyType::EcdsaP256, &[])
+            .unwrap()
+            .chain_der()
+            .unwrap();
+        let pq = generate(KeyType::MlDsa44, &[])
+            .unwrap()
+            .chain_der()
+            .unwrap();
+        assert!(
+            pq[0].len() > ec[0].len() + 1312 + 2420 - 200,
+            "{}",
+            pq[0].len()
+        );
     }
 
     #[test]

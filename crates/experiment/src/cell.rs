@@ -158,6 +158,7 @@ pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result
         report,
         server_cpu_us_per_request: cpu.as_secs_f64() * 1e6 / served as f64,
         server_busy: cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9),
-        server_sign: (sign.calls > 0).then(|| (sign.nanos as f64 / 1e3 / sign.calls as f64, sign.calls)),
+        server_sign: (sign.calls > 0)
+            .then(|| (sign.nanos as f64 / 1e3 / sign.calls as f64, sign.calls)),
     })
 }

@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 use rustls::HandshakeKind as RustlsKind;
+use tlslab_crypto::compress::{self, Decompression};
 use tlslab_crypto::provider;
 use tlslab_crypto::store::ClientSessions;
-use tlslab_crypto::compress::{self, Decompression};
 use tlslab_report::{EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire};
 use tlslab_runtime::{ByteCount, IoObserver};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};

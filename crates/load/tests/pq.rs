@@ -54,7 +54,10 @@ fn ml_dsa_44_chain_handshakes_and_the_server_meter_counts_ml_dsa_signatures() {
     // The server's flight: its bytes in 1460-byte segments, measured.
     let segs = full.data_segs_in_mean.unwrap();
     let bytes_in = full.bytes_in_mean.unwrap();
-    assert!(segs >= (bytes_in / 1460.0).floor(), "{segs} segments for {bytes_in} B");
+    assert!(
+        segs >= (bytes_in / 1460.0).floor(),
+        "{segs} segments for {bytes_in} B"
+    );
     assert!(full.rcv_mss_mean.unwrap() <= 1460.0);
     assert!(full.records_in_mean.unwrap() >= 2.0);
     assert!(full.records_out_mean.unwrap() >= 2.0);
@@ -82,7 +85,11 @@ fn mixed_chain_ml_dsa_leaf_under_ecdsa_intermediate() {
 
 #[test]
 fn brotli_compression_shrinks_the_certificate_only_when_both_sides_use_it() {
-    let (srv, g) = server(KeyType::EcdsaP256, Some(KeyType::EcdsaP256), &[CertCompression::Brotli]);
+    let (srv, g) = server(
+        KeyType::EcdsaP256,
+        Some(KeyType::EcdsaP256),
+        &[CertCompression::Brotli],
+    );
     let plain = run(&srv, &g, |_| {});
     assert_eq!(plain.handshake.full.cert_compressed_count, 0);
     let comp = run(&srv, &g, |c| {

@@ -88,11 +88,7 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
     }
     let loopback = |c: &Cell| !c.factors.contains_key("rtt_ms");
     for (comp, kx) in [("none", "X25519MLKEM768"), ("brotli", "X25519MLKEM768")] {
-        let mut rows = vec![(
-            "seed 004 (2000)".to_string(),
-            2000.0,
-            Vec::<String>::new(),
-        )];
+        let mut rows = vec![("seed 004 (2000)".to_string(), 2000.0, Vec::<String>::new())];
         for ch in chains(&cells) {
             let keep = |c: &Cell| {
                 loopback(c)
@@ -125,7 +121,8 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
                 && factor(c, "kx") == "X25519MLKEM768"
         };
         if let Some((v, ids)) = med(&cells, keep, |c| {
-            (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
+            (c.metrics.server_cpu_us_per_request > 0.0)
+                .then_some(c.metrics.server_cpu_us_per_request)
         }) {
             rows.push((format!("{ch}: all"), v, ids.clone()));
         }

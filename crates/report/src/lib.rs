@@ -45,7 +45,9 @@ pub use model::{
     HandshakeKindSummary, HandshakeSummary, Http, KindCounts, Latency, LoadReport, OpenLoop, Phase,
     Replay, Requests, Reuse, SATURATION_THRESHOLD, SCHEMA_VERSION, Throughput, Window,
 };
-pub use record::{EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire, RequestRecord};
+pub use record::{
+    EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire, RequestRecord,
+};
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
 pub use sweep::{SweepReport, SweepSeries, SweepStep};
 

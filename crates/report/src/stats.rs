@@ -177,8 +177,7 @@ impl KindTotals {
             self.tcp_count += 1;
             self.data_segs_in += u64::from(t.data_segs_in);
             self.rcv_mss += u64::from(t.rcv_mss);
-            self.beyond_initial_window +=
-                u64::from(t.data_segs_in > HandshakeTcp::INITIAL_WINDOW);
+            self.beyond_initial_window += u64::from(t.data_segs_in > HandshakeTcp::INITIAL_WINDOW);
             self.slow_start_rounds += u64::from(HandshakeTcp::slow_start_rounds(
                 t.data_segs_in,
                 HandshakeTcp::INITIAL_WINDOW,

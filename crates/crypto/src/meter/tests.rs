@@ -124,7 +124,10 @@ fn ml_dsa_chains_sign_and_verify_under_their_own_labels() {
     assert!(sign.nanos > 0);
     assert_eq!(s.get(Op::Sign, "other").unwrap().calls, 0);
     assert_eq!(c.get(Op::Verify, "mldsa44").unwrap().calls, 1, "{c:?}");
-    assert_eq!(c.get(Op::Verify, "ecdsa_secp256r1_sha256").unwrap().calls, 2);
+    assert_eq!(
+        c.get(Op::Verify, "ecdsa_secp256r1_sha256").unwrap().calls,
+        2
+    );
     // A whole ML-DSA-87 chain: the root's signature on the intermediate,
     // the intermediate's on the leaf and the CertificateVerify.
     let g = pki::generate_chain(KeyType::MlDsa87, Some(KeyType::MlDsa87), &[]).unwrap();

@@ -55,7 +55,8 @@ impl LoadRig {
                 &self.placement,
                 spec.cert_compression.clone(),
             )?;
-            self.servers.insert(name.clone(), Embedded { server, roots });
+            self.servers
+                .insert(name.clone(), Embedded { server, roots });
         }
         Ok(&self.servers[&name])
     }
@@ -192,9 +193,9 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
         Some(m) => format!("certs-{key}-{}", m.name()),
         None => format!("certs-{key}"),
     };
-    let certs_extra = spec
-        .intermediate
-        .map_or(String::new(), |m| format!(" --intermediate-key {}", m.name()));
+    let certs_extra = spec.intermediate.map_or(String::new(), |m| {
+        format!(" --intermediate-key {}", m.name())
+    });
     let comp = if spec.cert_compression.is_empty() {
         String::new()
     } else {

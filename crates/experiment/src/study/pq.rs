@@ -76,6 +76,7 @@ fn spec(
     .to_ascii_lowercase()
     .replace('/', "-under-");
     let mut s = CellSpec::new(point, cell);
+    s.warmup = Duration::from_millis(400);
     s.versions = vec![Version::Tls13];
     s.key = leaf;
     s.intermediate = Some(mid);
@@ -100,7 +101,10 @@ fn spec(
 /// chain, compression and group; time to first byte at each RTT for every
 /// chain (no compression, X25519MLKEM768, tlslab's default group).
 pub(super) fn plan(quick: bool) -> Vec<CellSpec> {
-    let cell = Duration::from_millis(if quick { 500 } else { 2000 });
+    // At least 1 s: the first handshakes of a server with compression wait
+    // for its one brotli compression of the chain (quality 11), which the
+    // warm-up should absorb.
+    let cell = Duration::from_millis(if quick { 1000 } else { 2000 });
     let rtt_cell = Duration::from_millis(if quick { 1200 } else { 3000 });
     let mut out = Vec::new();
     for (leaf, mid) in CHAINS {
@@ -135,7 +139,11 @@ pub(super) struct RttPath {
 impl RttPath {
     /// A path of round-trip time `rtt` to `upstream`; `cell` names the cell
     /// in errors.
-    pub(super) fn start(rtt: Duration, upstream: SocketAddr, cell: &str) -> Result<Self, StudyError> {
+    pub(super) fn start(
+        rtt: Duration,
+        upstream: SocketAddr,
+        cell: &str,
+    ) -> Result<Self, StudyError> {
         let relay = RelayThread::spawn(RelayConfig {
             listen: ([127, 0, 0, 1], 0).into(),
             upstream,
@@ -316,7 +324,8 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
         }
         // Server CPU per full handshake and the signature's share.
         let (cpu, cells) = pick(&none, &|c| {
-            (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
+            (c.metrics.server_cpu_us_per_request > 0.0)
+                .then_some(c.metrics.server_cpu_us_per_request)
         });
         if cpu.is_some() {
             let sign = pick(&none, &|c| c.metrics.server_sign_us).0;
@@ -365,7 +374,10 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
                  with timestamps) = {} B",
                 b.0,
                 b.2,
-                within.map_or("-".into(), |w| format!("{:.0} B in {:.1} segments ({})", w.1, w.2, w.0)),
+                within.map_or("-".into(), |w| format!(
+                    "{:.0} B in {:.1} segments ({})",
+                    w.1, w.2, w.0
+                )),
                 HandshakeTcp::INITIAL_WINDOW * MSS,
                 HandshakeTcp::INITIAL_WINDOW * (MSS - 12)
             ),

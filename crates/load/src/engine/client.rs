@@ -184,11 +184,12 @@ impl Client {
             Err(kind) => return self.fail(sh, slot, guard, rec, start, kind, uri),
         };
         let src = sh.source.as_ref().map(|s| s.for_client(ident.id));
-        let tcp = match with_timeout(sh.timeout, crate::source::connect_mss(src, sh.mss, addr)).await {
-            Some(Ok(s)) => s,
-            Some(Err(e)) => return self.fail(sh, slot, guard, rec, start, io_kind(&e), uri),
-            None => return self.fail(sh, slot, guard, rec, start, "timeout", uri),
-        };
+        let tcp =
+            match with_timeout(sh.timeout, crate::source::connect_mss(src, sh.mss, addr)).await {
+                Some(Ok(s)) => s,
+                Some(Err(e)) => return self.fail(sh, slot, guard, rec, start, io_kind(&e), uri),
+                None => return self.fail(sh, slot, guard, rec, start, "timeout", uri),
+            };
         rec.connect_us = Some(t0.elapsed().as_micros() as u64);
         // Requests are small and latency is measured: do not wait for ACKs.
         let _ = tcp.set_nodelay(true);
