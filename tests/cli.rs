@@ -122,6 +122,65 @@ fn certs_writes_a_usable_ca_and_chain_for_each_key_type() {
     }
 }
 
+// An ML-DSA-44 leaf under an ECDSA intermediate, served with brotli
+// certificate compression, loaded by a client that offers it: tlslab
+// against tlslab (Debian's OpenSSL 3.0 has neither ML-DSA nor RFC 8879).
+#[test]
+fn certs_serve_and_load_a_mixed_post_quantum_chain_compressed() {
+    let dir = tempdir();
+    let c = certs(dir.path(), "mldsa44", &["--intermediate-key", "ecdsa-p256"]);
+    let read = |p: &Path| std::fs::read_to_string(p).expect("read PEM");
+    assert_eq!(read(&c.chain).matches("BEGIN CERTIFICATE").count(), 2);
+    assert_ne!(read(&c.ca), "", "ca.pem");
+    let chain = c.chain.to_str().expect("utf-8");
+    let key = c.key.to_str().expect("utf-8");
+    let serve = Serve::start(&[
+        "--cert",
+        chain,
+        "--key",
+        key,
+        "--tls",
+        "1.3",
+        "--cert-compression",
+        "brotli",
+    ]);
+    let url = serve.url("/health");
+    let ca = c.ca.to_str().expect("utf-8");
+    let (out, report) = load(
+        dir.path(),
+        "pq",
+        &[
+            &url,
+            "--cacert",
+            ca,
+            "-c",
+            "1",
+            "-n",
+            "3",
+            "--tls",
+            "1.3",
+            "--cert-compression",
+            "brotli,zlib",
+            "--mss",
+            "1460",
+        ],
+    );
+    expect_ok(&out);
+    let r = report.expect("load wrote --json");
+    assert_eq!(num(&r, "requests/succeeded"), 3.0, "{r:#}");
+    assert_eq!(
+        num(&r, "handshake/full/cert_compressed_count"),
+        3.0,
+        "{r:#}"
+    );
+    assert!(
+        num(&r, "handshake/full/cert_compressed_bytes_mean")
+            < num(&r, "handshake/full/cert_bytes_mean"),
+        "{r:#}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("full handshake wire:"));
+}
+
 #[test]
 fn certs_san_decides_which_name_verifies() {
     let dir = tempdir();
@@ -467,6 +526,32 @@ fn conflicting_flags_are_usage_errors() {
             ],
         ),
         ("dsa1024", vec!["certs", "--out", root, "--key", "dsa1024"]),
+        (
+            "zstd",
+            vec![
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--cert-compression",
+                "zstd",
+            ],
+        ),
+        (
+            "TLS 1.2",
+            vec![
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--key-type",
+                "mldsa44",
+                "--tls",
+                "1.2",
+            ],
+        ),
+        (
+            "--mss",
+            vec!["load", &url, "--insecure", "--mss", "10", "-n", "1"],
+        ),
     ];
     for (why, args) in cases {
         let out = run_tlslab(&args, LIMIT);

@@ -270,10 +270,19 @@ pub struct CertsArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 
-    /// Key algorithm of the CA and the server certificate:
-    /// rsa2048, rsa3072, rsa4096, ecdsa-p256, ecdsa-p384 or ed25519.
+    /// Key algorithm of the server certificate (and of the CA without
+    /// --intermediate-key): rsa2048, rsa3072, rsa4096, ecdsa-p256, ecdsa-p384,
+    /// ed25519, or the post-quantum mldsa44, mldsa65, mldsa87 (TLS 1.3 only).
     #[arg(long, default_value = "ecdsa-p256", value_name = "TYPE")]
     pub key: String,
+
+    /// Put an intermediate CA of this key type (under a root of the same type)
+    /// between the root and the server certificate: server.pem is then the leaf
+    /// and the intermediate, and ca.pem the root (not sent). Mixed chains are
+    /// allowed, e.g. --key mldsa44 --intermediate-key ecdsa-p256.
+    /// Default: no intermediate (server.pem is the leaf and the CA).
+    #[arg(long, value_name = "TYPE")]
+    pub intermediate_key: Option<String>,
 
     /// Subject alternative names of the server certificate, comma separated
     /// (DNS names or IP addresses). Default: localhost,127.0.0.1,::1.
@@ -336,7 +345,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "cert")]
     pub key: Option<PathBuf>,
 
-    /// Key type of the ephemeral certificate generated when --cert is not given.
+    /// Key type of the ephemeral certificate generated when --cert is not given:
+    /// rsa2048, rsa3072, rsa4096, ecdsa-p256, ecdsa-p384, ed25519, mldsa44, mldsa65
+    /// or mldsa87 (ML-DSA: TLS 1.3 only).
     #[arg(
         long,
         default_value = "ecdsa-p256",
@@ -344,6 +355,19 @@ pub struct ServeArgs {
         conflicts_with = "cert"
     )]
     pub key_type: String,
+
+    /// Give the ephemeral chain an intermediate CA of this key type (see
+    /// `tlslab certs --intermediate-key`); mixed chains are allowed.
+    /// Default: the leaf and a CA of --key-type.
+    #[arg(long, value_name = "TYPE", conflicts_with = "cert")]
+    pub intermediate_key_type: Option<String>,
+
+    /// RFC 8879 certificate compression: `none`, or algorithms in preference
+    /// order, comma separated: brotli, zlib. The chain is compressed once per
+    /// algorithm and sent compressed to clients that offer one. (zstd: rustls
+    /// has no codec for it.)
+    #[arg(long, default_value = "none", value_name = "none|brotli|zlib[,...]")]
+    pub cert_compression: String,
 
     /// TLS versions to accept, comma separated: 1.2, 1.3.
     #[arg(long, default_value = "1.2,1.3", value_name = "VERSIONS")]
@@ -599,6 +623,19 @@ pub struct LoadArgs {
     /// Do not verify the server certificate. Measurements stay valid, security does not.
     #[arg(long)]
     pub insecure: bool,
+
+    /// RFC 8879 certificate compression to offer: `none`, or algorithms in
+    /// preference order, comma separated: brotli, zlib. The report gives the
+    /// certificate's compressed and uncompressed sizes.
+    #[arg(long, default_value = "none", value_name = "none|brotli|zlib[,...]")]
+    pub cert_compression: String,
+
+    /// Announce this TCP maximum segment size (TCP_MAXSEG, 88 to 65495), so that
+    /// over loopback (MTU 64 KiB) the server's flights come in Internet-sized
+    /// segments, e.g. --mss 1460; the report's TCP segment counts and initial-window
+    /// figures then mean what they would on a path. Default: the route's.
+    #[arg(long, value_name = "BYTES")]
+    pub mss: Option<u32>,
 
     /// Send the request as TLS 1.3 early data (0-RTT) on resumed connections, where the server allows it.
     #[arg(long)]

@@ -251,7 +251,17 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
         }
         _ => {
             let kt = key_type(&a.key_type)?;
-            let generated = tlslab_crypto::pki::generate(kt, &[]).map_err(usage)?;
+            let mid = a
+                .intermediate_key_type
+                .as_deref()
+                .map(key_type)
+                .transpose()?;
+            if kt.is_post_quantum() && !versions.contains(&provider::Version::Tls13) {
+                return bail(format!(
+                    "--key-type {kt} signs with ML-DSA, which TLS 1.2 cannot use; add 1.3 to --tls"
+                ));
+            }
+            let generated = tlslab_crypto::pki::generate_chain(kt, mid, &[]).map_err(usage)?;
             let dir = std::env::temp_dir().join(format!("tlslab-serve-{}", std::process::id()));
             generated
                 .write_to(&dir)
@@ -294,6 +304,8 @@ pub fn serve(a: &args::ServeArgs) -> anyhow::Result<PreparedServe> {
                 ablation,
                 remote_cache,
                 ticket_keys,
+                cert_compression: tlslab_crypto::compress::parse_list(&a.cert_compression)
+                    .map_err(|e| usage(format!("--cert-compression: {e}")))?,
             },
             threads: threads(a.threads)?,
             pin_cpus: None,
@@ -619,6 +631,16 @@ pub fn load(a: &args::LoadArgs) -> anyhow::Result<tlslab_load::LoadConfig> {
         ablation: load_ablation,
         start_at: None,
         retry_backoff: a.retry_backoff,
+        cert_compression: tlslab_crypto::compress::parse_list(&a.cert_compression)
+            .map_err(|e| usage(format!("--cert-compression: {e}")))?,
+        mss: match a.mss {
+            Some(m) if !(88..=65495).contains(&m) => {
+                return bail(format!(
+                    "--mss {m}: give a segment size from 88 to 65495 bytes, e.g. 1460"
+                ));
+            }
+            m => m,
+        },
     };
     // The engine's own checks (bounds of -d, --timeout, --sni, …), now:
     // a usage error before any work rather than a failed run.

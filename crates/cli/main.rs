@@ -228,7 +228,13 @@ fn fileset(a: args::FilesetArgs) -> anyhow::Result<ExitCode> {
 
 fn certs(a: args::CertsArgs) -> anyhow::Result<ExitCode> {
     let key_type = config::key_type(&a.key)?;
-    let generated = tlslab_crypto::pki::generate(key_type, &a.san).map_err(config::usage)?;
+    let mid = a
+        .intermediate_key
+        .as_deref()
+        .map(config::key_type)
+        .transpose()?;
+    let generated =
+        tlslab_crypto::pki::generate_chain(key_type, mid, &a.san).map_err(config::usage)?;
     let written = generated.write_to(&a.out).map_err(config::usage)?;
     let mut out = std::io::stdout().lock();
     for path in written {

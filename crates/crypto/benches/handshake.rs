@@ -81,6 +81,8 @@ fn configs(
     sc.session_storage =
         set.server_store(ServerSessionCache::new(10_000, Duration::from_secs(600)));
     sc.send_tls13_tickets = if case.resumed { 1 } else { 0 };
+    // No RFC 8879 compression (rustls' default with its brotli/zlib features).
+    sc.cert_compressors = Vec::new();
     let cp = Arc::new(provider_for(case, mode));
     let verifier = set
         .server_cert_verifier(&cp, g.roots().expect("roots"))

@@ -15,6 +15,8 @@
 //! - [`store`]: a bounded, TTL'd, sharded server session cache with hit/miss/
 //!   eviction counters, a client session store whose resumption offers the
 //!   load engine switches per connection, and a ticketer that counts tickets.
+//! - [`compress`]: RFC 8879 certificate compression (`--cert-compression`)
+//!   and the sizes of each decompressed certificate message.
 //! - [`ticket_keys`]: ticket keys a cluster shares (nginx's 80-byte key
 //!   layout), a ring whose first key encrypts and all decrypt, sealed with
 //!   AES-256-GCM; its `ProducesTickets` impl lives in [`provider`].
@@ -23,6 +25,7 @@
 //! parse TLS on the wire (that is `tlslab-wire`; `meter::mem` only splits
 //! in-memory bytes into records for its tests and benches).
 
+pub mod compress;
 pub mod meter;
 pub mod pki;
 pub mod provider;

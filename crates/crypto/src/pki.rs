@@ -35,18 +35,34 @@ pub enum KeyType {
     EcdsaP384,
     /// Ed25519.
     Ed25519,
+    /// ML-DSA-44 (FIPS 204, security category 2): 1,312-byte public key,
+    /// 2,420-byte signature. TLS 1.3 only (draft-ietf-tls-mldsa).
+    MlDsa44,
+    /// ML-DSA-65 (category 3): 1,952-byte public key, 3,309-byte signature.
+    MlDsa65,
+    /// ML-DSA-87 (category 5): 2,592-byte public key, 4,627-byte signature.
+    MlDsa87,
 }
 
 impl KeyType {
     /// Every key type, in the order `--help` lists them.
-    pub const ALL: [KeyType; 6] = [
+    pub const ALL: [KeyType; 9] = [
         KeyType::Rsa2048,
         KeyType::Rsa3072,
         KeyType::Rsa4096,
         KeyType::EcdsaP256,
         KeyType::EcdsaP384,
         KeyType::Ed25519,
+        KeyType::MlDsa44,
+        KeyType::MlDsa65,
+        KeyType::MlDsa87,
     ];
+
+    /// Returns true if and only if this is a post-quantum (ML-DSA) key,
+    /// which TLS 1.2 cannot use.
+    pub fn is_post_quantum(self) -> bool {
+        matches!(self, KeyType::MlDsa44 | KeyType::MlDsa65 | KeyType::MlDsa87)
+    }
 
     /// The flag spelling (`ecdsa-p256`).
     pub fn name(self) -> &'static str {
@@ -57,6 +73,9 @@ impl KeyType {
             KeyType::EcdsaP256 => "ecdsa-p256",
             KeyType::EcdsaP384 => "ecdsa-p384",
             KeyType::Ed25519 => "ed25519",
+            KeyType::MlDsa44 => "mldsa44",
+            KeyType::MlDsa65 => "mldsa65",
+            KeyType::MlDsa87 => "mldsa87",
         }
     }
 
@@ -66,6 +85,9 @@ impl KeyType {
             KeyType::EcdsaP256 => &rcgen::PKCS_ECDSA_P256_SHA256,
             KeyType::EcdsaP384 => &rcgen::PKCS_ECDSA_P384_SHA384,
             KeyType::Ed25519 => &rcgen::PKCS_ED25519,
+            KeyType::MlDsa44 => &rcgen::PKCS_ML_DSA_44,
+            KeyType::MlDsa65 => &rcgen::PKCS_ML_DSA_65,
+            KeyType::MlDsa87 => &rcgen::PKCS_ML_DSA_87,
         }
     }
 
@@ -103,13 +125,20 @@ impl std::fmt::Display for KeyType {
 /// A generated CA and a server certificate it signed, all as PEM.
 #[derive(Clone, Debug)]
 pub struct Generated {
-    /// The key type of both the CA and the server certificate.
+    /// The key type of the server certificate (and of the CA when there is
+    /// no intermediate).
     pub key_type: KeyType,
-    /// The CA certificate: the trust anchor clients load with `--cacert`.
+    /// The key type of the intermediate CA (and of the root above it), when
+    /// the chain has one ([`generate_chain`]).
+    pub intermediate: Option<KeyType>,
+    /// The CA certificate: the trust anchor clients load with `--cacert`
+    /// (the root, when there is an intermediate).
     pub ca_cert_pem: String,
-    /// The CA private key (PKCS#8), kept so more leaves can be signed.
+    /// The CA private key (PKCS#8), kept so more leaves can be signed (the
+    /// root's, when there is an intermediate).
     pub ca_key_pem: String,
-    /// The server chain: leaf first, then the CA.
+    /// The server chain: leaf first, then the CA (or the intermediate, whose
+    /// root is not sent, as in the Web PKI).
     pub chain_pem: String,
     /// The server private key (PKCS#8).
     pub key_pem: String,
@@ -125,44 +154,94 @@ pub const CHAIN_FILE: &str = "server.pem";
 pub const KEY_FILE: &str = "server.key";
 
 /// Generates a CA and a server certificate for `sans` (DNS names or IP
-/// addresses). An empty `sans` means `localhost` and `127.0.0.1`.
+/// addresses). An empty `sans` means `localhost` and `127.0.0.1`. The chain
+/// the server sends is the leaf and the CA, both of `key_type`.
 pub fn generate(key_type: KeyType, sans: &[String]) -> Result<Generated> {
+    generate_chain(key_type, None, sans)
+}
+
+/// Like [`generate`], with an intermediate CA of another (or the same) key
+/// type between the leaf and a root of that type: the chain sent is the
+/// leaf (`leaf` key, signed by the intermediate) and the intermediate
+/// (signed by the root), and the root is the trust anchor, not sent. So a
+/// mixed chain, such as an ML-DSA-44 leaf under an ECDSA P-256
+/// intermediate, carries an ML-DSA public key and an ECDSA signature in the
+/// leaf, and an ECDSA key and signature in the intermediate. `None` is
+/// [`generate`]'s two-certificate chain.
+pub fn generate_chain(
+    leaf: KeyType,
+    intermediate: Option<KeyType>,
+    sans: &[String],
+) -> Result<Generated> {
     let sans: Vec<String> = if sans.is_empty() {
         vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
     } else {
         sans.to_vec()
     };
-    let ca_key = key_type.generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(gen_err)?;
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, format!("tlslab test CA ({key_type})"));
-    dn.push(DnType::OrganizationName, "tlslab");
-    ca_params.distinguished_name = dn;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_cert = ca_params.self_signed(&ca_key).map_err(gen_err)?;
-    let issuer = rcgen::Issuer::new(ca_params, &ca_key);
+    let ca_type = intermediate.unwrap_or(leaf);
+    let ca_key = ca_type.generate()?;
+    let root_params = ca_params(&format!("tlslab test CA ({ca_type})"))?;
+    let ca_cert = root_params.self_signed(&ca_key).map_err(gen_err)?;
+    let root_issuer = rcgen::Issuer::new(root_params, &ca_key);
+    // With an intermediate, the leaf's issuer is it; else the root.
+    let mid = match intermediate {
+        Some(t) => {
+            let key = t.generate()?;
+            let params = ca_params(&format!("tlslab test intermediate CA ({t})"))?;
+            let cert = params.signed_by(&key, &root_issuer).map_err(gen_err)?;
+            Some((key, params, cert))
+        }
+        None => None,
+    };
 
-    let leaf_key = key_type.generate()?;
+    let leaf_key = leaf.generate()?;
     let mut leaf_params = CertificateParams::new(sans.clone()).map_err(gen_err)?;
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, sans[0].clone());
     leaf_params.distinguished_name = dn;
     leaf_params.is_ca = IsCa::ExplicitNoCa;
-    leaf_params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
+    leaf_params.key_usages = if leaf.is_post_quantum() {
+        vec![KeyUsagePurpose::DigitalSignature]
+    } else {
+        vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ]
+    };
     leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let leaf = leaf_params.signed_by(&leaf_key, &issuer).map_err(gen_err)?;
+    let (leaf_cert, second) = match mid {
+        Some((key, params, cert)) => {
+            let issuer = rcgen::Issuer::new(params, &key);
+            let l = leaf_params.signed_by(&leaf_key, &issuer).map_err(gen_err)?;
+            (l, cert.pem())
+        }
+        None => {
+            let l = leaf_params
+                .signed_by(&leaf_key, &root_issuer)
+                .map_err(gen_err)?;
+            (l, ca_cert.pem())
+        }
+    };
 
     Ok(Generated {
-        key_type,
+        key_type: leaf,
+        intermediate,
         ca_cert_pem: ca_cert.pem(),
         ca_key_pem: ca_key.serialize_pem(),
-        chain_pem: format!("{}{}", leaf.pem(), ca_cert.pem()),
+        chain_pem: format!("{}{}", leaf_cert.pem(), second),
         key_pem: leaf_key.serialize_pem(),
     })
+}
+
+fn ca_params(common_name: &str) -> Result<CertificateParams> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(gen_err)?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    dn.push(DnType::OrganizationName, "tlslab");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    Ok(params)
 }
 
 fn gen_err(e: rcgen::Error) -> Error {
@@ -316,6 +395,41 @@ mod tests {
             g.key_der().unwrap();
             assert_eq!(g.roots().unwrap().len(), 1);
         }
+    }
+
+    #[test]
+    fn ml_dsa_and_mixed_chains_generate() {
+        for (leaf, mid) in [
+            (KeyType::MlDsa44, None),
+            (KeyType::MlDsa65, Some(KeyType::MlDsa65)),
+            (KeyType::MlDsa44, Some(KeyType::EcdsaP256)),
+            (KeyType::EcdsaP256, Some(KeyType::MlDsa87)),
+        ] {
+            let g = generate_chain(leaf, mid, &[]).unwrap();
+            let chain = g.chain_der().unwrap();
+            assert_eq!(chain.len(), 2, "{leaf} {mid:?}");
+            g.key_der().unwrap();
+            assert_eq!(g.roots().unwrap().len(), 1);
+            // The chain's second certificate is the intermediate, not the root.
+            let root = roots_from_pem("ca", g.ca_cert_pem.as_bytes()).unwrap();
+            assert_eq!(root.len(), 1);
+            let root_der = certs_from_pem("ca", g.ca_cert_pem.as_bytes()).unwrap();
+            assert_eq!(chain[1] == root_der[0], mid.is_none(), "{leaf} {mid:?}");
+        }
+        // An ML-DSA-44 leaf is some 4 KB bigger than an ECDSA one (its key).
+        let ec = generate(KeyType::EcdsaP256, &[])
+            .unwrap()
+            .chain_der()
+            .unwrap();
+        let pq = generate(KeyType::MlDsa44, &[])
+            .unwrap()
+            .chain_der()
+            .unwrap();
+        assert!(
+            pq[0].len() > ec[0].len() + 1312 + 2420 - 200,
+            "{}",
+            pq[0].len()
+        );
     }
 
     #[test]

@@ -31,15 +31,44 @@ pub(crate) fn start_server(
     ablation: AblationSet,
     placement: &Placement,
 ) -> Result<Server, Error> {
-    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
-    start_server_on(
-        loopback, generated, versions, content, listeners, ablation, placement,
+    start_server_with(
+        generated,
+        versions,
+        content,
+        listeners,
+        ablation,
+        placement,
+        Vec::new(),
     )
 }
 
-/// [`start_server`] with its listeners on `ip` (port 0) instead of
+/// [`start_server`] with RFC 8879 certificate compression.
+pub(crate) fn start_server_with(
+    generated: Generated,
+    versions: Vec<Version>,
+    content: Content,
+    listeners: Listeners,
+    ablation: AblationSet,
+    placement: &Placement,
+    cert_compression: Vec<tlslab_crypto::compress::CertCompression>,
+) -> Result<Server, Error> {
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    start_server_on(
+        loopback,
+        generated,
+        versions,
+        content,
+        listeners,
+        ablation,
+        placement,
+        cert_compression,
+    )
+}
+
+/// [`start_server_with`] with its listeners on `ip` (port 0) instead of
 /// loopback: the server end of a `tlslab path` (called from a thread inside
 /// the path's server namespace).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn start_server_on(
     ip: std::net::IpAddr,
     generated: Generated,
@@ -48,6 +77,7 @@ pub(crate) fn start_server_on(
     listeners: Listeners,
     ablation: AblationSet,
     placement: &Placement,
+    cert_compression: Vec<tlslab_crypto::compress::CertCompression>,
 ) -> Result<Server, Error> {
     let loopback = std::net::SocketAddr::new(ip, 0);
     Ok(Server::start(ServeConfig {
@@ -69,6 +99,7 @@ pub(crate) fn start_server_on(
             ablation,
             remote_cache: None,
             ticket_keys: tlslab_server::TicketKeys::Local,
+            cert_compression,
         },
         threads: 1,
         pin_cpus: (!placement.server.is_empty()).then(|| placement.server.clone()),
@@ -121,17 +152,25 @@ pub(crate) struct Measured {
     /// The server's CPU time over the wall-clock time of the run, 0–1 per
     /// server thread (server-observed, same window).
     pub server_busy: f64,
+    /// The server's crypto meter: mean time of one signature, µs, and the
+    /// signatures made (one per full handshake), over the same run.
+    pub server_sign: Option<(f64, u64)>,
 }
 
 /// Runs `load` against `server` and measures the server's CPU per request.
 /// A cell in which nothing was served is an error naming `label`.
 pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result<Measured, Error> {
     let before = server.snapshot();
+    let crypto_before = server.crypto_snapshot();
     let cpu_before = server.cpu_time();
     let wall = std::time::Instant::now();
     let report = tlslab_load::run(load)?;
     let wall = wall.elapsed();
     let cpu = server.cpu_time().saturating_sub(cpu_before);
+    let sign = server
+        .crypto_snapshot()
+        .diff(&crypto_before)
+        .total(tlslab_crypto::meter::Op::Sign);
     let after = server.snapshot();
     let served = after
         .requests
@@ -147,5 +186,7 @@ pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result
         report,
         server_cpu_us_per_request: cpu.as_secs_f64() * 1e6 / served as f64,
         server_busy: cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9),
+        server_sign: (sign.calls > 0)
+            .then(|| (sign.nanos as f64 / 1e3 / sign.calls as f64, sign.calls)),
     })
 }

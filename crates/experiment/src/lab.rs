@@ -172,6 +172,7 @@ fn start_server(
             },
             AblationSet::NONE,
             placement,
+            Vec::new(),
         )?;
         Ok(Embedded { key, server, roots })
     };

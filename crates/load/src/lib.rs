@@ -287,6 +287,14 @@ pub struct LoadConfig {
     /// backoff with full jitter). Zero: at once. Open-loop arrivals keep
     /// their schedule and do not back off.
     pub retry_backoff: Duration,
+    /// `--cert-compression`: RFC 8879 algorithms offered to the server, in
+    /// preference order. Empty (the default): none offered.
+    pub cert_compression: Vec<tlslab_crypto::compress::CertCompression>,
+    /// `--mss`: the TCP maximum segment size the client announces (set with
+    /// TCP_MAXSEG before connecting), so that over loopback, whose MTU is
+    /// 64 KiB, the server's flights are cut into Internet-sized segments
+    /// and the handshake's segment counts mean what they would on a path.
+    pub mss: Option<u32>,
 }
 
 /// An access log prepared for replay.
@@ -342,6 +350,8 @@ impl LoadConfig {
             ablation: tlslab_crypto::meter::AblationSet::NONE,
             start_at: None,
             retry_backoff: DEFAULT_RETRY_BACKOFF,
+            cert_compression: Vec::new(),
+            mss: None,
         }
     }
 

@@ -139,9 +139,23 @@ fn from_u128(v: u128, v4: bool) -> IpAddr {
 
 /// Connects to `addr` from `source` (any local address when `None`).
 pub async fn connect(source: Option<IpAddr>, addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let Some(src) = source else {
+    connect_mss(source, None, addr).await
+}
+
+/// [`connect`], announcing `mss` as the maximum segment size (TCP_MAXSEG
+/// before the SYN) when given.
+pub async fn connect_mss(
+    source: Option<IpAddr>,
+    mss: Option<u32>,
+    addr: SocketAddr,
+) -> std::io::Result<TcpStream> {
+    if source.is_none() && mss.is_none() {
         return TcpStream::connect(addr).await;
-    };
+    }
+    let src = source.unwrap_or(match addr {
+        SocketAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    });
     let sock = match (src, addr) {
         (IpAddr::V4(_), SocketAddr::V4(_)) => TcpSocket::new_v4()?,
         (IpAddr::V6(_), SocketAddr::V6(_)) => TcpSocket::new_v6()?,
@@ -163,7 +177,13 @@ pub async fn connect(source: Option<IpAddr>, addr: SocketAddr) -> std::io::Resul
             &true,
         );
     }
-    sock.bind(SocketAddr::new(src, 0))?;
+    if let Some(mss) = mss {
+        nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::TcpMaxSeg, &mss)
+            .map_err(std::io::Error::from)?;
+    }
+    if source.is_some() {
+        sock.bind(SocketAddr::new(src, 0))?;
+    }
     sock.connect(addr).await
 }
 

@@ -69,6 +69,10 @@ pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<Client
         vec![b"http/1.1".to_vec()]
     };
     config.enable_early_data = cfg.early_data;
+    // Set explicitly: rustls' default (with its brotli and zlib features)
+    // would offer both.
+    config.cert_decompressors = tlslab_crypto::compress::decompressors(&cfg.cert_compression);
+    config.cert_compressors = Vec::new();
     Ok(config)
 }
 

@@ -210,6 +210,7 @@ fn arr_kind(a: [u64; 4]) -> KindTotals {
         bytes_out: a[1],
         bytes_in: a[2],
         round_trips: a[3],
+        ..KindTotals::default()
     }
 }
 
@@ -324,6 +325,7 @@ pub fn read_csv_log(path: &Path) -> Result<Vec<RequestRecord>> {
                     "rejected" => EarlyData::Rejected,
                     _ => return Err(bad("early_data")),
                 },
+                wire: None,
             }),
         };
         let error = text("error");

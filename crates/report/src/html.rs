@@ -710,6 +710,9 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
         missing.push("goodput against offered load: no open-loop cells (no `rate` factor)".into());
     }
 
+    // Seed 004's post-quantum sweep.
+    crate::html_pq::charts(r, &mut out, &mut missing);
+
     // Model curves (seed 004's 300/(1−ρ), M/M/1).
     let mut by_chart: BTreeMap<String, Vec<&crate::study::Curve>> = BTreeMap::new();
     for c in &r.curves {

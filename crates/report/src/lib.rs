@@ -29,6 +29,7 @@ pub mod capacity;
 mod csv_log;
 pub mod distributed;
 pub mod html;
+mod html_pq;
 pub mod inputs;
 pub mod interval;
 mod model;
@@ -45,7 +46,9 @@ pub use model::{
     OpenLoop, Phase, Replay, Requests, Reuse, SATURATION_THRESHOLD, SCHEMA_VERSION, Throughput,
     Window,
 };
-pub use record::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
+pub use record::{
+    EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire, RequestRecord,
+};
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
 pub use sweep::{SweepReport, SweepSeries, SweepStep};
 

@@ -401,16 +401,65 @@ pub struct HandshakeKindSummary {
     pub bytes_in_mean: Option<f64>,
     /// Mean read-after-write turnarounds.
     pub round_trips_mean: Option<f64>,
+    /// Mean TLS records the client wrote (handshakes whose records were
+    /// counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_out_mean: Option<f64>,
+    /// Mean TLS records the client read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_in_mean: Option<f64>,
+    /// Mean uncompressed Certificate message body, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_bytes_mean: Option<f64>,
+    /// Handshakes whose certificate came compressed (RFC 8879).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cert_compressed_count: u64,
+    /// Mean compressed certificate data, bytes, over those handshakes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_compressed_bytes_mean: Option<f64>,
+    /// Compressed ÷ uncompressed certificate bytes over those handshakes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_compression_ratio: Option<f64>,
+    /// Mean data segments received during the handshake (TCP_INFO); for a
+    /// full TLS 1.3 handshake, the server's first flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_segs_in_mean: Option<f64>,
+    /// Mean MSS of the server's segments as the client estimated it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcv_mss_mean: Option<f64>,
+    /// Share of handshakes whose received segments exceeded an initial
+    /// window of 10 segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond_initial_window: Option<f64>,
+    /// Mean slow-start round trips those segments need from an initial
+    /// window of 10 (computed from the measured segments, not timed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_start_rounds_mean: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl From<&KindTotals> for HandshakeKindSummary {
     fn from(k: &KindTotals) -> Self {
         let mean = |sum: u64| (k.count > 0).then(|| sum as f64 / k.count as f64);
+        let per = |sum: u64, n: u64| (n > 0).then(|| sum as f64 / n as f64);
         HandshakeKindSummary {
             count: k.count,
             bytes_out_mean: mean(k.bytes_out),
             bytes_in_mean: mean(k.bytes_in),
             round_trips_mean: mean(k.round_trips),
+            records_out_mean: per(k.records_out, k.records_count),
+            records_in_mean: per(k.records_in, k.records_count),
+            cert_bytes_mean: per(k.cert_bytes, k.cert_count),
+            cert_compressed_count: k.compressed_count,
+            cert_compressed_bytes_mean: per(k.compressed_bytes, k.compressed_count),
+            cert_compression_ratio: per(k.compressed_bytes, k.compressed_from_bytes),
+            data_segs_in_mean: per(k.data_segs_in, k.tcp_count),
+            rcv_mss_mean: per(k.rcv_mss, k.tcp_count),
+            beyond_initial_window: per(k.beyond_initial_window, k.tcp_count),
+            slow_start_rounds_mean: per(k.slow_start_rounds, k.tcp_count),
         }
     }
 }

@@ -76,6 +76,66 @@ pub struct HandshakeRecord {
     pub round_trips: u32,
     /// What happened to early data.
     pub early_data: EarlyData,
+    /// TLS records, certificate sizes and TCP segments of the handshake
+    /// (absent from records written before tlslab measured them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<HandshakeWire>,
+}
+
+/// What a handshake put on the wire beyond its bytes, client-observed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandshakeWire {
+    /// TLS records the client wrote during the handshake.
+    pub records_out: u32,
+    /// TLS records the client read during the handshake.
+    pub records_in: u32,
+    /// The server's Certificate message body, uncompressed: what the
+    /// decompressor produced, or for an uncompressed certificate its length
+    /// from the chain received (1 + 3 + Σ (3 + certificate + 2) in TLS 1.3).
+    /// Absent on resumption (no certificate).
+    pub cert_bytes: Option<u32>,
+    /// The compressed certificate data the server sent (RFC 8879), when it
+    /// compressed.
+    pub cert_compressed_bytes: Option<u32>,
+    /// The compression algorithm (`brotli`, `zlib`), when it compressed.
+    pub cert_compression: Option<String>,
+    /// The socket's TCP_INFO when the handshake completed.
+    pub tcp: Option<HandshakeTcp>,
+}
+
+/// TCP counts of a handshake from the client socket's TCP_INFO.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandshakeTcp {
+    /// Data segments the client received until the handshake completed:
+    /// for a full TLS 1.3 handshake, the server's first flight.
+    pub data_segs_in: u32,
+    /// Data segments the client sent until then.
+    pub data_segs_out: u32,
+    /// The client's estimate of the server's MSS (`tcpi_rcv_mss`).
+    pub rcv_mss: u32,
+    /// Retransmissions by the client until then.
+    pub total_retrans: u32,
+}
+
+impl HandshakeTcp {
+    /// Linux's initial congestion window, in segments (RFC 6928).
+    pub const INITIAL_WINDOW: u32 = 10;
+
+    /// Round trips slow start needs to deliver `segments` from an initial
+    /// window of `iw` segments that doubles each round trip (no loss, no
+    /// receive-window limit): 1 up to `iw`, 2 up to 3 × `iw`, 3 up to 7 × `iw`.
+    pub fn slow_start_rounds(segments: u32, iw: u32) -> u32 {
+        let iw = iw.max(1);
+        let mut sent = 0u64;
+        let mut cwnd = u64::from(iw);
+        let mut rounds = 0;
+        while sent < u64::from(segments.max(1)) {
+            sent += cwnd;
+            cwnd *= 2;
+            rounds += 1;
+        }
+        rounds
+    }
 }
 
 /// Everything measured for one request. A connection's first request also

@@ -106,6 +106,36 @@ pub struct KindTotals {
     pub bytes_in: u64,
     /// Sum of their round trips.
     pub round_trips: u64,
+    /// Handshakes whose TLS records were counted, and the sums of records
+    /// written and read.
+    pub records_count: u64,
+    /// Sum of TLS records written.
+    pub records_out: u64,
+    /// Sum of TLS records read.
+    pub records_in: u64,
+    /// Handshakes that received a certificate, and the sum of its
+    /// uncompressed message bodies.
+    pub cert_count: u64,
+    /// Sum of uncompressed certificate message bodies.
+    pub cert_bytes: u64,
+    /// Handshakes whose certificate came compressed, and the sums of the
+    /// compressed data and of what it decompressed to.
+    pub compressed_count: u64,
+    /// Sum of compressed certificate data.
+    pub compressed_bytes: u64,
+    /// Sum of the uncompressed bodies of the compressed certificates.
+    pub compressed_from_bytes: u64,
+    /// Handshakes with TCP_INFO, and the sums over them.
+    pub tcp_count: u64,
+    /// Sum of data segments received during the handshake.
+    pub data_segs_in: u64,
+    /// Sum of the peer MSS estimates.
+    pub rcv_mss: u64,
+    /// Handshakes whose received data segments exceeded the initial window
+    /// of [`HandshakeTcp::INITIAL_WINDOW`](crate::HandshakeTcp::INITIAL_WINDOW).
+    pub beyond_initial_window: u64,
+    /// Sum of slow-start rounds the received segments need from that window.
+    pub slow_start_rounds: u64,
 }
 
 impl KindTotals {
@@ -114,6 +144,45 @@ impl KindTotals {
         self.bytes_out += o.bytes_out;
         self.bytes_in += o.bytes_in;
         self.round_trips += o.round_trips;
+        self.records_count += o.records_count;
+        self.records_out += o.records_out;
+        self.records_in += o.records_in;
+        self.cert_count += o.cert_count;
+        self.cert_bytes += o.cert_bytes;
+        self.compressed_count += o.compressed_count;
+        self.compressed_bytes += o.compressed_bytes;
+        self.compressed_from_bytes += o.compressed_from_bytes;
+        self.tcp_count += o.tcp_count;
+        self.data_segs_in += o.data_segs_in;
+        self.rcv_mss += o.rcv_mss;
+        self.beyond_initial_window += o.beyond_initial_window;
+        self.slow_start_rounds += o.slow_start_rounds;
+    }
+
+    fn add_wire(&mut self, w: &crate::HandshakeWire) {
+        use crate::HandshakeTcp;
+        self.records_count += 1;
+        self.records_out += u64::from(w.records_out);
+        self.records_in += u64::from(w.records_in);
+        if let Some(c) = w.cert_bytes {
+            self.cert_count += 1;
+            self.cert_bytes += u64::from(c);
+        }
+        if let (Some(c), Some(u)) = (w.cert_compressed_bytes, w.cert_bytes) {
+            self.compressed_count += 1;
+            self.compressed_bytes += u64::from(c);
+            self.compressed_from_bytes += u64::from(u);
+        }
+        if let Some(t) = &w.tcp {
+            self.tcp_count += 1;
+            self.data_segs_in += u64::from(t.data_segs_in);
+            self.rcv_mss += u64::from(t.rcv_mss);
+            self.beyond_initial_window += u64::from(t.data_segs_in > HandshakeTcp::INITIAL_WINDOW);
+            self.slow_start_rounds += u64::from(HandshakeTcp::slow_start_rounds(
+                t.data_segs_in,
+                HandshakeTcp::INITIAL_WINDOW,
+            ));
+        }
     }
 }
 
@@ -196,6 +265,9 @@ impl Stats {
             totals.bytes_out += h.bytes_out;
             totals.bytes_in += h.bytes_in;
             totals.round_trips += u64::from(h.round_trips);
+            if let Some(w) = &h.wire {
+                totals.add_wire(w);
+            }
             self.hrr += u64::from(h.hrr);
             self.offered += u64::from(h.offered);
             let add = match h.kind {
@@ -366,6 +438,7 @@ pub(crate) mod tests {
                 },
                 round_trips: 1,
                 early_data: EarlyData::NotSent,
+                wire: None,
             }),
             ttfb_us: Some(200 + i),
             transfer_us: Some(50),

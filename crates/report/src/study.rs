@@ -160,6 +160,10 @@ pub struct CellMetrics {
     pub group: Option<String>,
     /// The cipher suite most handshakes negotiated.
     pub suite: Option<String>,
+    /// The server's mean time per signature, µs, from its crypto meter
+    /// (server-observed; one signature per full handshake).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_sign_us: Option<f64>,
 }
 
 impl CellMetrics {
@@ -285,6 +289,7 @@ impl CellMetrics {
             version: most_common(&versions),
             group: most_common(&r.handshake.groups),
             suite: most_common(&r.handshake.suites),
+            server_sign_us: None,
         }
     }
 }

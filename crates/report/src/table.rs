@@ -68,6 +68,38 @@ fn kind_row(out: &mut String, name: &str, k: &HandshakeKindSummary, per_s: f64) 
     );
 }
 
+/// The full handshakes' records, certificate and TCP segments, when measured.
+fn wire_row(out: &mut String, k: &HandshakeKindSummary) {
+    let (Some(ro), Some(ri)) = (k.records_out_mean, k.records_in_mean) else {
+        return;
+    };
+    let mut line = format!("full handshake wire: TLS records out {ro:.1}, in {ri:.1}");
+    if let Some(c) = k.cert_bytes_mean {
+        line.push_str(&format!("; certificate {c:.0} B"));
+    }
+    if let (Some(c), Some(r)) = (k.cert_compressed_bytes_mean, k.cert_compression_ratio) {
+        line.push_str(&format!(
+            ", compressed {c:.0} B ({:.0} %) in {} of {}",
+            r * 100.0,
+            k.cert_compressed_count,
+            k.count
+        ));
+    }
+    if let (Some(s), Some(mss), Some(b), Some(r)) = (
+        k.data_segs_in_mean,
+        k.rcv_mss_mean,
+        k.beyond_initial_window,
+        k.slow_start_rounds_mean,
+    ) {
+        line.push_str(&format!(
+            "; server flight {s:.1} TCP segments (MSS {mss:.0}), {:.0} % beyond an initial \
+             window of 10, {r:.2} slow-start round trips",
+            b * 100.0
+        ));
+    }
+    let _ = writeln!(out, "{line}");
+}
+
 fn counts<'a>(it: impl Iterator<Item = (&'a String, &'a u64)>) -> String {
     let parts: Vec<String> = it.map(|(k, v)| format!("{k} {v}")).collect();
     if parts.is_empty() {
@@ -280,6 +312,7 @@ impl LoadReport {
             );
             kind_row(&mut out, "full", &h.full, t.full_handshakes_per_s);
             kind_row(&mut out, "resumed", &h.resumed, t.resumed_handshakes_per_s);
+            wire_row(&mut out, &h.full);
             let _ = writeln!(
                 out,
                 "reuse: {}, offered {}, achieved {} of {} handshakes",

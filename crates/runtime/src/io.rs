@@ -13,6 +13,14 @@ pub trait IoObserver {
     fn on_read(&mut self, n: usize);
     /// `n` bytes were written to the stream.
     fn on_write(&mut self, n: usize);
+    /// The bytes just read, after [`on_read`](Self::on_read) counted them,
+    /// for observers that look inside (a TLS record counter). Does nothing
+    /// by default.
+    fn on_read_data(&mut self, _data: &[u8]) {}
+    /// The bytes just written (the first `n` of what was offered; a
+    /// vectored write reports each slice in turn), before
+    /// [`on_write`](Self::on_write) counts them. Does nothing by default.
+    fn on_write_data(&mut self, _data: &[u8]) {}
 }
 
 /// Bytes read and written so far: the plain [`IoObserver`].
@@ -96,6 +104,7 @@ impl<T: AsyncRead + Unpin, O: IoObserver + Unpin> AsyncRead for CountingIo<T, O>
         let n = buf.filled().len().saturating_sub(before);
         if n > 0 {
             this.observer.on_read(n);
+            this.observer.on_read_data(&buf.filled()[before..]);
         }
         Poll::Ready(Ok(()))
     }
@@ -109,6 +118,11 @@ impl<T: AsyncWrite + Unpin, O: IoObserver + Unpin> AsyncWrite for CountingIo<T, 
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = ready!(Pin::new(&mut this.inner).poll_write(cx, buf));
+        if let Ok(n) = r
+            && n > 0
+        {
+            this.observer.on_write_data(&buf[..n.min(buf.len())]);
+        }
         Poll::Ready(this.wrote(r))
     }
 
@@ -119,6 +133,19 @@ impl<T: AsyncWrite + Unpin, O: IoObserver + Unpin> AsyncWrite for CountingIo<T, 
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs));
+        if let Ok(n) = r
+            && n > 0
+        {
+            let mut left = n;
+            for b in bufs {
+                if left == 0 {
+                    break;
+                }
+                let take = left.min(b.len());
+                this.observer.on_write_data(&b[..take]);
+                left -= take;
+            }
+        }
         Poll::Ready(this.wrote(r))
     }
 

@@ -17,6 +17,8 @@
 //!   (`tlslab dispatch`, `tlslab relay`).
 //! - [`raise_nofile_limit`] lifts the soft file-descriptor limit to the
 //!   hard one, once at start.
+//! - [`tcp_info`] reads the kernel's TCP_INFO of a socket (segments, MSS,
+//!   congestion window): the workspace's one `unsafe` block.
 //! - [`cork`] and [`uncorked`] coalesce a connection's flushed writes
 //!   (TLS flights, HTTP responses, `close_notify`) into one `write` per
 //!   wait of the task that owns it.
@@ -35,6 +37,7 @@ mod io;
 mod limits;
 mod pin;
 mod runtime;
+pub mod tcp_info;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
 pub use cpu::{CpuTime, Threads, process_cpu_time, thread_cpu_time};

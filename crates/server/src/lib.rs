@@ -351,6 +351,11 @@ pub struct TlsSettings {
     pub remote_cache: Option<RemoteCache>,
     /// Where ticket keys come from (with `tickets: true`).
     pub ticket_keys: TicketKeys,
+    /// `--cert-compression`: RFC 8879 algorithms the server compresses its
+    /// chain with, in preference order, when the client offers one (each
+    /// chain is compressed once per algorithm and cached). Empty (the
+    /// default): the chain is always sent uncompressed.
+    pub cert_compression: Vec<tlslab_crypto::compress::CertCompression>,
 }
 
 impl TlsSettings {
@@ -373,6 +378,7 @@ impl TlsSettings {
             ablation: AblationSet::NONE,
             remote_cache: None,
             ticket_keys: TicketKeys::Local,
+            cert_compression: Vec::new(),
         }
     }
 }

@@ -72,6 +72,10 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
         .with_protocol_versions(&provider::protocol_versions(&s.versions))?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
+    // Set explicitly: rustls' default (with its brotli and zlib features)
+    // would compress whenever the client offers it.
+    config.cert_compressors = tlslab_crypto::compress::compressors(&s.cert_compression);
+    config.cert_decompressors = Vec::new();
     let mut redis = None;
     let (storage, cache): (Arc<dyn StoresServerSessions>, _) = match s.session_cache {
         _ if s.remote_cache.is_some() => {

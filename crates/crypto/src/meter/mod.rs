@@ -133,7 +133,7 @@ impl Op {
     }
 }
 
-const SCHEMES: [SignatureScheme; 11] = [
+const SCHEMES: [SignatureScheme; 14] = [
     SignatureScheme::RSA_PKCS1_SHA256,
     SignatureScheme::RSA_PKCS1_SHA384,
     SignatureScheme::RSA_PKCS1_SHA512,
@@ -145,6 +145,9 @@ const SCHEMES: [SignatureScheme; 11] = [
     SignatureScheme::ECDSA_NISTP521_SHA512,
     SignatureScheme::ED25519,
     SignatureScheme::ED448,
+    SignatureScheme::ML_DSA_44,
+    SignatureScheme::ML_DSA_65,
+    SignatureScheme::ML_DSA_87,
 ];
 
 const SCHEME_LABELS: &[&str] = &[
@@ -159,6 +162,9 @@ const SCHEME_LABELS: &[&str] = &[
     "ecdsa_secp521r1_sha512",
     "ed25519",
     "ed448",
+    "mldsa44",
+    "mldsa65",
+    "mldsa87",
     "other",
 ];
 

@@ -22,12 +22,15 @@ pub(crate) fn server_config(
     versions: &[Version],
     g: &pki::Generated,
 ) -> ServerConfig {
-    ServerConfig::builder_with_provider(Arc::new(p))
+    let mut c = ServerConfig::builder_with_provider(Arc::new(p))
         .with_protocol_versions(&provider::protocol_versions(versions))
         .unwrap()
         .with_no_client_auth()
         .with_single_cert(g.chain_der().unwrap(), g.key_der().unwrap())
-        .unwrap()
+        .unwrap();
+    // No RFC 8879 compression (rustls' default with its brotli/zlib features).
+    c.cert_compressors = Vec::new();
+    c
 }
 
 pub(crate) fn client_config(
@@ -99,6 +102,42 @@ fn tls13_handshake_is_metered_on_both_sides() {
     assert!(c.total(Op::Random).bytes >= 32);
     assert_eq!(s.total(Op::Sign).calls, 1);
     assert_eq!(c.total(Op::Sign).calls, 0);
+}
+
+#[test]
+fn ml_dsa_chains_sign_and_verify_under_their_own_labels() {
+    let v = [Version::Tls13];
+    // An ML-DSA-44 leaf under an ECDSA P-256 intermediate: the server signs
+    // with ML-DSA-44; the client verifies the leaf's ECDSA signature (by the
+    // intermediate) and the ML-DSA CertificateVerify.
+    let g = pki::generate_chain(KeyType::MlDsa44, Some(KeyType::EcdsaP256), &[]).unwrap();
+    let (cm, sm) = (Meter::new(), Meter::new());
+    let sc = Arc::new(server_config(metered(base(&v), sm.clone()), &v, &g));
+    let cc = Arc::new(client_config(metered(base(&v), cm.clone()), &v, &g));
+    let (mut c, mut s) = connect(&cc, &sc);
+    let mut wire = Wire::default();
+    exchange(&mut c, &mut s, b"ping", b"pong", &mut wire).unwrap();
+    let s = sm.snapshot();
+    let c = cm.snapshot();
+    let sign = s.get(Op::Sign, "mldsa44").unwrap();
+    assert_eq!(sign.calls, 1, "{s:?}");
+    assert!(sign.nanos > 0);
+    assert_eq!(s.get(Op::Sign, "other").unwrap().calls, 0);
+    assert_eq!(c.get(Op::Verify, "mldsa44").unwrap().calls, 1, "{c:?}");
+    assert_eq!(
+        c.get(Op::Verify, "ecdsa_secp256r1_sha256").unwrap().calls,
+        2
+    );
+    // A whole ML-DSA-87 chain: the root's signature on the intermediate,
+    // the intermediate's on the leaf and the CertificateVerify.
+    let g = pki::generate_chain(KeyType::MlDsa87, Some(KeyType::MlDsa87), &[]).unwrap();
+    let (cm, sm) = (Meter::new(), Meter::new());
+    let sc = Arc::new(server_config(metered(base(&v), sm.clone()), &v, &g));
+    let cc = Arc::new(client_config(metered(base(&v), cm.clone()), &v, &g));
+    let (mut c, mut s) = connect(&cc, &sc);
+    exchange(&mut c, &mut s, b"ping", b"pong", &mut Wire::default()).unwrap();
+    assert_eq!(sm.snapshot().get(Op::Sign, "mldsa87").unwrap().calls, 1);
+    assert_eq!(cm.snapshot().get(Op::Verify, "mldsa87").unwrap().calls, 3);
 }
 
 #[test]

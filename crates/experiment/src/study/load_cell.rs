@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use tlslab_crypto::meter::AblationSet;
-use tlslab_crypto::pki::{self, KeyType};
+use tlslab_crypto::pki;
 use tlslab_crypto::provider::{Algorithms, Version};
 use tlslab_load::{Arrivals, OpenLoop};
 use tlslab_report::study::{Cell, CellMetrics};
@@ -25,7 +25,7 @@ struct Embedded {
 /// (their session caches persist across cells, as a real server's would).
 pub struct LoadRig {
     placement: Placement,
-    servers: BTreeMap<&'static str, Embedded>,
+    servers: BTreeMap<String, Embedded>,
 }
 
 impl LoadRig {
@@ -37,11 +37,13 @@ impl LoadRig {
         }
     }
 
-    fn server(&mut self, key: KeyType) -> Result<&Embedded, StudyError> {
-        if !self.servers.contains_key(key.name()) {
-            let generated = pki::generate(key, &[]).map_err(crate::Error::from)?;
+    fn server(&mut self, spec: &CellSpec) -> Result<&Embedded, StudyError> {
+        let name = spec.server_key();
+        if !self.servers.contains_key(&name) {
+            let generated = pki::generate_chain(spec.key, spec.intermediate, &[])
+                .map_err(crate::Error::from)?;
             let roots = generated.roots().map_err(crate::Error::from)?;
-            let server = cell::start_server(
+            let server = cell::start_server_with(
                 generated,
                 vec![Version::Tls12, Version::Tls13],
                 Content::Specweb96,
@@ -51,18 +53,32 @@ impl LoadRig {
                 },
                 AblationSet::NONE,
                 &self.placement,
+                spec.cert_compression.clone(),
             )?;
-            self.servers.insert(key.name(), Embedded { server, roots });
+            self.servers
+                .insert(name.clone(), Embedded { server, roots });
         }
-        Ok(&self.servers[key.name()])
+        Ok(&self.servers[&name])
     }
 
     /// Runs one cell and returns it (not yet in the document).
     pub fn run(&mut self, spec: &CellSpec, repeat: u32) -> Result<Cell, StudyError> {
         let placement = self.placement.clone();
-        let emb = self.server(spec.key)?;
-        let port = emb.server.https_addr().map_or(0, |a| a.port());
-        let url = format!("https://localhost:{port}{}", spec.path);
+        let id = format!("{}-r{repeat}", spec.point);
+        let emb = self.server(spec)?;
+        let upstream = emb
+            .server
+            .https_addr()
+            .unwrap_or_else(|| ([127, 0, 0, 1], 0).into());
+        // With a round-trip time, through the path emulator.
+        let path = match spec.rtt {
+            Some(rtt) => Some(super::pq::RttPath::start(rtt, upstream, &id)?),
+            None => None,
+        };
+        let url = match &path {
+            Some(p) => format!("https://127.0.0.1:{}{}", p.addr().port(), spec.path),
+            None => format!("https://localhost:{}{}", upstream.port(), spec.path),
+        };
         let mut load = cell::cell_load(
             &url,
             spec.cell,
@@ -74,6 +90,8 @@ impl LoadRig {
             spec.reuse,
         )?;
         load.warmup = spec.warmup;
+        load.cert_compression = spec.cert_compression.clone();
+        load.mss = spec.mss;
         if let Some(g) = &spec.group {
             load.algorithms = Algorithms {
                 suites: None,
@@ -89,12 +107,16 @@ impl LoadRig {
             });
             load.seed = u64::from(repeat);
         }
-        let id = format!("{}-r{repeat}", spec.point);
         let started = now_ms();
-        let m = cell::measure(&emb.server, &load, &id)?;
+        let m = cell::measure(&emb.server, &load, &id);
+        if let Some(p) = path {
+            p.stop();
+        }
+        let m = m?;
         let mut metrics = CellMetrics::from_load(&m.report);
         metrics.server_cpu_us_per_request = m.server_cpu_us_per_request;
         metrics.server_busy = m.server_busy;
+        metrics.server_sign_us = m.server_sign.map(|(us, _)| us);
         Ok(Cell {
             id,
             point: spec.point.clone(),
@@ -167,7 +189,25 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
         }
     };
     let key = spec.key.name();
-    let dir = format!("certs-{key}");
+    let dir = match spec.intermediate {
+        Some(m) => format!("certs-{key}-{}", m.name()),
+        None => format!("certs-{key}"),
+    };
+    let certs_extra = spec.intermediate.map_or(String::new(), |m| {
+        format!(" --intermediate-key {}", m.name())
+    });
+    let comp = if spec.cert_compression.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " --cert-compression {}",
+            spec.cert_compression
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
     let versions: Vec<&str> = spec.versions.iter().map(|v| v.short()).collect();
     let mut load = format!(
         "{}tlslab load https://localhost:8443{} --cacert {dir}/{} --tls {} -c {} --threads 1 \
@@ -188,9 +228,24 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
     if let Some(r) = spec.rate {
         load.push_str(&format!(" --rate {r}"));
     }
+    load.push_str(&comp);
+    if let Some(m) = spec.mss {
+        load.push_str(&format!(" --mss {m}"));
+    }
+    let relay = match spec.rtt {
+        // The load above then targets the relay's port, 8444.
+        Some(rtt) => {
+            load = load.replace("https://localhost:8443", "https://127.0.0.1:8444");
+            format!(
+                "tlslab relay --listen 127.0.0.1:8444 --upstream 127.0.0.1:8443 --delay {}ms & ",
+                rtt.as_millis() / 2
+            )
+        }
+        None => String::new(),
+    };
     format!(
-        "tlslab certs --key {key} --out {dir} && {}tlslab serve --cert {dir}/{} --key {dir}/{} \
-         --listen 127.0.0.1:8443 --threads 1 & {load}",
+        "tlslab certs --key {key}{certs_extra} --out {dir} && {}tlslab serve --cert {dir}/{} \
+         --key {dir}/{} --listen 127.0.0.1:8443 --threads 1{comp} & {relay}{load}",
         taskset(&placement.server),
         pki::CHAIN_FILE,
         pki::KEY_FILE,

@@ -29,6 +29,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tlslab_crypto::compress::CertCompression;
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::{self, Algorithms, Version};
 
@@ -156,6 +157,16 @@ pub struct CellSpec {
     pub warmup: Duration,
     /// The path requested.
     pub path: String,
+    /// An intermediate CA of this key type between the root and the leaf
+    /// (`tlslab certs --intermediate-key`); `None`: the leaf and the CA.
+    pub intermediate: Option<KeyType>,
+    /// RFC 8879 certificate compression, on the server and offered by the
+    /// client alike.
+    pub cert_compression: Vec<CertCompression>,
+    /// The maximum segment size the client announces (`load --mss`).
+    pub mss: Option<u32>,
+    /// Run through a path of this round-trip time ([`super::pq::RttPath`]).
+    pub rtt: Option<Duration>,
 }
 
 impl CellSpec {
@@ -175,7 +186,26 @@ impl CellSpec {
             cell,
             warmup: default_warmup(cell),
             path: crate::lab::PATH.into(),
+            intermediate: None,
+            cert_compression: Vec::new(),
+            mss: None,
+            rtt: None,
         }
+    }
+
+    /// The server this cell needs: the chain and the compression (cells
+    /// that share it share one embedded server).
+    pub fn server_key(&self) -> String {
+        format!(
+            "{}/{}/{}",
+            self.key.name(),
+            self.intermediate.map_or("-", |k| k.name()),
+            self.cert_compression
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
     }
 
     /// Why this cell cannot run, if it cannot (a TLS 1.3-only group offered

@@ -28,6 +28,7 @@ use crate::pin::Placement;
 
 mod load_cell;
 pub mod matrix;
+mod pq;
 mod seed000;
 mod seed001;
 mod seed002;

@@ -19,11 +19,11 @@ use super::{Builtin, LoadRig, Session, StudyError, compare, one, ratio};
 /// `seed004-handshake`.
 pub const HANDSHAKE: Builtin = Builtin {
     name: "seed004-handshake",
-    title: "Bytes and round trips per handshake (RSA, ECDSA, X25519MLKEM768) and the 300/(1-ρ) response-time model",
+    title: "Bytes and round trips per handshake (RSA, ECDSA, ML-DSA chains, X25519MLKEM768, certificate compression) and the 300/(1-ρ) response-time model",
     seed: "seed 004, Factors Affecting Performance I-II",
     engine: "load",
     landed: true,
-    duration: "quick ~15 s, full ~2 min",
+    duration: "quick ~2 min, full ~10 min",
     not_landed: "",
     insecure_ablation: false,
     run,
@@ -35,9 +35,11 @@ pub const HANDSHAKE: Builtin = Builtin {
             .chain(&p.closed)
             .map(|c| c.point.as_str())
             .collect();
+        let pq_points: Vec<&str> = p.pq.iter().map(|c| c.point.as_str()).collect();
         (
             serde_json::json!({
                 "handshake_points": points,
+                "pq_sweep_points": pq_points,
                 "utilisations": p.utils,
                 "repeats": p.repeats,
                 "cell_s": p.cell.as_secs_f64(),
@@ -46,13 +48,17 @@ pub const HANDSHAKE: Builtin = Builtin {
             (p.bytes.iter().filter(|c| c.excluded().is_none()).count()
                 + p.closed.len()
                 + p.utils.len())
-                * p.repeats as usize,
+                * p.repeats as usize
+                + p.pq.len() * p.pq_repeats as usize,
         )
     },
 };
 
 struct Plan {
     bytes: Vec<CellSpec>,
+    /// The post-quantum sweep (`super::pq`).
+    pq: Vec<CellSpec>,
+    pq_repeats: u32,
     closed: Vec<CellSpec>,
     utils: Vec<f64>,
     repeats: u32,
@@ -118,6 +124,8 @@ fn plan(quick: bool) -> Plan {
         .collect();
     Plan {
         bytes,
+        pq: super::pq::plan(quick),
+        pq_repeats: if quick { 1 } else { 2 },
         closed,
         utils: if quick {
             vec![0.3, 0.6]
@@ -161,7 +169,8 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     let r = run_cells(s, &p, &mut rig);
     rig.shutdown();
     r?;
-    let (curves, comparisons) = analyse(&s.doc, &p);
+    let (curves, mut comparisons) = analyse(&s.doc, &p);
+    comparisons.extend(super::pq::analyse(&s.doc));
     s.doc.curves = curves;
     s.finish(comparisons)
 }
@@ -196,7 +205,15 @@ fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyEr
         c.factors.insert("rate".into(), fmt_level(rate));
         open.push(c);
     }
-    rig.run_cells(s, &open, p.repeats)
+    rig.run_cells(s, &open, p.repeats)?;
+    s.say(&format!(
+        "seed004-handshake: the post-quantum sweep, {} cells x {} repeat(s) (chains, \
+         compression, groups; TTFB through the relay at {:?} ms RTT)",
+        p.pq.len(),
+        p.pq_repeats,
+        super::pq::RTTS_MS
+    ));
+    rig.run_cells(s, &p.pq, p.pq_repeats)
 }
 
 fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
@@ -414,7 +431,7 @@ mod tests {
         assert_eq!(p.bytes.len(), 8);
         assert_eq!(p.bytes.iter().filter(|c| c.excluded().is_some()).count(), 2);
         let (_, units) = (HANDSHAKE.plan)(true);
-        assert_eq!(units, 6 + 2 + 2);
+        assert_eq!(units, 6 + 2 + 2 + p.pq.len());
         assert_eq!(p.bytes[0].point, "tls1.2-rsa2048-x25519-reuse0.5");
     }
 }

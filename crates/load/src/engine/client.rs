@@ -22,7 +22,7 @@ use super::identity::{Identity, Picker};
 use super::shared::{InFlight, Origin, Shared, Slot, with_timeout};
 use crate::ThinkTime;
 use crate::errors::io_kind;
-use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, RoundTrips};
+use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
 
 /// A client making requests as one identity: a closed-loop client, or one
 /// open-loop arrival.
@@ -212,13 +212,14 @@ impl Client {
             Err(kind) => return self.fail_connect(sh, slot, guard, rec, start, kind, uri),
         };
         let src = sh.source.as_ref().map(|s| s.for_client(ident.id));
-        let tcp = match with_timeout(sh.timeout, crate::source::connect(src, addr)).await {
-            Some(Ok(s)) => s,
-            Some(Err(e)) => {
-                return self.fail_connect(sh, slot, guard, rec, start, io_kind(&e), uri);
-            }
-            None => return self.fail_connect(sh, slot, guard, rec, start, "timeout", uri),
-        };
+        let tcp =
+            match with_timeout(sh.timeout, crate::source::connect_mss(src, sh.mss, addr)).await {
+                Some(Ok(s)) => s,
+                Some(Err(e)) => {
+                    return self.fail_connect(sh, slot, guard, rec, start, io_kind(&e), uri);
+                }
+                None => return self.fail_connect(sh, slot, guard, rec, start, "timeout", uri),
+            };
         self.backoff.record(true);
         rec.connect_us = Some(t0.elapsed().as_micros() as u64);
         // Requests are small and latency is measured: do not wait for ACKs.
@@ -226,8 +227,9 @@ impl Client {
         // What is flushed before the task waits leaves in one write (see
         // tlslab_runtime::cork): the TLS Finished flight with the first
         // request, a 0-RTT ClientHello with its early data.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
         let (corked, uncork) = cork(tcp);
-        let io = CountingIo::new(corked, RoundTrips::default());
+        let io = CountingIo::new(corked, RoundTrips::for_socket(fd));
         // Boxed: inline, the TLS and HTTP state would be laid out next to
         // this function's own, making every client's task future (and so
         // each idle connection) 20 KiB instead of 10 KiB.
@@ -269,7 +271,7 @@ impl Client {
         // kept in this function's future for the life of the connection.
         let connect = Box::pin(with_timeout(
             sh.timeout,
-            tls.connector.connect(tls.name.clone(), io),
+            NoteDecompression::new(tls.connector.connect(tls.name.clone(), io)),
         ));
         // The TLS connection (rustls' state, about 1.2 KiB) goes on the heap
         // once: hyper's connection, the handshake with hyper and the close
@@ -277,13 +279,14 @@ impl Client {
         // statement, so the match's result is not kept alongside it.
         let slot_hs = HandshakeSlot::default();
         let io = match connect.await {
-            Some(Ok(stream)) => Box::new(HandshakeWatch::new(
+            Some((Ok(stream), decompression)) => Box::new(HandshakeWatch::new(
                 stream,
                 hs_start,
                 tls.sessions.clone(),
                 slot_hs.clone(),
+                decompression,
             )),
-            Some(Err(e)) => {
+            Some((Err(e), _)) => {
                 let kind = sh.classify(&e);
                 if kind.starts_with("tls_") {
                     // A fresh start, as a browser would after a TLS failure.

@@ -29,7 +29,7 @@ use super::client::Client;
 use super::shared::{InFlight, Shared, Slot, with_timeout};
 use crate::Http2;
 use crate::errors::io_kind;
-use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, RoundTrips};
+use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
 
 /// The error kind of a TLS connection on which the server did not select
 /// `h2` by ALPN.
@@ -124,7 +124,8 @@ impl Client {
         self.backoff.record(true);
         rec.connect_us = Some(t0.elapsed().as_micros() as u64);
         let _ = tcp.set_nodelay(true);
-        let io = CountingIo::new(tcp, RoundTrips::default());
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
+        let io = CountingIo::new(tcp, RoundTrips::for_socket(fd));
         let Some(tls) = &ident.tls else {
             // http://: HTTP/2 with prior knowledge (h2c).
             let first = Open {
@@ -139,15 +140,21 @@ impl Client {
         let offer = ident.state.lock().planner.offer(tls.sessions.has_session());
         tls.sessions.set_offer(offer);
         let hs_start = Instant::now();
-        match with_timeout(sh.timeout, tls.connector.connect(tls.name.clone(), io)).await {
-            Some(Ok(stream)) => {
+        let connect = NoteDecompression::new(tls.connector.connect(tls.name.clone(), io));
+        match with_timeout(sh.timeout, connect).await {
+            Some((Ok(stream), decompression)) => {
                 if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
                     // The handshake itself worked: keep the session.
                     return self.fail(sh, slot, guard, rec, t0, ALPN_NOT_H2, uri);
                 }
                 let slot_hs = HandshakeSlot::default();
-                let io =
-                    HandshakeWatch::new(stream, hs_start, tls.sessions.clone(), slot_hs.clone());
+                let io = HandshakeWatch::new(
+                    stream,
+                    hs_start,
+                    tls.sessions.clone(),
+                    slot_hs.clone(),
+                    decompression,
+                );
                 let first = Open {
                     slot,
                     guard,
@@ -157,7 +164,7 @@ impl Client {
                 };
                 Box::pin(self.h2_streams(sh, io, Some(slot_hs), first, h2)).await;
             }
-            Some(Err(e)) => {
+            Some((Err(e), _)) => {
                 let kind = sh.classify(&e);
                 if kind.starts_with("tls_") {
                     tls.sessions.clear();

@@ -169,6 +169,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         connections: AtomicU64::new(0),
         timeout: cfg.timeout,
         source: cfg.source_ip.clone(),
+        mss: cfg.mss,
         reuse: cfg.reuse,
         resume_with: cfg.resume_with,
         early_data: cfg.early_data,

@@ -162,6 +162,8 @@ pub(super) struct Shared {
     pub(super) timeout: Duration,
     /// `--source-ip`: the local addresses clients bind to.
     pub(super) source: Option<crate::source::SourceAddrs>,
+    /// `--mss`: the maximum segment size clients announce.
+    pub(super) mss: Option<u32>,
     pub(super) reuse: f64,
     pub(super) resume_with: ResumeWith,
     pub(super) early_data: bool,

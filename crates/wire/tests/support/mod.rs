@@ -75,6 +75,10 @@ impl Setup {
             .with_single_cert(p.chain.clone(), p.key.clone_key())
             .unwrap();
         server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // Neither side compresses certificates (rustls' default with its
+        // brotli/zlib features would).
+        server.cert_compressors = Vec::new();
+        client.cert_decompressors = Vec::new();
         if self.tickets {
             server.ticketer = tlslab_crypto::provider::ticketer().unwrap();
         }

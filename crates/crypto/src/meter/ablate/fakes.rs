@@ -56,7 +56,7 @@ fn ecdsa_len(s: SignatureScheme) -> Option<usize> {
     }
 }
 
-const PROBE_SCHEMES: [SignatureScheme; 10] = [
+const PROBE_SCHEMES: [SignatureScheme; 13] = [
     SignatureScheme::RSA_PKCS1_SHA256,
     SignatureScheme::RSA_PKCS1_SHA384,
     SignatureScheme::RSA_PKCS1_SHA512,
@@ -67,6 +67,9 @@ const PROBE_SCHEMES: [SignatureScheme; 10] = [
     SignatureScheme::ECDSA_NISTP384_SHA384,
     SignatureScheme::ECDSA_NISTP521_SHA512,
     SignatureScheme::ED25519,
+    SignatureScheme::ML_DSA_44,
+    SignatureScheme::ML_DSA_65,
+    SignatureScheme::ML_DSA_87,
 ];
 
 impl KeyProvider for ConstSigKeyProvider {

@@ -51,6 +51,7 @@ fn server_cfg(
         .with_single_cert(g.chain_der().unwrap(), g.key_der().unwrap())
         .unwrap();
     sc.session_storage = set.server_store(ServerSessionCache::new(100, Duration::from_secs(60)));
+    sc.cert_compressors = Vec::new();
     Arc::new(sc)
 }
 

@@ -1,0 +1,471 @@
+//! Seed 004's handshake for 2026: the post-quantum sweep of
+//! `seed004-handshake`. Certificate chains of ECDSA P-256, RSA-2048,
+//! ML-DSA-44, -65 and -87 and two mixed chains, with and without brotli
+//! certificate compression (RFC 8879), under X25519 and X25519MLKEM768,
+//! over TCP and TLS 1.3: bytes, TLS records, the server's first flight in
+//! TCP segments and the slow-start round trips it needs from an initial
+//! window of 10, server CPU per full handshake with the signature's share
+//! (the server's crypto meter), and time to first byte at 20, 50 and
+//! 100 ms RTT. QUIC is not run yet (no QUIC load engine).
+//!
+//! Every chain is a leaf and an intermediate (the root is the trust anchor,
+//! not sent), as in the Web PKI. The client announces an MSS of 1460
+//! bytes, so over loopback the server's flight is cut as on an Ethernet
+//! path and the client's TCP_INFO counts its segments.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tlslab_crypto::compress::CertCompression;
+use tlslab_crypto::pki::KeyType;
+use tlslab_crypto::provider::Version;
+use tlslab_relay::{Conditions, RelayConfig, RelayThread};
+use tlslab_report::HandshakeTcp;
+use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
+
+use super::matrix::CellSpec;
+use super::{StudyError, compare, one};
+
+/// The chains: (leaf, intermediate).
+pub(super) const CHAINS: [(KeyType, KeyType); 7] = [
+    (KeyType::EcdsaP256, KeyType::EcdsaP256),
+    (KeyType::Rsa2048, KeyType::Rsa2048),
+    (KeyType::MlDsa44, KeyType::MlDsa44),
+    (KeyType::MlDsa65, KeyType::MlDsa65),
+    (KeyType::MlDsa87, KeyType::MlDsa87),
+    (KeyType::MlDsa44, KeyType::EcdsaP256),
+    (KeyType::EcdsaP256, KeyType::MlDsa44),
+];
+
+/// Key-exchange groups of the sweep.
+pub(super) const GROUPS: [&str; 2] = ["x25519", "X25519MLKEM768"];
+
+/// Round-trip times of the time-to-first-byte cells, ms.
+pub(super) const RTTS_MS: [u64; 3] = [20, 50, 100];
+
+/// The MSS the client announces.
+pub(super) const MSS: u32 = 1460;
+
+/// A chain's level of the `chain` factor: `mldsa44` when leaf and
+/// intermediate share a type, else `leaf/intermediate`.
+pub(super) fn chain_name(leaf: KeyType, mid: KeyType) -> String {
+    if leaf == mid {
+        leaf.name().to_string()
+    } else {
+        format!("{}/{}", leaf.name(), mid.name())
+    }
+}
+
+fn comp_name(c: &[CertCompression]) -> &'static str {
+    c.first().map_or("none", |c| c.name())
+}
+
+fn spec(
+    leaf: KeyType,
+    mid: KeyType,
+    comp: &[CertCompression],
+    group: &str,
+    rtt_ms: Option<u64>,
+    cell: Duration,
+) -> CellSpec {
+    let chain = chain_name(leaf, mid);
+    let point = match rtt_ms {
+        Some(r) => format!("pq-rtt{r}-{chain}-{}-{group}", comp_name(comp)),
+        None => format!("pq-{chain}-{}-{group}", comp_name(comp)),
+    }
+    .to_ascii_lowercase()
+    .replace('/', "-under-");
+    let mut s = CellSpec::new(point, cell);
+    s.warmup = Duration::from_millis(400);
+    s.versions = vec![Version::Tls13];
+    s.key = leaf;
+    s.intermediate = Some(mid);
+    s.group = Some(group.to_string());
+    s.cert_compression = comp.to_vec();
+    s.reuse = 0.0;
+    s.clients = 2;
+    s.mss = Some(MSS);
+    s.rtt = rtt_ms.map(Duration::from_millis);
+    s.factors.insert("sweep".into(), "pq".into());
+    s.factors.insert("chain".into(), chain);
+    s.factors
+        .insert("compression".into(), comp_name(comp).to_string());
+    s.factors.insert("kx".into(), group.to_string());
+    if let Some(r) = rtt_ms {
+        s.factors.insert("rtt_ms".into(), r.to_string());
+    }
+    s
+}
+
+/// The sweep's cells: bytes, segments and CPU over loopback for every
+/// chain, compression and group; time to first byte at each RTT for every
+/// chain (no compression, X25519MLKEM768, tlslab's default group).
+pub(super) fn plan(quick: bool) -> Vec<CellSpec> {
+    // At least 1 s: the first handshakes of a server with compression wait
+    // for its one brotli compression of the chain (quality 11), which the
+    // warm-up should absorb.
+    let cell = Duration::from_millis(if quick { 1000 } else { 2000 });
+    let rtt_cell = Duration::from_millis(if quick { 1200 } else { 3000 });
+    let mut out = Vec::new();
+    for (leaf, mid) in CHAINS {
+        for comp in [vec![], vec![CertCompression::Brotli]] {
+            for g in GROUPS {
+                out.push(spec(leaf, mid, &comp, g, None, cell));
+            }
+        }
+    }
+    for r in RTTS_MS {
+        for (leaf, mid) in CHAINS {
+            out.push(spec(leaf, mid, &[], "X25519MLKEM768", Some(r), rtt_cell));
+        }
+    }
+    out
+}
+
+/// HOOK(tlslab path): the path the time-to-first-byte cells run through.
+///
+/// Today this is `tlslab relay` (crates/relay), a user-space relay that
+/// delays each segment by half the RTT each way. It does not emulate TCP's
+/// slow start (the server's congestion window is loopback's), so a first
+/// flight larger than the initial window does not cost its extra round
+/// trip here; the study reports that round trip from the measured segment
+/// count instead. When the packet-level `tlslab path` emulator lands,
+/// start it here (same signature: listen on loopback, forward to
+/// `upstream`, RTT `rtt`) and the TTFB cells measure the extra round trip.
+pub(super) struct RttPath {
+    relay: RelayThread,
+}
+
+impl RttPath {
+    /// A path of round-trip time `rtt` to `upstream`; `cell` names the cell
+    /// in errors.
+    pub(super) fn start(
+        rtt: Duration,
+        upstream: SocketAddr,
+        cell: &str,
+    ) -> Result<Self, StudyError> {
+        let relay = RelayThread::spawn(RelayConfig {
+            listen: ([127, 0, 0, 1], 0).into(),
+            upstream,
+            conditions: Conditions {
+                delay: rtt / 2,
+                ..Conditions::default()
+            },
+            seed: 1,
+            idle_timeout: tlslab_relay::DEFAULT_IDLE_TIMEOUT,
+            max_queued: tlslab_relay::DEFAULT_MAX_QUEUED,
+        })
+        .map_err(|e| {
+            StudyError::Run(crate::Error::EmptyCell {
+                cell: cell.to_string(),
+                errors: format!("relay: {e}"),
+            })
+        })?;
+        Ok(RttPath { relay })
+    }
+
+    /// Where clients connect.
+    pub(super) fn addr(&self) -> SocketAddr {
+        self.relay.local_addr()
+    }
+
+    /// Stops the path.
+    pub(super) fn stop(self) {
+        self.relay.stop();
+    }
+}
+
+fn full(c: &Cell, field: &str) -> Option<f64> {
+    c.load
+        .as_ref()?
+        .pointer(&format!("/handshake/full/{field}"))?
+        .as_f64()
+}
+
+fn bytes(c: &Cell) -> Option<f64> {
+    Some(c.metrics.full_bytes_in? + c.metrics.full_bytes_out?)
+}
+
+/// Connect + full handshake + request to first response byte, medians, ms.
+fn ttfb_ms(c: &Cell) -> Option<f64> {
+    let hs = CellMetrics::at(&c.metrics.handshake_full_us, 50.0)?;
+    Some((c.metrics.connect_p50_us? + hs + c.metrics.ttfb_p50_us?) as f64 / 1000.0)
+}
+
+/// Round trips of a full TLS 1.3 handshake including the slow start of the
+/// server's flight from an initial window of 10 segments.
+fn handshake_rtts(c: &Cell) -> Option<f64> {
+    Some(c.metrics.full_round_trips? + full(c, "slow_start_rounds_mean")? - 1.0)
+}
+
+fn sign_share(c: &Cell) -> Option<f64> {
+    let cpu = c.metrics.server_cpu_us_per_request;
+    (cpu > 0.0).then_some(c.metrics.server_sign_us? / cpu)
+}
+
+/// The sweep's comparisons with seed 004 (`tlslab report` charts its
+/// cells: crates/report/src/html_pq.rs).
+pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    let f = |chain: &str, comp: &'static str, kx: &'static str| {
+        [
+            ("sweep", "pq"),
+            ("chain", chain),
+            ("compression", comp),
+            ("kx", kx),
+        ]
+        .map(|(a, b)| (a, b.to_string()))
+    };
+    // The loopback cells only (the RTT cells share their factors).
+    let pick = |filter: &[(&str, String)], g: &dyn Fn(&Cell) -> Option<f64>| {
+        let filter: Vec<(&str, &str)> = filter.iter().map(|(a, b)| (*a, b.as_str())).collect();
+        one(doc, &filter, |c| {
+            if c.factors.contains_key("rtt_ms") {
+                None
+            } else {
+                g(c)
+            }
+        })
+    };
+    // (chain and options, server flight bytes, its TCP segments).
+    let mut flights: Vec<(String, f64, f64)> = Vec::new();
+    for (leaf, mid) in CHAINS {
+        let chain = chain_name(leaf, mid);
+        for kx in GROUPS {
+            let filter = f(&chain, "none", kx);
+            let (b, cells) = pick(&filter, &bytes);
+            if b.is_none() {
+                continue;
+            }
+            let cert = pick(&filter, &|c| full(c, "cert_bytes_mean")).0;
+            let segs = pick(&filter, &|c| full(c, "data_segs_in_mean")).0;
+            let recs = pick(&filter, &|c| full(c, "records_in_mean")).0;
+            out.push(compare(
+                &format!("bytes per full handshake, both ways, TLS 1.3, chain {chain}, {kx}"),
+                "~2KBs added to total application traffic",
+                "seed 004, Factors Affecting Performance I",
+                b,
+                "bytes",
+                &format!(
+                    "client-observed socket bytes from the ClientHello to the end of the \
+                     handshake, mean over the cell's full handshakes; certificate message {} B, \
+                     server flight {} TLS records in {} TCP segments of MSS {MSS}",
+                    fmt(cert, 0),
+                    fmt(recs, 1),
+                    fmt(segs, 1)
+                ),
+                cells,
+                "a leaf and an intermediate certificate, each with its public key and its \
+                 issuer's signature, plus the CertificateVerify signature: ML-DSA-44 keys are \
+                 1,312 B and signatures 2,420 B (ML-DSA-87: 2,592 B and 4,627 B) against 64 B \
+                 and about 72 B for ECDSA P-256",
+            ));
+            // Round trips, with the first flight's slow start.
+            let (rt, cells) = pick(&filter, &handshake_rtts);
+            let beyond = pick(&filter, &|c| full(c, "beyond_initial_window")).0;
+            out.push(compare(
+                &format!(
+                    "round trips of a full handshake with the server flight's slow start, \
+                     chain {chain}, {kx}"
+                ),
+                "~2 RTTs (4 RTTs for a secure SSL socket against 2 for a clear TCP socket)",
+                "seed 004, Factors Affecting Performance I",
+                rt,
+                "RTTs",
+                &format!(
+                    "client-observed turnarounds (1 for TLS 1.3) plus the slow-start rounds the \
+                     server's first flight needs from an initial window of 10 segments beyond \
+                     the first, from its measured TCP segments ({} segments; {} of handshakes \
+                     beyond the window); computed, not timed",
+                    fmt(segs, 1),
+                    beyond.map_or("-".into(), |b| format!("{:.0} %", b * 100.0))
+                ),
+                cells,
+                "TLS 1.3 needs one round trip; a flight over 10 segments (about 14.6 KB at \
+                 MSS 1460) waits one more for the client's ACKs",
+            ));
+        }
+        for comp in ["none", "brotli"] {
+            for kx in GROUPS {
+                let filter = f(&chain, comp, kx);
+                let flight = pick(&filter, &|c| c.metrics.full_bytes_in).0;
+                let segs = pick(&filter, &|c| full(c, "data_segs_in_mean")).0;
+                if let (Some(b), Some(s)) = (flight, segs) {
+                    flights.push((format!("{chain}, {comp}, {kx}"), b, s));
+                }
+            }
+        }
+        // Compression.
+        let none = f(&chain, "none", "X25519MLKEM768");
+        let brotli = f(&chain, "brotli", "X25519MLKEM768");
+        let (ratio, cells) = pick(&brotli, &|c| full(c, "cert_compression_ratio"));
+        if ratio.is_some() {
+            let unc = pick(&brotli, &|c| full(c, "cert_bytes_mean")).0;
+            let comp = pick(&brotli, &|c| full(c, "cert_compressed_bytes_mean")).0;
+            let b0 = pick(&none, &bytes).0;
+            let b1 = pick(&brotli, &bytes).0;
+            out.push(compare(
+                &format!("brotli-compressed certificate ÷ uncompressed, chain {chain}"),
+                "no certificate compression in SSL 3.0 (its record-layer compression was \
+                 removed from TLS); RFC 8879 shrinks classical chains to 41–97 % (nginx)",
+                "seed 004, SSL Record Layer",
+                ratio.map(|r| r * 100.0),
+                "%",
+                &format!(
+                    "client-observed: compressed certificate data over the Certificate message \
+                     it decompressed to ({} B → {} B); whole handshake {} B → {} B",
+                    fmt(unc, 0),
+                    fmt(comp, 0),
+                    fmt(b0, 0),
+                    fmt(b1, 0)
+                ),
+                cells,
+                "ML-DSA keys and signatures look random and do not compress; what compresses is \
+                 the names, extensions and encodings around them",
+            ));
+        }
+        // Server CPU per full handshake and the signature's share.
+        let (cpu, cells) = pick(&none, &|c| {
+            (c.metrics.server_cpu_us_per_request > 0.0)
+                .then_some(c.metrics.server_cpu_us_per_request)
+        });
+        if cpu.is_some() {
+            let sign = pick(&none, &|c| c.metrics.server_sign_us).0;
+            let share = pick(&none, &sign_share).0;
+            out.push(compare(
+                &format!("server CPU per full handshake, chain {chain}"),
+                "O(300ms) of additional server CPU consumption (session-key generation + \
+                 1024-bit RSA decryption)",
+                "seed 004, Factors Affecting Performance I",
+                cpu.map(|us| us / 1000.0),
+                "ms",
+                &format!(
+                    "server-observed worker CPU ÷ requests (one full TLS 1.3 handshake each, \
+                     X25519MLKEM768, 2 clients); the signature (server crypto meter) {} µs, {} \
+                     of it",
+                    fmt(sign, 1),
+                    share.map_or("-".into(), |s| format!("{:.0} %", s * 100.0))
+                ),
+                cells,
+                "ML-DSA signs in about the time of ECDSA and far faster than RSA-2048; the \
+                 rest is the key exchange, hashing, the HTTP request and the kernel",
+            ));
+        }
+    }
+    // The flight size at which the initial window runs out.
+    let iw = f64::from(HandshakeTcp::INITIAL_WINDOW);
+    let within = flights
+        .iter()
+        .filter(|f| f.2 <= iw)
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let beyond = flights
+        .iter()
+        .filter(|f| f.2 > iw)
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some(b) = beyond {
+        out.push(compare(
+            "smallest server first flight beyond the initial window of 10 segments",
+            "~2 RTTs per handshake, whatever the certificate",
+            "seed 004, Factors Affecting Performance I",
+            Some(b.1),
+            "bytes",
+            &format!(
+                "client-observed bytes read during the handshake (the server's flight) of {}, \
+                 {:.1} TCP segments (TCP_INFO); the largest flight within the window: {}; \
+                 arithmetic: initial window × MSS = {} B, less TCP options (12 B a segment \
+                 with timestamps) = {} B",
+                b.0,
+                b.2,
+                within.map_or("-".into(), |w| format!(
+                    "{:.0} B in {:.1} segments ({})",
+                    w.1, w.2, w.0
+                )),
+                HandshakeTcp::INITIAL_WINDOW * MSS,
+                HandshakeTcp::INITIAL_WINDOW * (MSS - 12)
+            ),
+            vec![],
+            "the first flight carries the ServerHello with its key share (1,088 B of ML-KEM \
+             ciphertext for X25519MLKEM768), the chain and the CertificateVerify; past the \
+             window it waits a round trip for the client's ACKs",
+        ));
+    }
+    // Time to first byte against RTT.
+    for (leaf, mid) in CHAINS {
+        let chain = chain_name(leaf, mid);
+        for r in RTTS_MS {
+            let rs = r.to_string();
+            let filter = [
+                ("sweep", "pq"),
+                ("chain", chain.as_str()),
+                ("rtt_ms", rs.as_str()),
+            ];
+            let (t, cells) = one(doc, &filter, ttfb_ms);
+            let Some(t) = t else { continue };
+            let extra = one(doc, &filter, |c| full(c, "slow_start_rounds_mean")).0;
+            out.push(compare(
+                &format!("time to first byte at {r} ms RTT, chain {chain}"),
+                &format!(
+                    "4 RTTs for a secure SSL socket: {} ms at {r} ms RTT (~2 RTTs more than clear \
+                     TCP)",
+                    4 * r
+                ),
+                "seed 004, Factors Affecting Performance I",
+                Some(t),
+                "ms",
+                &format!(
+                    "client-observed medians of connect + full handshake + request to the \
+                     response head, through `tlslab relay` (its TCP connect is local: a real \
+                     path adds one RTT); slow start from an initial window of 10 would add {} \
+                     round trip(s), which the relay does not emulate",
+                    extra.map_or("-".into(), |e| format!("{:.0}", (e - 1.0).max(0.0)))
+                ),
+                cells,
+                "TLS 1.3 takes one round trip and the request one more; the relay emulates \
+                 neither TCP's handshake nor its slow start (HOOK: tlslab path)",
+            ));
+        }
+    }
+    out
+}
+
+fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_covers_every_chain_compression_group_and_rtt() {
+        let p = plan(true);
+        assert_eq!(p.len(), 7 * 2 * 2 + 3 * 7);
+        assert!(p.iter().all(|c| c.excluded().is_none()));
+        assert!(p.iter().all(|c| c.versions == [Version::Tls13]));
+        assert_eq!(p[0].point, "pq-ecdsa-p256-none-x25519");
+        let mixed = p
+            .iter()
+            .find(|c| c.factors["chain"] == "mldsa44/ecdsa-p256")
+            .unwrap();
+        assert_eq!(mixed.point, "pq-mldsa44-under-ecdsa-p256-none-x25519");
+        assert_eq!(mixed.intermediate, Some(KeyType::EcdsaP256));
+        // Point names are unique.
+        let mut names: Vec<&str> = p.iter().map(|c| c.point.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), p.len());
+        // No pq cell matches the classic cells' filters.
+        assert!(p.iter().all(|c| !c.factors.contains_key("key")
+            && !c.factors.contains_key("group")
+            && !c.factors.contains_key("clients")));
+    }
+
+    #[test]
+    fn slow_start_rounds_follow_the_doubling_window() {
+        assert_eq!(HandshakeTcp::slow_start_rounds(1, 10), 1);
+        assert_eq!(HandshakeTcp::slow_start_rounds(10, 10), 1);
+        assert_eq!(HandshakeTcp::slow_start_rounds(11, 10), 2);
+        assert_eq!(HandshakeTcp::slow_start_rounds(30, 10), 2);
+        assert_eq!(HandshakeTcp::slow_start_rounds(31, 10), 3);
+    }
+}
