@@ -15,7 +15,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::{
-    Proc, Serve, expect_ok, free_port, have, http_get, load_json, num, run_tlslab, tempdir, tlslab,
+    Proc, Serve, expect_ok, free_port, http_get, load_json, num, run_tlslab, tempdir, tlslab,
     url_addr, wait_for_port,
 };
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Certs, Metrics, Proc, Serve, certs, free_port, have, tempdir, wait_for_port};
+use common::{Certs, Metrics, Proc, Serve, certs, free_port, tempdir, wait_for_port};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore, StreamOwned};

@@ -207,7 +207,7 @@ fn hostile_mix(
                 while conns.len() < IDLE && budget > 0 && Instant::now() < until {
                     budget -= 1;
                     opened += 1;
-                    let tls = (opened % 2 == 0).then_some(&h2);
+                    let tls = opened.is_multiple_of(2).then_some(&h2);
                     match Idle::open(addr, tls, &hh) {
                         Some(c) => conns.push(c),
                         None => break,
