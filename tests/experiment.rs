@@ -210,13 +210,37 @@ fn seed004_handshake_quick_measures_bytes_round_trips_and_the_response_time_mode
     assert!(env["tls_library"].as_str().unwrap().contains("rustls 0.23"));
     assert!(!env["kernel"].as_str().unwrap().is_empty());
     // 6 handshake points (TLS 1.2 with the hybrid group excluded, said so),
-    // 2 closed-loop model cells and 2 open-loop utilisations.
-    let cs = cells(&d);
+    // 2 closed-loop model cells and 2 open-loop utilisations; then the
+    // post-quantum sweep: 7 chains x {none, brotli} x 2 groups, and 7 chains
+    // at 3 round-trip times.
+    let all = cells(&d);
+    let (pq, cs): (Vec<_>, Vec<_>) = all
+        .iter()
+        .partition(|c| c["id"].as_str().unwrap().starts_with("pq-"));
+    let cs: Vec<serde_json::Value> = cs.into_iter().cloned().collect();
     assert_eq!(
-        cs.len(),
-        10,
+        (cs.len(), pq.len()),
+        (10, 49),
         "{:#?}",
-        cs.iter().map(|c| &c["id"]).collect::<Vec<_>>()
+        all.iter().map(|c| &c["id"]).collect::<Vec<_>>()
+    );
+    let pq_bytes = |id: &str| {
+        let c = pq
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no cell {id}"));
+        assert!(c["metrics"]["requests"].as_u64().unwrap() > 0, "{c}");
+        c["metrics"]["full_bytes_in"].as_f64().unwrap()
+            + c["metrics"]["full_bytes_out"].as_f64().unwrap()
+    };
+    // An ML-DSA-44 chain (two 2,420-byte signatures and a 1,312-byte key in
+    // the certificates, one more signature in CertificateVerify) is about
+    // 8–10 KB larger than an ECDSA P-256 one.
+    let ml = pq_bytes("pq-mldsa44-none-x25519-r1");
+    let ec = pq_bytes("pq-ecdsa-p256-none-x25519-r1");
+    assert!(
+        (7000.0..12000.0).contains(&(ml - ec)),
+        "ML-DSA-44 {ml} B, ECDSA {ec} B"
     );
     assert!(
         d["notes"]
@@ -226,7 +250,7 @@ fn seed004_handshake_quick_measures_bytes_round_trips_and_the_response_time_mode
             .any(|n| n.as_str().unwrap().contains("TLS 1.3 key exchange"))
     );
     let mut orders = Vec::new();
-    for c in cs {
+    for c in &cs {
         let m = &c["metrics"];
         let load = &c["load"];
         // Measured, and consistent with the load engine's own report.
@@ -272,7 +296,7 @@ fn seed004_handshake_quick_measures_bytes_round_trips_and_the_response_time_mode
     );
     // Every comparison has the paper's figure and a measured one, linked to
     // cells that exist.
-    let ids: Vec<&str> = cs.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = all.iter().map(|c| c["id"].as_str().unwrap()).collect();
     let comps = d["comparisons"].as_array().unwrap();
     assert!(comps.len() >= 10);
     for c in comps {

@@ -334,10 +334,6 @@ fn plan_bad_flags_exit_2_with_the_fix() {
             "all three",
         ),
         (
-            vec!["plan".into(), "--costs".into(), s(&junk).into()],
-            "not JSON",
-        ),
-        (
             vec![
                 "plan".into(),
                 "--costs".into(),
@@ -355,6 +351,11 @@ fn plan_bad_flags_exit_2_with_the_fix() {
         assert!(err.contains(want), "{args:?}: {err}");
         common::assert_no_panic(&out.stderr);
     }
+    // A costs file whose content is bad is a runtime failure (1), as for
+    // `tlslab report`, not a usage error.
+    let out = run_tlslab(&["plan", "--costs", s(&junk)], LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
 }
 
 #[test]

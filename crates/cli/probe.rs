@@ -185,8 +185,11 @@ fn probe_config(a: &ProbeTlsArgs) -> anyhow::Result<ProbeConfig> {
 fn targets(a: &ProbeRunArgs) -> anyhow::Result<Vec<String>> {
     let mut out = a.urls.clone();
     if let Some(path) = &a.targets {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| usage(format!("--targets {}: {e}", path.display())))?;
+        let text = tlslab_workload::input::read_capped_to_string(
+            path,
+            tlslab_workload::input::MAX_CONFIG_FILE,
+        )
+        .map_err(|e| usage(format!("--targets {}: {e}", path.display())))?;
         out.extend(
             text.lines()
                 .map(|l| l.split('#').next().unwrap_or("").trim())

@@ -233,10 +233,19 @@ pub fn plan_inputs(a: &PlanArgs) -> anyhow::Result<PlanInputs> {
     let costs = match (&a.costs, a.full_us, a.resumed_us, a.request_us) {
         (Some(path), _, _, req) => {
             use tlslab_workload::input::{MAX_JSON_FILE, read_capped_to_string};
-            let text = read_capped_to_string(path, MAX_JSON_FILE)
-                .map_err(|e| usage(format!("--costs {}: {e}", path.display())))?;
+            // A path that is not there is a usage error (2); a file whose
+            // content is bad (too large, not JSON) a runtime failure (1), as
+            // for `tlslab report`.
+            let text = read_capped_to_string(path, MAX_JSON_FILE).map_err(|e| {
+                let msg = format!("--costs {}: {e}", path.display());
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    usage(msg)
+                } else {
+                    anyhow::anyhow!(msg)
+                }
+            })?;
             let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                usage(format!(
+                anyhow::anyhow!(format!(
                     "--costs {}: not JSON ({e}); give `tlslab lab --json`'s file or an experiment \
                      results document",
                     path.display()
