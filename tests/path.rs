@@ -513,10 +513,14 @@ fn a_first_flight_above_the_initial_window_costs_one_more_rtt() {
         "reno: first flights {SIZES:?} bytes: {t:?} ms\n{}",
         p.stop().unwrap()
     );
+    // The round trips are what is checked: within a quarter RTT of the
+    // count (a burst of 20 segments meets the forwarder's release jitter,
+    // up to about 3 ms on a busy machine: 43.2 ms for 30 KB was seen once;
+    // a third round trip would be 60 ms).
     for (i, &rtts) in [1.0, 1.0, 2.0, 2.0, 2.0].iter().enumerate() {
         let want = rtts * RTT_MS;
         assert!(
-            t[i] >= want - 0.1 && t[i] <= want + 2.0,
+            t[i] >= want - 0.1 && t[i] <= want + RTT_MS / 4.0,
             "{} bytes took {} ms, want {want} ms",
             SIZES[i],
             t[i]
