@@ -239,9 +239,11 @@ fn each_timeout_alone_closes_its_idle_connections() {
             .block_on(idle_conn(kind, https, http, tls, Duration::from_secs(4)))
             .unwrap();
         // At the timeout, give or take a scan (a tenth of it), the close and
-        // a loaded machine.
+        // a loaded machine; the idle stamps are whole milliseconds, so the
+        // close can come up to a millisecond before the client's clock says
+        // (799.93 ms was seen for 800).
         assert!(
-            took >= timeout && took < timeout + Duration::from_secs(2),
+            took >= timeout - Duration::from_millis(2) && took < timeout + Duration::from_secs(2),
             "{kind:?}: {took:?}"
         );
     }
