@@ -288,10 +288,13 @@ impl RedisStore {
     }
 
     /// Logs a successful exchange with Redis: one line if it ends an outage.
+    /// Any exchange that succeeded (a write too) ends the back-off.
     fn reachable(&self) {
         if !self.down.load(Ordering::Relaxed) {
             return;
         }
+        self.backoff_ms.store(0, Ordering::Relaxed);
+        self.down_until.store(0, Ordering::Relaxed);
         self.down.store(false, Ordering::Relaxed);
         if let Some(OutageLine::Back { failures, down_for }) =
             self.outage.lock().success(Instant::now())
@@ -333,7 +336,11 @@ impl RedisStore {
         }
         if self.now_ms() < self.down_until.load(Ordering::Relaxed) {
             self.errors.fetch_add(1, Ordering::Relaxed);
-            self.unreachable(&"skipped while backing off after a failure");
+            // Part of the outage under way, never the start of one: a write
+            // that succeeded has ended the outage and the back-off with it.
+            if self.down.load(Ordering::Relaxed) {
+                self.unreachable(&"skipped while backing off after a failure");
+            }
             return;
         }
         let mut conn = conn.clone();
