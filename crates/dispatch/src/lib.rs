@@ -43,6 +43,7 @@ use crate::metrics::{BadInput, Decision, Exposition, Metrics, NodeStats};
 use crate::table::{Key, Lookup, SessionTable};
 
 /// How connections are spread over the backends.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
     /// Each node in turn (blind).
@@ -54,6 +55,10 @@ pub enum Policy {
     /// A hash of the client's IP address (breaks behind NAT and proxies).
     SourceIp,
     /// By the session the ClientHello tries to resume; else least-conn.
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "By the session the ClientHello resumes (TLS 1.2 ID, TLS 1.2 ticket key name, TLS 1.3 PSK key name); else least-conn.")
+    )]
     Session,
 }
 
@@ -73,6 +78,7 @@ impl Policy {
 /// What to do with a connection whose first bytes are not a valid
 /// ClientHello. (One that stalls before finishing its ClientHello is
 /// closed either way: see [`Config::hello_timeout`].)
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BadInputAction {
     /// Forward it to the least-loaded node, bytes untouched.

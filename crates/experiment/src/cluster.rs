@@ -149,22 +149,32 @@ impl std::str::FromStr for Sharing {
 }
 
 /// What the nodes are.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodeKind {
     /// `tlslab serve` engines embedded in this process.
     Tlslab,
     /// nginx processes.
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "nginx processes (`nginx -p DIR`, one config, session cache zone and ticket key file each).")
+    )]
     Nginx,
 }
 
 /// What the dispatcher is.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DispatcherKind {
     /// `tlslab dispatch`, embedded.
     Tlslab,
     /// An `haproxy` process in TCP mode.
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "`haproxy` in TCP mode; `--policy session` is the stick-table recipe on the TLS 1.2 session ID.")
+    )]
     Haproxy,
 }
 

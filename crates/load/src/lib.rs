@@ -70,6 +70,7 @@ pub use target::{Scheme, Target};
 pub use tlslab_workload::think::ThinkTime;
 
 /// Where request paths come from.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Workload {
@@ -79,12 +80,15 @@ pub enum Workload {
     /// The SPECweb96 mix: one base URL (`https://host:port`), paths drawn
     /// by [`tlslab_workload::specweb96::Sampler`] with the stream
     /// `rng(seed, client)` of each client.
+    #[cfg_attr(feature = "clap", value(help = "The SPECweb96 mix (35/50/14/1 % over four size classes); give one base URL."))]
     Specweb96,
     /// The e-commerce browser model of [`LoadConfig::ecommerce`]: one base
     /// URL; each client is a browser making purchase sessions.
+    #[cfg_attr(feature = "clap", value(help = "Browsers making purchase sessions (seed 001's e-commerce model); give one base URL."))]
     Ecommerce,
     /// Replay of an access log ([`LoadConfig::replay`]): one base URL; one
     /// browser per client IP, `clients` requests at most in flight.
+    #[cfg_attr(feature = "clap", value(help = "Replay an access log (--access-log): one browser per client IP; give one base URL."))]
     Replay,
 }
 
@@ -101,6 +105,7 @@ impl Workload {
 }
 
 /// The arrival process of an open loop.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Arrivals {
     /// Exponential gaps of mean 1/rate (a Poisson process).
@@ -145,6 +150,7 @@ pub struct Http2 {
 }
 
 /// How resumption is offered for TLS 1.2 (TLS 1.3 always uses tickets).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ResumeWith {
     /// TLS 1.2 session IDs only (the client sends no ticket extension).

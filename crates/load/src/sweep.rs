@@ -6,6 +6,7 @@ use tlslab_report::{LoadReport, SweepSeries, SweepStep};
 use crate::{Error, LoadConfig};
 
 /// What a sweep steps.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SweepOver {
     /// Closed-loop clients (`-c`), starting at the base configuration's.

@@ -11,6 +11,7 @@ use super::parse::Client;
 use crate::Error;
 
 /// How request paths are formed.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PathMode {
     /// `/bytes/<N>` with N the bytes the log recorded: `tlslab serve`
@@ -19,6 +20,7 @@ pub enum PathMode {
     Bytes,
     /// The log's own path (query included), for a server holding the tree
     /// from [`ReplayPlan::file_tree`].
+    #[cfg_attr(feature = "clap", value(help = "The log's own paths, for a server holding the files."))]
     Original,
 }
 

@@ -5,75 +5,11 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Subcommand};
 use tlslab_experiment::study::{self, Matrix, RunOptions, StudyError};
 use tlslab_report::study::StudyResults;
 
-/// `tlslab experiment`.
-#[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  tlslab experiment list\n  \
-    tlslab experiment run seed000-reuse --quick --out results/reuse\n  \
-    tlslab experiment run --config matrix.toml --out results/mine\n  \
-    tlslab experiment run --resume results/mine --config matrix.toml\n\n\
-    Each cell runs an embedded server on loopback pinned to one CPU and the load engine pinned \
-    to another; repeats are interleaved (every point once per round). The results document \
-    (docs/schema.md: results.json) holds every raw cell with an equivalent command \
-    line, the environment, and for a built-in study its paper's figures against today's. It is \
-    rewritten atomically after every cell, so an interrupted run continues with --resume DIR.")]
-pub struct ExperimentArgs {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: ExperimentCommand,
-}
-
-/// The `experiment` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum ExperimentCommand {
-    /// List the built-in studies, their engines and whether each can run in this build.
-    List,
-    /// Run a built-in study (NAME) or a declared matrix (--config FILE.toml).
-    Run(RunArgs),
-}
-
-/// `tlslab experiment run`.
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// A built-in study (`tlslab experiment list`).
-    #[arg(
-        value_name = "NAME",
-        required_unless_present = "config",
-        conflicts_with = "config"
-    )]
-    pub name: Option<String>,
-
-    /// A declared matrix: engine, factors and levels, repeats, cell duration, pinning
-    /// (docs/experiment.md shows the format).
-    #[arg(long, value_name = "FILE.toml")]
-    pub config: Option<PathBuf>,
-
-    /// The short version of a built-in study (fewer levels, shorter cells, one repeat).
-    #[arg(long)]
-    pub quick: bool,
-
-    /// Write the results document to DIR/results.json (default: ./experiment-NAME). DIR must
-    /// not hold one already.
-    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
-    pub out: Option<PathBuf>,
-
-    /// Continue the interrupted run whose document is DIR/results.json: cells already in it
-    /// are skipped. Give the same NAME (and --quick) or --config as the first run.
-    #[arg(long, value_name = "DIR")]
-    pub resume: Option<PathBuf>,
-
-    /// Confirm that a study replacing TLS stages with no-ops (seed001-breakdown) may run its
-    /// embedded server and client that way (insecure; both stay on loopback).
-    #[arg(long)]
-    pub insecure_ablation: bool,
-
-    /// No progress bar (it is drawn only when stderr is a terminal anyway).
-    #[arg(long)]
-    pub no_progress: bool,
-}
+use crate::args::lab::{ExperimentArgs, ExperimentCommand, RunArgs};
+use crate::usage::usage;
 
 /// Runs `tlslab experiment`.
 pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
@@ -88,7 +24,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
 
 fn usage_or_runtime(e: StudyError) -> anyhow::Error {
     if e.is_usage() {
-        crate::config::usage(e)
+        usage(e)
     } else {
         anyhow::Error::new(e).context("running the experiment")
     }
@@ -106,11 +42,11 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let doc = if let Some(path) = &a.config {
         if a.quick {
-            return Err(crate::config::usage(
+            return Err(usage(
                 "--quick is for built-in studies; in a matrix file set `cell` and `repeats`",
             ));
         }
-        let m = Matrix::from_file(path).map_err(crate::config::usage)?;
+        let m = Matrix::from_file(path).map_err(usage)?;
         let opts = RunOptions {
             out: dir(&m.name),
             resume: a.resume.is_some(),
@@ -131,7 +67,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
         let name = a.name.as_deref().unwrap_or_default();
         let b = study::builtin(name).map_err(usage_or_runtime)?;
         if b.landed && b.insecure_ablation && !a.insecure_ablation {
-            return Err(crate::config::usage(format!(
+            return Err(usage(format!(
                 "{name} replaces TLS stages with no-ops on its loopback server and client \
                  (insecure, for measurement only); confirm with --insecure-ablation"
             )));

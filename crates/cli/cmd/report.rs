@@ -3,43 +3,15 @@
 //! and `--check`, which measures it).
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
 use tlslab_report::capacity::{self, Mix, UnitCosts};
 
-use crate::args::parse_duration;
-use crate::config::usage;
-
-/// `tlslab report`.
-#[derive(Clone, Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    tlslab report RESULTS.json --html report.html --md report.md   (a `tlslab experiment` document)\n  \
-    tlslab load https://127.0.0.1:8443/ --cacert certs/ca.pem -d 5s --rate 500 --json r500.json\n  \
-    tlslab load https://127.0.0.1:8443/ --cacert certs/ca.pem -d 5s --rate 1000 --json r1000.json\n  \
-    tlslab report r500.json r1000.json --html loads.html\n\n\
-    Inputs are told apart by their shape: a `tlslab experiment` results document \
-    (\"kind\": \"tlslab-experiment\"), a `sweep --json` report, or a `load --json` report; all \
-    `load --json` files given together form one document with a cell per file. The HTML page is \
-    self-contained (inline SVG charts and CSS, no script, no network fetch) and opens offline. A \
-    chart whose data is absent is left out with a note saying why. Every number links to the cell \
-    that produced it; the cells are listed in an appendix with their command lines.")]
-pub struct ReportArgs {
-    /// Results documents, `load --json` or `sweep --json` files.
-    #[arg(required = true, value_name = "FILE")]
-    pub inputs: Vec<PathBuf>,
-
-    /// Write the self-contained HTML report to this file.
-    #[arg(long, value_name = "OUT.html")]
-    pub html: Option<PathBuf>,
-
-    /// Write the Markdown report (tables and chart data, no charts) to this file.
-    #[arg(long, value_name = "OUT.md")]
-    pub md: Option<PathBuf>,
-}
+use crate::args::tools::{PlanArgs, ReportArgs};
+use crate::output::write_json;
+use crate::usage::usage;
 
 /// Runs `tlslab report`.
 pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
@@ -82,103 +54,6 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "wrote {}", path.display())?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `tlslab plan`.
-#[derive(Clone, Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    tlslab plan --full-us 1200 --resumed-us 90 --request-us 40 --reuse 60 --load 20000\n  \
-    tlslab lab --json lab.json && tlslab plan --costs lab.json --tls 1.3 --key rsa2048 --load 5000 --latency 5ms\n  \
-    tlslab plan --check --key rsa2048          (measures the costs, then checks the model)\n\n\
-    The model: a connection costs (1-reuse) x full + reuse x resumed + K x request µs of one \
-    core's CPU; one core serves 1e6 / that connections/s at 100 % busy. Cores for --load: the \
-    fewest that keep every core at or below --utilisation and, with --latency, the M/M/c mean \
-    response time (Erlang C, exponential service of the CPU per request) at or below it. The \
-    response-time table gives, against utilisation ρ, the M/M/c mean and seed 004's form: the \
-    request's CPU + H/(1-ρ), H the handshake CPU per request (seed 004's slide: 'O(300ms) CPU \
-    time' per handshake on 2000's servers, a 1024-bit RSA decryption and session-key generation, \
-    'adds ~300/(1-ρ) ms to application response time, ρ = server CPU utilization'). Both assume \
-    Poisson arrivals and a CPU-bound server; --base-latency adds what does not queue (network, \
-    client).\n\n\
-    --check runs an embedded server (one worker pinned to the first CPU) and the load engine \
-    (pinned to the second), measures the costs unless given, then offers open-loop Poisson load \
-    at the rates the model predicts for 50, 70 and 90 % utilisation and prints predicted against \
-    measured throughput and p50 latency (target: within 10 % and 25 % at 50 and 70 %).")]
-pub struct PlanArgs {
-    /// Server CPU of a full handshake, µs of one core (without its request).
-    #[arg(long, value_name = "US")]
-    pub full_us: Option<f64>,
-
-    /// Server CPU of a resumed handshake, µs (without its request).
-    #[arg(long, value_name = "US")]
-    pub resumed_us: Option<f64>,
-
-    /// Server CPU of one request on an open connection, µs.
-    #[arg(long, value_name = "US")]
-    pub request_us: Option<f64>,
-
-    /// Read the costs from a `tlslab lab --json` report or a `tlslab experiment` results
-    /// document (cells picked by --tls and --key).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["full_us", "resumed_us"])]
-    pub costs: Option<PathBuf>,
-
-    /// TLS version the costs are for (and --check's server runs): 1.2 or 1.3.
-    #[arg(long, default_value = "1.3", value_name = "VERSION")]
-    pub tls: String,
-
-    /// Certificate key the costs are for (and --check's server uses): ecdsa-p256, rsa2048, …
-    #[arg(long, default_value = "rsa2048", value_name = "KEY")]
-    pub key: String,
-
-    /// Share of connections that resume a session, in percent (0-100).
-    #[arg(long, default_value_t = 0.0, value_name = "PERCENT")]
-    pub reuse: f64,
-
-    /// Requests per connection (at least 1).
-    #[arg(long, default_value_t = 1.0, value_name = "K")]
-    pub requests_per_conn: f64,
-
-    /// Target CPU utilisation of each core, in percent (1-99).
-    #[arg(
-        long,
-        visible_alias = "utilization",
-        default_value_t = 70.0,
-        value_name = "PERCENT"
-    )]
-    pub utilisation: f64,
-
-    /// Target mean response time (e.g. 5ms); cores are added until M/M/c meets it.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub latency: Option<Duration>,
-
-    /// The load to plan for, requests/s: prints the cores it needs.
-    #[arg(long, value_name = "REQ/S")]
-    pub load: Option<f64>,
-
-    /// Latency that does not queue at the server (network, client), added to the curves.
-    #[arg(long, default_value = "0ms", value_name = "DURATION", value_parser = parse_duration)]
-    pub base_latency: Duration,
-
-    /// Measure: run the load at the rates predicted for 50, 70 and 90 % utilisation on an
-    /// embedded server and print predicted against measured (one request per connection).
-    #[arg(long)]
-    pub check: bool,
-
-    /// --check: measurement window of each utilisation point [default: 10s, 4s with --quick].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "check")]
-    pub cell: Option<Duration>,
-
-    /// --check: a short run (4 s points, 3 s calibration cells).
-    #[arg(long, requires = "check")]
-    pub quick: bool,
-
-    /// --check: seed of the arrivals and of the queue simulation.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub seed: u64,
-
-    /// Write the plan (and the check) as JSON to FILE (schema: docs/schema.md).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
 }
 
 /// The validated inputs of a plan.
@@ -251,7 +126,7 @@ pub fn plan_inputs(a: &PlanArgs) -> anyhow::Result<PlanInputs> {
                     path.display()
                 ))
             })?;
-            let src = capacity::costs_from_json(&v, &a.tls, &a.key, req)
+            let src = capacity::costs_from_json(&v, &a.tls, a.key_type.name(), req)
                 .map_err(|e| usage(format!("--costs {}: {e}", path.display())))?;
             Some((src.costs, format!("{}: {}", path.display(), src.how)))
         }
@@ -294,8 +169,7 @@ pub fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     let [version] = version[..] else {
         return Err(usage("--tls takes one version: 1.2 or 1.3"));
     };
-    let key: tlslab_crypto::pki::KeyType =
-        a.key.parse().map_err(|e| usage(format!("--key: {e}")))?;
+    let key = a.key_type;
     if a.check && a.requests_per_conn != 1.0 {
         return Err(usage(
             "--check offers open-loop load, one request per new connection; drop \
@@ -364,14 +238,14 @@ pub fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         write!(out, "{}", c.render())?;
     }
     if let Some(path) = &a.json {
-        let body = serde_json::to_vec_pretty(&serde_json::json!({
+        let doc = serde_json::json!({
             "kind": "tlslab-plan",
             "schema_version": 1,
             "costs_from": costs_from,
             "plan": plan,
             "check": check,
-        }))?;
-        std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+        });
+        write_json(path, &doc)?;
     }
     Ok(ExitCode::SUCCESS)
 }

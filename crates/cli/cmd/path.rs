@@ -3,121 +3,18 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::Args;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tlslab_path::{Path, PathConfig, PathHandle};
 
-use crate::config::usage;
-
-/// `tlslab path`.
-#[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    tlslab path --delay 25ms --rate 10mbit --ready-port 8443 -- \\\n      \
-    tlslab serve --https 0.0.0.0:8443 --cert c.pem --key k.pem ::: \\\n      \
-    sh -c 'curl -k https://$TLSLAB_PATH_SERVER:8443/'\n  \
-    tlslab path --delay 10ms        (no command: hold the path until Ctrl-C; enter it with\n                                   \
-    ip netns exec NAME ..., the names are printed)\n  \
-    tlslab path --cleanup           (remove namespaces left by runs that died)\n\n\
-    The server command runs in the server namespace (10.201.0.1), then the client command in \
-    the client namespace (10.201.0.2); both see TLSLAB_PATH_SERVER and TLSLAB_PATH_CLIENT. \
-    The only link between them is a TUN device in each namespace (MTU 1500) and tlslab's \
-    forwarder, so the kernel's own TCP (connect, slow start with initcwnd 10, loss recovery) \
-    and UDP run over the emulated path. --delay is one way (RTT = up + down delay). A link \
-    is a mahimahi delivery trace: one millisecond timestamp per 1504-byte delivery \
-    opportunity, repeating; --rate generates a constant one. Per direction, a packet meets \
-    loss, then the link's drop-tail queue, then the delay. When the client exits, the server \
-    gets SIGTERM, the path is removed and its counters are printed on stderr. Needs root (or \
-    CAP_NET_ADMIN and CAP_SYS_ADMIN); without it, use `tlslab relay` (unprivileged, TCP only, \
-    delays whole flights rather than packets). Exit status: the client's, or 1.")]
-pub struct PathArgs {
-    /// One-way delay in each direction (RTT = 2 x this), e.g. 25ms, 500us.
-    #[arg(long, default_value = "0ms", value_name = "DURATION")]
-    pub delay: String,
-
-    /// Each packet's delay varies uniformly within +/- this, without reordering (see --reorder).
-    #[arg(long, default_value = "0ms", value_name = "DURATION")]
-    pub jitter: String,
-
-    /// With --jitter: let packets overtake each other (netem's behaviour).
-    #[arg(long)]
-    pub reorder: bool,
-
-    /// Bottleneck rate in each direction, in tc's units (10mbit, 1gbit, 125kbps) [default: none].
-    #[arg(long, value_name = "RATE", conflicts_with_all = ["uplink_trace", "downlink_trace"])]
-    pub rate: Option<String>,
-
-    /// The client → server link as a mahimahi trace file (ms timestamps, one per 1504-byte
-    /// delivery opportunity).
-    #[arg(long, value_name = "FILE")]
-    pub uplink_trace: Option<PathBuf>,
-
-    /// The server → client link as a mahimahi trace file.
-    #[arg(long, value_name = "FILE")]
-    pub downlink_trace: Option<PathBuf>,
-
-    /// The bottleneck's drop-tail queue, in packets (100pkt) or bytes (64kB).
-    #[arg(long, default_value = "1000pkt", value_name = "SIZE")]
-    pub queue: String,
-
-    /// Random loss in each direction, as 1% or 0.01.
-    #[arg(long, default_value = "0%", value_name = "PERCENT")]
-    pub loss: String,
-
-    /// Gilbert-Elliott burst loss instead of --loss: p,r[,loss-in-bad[,loss-in-good]]
-    /// (e.g. 1%,30%; bad defaults to 100%, good to 0%).
-    #[arg(long, value_name = "P,R[,BAD[,GOOD]]", conflicts_with = "loss")]
-    pub ge: Option<String>,
-
-    /// Client → server overrides, as key=value pairs: delay=5ms,rate=1mbit,loss=2%,queue=50pkt,
-    /// trace=FILE,jitter=1ms,ge=1%/30% (applied after the flags above).
-    #[arg(long, value_name = "SPEC")]
-    pub up: Option<String>,
-
-    /// Server → client overrides (as --up).
-    #[arg(long, value_name = "SPEC")]
-    pub down: Option<String>,
-
-    /// TCP congestion control in both namespaces: one of net.ipv4.tcp_allowed_congestion_control
-    /// (e.g. reno, bbr) [default: the kernel's].
-    #[arg(long, value_name = "NAME")]
-    pub cc: Option<String>,
-
-    /// Seed of the loss and jitter draws, so runs repeat.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub seed: u64,
-
-    /// Pin the two forwarder threads to these CPUs (comma-separated) [default: not pinned].
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub cpus: Option<Vec<usize>>,
-
-    /// Start the client only once the server accepts TCP on 10.201.0.1:PORT.
-    #[arg(long, value_name = "PORT")]
-    pub ready_port: Option<u16>,
-
-    /// How long to wait for --ready-port.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = humantime::parse_duration)]
-    pub ready_timeout: Duration,
-
-    /// Also write the forwarder's counters as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Remove the namespaces of runs that died (kill -9, power loss) and exit.
-    #[arg(long)]
-    pub cleanup: bool,
-
-    /// SERVER_CMD ::: CLIENT_CMD, after `--`.
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
-}
+use crate::args::tools::PathArgs;
+use crate::usage::usage;
 
 /// The flags as one path configuration (a usage error if any is bad).
 pub fn config(a: &PathArgs) -> anyhow::Result<PathConfig> {

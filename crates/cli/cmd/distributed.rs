@@ -1,49 +1,20 @@
-//! Flags and glue of distributed load: `load --shard/--start-at/--out` and
-//! `tlslab merge`. The sharding arithmetic is `tlslab_load::shard`; the
+//! Distributed load: what `load --shard/--start-at/--out` ask of one run,
+//! and `tlslab merge`. The sharding arithmetic is `tlslab_load::shard`; the
 //! agent directory and the merge are `tlslab_report::distributed`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
 use anyhow::Context;
-use clap::Args;
 use tlslab_load::shard::Shard;
 use tlslab_report::LoadReport;
 use tlslab_report::distributed::{self as dist, MARKER_FILE};
 
-use crate::config::usage;
-
-/// The distributed-load flags of `tlslab load`.
-#[derive(Clone, Debug, Default, Args)]
-#[command(next_help_heading = "Distributed load")]
-pub struct ShardArgs {
-    /// Run as agent I of N (1-based): this agent runs 1/N of the clients
-    /// (-c), requests (-n) and rate (--rate); replayed client IPs are split
-    /// by a stable hash. Give every agent the same other flags.
-    #[arg(long, value_name = "I/N")]
-    pub shard: Option<String>,
-
-    /// Start the measurement at this wall-clock time (RFC 3339, e.g.
-    /// 2026-01-01T12:00:00Z), so that agents begin together. At most 2 s in
-    /// the past.
-    #[arg(long, value_name = "RFC3339")]
-    pub start_at: Option<String>,
-
-    /// Write this agent's report.json, requests.csv, histograms.hlog (HdrHistogram
-    /// interval log), counters.json and, last, complete.json into DIR, for
-    /// `tlslab merge`. DIR is created; it must not hold a finished output.
-    #[arg(long, value_name = "DIR", conflicts_with = "log")]
-    pub out: Option<PathBuf>,
-}
-
-impl ShardArgs {
-    /// Returns true if and only if any distributed flag was given.
-    pub fn is_set(&self) -> bool {
-        self.shard.is_some() || self.start_at.is_some() || self.out.is_some()
-    }
-}
+use crate::args::load::{MergeArgs, ShardArgs};
+use crate::output::write_json;
+use crate::usage::usage;
 
 /// What the distributed flags ask of one `load` run, validated.
 #[derive(Debug, Default)]
@@ -56,7 +27,8 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Validates the flags (usage errors) without touching the network.
+    /// Validates the flags (usage errors) without touching the network or
+    /// creating anything.
     pub fn from_args(a: &ShardArgs) -> anyhow::Result<Agent> {
         let shard = a
             .shard
@@ -85,15 +57,13 @@ impl Agent {
                 Some(t)
             }
         };
-        if let Some(dir) = &a.out {
-            if dir.join(MARKER_FILE).exists() {
-                return Err(usage(format!(
-                    "--out {}: it already holds a finished agent output ({MARKER_FILE}); give an empty or new directory",
-                    dir.display()
-                )));
-            }
-            std::fs::create_dir_all(dir)
-                .map_err(|e| usage(format!("--out {}: cannot create it: {e}", dir.display())))?;
+        if let Some(dir) = &a.out
+            && dir.join(MARKER_FILE).exists()
+        {
+            return Err(usage(format!(
+                "--out {}: it already holds a finished agent output ({MARKER_FILE}); give an empty or new directory",
+                dir.display()
+            )));
         }
         Ok(Agent {
             shard,
@@ -104,7 +74,13 @@ impl Agent {
         })
     }
 
-    /// Turns the whole run's configuration into this agent's.
+    /// This agent's shard of the run (`--shard`).
+    pub fn shard(&self) -> Option<&Shard> {
+        self.shard.as_ref()
+    }
+
+    /// Turns the whole run's configuration into this agent's, and creates
+    /// the `--out` directory.
     pub fn apply(&self, cfg: &mut tlslab_load::LoadConfig) -> anyhow::Result<()> {
         self.run_seed.set(cfg.seed);
         // The whole run's flags, before the shard takes its part: `merge`
@@ -118,6 +94,8 @@ impl Agent {
             s.apply(cfg).map_err(usage)?;
         }
         if let Some(dir) = &self.out {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| usage(format!("--out {}: cannot create it: {e}", dir.display())))?;
             cfg.log = Some(dir.join(dist::CSV_FILE));
         }
         // The engine waits for it after its setup, just before the window.
@@ -154,59 +132,6 @@ impl Agent {
         );
         Ok(())
     }
-}
-
-/// Restricts a replayed log's entries to the clients (addresses or host
-/// names) of this shard.
-pub fn shard_replay<E>(
-    a: &ShardArgs,
-    entries: Vec<E>,
-    client: impl Fn(&E) -> String,
-) -> anyhow::Result<Vec<E>> {
-    let Some(s) = a.shard.as_deref() else {
-        return Ok(entries);
-    };
-    let shard: Shard = s.parse().map_err(usage)?;
-    let mine: Vec<E> = entries
-        .into_iter()
-        .filter(|e| shard.owns_client(&client(e)))
-        .collect();
-    if mine.is_empty() {
-        return Err(usage(format!(
-            "--shard {s}: no client of the access log hashes to this agent; use fewer agents"
-        )));
-    }
-    Ok(mine)
-}
-
-/// `tlslab merge`.
-#[derive(Debug, Args)]
-#[command(after_help = "Example:\n  \
-    tlslab merge out/agent-1 out/agent-2 out/agent-3 --json merged.json\n\n\
-    Each DIR is one agent's `load --out DIR`. Counts are summed, HDR histograms added (percentiles \
-    come from the merged histograms, never from averaged percentiles) and reuse recomputed from the \
-    summed counts. An agent whose directory has no complete.json (it died or is still running), or \
-    whose shard has no directory, is reported as MISSING and not counted; the exit code is then 1 \
-    unless --allow-missing is given. Agents must be from one run: the same seed, --start-at, -c, -n, \
-    --rate, URLs and other load flags, with overlapping windows; otherwise merge names the \
-    difference and exits 1 (--force merges them anyway, with a WARNING per difference).")]
-pub struct MergeArgs {
-    /// The agents' --out directories.
-    #[arg(required = true, value_name = "DIR")]
-    pub dirs: Vec<PathBuf>,
-
-    /// Write the merged report as JSON to FILE (the `load --json` schema plus `distributed`).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Exit 0 even when agents are missing (they are still reported).
-    #[arg(long)]
-    pub allow_missing: bool,
-
-    /// Merge agents that are not from one run (another seed, start time, URL, -c, -n, ...)
-    /// instead of refusing with exit 1; each difference is printed as a WARNING.
-    #[arg(long)]
-    pub force: bool,
 }
 
 /// Runs `tlslab merge`.
@@ -256,9 +181,4 @@ pub fn merge(a: &MergeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn write_json(path: &Path, report: &LoadReport) -> anyhow::Result<()> {
-    let body = serde_json::to_vec_pretty(report)?;
-    std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))
 }

@@ -1,0 +1,150 @@
+//! The flags of `tlslab probe` and its `report` and `exporter`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+/// `tlslab probe`.
+#[derive(Debug, Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "Examples:\n  tlslab probe https://example.com/ --interval 10m --jitter 1m --db probe.sqlite\n  \
+    tlslab probe report --db probe.sqlite --since 2026-11-01\n  \
+    tlslab probe https://example.com/ --db postgres://probe@127.0.0.1/probe\n  \
+    tlslab probe exporter --listen 127.0.0.1:9115\n\n\
+    Each round probes every target once, concurrently, one connection at a time per target: \
+    DNS, TCP connect, a full handshake and a GET, then a new connection offering that session \
+    (a resumed handshake, accepted or not) and a GET. Each round is committed to the database \
+    in one transaction; SIGTERM or Ctrl-C finishes the current round and exits."
+)]
+pub struct ProbeArgs {
+    /// `report` or `exporter`; without one, probe the targets.
+    #[command(subcommand)]
+    pub command: Option<ProbeCommand>,
+
+    /// Probe rounds.
+    #[command(flatten)]
+    pub run: ProbeRunArgs,
+}
+
+/// The `probe` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ProbeCommand {
+    /// Per-phase statistics, 10 ms histograms, seed 003's Table 2 and a daily series from a probe database.
+    Report(ProbeReportArgs),
+    /// Serve blackbox_exporter-style `GET /probe?target=URL` for Prometheus.
+    Exporter(ProbeExporterArgs),
+}
+
+/// How to reach the targets (shared by rounds and the exporter).
+#[derive(Debug, Args)]
+pub struct ProbeTlsArgs {
+    /// Trust the CA certificates in this PEM file (e.g. the ca.pem of `tlslab certs`)
+    /// instead of the webpki roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
+    /// Do not verify server certificates. INSECURE; prints a warning.
+    #[arg(long)]
+    pub insecure: bool,
+
+    /// TLS versions to offer, comma separated: 1.2, 1.3.
+    #[arg(long, default_value = "1.2,1.3", value_name = "VERSIONS")]
+    pub tls: String,
+
+    /// Server name to send and verify instead of the URL's host.
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+
+    /// Give up on a phase (DNS, connect, handshake, GET) after this long.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+/// `tlslab probe URL...`.
+#[derive(Debug, Args)]
+pub struct ProbeRunArgs {
+    /// Target URLs, https:// only (https://host[:port]/path); an http:// URL is a usage error.
+    #[arg(value_name = "URL", required_unless_present = "targets")]
+    pub urls: Vec<String>,
+
+    /// Read more target URLs from FILE, one per line (# starts a comment).
+    #[arg(long, value_name = "FILE")]
+    pub targets: Option<PathBuf>,
+
+    /// The probe database: a SQLite file (created if missing), or a PostgreSQL server as
+    /// postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (the tables are created if missing; while
+    /// the server is down, up to 1000 rounds wait in memory and are written when it is back).
+    #[arg(long, default_value = "tlslab-probe.sqlite", value_name = "FILE|URL")]
+    pub db: String,
+
+    /// From the start of one round to the start of the next.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub interval: Duration,
+
+    /// Add a uniform random delay in [0, JITTER] to each interval.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub jitter: Duration,
+
+    /// Stop after N rounds (default: run until SIGTERM or Ctrl-C).
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u64>,
+
+    /// TLS and timeout options.
+    #[command(flatten)]
+    pub tls: ProbeTlsArgs,
+}
+
+/// `tlslab probe report`.
+#[derive(Debug, Args)]
+pub struct ProbeReportArgs {
+    /// The probe database written by `tlslab probe`: a SQLite file or a postgres:// URL.
+    #[arg(long, default_value = "tlslab-probe.sqlite", value_name = "FILE|URL")]
+    pub db: String,
+
+    /// Only samples started at or after this UTC time (RFC 3339, e.g. 2026-11-01 or 2026-11-01T12:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+
+    /// Only samples started before this UTC time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+
+    /// Print the report as JSON (schema: docs/schema.md) instead of text.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+
+    /// Print one CSV row per target and phase instead of text.
+    #[arg(long)]
+    pub csv: bool,
+
+    /// Also write one SVG chart per target into DIR (created if missing): the 10 ms histograms
+    /// of full against resumed handshakes, and their daily medians.
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
+}
+
+/// `tlslab probe exporter`.
+#[derive(Debug, Args)]
+pub struct ProbeExporterArgs {
+    /// Address to serve `/probe?target=URL` on.
+    #[arg(long, default_value = "127.0.0.1:9115", value_name = "ADDR")]
+    pub listen: SocketAddr,
+
+    /// Most connections open at once; at the limit a new client closes the connection idle
+    /// longest (one not running a probe).
+    #[arg(long, default_value_t = tlslab_probe::exporter::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    pub max_connections: usize,
+
+    /// Time a client has to send each request head (the first and each next on a kept-alive
+    /// connection); then the connection is closed.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub request_timeout: Duration,
+
+    /// TLS and timeout options.
+    #[command(flatten)]
+    pub tls: ProbeTlsArgs,
+}

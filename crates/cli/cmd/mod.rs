@@ -1,0 +1,18 @@
+//! Step two: each subcommand's flags into its engine's configuration (the
+//! builder: no I/O but reading small files the flags name), then the run
+//! step (certificates generated, logs read, the engine started).
+//! A command imports `args`, the leaves, and a command that does not
+//! import it back: `sweep` builds on `load`, `load` on `serve` (--ablate)
+//! and `distributed`, `tools` on `load` (reading an access log).
+
+pub mod dispatch;
+pub mod distributed;
+pub mod experiment;
+pub mod lab;
+pub mod load;
+pub mod path;
+pub mod probe;
+pub mod report;
+pub mod serve;
+pub mod sweep;
+pub mod tools;
