@@ -11,10 +11,9 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::nginx;
 use common::{
-    Certs, Metrics, Proc, Serve, assert_no_panic, certs, errors, expect_ok, free_port, http_get,
-    load_json, num, run_tlslab, show, tempdir, tlslab,
+    Metrics, Proc, Serve, assert_no_panic, certs, errors, expect_ok, http_get, load_json, num,
+    run_tlslab, show, tempdir, tlslab,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -685,4 +684,31 @@ fn breakdown_needs_confirmation_and_reports_a_cost_table() {
             "{row:#}"
         );
     }
+}
+
+// ------------------------------------------------- the metrics helper ---
+
+#[test]
+fn helper_parses_prometheus_text() {
+    let m = Metrics::parse(
+        "# HELP tlslab_handshakes_total Handshakes.\n\
+         # TYPE tlslab_handshakes_total counter\n\
+         tlslab_handshakes_total{version=\"1.2\",kind=\"full\"} 3\n\
+         tlslab_handshakes_total{version=\"1.2\",kind=\"resumed\"} 5\n\
+         tlslab_handshakes_total{version=\"1.3\",kind=\"resumed\"} 7\n\
+         tlslab_open_connections 2\n\
+         odd{a=\"x\\\"y\"} 1.5\n",
+    );
+    assert_eq!(m.get(HANDSHAKES, &[("version", "1.2")]), Some(8.0));
+    assert_eq!(m.get(HANDSHAKES, &[("kind", "resumed")]), Some(12.0));
+    assert_eq!(
+        m.get(HANDSHAKES, &[("version", "1.3"), ("kind", "full")]),
+        None
+    );
+    assert_eq!(
+        m.count(HANDSHAKES, &[("version", "1.3"), ("kind", "full")]),
+        0.0
+    );
+    assert_eq!(m.get("tlslab_open_connections", &[]), Some(2.0));
+    assert_eq!(m.get("odd", &[("a", "x\"y")]), Some(1.5));
 }

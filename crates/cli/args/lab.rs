@@ -255,7 +255,12 @@ pub struct ClusterArgs {
 
     /// Dispatch policies, each with per-node state: round-robin, least-conn, random, source-ip,
     /// session.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "round-robin,session")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "round-robin,session"
+    )]
     pub policy: Vec<tlslab_dispatch::Policy>,
 
     /// Resumption mechanisms: tls12-id (session IDs, tickets off), tls12-ticket, tls13-ticket

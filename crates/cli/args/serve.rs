@@ -8,7 +8,9 @@ use clap::{Args, ValueEnum};
 use tlslab_crypto::pki::KeyType;
 use tlslab_server::{AdmissionMode, ShedWith};
 
-use crate::parse::{DurationOrOff, parse_duration, parse_duration_or_off, parse_key_type, parse_threads};
+use crate::parse::{
+    DurationOrOff, parse_duration, parse_duration_or_off, parse_key_type, parse_threads,
+};
 
 /// `tlslab certs`.
 #[derive(Debug, Args)]

@@ -199,9 +199,7 @@ pub fn overload(a: &OverloadArgs) -> anyhow::Result<ExitCode> {
     }
     if nginx {
         if a.nginx_limit_conn == 0 {
-            return Err(usage(
-                "--nginx-limit-conn must be at least 1",
-            ));
+            return Err(usage("--nginx-limit-conn must be at least 1"));
         }
         let bin = match &a.nginx_bin {
             Some(b) => b.clone(),
@@ -227,9 +225,7 @@ pub fn overload(a: &OverloadArgs) -> anyhow::Result<ExitCode> {
         plan.arms.retain(|x| x.server != overload::Peer::Tlslab);
     }
     if plan.arms.is_empty() {
-        return Err(usage(
-            "--servers: name at least one of tlslab, nginx",
-        ));
+        return Err(usage("--servers: name at least one of tlslab, nginx"));
     }
     let report = overload::run(&plan, |line| eprintln!("{line}")).context("running overload")?;
     print!("{}", report.render());

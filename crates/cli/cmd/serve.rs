@@ -367,8 +367,6 @@ fn parse_session_cache(spec: &str, ttl: Duration) -> anyhow::Result<tlslab_serve
     ))
 }
 
-/// Validates `tlslab load` flags.
-
 /// The admission-control settings the flags ask for.
 fn admission(a: &ServeArgs) -> anyhow::Result<AdmissionSettings> {
     let x = &a.admission;
@@ -388,7 +386,7 @@ fn admission(a: &ServeArgs) -> anyhow::Result<AdmissionSettings> {
 }
 
 /// Runs `tlslab certs`.
-pub fn certs(a: CertsArgs) -> anyhow::Result<ExitCode> {
+pub fn certs(a: &CertsArgs) -> anyhow::Result<ExitCode> {
     let generated = tlslab_crypto::pki::generate_chain(a.key_type, a.intermediate_key, &a.san)
         .map_err(usage)?;
     let written = generated.write_to(&a.out).map_err(usage)?;
@@ -508,8 +506,6 @@ mod tests {
     }
 
     #[test]
-
-    #[test]
     fn ablation_needs_confirmation_and_loopback() {
         let serve_args = |argv: &[&str]| {
             let mut v = vec!["tlslab", "serve", "--listen", "127.0.0.1:0"];
@@ -549,4 +545,3 @@ mod tests {
         }
     }
 }
-

@@ -57,7 +57,9 @@ pub enum Policy {
     /// By the session the ClientHello tries to resume; else least-conn.
     #[cfg_attr(
         feature = "clap",
-        value(help = "By the session the ClientHello resumes (TLS 1.2 ID, TLS 1.2 ticket key name, TLS 1.3 PSK key name); else least-conn.")
+        value(
+            help = "By the session the ClientHello resumes (TLS 1.2 ID, TLS 1.2 ticket key name, TLS 1.3 PSK key name); else least-conn."
+        )
     )]
     Session,
 }

@@ -158,7 +158,9 @@ pub enum NodeKind {
     /// nginx processes.
     #[cfg_attr(
         feature = "clap",
-        value(help = "nginx processes (`nginx -p DIR`, one config, session cache zone and ticket key file each).")
+        value(
+            help = "nginx processes (`nginx -p DIR`, one config, session cache zone and ticket key file each)."
+        )
     )]
     Nginx,
 }
@@ -173,7 +175,9 @@ pub enum DispatcherKind {
     /// An `haproxy` process in TCP mode.
     #[cfg_attr(
         feature = "clap",
-        value(help = "`haproxy` in TCP mode; `--policy session` is the stick-table recipe on the TLS 1.2 session ID.")
+        value(
+            help = "`haproxy` in TCP mode; `--policy session` is the stick-table recipe on the TLS 1.2 session ID."
+        )
     )]
     Haproxy,
 }

@@ -80,15 +80,30 @@ pub enum Workload {
     /// The SPECweb96 mix: one base URL (`https://host:port`), paths drawn
     /// by [`tlslab_workload::specweb96::Sampler`] with the stream
     /// `rng(seed, client)` of each client.
-    #[cfg_attr(feature = "clap", value(help = "The SPECweb96 mix (35/50/14/1 % over four size classes); give one base URL."))]
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            help = "The SPECweb96 mix (35/50/14/1 % over four size classes); give one base URL."
+        )
+    )]
     Specweb96,
     /// The e-commerce browser model of [`LoadConfig::ecommerce`]: one base
     /// URL; each client is a browser making purchase sessions.
-    #[cfg_attr(feature = "clap", value(help = "Browsers making purchase sessions (seed 001's e-commerce model); give one base URL."))]
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            help = "Browsers making purchase sessions (seed 001's e-commerce model); give one base URL."
+        )
+    )]
     Ecommerce,
     /// Replay of an access log ([`LoadConfig::replay`]): one base URL; one
     /// browser per client IP, `clients` requests at most in flight.
-    #[cfg_attr(feature = "clap", value(help = "Replay an access log (--access-log): one browser per client IP; give one base URL."))]
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            help = "Replay an access log (--access-log): one browser per client IP; give one base URL."
+        )
+    )]
     Replay,
 }
 

@@ -20,7 +20,10 @@ pub enum PathMode {
     Bytes,
     /// The log's own path (query included), for a server holding the tree
     /// from [`ReplayPlan::file_tree`].
-    #[cfg_attr(feature = "clap", value(help = "The log's own paths, for a server holding the files."))]
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "The log's own paths, for a server holding the files.")
+    )]
     Original,
 }
 
