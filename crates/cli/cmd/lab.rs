@@ -235,39 +235,24 @@ pub fn overload(a: &OverloadArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs `tlslab cluster`.
-pub fn cluster(a: &ClusterArgs) -> anyhow::Result<ExitCode> {
+/// Turns `tlslab cluster` flags into its configuration; the experiment
+/// crate checks the ranges (nodes, reuse, cell, clients, groups).
+fn cluster_config(a: &ClusterArgs) -> anyhow::Result<ClusterConfig> {
     let mut cfg = if a.quick {
         ClusterConfig::quick()
     } else {
         ClusterConfig::standard()
     };
     cfg.nodes = a.node_count;
-    if !(2..=16).contains(&cfg.nodes) {
-        return Err(usage("--node-count must be 2 to 16"));
-    }
     cfg.node_kind = a.nodes;
     cfg.dispatcher = a.dispatcher;
     if let Some(r) = &a.reuse {
-        if r.is_empty() || r.iter().any(|&p| p > 100) {
-            return Err(usage(
-                "--reuse takes percentages 0 to 100, e.g. 0,20,40,60,80,100",
-            ));
-        }
         cfg.reuse.clone_from(r);
     }
     cfg.policies = dedup(&a.policy);
     cfg.mechanisms = dedup(&a.mechanism);
     cfg.sharing = dedup(&a.sharing);
-    if let Some(c) = a.cell {
-        if c < Duration::from_millis(500) {
-            return Err(usage("--cell must be at least 500ms"));
-        }
-        cfg.cell = c;
-    }
-    if a.clients == 0 {
-        return Err(usage("--clients must be at least 1"));
-    }
+    cfg.cell = a.cell.unwrap_or(cfg.cell);
     cfg.clients = a.clients;
     cfg.key = a.key_type;
     cfg.groups.clone_from(&a.groups);
@@ -279,7 +264,13 @@ pub fn cluster(a: &ClusterArgs) -> anyhow::Result<ExitCode> {
         return Err(usage("--redis-timeout must be positive, e.g. 5ms"));
     }
     cfg.redis_timeout = a.redis_timeout;
-    cfg.validate().map_err(|e| usage(e.to_string()))?;
+    cfg.validate().map_err(usage)?;
+    Ok(cfg)
+}
+
+/// Runs `tlslab cluster`.
+pub fn cluster(a: &ClusterArgs) -> anyhow::Result<ExitCode> {
+    let cfg = cluster_config(a)?;
     let report =
         cluster::run(&cfg, |line| eprintln!("{line}")).context("running tlslab cluster")?;
     print!("{}", report.render());
