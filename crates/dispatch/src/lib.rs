@@ -58,7 +58,7 @@ pub enum Policy {
     #[cfg_attr(
         feature = "clap",
         value(
-            help = "By the session the ClientHello resumes (TLS 1.2 ID, TLS 1.2 ticket key name, TLS 1.3 PSK key name); else least-conn."
+            help = "By the session the ClientHello resumes (TLS 1.2 ID, TLS 1.2 ticket key name, TLS 1.3 PSK key name); else least-conn"
         )
     )]
     Session,

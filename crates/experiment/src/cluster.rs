@@ -159,7 +159,7 @@ pub enum NodeKind {
     #[cfg_attr(
         feature = "clap",
         value(
-            help = "nginx processes (`nginx -p DIR`, one config, session cache zone and ticket key file each)."
+            help = "nginx processes (`nginx -p DIR`, one config, session cache zone and ticket key file each)"
         )
     )]
     Nginx,
@@ -176,7 +176,7 @@ pub enum DispatcherKind {
     #[cfg_attr(
         feature = "clap",
         value(
-            help = "`haproxy` in TCP mode; `--policy session` is the stick-table recipe on the TLS 1.2 session ID."
+            help = "`haproxy` in TCP mode; `--policy session` is the stick-table recipe on the TLS 1.2 session ID"
         )
     )]
     Haproxy,

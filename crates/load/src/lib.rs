@@ -83,7 +83,7 @@ pub enum Workload {
     #[cfg_attr(
         feature = "clap",
         value(
-            help = "The SPECweb96 mix (35/50/14/1 % over four size classes); give one base URL."
+            help = "The SPECweb96 mix (35/50/14/1 % over four size classes); give one base URL"
         )
     )]
     Specweb96,
@@ -92,7 +92,7 @@ pub enum Workload {
     #[cfg_attr(
         feature = "clap",
         value(
-            help = "Browsers making purchase sessions (seed 001's e-commerce model); give one base URL."
+            help = "Browsers making purchase sessions (seed 001's e-commerce model); give one base URL"
         )
     )]
     Ecommerce,
@@ -101,7 +101,7 @@ pub enum Workload {
     #[cfg_attr(
         feature = "clap",
         value(
-            help = "Replay an access log (--access-log): one browser per client IP; give one base URL."
+            help = "Replay an access log (--access-log): one browser per client IP; give one base URL"
         )
     )]
     Replay,

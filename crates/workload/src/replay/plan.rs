@@ -22,7 +22,7 @@ pub enum PathMode {
     /// from [`ReplayPlan::file_tree`].
     #[cfg_attr(
         feature = "clap",
-        value(help = "The log's own paths, for a server holding the files.")
+        value(help = "The log's own paths, for a server holding the files")
     )]
     Original,
 }
