@@ -82,9 +82,7 @@ pub enum Workload {
     /// `rng(seed, client)` of each client.
     #[cfg_attr(
         feature = "clap",
-        value(
-            help = "The SPECweb96 mix (35/50/14/1 % over four size classes); give one base URL"
-        )
+        value(help = "The SPECweb96 mix (35/50/14/1 % over four size classes); give one base URL")
     )]
     Specweb96,
     /// The e-commerce browser model of [`LoadConfig::ecommerce`]: one base
