@@ -34,12 +34,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
     let command_line: Vec<String> = std::env::args().collect();
     let progress_bar = !a.no_progress && std::io::stderr().is_terminal();
     let log: Box<dyn FnMut(&str)> = Box::new(|l: &str| eprintln!("{l}"));
-    let dir = |name: &str| {
-        a.resume
-            .clone()
-            .or_else(|| a.out.clone())
-            .unwrap_or_else(|| PathBuf::from(format!("experiment-{name}")))
-    };
+    let dir = |name: &str| results_dir(&a, name);
     let doc = if let Some(path) = &a.config {
         if a.quick {
             return Err(usage(
@@ -93,7 +88,17 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Where the results document goes: --resume DIR, --out DIR, or
+/// ./experiment-NAME.
+fn results_dir(a: &RunArgs, name: &str) -> PathBuf {
+    a.resume
+        .clone()
+        .or_else(|| a.out.clone())
+        .unwrap_or_else(|| PathBuf::from(format!("experiment-{name}")))
+}
+
 fn print_summary(doc: &StudyResults, a: &RunArgs) -> anyhow::Result<()> {
+    let dir = |name: &str| results_dir(a, name).join(study::RESULTS_FILE);
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -133,15 +138,6 @@ fn print_summary(doc: &StudyResults, a: &RunArgs) -> anyhow::Result<()> {
     for n in &doc.notes {
         writeln!(out, "note: {n}")?;
     }
-    let dir = a
-        .resume
-        .clone()
-        .or_else(|| a.out.clone())
-        .unwrap_or_else(|| PathBuf::from(format!("experiment-{}", doc.study)));
-    writeln!(
-        out,
-        "\nresults: {}",
-        dir.join(study::RESULTS_FILE).display()
-    )?;
+    writeln!(out, "\nresults: {}", dir(&doc.study).display())?;
     Ok(())
 }

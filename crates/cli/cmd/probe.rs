@@ -12,28 +12,16 @@ use crate::args::probe::{
 use crate::usage::usage;
 
 fn probe_config(a: &ProbeTlsArgs) -> anyhow::Result<ProbeConfig> {
-    use tlslab_load::{LoadConfig, Trust};
+    use tlslab_load::LoadConfig;
     let mut cfg = LoadConfig::new(Vec::new());
     cfg.versions = tlslab_crypto::provider::parse_versions(&a.tls).map_err(usage)?;
-    cfg.trust = match (&a.cacert, a.insecure) {
-        (Some(_), true) => {
-            return Err(usage(
-                "--cacert and --insecure contradict each other; drop one",
-            ));
-        }
-        (Some(path), false) => {
-            tlslab_crypto::pki::load_roots(path).map_err(usage)?;
-            Trust::CaFile(path.clone())
-        }
-        (None, true) => {
-            eprintln!(
-                "tlslab: WARNING: --insecure: server certificates are NOT verified; \
-                 timings are valid, the connection is not authenticated"
-            );
-            Trust::Insecure
-        }
-        (None, false) => Trust::WebPki,
-    };
+    cfg.trust = crate::cmd::load::trust(a.cacert.as_ref(), a.insecure)?;
+    if a.insecure {
+        eprintln!(
+            "tlslab: WARNING: --insecure: server certificates are NOT verified; \
+             timings are valid, the connection is not authenticated"
+        );
+    }
     cfg.sni.clone_from(&a.sni);
     ProbeConfig::from_load(&cfg, a.timeout).map_err(usage)
 }

@@ -177,27 +177,29 @@ pub fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let mut out = std::io::stdout().lock();
+    // `--check`: measures the costs (unless given), then the model.
+    let run_check = |costs: Option<UnitCosts>| {
+        let cfg = tlslab_experiment::plan_check::CheckConfig {
+            costs,
+            reuse: inputs.mix.reuse,
+            version,
+            key,
+            cell: a
+                .cell
+                .unwrap_or(Duration::from_secs(if a.quick { 4 } else { 10 })),
+            calibration_cell: Duration::from_secs(if a.quick || costs.is_some() { 3 } else { 5 }),
+            calibration_clients: 16,
+            levels: vec![0.5, 0.7, 0.9],
+            seed: a.seed,
+        };
+        tlslab_experiment::plan_check::run(&cfg, |l| eprintln!("{l}"))
+            .context("running plan --check")
+    };
     let mut check = None;
     let (costs, costs_from) = match inputs.costs {
         Some(c) => c,
         None => {
-            // --check without costs: measure them (and everything else).
-            let quick = a.quick;
-            let cfg = tlslab_experiment::plan_check::CheckConfig {
-                costs: None,
-                reuse: inputs.mix.reuse,
-                version,
-                key,
-                cell: a
-                    .cell
-                    .unwrap_or(Duration::from_secs(if quick { 4 } else { 10 })),
-                calibration_cell: Duration::from_secs(if quick { 3 } else { 5 }),
-                calibration_clients: 16,
-                levels: vec![0.5, 0.7, 0.9],
-                seed: a.seed,
-            };
-            let r = tlslab_experiment::plan_check::run(&cfg, |l| eprintln!("{l}"))
-                .context("running plan --check")?;
+            let r = run_check(None)?;
             let c = (r.costs, r.costs_from.clone());
             check = Some(r);
             c
@@ -215,24 +217,8 @@ pub fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     writeln!(out, "costs: {costs_from}")?;
     write!(out, "{}", plan.render())?;
     if a.check && check.is_none() {
-        let cfg = tlslab_experiment::plan_check::CheckConfig {
-            costs: Some(costs),
-            reuse: inputs.mix.reuse,
-            version,
-            key,
-            cell: a
-                .cell
-                .unwrap_or(Duration::from_secs(if a.quick { 4 } else { 10 })),
-            calibration_cell: Duration::from_secs(3),
-            calibration_clients: 16,
-            levels: vec![0.5, 0.7, 0.9],
-            seed: a.seed,
-        };
         out.flush()?;
-        check = Some(
-            tlslab_experiment::plan_check::run(&cfg, |l| eprintln!("{l}"))
-                .context("running plan --check")?,
-        );
+        check = Some(run_check(Some(costs))?);
     }
     if let Some(c) = &check {
         write!(out, "{}", c.render())?;
