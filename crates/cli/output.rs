@@ -41,3 +41,16 @@ pub fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<
     let body = serde_json::to_vec_pretty(value)?;
     std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))
 }
+
+/// Prints a command's text report and writes its JSON to `--json FILE`.
+pub fn print_and_save(
+    text: &str,
+    report: &impl serde::Serialize,
+    json: Option<&Path>,
+) -> anyhow::Result<std::process::ExitCode> {
+    print!("{text}");
+    if let Some(path) = json {
+        write_json(path, report)?;
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

@@ -9,7 +9,7 @@ use tlslab_crypto::provider;
 use tlslab_experiment::cluster::{self, ClusterConfig};
 
 use crate::args::lab::{BreakdownArgs, BreakdownWorkload, ClusterArgs, LabArgs, OverloadArgs};
-use crate::output::write_json;
+use crate::output::print_and_save;
 use crate::usage::{bail, usage};
 
 /// Turns `tlslab lab` flags into its configuration.
@@ -44,11 +44,7 @@ pub fn lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
     let cfg = lab_config(a)?;
     let report =
         tlslab_experiment::lab::run(&cfg, |line| eprintln!("{line}")).context("running the lab")?;
-    print!("{}", report.render());
-    if let Some(path) = &a.json {
-        write_json(path, &report)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    print_and_save(&report.render(), &report, a.json.as_deref())
 }
 
 /// Turns `tlslab breakdown` flags into its configuration.
@@ -126,11 +122,7 @@ pub fn breakdown(a: &BreakdownArgs) -> anyhow::Result<ExitCode> {
     );
     let report = tlslab_experiment::breakdown::run(&cfg, |line| eprintln!("{line}"))
         .context("running the breakdown")?;
-    print!("{}", report.render());
-    if let Some(path) = &a.json {
-        write_json(path, &report)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    print_and_save(&report.render(), &report, a.json.as_deref())
 }
 
 /// Runs `tlslab overload`.
@@ -228,11 +220,7 @@ pub fn overload(a: &OverloadArgs) -> anyhow::Result<ExitCode> {
         return Err(usage("--servers: name at least one of tlslab, nginx"));
     }
     let report = overload::run(&plan, |line| eprintln!("{line}")).context("running overload")?;
-    print!("{}", report.render());
-    if let Some(path) = &a.json {
-        write_json(path, &report)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    print_and_save(&report.render(), &report, a.json.as_deref())
 }
 
 /// Turns `tlslab cluster` flags into its configuration; the experiment
@@ -273,11 +261,7 @@ pub fn cluster(a: &ClusterArgs) -> anyhow::Result<ExitCode> {
     let cfg = cluster_config(a)?;
     let report =
         cluster::run(&cfg, |line| eprintln!("{line}")).context("running tlslab cluster")?;
-    print!("{}", report.render());
-    if let Some(path) = &a.json {
-        write_json(path, &report)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    print_and_save(&report.render(), &report, a.json.as_deref())
 }
 
 fn dedup<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {

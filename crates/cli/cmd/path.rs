@@ -183,15 +183,6 @@ pub fn run(a: PathArgs) -> anyhow::Result<ExitCode> {
     }
     let cfg = config(&a)?;
     let commands = split_commands(&a.command)?;
-    if let Some(f) = &a.json
-        && let Some(dir) = f.parent().filter(|d| !d.as_os_str().is_empty())
-        && !dir.is_dir()
-    {
-        return Err(usage(format!(
-            "--json: the directory {} does not exist",
-            dir.display()
-        )));
-    }
 
     let stop = Arc::new(AtomicBool::new(false));
     {

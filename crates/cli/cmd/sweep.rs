@@ -8,7 +8,7 @@ use anyhow::Context;
 use tlslab_load::{SweepOver, Workload};
 
 use crate::args::load::SweepArgs;
-use crate::output::write_json;
+use crate::output::print_and_save;
 use crate::usage::bail;
 
 /// Turns `tlslab sweep` flags into one load configuration per --reuse
@@ -101,9 +101,5 @@ pub fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
             .map(|d| d.as_secs_f64()),
         series,
     };
-    print!("{}", report.render());
-    if let Some(path) = &a.load.json {
-        write_json(path, &report)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    print_and_save(&report.render(), &report, a.load.json.as_deref())
 }
