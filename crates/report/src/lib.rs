@@ -31,7 +31,6 @@ pub mod capacity;
 mod csv_log;
 pub mod distributed;
 pub mod html;
-mod html_pq;
 pub mod inputs;
 pub mod interval;
 mod model;
