@@ -11,8 +11,9 @@
 //!   live in `tlslab-schema` and are re-exported here. This crate builds
 //!   it from [`Stats`] ([`LoadReportBuild`]) and renders its human table
 //!   ([`LoadReportText`]).
-//! - [`interval`]: 95 % confidence intervals and the stopping rule of
-//!   adaptive experiments.
+//! - [`interval`]: the statistics of a sample, written once: [`median`],
+//!   [`quantile`], 95 % confidence intervals ([`Interval`]) and the
+//!   stopping rule of adaptive experiments.
 //! - [`CsvLog`]: the `--log FILE` sink, one CSV row per request, written by
 //!   its own thread behind a bounded channel so no row is lost.
 //!
@@ -41,6 +42,7 @@ mod sweep;
 mod table;
 
 pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink};
+pub use interval::{Interval, median, quantile};
 pub use model::{
     Backoff, ClientCpu, ConfigEcho, CpuUsage, CryptoOp, CryptoPerHandshake, EarlyDataCounts,
     Ecommerce, HandshakeKindSummary, HandshakeSummary, Http, KindCounts, Latency, LoadReport,

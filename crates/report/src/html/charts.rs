@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use super::cells::ms;
 use super::svg::{Chart, DataPoint, bar_chart, line_chart, push_line, to_series};
-use crate::study::{Cell, CellMetrics, StudyResults, median};
+use crate::interval::median;
+use crate::study::{Cell, CellMetrics, StudyResults};
 
 /// Groups cells by the value of `factor`, keeping the order of first sight.
 fn group_by<'a>(cells: &[&'a Cell], factor: &str) -> Vec<(String, Vec<&'a Cell>)> {

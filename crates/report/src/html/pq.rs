@@ -4,7 +4,8 @@
 //! part, and time to first byte against RTT beside its "4 RTTs".
 
 use super::svg::{Chart, DataPoint, Series, bar_chart, line_chart};
-use crate::study::{Cell, CellMetrics, StudyResults, median};
+use crate::interval::median;
+use crate::study::{Cell, CellMetrics, StudyResults};
 
 fn pq_cells(r: &StudyResults) -> Vec<&Cell> {
     r.cells
