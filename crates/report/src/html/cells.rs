@@ -26,6 +26,24 @@ pub(super) fn fmt_num(v: f64) -> String {
     }
 }
 
+/// Links shown inline in a table cell; more are folded.
+pub(super) const INLINE_LINKS: usize = 3;
+
+/// `links` joined by `sep`, folded under a `<details>` naming how many
+/// cells they are when there are more than [`INLINE_LINKS`] (a comparison
+/// may rest on 88 cells), so a table cell stays one line.
+pub(super) fn fold_links(links: &[String], sep: &str) -> String {
+    let joined = links.join(sep);
+    if links.len() > INLINE_LINKS {
+        format!(
+            "<details><summary>{} cells</summary>{joined}</details>",
+            links.len()
+        )
+    } else {
+        joined
+    }
+}
+
 /// Links to the rows of `ids` in the cell table.
 pub(super) fn cell_links(prefix: &str, ids: &[String]) -> String {
     ids.iter()

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::cells::{cell_columns, fmt_num};
+use super::cells::{cell_columns, fmt_num, fold_links};
 use super::charts::charts;
 use crate::study::StudyResults;
 
@@ -40,7 +40,7 @@ pub fn render_markdown(docs: &[StudyResults]) -> String {
                         .iter()
                         .map(|id| format!("[{id}](#cell-{id})"))
                         .collect();
-                    format!("{} {} ({})", fmt_num(v), c.unit, links.join(", "))
+                    format!("{} {} ({})", fmt_num(v), c.unit, fold_links(&links, ", "))
                 });
                 let _ = writeln!(
                     s,

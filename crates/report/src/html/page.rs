@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::cells::{cell_columns, cell_links, esc, fmt_num};
+use super::cells::{cell_columns, cell_links, esc, fmt_num, fold_links};
 use super::charts::charts;
 use crate::study::StudyResults;
 
@@ -22,6 +22,7 @@ pub fn render_html(docs: &[StudyResults]) -> String {
          <title>tlslab report: {}</title><style>\
          body{{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}}\
          table{{border-collapse:collapse;margin:1em 0;font-size:0.85em}}\
+         .wide{{overflow-x:auto;max-width:100%}} svg{{max-width:100%;height:auto}}\
          th,td{{border:1px solid #ccc;padding:3px 6px;text-align:right}}\
          th{{background:#f3f3f3}} td.l,th.l{{text-align:left}}\
          tr:target{{background:#ffef9f}} figure{{margin:1.5em 0}} figcaption{{font-size:0.85em;color:#555;max-width:720px}}\
@@ -84,7 +85,7 @@ pub fn render_html(docs: &[StudyResults]) -> String {
         if !d.comparisons.is_empty() {
             let _ = writeln!(
                 h,
-                "<h3>Paper against today</h3><table><tr><th class=\"l\">quantity</th>\
+                "<h3>Paper against today</h3><div class=\"wide\"><table><tr><th class=\"l\">quantity</th>\
                  <th>paper</th><th class=\"l\">where</th><th>today</th><th class=\"l\">measured</th>\
                  <th class=\"l\">why they differ</th></tr>"
             );
@@ -109,14 +110,19 @@ pub fn render_html(docs: &[StudyResults]) -> String {
                     today,
                     esc(&c.measured),
                     if c.cells.len() > 1 {
-                        format!("; cells {}", cell_links(&prefix, &c.cells))
+                        let links: Vec<String> = c
+                            .cells
+                            .iter()
+                            .map(|id| cell_links(&prefix, std::slice::from_ref(id)))
+                            .collect();
+                        format!("; cells {}", fold_links(&links, " "))
                     } else {
                         String::new()
                     },
                     esc(&c.reason)
                 );
             }
-            let _ = writeln!(h, "</table>");
+            let _ = writeln!(h, "</table></div>");
         }
         if !d.notes.is_empty() {
             let _ = writeln!(
@@ -141,7 +147,7 @@ pub fn render_html(docs: &[StudyResults]) -> String {
             let _ = write!(
                 h,
                 "<details><summary>Data of this chart ({} points; each links to its cells)</summary>\
-                 <table><tr><th class=\"l\">series</th><th>{}</th><th>{}</th><th class=\"l\">cells</th></tr>",
+                 <div class=\"wide\"><table><tr><th class=\"l\">series</th><th>{}</th><th>{}</th><th class=\"l\">cells</th></tr>",
                 c.data.len(),
                 esc(&c.x_label),
                 esc(&c.y_label)
@@ -161,7 +167,7 @@ pub fn render_html(docs: &[StudyResults]) -> String {
                     cell_links(&prefix, &p.cells)
                 );
             }
-            let _ = writeln!(h, "</table></details></figure>");
+            let _ = writeln!(h, "</table></div></details></figure>");
         }
         if !missing.is_empty() {
             let _ = writeln!(h, "<p>Charts not drawn:</p><ul>");
@@ -187,7 +193,7 @@ pub fn render_html(docs: &[StudyResults]) -> String {
                 "<h3 id=\"{prefix}cells\">Appendix: cells</h3><p>Every cell, in run order, with the \
                  command lines that reproduce it. Throughput and latency are \
                  client-observed over the cell's window; server CPU is server-observed over \
-                 the whole cell.</p><table><tr><th class=\"l\">cell</th>"
+                 the whole cell.</p><div class=\"wide\"><table><tr><th class=\"l\">cell</th>"
             );
             for f in &factor_names {
                 let _ = write!(h, "<th class=\"l\">{}</th>", esc(f));
@@ -219,7 +225,7 @@ pub fn render_html(docs: &[StudyResults]) -> String {
                     esc(&c.command_line)
                 );
             }
-            let _ = writeln!(h, "</table>");
+            let _ = writeln!(h, "</table></div>");
         }
         let _ = writeln!(h, "</section>");
     }

@@ -70,8 +70,63 @@ fn bounds(series: &[Series], log_x: bool) -> Option<(f64, f64, f64, f64)> {
     Some((x0, x1, 0.0, if y1 > 0.0 { y1 * 1.1 } else { 1.0 }))
 }
 
+/// A tick label with the decimals its value needs and no more: `1000`,
+/// `2.5`, `0.125` (plotters' default prints `1000.0`).
+pub(super) fn tick(v: &f64) -> String {
+    if *v != 0.0 && v.abs() < 0.001 {
+        return format!("{v:.1e}");
+    }
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" { "0".into() } else { s.into() }
+}
+
+/// The size in pixels of plotters' legend box for `names` (its text
+/// estimate, a 30 px sample and a 10 px margin each side).
+pub(super) fn legend_size(names: &[&str]) -> (i32, i32) {
+    let font: TextStyle = ("sans-serif", 12).into_font().into();
+    let mut text = MultiLineText::<_, &str>::new((0, 0), &font);
+    for n in names {
+        text.push_line(*n);
+    }
+    let (w, h) = text
+        .estimate_dimension()
+        .unwrap_or((8 * 40, 16 * names.len() as i32));
+    (w + 30 + 20, h + 20)
+}
+
+/// A place for the legend box (`size`) in a plotting area of `area`
+/// pixels that covers none of the points (pixels from the area's top
+/// left), corners first; `None` when every place covers one.
+pub(super) fn legend_place(
+    size: (i32, i32),
+    area: (i32, i32),
+    points: &[(i32, i32)],
+) -> Option<(i32, i32)> {
+    let (w, h) = size;
+    let (right, bottom, mid) = (area.0 - w - 5, area.1 - h - 5, (area.1 - h) / 2);
+    let free = |(x, y): (i32, i32)| {
+        points
+            .iter()
+            .all(|&(px, py)| px < x - 5 || px > x + w + 5 || py < y - 5 || py > y + h + 5)
+    };
+    [
+        (right, 5),
+        (5, 5),
+        (right, bottom),
+        (5, bottom),
+        (right, mid),
+        (5, mid),
+        ((area.0 - w) / 2, 5),
+    ]
+    .into_iter()
+    .find(|&p| p.0 >= 0 && p.1 >= 0 && free(p))
+}
+
 /// Draws a line chart (points joined by lines) as SVG. `log_x` draws the x
-/// axis on a log scale. `None` if no series has a finite point.
+/// axis on a log scale. `None` if no series has a finite point. The legend
+/// goes where it covers no point: a free corner, else above the data, the
+/// y axis raised to make room.
 pub fn line_chart(
     title: &str,
     x_label: &str,
@@ -80,7 +135,46 @@ pub fn line_chart(
     log_x: bool,
 ) -> Option<String> {
     let (x0, x1, y0, y1) = bounds(series, log_x)?;
+    match draw_lines(
+        title,
+        x_label,
+        y_label,
+        series,
+        log_x,
+        (x0, x1, y0, y1),
+        false,
+    )? {
+        Ok(svg) => Some(svg),
+        Err(raise) => draw_lines(
+            title,
+            x_label,
+            y_label,
+            series,
+            log_x,
+            (x0, x1, y0, y1 * raise),
+            true,
+        )?
+        .ok(),
+    }
+}
+
+/// [`line_chart`] in the ranges `r`: `Err(factor)` when the legend has no
+/// free place and the y axis should grow by `factor` (unless `last`).
+fn draw_lines(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    log_x: bool,
+    r: (f64, f64, f64, f64),
+    last: bool,
+) -> Option<Result<String, f64>> {
+    let (x0, x1, y0, y1) = r;
+    let finite = |&(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!log_x || x > 0.0);
+    let names: Vec<&str> = series.iter().map(|s| s.0.as_str()).collect();
+    let legend = legend_size(&names);
     let mut svg = String::new();
+    let mut raise = None;
     let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
         let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
         root.fill(&WHITE)?;
@@ -98,14 +192,12 @@ pub fn line_chart(
                     .configure_mesh()
                     .x_desc(x_label)
                     .y_desc(y_label)
+                    .x_label_formatter(&tick)
+                    .y_label_formatter(&tick)
                     .draw()?;
                 for (i, (name, pts)) in series.iter().enumerate() {
                     let c = style(i);
-                    let pts: Vec<(f64, f64)> = pts
-                        .iter()
-                        .copied()
-                        .filter(|(x, y)| x.is_finite() && y.is_finite() && (!log_x || *x > 0.0))
-                        .collect();
+                    let pts: Vec<(f64, f64)> = pts.iter().copied().filter(finite).collect();
                     chart
                         .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
                         .label(name.as_str())
@@ -114,9 +206,24 @@ pub fn line_chart(
                         });
                     chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))?;
                 }
+                let (xs, ys) = chart.plotting_area().get_pixel_range();
+                let area = (xs.end - xs.start, ys.end - ys.start);
+                let points: Vec<(i32, i32)> = series
+                    .iter()
+                    .flat_map(|s| s.1.iter().filter(|p| finite(p)))
+                    .map(|p| {
+                        let (x, y) = chart.backend_coord(p);
+                        (x - xs.start, y - ys.start)
+                    })
+                    .collect();
+                let place = legend_place(legend, area, &points);
+                if place.is_none() && !last {
+                    raise = Some(f64::from(area.1) / f64::from((area.1 - legend.1 - 15).max(1)));
+                }
+                let (lx, ly) = place.unwrap_or((area.0 - legend.0 - 5, 5));
                 chart
                     .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
+                    .position(SeriesLabelPosition::Coordinate(lx, ly))
                     .background_style(WHITE.mix(0.85))
                     .border_style(BLACK)
                     .draw()?;
@@ -131,7 +238,10 @@ pub fn line_chart(
         Ok(())
     })();
     drawn.ok()?;
-    Some(svg)
+    Some(match raise {
+        Some(f) => Err(f),
+        None => Ok(svg),
+    })
 }
 
 /// Draws a bar chart with ± error bars (`(label, value, half-width)`).
@@ -166,6 +276,7 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64, f64)]) -> Opt
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(n)
+            .y_label_formatter(&tick)
             .x_label_formatter(&|x| {
                 let i = x.round();
                 if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {

@@ -1,5 +1,6 @@
 //! Tests of the report's charts, page and Markdown.
 
+use super::svg::{legend_place, legend_size, tick};
 use super::*;
 use crate::study::{Cell, CellMetrics, StudyResults};
 use crate::study::{Comparison, Curve, Environment, STUDY_KIND, STUDY_SCHEMA_VERSION};
@@ -302,4 +303,39 @@ fn bar_chart_draws_bars() {
     .unwrap();
     assert!(svg.contains("<rect"));
     assert!(svg.contains("sig"));
+}
+
+#[test]
+fn legends_avoid_points_and_ticks_have_no_needless_decimals() {
+    // Plotters' upper-right legend box of a 600×300 area, and a point in it.
+    let size = legend_size(&["round-robin (blind)", "session (session-aware)"]);
+    let upper_right = (600 - size.0 - 5, 5);
+    let inside = (upper_right.0 + 10, upper_right.1 + 10);
+    let place = legend_place(size, (600, 300), &[inside]).unwrap();
+    assert_ne!(place, upper_right);
+    // Points in every place: none is free, so line_chart raises the y axis.
+    let corners = [
+        (590, 10),
+        (10, 10),
+        (590, 290),
+        (10, 290),
+        (590, 150),
+        (10, 150),
+        (300, 10),
+    ];
+    assert_eq!(legend_place(size, (600, 300), &corners), None);
+    let pts = vec![
+        (0.0, 0.0),
+        (0.0, 100.0),
+        (100.0, 0.0),
+        (100.0, 100.0),
+        (50.0, 100.0),
+    ];
+    let many: Vec<Series> = (0..6)
+        .map(|i| (format!("series {i}"), pts.clone()))
+        .collect();
+    assert!(line_chart("t", "x", "y", &many, false).is_some());
+    assert_eq!(tick(&1000.0), "1000");
+    assert_eq!(tick(&2.5), "2.5");
+    assert_eq!(tick(&-0.0), "0");
 }
