@@ -386,11 +386,6 @@ pub fn read_agent_dir(dir: &Path) -> Result<Option<AgentOutput>> {
     }))
 }
 
-/// Merges agent directories into one report in `load`'s schema, with a
-/// `distributed` section. Directories without a completion marker, and
-/// shard indexes for which no directory was given, are listed as missing;
-/// their data is not counted. Agents that are not from one run (see
-
 /// The current time as Unix ms.
 pub fn now_unix_ms() -> u64 {
     unix_ms(SystemTime::now())

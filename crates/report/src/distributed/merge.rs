@@ -14,6 +14,10 @@ use crate::model::{
 };
 use crate::stats::Stats;
 
+/// Merges agent directories into one report in `load`'s schema, with a
+/// `distributed` section. Directories without a completion marker, and
+/// shard indexes for which no directory was given, are listed as missing;
+/// their data is not counted. Agents that are not from one run (see
 /// [`merge_with`]) are a [`DistributedError::Mismatch`].
 pub fn merge(dirs: &[PathBuf]) -> Result<LoadReport> {
     merge_with(dirs, false)

@@ -97,9 +97,6 @@ fn policy_label(p: &str) -> String {
     }
 }
 
-/// Adds a line chart of `data` to `out`, or a note to `missing` when it has
-/// no line of two points.
-
 /// The charts whose data exists in `r`, and a note for each left out.
 pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
     let mut out = Vec::new();

@@ -338,6 +338,8 @@ pub(super) fn to_series(points: &[DataPoint]) -> Vec<Series> {
         .collect()
 }
 
+/// Adds a line chart of `data` to `out`, or a note to `missing` when it has
+/// no line of two points.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn push_line(
     out: &mut Vec<Chart>,
