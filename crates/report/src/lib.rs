@@ -41,7 +41,7 @@ pub mod study;
 mod sweep;
 mod table;
 
-pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink};
+pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink, Error, Result};
 pub use interval::{Interval, median, quantile};
 pub use model::{
     Backoff, ClientCpu, ConfigEcho, CpuUsage, CryptoOp, CryptoPerHandshake, EarlyDataCounts,
@@ -55,28 +55,3 @@ pub use record::{
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
 pub use sweep::{SweepReport, SweepSeries, SweepStep, SweepStepText, SweepText};
 pub use table::LoadReportText;
-
-/// Errors from report sinks.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The CSV log file could not be created or written.
-    #[error(
-        "request log {path}: {source}; check that the directory exists, is writable and has space"
-    )]
-    Log {
-        /// The log file.
-        path: String,
-        /// The underlying I/O error.
-        source: std::io::Error,
-    },
-    /// The CSV writer thread stopped abnormally.
-    #[error("request log {path}: the writer thread stopped unexpectedly; the log is incomplete")]
-    LogWriterLost {
-        /// The log file.
-        path: String,
-    },
-}
-
-/// Shorthand for results in this crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
