@@ -64,6 +64,34 @@ fn per_point<'a>(r: &'a StudyResults, f: impl Fn(&Cell) -> Option<f64>) -> Vec<P
     out
 }
 
+/// The best (highest) point of each series at each reuse level, x in
+/// percent: the throughput figures take the best client count.
+fn best_per_reuse(
+    points: Vec<PointValue>,
+    series: impl Fn(&PointValue) -> String,
+) -> Vec<DataPoint> {
+    let mut best: BTreeMap<(String, String), PointValue> = BTreeMap::new();
+    for p in points {
+        let key = (
+            series(&p),
+            p.first.factors.get("reuse").cloned().unwrap_or_default(),
+        );
+        if best.get(&key).is_none_or(|b| b.value < p.value) {
+            best.insert(key, p);
+        }
+    }
+    best.into_iter()
+        .filter_map(|((series, reuse), p)| {
+            Some(DataPoint {
+                series,
+                x: reuse.parse::<f64>().ok()? * 100.0,
+                y: p.value,
+                cells: p.ids,
+            })
+        })
+        .collect()
+}
+
 /// Goodput of a cell, requests/s: the load report's succeeded requests over
 /// its window when the cell carries it, else completed requests/s less the
 /// error share.
@@ -139,27 +167,9 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
 
     // Throughput against reuse (a cluster study has its own figure below).
     if has("reuse") && !cluster {
-        let mut best: BTreeMap<(String, String), PointValue> = BTreeMap::new();
-        for p in per_point(r, thr) {
-            let key = (
-                series_key(p.first, &["clients", "rate", "reuse"]),
-                p.first.factors.get("reuse").cloned().unwrap_or_default(),
-            );
-            if best.get(&key).is_none_or(|b| b.value < p.value) {
-                best.insert(key, p);
-            }
-        }
-        let data = best
-            .into_iter()
-            .filter_map(|((series, reuse), p)| {
-                Some(DataPoint {
-                    series,
-                    x: reuse.parse::<f64>().ok()? * 100.0,
-                    y: p.value,
-                    cells: p.ids,
-                })
-            })
-            .collect();
+        let data = best_per_reuse(per_point(r, thr), |p| {
+            series_key(p.first, &["clients", "rate", "reuse"])
+        });
         push_line(
             &mut out,
             &mut missing,
@@ -347,41 +357,17 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
                 c.factors.get("mechanism").cloned().unwrap_or_default() == mechanism
                     && c.factors.contains_key("policy")
             };
-            let mut best: BTreeMap<(String, String), PointValue> = BTreeMap::new();
-            for p in per_point(r, |c| in_mech(c).then_some(c.metrics.requests_per_s)) {
-                let key = (
-                    format!(
-                        "{}{}",
-                        policy_label(p.first.factors.get("policy").map_or("", |s| s.as_str())),
-                        {
-                            let rest = series_key(
-                                p.first,
-                                &["clients", "rate", "reuse", "policy", "mechanism"],
-                            );
-                            if rest == "all" {
-                                String::new()
-                            } else {
-                                format!(" {rest}")
-                            }
-                        }
-                    ),
-                    p.first.factors.get("reuse").cloned().unwrap_or_default(),
-                );
-                if best.get(&key).is_none_or(|b| b.value < p.value) {
-                    best.insert(key, p);
+            let points = per_point(r, |c| in_mech(c).then_some(c.metrics.requests_per_s));
+            let data = best_per_reuse(points, |p| {
+                let policy = policy_label(p.first.factors.get("policy").map_or("", |s| s.as_str()));
+                match series_key(
+                    p.first,
+                    &["clients", "rate", "reuse", "policy", "mechanism"],
+                ) {
+                    rest if rest == "all" => policy,
+                    rest => format!("{policy} {rest}"),
                 }
-            }
-            let data: Vec<DataPoint> = best
-                .into_iter()
-                .filter_map(|((series, reuse), p)| {
-                    Some(DataPoint {
-                        series,
-                        x: reuse.parse::<f64>().ok()? * 100.0,
-                        y: p.value,
-                        cells: p.ids,
-                    })
-                })
-                .collect();
+            });
             let title = if mechanism.is_empty() {
                 "Cluster throughput against reuse, blind and session-aware dispatch".to_string()
             } else {
