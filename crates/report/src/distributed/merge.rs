@@ -372,13 +372,9 @@ fn shorten(v: &str) -> String {
 const WINDOW_SLACK_MS: u64 = 1000;
 
 fn merge_open_loop(agents: &[AgentOutput]) -> Option<crate::model::OpenLoop> {
-    let mut acc = agents.first()?.report.open_loop.clone()?;
-    acc.rate = 0.0;
-    acc.max_in_flight = 0;
-    acc.scheduled = 0;
-    acc.late = 0;
-    acc.dropped = 0;
-    for a in agents {
+    let (first, rest) = agents.split_first()?;
+    let mut acc = first.report.open_loop.clone()?;
+    for a in rest {
         let o = a.report.open_loop.as_ref()?;
         acc.rate += o.rate;
         acc.max_in_flight += o.max_in_flight;
@@ -392,12 +388,9 @@ fn merge_open_loop(agents: &[AgentOutput]) -> Option<crate::model::OpenLoop> {
 fn merge_replay(agents: &[AgentOutput], achieved: f64) -> Option<crate::model::Replay> {
     // The log is parsed and filtered by every agent (skipped and filtered
     // counts are the whole log's); its browsers are split between them.
-    let mut acc = agents.first()?.report.replay.clone()?;
-    acc.log_requests = 0;
-    acc.log_sessions = 0;
-    acc.sessions_replayed = 0;
-    acc.requests_replayed = 0;
-    for a in agents {
+    let (first, rest) = agents.split_first()?;
+    let mut acc = first.report.replay.clone()?;
+    for a in rest {
         let r = a.report.replay.as_ref()?;
         acc.log_requests += r.log_requests;
         acc.log_sessions += r.log_sessions;
