@@ -177,25 +177,11 @@ fn report_of_real_loads_and_a_cluster_document_is_self_contained() {
         expect_ok(&out);
         loads.push(json);
     }
-    // A comparison resting on every cell, as seed001-breakdown's rests
-    // on 88.
-    let mut doc = common::study_doc::cluster_document();
-    let ids: Vec<serde_json::Value> = doc["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].clone())
-        .collect();
-    assert!(ids.len() > 10);
-    doc["comparisons"]
-        .as_array_mut()
-        .unwrap()
-        .push(serde_json::json!({
-            "quantity": "mean throughput of every cell", "paper": "-", "source": "test",
-            "today": 1000.0, "unit": "req/s", "measured": "client-observed",
-            "cells": ids, "reason": "a row over many cells"
-        }));
-    let cluster = write_json(dir.path(), "cluster.json", &doc);
+    let cluster = write_json(
+        dir.path(),
+        "cluster.json",
+        &common::study_doc::cluster_document(),
+    );
     let html = dir.path().join("r.html");
     let md = dir.path().join("r.md");
     let out = run_tlslab(

@@ -142,25 +142,12 @@ fn html_report_opens_in_headless_chromium_without_errors() {
         expect_ok(&out);
         inputs.push(json.to_str().unwrap().into());
     }
-    // A comparison resting on every cell, as seed001-breakdown's rests
-    // on 88.
-    let mut doc = common::study_doc::cluster_document();
-    let ids: Vec<serde_json::Value> = doc["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].clone())
-        .collect();
-    doc["comparisons"]
-        .as_array_mut()
-        .unwrap()
-        .push(serde_json::json!({
-            "quantity": "mean throughput of every cell", "paper": "-", "source": "test",
-            "today": 1000.0, "unit": "req/s", "measured": "client-observed",
-            "cells": ids, "reason": "a row over many cells"
-        }));
     let cluster = dir.path().join("cluster.json");
-    std::fs::write(&cluster, serde_json::to_vec(&doc).unwrap()).unwrap();
+    std::fs::write(
+        &cluster,
+        serde_json::to_vec(&common::study_doc::cluster_document()).unwrap(),
+    )
+    .unwrap();
     inputs.push(cluster.to_str().unwrap().into());
     let html = dir.path().join("report.html");
     let mut args: Vec<&str> = vec!["report"];
