@@ -14,7 +14,7 @@ pub const COUNTERS_FILE: &str = "counters.json";
 /// The completion marker, written last and atomically.
 pub const MARKER_FILE: &str = "complete.json";
 
-/// The phases, as tagged in the interval log, in [`Stats`] order.
+/// The phases, as tagged in the interval log, in [`Stats`](crate::Stats) order.
 pub const PHASE_TAGS: [&str; 6] = [
     "connect",
     "handshake_full",

@@ -3,11 +3,11 @@
 //!
 //! An agent directory holds, written in this order:
 //! - `requests.csv`: the request log ([`crate::CsvLog`]), one row per request;
-//! - `report.json`: the agent's own [`LoadReport`];
+//! - `report.json`: the agent's own [`LoadReport`](crate::LoadReport);
 //! - `histograms.hlog`: its latency histograms in the HdrHistogram interval
 //!   log format (one interval per phase, tagged with the phase name,
 //!   V2-deflate encoded, readable by HdrHistogram's `HistogramLogReader`);
-//! - `counters.json`: every other counter of its [`Stats`] (the exact sums
+//! - `counters.json`: every other counter of its [`Stats`](crate::Stats) (the exact sums
 //!   and maxima of each phase, counts by status, error, version, suite, …);
 //! - `complete.json`: the completion marker ([`AgentMarker`]), written
 //!   last, through a temporary file and a rename, so that it exists if and
@@ -15,7 +15,7 @@
 //!
 //! A directory without the marker belongs to an agent that died or has
 //! not finished: [`merge`] reports it as missing and never counts any of
-//! its partial files. Everything in [`Stats`] is a sum or a histogram, so
+//! its partial files. Everything in [`Stats`](crate::Stats) is a sum or a histogram, so
 //! the merge of the agents equals the statistics of one run that made all
 //! their requests: percentiles come from the added histograms, never from
 //! averaged percentiles.
