@@ -46,6 +46,19 @@ struct PointValue<'a> {
     value: f64,
 }
 
+impl PointValue<'_> {
+    /// The chart point of this matrix point at `x`, in the series of its
+    /// factors but `except`, linked to its cells.
+    fn at(self, except: &[&str], x: f64) -> DataPoint {
+        DataPoint {
+            series: series_key(self.first, except),
+            x,
+            y: self.value,
+            cells: self.ids,
+        }
+    }
+}
+
 /// Median over repeats of a per-cell figure, for each matrix point, in
 /// first-run order; cells where `f` gives `None` are left out.
 fn per_point<'a>(r: &'a StudyResults, f: impl Fn(&Cell) -> Option<f64>) -> Vec<PointValue<'a>> {
@@ -141,12 +154,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
             .into_iter()
             .filter_map(|p| {
                 let x = thr_pts.iter().find(|t| t.first.point == p.first.point)?;
-                Some(DataPoint {
-                    series: series_key(p.first, &["clients", "rate"]),
-                    x: x.value,
-                    y: p.value,
-                    cells: p.ids,
-                })
+                Some(p.at(&["clients", "rate"], x.value))
             })
             .collect();
         push_line(
@@ -199,12 +207,8 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
                 .is_none_or(|n| n.parse::<usize>().ok() == max_clients)
         })
         .filter_map(|p| {
-            Some(DataPoint {
-                series: series_key(p.first, &["clients", "rate", "reuse"]),
-                x: p.first.factors.get("reuse")?.parse::<f64>().ok()? * 100.0,
-                y: p.value,
-                cells: p.ids,
-            })
+            let x = p.first.factors.get("reuse")?.parse::<f64>().ok()? * 100.0;
+            Some(p.at(&["clients", "rate", "reuse"], x))
         })
         .collect();
         push_line(
@@ -406,12 +410,8 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
         let data = per_point(r, |c| c.factors.contains_key("rate").then(|| goodput(c)))
             .into_iter()
             .filter_map(|p| {
-                Some(DataPoint {
-                    series: series_key(p.first, &["rate", "clients"]),
-                    x: p.first.factors.get("rate")?.parse::<f64>().ok()?,
-                    y: p.value,
-                    cells: p.ids,
-                })
+                let x = p.first.factors.get("rate")?.parse::<f64>().ok()?;
+                Some(p.at(&["rate", "clients"], x))
             })
             .collect();
         push_line(
