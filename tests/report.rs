@@ -50,6 +50,95 @@ pub fn check_self_contained(html: &str) -> usize {
     links
 }
 
+/// A number attribute of an SVG tag (NaN when absent).
+fn attr(tag: &str, name: &str) -> f64 {
+    let tag = format!(" {tag}");
+    let v = tag.split(&format!(" {name}=\"")).nth(1).unwrap_or_default();
+    v.split('"')
+        .next()
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(f64::NAN)
+}
+
+/// The data points (`<circle>`) of a plotters SVG that its legend box
+/// (the `<rect>` with opacity 0.85) covers.
+fn points_under_legend(svg: &str) -> Vec<(f64, f64)> {
+    let tags = |name: &str| -> Vec<&str> {
+        let open = format!("<{name} ");
+        svg.split(open.as_str())
+            .skip(1)
+            .map(|t| t.split('>').next().unwrap_or_default())
+            .collect()
+    };
+    let legends: Vec<&str> = tags("rect")
+        .into_iter()
+        .filter(|t| t.contains("opacity=\"0.85\""))
+        .collect();
+    let mut covered = Vec::new();
+    for c in tags("circle") {
+        let (x, y, r) = (attr(c, "cx"), attr(c, "cy"), attr(c, "r"));
+        for l in &legends {
+            let (lx, ly, w, h) = (
+                attr(l, "x"),
+                attr(l, "y"),
+                attr(l, "width"),
+                attr(l, "height"),
+            );
+            if x + r >= lx && x - r <= lx + w && y + r >= ly && y - r <= ly + h {
+                covered.push((x, y));
+            }
+        }
+    }
+    covered
+}
+
+/// Tick labels that print decimals an integer does not need (`1000.0`).
+fn needless_decimals(svg: &str) -> Vec<String> {
+    svg.split("<text ")
+        .skip(1)
+        .filter_map(|t| t.split_once('>')?.1.split('<').next())
+        .map(str::trim)
+        .filter(|t| {
+            t.split_once('.').is_some_and(|(int, frac)| {
+                !int.is_empty()
+                    && int
+                        .trim_start_matches('-')
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                    && !frac.is_empty()
+                    && frac.bytes().all(|b| b == b'0')
+            })
+        })
+        .map(String::from)
+        .collect()
+}
+
+/// The most links any one cell of a table (from `table.0` to `table.1`)
+/// shows outside a folded `<details>`.
+fn most_inline_links(page: &str, table: (&str, &str), row_sep: &str, cell_sep: &str) -> usize {
+    let Some(start) = page.find(table.0) else {
+        return 0;
+    };
+    let rest = &page[start + table.0.len()..];
+    let table = &rest[..rest.find(table.1).unwrap_or(rest.len())];
+    table
+        .split(row_sep)
+        .flat_map(|row| row.split(cell_sep))
+        .map(|cell| {
+            let mut shown = String::new();
+            let mut rest = cell;
+            while let Some(i) = rest.find("<details>") {
+                shown.push_str(&rest[..i]);
+                rest = rest[i..].split_once("</details>").map_or("", |x| x.1);
+            }
+            shown.push_str(rest);
+            shown.matches("href=\"#").count() + shown.matches("](#").count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 fn write_json(dir: &Path, name: &str, v: &serde_json::Value) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
@@ -144,7 +233,38 @@ fn report_of_real_loads_and_a_cluster_document_is_self_contained() {
             "an empty chart"
         );
     }
+    // The four flaws of issue 21: no legend covers a data point; no tick
+    // label reads `1000.0`; tables scroll in their own box (the browser
+    // test measures the page at 900 px); a row over many cells folds them.
+    for svg in &svgs {
+        let svg = svg.split("</svg>").next().unwrap();
+        assert_eq!(
+            points_under_legend(svg),
+            vec![],
+            "a legend covers data points"
+        );
+        assert_eq!(needless_decimals(svg), Vec::<String>::new(), "tick labels");
+    }
+    assert!(
+        page.contains(".wide{overflow-x:auto"),
+        "no scroll box for tables"
+    );
+    assert_eq!(
+        page.matches("<table").count(),
+        page.matches("<div class=\"wide\"><table").count(),
+        "a table outside a scroll box widens the page"
+    );
+    let inline = most_inline_links(&page, ("Paper against today", "</table>"), "<tr", "<td");
+    assert!(
+        inline <= 3,
+        "{inline} links inline in one cell of a comparison row"
+    );
     let md = std::fs::read_to_string(&md).unwrap();
+    let inline = most_inline_links(&md, ("## Paper against today\n\n", "\n\n"), "\n", " | ");
+    assert!(
+        inline <= 3,
+        "{inline} links inline in one Markdown comparison cell"
+    );
     assert!(md.contains("## Appendix: cells"));
     assert!(md.contains("[load2-r1](#cell-load2-r1)"));
 }

@@ -40,6 +40,7 @@ fn render(browser: &Path, page: &Path, profile: &Path) -> (String, String) {
         "--enable-logging=stderr",
         "--v=0",
         "--virtual-time-budget=3000",
+        "--window-size=900,1000",
     ])
     .arg(format!("--user-data-dir={}", profile.display()))
     .arg("--dump-dom")
@@ -50,6 +51,33 @@ fn render(browser: &Path, page: &Path, profile: &Path) -> (String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Measures, in the rendered page at 900 px, the four flaws issue 21 saw:
+/// sideways scrolling, legend boxes over data points, tick labels like
+/// `1000.0`, and comparison cells with more than a few links shown inline.
+const MEASURE: &str = r#"<script>
+const m = {width: document.documentElement.scrollWidth, viewport: window.innerWidth,
+           covered: 0, ticks: [], inline: 0};
+for (const svg of document.querySelectorAll('svg')) {
+  const boxes = [...svg.querySelectorAll('rect[opacity="0.85"]')].map(r => r.getBoundingClientRect());
+  for (const c of svg.querySelectorAll('circle')) {
+    const p = c.getBoundingClientRect();
+    const [x, y] = [(p.left + p.right) / 2, (p.top + p.bottom) / 2];
+    if (boxes.some(b => x >= b.left && x <= b.right && y >= b.top && y <= b.bottom)) m.covered++;
+  }
+  for (const t of svg.querySelectorAll('text')) {
+    if (/^-?\d+\.0+$/.test(t.textContent.trim())) m.ticks.push(t.textContent.trim());
+  }
+}
+for (const td of document.querySelectorAll('td')) {
+  const shown = [...td.querySelectorAll('a')].filter(a => !a.closest('details')).length;
+  m.inline = Math.max(m.inline, shown);
+}
+const out = document.createElement('pre');
+out.id = 'tlslab-measure';
+out.textContent = JSON.stringify(m);
+document.body.appendChild(out);
+</script>"#;
 
 /// Console messages and failed loads in Chromium's log.
 fn console_problems(log: &str) -> Vec<String> {
@@ -169,4 +197,37 @@ fn html_report_opens_in_headless_chromium_without_errors() {
     assert!(drawn.iter().all(|d| *d), "an SVG draws nothing: {drawn:?}");
     assert!(dom.contains("Goodput against offered load"));
     assert!(dom.contains("Cluster throughput against reuse"));
+
+    // The page as a reader sees it in a 900 px window, measured by a
+    // script in a copy (the report itself has none).
+    let measured = dir.path().join("measured.html");
+    std::fs::write(
+        &measured,
+        source.replace("</body>", &format!("{MEASURE}</body>")),
+    )
+    .unwrap();
+    let profile = tempdir();
+    let (dom, log) = render(&browser, &measured, profile.path());
+    let json = dom
+        .split("<pre id=\"tlslab-measure\">")
+        .nth(1)
+        .and_then(|s| s.split("</pre>").next())
+        .unwrap_or_else(|| panic!("the measuring script wrote nothing:\n{log}"));
+    let m: serde_json::Value = serde_json::from_str(json).expect("the measurement is JSON");
+    eprintln!("the page measured at 900 px: {m}");
+    assert_eq!(m["viewport"], 900, "{m}");
+    assert!(
+        m["width"].as_u64() <= m["viewport"].as_u64(),
+        "the page scrolls sideways in a 900 px window: {m}"
+    );
+    assert_eq!(m["covered"], 0, "legend boxes cover data points: {m}");
+    assert_eq!(
+        m["ticks"],
+        serde_json::json!([]),
+        "tick labels with needless decimals: {m}"
+    );
+    assert!(
+        m["inline"].as_u64() <= Some(3),
+        "a table cell shows its links inline: {m}"
+    );
 }

@@ -13,7 +13,6 @@ use std::thread::JoinHandle;
 use serde::Serialize;
 
 use crate::record::RequestRecord;
-use crate::{Error, Result};
 
 /// The columns of the request log, in order.
 pub const CSV_COLUMNS: [&str; 24] = [
@@ -195,6 +194,31 @@ fn write_rows(
     inner.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     Ok(rows)
 }
+
+/// Errors from report sinks.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The CSV log file could not be created or written.
+    #[error(
+        "request log {path}: {source}; check that the directory exists, is writable and has space"
+    )]
+    Log {
+        /// The log file.
+        path: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// The CSV writer thread stopped abnormally.
+    #[error("request log {path}: the writer thread stopped unexpectedly; the log is incomplete")]
+    LogWriterLost {
+        /// The log file.
+        path: String,
+    },
+}
+
+/// Shorthand for results in this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {

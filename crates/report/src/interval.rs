@@ -1,8 +1,32 @@
-//! Confidence intervals of a mean and the stopping rule of an adaptive
-//! experiment (`tlslab breakdown`): keep sampling until every estimate's
-//! 95 % interval is narrow enough, or a time cap is hit.
+//! The statistics of a sample, written once for every crate: the median,
+//! the nearest-rank quantile, the 95 % confidence interval of a mean, and
+//! the stopping rule of an adaptive experiment (`tlslab breakdown`): keep
+//! sampling until every estimate's 95 % interval is narrow enough, or a
+//! time cap is hit.
 
 use serde::Serialize;
+
+/// The median of `v`, non-finite values left out: the middle value, or the
+/// mean of the two middle ones; NaN when no value is finite.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+/// The `q`-quantile (0–1) of sorted values, nearest rank: the smallest
+/// value with at least `q` of the sample at or below it; NaN when empty.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
 
 /// Two-sided 95 % quantile of Student's t for `df` degrees of freedom
 /// (`df` ≥ 1; 1.96 beyond the table).
@@ -152,6 +176,18 @@ pub fn all_converged(ivs: &[Interval], target: f64, min_samples: usize) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_and_nearest_rank_quantile() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, f64::NAN, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+        let v = [10.0, 20.0, 30.0, 40.0];
+        assert_eq!(quantile(&v, 0.5), 20.0);
+        assert_eq!(quantile(&v, 0.0), 10.0);
+        assert_eq!(quantile(&v, 0.99), 40.0);
+        assert!(quantile(&[], 0.5).is_nan());
+    }
 
     #[test]
     fn interval_of_a_known_sample() {

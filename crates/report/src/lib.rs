@@ -7,10 +7,13 @@
 //! - [`Stats`]: HDR histograms per phase and counters, mergeable; and
 //!   [`Collector`], a sharded set of them that many client tasks record into.
 //! - [`LoadReport`]: the serde model of a finished run (`--json`), whose
-//!   field names are a documented contract (the README section "JSON schemas"), and its human
-//!   table ([`LoadReport::render_table`]).
-//! - [`interval`]: 95 % confidence intervals and the stopping rule of
-//!   adaptive experiments.
+//!   field names are a documented contract (docs/schema.md); its types
+//!   live in `tlslab-schema` and are re-exported here. This crate builds
+//!   it from [`Stats`] ([`LoadReportBuild`]) and renders its human table
+//!   ([`LoadReportText`]).
+//! - [`interval`]: the statistics of a sample, written once: [`median`],
+//!   [`quantile`], 95 % confidence intervals ([`Interval`]) and the
+//!   stopping rule of adaptive experiments.
 //! - [`CsvLog`]: the `--log FILE` sink, one CSV row per request, written by
 //!   its own thread behind a bounded channel so no row is lost.
 //!
@@ -29,7 +32,6 @@ pub mod capacity;
 mod csv_log;
 pub mod distributed;
 pub mod html;
-mod html_pq;
 pub mod inputs;
 pub mod interval;
 mod model;
@@ -39,40 +41,17 @@ pub mod study;
 mod sweep;
 mod table;
 
-pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink};
+pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink, Error, Result};
+pub use interval::{Interval, median, quantile};
 pub use model::{
     Backoff, ClientCpu, ConfigEcho, CpuUsage, CryptoOp, CryptoPerHandshake, EarlyDataCounts,
     Ecommerce, HandshakeKindSummary, HandshakeSummary, Http, KindCounts, Latency, LoadReport,
-    OpenLoop, Phase, Replay, Requests, Reuse, SATURATION_THRESHOLD, SCHEMA_VERSION, Throughput,
-    Window,
+    LoadReportBuild, OpenLoop, Phase, Replay, Requests, Reuse, SATURATION_THRESHOLD,
+    SCHEMA_VERSION, Throughput, Window,
 };
 pub use record::{
     EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire, RequestRecord,
 };
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
-pub use sweep::{SweepReport, SweepSeries, SweepStep};
-
-/// Errors from report sinks.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The CSV log file could not be created or written.
-    #[error(
-        "request log {path}: {source}; check that the directory exists, is writable and has space"
-    )]
-    Log {
-        /// The log file.
-        path: String,
-        /// The underlying I/O error.
-        source: std::io::Error,
-    },
-    /// The CSV writer thread stopped abnormally.
-    #[error("request log {path}: the writer thread stopped unexpectedly; the log is incomplete")]
-    LogWriterLost {
-        /// The log file.
-        path: String,
-    },
-}
-
-/// Shorthand for results in this crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub use sweep::{SweepReport, SweepSeries, SweepStep, SweepStepText, SweepText};
+pub use table::LoadReportText;

@@ -132,7 +132,7 @@ pub struct KindTotals {
     /// Sum of the peer MSS estimates.
     pub rcv_mss: u64,
     /// Handshakes whose received data segments exceeded the initial window
-    /// of [`HandshakeTcp::INITIAL_WINDOW`](crate::HandshakeTcp::INITIAL_WINDOW).
+    /// of [`HandshakeTcp::INITIAL_WINDOW`](crate::record::HandshakeTcp::INITIAL_WINDOW).
     pub beyond_initial_window: u64,
     /// Sum of slow-start rounds the received segments need from that window.
     pub slow_start_rounds: u64,
@@ -159,8 +159,8 @@ impl KindTotals {
         self.slow_start_rounds += o.slow_start_rounds;
     }
 
-    fn add_wire(&mut self, w: &crate::HandshakeWire) {
-        use crate::HandshakeTcp;
+    fn add_wire(&mut self, w: &crate::record::HandshakeWire) {
+        use crate::record::HandshakeTcp;
         self.records_count += 1;
         self.records_out += u64::from(w.records_out);
         self.records_in += u64::from(w.records_in);

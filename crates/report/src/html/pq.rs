@@ -3,8 +3,9 @@
 //! 004's "about 2 KB", server CPU per full handshake with the signature's
 //! part, and time to first byte against RTT beside its "4 RTTs".
 
-use crate::html::{Chart, DataPoint, bar_chart, line_chart};
-use crate::study::{Cell, CellMetrics, StudyResults, median};
+use super::svg::{Chart, DataPoint, Series, bar_chart, line_chart};
+use crate::interval::median;
+use crate::study::{Cell, CellMetrics, StudyResults};
 
 fn pq_cells(r: &StudyResults) -> Vec<&Cell> {
     r.cells
@@ -177,7 +178,7 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
             cells: vec![],
         });
     }
-    let mut series: Vec<crate::html::Series> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
     for p in &data {
         match series.iter_mut().find(|s| s.0 == p.series) {
             Some(s) => s.1.push((p.x, p.y)),

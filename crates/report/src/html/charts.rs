@@ -1,0 +1,468 @@
+//! The charts of a study document: which figures its cells support
+//! (latency against throughput, throughput and server CPU against reuse,
+//! handshake percentiles, the breakdown, the cluster figure, goodput
+//! against offered load, seed 004's sweep and model curves), each point
+//! linked to the cells it came from.
+
+use std::collections::BTreeMap;
+
+use super::cells::ms;
+use super::svg::{Chart, DataPoint, bar_chart, line_chart, push_line, to_series};
+use crate::interval::median;
+use crate::study::{Cell, CellMetrics, StudyResults};
+
+/// Groups cells by the value of `factor`, keeping the order of first sight.
+fn group_by<'a>(cells: &[&'a Cell], factor: &str) -> Vec<(String, Vec<&'a Cell>)> {
+    let mut out: Vec<(String, Vec<&Cell>)> = Vec::new();
+    for c in cells {
+        let k = c.factors.get(factor).cloned().unwrap_or_default();
+        match out.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push(c),
+            None => out.push((k, vec![c])),
+        }
+    }
+    out
+}
+
+/// The factors other than `except` joined, as a series name.
+fn series_key(c: &Cell, except: &[&str]) -> String {
+    let parts: Vec<String> = c
+        .factors
+        .iter()
+        .filter(|(k, _)| !except.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if parts.is_empty() {
+        "all".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// A matrix point: its cells (all repeats) and the median of a figure.
+struct PointValue<'a> {
+    first: &'a Cell,
+    ids: Vec<String>,
+    value: f64,
+}
+
+impl PointValue<'_> {
+    /// The chart point of this matrix point at `x`, in the series of its
+    /// factors but `except`, linked to its cells.
+    fn at(self, except: &[&str], x: f64) -> DataPoint {
+        DataPoint {
+            series: series_key(self.first, except),
+            x,
+            y: self.value,
+            cells: self.ids,
+        }
+    }
+}
+
+/// Median over repeats of a per-cell figure, for each matrix point, in
+/// first-run order; cells where `f` gives `None` are left out.
+fn per_point<'a>(r: &'a StudyResults, f: impl Fn(&Cell) -> Option<f64>) -> Vec<PointValue<'a>> {
+    let mut out = Vec::new();
+    for p in r.points() {
+        let cells: Vec<&Cell> = r.point_cells(&p).filter(|c| f(c).is_some()).collect();
+        let v: Vec<f64> = cells.iter().filter_map(|c| f(c)).collect();
+        if !v.is_empty() {
+            out.push(PointValue {
+                first: cells[0],
+                ids: cells.iter().map(|c| c.id.clone()).collect(),
+                value: median(&v),
+            });
+        }
+    }
+    out
+}
+
+/// The best (highest) point of each series at each reuse level, x in
+/// percent: the throughput figures take the best client count.
+fn best_per_reuse(
+    points: Vec<PointValue>,
+    series: impl Fn(&PointValue) -> String,
+) -> Vec<DataPoint> {
+    let mut best: BTreeMap<(String, String), PointValue> = BTreeMap::new();
+    for p in points {
+        let key = (
+            series(&p),
+            p.first.factors.get("reuse").cloned().unwrap_or_default(),
+        );
+        if best.get(&key).is_none_or(|b| b.value < p.value) {
+            best.insert(key, p);
+        }
+    }
+    best.into_iter()
+        .filter_map(|((series, reuse), p)| {
+            Some(DataPoint {
+                series,
+                x: reuse.parse::<f64>().ok()? * 100.0,
+                y: p.value,
+                cells: p.ids,
+            })
+        })
+        .collect()
+}
+
+/// Goodput of a cell, requests/s: the load report's succeeded requests over
+/// its window when the cell carries it, else completed requests/s less the
+/// error share.
+pub fn goodput(c: &Cell) -> f64 {
+    if let Some(l) = &c.load {
+        let ok = l.pointer("/requests/succeeded").and_then(|v| v.as_f64());
+        let secs = l.pointer("/window/measured_s").and_then(|v| v.as_f64());
+        if let (Some(ok), Some(secs)) = (ok, secs)
+            && secs > 0.0
+        {
+            return ok / secs;
+        }
+    }
+    let m = &c.metrics;
+    if m.requests == 0 {
+        return 0.0;
+    }
+    m.requests_per_s * (m.requests.saturating_sub(m.errors) as f64 / m.requests as f64)
+}
+
+/// The factor names that mark blind dispatch policies in a cluster study.
+const BLIND_POLICIES: [&str; 4] = ["round-robin", "least-conn", "random", "source-ip"];
+
+fn policy_label(p: &str) -> String {
+    if BLIND_POLICIES.contains(&p) {
+        format!("{p} (blind)")
+    } else if p == "session" {
+        "session (session-aware)".into()
+    } else {
+        p.to_string()
+    }
+}
+
+/// The charts whose data exists in `r`, and a note for each left out.
+pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    let has = |f: &str| r.cells.iter().any(|c| c.factors.contains_key(f));
+    let cluster = has("policy");
+    let p50 = |c: &Cell| CellMetrics::at(&c.metrics.latency_us, 50.0).map(ms);
+    let thr = |c: &Cell| Some(c.metrics.requests_per_s);
+
+    // Latency against throughput per reuse level.
+    if has("reuse") {
+        let thr_pts = per_point(r, thr);
+        let data: Vec<DataPoint> = per_point(r, p50)
+            .into_iter()
+            .filter_map(|p| {
+                let x = thr_pts.iter().find(|t| t.first.point == p.first.point)?;
+                Some(p.at(&["clients", "rate"], x.value))
+            })
+            .collect();
+        push_line(
+            &mut out,
+            &mut missing,
+            "Latency against throughput, per reuse level",
+            "requests/s (client-observed)",
+            "p50 latency, ms",
+            "Each point is one matrix point (median over repeats) at one client count or rate; \
+             p50 of request latency (connect + handshake + request for a connection's first \
+             request), client-observed over the cell's window. Seed 000 Figs. 4–5.",
+            data,
+            "needs more than one client count or rate per reuse level",
+        );
+    } else {
+        missing.push("latency against throughput: no cell has a `reuse` factor".into());
+    }
+
+    // Throughput against reuse (a cluster study has its own figure below).
+    if has("reuse") && !cluster {
+        let data = best_per_reuse(per_point(r, thr), |p| {
+            series_key(p.first, &["clients", "rate", "reuse"])
+        });
+        push_line(
+            &mut out,
+            &mut missing,
+            "Throughput against session reuse",
+            "connections resumed, %",
+            "requests/s (best client count)",
+            "Highest median requests/s over the client counts run, per reuse level; \
+             client-observed over each cell's window. Seed 000 Figs. 4–5.",
+            data,
+            "needs at least two reuse levels",
+        );
+        // Server CPU against reuse (server-observed), at the largest client count.
+        let max_clients = r
+            .cells
+            .iter()
+            .filter_map(|o| o.factors.get("clients")?.parse::<usize>().ok())
+            .max();
+        let data = per_point(r, |c| {
+            let m = &c.metrics;
+            (m.server_cpu_us_per_request > 0.0).then_some(m.server_cpu_us_per_request)
+        })
+        .into_iter()
+        .filter(|p| {
+            p.first
+                .factors
+                .get("clients")
+                .is_none_or(|n| n.parse::<usize>().ok() == max_clients)
+        })
+        .filter_map(|p| {
+            let x = p.first.factors.get("reuse")?.parse::<f64>().ok()? * 100.0;
+            Some(p.at(&["clients", "rate", "reuse"], x))
+        })
+        .collect();
+        push_line(
+            &mut out,
+            &mut missing,
+            "Server CPU per request against session reuse",
+            "connections resumed, %",
+            "server CPU per request, µs",
+            "Server-observed: the server worker's CPU time over the whole cell divided by the \
+             requests it served (median over repeats), at the largest client count.",
+            data,
+            "no cells with server-observed CPU at two or more reuse levels",
+        );
+    } else if !has("reuse") {
+        missing.push("throughput against reuse: no cell has a `reuse` factor".into());
+    }
+
+    // HDR percentile plots per handshake kind.
+    let mut hdr: Vec<DataPoint> = Vec::new();
+    fn full_hs(m: &CellMetrics) -> &Vec<(f64, u64)> {
+        &m.handshake_full_us
+    }
+    fn resumed_hs(m: &CellMetrics) -> &Vec<(f64, u64)> {
+        &m.handshake_resumed_us
+    }
+    for (kind, pick) in [
+        ("full", full_hs as fn(&CellMetrics) -> &Vec<(f64, u64)>),
+        ("resumed", resumed_hs),
+    ] {
+        let cells: Vec<&Cell> = r
+            .cells
+            .iter()
+            .filter(|c| pick(&c.metrics).len() >= 3)
+            .collect();
+        for (name, group) in group_by(&cells, "version") {
+            let mut by_q: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+            for c in &group {
+                for (q, v) in pick(&c.metrics) {
+                    by_q.entry((q * 1000.0) as u64).or_default().push(ms(*v));
+                }
+            }
+            let series = if name.is_empty() {
+                kind.to_string()
+            } else {
+                format!("{kind} TLS {name}")
+            };
+            let ids: Vec<String> = group.iter().map(|c| c.id.clone()).collect();
+            for (q, v) in by_q.into_iter().filter(|(q, _)| *q < 100_000) {
+                hdr.push(DataPoint {
+                    series: series.clone(),
+                    x: 1.0 / (1.0 - q as f64 / 100_000.0),
+                    y: median(&v),
+                    cells: ids.clone(),
+                });
+            }
+        }
+    }
+    let hdr_series = to_series(&hdr);
+    if hdr_series.iter().any(|s| s.1.len() > 1)
+        && let Some(svg) = line_chart(
+            "Handshake time percentiles per handshake kind",
+            "1/(1-percentile): 2 = p50, 10 = p90, 100 = p99, 1000 = p99.9",
+            "handshake time, ms",
+            &hdr_series,
+            true,
+        )
+    {
+        out.push(Chart {
+            title: "Handshake percentiles".into(),
+            caption: "HDR-style percentile plot: client-observed handshake time (end of TCP \
+                      connect to handshake complete), each percentile the median over the cells \
+                      that had that kind of handshake."
+                .into(),
+            svg,
+            x_label: "1/(1-percentile)".into(),
+            y_label: "handshake time, ms".into(),
+            data: hdr,
+        });
+    } else {
+        missing.push(
+            "handshake percentile plot: no cell recorded three or more handshake percentiles"
+                .into(),
+        );
+    }
+
+    // The breakdown bar chart.
+    let shares = r
+        .engine_report
+        .as_ref()
+        .and_then(|e| e.get("shares"))
+        .and_then(|s| s.as_array());
+    if let Some(shares) = shares {
+        let bars: Vec<(String, f64, f64)> = shares
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s.get("stage")?.as_str()?.to_string(),
+                    s.get("fraction")?.as_f64()? * 100.0,
+                    s.get("ci95").and_then(|v| v.as_f64()).unwrap_or(0.0) * 100.0,
+                ))
+            })
+            .collect();
+        let data = bars
+            .iter()
+            .enumerate()
+            .map(|(i, (stage, v, _))| DataPoint {
+                series: stage.clone(),
+                x: i as f64,
+                y: *v,
+                cells: r
+                    .cells
+                    .iter()
+                    .filter(|c| c.factors.get("stage").or(c.factors.get("ablate")) == Some(stage))
+                    .map(|c| c.id.clone())
+                    .collect(),
+            })
+            .collect();
+        match bar_chart(
+            "Share of server CPU per request, by TLS stage (Amdahl)",
+            "% of the TLS baseline's server CPU",
+            &bars,
+        ) {
+            Some(svg) => out.push(Chart {
+                title: "Breakdown".into(),
+                caption: "Each stage's share of the baseline's server CPU per request \
+                          (server-observed), from no-op ablation; error bars are 95 % intervals \
+                          of the paired per-round shares. Seed 001 Fig. 10 / §4."
+                    .into(),
+                svg,
+                x_label: "stage".into(),
+                y_label: "% of server CPU".into(),
+                data,
+            }),
+            None => missing.push("breakdown: the engine report has no stage shares".into()),
+        }
+    } else {
+        missing.push(
+            "breakdown bar chart: no `breakdown` engine report (stage shares) in this document"
+                .into(),
+        );
+    }
+
+    // The cluster figure (seed 000 Fig. 9): throughput against reuse, blind
+    // against session-aware dispatch, one chart per resumption mechanism.
+    if cluster {
+        let cells: Vec<&Cell> = r.cells.iter().collect();
+        let mut drawn = 0;
+        for (mechanism, _) in group_by(&cells, "mechanism") {
+            let in_mech = |c: &Cell| {
+                c.factors.get("mechanism").cloned().unwrap_or_default() == mechanism
+                    && c.factors.contains_key("policy")
+            };
+            let points = per_point(r, |c| in_mech(c).then_some(c.metrics.requests_per_s));
+            let data = best_per_reuse(points, |p| {
+                let policy = policy_label(p.first.factors.get("policy").map_or("", |s| s.as_str()));
+                match series_key(
+                    p.first,
+                    &["clients", "rate", "reuse", "policy", "mechanism"],
+                ) {
+                    rest if rest == "all" => policy,
+                    rest => format!("{policy} {rest}"),
+                }
+            });
+            let title = if mechanism.is_empty() {
+                "Cluster throughput against reuse, blind and session-aware dispatch".to_string()
+            } else {
+                format!("Cluster throughput against reuse ({mechanism})")
+            };
+            let before = out.len();
+            push_line(
+                &mut out,
+                &mut missing,
+                &title,
+                "connections resumed, %",
+                "cluster requests/s",
+                "Seed 000 Fig. 9: requests/s of the whole cluster (client-observed over each \
+                 cell's window, median over repeats, best client count) against the share of \
+                 connections that offered a session, one line per dispatch policy. Blind \
+                 policies send a resumption to any node; session-aware dispatch sends it to \
+                 the node that holds the session.",
+                data,
+                "needs at least two reuse levels per policy",
+            );
+            drawn += out.len() - before;
+        }
+        if drawn == 0 {
+            missing.push("cluster figure: no policy had two reuse levels".into());
+        }
+    } else {
+        missing.push(
+            "cluster figure (seed 000 Fig. 9): no cell has a `policy` factor (a cluster study \
+             document, `seed000-cluster`)"
+                .into(),
+        );
+    }
+
+    // Goodput against offered load: cells with a `rate` factor.
+    if has("rate") {
+        let data = per_point(r, |c| c.factors.contains_key("rate").then(|| goodput(c)))
+            .into_iter()
+            .filter_map(|p| {
+                let x = p.first.factors.get("rate")?.parse::<f64>().ok()?;
+                Some(p.at(&["rate", "clients"], x))
+            })
+            .collect();
+        push_line(
+            &mut out,
+            &mut missing,
+            "Goodput against offered load",
+            "offered requests/s",
+            "successful requests/s (client-observed)",
+            "Open-loop cells: requests that succeeded per second (client-observed over each \
+             cell's window, median over repeats) against the arrival rate offered. Seed 002 \
+             Figs. 3–7.",
+            data,
+            "needs open-loop cells at two or more rates",
+        );
+    } else {
+        missing.push("goodput against offered load: no open-loop cells (no `rate` factor)".into());
+    }
+
+    // Seed 004's post-quantum sweep.
+    super::pq::charts(r, &mut out, &mut missing);
+
+    // Model curves (seed 004's 300/(1−ρ), M/M/1).
+    let mut by_chart: BTreeMap<String, Vec<&crate::study::Curve>> = BTreeMap::new();
+    for c in &r.curves {
+        by_chart.entry(c.chart.clone()).or_default().push(c);
+    }
+    for (title, curves) in by_chart {
+        let data: Vec<DataPoint> = curves
+            .iter()
+            .flat_map(|c| {
+                c.points.iter().map(|&(x, y)| DataPoint {
+                    series: c.name.clone(),
+                    x,
+                    y,
+                    cells: vec![],
+                })
+            })
+            .collect();
+        let series = to_series(&data);
+        if let Some(svg) = line_chart(&title, &curves[0].x, &curves[0].y, &series, false) {
+            out.push(Chart {
+                title: title.clone(),
+                caption: "Model curves computed from the measured service times (not measured \
+                          response times)."
+                    .into(),
+                svg,
+                x_label: curves[0].x.clone(),
+                y_label: curves[0].y.clone(),
+                data,
+            });
+        }
+    }
+    (out, missing)
+}

@@ -1,0 +1,22 @@
+//! `tlslab report`: a self-contained HTML page (inline SVG charts drawn with
+//! plotters' SVG backend, inline CSS, no script, no network fetch) and a
+//! Markdown version of the same tables, from one or more
+//! [`StudyResults`](crate::study::StudyResults).
+//!
+//! Every number in a table links to the cell that produced it (`#cell-ID`
+//! anchors in the cell table). A chart is drawn only when its data exists;
+//! the page says which charts were left out and why.
+
+mod cells;
+mod charts;
+mod markdown;
+mod page;
+mod pq;
+mod svg;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use charts::{charts, goodput};
+pub use markdown::render_markdown;
+pub use page::render_html;
+pub use svg::{Chart, DataPoint, Series, bar_chart, line_chart};

@@ -1,0 +1,341 @@
+//! Tests of the report's charts, page and Markdown.
+
+use super::svg::{legend_place, legend_size, tick};
+use super::*;
+use crate::study::{Cell, CellMetrics, StudyResults};
+use crate::study::{Comparison, Curve, Environment, STUDY_KIND, STUDY_SCHEMA_VERSION};
+
+fn cell(id: &str, point: &str, factors: &[(&str, &str)], rps: f64, p50_us: u64) -> Cell {
+    Cell {
+        id: id.into(),
+        point: point.into(),
+        factors: factors
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        repeat: 1,
+        order: 0,
+        command_line: format!("tlslab load https://127.0.0.1:1/ # {id}"),
+        started_unix_ms: 0,
+        metrics: CellMetrics {
+            requests_per_s: rps,
+            connections_per_s: rps,
+            window_s: 2.0,
+            requests: (rps * 2.0) as u64,
+            server_cpu_us_per_request: 1e6 / rps,
+            latency_us: vec![(50.0, p50_us), (90.0, p50_us * 2), (99.0, p50_us * 4)],
+            handshake_full_us: vec![(50.0, 900), (90.0, 1500), (99.0, 3000), (99.9, 5000)],
+            handshake_resumed_us: vec![(50.0, 200), (90.0, 300), (99.0, 700)],
+            ..CellMetrics::default()
+        },
+        load: None,
+    }
+}
+
+fn doc(study: &str, cells: Vec<Cell>) -> StudyResults {
+    StudyResults {
+        kind: STUDY_KIND.into(),
+        schema_version: STUDY_SCHEMA_VERSION,
+        study: study.into(),
+        title: format!("{study}: hand-built test document"),
+        seed: String::new(),
+        quick: true,
+        command_line: vec!["tlslab".into(), "experiment".into()],
+        environment: Environment::default(),
+        matrix: serde_json::Value::Null,
+        started_unix_ms: 0,
+        finished_unix_ms: 0,
+        complete: true,
+        cells,
+        comparisons: vec![],
+        engine_report: None,
+        curves: vec![],
+        notes: vec![],
+    }
+}
+
+/// A seed000-reuse-like document: reuse × clients × 2 repeats, plus
+/// open-loop cells, a breakdown, a comparison and a model curve.
+pub(crate) fn sample_study() -> StudyResults {
+    let mut cells = Vec::new();
+    for reuse in ["0", "0.5", "1"] {
+        for clients in ["4", "16"] {
+            for rep in 1..=2 {
+                let point = format!("reuse{reuse}-c{clients}");
+                let base = 1000.0 * (1.0 + reuse.parse::<f64>().unwrap() * 3.0);
+                let rps = base * if clients == "16" { 1.5 } else { 1.0 } + rep as f64;
+                let mut c = cell(
+                    &format!("{point}-r{rep}"),
+                    &point,
+                    &[("reuse", reuse), ("clients", clients), ("version", "1.3")],
+                    rps,
+                    if clients == "16" { 4000 } else { 1500 },
+                );
+                c.repeat = rep;
+                cells.push(c);
+            }
+        }
+    }
+    for rate in ["100", "200", "400"] {
+        cells.push(cell(
+            &format!("rate{rate}-r1"),
+            &format!("rate{rate}"),
+            &[("rate", rate)],
+            rate.parse::<f64>().unwrap().min(300.0),
+            1000,
+        ));
+    }
+    let mut d = doc("seed000-reuse", cells);
+    d.comparisons.push(Comparison {
+        quantity: "throughput gain at 100 % reuse".into(),
+        paper: "about 2.5x".into(),
+        source: "seed 000 Fig. 4".into(),
+        today: Some(4.0),
+        unit: "x".into(),
+        measured: "client-observed req/s ratio".into(),
+        cells: vec!["reuse1-c16-r1".into(), "reuse0-c16-r1".into()],
+        reason: "ECDHE instead of RSA key transport; AES-NI".into(),
+    });
+    d.engine_report = Some(serde_json::json!({
+        "shares": [
+            {"stage": "sign", "fraction": 0.4, "ci95": 0.05},
+            {"stage": "kx", "fraction": 0.2, "ci95": 0.02}
+        ]
+    }));
+    d.curves.push(Curve {
+        name: "300/(1-ρ)".into(),
+        chart: "Response time model".into(),
+        x: "ρ".into(),
+        y: "ms".into(),
+        points: vec![(0.1, 333.0), (0.5, 600.0), (0.9, 3000.0)],
+    });
+    d
+}
+
+/// A seed000-cluster-like document: policy × reuse × mechanism.
+pub(crate) fn sample_cluster() -> StudyResults {
+    let mut cells = Vec::new();
+    for mech in ["tls12-id", "tls13-ticket"] {
+        for policy in ["round-robin", "session"] {
+            for reuse in ["0", "0.4", "0.8", "1"] {
+                let r: f64 = reuse.parse().unwrap();
+                let rps = if policy == "session" {
+                    3000.0 * (1.0 + 5.0 * r)
+                } else {
+                    3000.0 * (1.0 + 0.3 * r)
+                };
+                let point = format!("{mech}-{policy}-reuse{reuse}");
+                cells.push(cell(
+                    &format!("{point}-r1"),
+                    &point,
+                    &[("mechanism", mech), ("policy", policy), ("reuse", reuse)],
+                    rps,
+                    2000,
+                ));
+            }
+        }
+    }
+    doc("seed000-cluster", cells)
+}
+
+/// Every `href="#x"` has an `id="x"`, and nothing is fetched.
+pub(crate) fn check_links(html: &str) {
+    let ids: std::collections::HashSet<&str> = html
+        .split("id=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .collect();
+    let mut n = 0;
+    for attr in ["href=\"", "src=\""] {
+        for s in html.split(attr).skip(1) {
+            let v = s.split('"').next().unwrap();
+            if let Some(anchor) = v.strip_prefix('#') {
+                assert!(ids.contains(anchor), "link #{anchor} has no target");
+                n += 1;
+            } else {
+                assert!(v.starts_with("data:"), "external reference {attr}{v}");
+            }
+        }
+    }
+    assert!(n > 0, "no internal links at all");
+    for bad in [
+        "<script",
+        "<link rel=\"stylesheet",
+        "@import",
+        "url(http",
+        "<iframe",
+        "<img",
+    ] {
+        assert!(!html.contains(bad), "the page contains {bad}");
+    }
+}
+
+#[test]
+fn study_report_has_every_chart_and_resolving_links() {
+    let d = sample_study();
+    let (charts, missing) = charts(&d);
+    let titles: Vec<&str> = charts.iter().map(|c| c.title.as_str()).collect();
+    for want in [
+        "Latency against throughput, per reuse level",
+        "Throughput against session reuse",
+        "Server CPU per request against session reuse",
+        "Handshake percentiles",
+        "Breakdown",
+        "Goodput against offered load",
+        "Response time model",
+    ] {
+        assert!(titles.contains(&want), "{want} missing from {titles:?}");
+    }
+    assert!(
+        missing.iter().any(|m| m.starts_with("cluster figure")),
+        "{missing:?}"
+    );
+    for c in &charts {
+        assert!(c.svg.starts_with("<svg"), "{}", c.title);
+        assert!(!c.data.is_empty(), "{}", c.title);
+    }
+    // Throughput against reuse: best client count (16) per reuse level,
+    // median of the two repeats, linked to both.
+    let thr = charts
+        .iter()
+        .find(|c| c.title == "Throughput against session reuse")
+        .unwrap();
+    let at0 = thr.data.iter().find(|p| p.x == 0.0).unwrap();
+    assert_eq!(at0.y, 1501.5);
+    assert_eq!(at0.cells, vec!["reuse0-c16-r1", "reuse0-c16-r2"]);
+    let html = render_html(std::slice::from_ref(&d));
+    check_links(&html);
+    for c in &d.cells {
+        assert!(html.contains(&format!("id=\"cell-{}\"", c.id)), "{}", c.id);
+    }
+    assert!(html.contains("Appendix: cells"));
+    assert!(html.contains("ECDHE instead of RSA key transport"));
+    assert!(html.contains("about 2.5x"));
+    assert_eq!(html.matches("<svg").count(), charts.len());
+}
+
+#[test]
+fn cluster_document_draws_blind_against_session_aware_per_mechanism() {
+    let d = sample_cluster();
+    let (charts, missing) = charts(&d);
+    let cluster: Vec<&Chart> = charts
+        .iter()
+        .filter(|c| c.title.starts_with("Cluster throughput"))
+        .collect();
+    assert_eq!(cluster.len(), 2, "{missing:?}");
+    assert!(cluster[0].title.contains("tls12-id"));
+    let series: Vec<&str> = cluster[0].data.iter().map(|p| p.series.as_str()).collect();
+    assert!(series.contains(&"round-robin (blind)"));
+    assert!(series.contains(&"session (session-aware)"));
+    let s100 = cluster[0]
+        .data
+        .iter()
+        .find(|p| p.series.starts_with("session") && p.x == 100.0)
+        .unwrap();
+    assert_eq!(s100.y, 18000.0);
+    assert_eq!(s100.cells, vec!["tls12-id-session-reuse1-r1"]);
+    assert!(svg_has_lines(&cluster[0].svg));
+    // The generic throughput-against-reuse chart is not drawn for it.
+    assert!(
+        !charts
+            .iter()
+            .any(|c| c.title == "Throughput against session reuse")
+    );
+    // Two documents: anchors are prefixed per document.
+    let html = render_html(&[sample_study(), d]);
+    check_links(&html);
+    assert!(html.contains("id=\"d1-cell-tls13-ticket-session-reuse1-r1\""));
+}
+
+fn svg_has_lines(svg: &str) -> bool {
+    svg.contains("<polyline") || svg.contains("<path")
+}
+
+#[test]
+fn absent_data_is_a_note_not_a_chart() {
+    let d = doc("empty", vec![]);
+    let (charts, missing) = charts(&d);
+    assert!(charts.is_empty());
+    assert!(missing.len() >= 5, "{missing:?}");
+    let html = render_html(&[d]);
+    assert!(html.contains("Charts not drawn"));
+    assert!(!html.contains("<svg"));
+    let md = render_markdown(&[sample_study()]);
+    assert!(md.contains("## Appendix: cells"));
+    assert!(md.contains("<a id=\"cell-reuse0-c4-r1\"></a>"));
+    assert!(md.contains("(#cell-reuse1-c16-r1)"));
+}
+
+#[test]
+fn line_chart_is_svg_with_the_series_name() {
+    let svg = line_chart(
+        "t",
+        "x",
+        "y",
+        &[("alpha".into(), vec![(1.0, 2.0), (2.0, 3.0)])],
+        false,
+    )
+    .unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..50.min(svg.len())]);
+    assert!(svg.contains("alpha"));
+    assert!(svg.contains("<polyline") || svg.contains("<path"));
+    assert!(line_chart("t", "x", "y", &[("e".into(), vec![])], false).is_none());
+    let log = line_chart(
+        "t",
+        "x",
+        "y",
+        &[("l".into(), vec![(2.0, 1.0), (100.0, 5.0)])],
+        true,
+    );
+    assert!(log.is_some());
+}
+
+#[test]
+fn bar_chart_draws_bars() {
+    let svg = bar_chart(
+        "b",
+        "%",
+        &[
+            ("sig".into(), 40.0, 3.0),
+            ("kx".into(), 20.0, f64::INFINITY),
+        ],
+    )
+    .unwrap();
+    assert!(svg.contains("<rect"));
+    assert!(svg.contains("sig"));
+}
+
+#[test]
+fn legends_avoid_points_and_ticks_have_no_needless_decimals() {
+    // Plotters' upper-right legend box of a 600×300 area, and a point in it.
+    let size = legend_size(&["round-robin (blind)", "session (session-aware)"]);
+    let upper_right = (600 - size.0 - 5, 5);
+    let inside = (upper_right.0 + 10, upper_right.1 + 10);
+    let place = legend_place(size, (600, 300), &[inside]).unwrap();
+    assert_ne!(place, upper_right);
+    // Points in every place: none is free, so line_chart raises the y axis.
+    let corners = [
+        (590, 10),
+        (10, 10),
+        (590, 290),
+        (10, 290),
+        (590, 150),
+        (10, 150),
+        (300, 10),
+    ];
+    assert_eq!(legend_place(size, (600, 300), &corners), None);
+    let pts = vec![
+        (0.0, 0.0),
+        (0.0, 100.0),
+        (100.0, 0.0),
+        (100.0, 100.0),
+        (50.0, 100.0),
+    ];
+    let many: Vec<Series> = (0..6)
+        .map(|i| (format!("series {i}"), pts.clone()))
+        .collect();
+    assert!(line_chart("t", "x", "y", &many, false).is_some());
+    assert_eq!(tick(&1000.0), "1000");
+    assert_eq!(tick(&2.5), "2.5");
+    assert_eq!(tick(&-0.0), "0");
+}
