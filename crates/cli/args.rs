@@ -80,6 +80,9 @@ pub enum Command {
     /// Run a declared matrix, or a seed paper's study, into one resumable results document
     /// with the paper's figures beside today's (`experiment list` names the studies).
     Experiment(crate::experiment_args::ExperimentArgs),
+    /// Outside peers' config files (nginx, Apache, HAProxy), for the benchmark scripts.
+    #[command(hide = true)]
+    Peers(crate::peers_cmd::PeersArgs),
 }
 
 /// `tlslab relay`.

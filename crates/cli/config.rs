@@ -59,7 +59,8 @@ pub fn output_files(cmd: &args::Command) -> anyhow::Result<()> {
         | C::Probe(_)
         | C::Relay(_)
         | C::Dispatch(_)
-        | C::Experiment(_) => vec![],
+        | C::Experiment(_)
+        | C::Peers(_) => vec![],
     };
     for (flag, path) in files {
         if let Some(p) = path {

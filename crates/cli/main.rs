@@ -14,6 +14,7 @@ mod distributed;
 mod experiment_args;
 mod overload_args;
 mod path_cmd;
+mod peers_cmd;
 mod probe;
 mod report_args;
 
@@ -110,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => report_args::report(&a),
         Command::Plan(a) => report_args::plan(&a),
         Command::Experiment(a) => experiment_args::run(a),
+        Command::Peers(a) => peers_cmd::run(&a),
     }
 }
 
