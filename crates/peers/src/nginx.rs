@@ -307,6 +307,42 @@ fn with_error_log(e: Error, path: &Path) -> Error {
     }
 }
 
+/// The access-log format of a cluster node: one line per request,
+/// `$ssl_session_reused` first (`r` or `.`).
+pub const NODE_LOG_FORMAT: &str = "$ssl_session_reused $ssl_protocol $status";
+
+/// Node `node` of `tlslab cluster`: one TLS version (`TLSv1.2` or
+/// `TLSv1.3`), a session cache of its own, tickets as given, the groups
+/// (tlslab names, spelled for OpenSSL) if any, and [`NODE_LOG_FORMAT`] in
+/// `PREFIX/access.log`.
+pub fn cluster_node(
+    node: usize,
+    prefix: &Path,
+    port: u16,
+    (cert, key): (&Path, &Path),
+    protocol: &str,
+    tickets: Tickets,
+    groups: Option<&[String]>,
+) -> Result<NginxConf, Error> {
+    let mut c =
+        NginxConf::new(prefix, port, cert, key).log("cluster", NODE_LOG_FORMAT, "access.log");
+    c.comment = format!("# Written by tlslab cluster: node {node}.");
+    c.worker_connections = 4096;
+    c.keepalive_timeout = Some("5s".into());
+    c.protocols = protocol.into();
+    c.session_cache = format!("shared:node{node}:10m");
+    c.session_timeout = "5m".into();
+    c.tickets = tickets;
+    if let Some(g) = groups {
+        let names = g
+            .iter()
+            .map(|g| openssl_group(g))
+            .collect::<Result<Vec<_>, _>>()?;
+        c.curves = Some(names.join(":"));
+    }
+    Ok(c)
+}
+
 /// `nginx -v`'s version, such as `(1, 22, 1)`.
 pub fn version(nginx: &Path) -> Option<(u32, u32, u32)> {
     let out = Command::new(nginx).arg("-v").output().ok()?;
@@ -397,6 +433,44 @@ mod tests {
         );
         assert_eq!(parse_version("nginx/1.25"), Some((1, 25, 0)));
         assert_eq!(parse_version("nope"), None);
+    }
+
+    #[test]
+    fn a_cluster_node_has_its_own_cache_and_one_version() {
+        let keys = (Path::new("/c.pem"), Path::new("/k.pem"));
+        let groups = ["x25519".to_string(), "secp256r1".to_string()];
+        let n = cluster_node(
+            2,
+            Path::new("/p"),
+            9000,
+            keys,
+            "TLSv1.2",
+            Tickets::Keys("/t".into()),
+            Some(&groups),
+        );
+        let c = n.unwrap().render();
+        assert!(c.contains("# Written by tlslab cluster: node 2."), "{c}");
+        assert!(c.contains("ssl_protocols TLSv1.2;"));
+        assert!(c.contains("ssl_session_cache shared:node2:10m;"));
+        assert!(c.contains("ssl_session_timeout 5m;"));
+        assert!(c.contains("ssl_session_ticket_key /t;"));
+        assert!(c.contains("ssl_ecdh_curve X25519:prime256v1;"));
+        assert!(c.contains("log_format cluster '$ssl_session_reused $ssl_protocol $status';"));
+        assert!(c.contains("keepalive_timeout 5s;"));
+        assert!(c.contains("worker_connections 4096;"));
+        let bad = ["ffdhe2048".to_string()];
+        assert!(
+            cluster_node(
+                0,
+                Path::new("/p"),
+                1,
+                keys,
+                "TLSv1.3",
+                Tickets::Off,
+                Some(&bad)
+            )
+            .is_err()
+        );
     }
 
     #[test]
