@@ -111,6 +111,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error with `extra` (such as the peer's own error log) added to
+    /// what the peer wrote.
+    pub fn with_log(mut self, extra: &str) -> Error {
+        if let Error::Exited { log, .. } | Error::NotListening { log, .. } = &mut self {
+            log.push('\n');
+            log.push_str(extra.trim());
+        }
+        self
+    }
+
     /// Whether the peer failed because its port was taken meanwhile (the
     /// case [`start_on_free_port`] retries).
     pub fn port_in_use(&self) -> bool {

@@ -266,7 +266,9 @@ impl NginxConf {
         let mut proc = Proc::spawn(cmd, "nginx", Some(&self.prefix.join("stderr.log")))?;
         proc.pin(cpus)?;
         proc.wait_port(self.addr(), Duration::from_secs(10))
-            .map_err(|e| with_error_log(e, &self.error_log()))?;
+            .map_err(|e| {
+                e.with_log(&std::fs::read_to_string(self.error_log()).unwrap_or_default())
+            })?;
         Ok(proc)
     }
 }
@@ -282,29 +284,6 @@ pub fn start(
         let c = conf(port);
         c.start(bin, cpus).map(|p| (p, c))
     })
-}
-
-fn with_error_log(e: Error, path: &Path) -> Error {
-    let extra = std::fs::read_to_string(path).unwrap_or_default();
-    match e {
-        Error::Exited { name, status, log } => Error::Exited {
-            name,
-            status,
-            log: format!("{log}\n{}", extra.trim()),
-        },
-        Error::NotListening {
-            name,
-            addr,
-            secs,
-            log,
-        } => Error::NotListening {
-            name,
-            addr,
-            secs,
-            log: format!("{log}\n{}", extra.trim()),
-        },
-        other => other,
-    }
 }
 
 /// The access-log format of a cluster node: one line per request,
