@@ -24,11 +24,14 @@ pub struct PeersArgs {
 #[derive(Debug, Subcommand)]
 pub enum PeerConf {
     /// nginx.conf: one TLS server on 127.0.0.1, every path under --prefix.
-    NginxConf(NginxArgs),
+    #[command(name = "nginx-conf")]
+    Nginx(NginxArgs),
     /// httpd.conf for Apache (mpm_event, mod_ssl), every path under --dir.
-    ApacheConf(ApacheArgs),
+    #[command(name = "apache-conf")]
+    Apache(ApacheArgs),
     /// haproxy.cfg: TCP mode in front of --server nodes.
-    HaproxyConf(HaproxyArgs),
+    #[command(name = "haproxy-conf")]
+    Haproxy(HaproxyArgs),
 }
 
 /// What nginx and Apache share.
@@ -159,7 +162,7 @@ fn emit(text: &str, out: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
 /// Runs `tlslab peers`.
 pub fn run(a: &PeersArgs) -> anyhow::Result<ExitCode> {
     match &a.what {
-        PeerConf::NginxConf(n) => {
+        PeerConf::Nginx(n) => {
             let t = &n.tls;
             let mut c = NginxConf::new(&n.prefix, t.port, &t.cert, &t.key);
             c.comment = "# Written by tlslab peers nginx-conf.".into();
@@ -198,7 +201,7 @@ pub fn run(a: &PeersArgs) -> anyhow::Result<ExitCode> {
                 None => emit(&c.render(), None),
             }
         }
-        PeerConf::ApacheConf(a) => {
+        PeerConf::Apache(a) => {
             let t = &a.tls;
             let c = ApacheConf {
                 dir: a.dir.clone(),
@@ -219,7 +222,7 @@ pub fn run(a: &PeersArgs) -> anyhow::Result<ExitCode> {
             };
             emit(&c.render(), t.out.as_ref())
         }
-        PeerConf::HaproxyConf(h) => {
+        PeerConf::Haproxy(h) => {
             let c = HaproxyConf {
                 port: h.port,
                 balance: h.balance.clone(),

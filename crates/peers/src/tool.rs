@@ -67,7 +67,7 @@ fn postgres_dirs() -> Vec<PathBuf> {
             Some((v, e.path().join("bin")))
         })
         .collect();
-    dirs.sort_by(|a, b| b.0.cmp(&a.0));
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.0));
     dirs.into_iter().map(|(_, d)| d).collect()
 }
 
