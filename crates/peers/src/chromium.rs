@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::find_tool;
+use crate::tool::find_tool;
 
 /// Where Chromium is (`chromium` or `chromium-browser`).
 pub fn find() -> Option<PathBuf> {

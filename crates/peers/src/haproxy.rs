@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::{Error, Proc, start_on_free_port, write};
+use crate::error::{Error, write};
+use crate::proc::{Proc, start_on_free_port};
 
 /// A haproxy.cfg: one `listen` section on 127.0.0.1.
 #[derive(Clone, Debug)]

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::{Error, Proc, mkdirs, start_on_free_port, write};
+use crate::error::{Error, mkdirs, write};
+use crate::proc::{Proc, start_on_free_port};
 
 /// One `log_format` and the `access_log` that uses it.
 #[derive(Clone, Debug, PartialEq, Eq)]

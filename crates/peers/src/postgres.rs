@@ -6,7 +6,9 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::{Error, free_port, need_tool};
+use crate::error::Error;
+use crate::proc::free_port;
+use crate::tool::need_tool;
 
 /// `nobody`: who runs PostgreSQL when this process is root.
 const UNPRIVILEGED: u32 = 65534;

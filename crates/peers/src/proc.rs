@@ -16,7 +16,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tlslab_runtime::{CpuPin, CpuTime};
 
-use crate::Error;
+use crate::error::Error;
 
 /// A port on 127.0.0.1 that was free a moment ago (bind port 0, read it,
 /// release it): for peers that cannot be told to pick their own.

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::{Error, Proc, need_tool, start_on_free_port};
+use crate::error::Error;
+use crate::proc::{Proc, start_on_free_port};
+use crate::tool::need_tool;
 
 /// A running redis-server, killed on drop; [`restart`](Redis::restart)
 /// brings it back on the same port.

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The Debian package that installs `tool`.
 pub fn package(tool: &str) -> &str {
