@@ -90,7 +90,7 @@ impl Error {
     }
 
     /// Whether the peer failed because its port was taken meanwhile (the
-    /// case [`start_on_free_port`] retries).
+    /// case [`crate::start_on_free_port`] retries).
     pub fn port_in_use(&self) -> bool {
         match self {
             Error::Exited { log, .. } | Error::NotListening { log, .. } => {
