@@ -79,34 +79,11 @@ start_nodes() { # TLS TICKETS TAGGED(0|1)
 }
 stop_nodes() { for p in "${NODE_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; NODE_PIDS=(); sleep 0.3; }
 
-haproxy_cfg() { # PORT STICK(0|1)
-  local stick=""
-  if [ "$2" = 1 ]; then stick="    tcp-request inspect-delay 5s
-    tcp-request content accept if { req.ssl_hello_type 1 }
-    tcp-response inspect-delay 5s
-    tcp-response content accept if { res.ssl_hello_type 2 }
-    acl clienthello req.ssl_hello_type 1
-    acl serverhello res.ssl_hello_type 2
-    stick-table type binary len 32 size 100k expire 30m
-    stick on req.payload_lv(43,1) if clienthello
-    stick store-response res.payload_lv(43,1) if serverhello"; fi
-  cat > "$T/haproxy.cfg" <<CFG
-global
-    nbthread 1
-    maxconn 4000
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-listen tls
-    bind 127.0.0.1:$1
-$stick
-    balance roundrobin
-    server n1 ${ADDRS[0]}
-    server n2 ${ADDRS[1]}
-    server n3 ${ADDRS[2]}
-CFG
+haproxy_cfg() { # PORT STICK(0|1): the config comes from tlslab (crates/peers)
+  local stick=()
+  [ "$2" = 1 ] && stick=(--stick-session-ids)
+  "$B" peers haproxy-conf --port "$1" --server "${ADDRS[0]}" --server "${ADDRS[1]}" \
+    --server "${ADDRS[2]}" "${stick[@]}" --out "$T/haproxy.cfg"
 }
 
 start_balancer() { # KIND -> sets TARGET, BPID

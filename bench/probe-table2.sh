@@ -32,26 +32,11 @@ targets=("serve $serve")
 nginx_bin=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null || true)
 if [ -n "$nginx_bin" ]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  mkdir -p "$dir/nginx/logs" "$dir/nginx/www"
+  mkdir -p "$dir/nginx/www"
   head -c 4096 /dev/zero | tr '\0' x >"$dir/nginx/www/4k.bin"
-  cat >"$dir/nginx/nginx.conf" <<CONF
-worker_processes 1;
-error_log $dir/nginx/logs/error.log;
-pid $dir/nginx/nginx.pid;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  server {
-    listen 127.0.0.1:$port ssl;
-    ssl_certificate $dir/certs/server.pem;
-    ssl_certificate_key $dir/certs/server.key;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    ssl_session_cache shared:SSL:10m;
-    ssl_session_tickets on;
-    root $dir/nginx/www;
-  }
-}
-CONF
+  # The config comes from tlslab (crates/peers), as every peer config does.
+  "$bin" peers nginx-conf --prefix "$dir/nginx" --port "$port" --cert "$dir/certs/server.pem" \
+    --key "$dir/certs/server.key" --worker-connections 1024 --out "$dir/nginx/nginx.conf"
   taskset -c 0 "$nginx_bin" -p "$dir/nginx" -c "$dir/nginx/nginx.conf" -g 'daemon off; master_process off;' \
     >"$dir/nginx.out" 2>&1 &
   pids+=($!)

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{expect_ok, load_json, run_tlslab, tempdir};
+use common::{expect_ok, load_json, require, run_tlslab, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(300);
 
@@ -36,11 +36,6 @@ fn f(v: &serde_json::Value, key: &str) -> f64 {
     v[key]
         .as_f64()
         .unwrap_or_else(|| panic!("{key} is not a number in {v:#}"))
-}
-
-/// Whether `tool` is installed; if not, a loud skip (or a failure under CI).
-fn require(tool: &str) -> bool {
-    common::require(tool, tool)
 }
 
 fn run_cluster(dir: &Path, args: &[&str]) -> (String, serde_json::Value) {

@@ -15,8 +15,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::{
-    Proc, Serve, expect_ok, free_port, http_get, load_json, num, run_tlslab, tempdir, tlslab,
-    url_addr, wait_for_port,
+    Proc, Serve, expect_ok, http_get, load_json, num, run_tlslab, tempdir, tlslab, url_addr,
 };
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -634,7 +633,7 @@ fn source_ip_spreads_clients_and_clients_per_ip_collapses_them() {
 /// A running HAProxy (TCP mode, the TLS 1.2 session-ID stick-table recipe
 /// of issue 10) in front of `nodes`, stopped on drop.
 struct HaProxy {
-    _proc: Proc,
+    _proc: tlslab_peers::Proc,
     addr: SocketAddr,
     _dir: tempfile::TempDir,
 }
@@ -642,38 +641,15 @@ struct HaProxy {
 impl HaProxy {
     fn start(nodes: &[Serve]) -> HaProxy {
         let dir = tempdir();
-        let port = free_port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let servers: String = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| format!("    server n{i} {}\n", n.https))
-            .collect();
-        let cfg = format!(
-            "global\n    nbthread 1\n    maxconn 4000\n\
-             defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\
-             listen tls\n    bind {addr}\n\
-             \x20   tcp-request inspect-delay 5s\n\
-             \x20   tcp-request content accept if {{ req.ssl_hello_type 1 }}\n\
-             \x20   tcp-response inspect-delay 5s\n\
-             \x20   tcp-response content accept if {{ res.ssl_hello_type 2 }}\n\
-             \x20   acl clienthello req.ssl_hello_type 1\n\
-             \x20   acl serverhello res.ssl_hello_type 2\n\
-             \x20   stick-table type binary len 32 size 100k expire 30m\n\
-             \x20   stick on req.payload_lv(43,1) if clienthello\n\
-             \x20   stick store-response res.payload_lv(43,1) if serverhello\n\
-             \x20   balance roundrobin\n{servers}"
-        );
-        let path = dir.path().join("haproxy.cfg");
-        std::fs::write(&path, cfg).unwrap();
-        let mut cmd = std::process::Command::new(common::tool("haproxy"));
-        cmd.arg("-f").arg(&path).arg("-db");
-        let proc = Proc::spawn(cmd);
-        assert!(
-            wait_for_port(addr, Duration::from_secs(10)),
-            "haproxy did not listen:\n{}",
-            proc.describe()
-        );
+        let conf = |port| tlslab_peers::haproxy::HaproxyConf {
+            port,
+            balance: "roundrobin".into(),
+            stick_session_ids: true,
+            servers: nodes.iter().map(|n| n.https).collect(),
+        };
+        let (proc, addr) =
+            tlslab_peers::haproxy::start(&common::tool("haproxy"), dir.path(), &[], conf)
+                .unwrap_or_else(|e| panic!("{e}"));
         HaProxy {
             _proc: proc,
             addr,
@@ -691,7 +667,7 @@ impl HaProxy {
 #[test]
 #[ignore = "needs haproxy; run by .ci/run"]
 fn haproxy_sticks_tls12_ids_only_while_session_routes_all() {
-    if !common::require("haproxy", "haproxy") {
+    if !common::require("haproxy") {
         return;
     }
     let cases: [(&str, &str, &str, &str); 3] = [

@@ -168,14 +168,10 @@ fn check_merge(
     assert_eq!(d["missing"].as_array().map(Vec::len), Some(0), "{d:#}");
 }
 
-fn agent_args<'a>(
-    url: &'a str,
-    ca: &'a str,
-    shard: &'a str,
-    at: &'a str,
-    out: &'a str,
-    extra: &[&'a str],
-) -> Vec<&'a str> {
+/// Agent `i` of 3: `load URL --shard i/3 --start-at AT --out
+/// DIR/agent-i EXTRA`, one thread, trusting `ca`.
+fn agent_args(url: &str, ca: &str, i: usize, at: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
+    let (shard, out) = (format!("{i}/3"), agent_dir(dir, i).display().to_string());
     let mut v = vec![
         "load",
         url,
@@ -184,15 +180,21 @@ fn agent_args<'a>(
         "--threads",
         "1",
         "--shard",
-        shard,
-        "--start-at",
-        at,
-        "--out",
-        out,
-        "--no-progress",
+        &shard,
     ];
+    v.extend(["--start-at", at, "--out", &out, "--no-progress"]);
     v.extend_from_slice(extra);
-    v
+    v.into_iter().map(String::from).collect()
+}
+
+/// Starts agent `i` of 3 on this host ([`agent_args`]).
+fn spawn_agent(url: &str, ca: &str, i: usize, at: &str, dir: &Path, extra: &[&str]) -> Proc {
+    Proc::spawn(tlslab(agent_args(url, ca, i, at, dir, extra)))
+}
+
+/// Agent `i`'s output directory under `dir`.
+fn agent_dir(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("agent-{i}"))
 }
 
 #[test]
@@ -204,22 +206,10 @@ fn three_agents_on_loopback_merge_exactly() {
     let url = serve.url("/bytes/1024");
     let before = server_counts(&serve.metrics());
     let at = start_at(3);
-    let dirs: Vec<PathBuf> = (1..=3)
-        .map(|i| dir.path().join(format!("agent-{i}")))
-        .collect();
+    let dirs: Vec<PathBuf> = (1..=3).map(|i| agent_dir(dir.path(), i)).collect();
+    let extra = ["-c", "6", "-n", "240", "--tls", "1.3", "--reuse", "50"];
     let agents: Vec<Proc> = (1..=3)
-        .map(|i| {
-            let shard = format!("{i}/3");
-            let out = dirs[i - 1].display().to_string();
-            Proc::spawn(tlslab(agent_args(
-                &url,
-                ca,
-                &shard,
-                &at,
-                &out,
-                &["-c", "6", "-n", "240", "--tls", "1.3", "--reuse", "50"],
-            )))
-        })
+        .map(|i| spawn_agent(&url, ca, i, &at, dir.path(), &extra))
         .collect();
     for a in agents {
         let f = a.wait(LIMIT);
@@ -259,20 +249,16 @@ fn an_agent_killed_mid_run_is_reported_missing() {
     let ca = ca.to_str().expect("utf-8");
     let url = serve.url("/bytes/128");
     let at = start_at(2);
-    let dirs: Vec<PathBuf> = (1..=3)
-        .map(|i| dir.path().join(format!("agent-{i}")))
-        .collect();
+    let dirs: Vec<PathBuf> = (1..=3).map(|i| agent_dir(dir.path(), i)).collect();
     let spawn = |i: usize, d: &str| {
-        let shard = format!("{i}/3");
-        let out = dirs[i - 1].display().to_string();
-        Proc::spawn(tlslab(agent_args(
+        spawn_agent(
             &url,
             ca,
-            &shard,
+            i,
             &at,
-            &out,
+            dir.path(),
             &["-c", "3", "-d", d, "--reuse", "50"],
-        )))
+        )
     };
     let a1 = spawn(1, "1s");
     let a2 = spawn(2, "1s");
@@ -570,21 +556,12 @@ fn three_agents_in_network_namespaces_merge_exactly() {
     let before = server_counts(&metrics_in(hosts.ns(1), metrics_addr));
     let url = format!("https://{listen}/bytes/2048");
     let at = start_at(3);
-    let dirs: Vec<PathBuf> = (1..=3)
-        .map(|i| dir.path().join(format!("agent-{i}")))
-        .collect();
+    let dirs: Vec<PathBuf> = (1..=3).map(|i| agent_dir(dir.path(), i)).collect();
+    let extra = ["-c", "6", "-n", "300", "--reuse", "50"];
     let agents: Vec<Proc> = (1..=3)
         .map(|i| {
-            let shard = format!("{i}/3");
-            let out = dirs[i - 1].display().to_string();
-            let args = agent_args(
-                &url,
-                &ca,
-                &shard,
-                &at,
-                &out,
-                &["-c", "6", "-n", "300", "--reuse", "50"],
-            );
+            let args = agent_args(&url, &ca, i, &at, dir.path(), &extra);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             Proc::spawn(hosts.tlslab(i + 1, &args))
         })
         .collect();
@@ -625,22 +602,10 @@ fn replay_shards_split_client_ips_and_merge_to_the_whole_log() {
     let base = serve.url("");
     let at = start_at(2);
     let input = input.display().to_string();
-    let dirs: Vec<PathBuf> = (1..=3)
-        .map(|i| dir.path().join(format!("agent-{i}")))
-        .collect();
+    let dirs: Vec<PathBuf> = (1..=3).map(|i| agent_dir(dir.path(), i)).collect();
+    let extra = ["--workload", "replay", "--access-log", &input, "-c", "3"];
     let agents: Vec<Proc> = (1..=3)
-        .map(|i| {
-            let shard = format!("{i}/3");
-            let out = dirs[i - 1].display().to_string();
-            Proc::spawn(tlslab(agent_args(
-                &base,
-                ca,
-                &shard,
-                &at,
-                &out,
-                &["--workload", "replay", "--access-log", &input, "-c", "3"],
-            )))
-        })
+        .map(|i| spawn_agent(&base, ca, i, &at, dir.path(), &extra))
         .collect();
     for a in agents {
         let f = a.wait(LIMIT);

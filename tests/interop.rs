@@ -136,7 +136,7 @@ fn nginx_reuse_matches_access_log(tickets: bool) {
             }
         }
     }
-    assert_no_panic(nginx.proc.stderr_text().as_bytes());
+    assert_no_panic(nginx.proc.log_text().as_bytes());
 }
 
 #[test]
@@ -449,7 +449,7 @@ fn nginx_serves_the_specweb96_workload_from_fileset() {
     assert!(classes.len() >= 3, "{classes:?}");
     let sent: u64 = sizes.iter().map(|(_, b)| b).sum();
     eprintln!("specweb96 on nginx: {N} requests, {sent} body bytes, classes {classes:?}");
-    assert_no_panic(nginx.proc.stderr_text().as_bytes());
+    assert_no_panic(nginx.proc.log_text().as_bytes());
 }
 
 #[test]
@@ -520,7 +520,7 @@ fn nginx_serves_the_ecommerce_workload_from_fileset() {
     for (uri, bytes) in &sizes {
         assert_eq!(catalogue.get(uri), Some(bytes), "{uri}");
     }
-    assert_no_panic(nginx.proc.stderr_text().as_bytes());
+    assert_no_panic(nginx.proc.log_text().as_bytes());
 }
 
 #[test]
@@ -599,7 +599,7 @@ fn nginx_serves_a_replayed_access_log_from_fileset() {
         let out = run_tlslab(&argv, LIMIT);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
     }
-    assert_no_panic(nginx.proc.stderr_text().as_bytes());
+    assert_no_panic(nginx.proc.log_text().as_bytes());
 }
 
 // ------------------------------------------- HTTP/2 load against nginx ---

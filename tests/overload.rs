@@ -153,7 +153,7 @@ fn nginx_log(path: &std::path::Path) -> NginxLog {
 #[test]
 #[ignore = "needs nginx; run by .ci/run"]
 fn nginx_arm_figures_match_nginx_own_access_log() {
-    if !common::require("nginx", "nginx") {
+    if !common::require("nginx") {
         return;
     }
     let dir = common::tempdir();

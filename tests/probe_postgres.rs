@@ -11,156 +11,22 @@
 
 mod common;
 
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use common::{Serve, expect_ok, free_port, run_tlslab, show, tempdir};
+use tlslab_peers::postgres::Postgres;
 use tlslab_probe::postgres::PostgresStore;
 use tlslab_probe::{Sample, SqliteStore, Store, StoreError};
 
 const LIMIT: Duration = Duration::from_secs(60);
-/// `nobody`: who runs PostgreSQL when the test runs as root.
-const UNPRIVILEGED: u32 = 65534;
 
-/// Where `initdb` and `pg_ctl` are: on PATH, or Debian's
-/// /usr/lib/postgresql/VERSION/bin (the newest).
-fn pg_bin() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p).find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
-    });
-    if on_path.is_some() {
-        return on_path;
+/// A PostgreSQL server of its own (tlslab-peers'), or `None` (having said
+/// why) where PostgreSQL is not installed; under CI=true that is a failure.
+fn start() -> Option<Postgres> {
+    if !common::require("initdb") {
+        return None;
     }
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-        .filter(|d| d.join("initdb").is_file())
-        .collect();
-    dirs.sort_by_key(|d| {
-        d.parent()
-            .and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok())
-            .unwrap_or(0)
-    });
-    dirs.pop()
-}
-
-/// A PostgreSQL server of its own, stopped (immediately) on drop.
-struct Postgres {
-    bin: PathBuf,
-    data: PathBuf,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-/// Whether this test runs as root (the owner of /proc/self is the
-/// effective user).
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
-/// Runs `cmd` as the unprivileged user when root, from /tmp: the server
-/// user may not be able to enter the test's working directory.
-fn as_server_user(cmd: &mut Command) -> &mut Command {
-    if is_root() {
-        cmd.uid(UNPRIVILEGED).gid(UNPRIVILEGED).current_dir("/tmp");
-    }
-    cmd
-}
-
-impl Postgres {
-    /// Starts one, or returns None (having said why) where PostgreSQL is
-    /// not installed; under CI=true that is a failure.
-    fn start() -> Option<Postgres> {
-        let Some(bin) = pg_bin() else {
-            let why = "PostgreSQL is not installed (no initdb on PATH or in \
-                       /usr/lib/postgresql/*/bin); install the postgresql package";
-            common::skip(why);
-            return None;
-        };
-        // Under /tmp when root, whatever TMPDIR says: the server user must be
-        // able to reach the data directory through every parent.
-        let dir = if is_root() {
-            tempfile::Builder::new()
-                .prefix("tlslab-pg-")
-                .tempdir_in("/tmp")
-                .expect("temp dir in /tmp")
-        } else {
-            tempdir()
-        };
-        let data = dir.path().join("data");
-        std::fs::create_dir(&data).expect("data dir");
-        if is_root() {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-                .expect("chmod temp dir");
-            std::os::unix::fs::chown(&data, Some(UNPRIVILEGED), Some(UNPRIVILEGED))
-                .expect("chown data dir");
-        }
-        let out = as_server_user(
-            Command::new(bin.join("initdb"))
-                .args(["-D"])
-                .arg(&data)
-                .args(["-U", "probe", "--auth=trust", "-E", "UTF8", "--no-sync"]),
-        )
-        .output()
-        .expect("run initdb");
-        assert!(out.status.success(), "initdb failed: {}", show(&out));
-        let pg = Postgres {
-            bin,
-            data,
-            port: free_port(),
-            _dir: dir,
-        };
-        pg.pg_ctl_start();
-        Some(pg)
-    }
-
-    fn pg_ctl_start(&self) {
-        let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
-            self.port,
-            self.data.display()
-        );
-        let out = as_server_user(
-            Command::new(self.bin.join("pg_ctl"))
-                .arg("-D")
-                .arg(&self.data)
-                .args(["-o", &opts, "-l"])
-                .arg(self.data.join("server.log"))
-                .args(["-w", "-t", "30", "start"]),
-        )
-        .output()
-        .expect("run pg_ctl start");
-        assert!(
-            out.status.success(),
-            "pg_ctl start failed: {}\n{}",
-            show(&out),
-            std::fs::read_to_string(self.data.join("server.log")).unwrap_or_default()
-        );
-    }
-
-    fn stop(&self) {
-        let _ = as_server_user(
-            Command::new(self.bin.join("pg_ctl"))
-                .arg("-D")
-                .arg(&self.data)
-                .args(["-m", "immediate", "-w", "-t", "30", "stop"]),
-        )
-        .output();
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://probe@127.0.0.1:{}/postgres", self.port)
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        self.stop();
-    }
+    Some(Postgres::start().unwrap_or_else(|e| panic!("{e}")))
 }
 
 fn sample(target: &str, at: i64, accepted: bool) -> Sample {
@@ -222,7 +88,7 @@ fn store_suite_on_sqlite() {
 #[test]
 #[ignore = "needs PostgreSQL (initdb, pg_ctl); .ci/run installs it"]
 fn store_suite_on_postgres() {
-    let Some(pg) = Postgres::start() else { return };
+    let Some(pg) = start() else { return };
     let url = pg.url();
     store_suite(&|| Box::new(PostgresStore::open(&url).expect("open postgres")));
 }
@@ -230,7 +96,7 @@ fn store_suite_on_postgres() {
 #[test]
 #[ignore = "needs PostgreSQL (initdb, pg_ctl); .ci/run installs it"]
 fn rounds_wait_while_postgres_is_down_and_are_written_when_it_is_back() {
-    let Some(pg) = Postgres::start() else { return };
+    let Some(pg) = start() else { return };
     let mut s = PostgresStore::open(&pg.url()).expect("open").with_queue(2);
     s.commit_round(1, &[sample("https://a/", 1, true)])
         .expect("up");
@@ -249,7 +115,7 @@ fn rounds_wait_while_postgres_is_down_and_are_written_when_it_is_back() {
         assert_eq!((queued, dropped), ([1, 2, 2][i], [0, 0, 1][i]), "{e}");
     }
     assert!(s.flush().is_err(), "still down");
-    pg.pg_ctl_start();
+    pg.pg_ctl_start().expect("pg_ctl start");
     s.commit_round(5, &[sample("https://a/", 5, true)])
         .expect("back up");
     assert_eq!(s.queued(), 0);
@@ -289,7 +155,7 @@ fn probe_rounds(serve: &Serve, db: &str, rounds: &str) -> std::process::Output {
 #[test]
 #[ignore = "needs PostgreSQL (initdb, pg_ctl); .ci/run installs it"]
 fn probe_writes_rounds_to_postgres_and_report_reads_them() {
-    let Some(pg) = Postgres::start() else { return };
+    let Some(pg) = start() else { return };
     let serve = Serve::start(&[]);
     let url = pg.url();
     let out = probe_rounds(&serve, &url, "2");

@@ -17,71 +17,49 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Certs, Metrics, Proc, Serve, certs, free_port, tempdir, wait_for_port};
+use common::{Certs, Metrics, Serve, certs, tempdir};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore, StreamOwned};
 
-/// A `redis-server` on a loopback port, killed on drop.
+/// A `redis-server` on a loopback port (tlslab-peers'), with its
+/// temporary directory.
 struct Redis {
-    proc: Option<Proc>,
-    port: u16,
-    dir: tempfile::TempDir,
+    peer: tlslab_peers::redis::Redis,
+    _dir: tempfile::TempDir,
 }
 
 impl Redis {
     /// Starts one, or returns `None` (after a loud skip message) when
     /// redis-server is not installed; with `CI=true` that fails the test.
     fn start() -> Option<Redis> {
-        if !common::require("redis-server", "redis-server") {
+        if !common::require("redis-server") {
             return None;
         }
-        let mut r = Redis {
-            proc: None,
-            port: free_port(),
-            dir: tempdir(),
-        };
-        r.restart();
-        Some(r)
+        let dir = tempdir();
+        let peer =
+            tlslab_peers::redis::Redis::start(dir.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
+        Some(Redis { peer, _dir: dir })
     }
 
     fn addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+        self.peer.addr()
     }
 
     fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        self.peer.url()
     }
 
     fn restart(&mut self) {
-        let mut cmd = Command::new(common::tool("redis-server"));
-        cmd.args([
-            "--port",
-            &self.port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--bind", "127.0.0.1", "--dir"])
-        .arg(self.dir.path());
-        self.proc = Some(Proc::spawn(cmd));
-        assert!(
-            wait_for_port(self.addr(), Duration::from_secs(10)),
-            "redis-server did not listen on {}",
-            self.addr()
-        );
+        self.peer.restart().unwrap_or_else(|e| panic!("{e}"));
     }
 
     fn kill(&mut self) {
-        if let Some(p) = self.proc.take() {
-            p.kill();
-        }
+        self.peer.kill();
     }
 }
 

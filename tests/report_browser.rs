@@ -10,42 +10,19 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use common::{Serve, expect_ok, run, run_tlslab, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn chromium() -> Option<PathBuf> {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
 /// Chromium's rendered DOM of `page` and its log (stderr).
 fn render(browser: &Path, page: &Path, profile: &Path) -> (String, String) {
-    let mut cmd = Command::new(browser);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=3000",
-        "--window-size=900,1000",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .arg("--dump-dom")
-    .arg(format!("file://{}", page.display()));
-    let out = run(cmd, LIMIT);
+    let out = run(
+        tlslab_peers::chromium::dump_dom(browser, page, profile),
+        LIMIT,
+    );
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -106,7 +83,7 @@ fn svgs(dom: &str) -> Vec<bool> {
 #[test]
 #[ignore = "needs chromium; run by .ci/run"]
 fn html_report_opens_in_headless_chromium_without_errors() {
-    let Some(browser) = chromium() else {
+    let Some(browser) = tlslab_peers::chromium::find() else {
         let msg = "chromium is not installed: SKIPPING the browser test of the HTML report. \
                    Install it with `apt-get install -y chromium` (.ci/run does).";
         common::skip(msg);

@@ -9,7 +9,7 @@ import re
 import signal
 import subprocess
 
-from procs import Daemon, free_port
+from procs import BenchError, Daemon, free_port
 
 # One suite and one group for every server and client, so all do the same
 # cryptographic work: AES-128-GCM with SHA-256 (the TLS 1.3 mandatory suite;
@@ -124,61 +124,46 @@ class Server:
         return out
 
 
+def write_conf(env, peer, args, path):
+    """Has `tlslab peers PEER-conf ARGS --out PATH` write a peer's config:
+    tlslab-peers is the one place peer configs are written."""
+    argv = [env.tlslab, "peers", f"{peer}-conf"] + [str(a) for a in args] + ["--out", path]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise BenchError(f"{' '.join(argv)} failed: {p.stderr.strip()}")
+    return path
+
+
+def tls_args(srv):
+    """What nginx and Apache are configured alike with."""
+    s = srv.spec
+    return ["--port", srv.port, "--cert", srv.chain, "--key", srv.keyfile, "--root", srv.root,
+            "--tls", ",".join(s.versions), "--tickets", "on" if s.tickets else "off",
+            "--tls12-ciphers", TLS12_SUITES_OPENSSL, "--tls13-suites", TLS13_SUITE_OPENSSL,
+            "--curves", GROUPS_OPENSSL]
+
+
 class Nginx(Server):
     name = "nginx"
 
     def command(self):
         d = self.dir
         s = self.spec
-        for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            os.makedirs(os.path.join(d, "tmp", t), exist_ok=True)
-        protocols = " ".join(f"TLSv{v}" for v in s.versions)
-        cache_mb = max(1, s.cache_sessions * 300 // (1 << 20) + 1)
-        log = (f"access_log {self.access_log} tlslab;" if s.log else "access_log off;")
         fmt = "$connection_requests $ssl_session_reused $ssl_protocol $status $body_bytes_sent $msec $request_time"
-        listen = f"listen 127.0.0.1:{self.port} ssl backlog=4096;"
+        args = tls_args(self) + [
+            "--prefix", d,
+            "--worker-connections", s.max_conns + 100, "--rlimit-nofile", s.max_conns * 2 + 100,
+            "--session-cache", f"shared:SSL:{max(1, s.cache_sessions * 300 // (1 << 20) + 1)}m",
+            "--session-timeout", "1h", "--backlog", 4096,
+            "--keepalive-requests", 10000000, "--keepalive-timeout", "300s",
+        ]
         if s.h2:
+            # The access log adds each request's connection serial and protocol.
             fmt += " $connection $server_protocol"
-            # nginx < 1.25.1 (Debian 12: 1.22) has only the listen parameter.
-            if nginx_version(self.env.tools["nginx"]) >= (1, 25, 1):
-                listen += "\n        http2 on;"
-            else:
-                listen = listen.replace(" ssl ", " ssl http2 ")
-        conf = f"""# Written by tlslab's bench/peers harness.
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-worker_rlimit_nofile {s.max_conns * 2 + 100};
-events {{ worker_connections {s.max_conns + 100}; }}
-http {{
-    client_body_temp_path {d}/tmp/client_body;
-    proxy_temp_path {d}/tmp/proxy;
-    fastcgi_temp_path {d}/tmp/fastcgi;
-    uwsgi_temp_path {d}/tmp/uwsgi;
-    scgi_temp_path {d}/tmp/scgi;
-    default_type application/octet-stream;
-    log_format tlslab '{fmt}';
-    {log}
-    keepalive_requests 10000000;
-    keepalive_timeout 300s;
-    server {{
-        {listen}
-        ssl_certificate {self.chain};
-        ssl_certificate_key {self.keyfile};
-        ssl_protocols {protocols};
-        ssl_ciphers {TLS12_SUITES_OPENSSL};
-        ssl_conf_command Ciphersuites {TLS13_SUITE_OPENSSL};
-        ssl_ecdh_curve {GROUPS_OPENSSL};
-        ssl_session_cache shared:SSL:{cache_mb}m;
-        ssl_session_timeout 1h;
-        ssl_session_tickets {'on' if s.tickets else 'off'};
-        root {self.root};
-    }}
-}}
-"""
-        path = os.path.join(d, "nginx.conf")
-        with open(path, "w") as f:
-            f.write(conf)
+            args += ["--h2-for", self.env.tools["nginx"]]
+        if s.log:
+            args += ["--log-format", fmt, "--access-log", self.access_log]
+        path = write_conf(self.env, "nginx", args, os.path.join(d, "nginx.conf"))
         argv = [self.env.tools["nginx"], "-p", d, "-c", path, "-g", "daemon off;"]
         return argv, None, signal.SIGTERM
 
@@ -193,91 +178,20 @@ http {{
             return None
 
 
-def nginx_version(nginx):
-    """`nginx -v` as a tuple, e.g. (1, 22, 1); (0, 0, 0) if unreadable."""
-    try:
-        p = subprocess.run([nginx, "-v"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return (0, 0, 0)
-    m = re.search(r"nginx/(\d+)\.(\d+)(?:\.(\d+))?", p.stderr + p.stdout)
-    return tuple(int(x or 0) for x in m.groups()) if m else (0, 0, 0)
-
-
-APACHE_MODULES = ["mpm_event", "authz_core", "mime", "log_config", "socache_shmcb", "ssl", "unixd"]
-
-
-def _apache_builtin(apache2):
-    """Modules compiled into this apache2 (loading them again is an error)."""
-    import subprocess
-    try:
-        out = subprocess.run([apache2, "-l"], capture_output=True, text=True, timeout=10).stdout
-    except OSError:
-        return set()
-    return {line.strip()[4:-2] for line in out.splitlines() if line.strip().startswith("mod_")}
-
-
 class Apache(Server):
     name = "apache"
 
     def command(self):
         d = self.dir
         s = self.spec
-        mods = self.env.apache_modules
-        builtin = _apache_builtin(self.env.tools["apache2"])
-        loads = "\n".join(
-            f"LoadModule {m}_module {os.path.join(mods, f'mod_{m}.so')}"
-            for m in APACHE_MODULES if m not in builtin
-        )
-        protocols = "-all " + " ".join(f"+TLSv{v}" for v in s.versions)
-        cache_bytes = max(512000, s.cache_sessions * 300)
-        log = (f'CustomLog {self.access_log} tlslab' if s.log else "")
-        conf = f"""# Written by tlslab's bench/peers harness.
-ServerRoot {d}
-ServerName localhost
-PidFile {d}/httpd.pid
-Mutex file:{d} default
-DefaultRuntimeDir {d}
-ErrorLog {d}/error.log
-LogLevel warn
-{loads}
-User www-data
-Group www-data
-Listen 127.0.0.1:{self.port} https
-ListenBacklog 4096
-# One child process with a thread pool, on one core (like nginx's one worker).
-StartServers 1
-ServerLimit 1
-ThreadsPerChild {s.threads}
-ThreadLimit {s.threads}
-MinSpareThreads 1
-MaxSpareThreads {s.threads}
-MaxRequestWorkers {s.threads}
-AsyncRequestWorkerFactor 2
-MaxConnectionsPerChild 0
-KeepAlive On
-MaxKeepAliveRequests 0
-KeepAliveTimeout 300
-TypesConfig /dev/null
-LogFormat "%k %{{SSL_SESSION_RESUMED}}x %{{SSL_PROTOCOL}}x %>s %B %{{msec}}t %D" tlslab
-{log}
-DocumentRoot {self.root}
-<Directory {self.root}>
-    Require all granted
-</Directory>
-SSLEngine on
-SSLCertificateFile {self.chain}
-SSLCertificateKeyFile {self.keyfile}
-SSLProtocol {protocols}
-SSLCipherSuite {TLS12_SUITES_OPENSSL}
-SSLCipherSuite TLSv1.3 {TLS13_SUITE_OPENSSL}
-SSLOpenSSLConfCmd Curves {GROUPS_OPENSSL}
-SSLSessionCache shmcb:{d}/ssl_scache({cache_bytes})
-SSLSessionCacheTimeout 3600
-SSLSessionTickets {'on' if s.tickets else 'off'}
-"""
-        path = os.path.join(d, "httpd.conf")
-        with open(path, "w") as f:
-            f.write(conf)
+        args = tls_args(self) + [
+            "--dir", d, "--modules", self.env.apache_modules, "--apache2", self.env.tools["apache2"],
+            "--threads", s.threads, "--cache-bytes", max(512000, s.cache_sessions * 300),
+        ]
+        if s.log:
+            args += ["--log-format", "%k %{SSL_SESSION_RESUMED}x %{SSL_PROTOCOL}x %>s %B %{msec}t %D",
+                     "--access-log", self.access_log]
+        path = write_conf(self.env, "apache", args, os.path.join(d, "httpd.conf"))
         argv = [self.env.tools["apache2"], "-f", path, "-DFOREGROUND"]
         env = dict(os.environ, APACHE_RUN_DIR=d, APACHE_LOCK_DIR=d, APACHE_PID_FILE=f"{d}/httpd.pid")
         return argv, env, signal.SIGTERM

@@ -82,5 +82,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => cmd::report::report(&a),
         Command::Plan(a) => cmd::report::plan(&a),
         Command::Experiment(a) => cmd::experiment::run(a),
+        Command::Peers(a) => cmd::peers::run(&a),
     }
 }

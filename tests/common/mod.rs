@@ -8,7 +8,7 @@
 //! killed and the test fails with everything it printed.
 
 // Each test binary uses a different subset of these helpers.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod netpath;
 pub mod nginx;
@@ -16,14 +16,14 @@ pub mod peers;
 pub mod study_doc;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc::{Receiver, channel};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+pub use tlslab_peers::{Finished, wait_for_port, wait_timeout};
 
 /// The `tlslab` binary cargo built for this test run.
 pub fn bin() -> PathBuf {
@@ -58,72 +58,40 @@ fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<Vec<u8>> {
     })
 }
 
-/// Waits for `child` at most `limit`; kills it when the limit passes.
-/// Returns `None` if it had to be killed.
-pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => panic!("waiting for child {}: {e}", child.id()),
-        }
-    }
-}
-
 /// Runs `cmd` with stdin closed and its output captured; kills it and fails
 /// the test if it runs longer than `limit`.
-pub fn run(mut cmd: Command, limit: Duration) -> Output {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let shown = format!("{cmd:?}");
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
-    let out = drain(child.stdout.take().expect("stdout is piped"));
-    let err = drain(child.stderr.take().expect("stderr is piped"));
-    let status = wait_timeout(&mut child, limit);
-    let stdout = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
-    match status {
-        Some(status) => Output {
-            status,
-            stdout,
-            stderr,
-        },
-        None => panic!(
-            "{shown} did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-            String::from_utf8_lossy(&stdout),
-            String::from_utf8_lossy(&stderr)
-        ),
-    }
+pub fn run(cmd: Command, limit: Duration) -> Output {
+    run_fed(cmd, None, limit)
 }
 
 /// Like [`run`], but feeds `input` on stdin and then closes it.
-pub fn run_with_input(mut cmd: Command, input: &[u8], limit: Duration) -> Output {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+pub fn run_with_input(cmd: Command, input: &[u8], limit: Duration) -> Output {
+    run_fed(cmd, Some(input), limit)
+}
+
+fn run_fed(mut cmd: Command, input: Option<&[u8]>, limit: Duration) -> Output {
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let shown = format!("{cmd:?}");
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
+    let feeder = child.stdin.take().zip(input).map(|(mut stdin, input)| {
+        let input = input.to_vec();
         // Dropping stdin closes it.
+        std::thread::spawn(move || drop(stdin.write_all(&input)))
     });
     let out = drain(child.stdout.take().expect("stdout is piped"));
     let err = drain(child.stderr.take().expect("stderr is piped"));
     let status = wait_timeout(&mut child, limit);
-    let _ = feeder.join();
+    if let Some(f) = feeder {
+        let _ = f.join();
+    }
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     let status = status.unwrap_or_else(|| {
@@ -213,25 +181,10 @@ pub fn certs(dir: &Path, key_type: &str, extra: &[&str]) -> Certs {
     c
 }
 
-/// A port on 127.0.0.1 that was free a moment ago (bind port 0, read it,
-/// release it). For peers that cannot be told to pick their own port.
+/// A port on 127.0.0.1 that was free a moment ago. For peers that cannot
+/// be told to pick their own port.
 pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
-}
-
-/// Waits until a TCP connect to `addr` succeeds; false after `limit`.
-pub fn wait_for_port(addr: SocketAddr, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    tlslab_peers::free_port().expect("bind 127.0.0.1:0")
 }
 
 /// Loads a JSON file (a `--json` report).
@@ -269,165 +222,56 @@ pub fn errors(v: &serde_json::Value) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// A child process that is killed (SIGKILL) and reaped when dropped, with
-/// its stdout lines and stderr collected by threads so its pipes never fill.
-pub struct Proc {
-    child: Child,
-    graceful: bool,
-    shown: String,
-    lines: Receiver<String>,
-    stdout: Arc<Mutex<Vec<String>>>,
-    stderr: Arc<Mutex<Vec<u8>>>,
-    readers: Vec<JoinHandle<()>>,
-}
+/// A child process (tlslab-peers' [`tlslab_peers::Proc`]: its own process
+/// group, killed on drop) with its stdout lines collected; a start failure
+/// fails the test.
+pub struct Proc(tlslab_peers::Proc);
 
 impl Proc {
-    /// Spawns `cmd` with stdin closed and stdout/stderr collected.
-    pub fn spawn(mut cmd: Command) -> Proc {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+    /// Spawns `cmd` with stdin closed, stdout collected as lines and
+    /// stderr in a temporary file.
+    pub fn spawn(cmd: Command) -> Proc {
         let shown = format!("{cmd:?}");
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
-        let (tx, lines) = channel();
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().expect("stdout is piped");
-        let mut err = child.stderr.take().expect("stderr is piped");
-        let all = Arc::clone(&stdout);
-        let r1 = std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                all.lock().expect("stdout lock").push(line.clone());
-                let _ = tx.send(line);
-            }
-        });
-        let buf = Arc::clone(&stderr);
-        let r2 = std::thread::spawn(move || {
-            let mut chunk = [0u8; 4096];
-            loop {
-                match err.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf
-                        .lock()
-                        .expect("stderr lock")
-                        .extend_from_slice(&chunk[..n]),
-                }
-            }
-        });
-        Proc {
-            child,
-            graceful: false,
-            shown,
-            lines,
-            stdout,
-            stderr,
-            readers: vec![r1, r2],
-        }
+        Proc(tlslab_peers::Proc::spawn_lines(cmd, &shown).unwrap_or_else(|e| panic!("{e}")))
     }
 
-    /// On drop, send SIGTERM and allow up to 5 s for a clean exit before
-    /// SIGKILL (so the child can remove its temporary files).
-    pub fn graceful_drop(mut self) -> Proc {
-        self.graceful = true;
-        self
+    /// See [`tlslab_peers::Proc::graceful_drop`].
+    pub fn graceful_drop(self) -> Proc {
+        Proc(self.0.graceful_drop())
     }
 
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// See [`tlslab_peers::Proc::wait`].
+    pub fn wait(self, limit: Duration) -> Finished {
+        self.0.wait(limit)
     }
 
-    /// The next stdout line, waiting at most until `deadline`.
-    pub fn next_line(&self, deadline: Instant) -> Option<String> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        self.lines.recv_timeout(left).ok()
+    /// See [`tlslab_peers::Proc::terminate`].
+    pub fn terminate(self, limit: Duration) -> Finished {
+        self.0.terminate(limit)
     }
 
-    /// Every stdout line so far.
-    pub fn stdout_lines(&self) -> Vec<String> {
-        self.stdout.lock().expect("stdout lock").clone()
+    /// See [`tlslab_peers::Proc::kill`].
+    pub fn kill(self) -> Finished {
+        self.0.kill()
     }
 
     /// Everything on stderr so far.
     pub fn stderr_text(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.lock().expect("stderr lock")).into_owned()
-    }
-
-    /// Whether it has exited (and with what), without waiting.
-    pub fn try_status(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
-
-    /// What it printed, for assertion messages.
-    pub fn describe(&self) -> String {
-        format!(
-            "{}\n--- stdout\n{}\n--- stderr\n{}",
-            self.shown,
-            self.stdout_lines().join("\n"),
-            self.stderr_text()
-        )
-    }
-
-    /// Sends `sig` to the process.
-    pub fn signal(&self, sig: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, sig);
-    }
-
-    /// Waits at most `limit` for it to exit by itself, then collects the
-    /// rest of its output. `None` status: it was killed at the limit.
-    pub fn wait(mut self, limit: Duration) -> Finished {
-        let status = wait_timeout(&mut self.child, limit);
-        for r in self.readers.drain(..) {
-            let _ = r.join();
-        }
-        Finished {
-            status,
-            stdout: self.stdout_lines().join("\n"),
-            stderr: self.stderr_text(),
-        }
-    }
-
-    /// SIGTERM, then wait at most `limit` (SIGKILL after it).
-    pub fn terminate(self, limit: Duration) -> Finished {
-        self.signal(nix::sys::signal::Signal::SIGTERM);
-        self.wait(limit)
-    }
-
-    /// SIGKILL and reap now.
-    pub fn kill(mut self) -> Finished {
-        let _ = self.child.kill();
-        self.wait(Duration::from_secs(5))
+        self.0.log_text()
     }
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            if self.graceful {
-                self.signal(nix::sys::signal::Signal::SIGTERM);
-                if wait_timeout(&mut self.child, Duration::from_secs(5)).is_some() {
-                    return;
-                }
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+impl std::ops::Deref for Proc {
+    type Target = tlslab_peers::Proc;
+    fn deref(&self) -> &tlslab_peers::Proc {
+        &self.0
     }
 }
 
-/// A process that has exited (or was killed).
-#[derive(Debug)]
-pub struct Finished {
-    /// Exit status; `None` if it had to be killed at the time limit.
-    pub status: Option<ExitStatus>,
-    /// All of stdout.
-    pub stdout: String,
-    /// All of stderr.
-    pub stderr: String,
+impl std::ops::DerefMut for Proc {
+    fn deref_mut(&mut self) -> &mut tlslab_peers::Proc {
+        &mut self.0
+    }
 }
 
 /// A running `tlslab serve`, stopped on drop (SIGTERM, SIGKILL after 5 s).
@@ -759,48 +603,27 @@ pub fn skip(msg: &str) {
     eprintln!("\n*** SKIPPED: {msg} ***\n");
 }
 
-/// True if `tool` is installed; otherwise [`skip`]s with how to install it
-/// (the Debian package `package`).
-pub fn require(tool: &str, package: &str) -> bool {
-    if have(tool) {
-        return true;
+/// True if `tool` is installed; otherwise [`skip`]s with how to install it.
+pub fn require(tool: &str) -> bool {
+    match tlslab_peers::need_tool(tool) {
+        Ok(_) => true,
+        Err(e) => {
+            skip(&format!("{e} (.ci/run does)"));
+            false
+        }
     }
-    skip(&format!(
-        "`{tool}` is not installed; install it with `apt-get install -y {package}` (.ci/run does)"
-    ));
-    false
 }
 
-/// Whether a command-line tool is installed (on PATH).
+/// Whether a command-line tool is installed (on PATH or in the sbin
+/// directories).
 pub fn have(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| is_executable(&d.join(tool))))
-        .unwrap_or(false)
-        || ["/usr/sbin", "/sbin"]
-            .iter()
-            .any(|d| is_executable(&Path::new(d).join(tool)))
+    tlslab_peers::find_tool(tool).is_some()
 }
 
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    p.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
-/// The path of a tool on PATH or in /usr/sbin, /sbin (nginx lives there
-/// and a non-root PATH often lacks it). Fails the test if it is missing.
+/// The path of an installed tool; fails the test, naming the package to
+/// install, if it is missing.
 pub fn tool(name: &str) -> PathBuf {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    dirs.extend(["/usr/sbin".into(), "/sbin".into()]);
-    dirs.into_iter()
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
-        .unwrap_or_else(|| {
-            panic!("`{name}` is not installed; install it (CI: apt-get install -y nginx nghttp2-client curl openssl)")
-        })
+    tlslab_peers::need_tool(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A running `tlslab relay` (an emulated WAN path in front of a server),

@@ -85,6 +85,9 @@ pub enum Command {
     /// Run a declared matrix, or a seed paper's study, into one resumable results document
     /// with the paper's figures beside today's (`experiment list` names the studies).
     Experiment(lab::ExperimentArgs),
+    /// Outside peers' config files (nginx, Apache, HAProxy), for the benchmark scripts.
+    #[command(hide = true)]
+    Peers(crate::cmd::peers::PeersArgs),
 }
 
 impl Command {
@@ -113,7 +116,8 @@ impl Command {
             | C::Probe(_)
             | C::Relay(_)
             | C::Dispatch(_)
-            | C::Experiment(_) => vec![],
+            | C::Experiment(_)
+            | C::Peers(_) => vec![],
         }
     }
 }

@@ -148,13 +148,41 @@ impl Threads {
     }
 }
 
-/// CPU time of thread `tid` of this process: the total from `schedstat`
-/// (nanoseconds) where the kernel provides it, else from `stat` (clock
-/// ticks), split into user and system by the `stat` tick counters.
+/// The CPU time of every live thread of process `pid` (any process this
+/// one may read in `/proc`, such as a child): the sum of
+/// `/proc/PID/task/*`, read as for [`Threads`]. Zero for a process that
+/// is gone.
+pub fn process_cpu(pid: u32) -> CpuTime {
+    tasks(pid)
+        .into_iter()
+        .filter_map(|tid| task_cpu_in(&format!("/proc/{pid}/task/{tid}")))
+        .fold(CpuTime::default(), Add::add)
+}
+
+/// The thread ids of process `pid` (empty if it is gone).
+pub(crate) fn tasks(pid: u32) -> Vec<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| t.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// CPU time of thread `tid` of this process.
 fn task_cpu(tid: i32) -> Option<CpuTime> {
-    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    task_cpu_in(&format!("/proc/self/task/{tid}"))
+}
+
+/// CPU time of the thread whose `/proc` directory is `dir`: the total
+/// from `schedstat` (nanoseconds) where the kernel provides it, else from
+/// `stat` (clock ticks), split into user and system by the `stat` tick
+/// counters.
+fn task_cpu_in(dir: &str) -> Option<CpuTime> {
+    let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
     let (utime, stime) = stat_ticks(&stat)?;
-    let total_ns = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+    let total_ns = std::fs::read_to_string(format!("{dir}/schedstat"))
         .ok()
         .and_then(|s| schedstat_ns(&s))
         .unwrap_or_else(|| ticks_to_ns(utime.saturating_add(stime)));

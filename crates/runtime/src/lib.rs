@@ -10,7 +10,8 @@
 //!   and keeps the time of threads that have exited.
 //! - [`CpuPin`] is a checked CPU affinity mask; [`allowed_cpus`] lists the
 //!   CPUs this process may use; [`thread_cpu_time`] and
-//!   [`process_cpu_time`] read the calling thread's and the process's clocks.
+//!   [`process_cpu_time`] read the calling thread's and the process's clocks;
+//!   [`process_cpu`] sums the threads of another process (a peer, a child).
 //! - [`CountingIo`] wraps an `AsyncRead + AsyncWrite` stream and reports
 //!   every byte moved to an [`IoObserver`] ([`ByteCount`] is the plain one).
 //! - [`idle::Activity`] closes proxied connections idle both ways
@@ -40,7 +41,7 @@ mod runtime;
 pub mod tcp_info;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
-pub use cpu::{CpuTime, Threads, process_cpu_time, thread_cpu_time};
+pub use cpu::{CpuTime, Threads, process_cpu, process_cpu_time, thread_cpu_time};
 pub use io::{ByteCount, CountingIo, IoObserver};
 pub use limits::{NofileLimit, raise_nofile_limit};
 pub use pin::{CpuPin, allowed_cpus};

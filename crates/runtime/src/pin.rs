@@ -70,10 +70,25 @@ impl CpuPin {
 
     /// Pins the calling thread to the mask.
     pub fn pin_current(&self) -> Result<(), Error> {
-        sched_setaffinity(Pid::from_raw(0), &self.set).map_err(|e| Error::Pin {
+        self.pin_thread(0)
+    }
+
+    /// Pins thread `tid` (of any process this one may act on; 0 is the
+    /// calling thread) to the mask.
+    pub fn pin_thread(&self, tid: i32) -> Result<(), Error> {
+        sched_setaffinity(Pid::from_raw(tid), &self.set).map_err(|e| Error::Pin {
             cpus: self.cpus.clone(),
             source: std::io::Error::from(e),
         })
+    }
+
+    /// Pins every thread of process `pid` (its threads started later
+    /// inherit the mask).
+    pub fn pin_process(&self, pid: u32) -> Result<(), Error> {
+        for tid in crate::cpu::tasks(pid) {
+            self.pin_thread(tid)?;
+        }
+        Ok(())
     }
 }
 
