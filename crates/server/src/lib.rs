@@ -63,6 +63,7 @@ mod queue;
 mod redis_cache;
 mod server;
 mod signal;
+mod snapshot;
 mod stats;
 mod ticket_keys;
 mod tls;
@@ -82,9 +83,8 @@ pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};
-pub use stats::{
-    EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, Listener, PerListener, Snapshot,
-};
+pub use snapshot::Snapshot;
+pub use stats::{EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, Listener, PerListener};
 pub use tlslab_crypto::store::{CacheStats, TicketStats};
 pub use tlslab_crypto::ticket_keys::TicketKeyStats;
 pub use tlslab_runtime::{process_cpu_time, thread_cpu_time};

@@ -16,13 +16,14 @@ use prometheus_client::registry::Registry;
 use tlslab_crypto::meter::OpStat;
 use tlslab_crypto::provider::Version;
 
-use crate::stats::{Listener, Snapshot, Stats};
+use crate::snapshot::{Snapshot, Sources};
+use crate::stats::Listener;
 
 /// The content type of [`render`]'s output.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Debug)]
-struct StatsCollector(Arc<Stats>);
+struct StatsCollector(Arc<Sources>);
 
 fn counter(
     enc: &mut DescriptorEncoder<'_>,
@@ -489,17 +490,17 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
     )
 }
 
-/// A registry exposing `stats`.
-pub(crate) fn registry(stats: Arc<Stats>) -> Registry {
+/// A registry exposing every figure of `sources`.
+pub(crate) fn registry(sources: Arc<Sources>) -> Registry {
     let mut r = Registry::default();
-    if let Some(Some(redis)) = stats.redis.get() {
+    if let Some(redis) = &sources.redis {
         r.register(
             "tlslab_redis_get_seconds",
             "Latency of answered pre-handshake Redis GETs",
             redis.histogram.clone(),
         );
     }
-    r.register_collector(Box::new(StatsCollector(stats)));
+    r.register_collector(Box::new(StatsCollector(sources)));
     r
 }
 

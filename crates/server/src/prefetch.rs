@@ -135,12 +135,12 @@ pub(crate) fn with_hello<R>(bytes: &[u8], f: impl FnOnce(&ClientHello<'_>) -> R)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rustls::pki_types::ServerName;
 
     /// The first flight of a rustls client: its ClientHello record(s).
-    fn client_hello(tls13: bool) -> Vec<u8> {
+    pub(crate) fn client_hello(tls13: bool) -> Vec<u8> {
         let roots = rustls::RootCertStore::empty();
         let versions: &[&rustls::SupportedProtocolVersion] = if tls13 {
             &[&rustls::version::TLS13, &rustls::version::TLS12]

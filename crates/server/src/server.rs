@@ -28,17 +28,16 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept::Backoff;
-use crate::access_log::{AccessLog, ConnInfo, LoggedBody, Pending, escape};
-use crate::admission::{
-    Admission, AdmissionMode, HelloKind, InFlight, Resumable, ShedWith, Verdict,
-};
+use crate::access_log::{AccessLog, LoggedBody, Pending, escape};
+use crate::admission::{Admission, AdmissionMode, HelloKind, InFlight, Resumable, admit};
 use crate::content::{self, Body, Files};
 use crate::early::{self, EarlyRequests, EarlyStream, Started};
-use crate::idle::{Busy, CLOSE_GRACE, CloseReason, Conns, Timeouts};
+use crate::idle::{Busy, CLOSE_GRACE, CloseReason, ConnInfo, Conns, Timeouts};
 use crate::io::{CountingIo, Rewind, SocketBytes};
 use crate::metrics;
 use crate::queue::FirstBytes;
-use crate::stats::{Listener, Snapshot, Stats};
+use crate::snapshot::{Snapshot, Sources};
+use crate::stats::{Listener, Stats};
 use crate::tls;
 use crate::{
     ConnTimeouts, Error, H2_PING_TIMEOUT, METRICS_MAX_CONNECTIONS, METRICS_TIMEOUT, Result,
@@ -89,6 +88,7 @@ struct Shared {
 pub struct Server {
     rt: Option<Runtime>,
     shared: Arc<Shared>,
+    sources: Arc<Sources>,
     shutdown_tx: watch::Sender<bool>,
     loops: Vec<JoinHandle<()>>,
     https: Option<SocketAddr>,
@@ -252,8 +252,6 @@ impl Server {
             meter,
             cfg.tls.ablation,
         ));
-        let _ = stats.redis.set(redis.clone());
-        let _ = stats.ticket_keys.set(ring.clone());
         let admission =
             (cfg.admission.mode != AdmissionMode::Off && cfg.https.is_some()).then(|| {
                 Arc::new(Admission::new(
@@ -267,13 +265,18 @@ impl Server {
                     cfg.threads,
                 ))
             });
-        let _ = stats.admission.set(admission.clone());
         let conns = Arc::new(Conns::new(Timeouts {
             request: cfg.timeouts.request,
             keepalive: cfg.timeouts.keepalive,
         }));
-        let _ = stats.idle.set(conns.clone());
-        let registry = metrics::registry(stats.clone());
+        let sources = Arc::new(Sources {
+            stats: stats.clone(),
+            idle: conns.clone(),
+            redis: redis.clone(),
+            ticket_keys: ring.clone(),
+            admission: admission.clone(),
+        });
+        let registry = metrics::registry(sources.clone());
         let prefetch = redis.clone().map(|store| crate::prefetch::Prefetcher {
             store,
             stateless_tickets: cfg.tls.tickets,
@@ -405,6 +408,7 @@ impl Server {
         Ok(Server {
             rt: Some(rt),
             shared,
+            sources,
             shutdown_tx,
             loops,
             https: addrs[0],
@@ -444,7 +448,7 @@ impl Server {
 
     /// The counters now.
     pub fn snapshot(&self) -> Snapshot {
-        self.shared.stats.snapshot()
+        self.sources.snapshot()
     }
 
     /// The `/metrics` exposition text now (what a scrape would return).
@@ -484,7 +488,7 @@ impl Server {
         if let Some(log) = &self.shared.access_log {
             log.finish();
         }
-        self.shared.stats.snapshot()
+        self.sources.snapshot()
     }
 }
 
@@ -627,37 +631,6 @@ async fn time_queue(
 enum Handshake<T> {
     Done(tokio_rustls::server::TlsStream<T>),
     Early(EarlyStream<T>),
-}
-
-/// Reads the whole ClientHello after `first`, classifies it and asks
-/// admission control. Admitted (or shed with a 503 later): the bytes read,
-/// the in-flight guard and whether a 503 is due. Shed otherwise: the
-/// failure reason `admission_shed`, after the alert if `--shed-with alert`.
-async fn admit<T: AsyncRead + AsyncWrite + Unpin>(
-    adm: &Arc<Admission>,
-    io: &mut T,
-    first: Vec<u8>,
-) -> std::result::Result<(Vec<u8>, Option<(InFlight, bool)>), String> {
-    let first = crate::prefetch::read_hello(io, first)
-        .await
-        .map_err(|e| tls::failure_reason(&e))?;
-    let kind =
-        crate::prefetch::with_hello(&first, |h| crate::admission::classify(h, &adm.resumable))
-            .unwrap_or_else(|| {
-                adm.unparsed();
-                HelloKind::Full
-            });
-    match adm.decide(kind) {
-        Verdict::Admit(g) => Ok((first, Some((g, false)))),
-        Verdict::Shed(Some(g)) => Ok((first, Some((g, true)))),
-        Verdict::Shed(None) => {
-            if adm.settings.shed_with == ShedWith::Alert {
-                let _ = io.write_all(&crate::admission::ALERT_INTERNAL_ERROR).await;
-                let _ = io.shutdown().await;
-            }
-            Err("admission_shed".into())
-        }
-    }
 }
 
 /// `$ssl_protocol` and `$ssl_session_reused`.
