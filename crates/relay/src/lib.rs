@@ -57,6 +57,37 @@ pub enum Error {
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, #[source] std::io::Error),
     /// The runtime or thread for the relay could not start.
-    #[error("cannot start the relay: {0}")]
-    Runtime(String),
+    #[error("cannot start the relay: {what}")]
+    Start {
+        /// What failed ("cannot build its runtime").
+        what: &'static str,
+        /// The OS error, if there is one.
+        #[source]
+        source: Option<std::io::Error>,
+    },
+}
+
+/// What kind of problem an [`Error`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A value or an address given is wrong: the caller's to fix.
+    Usage,
+    /// The machine failed.
+    Runtime,
+}
+
+impl Error {
+    /// Whether a value to change caused it, or the machine.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Invalid(_) | Error::Bind(..) => ErrorKind::Usage,
+            Error::Start { .. } => ErrorKind::Runtime,
+        }
+    }
+
+    /// True if and only if this is a usage error ([`ErrorKind::Usage`]).
+    pub fn is_usage(&self) -> bool {
+        self.kind() == ErrorKind::Usage
+    }
 }

@@ -558,7 +558,10 @@ impl RelayThread {
                 {
                     Ok(rt) => rt,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(Error::Runtime(e.to_string())));
+                        let _ = ready_tx.send(Err(Error::Start {
+                            what: "cannot build its runtime",
+                            source: Some(e),
+                        }));
                         return RelayStats::default();
                     }
                 };
@@ -582,10 +585,14 @@ impl RelayThread {
                     relay.shutdown().await
                 })
             })
-            .map_err(|e| Error::Runtime(e.to_string()))?;
-        let addr = ready_rx
-            .recv()
-            .map_err(|_| Error::Runtime("the relay thread ended before listening".into()))??;
+            .map_err(|e| Error::Start {
+                what: "cannot spawn its thread",
+                source: Some(e),
+            })?;
+        let addr = ready_rx.recv().map_err(|_| Error::Start {
+            what: "the relay thread ended before listening",
+            source: None,
+        })??;
         Ok(RelayThread {
             addr,
             stats: stats_rx,

@@ -92,7 +92,7 @@ impl AccessLog {
         let writer = std::thread::Builder::new()
             .name("tlslab-access-log".into())
             .spawn(move || write_loop(&s, file, &name))
-            .map_err(|e| Error::Runtime(format!("cannot start the access-log writer: {e}")))?;
+            .map_err(Error::setup("cannot start the access-log writer"))?;
         Ok(AccessLog {
             shared,
             writer: parking_lot::Mutex::new(Some(writer)),

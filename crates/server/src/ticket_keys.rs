@@ -23,11 +23,10 @@ fn read(path: &Path) -> Result<Vec<KeyMaterial>> {
     let shown = path.display().to_string();
     // Bounded: the file may be anything (issue 20).
     let bytes = tlslab_workload::input::read_capped(path, tlslab_workload::input::MAX_CONFIG_FILE)
-        .map_err(|e| {
-        Error::Config(format!(
-            "--ticket-keys {shown}: cannot read it: {e}; make one with `openssl rand 80 > {shown}`"
-        ))
-    })?;
+        .map_err(|source| Error::TicketKeyFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok(parse_key_file(&bytes, &shown)?)
 }
 
@@ -49,8 +48,8 @@ pub(crate) fn spawn_watch(
     ring: Arc<TicketKeyRing>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    let mut hup = signal(SignalKind::hangup())
-        .map_err(|e| Error::Runtime(format!("cannot install the SIGHUP handler: {e}")))?;
+    let mut hup =
+        signal(SignalKind::hangup()).map_err(Error::setup("cannot install the SIGHUP handler"))?;
     let mut loaded = read(&path).ok();
     tokio::spawn(async move {
         let mut last = stamp(&path);
