@@ -67,27 +67,10 @@ pub enum Error {
     },
 }
 
-/// What kind of problem an [`Error`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// A value or an address given is wrong: the caller's to fix.
-    Usage,
-    /// The machine failed.
-    Runtime,
-}
-
 impl Error {
-    /// Whether a value to change caused it, or the machine.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            Error::Invalid(_) | Error::Bind(..) => ErrorKind::Usage,
-            Error::Start { .. } => ErrorKind::Runtime,
-        }
-    }
-
-    /// True if and only if this is a usage error ([`ErrorKind::Usage`]).
+    /// True if and only if a value or an address given caused it (the
+    /// caller's to fix), not the machine.
     pub fn is_usage(&self) -> bool {
-        self.kind() == ErrorKind::Usage
+        !matches!(self, Error::Start { .. })
     }
 }
