@@ -14,8 +14,9 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
+use crate::conditions::Conditions;
+use crate::error::Error;
 use crate::link::Link;
-use crate::{Conditions, Error};
 
 /// How much one read takes from a socket.
 const READ_SIZE: usize = 64 * 1024;

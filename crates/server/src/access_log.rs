@@ -36,8 +36,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::content::Body;
+use crate::error::{Error, Result};
 use crate::idle::{Busy, ConnInfo};
-use crate::{Error, Result};
 
 /// Bytes of queued lines at which the writer is woken at once rather than at
 /// its next tick (nginx's `access_log … buffer=`).

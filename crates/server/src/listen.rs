@@ -19,6 +19,7 @@ use tokio::sync::{OwnedSemaphorePermit, TryAcquireError, watch};
 
 use crate::accept::Backoff;
 use crate::admission::Admission;
+use crate::config::{METRICS_MAX_CONNECTIONS, METRICS_TIMEOUT};
 use crate::content::{self, Body};
 use crate::handshake::serve_tls;
 use crate::http_conn::serve_http;
@@ -28,7 +29,6 @@ use crate::metrics;
 use crate::queue::FirstBytes;
 use crate::shared::{Shared, stopping};
 use crate::stats::Listener;
-use crate::{METRICS_MAX_CONNECTIONS, METRICS_TIMEOUT};
 
 pub(crate) async fn accept_loop(
     listener: TcpListener,

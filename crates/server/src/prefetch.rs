@@ -191,7 +191,7 @@ pub(crate) mod tests {
             }
             b
         });
-        let store = crate::redis_cache::RedisStore::new(&crate::RemoteCache {
+        let store = crate::redis_cache::RedisStore::new(&crate::config::RemoteCache {
             url: "redis://127.0.0.1:1".into(),
             memory: None,
             ttl: std::time::Duration::from_secs(60),

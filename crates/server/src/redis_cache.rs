@@ -33,7 +33,8 @@ use rustls::server::StoresServerSessions;
 use tlslab_crypto::store::ServerSessionCache;
 use tokio::sync::mpsc;
 
-use crate::{Error, RemoteCache, Result};
+use crate::config::RemoteCache;
+use crate::error::{Error, Result};
 
 /// How many puts and deletes may wait for Redis.
 const QUEUE: usize = 8192;

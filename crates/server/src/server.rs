@@ -19,7 +19,11 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::AccessLog;
 use crate::admission::{Admission, AdmissionMode, Resumable};
+use crate::config::{
+    ConnTimeouts, H2_PING_TIMEOUT, METRICS_MAX_CONNECTIONS, ServeConfig, TicketKeys,
+};
 use crate::content::Files;
+use crate::error::{Error, Result};
 use crate::idle::{Conns, Timeouts};
 use crate::listen::{accept_loop, metrics_loop};
 use crate::metrics;
@@ -27,7 +31,6 @@ use crate::shared::Shared;
 use crate::snapshot::{Snapshot, Sources};
 use crate::stats::{Listener, Stats};
 use crate::tls;
-use crate::{ConnTimeouts, Error, H2_PING_TIMEOUT, METRICS_MAX_CONNECTIONS, Result, ServeConfig};
 
 /// How long [`Server::shutdown`] lets in-flight requests finish.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -266,12 +269,12 @@ impl Server {
             }
             rt.spawn(crate::idle::reap(conns, shutdown_rx.clone()));
             match (&ring, &cfg.tls.ticket_keys) {
-                (Some(ring), crate::TicketKeys::File(path)) => crate::ticket_keys::spawn_watch(
+                (Some(ring), TicketKeys::File(path)) => crate::ticket_keys::spawn_watch(
                     path.clone(),
                     ring.clone(),
                     shutdown_rx.clone(),
                 )?,
-                (Some(ring), crate::TicketKeys::Redis { url, key, rotation }) => {
+                (Some(ring), TicketKeys::Redis { url, key, rotation }) => {
                     let client =
                         redis::Client::open(url.as_str()).map_err(|source| Error::RedisUrl {
                             option: "--ticket-keys",
@@ -459,7 +462,7 @@ impl Drop for Server {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CertSource, Content, TlsSettings};
+    use crate::config::{CertSource, Content, TlsSettings};
 
     fn cfg(https: &str, ablation: &str, allow_remote: bool) -> ServeConfig {
         let g = tlslab_crypto::pki::generate(tlslab_crypto::pki::KeyType::EcdsaP256, &[]).unwrap();

@@ -2,7 +2,7 @@
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The signal that arrived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use tlslab_crypto::ticket_keys::{KeyMaterial, TicketKeyRing, parse_key_file};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How often the file's metadata is checked.
 const POLL: Duration = Duration::from_secs(1);
@@ -192,13 +192,7 @@ pub(crate) fn spawn_redis(
                 };
             }
             let Some(c) = conn.as_mut() else {
-                if !warned {
-                    warned = true;
-                    tracing::warn!(
-                        version = ring.version(),
-                        "Redis is unreachable for the ticket keys; keeping the keys in use"
-                    );
-                }
+                keep_keys(&mut warned, &ring, "is unreachable");
                 continue;
             };
             let step = tokio::time::timeout(
@@ -218,27 +212,25 @@ pub(crate) fn spawn_redis(
                 }
                 Ok(Err(e)) => {
                     conn = None;
-                    if !warned {
-                        warned = true;
-                        tracing::warn!(
-                            version = ring.version(),
-                            "Redis failed for the ticket keys ({e}); keeping the keys in use"
-                        );
-                    }
+                    keep_keys(&mut warned, &ring, &format!("failed ({e})"));
                 }
                 Err(_) => {
                     conn = None;
-                    if !warned {
-                        warned = true;
-                        tracing::warn!(
-                            version = ring.version(),
-                            "Redis timed out for the ticket keys; keeping the keys in use"
-                        );
-                    }
+                    keep_keys(&mut warned, &ring, "timed out");
                 }
             }
         }
     });
+}
+
+/// Warns, once until Redis is back, that the keys in use are kept.
+fn keep_keys(warned: &mut bool, ring: &TicketKeyRing, why: &str) {
+    if !std::mem::replace(warned, true) {
+        tracing::warn!(
+            version = ring.version(),
+            "Redis {why} for the ticket keys; keeping the keys in use"
+        );
+    }
 }
 
 async fn redis_step(

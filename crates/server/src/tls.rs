@@ -12,8 +12,9 @@ use tlslab_crypto::store::{CountingTicketer, ServerSessionCache};
 
 use tlslab_crypto::ticket_keys::TicketKeyRing;
 
+use crate::config::{CertSource, SessionCache, TicketKeys, TlsSettings};
+use crate::error::{Error, Result};
 use crate::redis_cache::RedisStore;
-use crate::{CertSource, Error, Result, SessionCache, TicketKeys, TlsSettings};
 
 /// A built TLS configuration and the counting parts it shares with the stats.
 pub(crate) struct Built {
