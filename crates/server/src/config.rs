@@ -8,7 +8,10 @@ use std::time::Duration;
 use tlslab_crypto::meter::AblationSet;
 use tlslab_crypto::provider::{Algorithms, Version};
 
+use tokio::sync::Semaphore;
+
 use crate::admission::AdmissionSettings;
+use crate::error::{Error, Result};
 
 /// Everything [`Server::start`](crate::Server::start) needs.
 #[derive(Clone, Debug)]
@@ -71,6 +74,28 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
+    /// Checks the options that need no I/O (those of the listeners, the
+    /// threads, the limits and timeouts, and admission control);
+    /// [`Server::start`](crate::Server::start) does it first. The error
+    /// names the option to change.
+    pub fn validate(&self) -> Result<()> {
+        let t = &self.timeouts;
+        let limit = Semaphore::MAX_PERMITS;
+        let rules = [
+            (self.https.is_none() && self.http.is_none(), "no listener: give an HTTPS address, a plain HTTP address, or both".to_string()),
+            (self.threads == 0, "0 worker threads cannot serve; use at least 1".into()),
+            (self.max_connections == 0, "a connection limit of 0 admits nobody; use at least 1".into()),
+            (self.max_connections > limit, format!("a connection limit of {} is too large; use at most {limit}", self.max_connections)),
+            (self.handshake_timeout.is_zero(), "a handshake timeout of 0 fails every handshake; give a positive duration".into()),
+            (t.request.is_zero() || t.keepalive.is_zero(), "a request or keep-alive timeout of 0 closes every connection; give a positive duration".into()),
+            (t.h2_ping.is_some_and(|d| d.is_zero()), "an HTTP/2 PING interval of 0 would ping without pause; give a positive duration or none".into()),
+        ];
+        match rules.into_iter().find(|(broken, _)| *broken) {
+            Some((_, problem)) => Err(Error::Usage(problem)),
+            None => self.admission.validate().map_err(Error::Usage),
+        }
+    }
+
     /// A configuration with an HTTPS listener on `https`, serving `content`
     /// with `tls`: no plain or metrics listener, one worker thread per CPU,
     /// no pinning, a 10 s handshake timeout, [`ConnTimeouts::default`], at

@@ -128,45 +128,8 @@ impl Server {
     ///
     /// Blocks briefly; call it outside async code (or in `spawn_blocking`).
     pub fn start(cfg: ServeConfig) -> Result<Server> {
-        if cfg.https.is_none() && cfg.http.is_none() {
-            return Err(Error::Usage(
-                "no listener: give an HTTPS address, a plain HTTP address, or both".into(),
-            ));
-        }
-        if cfg.threads == 0 {
-            return Err(Error::Usage(
-                "0 worker threads cannot serve; use at least 1".into(),
-            ));
-        }
-        if cfg.max_connections == 0 {
-            return Err(Error::Usage(
-                "a connection limit of 0 admits nobody; use at least 1".into(),
-            ));
-        }
-        if cfg.max_connections > Semaphore::MAX_PERMITS {
-            return Err(Error::Usage(format!(
-                "a connection limit of {} is too large; use at most {}",
-                cfg.max_connections,
-                Semaphore::MAX_PERMITS
-            )));
-        }
-        if cfg.handshake_timeout.is_zero() {
-            return Err(Error::Usage(
-                "a handshake timeout of 0 fails every handshake; give a positive duration".into(),
-            ));
-        }
-        if cfg.timeouts.request.is_zero() || cfg.timeouts.keepalive.is_zero() {
-            return Err(Error::Usage(
-                "a request or keep-alive timeout of 0 closes every connection; give a positive duration".into(),
-            ));
-        }
-        if cfg.timeouts.h2_ping.is_some_and(|d| d.is_zero()) {
-            return Err(Error::Usage(
-                "an HTTP/2 PING interval of 0 would ping without pause; give a positive duration or none".into(),
-            ));
-        }
+        cfg.validate()?;
         let warnings = ablation_guard(&cfg)?;
-        cfg.admission.validate().map_err(Error::Usage)?;
         let access_log = cfg
             .access_log
             .as_deref()

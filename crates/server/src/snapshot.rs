@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -15,8 +16,9 @@ use tlslab_runtime::process_cpu_time;
 
 use crate::admission::{Admission, AdmissionMode, AdmissionStats};
 use crate::idle::{CloseReason, Conns};
+use crate::io::ByteCounters;
 use crate::redis_cache::{RedisStats, RedisStore};
-use crate::stats::{EarlyDataStats, HandshakeCounts, IdleClosed, PerListener, Stats};
+use crate::stats::{EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, PerListener, Stats};
 
 /// The server's counters at one instant. Every figure is observed by the
 /// server itself, from its start until `uptime` later.
@@ -273,19 +275,36 @@ impl Sources {
     /// Every figure now.
     pub(crate) fn snapshot(&self) -> Snapshot {
         let stats = &self.stats;
-        let (bytes_received, bytes_sent) = stats.bytes();
+        let kinds = |v: usize| KindCounts {
+            full: stats.handshakes[v][0].load(Ordering::Relaxed),
+            resumed: stats.handshakes[v][1].load(Ordering::Relaxed),
+            full_hrr: stats.handshakes[v][2].load(Ordering::Relaxed),
+        };
+        let bytes = |f: fn(&ByteCounters) -> &AtomicU64| PerListener {
+            https: f(&stats.bytes[0]).load(Ordering::Relaxed),
+            http: f(&stats.bytes[1]).load(Ordering::Relaxed),
+        };
+        let early = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let closed = |r| self.idle.closed(r);
         Snapshot {
             uptime: stats.started.elapsed(),
-            handshakes: stats.handshakes(),
-            handshake_failures: stats.failures(),
+            handshakes: HandshakeCounts {
+                tls12: kinds(0),
+                tls13: kinds(1),
+            },
+            handshake_failures: stats.failures.lock().clone(),
             session_cache: stats.cache.as_ref().map(|c| c.stats()),
             tickets: stats.ticketer.as_ref().map(|t| t.stats()),
-            early_data: stats.early(),
-            requests: stats.requests(),
-            bytes_received,
-            bytes_sent,
-            connections: stats.connections(),
+            early_data: EarlyDataStats {
+                connections: early(&stats.early_connections),
+                bytes: early(&stats.early_bytes),
+                requests: early(&stats.early_requests),
+                refused: early(&stats.early_refused),
+            },
+            requests: Stats::per(&stats.requests),
+            bytes_received: bytes(|b| &b.received),
+            bytes_sent: bytes(|b| &b.sent),
+            connections: Stats::per(&stats.connections),
             open_connections: stats.open_now(),
             idle_closed: IdleClosed {
                 request_timeout: closed(CloseReason::RequestTimeout),

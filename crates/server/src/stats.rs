@@ -158,15 +158,15 @@ pub(crate) struct Stats {
     pub(crate) started: Instant,
     /// `[version][kind]`: version 0 = 1.2, 1 = 1.3; kind 0 full, 1
     /// resumed, 2 full with HRR.
-    handshakes: [[AtomicU64; 3]; 2],
-    failures: Mutex<BTreeMap<String, u64>>,
-    early_connections: AtomicU64,
-    early_bytes: AtomicU64,
-    early_requests: AtomicU64,
-    early_refused: AtomicU64,
-    requests: [AtomicU64; 2],
+    pub(crate) handshakes: [[AtomicU64; 3]; 2],
+    pub(crate) failures: Mutex<BTreeMap<String, u64>>,
+    pub(crate) early_connections: AtomicU64,
+    pub(crate) early_bytes: AtomicU64,
+    pub(crate) early_requests: AtomicU64,
+    pub(crate) early_refused: AtomicU64,
+    pub(crate) requests: [AtomicU64; 2],
     pub(crate) bytes: [Arc<ByteCounters>; 2],
-    connections: [AtomicU64; 2],
+    pub(crate) connections: [AtomicU64; 2],
     open: AtomicU64,
     pub(crate) cache: Option<Arc<ServerSessionCache>>,
     pub(crate) ticketer: Option<Arc<CountingTicketer>>,
@@ -262,55 +262,11 @@ impl Stats {
         self.open.load(Ordering::Relaxed)
     }
 
-    fn per(arr: &[AtomicU64; 2]) -> PerListener {
+    pub(crate) fn per(arr: &[AtomicU64; 2]) -> PerListener {
         PerListener {
             https: arr[0].load(Ordering::Relaxed),
             http: arr[1].load(Ordering::Relaxed),
         }
-    }
-
-    /// Completed handshakes by version and kind.
-    pub(crate) fn handshakes(&self) -> HandshakeCounts {
-        let kinds = |v: usize| KindCounts {
-            full: self.handshakes[v][0].load(Ordering::Relaxed),
-            resumed: self.handshakes[v][1].load(Ordering::Relaxed),
-            full_hrr: self.handshakes[v][2].load(Ordering::Relaxed),
-        };
-        HandshakeCounts {
-            tls12: kinds(0),
-            tls13: kinds(1),
-        }
-    }
-
-    /// Failed handshakes by reason.
-    pub(crate) fn failures(&self) -> BTreeMap<String, u64> {
-        self.failures.lock().clone()
-    }
-
-    pub(crate) fn early(&self) -> EarlyDataStats {
-        EarlyDataStats {
-            connections: self.early_connections.load(Ordering::Relaxed),
-            bytes: self.early_bytes.load(Ordering::Relaxed),
-            requests: self.early_requests.load(Ordering::Relaxed),
-            refused: self.early_refused.load(Ordering::Relaxed),
-        }
-    }
-
-    pub(crate) fn requests(&self) -> PerListener {
-        Self::per(&self.requests)
-    }
-
-    pub(crate) fn connections(&self) -> PerListener {
-        Self::per(&self.connections)
-    }
-
-    /// Socket bytes received and sent.
-    pub(crate) fn bytes(&self) -> (PerListener, PerListener) {
-        let bytes = |f: fn(&ByteCounters) -> &AtomicU64| PerListener {
-            https: f(&self.bytes[0]).load(Ordering::Relaxed),
-            http: f(&self.bytes[1]).load(Ordering::Relaxed),
-        };
-        (bytes(|b| &b.received), bytes(|b| &b.sent))
     }
 }
 

@@ -137,6 +137,13 @@ mod tests {
     }
 
     impl Sim {
+        fn new(capacity: f64) -> Sim {
+            Sim {
+                capacity,
+                queue: 0.0,
+            }
+        }
+
         /// One 100 ms tick with `offered` full handshakes per second and
         /// the controller's limit; returns the signals and the completed
         /// handshakes per second.
@@ -161,10 +168,7 @@ mod tests {
     #[test]
     fn the_controller_converges_near_capacity_under_3x_load() {
         let capacity = 1000.0;
-        let mut sim = Sim {
-            capacity,
-            queue: 0.0,
-        };
+        let mut sim = Sim::new(capacity);
         let mut ctl = Controller::new(Duration::from_millis(10), 0.8, 10_000);
         let mut limit = None;
         let mut done = Vec::new();
@@ -187,10 +191,7 @@ mod tests {
         let l = ctl.limit().unwrap();
         assert!(l > 0.7 * capacity && l < 1.3 * capacity, "limit {l}");
         // Without control the queue grows without bound.
-        let mut open = Sim {
-            capacity,
-            queue: 0.0,
-        };
+        let mut open = Sim::new(capacity);
         let mut last = Signals::default();
         for _ in 0..100 {
             last = open.tick(3.0 * capacity, None).0;
@@ -201,10 +202,7 @@ mod tests {
     #[test]
     fn the_controller_recovers_when_load_drops_and_follows_it_up() {
         let capacity = 500.0;
-        let mut sim = Sim {
-            capacity,
-            queue: 0.0,
-        };
+        let mut sim = Sim::new(capacity);
         let mut ctl = Controller::new(Duration::from_millis(10), 0.8, 10_000);
         let mut limit = None;
         for _ in 0..200 {

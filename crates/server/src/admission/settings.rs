@@ -35,14 +35,14 @@ impl AdmissionMode {
 impl std::str::FromStr for AdmissionMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "off" => Ok(AdmissionMode::Off),
-            "static" => Ok(AdmissionMode::Static),
-            "session" => Ok(AdmissionMode::Session),
-            other => Err(format!(
-                "--admission '{other}' is not a mode; use off, static or session"
-            )),
-        }
+        [
+            AdmissionMode::Off,
+            AdmissionMode::Static,
+            AdmissionMode::Session,
+        ]
+        .into_iter()
+        .find(|m| m.name() == s)
+        .ok_or_else(|| format!("--admission '{s}' is not a mode; use off, static or session"))
     }
 }
 
@@ -79,14 +79,12 @@ impl ShedWith {
 impl std::str::FromStr for ShedWith {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "close" => Ok(ShedWith::Close),
-            "alert" => Ok(ShedWith::Alert),
-            "503" => Ok(ShedWith::Http503),
-            other => Err(format!(
-                "--shed-with '{other}' is not a way to shed; use close, alert or 503"
-            )),
-        }
+        [ShedWith::Close, ShedWith::Alert, ShedWith::Http503]
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                format!("--shed-with '{s}' is not a way to shed; use close, alert or 503")
+            })
     }
 }
 
