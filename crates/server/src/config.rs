@@ -328,3 +328,24 @@ impl TlsSettings {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_names_the_first_broken_rule_as_a_usage_error() {
+        let g = tlslab_crypto::pki::generate(tlslab_crypto::pki::KeyType::EcdsaP256, &[]).unwrap();
+        let tls = TlsSettings::new(CertSource::Generated(g));
+        let mut c = ServeConfig::new("127.0.0.1:0".parse().unwrap(), Content::Empty, tls);
+        assert!(c.validate().is_ok());
+        (c.threads, c.max_connections) = (0, 0);
+        let e = c.validate().unwrap_err();
+        assert!(e.is_usage());
+        assert!(e.to_string().contains("0 worker threads"), "{e}");
+        // A setup failure is the machine's, and keeps its cause.
+        let e = Error::setup("cannot start x")(std::io::Error::other("boom"));
+        assert_eq!(e.kind(), crate::ErrorKind::Runtime);
+        assert_eq!(std::error::Error::source(&e).unwrap().to_string(), "boom");
+    }
+}
