@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Linux's minimum retransmission timeout: a lost segment on a short path
 /// is resent about this long after it was first sent, plus one RTT.

@@ -34,29 +34,14 @@
 //! TLS and no HTTP, and measures nothing itself beyond its counters.
 
 mod conditions;
+mod error;
 mod link;
 mod relay;
 
 pub use conditions::{Bandwidth, Conditions, RTO_MIN, parse_loss};
+pub use error::Error;
 pub use link::{Link, MSS, Span};
 pub use relay::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_QUEUED, Relay, RelayConfig, RelayStats, RelayThread,
     parse_size, window,
 };
-
-use std::net::SocketAddr;
-
-/// Why a relay could not start or its conditions were refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The conditions or a value written for them are invalid.
-    #[error("{0}")]
-    Invalid(String),
-    /// The listening address could not be bound.
-    #[error("cannot listen on {0}: {1}")]
-    Bind(SocketAddr, #[source] std::io::Error),
-    /// The runtime or thread for the relay could not start.
-    #[error("cannot start the relay: {0}")]
-    Runtime(String),
-}

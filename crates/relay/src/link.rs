@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use rand::{RngExt as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 
-use crate::Conditions;
+use crate::conditions::Conditions;
 
 /// TCP's maximum segment size on an Ethernet path with timestamps (1500 −
 /// 20 − 20 − 12). Bandwidth, jitter and loss apply per segment of this
@@ -144,7 +144,7 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Bandwidth;
+    use crate::conditions::Bandwidth;
 
     fn cond(delay_ms: u64) -> Conditions {
         Conditions {

@@ -14,8 +14,9 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
+use crate::conditions::Conditions;
+use crate::error::Error;
 use crate::link::Link;
-use crate::{Conditions, Error};
 
 /// How much one read takes from a socket.
 const READ_SIZE: usize = 64 * 1024;
@@ -558,7 +559,10 @@ impl RelayThread {
                 {
                     Ok(rt) => rt,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(Error::Runtime(e.to_string())));
+                        let _ = ready_tx.send(Err(Error::Start {
+                            what: "cannot build its runtime",
+                            source: Some(e),
+                        }));
                         return RelayStats::default();
                     }
                 };
@@ -582,10 +586,14 @@ impl RelayThread {
                     relay.shutdown().await
                 })
             })
-            .map_err(|e| Error::Runtime(e.to_string()))?;
-        let addr = ready_rx
-            .recv()
-            .map_err(|_| Error::Runtime("the relay thread ended before listening".into()))??;
+            .map_err(|e| Error::Start {
+                what: "cannot spawn its thread",
+                source: Some(e),
+            })?;
+        let addr = ready_rx.recv().map_err(|_| Error::Start {
+            what: "the relay thread ended before listening",
+            source: None,
+        })??;
         Ok(RelayThread {
             addr,
             stats: stats_rx,

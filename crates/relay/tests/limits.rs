@@ -5,35 +5,15 @@
 //! reset) frees its connection and queue at once, not when the queued
 //! bytes were due.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::*;
 use tlslab_relay::{Bandwidth, Conditions, Relay, RelayConfig, window};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
-
-/// An upstream that echoes what it reads.
-async fn echo_server() -> SocketAddr {
-    let l = TcpListener::bind(loopback()).await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                while let Ok(n) = s.read(&mut buf).await {
-                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
 
 /// An upstream that sends `total` bytes to each client as fast as it may,
 /// then closes.
@@ -56,17 +36,6 @@ async fn flood_server(total: usize) -> SocketAddr {
         }
     });
     addr
-}
-
-fn cfg(upstream: SocketAddr, cond: Conditions) -> RelayConfig {
-    RelayConfig::new(loopback(), upstream, cond)
-}
-
-fn delay(ms: u64) -> Conditions {
-    Conditions {
-        delay: Duration::from_millis(ms),
-        ..Conditions::default()
-    }
 }
 
 #[tokio::test]

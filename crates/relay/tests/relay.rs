@@ -3,56 +3,14 @@
 //! a real path. Lower bounds are strict (the relay may never be faster than
 //! the path it emulates); upper bounds leave room for a loaded machine.
 
-use std::net::SocketAddr;
+mod common;
+
 use std::time::{Duration, Instant};
 
-use tlslab_relay::{Bandwidth, Conditions, Relay, RelayConfig, RelayThread};
+use common::*;
+use tlslab_relay::{Bandwidth, Conditions, Relay, RelayThread};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
-
-/// An upstream that answers each read with the same bytes, and at EOF
-/// writes "bye" and closes.
-async fn echo_server() -> SocketAddr {
-    let l = TcpListener::bind(loopback()).await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 65536];
-                loop {
-                    match s.read(&mut buf).await {
-                        Ok(0) => {
-                            let _ = s.write_all(b"bye").await;
-                            return;
-                        }
-                        Ok(n) => {
-                            if s.write_all(&buf[..n]).await.is_err() {
-                                return;
-                            }
-                        }
-                        Err(_) => return,
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
-fn cfg(upstream: SocketAddr, cond: Conditions) -> RelayConfig {
-    RelayConfig::new(loopback(), upstream, cond)
-}
-
-fn delay(ms: u64) -> Conditions {
-    Conditions {
-        delay: Duration::from_millis(ms),
-        ..Conditions::default()
-    }
-}
+use tokio::net::TcpStream;
 
 #[tokio::test]
 async fn every_round_trip_pays_the_rtt() {

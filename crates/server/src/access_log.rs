@@ -24,9 +24,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -38,7 +36,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::content::Body;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
+use crate::idle::{Busy, ConnInfo};
 
 /// Bytes of queued lines at which the writer is woken at once rather than at
 /// its next tick (nginx's `access_log … buffer=`).
@@ -93,7 +92,7 @@ impl AccessLog {
         let writer = std::thread::Builder::new()
             .name("tlslab-access-log".into())
             .spawn(move || write_loop(&s, file, &name))
-            .map_err(|e| Error::Runtime(format!("cannot start the access-log writer: {e}")))?;
+            .map_err(Error::setup("cannot start the access-log writer"))?;
         Ok(AccessLog {
             shared,
             writer: parking_lot::Mutex::new(Some(writer)),
@@ -164,39 +163,6 @@ fn write_loop(shared: &Shared, mut out: File, path: &Path) {
     let _ = out.flush();
 }
 
-/// What every request on one connection shares.
-#[derive(Debug)]
-pub(crate) struct ConnInfo {
-    pub(crate) peer: SocketAddr,
-    pub(crate) id: u64,
-    /// `$ssl_protocol` and `$ssl_session_reused`, `-` for plain HTTP.
-    pub(crate) tls: (&'static str, &'static str),
-    requests: AtomicU64,
-    /// Admission control shed this connection with `--shed-with 503`:
-    /// every request on it gets a 503.
-    pub(crate) shed_503: bool,
-    /// Whether a request is in progress, and since when none is.
-    pub(crate) idle: crate::idle::Idle,
-}
-
-impl ConnInfo {
-    pub(crate) fn new(peer: SocketAddr, id: u64) -> ConnInfo {
-        ConnInfo {
-            peer,
-            id,
-            tls: ("-", "-"),
-            requests: AtomicU64::new(0),
-            shed_503: false,
-            idle: crate::idle::Idle::new(),
-        }
-    }
-
-    /// The next request's number on this connection (from 1).
-    pub(crate) fn next_request(&self) -> u64 {
-        self.requests.fetch_add(1, Ordering::Relaxed) + 1
-    }
-}
-
 /// A request whose line is written when its response completes.
 #[derive(Debug)]
 pub(crate) struct Pending {
@@ -247,16 +213,12 @@ pub(crate) struct LoggedBody {
     inner: Body,
     pending: Option<Pending>,
     /// The request is in progress until this body is dropped.
-    _busy: crate::idle::Busy,
+    _busy: Busy,
 }
 
 impl LoggedBody {
     /// `inner`, logged through `pending` if set.
-    pub(crate) fn new(
-        inner: Body,
-        pending: Option<Pending>,
-        busy: crate::idle::Busy,
-    ) -> LoggedBody {
+    pub(crate) fn new(inner: Body, pending: Option<Pending>, busy: Busy) -> LoggedBody {
         LoggedBody {
             inner,
             pending,

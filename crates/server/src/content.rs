@@ -11,7 +11,8 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 
-use crate::{Content, Error, Result};
+use crate::config::Content;
+use crate::error::{Error, Result};
 use tlslab_runtime::thread_cpu_time;
 
 /// The most a `Content::Root` tree may hold: 1 GiB.

@@ -26,14 +26,13 @@
 //! to close shuts down gracefully (HTTP/2 GOAWAY) within [`CLOSE_GRACE`],
 //! or at once when evicted.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-
-use crate::access_log::ConnInfo;
 
 /// How long a connection asked to close may take to say goodbye (finish a
 /// response, send HTTP/2's GOAWAY) before it is dropped.
@@ -82,6 +81,39 @@ impl CloseReason {
 
     pub(crate) fn idx(self) -> usize {
         self as usize - 1
+    }
+}
+
+/// What every request on one connection shares.
+#[derive(Debug)]
+pub(crate) struct ConnInfo {
+    pub(crate) peer: SocketAddr,
+    pub(crate) id: u64,
+    /// `$ssl_protocol` and `$ssl_session_reused`, `-` for plain HTTP.
+    pub(crate) tls: (&'static str, &'static str),
+    requests: AtomicU64,
+    /// Admission control shed this connection with `--shed-with 503`:
+    /// every request on it gets a 503.
+    pub(crate) shed_503: bool,
+    /// Whether a request is in progress, and since when none is.
+    pub(crate) idle: Idle,
+}
+
+impl ConnInfo {
+    pub(crate) fn new(peer: SocketAddr, id: u64) -> ConnInfo {
+        ConnInfo {
+            peer,
+            id,
+            tls: ("-", "-"),
+            requests: AtomicU64::new(0),
+            shed_503: false,
+            idle: Idle::new(),
+        }
+    }
+
+    /// The next request's number on this connection (from 1).
+    pub(crate) fn next_request(&self) -> u64 {
+        self.requests.fetch_add(1, Ordering::Relaxed) + 1
     }
 }
 

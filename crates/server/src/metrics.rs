@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeCounterValue, EncodeMetric, NoLabelSet,
+    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeMetric, NoLabelSet,
 };
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
@@ -16,42 +16,40 @@ use prometheus_client::registry::Registry;
 use tlslab_crypto::meter::OpStat;
 use tlslab_crypto::provider::Version;
 
-use crate::stats::{Listener, Snapshot, Stats};
+use crate::snapshot::{Snapshot, Sources};
+use crate::stats::Listener;
 
 /// The content type of [`render`]'s output.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Debug)]
-struct StatsCollector(Arc<Stats>);
+struct StatsCollector(Arc<Sources>);
 
-fn counter(
+fn counter<N: EncodeCounterValue>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
-    value: u64,
+    value: N,
 ) -> Result<(), fmt::Error> {
-    let c = ConstCounter::new(value);
-    c.encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
+    ConstCounter::new(value).encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
 }
 
-fn counter_f64(
+fn gauge<N: EncodeGaugeValue>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
-    value: f64,
+    value: N,
 ) -> Result<(), fmt::Error> {
-    let c = ConstCounter::new(value);
-    c.encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
+    ConstGauge::new(value).encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
 }
 
-fn gauge(
+/// Counters of one type, each with its name and help.
+fn counters<N: EncodeCounterValue>(
     enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    value: i64,
+    all: impl IntoIterator<Item = (&'static str, &'static str, N)>,
 ) -> Result<(), fmt::Error> {
-    let g = ConstGauge::new(value);
-    g.encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
+    all.into_iter()
+        .try_for_each(|(name, help, v)| counter(enc, name, help, v))
 }
 
 /// A counter with one sample per label set.
@@ -159,35 +157,31 @@ impl Collector for StatsCollector {
                 .map(|(r, n)| (vec![("reason", r.clone())], *n)),
         )?;
         if let Some(c) = s.session_cache {
-            counter(
+            counters(
                 &mut enc,
-                "tlslab_session_cache_hits",
-                "Session-cache lookups that found a live session.",
-                c.hits,
-            )?;
-            counter(
-                &mut enc,
-                "tlslab_session_cache_misses",
-                "Session-cache lookups that found nothing or an expired session.",
-                c.misses,
-            )?;
-            counter(
-                &mut enc,
-                "tlslab_session_cache_evictions",
-                "Sessions dropped because the cache was full.",
-                c.evictions,
-            )?;
-            counter(
-                &mut enc,
-                "tlslab_session_cache_expirations",
-                "Sessions dropped because they outlived the TTL.",
-                c.expirations,
-            )?;
-            counter(
-                &mut enc,
-                "tlslab_session_cache_puts",
-                "Sessions stored.",
-                c.puts,
+                [
+                    (
+                        "tlslab_session_cache_hits",
+                        "Session-cache lookups that found a live session.",
+                        c.hits,
+                    ),
+                    (
+                        "tlslab_session_cache_misses",
+                        "Session-cache lookups that found nothing or an expired session.",
+                        c.misses,
+                    ),
+                    (
+                        "tlslab_session_cache_evictions",
+                        "Sessions dropped because the cache was full.",
+                        c.evictions,
+                    ),
+                    (
+                        "tlslab_session_cache_expirations",
+                        "Sessions dropped because they outlived the TTL.",
+                        c.expirations,
+                    ),
+                    ("tlslab_session_cache_puts", "Sessions stored.", c.puts),
+                ],
             )?;
             gauge(
                 &mut enc,
@@ -203,50 +197,53 @@ impl Collector for StatsCollector {
             )?;
         }
         if let Some(t) = s.tickets {
-            counter(
+            counters(
                 &mut enc,
-                "tlslab_tickets_issued",
-                "Stateless session tickets sealed.",
-                t.issued,
-            )?;
-            counter(
-                &mut enc,
-                "tlslab_tickets_accepted",
-                "Stateless session tickets that decrypted.",
-                t.accepted,
-            )?;
-            counter(
-                &mut enc,
-                "tlslab_tickets_rejected",
-                "Stateless session tickets that did not decrypt.",
-                t.rejected,
+                [
+                    (
+                        "tlslab_tickets_issued",
+                        "Stateless session tickets sealed.",
+                        t.issued,
+                    ),
+                    (
+                        "tlslab_tickets_accepted",
+                        "Stateless session tickets that decrypted.",
+                        t.accepted,
+                    ),
+                    (
+                        "tlslab_tickets_rejected",
+                        "Stateless session tickets that did not decrypt.",
+                        t.rejected,
+                    ),
+                ],
             )?;
         }
         cluster(&mut enc, &s)?;
         admission(&mut enc, &s)?;
-        counter(
+        counters(
             &mut enc,
-            "tlslab_early_data_connections",
-            "Connections whose TLS 1.3 early data was accepted.",
-            s.early_data.connections,
-        )?;
-        counter(
-            &mut enc,
-            "tlslab_early_data_bytes",
-            "TLS 1.3 early-data bytes accepted and served.",
-            s.early_data.bytes,
-        )?;
-        counter(
-            &mut enc,
-            "tlslab_early_data_requests",
-            "Requests that arrived in TLS 1.3 early data and were answered before the handshake completed (0-RTT).",
-            s.early_data.requests,
-        )?;
-        counter(
-            &mut enc,
-            "tlslab_early_data_refused",
-            "Connections that offered TLS 1.3 early data the server refused (replayed or unknown single-use ticket, full handshake); they went on in 1-RTT.",
-            s.early_data.refused,
+            [
+                (
+                    "tlslab_early_data_connections",
+                    "Connections whose TLS 1.3 early data was accepted.",
+                    s.early_data.connections,
+                ),
+                (
+                    "tlslab_early_data_bytes",
+                    "TLS 1.3 early-data bytes accepted and served.",
+                    s.early_data.bytes,
+                ),
+                (
+                    "tlslab_early_data_requests",
+                    "Requests that arrived in TLS 1.3 early data and were answered before the handshake completed (0-RTT).",
+                    s.early_data.requests,
+                ),
+                (
+                    "tlslab_early_data_refused",
+                    "Connections that offered TLS 1.3 early data the server refused (replayed or unknown single-use ticket, full handshake); they went on in 1-RTT.",
+                    s.early_data.refused,
+                ),
+            ],
         )?;
         per_listener(
             &mut enc,
@@ -289,13 +286,13 @@ impl Collector for StatsCollector {
             "Client connections open now.",
             s.open_connections as i64,
         )?;
-        counter_f64(
+        counter(
             &mut enc,
             "tlslab_server_worker_cpu_seconds",
             "CPU time of the server runtime's threads (schedstat).",
             s.worker_cpu.as_secs_f64(),
         )?;
-        counter_f64(
+        counter(
             &mut enc,
             "process_cpu_seconds",
             "CPU time of the whole process (getrusage RUSAGE_SELF).",
@@ -314,7 +311,7 @@ impl Collector for StatsCollector {
 /// The Redis-shared cache and the shared ticket keys, when configured.
 fn cluster(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Error> {
     if let Some(r) = s.redis {
-        let counters = [
+        let all = [
             (
                 "tlslab_redis_hits",
                 "Pre-handshake Redis GETs that found the offered session.",
@@ -356,9 +353,7 @@ fn cluster(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Err
                 r.put_drops,
             ),
         ];
-        for (name, help, v) in counters {
-            counter(enc, name, help, v)?;
-        }
+        counters(enc, all)?;
     }
     if let Some(k) = s.ticket_keys {
         gauge(
@@ -401,16 +396,6 @@ fn cluster(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Err
     Ok(())
 }
 
-fn gauge_f64(
-    enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    value: f64,
-) -> Result<(), fmt::Error> {
-    let g = ConstGauge::new(value);
-    g.encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
-}
-
 /// Admission control, when on: every decision and the figures behind it.
 fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Error> {
     let Some(a) = s.admission else {
@@ -445,7 +430,7 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
         "ClientHellos admission control could not parse (decided as full; rustls then refuses them).",
         a.unparsed,
     )?;
-    gauge_f64(
+    gauge(
         enc,
         "tlslab_admission_limit",
         "session: new full handshakes admitted per second (-1: unlimited, no overload seen yet); static: the most handshakes in flight.",
@@ -463,13 +448,13 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
         "Admitted full TLS handshakes not finished yet (overload signal in session mode).",
         a.full_in_flight as i64,
     )?;
-    gauge_f64(
+    gauge(
         enc,
         "tlslab_admission_queue_delay_seconds",
         "Mean time new connections' first bytes (ClientHellos) waited in the kernel before the server read them, accept queue included, in the last 100 ms tick (overload signal; kernel receive timestamps, so a slow client does not count).",
         a.queue_delay_seconds,
     )?;
-    gauge_f64(
+    gauge(
         enc,
         "tlslab_admission_cpu_busy_ratio",
         "CPU saturation of the server's workers in the last tick: (CPU time + time runnable waiting for a CPU, schedstat) over min(threads, CPUs), capped at 1 (overload signal).",
@@ -489,17 +474,17 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
     )
 }
 
-/// A registry exposing `stats`.
-pub(crate) fn registry(stats: Arc<Stats>) -> Registry {
+/// A registry exposing every figure of `sources`.
+pub(crate) fn registry(sources: Arc<Sources>) -> Registry {
     let mut r = Registry::default();
-    if let Some(Some(redis)) = stats.redis.get() {
+    if let Some(redis) = &sources.redis {
         r.register(
             "tlslab_redis_get_seconds",
             "Latency of answered pre-handshake Redis GETs",
             redis.histogram.clone(),
         );
     }
-    r.register_collector(Box::new(StatsCollector(stats)));
+    r.register_collector(Box::new(StatsCollector(sources)));
     r
 }
 

@@ -135,12 +135,12 @@ pub(crate) fn with_hello<R>(bytes: &[u8], f: impl FnOnce(&ClientHello<'_>) -> R)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rustls::pki_types::ServerName;
 
     /// The first flight of a rustls client: its ClientHello record(s).
-    fn client_hello(tls13: bool) -> Vec<u8> {
+    pub(crate) fn client_hello(tls13: bool) -> Vec<u8> {
         let roots = rustls::RootCertStore::empty();
         let versions: &[&rustls::SupportedProtocolVersion] = if tls13 {
             &[&rustls::version::TLS13, &rustls::version::TLS12]
@@ -191,7 +191,7 @@ mod tests {
             }
             b
         });
-        let store = crate::redis_cache::RedisStore::new(&crate::RemoteCache {
+        let store = crate::redis_cache::RedisStore::new(&crate::config::RemoteCache {
             url: "redis://127.0.0.1:1".into(),
             memory: None,
             ttl: std::time::Duration::from_secs(60),

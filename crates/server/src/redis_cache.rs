@@ -33,7 +33,8 @@ use rustls::server::StoresServerSessions;
 use tlslab_crypto::store::ServerSessionCache;
 use tokio::sync::mpsc;
 
-use crate::{Error, RemoteCache, Result};
+use crate::config::RemoteCache;
+use crate::error::{Error, Result};
 
 /// How many puts and deletes may wait for Redis.
 const QUEUE: usize = 8192;
@@ -182,14 +183,13 @@ impl std::fmt::Debug for RedisStore {
 impl RedisStore {
     /// A store for `spec`; nothing is connected until [`RedisStore::start`].
     pub(crate) fn new(spec: &RemoteCache) -> Result<Arc<Self>> {
-        let client = redis::Client::open(spec.url.as_str()).map_err(|e| {
-            Error::Config(format!(
-                "--session-cache {}: {e}; give redis://HOST:PORT[/DB]",
-                spec.url
-            ))
+        let client = redis::Client::open(spec.url.as_str()).map_err(|source| Error::RedisUrl {
+            option: "--session-cache",
+            url: spec.url.clone(),
+            source,
         })?;
         if spec.timeout.is_zero() {
-            return Err(Error::Config(
+            return Err(Error::Usage(
                 "--redis-timeout 0 would time out every GET; give a positive duration such as 5ms"
                     .into(),
             ));
@@ -197,15 +197,16 @@ impl RedisStore {
         let (layered, local) = match spec.memory {
             Some(n) if n > 0 => (true, ServerSessionCache::new(n, spec.ttl)),
             Some(_) => {
-                return Err(Error::Config(
+                return Err(Error::Usage(
                     "a memory layer of capacity 0 holds nothing; use memory:N+redis://… with N ≥ 1, or redis://… alone".into(),
                 ));
             }
             None => (false, ServerSessionCache::new(STAGING, STAGING_TTL)),
         };
         let (tx, rx) = mpsc::channel(QUEUE);
-        let latency = hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 2)
-            .map_err(|e| Error::Runtime(format!("GET latency histogram: {e}")))?;
+        let latency = hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 2).map_err(
+            Error::setup("cannot create the Redis GET latency histogram"),
+        )?;
         // 25 µs .. ~0.4 s.
         let buckets = prometheus_client::metrics::histogram::exponential_buckets(25e-6, 2.0, 15);
         Ok(Arc::new(RedisStore {
@@ -249,7 +250,7 @@ impl RedisStore {
             .set_min_delay(BACKOFF_MIN)
             .set_max_delay(BACKOFF_MAX);
         let conn = ConnectionManager::new_lazy_with_config(self.client.clone(), cfg)
-            .map_err(|e| Error::Runtime(format!("Redis connection manager: {e}")))?;
+            .map_err(Error::setup("cannot create the Redis connection manager"))?;
         let _ = self.conn.set(conn);
         if let Some(rx) = self.queue_rx.lock().take() {
             tokio::spawn(writer(self.clone(), rx));

@@ -2,7 +2,7 @@
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The signal that arrived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,11 +23,9 @@ pub fn wait_for_signal() -> Result<Signal> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| Error::Runtime(format!("cannot start the signal waiter: {e}")))?;
+                .map_err(Error::setup("cannot start the signal waiter"))?;
             rt.block_on(async {
-                let err = |e: std::io::Error| {
-                    Error::Runtime(format!("cannot install a signal handler: {e}"))
-                };
+                let err = Error::setup::<std::io::Error>("cannot install a signal handler");
                 let mut int = signal(SignalKind::interrupt()).map_err(err)?;
                 let mut term = signal(SignalKind::terminate()).map_err(err)?;
                 tokio::select! {
@@ -36,7 +34,10 @@ pub fn wait_for_signal() -> Result<Signal> {
                 }
             })
         })
-        .map_err(|e| Error::Runtime(format!("cannot start the signal waiter: {e}")))?
+        .map_err(Error::setup("cannot start the signal waiter"))?
         .join()
-        .map_err(|_| Error::Runtime("the signal waiter panicked".into()))?
+        .map_err(|_| Error::Setup {
+            what: "the signal waiter panicked",
+            source: None,
+        })?
 }

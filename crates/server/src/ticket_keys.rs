@@ -14,7 +14,7 @@ use tlslab_crypto::ticket_keys::{KeyMaterial, TicketKeyRing, parse_key_file};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How often the file's metadata is checked.
 const POLL: Duration = Duration::from_secs(1);
@@ -23,11 +23,10 @@ fn read(path: &Path) -> Result<Vec<KeyMaterial>> {
     let shown = path.display().to_string();
     // Bounded: the file may be anything (issue 20).
     let bytes = tlslab_workload::input::read_capped(path, tlslab_workload::input::MAX_CONFIG_FILE)
-        .map_err(|e| {
-        Error::Config(format!(
-            "--ticket-keys {shown}: cannot read it: {e}; make one with `openssl rand 80 > {shown}`"
-        ))
-    })?;
+        .map_err(|source| Error::TicketKeyFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok(parse_key_file(&bytes, &shown)?)
 }
 
@@ -49,8 +48,8 @@ pub(crate) fn spawn_watch(
     ring: Arc<TicketKeyRing>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    let mut hup = signal(SignalKind::hangup())
-        .map_err(|e| Error::Runtime(format!("cannot install the SIGHUP handler: {e}")))?;
+    let mut hup =
+        signal(SignalKind::hangup()).map_err(Error::setup("cannot install the SIGHUP handler"))?;
     let mut loaded = read(&path).ok();
     tokio::spawn(async move {
         let mut last = stamp(&path);
@@ -193,13 +192,7 @@ pub(crate) fn spawn_redis(
                 };
             }
             let Some(c) = conn.as_mut() else {
-                if !warned {
-                    warned = true;
-                    tracing::warn!(
-                        version = ring.version(),
-                        "Redis is unreachable for the ticket keys; keeping the keys in use"
-                    );
-                }
+                keep_keys(&mut warned, &ring, "is unreachable");
                 continue;
             };
             let step = tokio::time::timeout(
@@ -219,27 +212,25 @@ pub(crate) fn spawn_redis(
                 }
                 Ok(Err(e)) => {
                     conn = None;
-                    if !warned {
-                        warned = true;
-                        tracing::warn!(
-                            version = ring.version(),
-                            "Redis failed for the ticket keys ({e}); keeping the keys in use"
-                        );
-                    }
+                    keep_keys(&mut warned, &ring, &format!("failed ({e})"));
                 }
                 Err(_) => {
                     conn = None;
-                    if !warned {
-                        warned = true;
-                        tracing::warn!(
-                            version = ring.version(),
-                            "Redis timed out for the ticket keys; keeping the keys in use"
-                        );
-                    }
+                    keep_keys(&mut warned, &ring, "timed out");
                 }
             }
         }
     });
+}
+
+/// Warns, once until Redis is back, that the keys in use are kept.
+fn keep_keys(warned: &mut bool, ring: &TicketKeyRing, why: &str) {
+    if !std::mem::replace(warned, true) {
+        tracing::warn!(
+            version = ring.version(),
+            "Redis {why} for the ticket keys; keeping the keys in use"
+        );
+    }
 }
 
 async fn redis_step(

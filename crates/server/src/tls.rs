@@ -12,8 +12,9 @@ use tlslab_crypto::store::{CountingTicketer, ServerSessionCache};
 
 use tlslab_crypto::ticket_keys::TicketKeyRing;
 
+use crate::config::{CertSource, SessionCache, TicketKeys, TlsSettings};
+use crate::error::{Error, Result};
 use crate::redis_cache::RedisStore;
-use crate::{CertSource, Error, Result, SessionCache, TicketKeys, TlsSettings};
 
 /// A built TLS configuration and the counting parts it shares with the stats.
 pub(crate) struct Built {
@@ -31,29 +32,29 @@ pub(crate) struct Built {
 /// the session store and the ticketer record into `meter` too.
 pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
     if s.versions.is_empty() {
-        return Err(Error::Config(
+        return Err(Error::Usage(
             "no TLS version enabled; use --tls 1.2, 1.3 or 1.2,1.3".into(),
         ));
     }
     if s.max_early_data > 0 {
         if s.tickets {
-            return Err(Error::Config(
+            return Err(Error::Usage(
                 "--max-early-data needs --tickets off: rustls accepts 0-RTT only on stateful (single-use, unreplayable) TLS 1.3 tickets".into(),
             ));
         }
         if s.session_cache == SessionCache::None && s.remote_cache.is_none() {
-            return Err(Error::Config(
+            return Err(Error::Usage(
                 "--max-early-data needs a session cache (stateful TLS 1.3 tickets live there); enable --session-cache".into(),
             ));
         }
         if !s.versions.contains(&provider::Version::Tls13) {
-            return Err(Error::Config(
+            return Err(Error::Usage(
                 "--max-early-data needs TLS 1.3; add 1.3 to --tls or set --max-early-data 0".into(),
             ));
         }
     }
     if s.ablation.contains(Ablation::Cache) && s.session_cache == SessionCache::None {
-        return Err(Error::Config(
+        return Err(Error::Usage(
             "--ablate cache replaces the session cache with a perfect one, but the cache is off; enable --session-cache or drop cache from --ablate".into(),
         ));
     }
@@ -87,7 +88,7 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
         SessionCache::None => (Arc::new(NoServerSessionStorage {}), None),
         SessionCache::Memory { capacity, ttl } => {
             if capacity == 0 {
-                return Err(Error::Config(
+                return Err(Error::Usage(
                     "a session cache of capacity 0 holds nothing; give a capacity of at least 1 or turn the cache off".into(),
                 ));
             }
@@ -98,7 +99,7 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
     config.session_storage = MeteredStore::new(s.ablation.server_store(storage), meter.clone());
     let mut ring = None;
     if !s.tickets && s.ticket_keys != TicketKeys::Local {
-        return Err(Error::Config(
+        return Err(Error::Usage(
             "--ticket-keys seals session tickets, but --tickets is off; use --tickets on or drop --ticket-keys".into(),
         ));
     }
@@ -112,7 +113,7 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
             }
             TicketKeys::Redis { rotation, .. } => {
                 if rotation.is_zero() {
-                    return Err(Error::Config(
+                    return Err(Error::Usage(
                         "--ticket-key-rotation 0 cannot rotate; give a duration such as 12h".into(),
                     ));
                 }

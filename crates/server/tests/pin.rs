@@ -36,9 +36,7 @@ fn every_runtime_thread_is_pinned_to_the_given_cpus() {
         .find(|c| allowed.is_set(*c).unwrap())
         .unwrap();
     let g = generated();
-    let mut cfg = config(&g, Content::Empty);
-    cfg.https = None;
-    cfg.http = Some(loopback());
+    let mut cfg = plain_only(config(&g, Content::Empty));
     cfg.threads = 2;
     cfg.pin_cpus = Some(vec![cpu]);
     let server = Server::start(cfg).unwrap();

@@ -303,9 +303,7 @@ fn bad_clients_are_counted_by_reason_and_the_server_keeps_serving() {
 #[test]
 fn dyn_burns_the_requested_cpu_and_returns_n_bytes() {
     let g = generated();
-    let mut cfg = config(&g, Content::Empty);
-    cfg.https = None;
-    cfg.http = Some(loopback());
+    let mut cfg = plain_only(config(&g, Content::Empty));
     cfg.threads = 1;
     let server = Server::start(cfg).unwrap();
     let addr = server.http_addr().unwrap();
@@ -477,9 +475,7 @@ fn h2_is_negotiated_by_alpn_and_multiplexes() {
 #[test]
 fn at_the_connection_limit_the_idle_connection_makes_room() {
     let g = generated();
-    let mut cfg = config(&g, Content::Empty);
-    cfg.https = None;
-    cfg.http = Some(loopback());
+    let mut cfg = plain_only(config(&g, Content::Empty));
     cfg.max_connections = 1;
     let server = Server::start(cfg).unwrap();
     let addr = server.http_addr().unwrap();

@@ -60,6 +60,19 @@ fn first_flight(conn: &mut ClientConnection, early: &[u8]) -> Vec<u8> {
     flight
 }
 
+/// A 0-RTT server, and a client primed with a ticket whose first flight
+/// carries `early`: the server, its address, the client and the flight.
+fn primed(early: &[u8]) -> (Server, SocketAddr, ClientConnection, Vec<u8>) {
+    let g = generated();
+    let server = server(&g);
+    let addr = server.https_addr().unwrap();
+    let client = client(&g);
+    prime(addr, &client);
+    let mut conn = ClientConnection::new(client, name()).unwrap();
+    let flight = first_flight(&mut conn, early);
+    (server, addr, conn, flight)
+}
+
 /// Reads what the server sends for `window`, without answering it.
 fn listen(sock: &mut TcpStream, window: Duration) -> Vec<u8> {
     sock.set_read_timeout(Some(window)).unwrap();
@@ -76,13 +89,7 @@ fn listen(sock: &mut TcpStream, window: Duration) -> Vec<u8> {
 
 #[test]
 fn a_safe_early_request_is_answered_before_the_clients_finished() {
-    let g = generated();
-    let server = server(&g);
-    let addr = server.https_addr().unwrap();
-    let client = client(&g);
-    prime(addr, &client);
-    let mut conn = ClientConnection::new(client, name()).unwrap();
-    let flight = first_flight(&mut conn, GET);
+    let (server, addr, mut conn, flight) = primed(GET);
     // The client never sends its Finished: whatever the server answers
     // was sent before the handshake completed.
     let mut sock = TcpStream::connect(addr).unwrap();
@@ -116,14 +123,8 @@ fn a_safe_early_request_is_answered_before_the_clients_finished() {
 
 #[test]
 fn an_unsafe_early_request_waits_for_the_handshake() {
-    let g = generated();
-    let server = server(&g);
-    let addr = server.https_addr().unwrap();
-    let client = client(&g);
-    prime(addr, &client);
     let post = b"POST /specweb96/class0_4 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi";
-    let mut conn = ClientConnection::new(client, name()).unwrap();
-    let flight = first_flight(&mut conn, post);
+    let (server, addr, mut conn, flight) = primed(post);
     let mut sock = TcpStream::connect(addr).unwrap();
     sock.write_all(&flight).unwrap();
     // Without the client's Finished, no request is run.
@@ -157,13 +158,7 @@ fn an_unsafe_early_request_waits_for_the_handshake() {
 
 #[test]
 fn a_replayed_zero_rtt_client_hello_is_refused_early_data() {
-    let g = generated();
-    let server = server(&g);
-    let addr = server.https_addr().unwrap();
-    let client = client(&g);
-    prime(addr, &client);
-    let mut conn = ClientConnection::new(client, name()).unwrap();
-    let flight = first_flight(&mut conn, GET);
+    let (server, addr, mut conn, flight) = primed(GET);
 
     // The original: accepted, answered in early data.
     let mut original = TcpStream::connect(addr).unwrap();
@@ -201,13 +196,6 @@ fn a_replayed_zero_rtt_client_hello_is_refused_early_data() {
     assert_eq!(snap.early_data.refused, 1, "{snap:?}");
     assert_eq!(snap.early_data.requests, 1, "the replay ran early");
     assert_eq!(snap.requests.https, 3);
-    assert!(
-        server_text(&snap).contains("1 offers refused"),
-        "{}",
-        server_text(&snap)
-    );
-}
-
-fn server_text(s: &tlslab_server::Snapshot) -> String {
-    s.summary()
+    let text = snap.summary();
+    assert!(text.contains("1 offers refused"), "{text}");
 }

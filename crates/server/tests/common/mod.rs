@@ -39,6 +39,13 @@ pub fn config(g: &Generated, content: Content) -> ServeConfig {
     c
 }
 
+/// `cfg` with a plain-HTTP listener on a loopback port and no TLS one.
+pub fn plain_only(mut cfg: ServeConfig) -> ServeConfig {
+    cfg.https = None;
+    cfg.http = Some(loopback());
+    cfg
+}
+
 pub fn client_config(
     g: &Generated,
     versions: &[Version],

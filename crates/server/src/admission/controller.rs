@@ -1,0 +1,228 @@
+//! The AIMD controller of the full-handshake rate: a pure function of
+//! the signals of each tick (see the module docs of `admission`).
+
+use std::time::Duration;
+
+/// The AIMD controller of the full-handshake rate.
+#[derive(Clone, Debug)]
+pub struct Controller {
+    /// Full handshakes per second admitted; `None`: unlimited (no
+    /// overload seen yet).
+    limit: Option<f64>,
+    /// The additive step per tick.
+    step: f64,
+    /// Multiplicative decrease.
+    beta: f64,
+    /// The limit never goes below this.
+    min: f64,
+    /// The peak full-handshake completion rate, decaying 2 % a second: the
+    /// capacity estimate that floors the limit.
+    peak: f64,
+    /// Ticks left before another decrease may happen.
+    cooldown: u32,
+    target: Duration,
+    cpu_high: f64,
+    in_flight_cap: u64,
+}
+
+/// What the controller sees in one tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Signals {
+    /// Mean queueing delay of the new connections read in the tick (zero
+    /// if none): how long their first bytes waited in the kernel before
+    /// the server read them, from the kernel's receive timestamp (without
+    /// one, from `accept()`). A slow client does not count.
+    pub queue_delay: Duration,
+    /// CPU saturation in the tick: (CPU time + run-queue wait) over the
+    /// CPU budget (0 to 1).
+    pub cpu_busy: f64,
+    /// Full handshakes in flight at the end of the tick (admitted
+    /// resumptions, cheap and never shed, do not count).
+    pub in_flight: u64,
+    /// Full handshakes admitted per second in the tick.
+    pub full_admitted_rate: f64,
+    /// Full handshakes completed per second in the tick: at saturation,
+    /// what the server can do beside its other work.
+    pub full_completed_rate: f64,
+    /// Full handshakes shed in the tick.
+    pub full_shed: u64,
+}
+
+impl Controller {
+    /// A controller that calls the server overloaded beyond `target`
+    /// queue delay at `cpu_high` CPU, or beyond `in_flight_cap` handshakes
+    /// in flight.
+    pub fn new(target: Duration, cpu_high: f64, in_flight_cap: u64) -> Self {
+        Controller {
+            limit: None,
+            step: 1.0,
+            beta: 0.5,
+            min: 1.0,
+            peak: 0.0,
+            cooldown: 0,
+            target,
+            cpu_high,
+            in_flight_cap,
+        }
+    }
+
+    /// True if `s` shows overload.
+    pub fn overloaded(&self, s: &Signals) -> bool {
+        (s.queue_delay > self.target && s.cpu_busy >= self.cpu_high)
+            || s.in_flight > self.in_flight_cap
+    }
+
+    /// The limit now (full handshakes per second; `None`: unlimited).
+    pub fn limit(&self) -> Option<f64> {
+        self.limit
+    }
+
+    /// One tick: updates and returns the limit.
+    pub fn update(&mut self, s: &Signals) -> Option<f64> {
+        self.peak = (self.peak * PEAK_DECAY).max(s.full_completed_rate);
+        if !self.overloaded(s) {
+            self.cooldown = 0;
+            if s.full_shed > 0
+                && let Some(l) = self.limit
+            {
+                self.limit = Some(l + self.step);
+            }
+            return self.limit;
+        }
+        if self.cooldown > 0 {
+            // The last decrease has not had time to drain the queue.
+            self.cooldown -= 1;
+            return self.limit;
+        }
+        // The completion rate at saturation estimates capacity; admit less
+        // than that so the queue beyond the target drains within DRAIN
+        // (by Little's law the excess is (delay − target) × rate, so the
+        // factor is 1 − (delay − target) / DRAIN, between β and 0.95);
+        // never below a quarter of the peak completion rate, so that shed
+        // clients retrying cannot drive the limit to nothing.
+        let excess = s.queue_delay.saturating_sub(self.target).as_secs_f64();
+        let gradient = (1.0 - excess / DRAIN.as_secs_f64()).clamp(self.beta, 0.95);
+        let mut l = (s.full_completed_rate * gradient)
+            .max(FLOOR * self.peak)
+            .max(self.min);
+        if let Some(old) = self.limit {
+            l = l.min(old);
+        }
+        self.limit = Some(l);
+        self.step = (l * 0.05).max(1.0);
+        self.cooldown = COOLDOWN_TICKS;
+        self.limit
+    }
+}
+
+/// Per-tick decay of the peak completion rate (2 % a second at 10 ticks).
+const PEAK_DECAY: f64 = 0.998;
+/// The limit's floor as a share of the peak completion rate.
+const FLOOR: f64 = 0.25;
+/// The time a decrease gives the queue beyond the target to drain.
+const DRAIN: Duration = Duration::from_secs(1);
+/// Ticks between two decreases (500 ms).
+const COOLDOWN_TICKS: u32 = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A simulated server: it completes at most `capacity` full handshakes
+    /// per second on one CPU; admitted work beyond that queues, and a new
+    /// connection waits for the queue (its queueing delay).
+    struct Sim {
+        capacity: f64,
+        queue: f64,
+    }
+
+    impl Sim {
+        fn new(capacity: f64) -> Sim {
+            Sim {
+                capacity,
+                queue: 0.0,
+            }
+        }
+
+        /// One 100 ms tick with `offered` full handshakes per second and
+        /// the controller's limit; returns the signals and the completed
+        /// handshakes per second.
+        fn tick(&mut self, offered: f64, limit: Option<f64>) -> (Signals, f64) {
+            let dt = 0.1;
+            let admitted = limit.map_or(offered, |l| offered.min(l));
+            let work = self.queue + admitted * dt;
+            let done = work.min(self.capacity * dt);
+            self.queue = work - done;
+            let s = Signals {
+                queue_delay: Duration::from_secs_f64(self.queue / self.capacity),
+                cpu_busy: done / (self.capacity * dt),
+                in_flight: self.queue as u64,
+                full_admitted_rate: admitted,
+                full_completed_rate: done / dt,
+                full_shed: ((offered - admitted) * dt) as u64,
+            };
+            (s, done / dt)
+        }
+    }
+
+    #[test]
+    fn the_controller_converges_near_capacity_under_3x_load() {
+        let capacity = 1000.0;
+        let mut sim = Sim::new(capacity);
+        let mut ctl = Controller::new(Duration::from_millis(10), 0.8, 10_000);
+        let mut limit = None;
+        let mut done = Vec::new();
+        let mut delays = Vec::new();
+        for _ in 0..600 {
+            let (s, d) = sim.tick(3.0 * capacity, limit);
+            limit = ctl.update(&s);
+            if std::env::var_os("SIM_TRACE").is_some() {
+                eprintln!("{d:.0} {limit:?} {:?}", s.queue_delay);
+            }
+            done.push(d);
+            delays.push(s.queue_delay);
+        }
+        // After the first 10 s: throughput near capacity, queue bounded.
+        let tail = &done[100..];
+        let mean = tail.iter().sum::<f64>() / tail.len() as f64;
+        assert!(mean >= 0.85 * capacity, "mean {mean}");
+        let worst = delays[100..].iter().max().unwrap();
+        assert!(*worst < Duration::from_millis(100), "{worst:?}");
+        let l = ctl.limit().unwrap();
+        assert!(l > 0.7 * capacity && l < 1.3 * capacity, "limit {l}");
+        // Without control the queue grows without bound.
+        let mut open = Sim::new(capacity);
+        let mut last = Signals::default();
+        for _ in 0..100 {
+            last = open.tick(3.0 * capacity, None).0;
+        }
+        assert!(last.queue_delay > Duration::from_secs(10));
+    }
+
+    #[test]
+    fn the_controller_recovers_when_load_drops_and_follows_it_up() {
+        let capacity = 500.0;
+        let mut sim = Sim::new(capacity);
+        let mut ctl = Controller::new(Duration::from_millis(10), 0.8, 10_000);
+        let mut limit = None;
+        for _ in 0..200 {
+            limit = ctl.update(&sim.tick(4.0 * capacity, limit).0);
+        }
+        // Half capacity offered: nothing shed, queue drains, limit kept.
+        let mut last = (Signals::default(), 0.0);
+        for _ in 0..50 {
+            last = sim.tick(0.5 * capacity, limit);
+            limit = ctl.update(&last.0);
+        }
+        assert_eq!(last.0.full_shed, 0);
+        assert!((last.1 - 0.5 * capacity).abs() < 1.0, "{}", last.1);
+        assert!(!ctl.overloaded(&last.0));
+        // Idle CPU: queue delay alone is not overload.
+        let quiet = Signals {
+            queue_delay: Duration::from_secs(1),
+            cpu_busy: 0.1,
+            ..Default::default()
+        };
+        assert!(!ctl.overloaded(&quiet));
+    }
+}
