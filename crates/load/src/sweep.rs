@@ -84,17 +84,17 @@ pub fn sweep_series(
     mut on_step: impl FnMut(&SweepStep),
 ) -> Result<SweepSeries, Error> {
     if !(plan.factor.is_finite() && plan.factor > 1.0) {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "the sweep factor must be above 1, e.g. 2 to double each step".into(),
         ));
     }
     if plan.max_steps < 2 {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "a sweep needs at least 2 steps to find a knee; give --steps 2 or more".into(),
         ));
     }
     if !(plan.knee_gain.is_finite() && plan.knee_gain >= 0.0) {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "the knee gain must be a fraction of 0 or more, e.g. 0.10".into(),
         ));
     }
@@ -103,7 +103,9 @@ pub fn sweep_series(
         SweepOver::Rate => match &base.open_loop {
             Some(o) => o.rate,
             None => {
-                return Err(Error::Config("a rate sweep needs a starting --rate".into()));
+                return Err(Error::Invalid(
+                    "a rate sweep needs a starting --rate".into(),
+                ));
             }
         },
     };

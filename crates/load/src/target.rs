@@ -120,6 +120,22 @@ impl Target {
             format!("{host}:{}", self.port)
         }
     }
+
+    /// The request URI (the path) and `Host` header of a request to this
+    /// target, or why this target cannot make one.
+    pub(crate) fn request_parts(&self) -> Result<(http::Uri, http::HeaderValue), Error> {
+        let bad = |reason: &str| Error::BadUrl {
+            url: self.to_string(),
+            reason: reason.into(),
+        };
+        let uri = self
+            .path
+            .parse()
+            .map_err(|_| bad("the path is not valid in a request"))?;
+        let host = http::HeaderValue::from_str(&self.host_header())
+            .map_err(|_| bad("the host is not valid in a Host header"))?;
+        Ok((uri, host))
+    }
 }
 
 impl fmt::Display for Target {

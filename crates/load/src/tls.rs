@@ -19,7 +19,7 @@ use crate::{Error, LoadConfig, ResumeWith, Trust, Workload};
 /// its ablated stages.
 pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<ClientConfig, Error> {
     if cfg.versions.is_empty() {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "no TLS version to offer; use --tls 1.2, 1.3 or 1.2,1.3".into(),
         ));
     }
@@ -49,7 +49,7 @@ pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<Client
             Trust::CaFile(path) => pki::load_roots(path)?,
             Trust::Roots(roots) => roots.clone(),
             Trust::WebPki | Trust::Insecure => {
-                return Err(Error::Config(format!(
+                return Err(Error::Invalid(format!(
                     "--ablate {ablation} runs only against a lab server whose CA you give: \
                      use --cacert FILE (not --insecure or the webpki roots)"
                 )));
@@ -158,10 +158,9 @@ pub(crate) fn client_config(
 /// target host (an IP address sends no SNI, as rustls does).
 pub(crate) fn server_name(sni: Option<&str>, host: &str) -> Result<ServerName<'static>, Error> {
     let name = sni.unwrap_or(host);
-    ServerName::try_from(name.to_string()).map_err(|_| {
-        Error::Config(format!(
-            "'{name}' is not a valid TLS server name; give a DNS name or IP address with --sni"
-        ))
+    ServerName::try_from(name.to_string()).map_err(|source| Error::ServerName {
+        name: name.into(),
+        source,
     })
 }
 

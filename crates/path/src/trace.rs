@@ -104,8 +104,9 @@ impl Trace {
 
     /// Reads and parses a trace file.
     pub fn load(path: &Path) -> Result<Trace, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::Invalid(format!("cannot read the trace {}: {e}", path.display()))
+        let text = std::fs::read_to_string(path).map_err(|source| Error::TraceFile {
+            path: path.into(),
+            source,
         })?;
         Trace::parse(&text, path.display().to_string())
     }

@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{CONNECTION, HOST, USER_AGENT};
-use http::{HeaderValue, Request, Uri};
-use http_body_util::{BodyExt, Empty};
+use http::Uri;
+use http_body_util::Empty;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tlslab_report::{HandshakeKind, RequestRecord};
@@ -16,11 +15,11 @@ use tlslab_workload::specweb96::FILES_PER_CLASS;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::CLOSE_GRACE;
 use super::backoff::Backoff;
 use super::identity::{Identity, Picker};
-use super::shared::{InFlight, Origin, Shared, Slot, with_timeout};
+use super::shared::{CLOSE_GRACE, InFlight, Origin, Shared, Slot};
 use crate::ThinkTime;
+use crate::conn::{Partial, request, send, with_timeout};
 use crate::errors::io_kind;
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
 
@@ -35,17 +34,6 @@ pub(super) struct Client {
     pub(super) fixed: Option<(u32, Uri)>,
     /// The wait after connections that could not be made.
     pub(super) backoff: Backoff,
-}
-
-/// What one request saw, kept outside its timeout so a cut-off request
-/// still reports how far it got.
-#[derive(Default)]
-struct Partial {
-    sent: Option<Instant>,
-    head: Option<Instant>,
-    end: Option<Instant>,
-    status: Option<u16>,
-    body: u64,
 }
 
 impl Client {
@@ -260,7 +248,7 @@ impl Client {
                 .await;
         };
         // A browser model or a replay resumes whenever it holds a session.
-        let offer = if sh.ecommerce.is_some() || sh.replay.is_some() {
+        let offer = if sh.offer_held {
             tls.sessions.has_session()
         } else {
             ident.state.lock().planner.offer(tls.sessions.has_session())
@@ -389,16 +377,7 @@ impl Client {
             let req = request(&uri, &o.host_header, last);
             let mut p = Partial::default();
             let result = with_timeout(sh.timeout, send(&mut sender, req, &mut p)).await;
-            let end = p.end.unwrap_or_else(Instant::now);
-            rec.status = p.status;
-            rec.body_bytes = p.body;
-            if let (Some(sent), Some(head)) = (p.sent, p.head) {
-                rec.ttfb_us = Some((head - sent).as_micros() as u64);
-                if let Some(e) = p.end {
-                    rec.transfer_us = Some((e - head).as_micros() as u64);
-                }
-            }
-            rec.total_us = (end - start).as_micros() as u64;
+            p.fill(&mut rec, start);
             let transport_error = match result {
                 Some(Ok(())) => None,
                 Some(Err(e)) => Some(sh.classify(&e)),
@@ -495,40 +474,4 @@ fn emit_failure(
     rec.error = Some(kind.to_string());
     rec.total_us = t0.elapsed().as_micros() as u64;
     sh.emit(slot, guard, rec);
-}
-
-fn request(uri: &Uri, host: &HeaderValue, last: bool) -> Request<Empty<Bytes>> {
-    let mut req = Request::new(Empty::new());
-    *req.uri_mut() = uri.clone();
-    let h = req.headers_mut();
-    h.insert(HOST, host.clone());
-    h.insert(
-        CONNECTION,
-        HeaderValue::from_static(if last { "close" } else { "keep-alive" }),
-    );
-    h.insert(
-        USER_AGENT,
-        HeaderValue::from_static(concat!("tlslab/", env!("CARGO_PKG_VERSION"))),
-    );
-    req
-}
-
-/// Sends one request and reads its body to the end, noting times in `p`.
-async fn send(
-    sender: &mut SendRequest<Empty<Bytes>>,
-    req: Request<Empty<Bytes>>,
-    p: &mut Partial,
-) -> Result<(), hyper::Error> {
-    p.sent = Some(Instant::now());
-    let resp = sender.send_request(req).await?;
-    p.head = Some(Instant::now());
-    p.status = Some(resp.status().as_u16());
-    let mut body = resp.into_body();
-    while let Some(frame) = body.frame().await {
-        if let Some(d) = frame?.data_ref() {
-            p.body += d.len() as u64;
-        }
-    }
-    p.end = Some(Instant::now());
-    Ok(())
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::USER_AGENT;
 use http::uri::{Authority, Scheme as UriScheme};
-use http::{HeaderValue, Request, Uri};
-use http_body_util::{BodyExt, Empty};
+use http::{Request, Uri};
+use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -24,10 +24,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
-use super::CLOSE_GRACE;
 use super::client::Client;
-use super::shared::{InFlight, Shared, Slot, with_timeout};
+use super::shared::{CLOSE_GRACE, InFlight, Shared, Slot};
 use crate::Http2;
+use crate::conn::{Partial, user_agent, with_timeout};
 use crate::errors::io_kind;
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
 
@@ -38,11 +38,7 @@ pub(super) const ALPN_NOT_H2: &str = "alpn_not_h2";
 /// What one stream saw (kept outside its timeout, so a cut-off stream
 /// still reports how far it got).
 struct StreamEnd {
-    sent: Instant,
-    head: Option<Instant>,
-    end: Option<Instant>,
-    status: Option<u16>,
-    body: u64,
+    p: Partial,
     /// `None`: the response arrived completely.
     failure: Option<Failure>,
 }
@@ -77,10 +73,7 @@ impl Target {
         let mut req = Request::new(Empty::new());
         // The parts come from a valid origin-form URI and a valid authority.
         *req.uri_mut() = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
-        req.headers_mut().insert(
-            USER_AGENT,
-            HeaderValue::from_static(concat!("tlslab/", env!("CARGO_PKG_VERSION"))),
-        );
+        req.headers_mut().insert(USER_AGENT, user_agent());
         req
     }
 }
@@ -316,15 +309,7 @@ impl Client {
         let now = Instant::now();
         let transport_error = match &end {
             Ok(e) => {
-                rec.status = e.status;
-                rec.body_bytes = e.body;
-                if let Some(head) = e.head {
-                    rec.ttfb_us = Some((head - e.sent).as_micros() as u64);
-                    if let Some(t) = e.end {
-                        rec.transfer_us = Some((t - head).as_micros() as u64);
-                    }
-                }
-                rec.total_us = (e.end.unwrap_or(now) - start).as_micros() as u64;
+                e.p.fill(&mut rec, start);
                 match &e.failure {
                     None => None,
                     Some(Failure::Http(err)) => Some(sh.classify(err)),
@@ -355,14 +340,13 @@ fn launch(
     streams
         .spawn(async move {
             let mut end = StreamEnd {
-                sent,
-                head: None,
-                end: None,
-                status: None,
-                body: 0,
+                p: Partial {
+                    sent: Some(sent),
+                    ..Partial::default()
+                },
                 failure: None,
             };
-            end.failure = match with_timeout(timeout, receive(response, &mut end)).await {
+            end.failure = match with_timeout(timeout, receive(response, &mut end.p)).await {
                 Some(Ok(())) => None,
                 Some(Err(e)) => Some(Failure::Http(e)),
                 None => Some(Failure::Timeout),
@@ -375,19 +359,9 @@ fn launch(
 /// Waits for a response and reads its body to the end, noting times.
 async fn receive(
     response: impl Future<Output = Result<hyper::Response<Incoming>, hyper::Error>>,
-    end: &mut StreamEnd,
+    p: &mut Partial,
 ) -> Result<(), hyper::Error> {
-    let resp = response.await?;
-    end.head = Some(Instant::now());
-    end.status = Some(resp.status().as_u16());
-    let mut body = resp.into_body();
-    while let Some(frame) = body.frame().await {
-        if let Some(d) = frame?.data_ref() {
-            end.body += d.len() as u64;
-        }
-    }
-    end.end = Some(Instant::now());
-    Ok(())
+    p.read(response.await?).await
 }
 
 #[cfg(test)]

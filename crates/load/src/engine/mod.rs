@@ -25,7 +25,7 @@ mod shared;
 mod validate;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
@@ -37,20 +37,18 @@ use tlslab_workload::replay::{Pacing, Scheduler};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
+use self::browser::BrowserRun;
 use self::client::Client;
 use self::identity::Identity;
-use self::open_loop::arrivals;
+use self::open_loop::{OpenLoopRun, arrivals};
 use self::replay::{ReplayRun, replay_worker};
-use self::shared::{Shared, WithTimeout, group_origins, with_deadline, with_timeout};
+use self::shared::{CLOSE_GRACE, Shared, group_origins, until_deadline};
 use self::validate::expand_base;
-pub(crate) use self::validate::validate;
+pub use self::validate::validate;
+use crate::conn::with_timeout;
 use crate::progress::Progress;
 use crate::target::Target;
-use crate::{Error, LoadConfig, OpenLoop, Workload, tls};
-
-/// How long a finished connection may take to close (TLS close_notify and
-/// FIN) before it is dropped.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
+use crate::{Error, Http2, LoadConfig, Workload, tls};
 
 /// Runs the load described by `cfg` on a runtime of its own and returns the
 /// report. Blocks the calling thread until the run is over: when the
@@ -79,7 +77,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         }
         Workload::Ecommerce => {
             let model = cfg.ecommerce.clone().unwrap_or_default();
-            let g = Generator::new(model).map_err(|e| Error::Config(e.to_string()))?;
+            let g = Generator::new(model).map_err(Error::Workload)?;
             let mut c = cfg.clone();
             let paths = g.files().into_iter().map(|(p, _)| p);
             c.targets = expand_base(&cfg.targets, "ecommerce", paths)?;
@@ -89,7 +87,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         }
         Workload::Replay => {
             let Some(r) = &cfg.replay else {
-                return Err(Error::Config(
+                return Err(Error::Invalid(
                     "--workload replay needs a log; give --access-log FILE".into(),
                 ));
             };
@@ -155,8 +153,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     });
     if let Some(r) = &cfg.replay {
         // Fail before the run on a bad window or speed.
-        Scheduler::new(r.plan.clone(), r.window, r.pacing)
-            .map_err(|e| Error::Config(e.to_string()))?;
+        Scheduler::new(r.plan.clone(), r.window, r.pacing).map_err(Error::Workload)?;
     }
     let shared = Arc::new(Shared {
         origins,
@@ -165,7 +162,6 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         deadline: cfg.duration.map(|d| window_start + d),
         budget: cfg.requests.map(AtomicU64::new),
         requests_per_conn: cfg.requests_per_conn,
-        http2: cfg.http2,
         connections: AtomicU64::new(0),
         timeout: cfg.timeout,
         source: cfg.source_ip.clone(),
@@ -184,22 +180,8 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         retry_backoff: cfg.retry_backoff,
         backoff_waits: AtomicU64::new(0),
         backoff_ns: AtomicU64::new(0),
-        in_flight: AtomicUsize::new(0),
-        scheduled: AtomicU64::new(0),
-        late: AtomicU64::new(0),
-        dropped: AtomicU64::new(0),
-        ecommerce: generator,
-        sessions: AtomicU64::new(0),
-        new_customers: AtomicU64::new(0),
-        pages: AtomicU64::new(0),
         path_index,
-        replay: cfg.replay.as_ref().map(|r| ReplayRun {
-            spec: r.clone(),
-            sched: parking_lot::Mutex::new(None),
-            notify: tokio::sync::Notify::new(),
-            sessions: AtomicU64::new(0),
-            requests: AtomicU64::new(0),
-        }),
+        offer_held: generator.is_some() || cfg.replay.is_some(),
         meter,
         ablation: cfg.ablation,
         ablation_hint: parking_lot::Mutex::new(None),
@@ -210,7 +192,14 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     }
     // `orchestrate` owns the last handle to `shared`, so the log's sender
     // is gone when it returns and `finish` below cannot wait forever.
-    let out = rt.block_on(orchestrate(shared, cfg.clients, cfg.open_loop, threads));
+    let mode = Mode {
+        clients: cfg.clients,
+        open_loop: cfg.open_loop.map(|ol| (ol, Arc::default())),
+        http2: cfg.http2,
+        browser: generator.map(|g| Arc::new(BrowserRun::new(g))),
+        replay: cfg.replay.clone().map(|r| Arc::new(ReplayRun::new(r))),
+    };
+    let out = rt.block_on(orchestrate(shared, &mode, threads));
     rt.shutdown_timeout(CLOSE_GRACE);
     if let Some(log) = log {
         log.finish()?;
@@ -385,12 +374,17 @@ struct Outcome {
     backoff_ns: u64,
 }
 
-async fn orchestrate(
-    shared: Arc<Shared>,
+/// How the clients run, and each mode's own state.
+struct Mode {
     clients: usize,
-    open_loop: Option<OpenLoop>,
-    threads: Arc<Threads>,
-) -> Outcome {
+    open_loop: Option<(crate::OpenLoop, Arc<OpenLoopRun>)>,
+    http2: Option<Http2>,
+    browser: Option<Arc<BrowserRun>>,
+    replay: Option<Arc<ReplayRun>>,
+}
+
+async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) -> Outcome {
+    let clients = mode.clients;
     let window_start = shared.window_start;
     let progress = shared.progress.is_some().then(|| {
         let sh = shared.clone();
@@ -407,29 +401,26 @@ async fn orchestrate(
     // meter's baseline before they can begin their first handshake.
     let early_crypto0 = (Instant::now() >= window_start).then(|| shared.meter.snapshot());
     let mut set = JoinSet::new();
-    match open_loop {
-        None if shared.replay.is_some() => {
-            let n = shared
-                .replay
-                .as_ref()
-                .map_or(0, |r| r.spec.plan.browsers())
-                .min(u32::MAX as usize);
+    match (&mode.open_loop, &mode.replay) {
+        (None, Some(run)) => {
+            let n = run.browsers().min(u32::MAX as usize);
             let browsers: Vec<Arc<Identity>> = (0..n)
                 .map(|id| Arc::new(Identity::new(&shared, id as u32)))
                 .collect();
             let browsers = Arc::new(browsers);
             for _ in 0..clients {
-                set.spawn(replay_worker(shared.clone(), browsers.clone()));
+                set.spawn(replay_worker(shared.clone(), run.clone(), browsers.clone()));
             }
             drop(identities);
         }
-        None => {
+        (None, None) => {
             for ident in identities {
-                set.spawn(client_task(shared.clone(), ident));
+                let browser = mode.browser.clone();
+                set.spawn(client_task(shared.clone(), ident, mode.http2, browser));
             }
         }
-        Some(ol) => {
-            set.spawn(arrivals(shared.clone(), identities, ol));
+        (Some((ol, run)), _) => {
+            set.spawn(arrivals(shared.clone(), run.clone(), identities, *ol));
         }
     }
 
@@ -454,6 +445,8 @@ async fn orchestrate(
         p.abort();
         let _ = p.await;
     }
+    let open = mode.open_loop.as_ref().map(|(_, run)| run);
+    let browser = mode.browser.as_ref();
     Outcome {
         crypto,
         ablation_hint: shared.ablation_hint.lock().take(),
@@ -462,13 +455,13 @@ async fn orchestrate(
         start_unix_ms,
         measured: end.saturating_duration_since(window_start),
         cpu,
-        scheduled: shared.scheduled.load(Ordering::Relaxed),
-        late: shared.late.load(Ordering::Relaxed),
-        dropped: shared.dropped.load(Ordering::Relaxed),
-        sessions: shared.sessions.load(Ordering::Relaxed),
-        new_customers: shared.new_customers.load(Ordering::Relaxed),
-        pages: shared.pages.load(Ordering::Relaxed),
-        replay: shared.replay.as_ref().map(|r| {
+        scheduled: open.map_or(0, |o| o.scheduled.load(Ordering::Relaxed)),
+        late: open.map_or(0, |o| o.late.load(Ordering::Relaxed)),
+        dropped: open.map_or(0, |o| o.dropped.load(Ordering::Relaxed)),
+        sessions: browser.map_or(0, |b| b.sessions.load(Ordering::Relaxed)),
+        new_customers: browser.map_or(0, |b| b.new_customers.load(Ordering::Relaxed)),
+        pages: browser.map_or(0, |b| b.pages.load(Ordering::Relaxed)),
+        replay: mode.replay.as_ref().map(|r| {
             (
                 r.sessions.load(Ordering::Relaxed),
                 r.requests.load(Ordering::Relaxed),
@@ -480,23 +473,19 @@ async fn orchestrate(
     }
 }
 
-/// Runs `f` until it ends or the run's deadline passes (`None` when it
-/// did not end).
-fn until_deadline<F: Future<Output = ()>>(deadline: Option<Instant>, f: F) -> WithTimeout<F> {
-    match deadline {
-        Some(d) => with_deadline(d, f),
-        None => with_timeout(Duration::MAX, f),
-    }
-}
-
-async fn client_task(shared: Arc<Shared>, ident: Arc<Identity>) {
+async fn client_task(
+    shared: Arc<Shared>,
+    ident: Arc<Identity>,
+    http2: Option<Http2>,
+    browser: Option<Arc<BrowserRun>>,
+) {
     let deadline = shared.deadline;
     let mut client = Client::new(shared, ident);
     // Each arm boxed: inline, every client's task would be as large as the
     // largest of the three futures (HTTP/2's), whichever it runs, and an
     // idle connection keeps its task.
-    let _ = match (client.sh.ecommerce.clone(), client.sh.http2) {
-        (Some(g), _) => until_deadline(deadline, Box::pin(client.browse(g))).await,
+    let _ = match (browser, http2) {
+        (Some(b), _) => until_deadline(deadline, Box::pin(client.browse(&b))).await,
         (None, Some(h2)) => until_deadline(deadline, Box::pin(client.run_h2(h2))).await,
         (None, None) => until_deadline(deadline, Box::pin(client.run())).await,
     };

@@ -23,12 +23,12 @@ pub(super) fn expand_base(
     paths: impl Iterator<Item = String>,
 ) -> Result<Vec<Target>, Error> {
     let [base] = targets else {
-        return Err(Error::Config(format!(
+        return Err(Error::Invalid(format!(
             "--workload {workload} takes exactly one URL, the server's base (https://host:port)"
         )));
     };
     if base.path != "/" {
-        return Err(Error::Config(format!(
+        return Err(Error::Invalid(format!(
             "--workload {workload} draws the paths itself; give the base URL without a path \
              ({}://{}) instead of {base}",
             base.scheme.name(),
@@ -43,8 +43,14 @@ pub(super) fn expand_base(
         .collect())
 }
 
-pub(crate) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
-    let bad = |m: &str| Err(Error::Config(m.into()));
+/// Checks that `cfg` can run, before any work (what [`crate::run`] checks
+/// first, and the one place the load rules live): bounds of clients,
+/// threads, duration, warm-up, timeout, reuse, rate and streams, a valid
+/// `sni`, and options that work together. A pure function: no I/O. The
+/// error is [`Error::Invalid`] (a usage error, [`Error::is_usage`]) naming
+/// the flag and the fix, or a bad `--sni`.
+pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
+    let bad = |m: &str| Err(Error::Invalid(m.into()));
     if cfg.targets.is_empty() {
         return bad("no target URL; give at least one, such as https://127.0.0.1:8443/");
     }
