@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use tlslab_report::distributed::ShardId;
 
-use crate::{Error, LoadConfig};
+use crate::config::LoadConfig;
+use crate::error::Error;
 
 /// The most agents one run may have.
 pub const MAX_AGENTS: u32 = 10_000;
@@ -139,7 +140,12 @@ pub fn sleep_until(at: SystemTime) -> Result<(), Error> {
             Ok(left) if !left.is_zero() => std::thread::sleep(Duration::from_micros(100)),
             Ok(_) => return Ok(()),
             Err(e) if e.duration() <= START_GRACE => return Ok(()),
-            Err(e) => return Err(Error::StartPassed { late: e.duration() }),
+            Err(e) => {
+                return Err(Error::StartPassed {
+                    late: e.duration(),
+                    grace: START_GRACE,
+                });
+            }
         }
     }
 }

@@ -3,7 +3,8 @@
 
 use tlslab_report::{LoadReport, SweepSeries, SweepStep};
 
-use crate::{Error, LoadConfig};
+use crate::config::LoadConfig;
+use crate::error::Error;
 
 /// What a sweep steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,7 +126,7 @@ pub fn sweep_series(
                 }
             }
         }
-        let report = crate::run(&cfg)?;
+        let report = crate::engine::run(&cfg)?;
         let step = step_of(&report);
         on_step(&step);
         let failing = step.errors * 2 > report.requests.attempted.max(1);

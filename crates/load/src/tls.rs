@@ -12,7 +12,8 @@ use rustls::{ClientConfig, NamedGroup, RootCertStore};
 use tlslab_crypto::meter::{self, Meter};
 use tlslab_crypto::{pki, provider, store::ClientSessions};
 
-use crate::{Error, LoadConfig, ResumeWith, Trust, Workload};
+use crate::config::{LoadConfig, ResumeWith, Trust, Workload};
+use crate::error::Error;
 
 /// Builds the run's base client configuration (no session store yet). The
 /// provider records into `meter`, after `cfg.ablation` (if any) has replaced
@@ -152,16 +153,6 @@ pub(crate) fn client_config(
         ResumeWith::Ticket | ResumeWith::Auto => Tls12Resumption::SessionIdOrTickets,
     });
     Arc::new(c)
-}
-
-/// The server name to verify and send as SNI: `sni` if given, else the
-/// target host (an IP address sends no SNI, as rustls does).
-pub(crate) fn server_name(sni: Option<&str>, host: &str) -> Result<ServerName<'static>, Error> {
-    let name = sni.unwrap_or(host);
-    ServerName::try_from(name.to_string()).map_err(|source| Error::ServerName {
-        name: name.into(),
-        source,
-    })
 }
 
 #[cfg(test)]

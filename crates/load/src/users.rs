@@ -57,8 +57,9 @@ use tlslab_runtime::{CpuPin, RuntimeSpec};
 use tlslab_workload::think::ThinkTime;
 use tokio_rustls::TlsConnector;
 
+use crate::config::{LoadConfig, retry_backoff_bound};
 use crate::conn::{Partial, request as get, send, with_timeout};
-use crate::{Error, LoadConfig};
+use crate::error::Error;
 
 /// The user-session knobs beside a [`LoadConfig`] (which gives the target,
 /// TLS settings and trust, `duration`, `timeout`, `think_time`,
@@ -81,17 +82,6 @@ pub struct Users {
     /// The base of the exponential backoff before an attempt that follows
     /// a failure (see the module documentation); zero: at once.
     pub retry_backoff: Duration,
-}
-
-/// The backoff's cap, as a multiple of its base.
-pub const RETRY_BACKOFF_CAP: u32 = 32;
-
-/// The longest wait before the next attempt after `failures` failures in a
-/// row (at least 1) with backoff base `base`: `min(base·2ⁿ⁻¹, 32·base)`.
-/// The wait is drawn uniformly below it (full jitter).
-pub fn retry_backoff_bound(base: Duration, failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(RETRY_BACKOFF_CAP.ilog2());
-    base.saturating_mul(1 << doublings)
 }
 
 /// One second of a run, by completion time.
@@ -229,7 +219,7 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
             "user sessions measure TLS sessions: give an https:// URL".into(),
         ));
     }
-    let name = crate::tls::server_name(cfg.sni.as_deref(), &target.host)?;
+    let name = crate::target::server_name(cfg.sni.as_deref(), &target.host)?;
     let (path, host) = target.request_parts()?;
     let base = crate::tls::base_config(cfg, &Meter::new())?;
     let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;

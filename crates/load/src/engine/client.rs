@@ -18,10 +18,10 @@ use tokio::net::TcpStream;
 use super::backoff::Backoff;
 use super::identity::{Identity, Picker};
 use super::shared::{CLOSE_GRACE, InFlight, Origin, Shared, Slot};
-use crate::ThinkTime;
 use crate::conn::{Partial, request, send, with_timeout};
 use crate::errors::io_kind;
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
+use tlslab_workload::think::ThinkTime;
 
 /// A client making requests as one identity: a closed-loop client, or one
 /// open-loop arrival.

@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 
 use super::client::Client;
 use super::shared::{CLOSE_GRACE, InFlight, Shared, Slot};
-use crate::Http2;
+use crate::config::Http2;
 use crate::conn::{Partial, user_agent, with_timeout};
 use crate::errors::io_kind;
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};

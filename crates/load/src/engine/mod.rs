@@ -3,7 +3,6 @@
 //! [`run`] (this file) validates the configuration, builds the shared state
 //! and the runtime, starts the clients and turns what they measured into a
 //! report. The rest is split along the engine's seams:
-//! - [`validate`]: configuration checks and workload path expansion;
 //! - [`shared`]: the state every client reads (origins, run bounds, sinks);
 //! - [`open_loop`]: open-loop arrivals at a rate;
 //! - [`replay`]: access-log replay scheduling;
@@ -22,7 +21,6 @@ mod identity;
 mod open_loop;
 mod replay;
 mod shared;
-mod validate;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,12 +41,12 @@ use self::identity::Identity;
 use self::open_loop::{OpenLoopRun, arrivals};
 use self::replay::{ReplayRun, replay_worker};
 use self::shared::{CLOSE_GRACE, Shared, group_origins, until_deadline};
-use self::validate::expand_base;
-pub use self::validate::validate;
+use crate::config::{Http2, LoadConfig, OpenLoop, Workload};
 use crate::conn::with_timeout;
+use crate::error::Error;
 use crate::progress::Progress;
 use crate::target::Target;
-use crate::{Error, Http2, LoadConfig, Workload, tls};
+use crate::tls;
 
 /// Runs the load described by `cfg` on a runtime of its own and returns the
 /// report. Blocks the calling thread until the run is over: when the
@@ -62,7 +60,7 @@ use crate::{Error, Http2, LoadConfig, Workload, tls};
 /// report. It fails only on a configuration that cannot work (bad options,
 /// unreadable CA file, unwritable log, CPUs that cannot be pinned).
 pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
-    validate(cfg)?;
+    crate::validate::validate(cfg)?;
     let expanded;
     let mut generator = None;
     let cfg = match cfg.workload {
@@ -377,7 +375,7 @@ struct Outcome {
 /// How the clients run, and each mode's own state.
 struct Mode {
     clients: usize,
-    open_loop: Option<(crate::OpenLoop, Arc<OpenLoopRun>)>,
+    open_loop: Option<(OpenLoop, Arc<OpenLoopRun>)>,
     http2: Option<Http2>,
     browser: Option<Arc<BrowserRun>>,
     replay: Option<Arc<ReplayRun>>,
@@ -489,4 +487,31 @@ async fn client_task(
         (None, Some(h2)) => until_deadline(deadline, Box::pin(client.run_h2(h2))).await,
         (None, None) => until_deadline(deadline, Box::pin(client.run())).await,
     };
+}
+
+/// The workload's `paths` under the one base URL of `targets`.
+pub(super) fn expand_base(
+    targets: &[Target],
+    workload: &str,
+    paths: impl Iterator<Item = String>,
+) -> Result<Vec<Target>, Error> {
+    let [base] = targets else {
+        return Err(Error::Invalid(format!(
+            "--workload {workload} takes exactly one URL, the server's base (https://host:port)"
+        )));
+    };
+    if base.path != "/" {
+        return Err(Error::Invalid(format!(
+            "--workload {workload} draws the paths itself; give the base URL without a path \
+             ({}://{}) instead of {base}",
+            base.scheme.name(),
+            base.host_header()
+        )));
+    }
+    Ok(paths
+        .map(|path| Target {
+            path,
+            ..base.clone()
+        })
+        .collect())
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use super::client::Client;
 use super::identity::Identity;
 use super::shared::{Shared, Slot, until_deadline};
-use crate::{Arrivals, OpenLoop, ThinkTime};
+use crate::config::{Arrivals, OpenLoop};
+use tlslab_workload::think::ThinkTime;
 
 /// An open loop's state: requests in flight now; measured arrivals, the
 /// late ones and the dropped ones.

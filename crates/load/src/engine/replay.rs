@@ -11,10 +11,11 @@ use super::backoff::Backoff;
 use super::client::Client;
 use super::identity::Identity;
 use super::shared::{Shared, Slot, until_deadline};
+use crate::config::Replay;
 
 /// A replay in progress.
 pub(super) struct ReplayRun {
-    spec: crate::Replay,
+    spec: Replay,
     /// Created when the replay starts (its clock starts then).
     sched: parking_lot::Mutex<Option<(Scheduler, Instant)>>,
     /// Woken when a request completes.
@@ -25,7 +26,7 @@ pub(super) struct ReplayRun {
 }
 
 impl ReplayRun {
-    pub(super) fn new(spec: crate::Replay) -> Self {
+    pub(super) fn new(spec: Replay) -> Self {
         ReplayRun {
             spec,
             sched: parking_lot::Mutex::new(None),

@@ -14,11 +14,14 @@ use rustls::pki_types::ServerName;
 use tlslab_crypto::meter::Meter;
 use tlslab_report::{Collector, CsvSink, RequestRecord};
 
+use crate::config::{LoadConfig, ResumeWith, Workload};
 use crate::conn::{WithTimeout, with_deadline, with_timeout};
+use crate::error::Error;
 use crate::errors::{ablation_hint, classify, find_tls};
 use crate::progress::Progress;
 use crate::target::Scheme;
-use crate::{Error, LoadConfig, ResumeWith, ThinkTime, Workload, tls};
+use crate::tls;
+use tlslab_workload::think::ThinkTime;
 
 /// Targets that share a scheme, host and port: one server, one session
 /// store per client.
@@ -74,9 +77,10 @@ pub(super) fn group_origins(
             continue;
         }
         let tls = match (t.scheme, base) {
-            (Scheme::Https, Some(base)) => {
-                Some((tls::server_name(cfg.sni.as_deref(), &t.host)?, base.clone()))
-            }
+            (Scheme::Https, Some(base)) => Some((
+                crate::target::server_name(cfg.sni.as_deref(), &t.host)?,
+                base.clone(),
+            )),
             _ => None,
         };
         origins.push(Origin {

@@ -1,10 +1,11 @@
-//! Configuration checks, and the expansion of a workload's paths under
-//! its base URL.
+//! The checks of a load configuration: the one place the load rules live.
 
 use std::time::Duration;
 
-use crate::target::Target;
-use crate::{Error, LoadConfig, ThinkTime, Workload};
+use tlslab_workload::think::ThinkTime;
+
+use crate::config::{LoadConfig, Workload};
+use crate::error::Error;
 
 /// The most clients a run may have (client numbers are 32-bit).
 const MAX_CLIENTS: usize = 1_000_000;
@@ -16,31 +17,11 @@ const MAX_STREAMS: u32 = 10_000;
 /// overflow the clock.
 const MAX_SPAN: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// The workload's `paths` under the one base URL of `targets`.
-pub(super) fn expand_base(
-    targets: &[Target],
-    workload: &str,
-    paths: impl Iterator<Item = String>,
-) -> Result<Vec<Target>, Error> {
-    let [base] = targets else {
-        return Err(Error::Invalid(format!(
-            "--workload {workload} takes exactly one URL, the server's base (https://host:port)"
-        )));
-    };
-    if base.path != "/" {
-        return Err(Error::Invalid(format!(
-            "--workload {workload} draws the paths itself; give the base URL without a path \
-             ({}://{}) instead of {base}",
-            base.scheme.name(),
-            base.host_header()
-        )));
+impl LoadConfig {
+    /// Checks that the configuration can run: [`validate`].
+    pub fn validate(&self) -> Result<(), Error> {
+        validate(self)
     }
-    Ok(paths
-        .map(|path| Target {
-            path,
-            ..base.clone()
-        })
-        .collect())
 }
 
 /// Checks that `cfg` can run, before any work (what [`crate::run`] checks
@@ -88,7 +69,7 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
                 "--sni is empty; give the server name to send (a DNS name), or drop --sni to use the URL's host",
             );
         }
-        crate::tls::server_name(Some(sni), "")?;
+        crate::target::server_name(Some(sni), "")?;
     }
     if cfg.retry_backoff > MAX_SPAN {
         return bad("--retry-backoff must be at most 365 days; give e.g. 10ms");
