@@ -12,7 +12,7 @@ use std::process::Command;
 
 use nix::sched::{CloneFlags, setns};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The prefix of every namespace this crate creates.
 pub const PREFIX: &str = "tlslab-path-";

@@ -9,7 +9,7 @@ use std::time::Instant;
 use tlslab_runtime::CpuPin;
 use tun_rs::{DeviceBuilder, SyncDevice};
 
-use crate::Error;
+use crate::error::Error;
 use crate::forward::Forwarder;
 use crate::model::Model;
 use crate::netns::{self, Netns, ip};

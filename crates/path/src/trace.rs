@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The bytes one delivery opportunity carries: mahimahi's 1504 (an MTU of
 /// 1500 plus the 4-byte TUN header it counts).
