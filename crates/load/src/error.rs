@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// Why a run could not start or go on. Network failures during a run are
-/// not errors; they are counted in the report. [`Error::kind`] tells a
+/// not errors; they are counted in the report. [`Error::is_usage`] tells a
 /// usage error (the options, before any work: exit 2) from a runtime one.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -72,34 +72,18 @@ pub enum Error {
     Threads(#[from] tlslab_runtime::Error),
 }
 
-/// Whose the fix is: the options' (before any work) or the run's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// The options cannot work: a usage error (the CLI's exit 2).
-    Usage,
-    /// Something failed while setting up or running (exit 1).
-    Runtime,
-}
-
 impl Error {
-    /// Whether this is a usage or a runtime error.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            Error::BadUrl { .. }
-            | Error::Invalid(_)
-            | Error::Workload(_)
-            | Error::ServerName { .. }
-            | Error::Crypto(_)
-            | Error::Rustls(_) => ErrorKind::Usage,
-            Error::Resolve { .. }
-            | Error::StartPassed { .. }
-            | Error::Log(_)
-            | Error::Threads(_) => ErrorKind::Runtime,
-        }
-    }
-
-    /// Whether the options are at fault ([`ErrorKind::Usage`]).
+    /// Whether the options are at fault, before any work (a usage error:
+    /// the CLI's exit 2), rather than the run (exit 1).
     pub fn is_usage(&self) -> bool {
-        self.kind() == ErrorKind::Usage
+        matches!(
+            self,
+            Error::BadUrl { .. }
+                | Error::Invalid(_)
+                | Error::Workload(_)
+                | Error::ServerName { .. }
+                | Error::Crypto(_)
+                | Error::Rustls(_)
+        )
     }
 }

@@ -50,7 +50,7 @@ pub use config::{
     ResumeWith, Trust, Workload, retry_backoff_bound,
 };
 pub use engine::run;
-pub use error::{Error, ErrorKind};
+pub use error::Error;
 pub use users::{Second, Users, UsersReport, run_users};
 pub use validate::validate;
 

@@ -114,29 +114,22 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
             );
         }
     }
-    if cfg.workload == Workload::Replay
-        && (cfg.open_loop.is_some()
-            || cfg.retry_on_failure
-            || cfg.think_time != ThinkTime::Zero
-            || cfg.reuse != 0.0
-            || cfg.requests_per_conn != 1)
+    let model = match cfg.workload {
+        Workload::Replay => "a replay takes its order, timing and resumption from the log",
+        Workload::Ecommerce => {
+            "the e-commerce model decides connections, resumption and think times itself"
+        }
+        _ => return Ok(()),
+    };
+    if cfg.open_loop.is_some()
+        || cfg.retry_on_failure
+        || cfg.think_time != ThinkTime::Zero
+        || cfg.reuse != 0.0
+        || cfg.requests_per_conn != 1
     {
-        return bad(
-            "a replay takes its order, timing and resumption from the log; \
-             drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn",
-        );
-    }
-    if cfg.workload == Workload::Ecommerce
-        && (cfg.open_loop.is_some()
-            || cfg.retry_on_failure
-            || cfg.think_time != ThinkTime::Zero
-            || cfg.reuse != 0.0
-            || cfg.requests_per_conn != 1)
-    {
-        return bad(
-            "the e-commerce model decides connections, resumption and think times itself; \
-             drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn",
-        );
+        return Err(Error::Invalid(format!(
+            "{model}; drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn"
+        )));
     }
     Ok(())
 }

@@ -13,9 +13,9 @@ use super::shared::Slot;
 /// sessions, those of new customers, and the pages completed.
 pub(super) struct BrowserRun {
     generator: Generator,
-    pub(super) sessions: AtomicU64,
-    pub(super) new_customers: AtomicU64,
-    pub(super) pages: AtomicU64,
+    sessions: AtomicU64,
+    new_customers: AtomicU64,
+    pages: AtomicU64,
 }
 
 impl BrowserRun {
@@ -25,6 +25,18 @@ impl BrowserRun {
             sessions: AtomicU64::new(0),
             new_customers: AtomicU64::new(0),
             pages: AtomicU64::new(0),
+        }
+    }
+
+    /// The report's `ecommerce` section.
+    pub(super) fn report(&self) -> tlslab_report::Ecommerce {
+        let sessions = self.sessions.load(Ordering::Relaxed);
+        let new_customers = self.new_customers.load(Ordering::Relaxed);
+        tlslab_report::Ecommerce {
+            sessions,
+            new_customers,
+            returning_customers: sessions - new_customers,
+            pages: self.pages.load(Ordering::Relaxed),
         }
     }
 }

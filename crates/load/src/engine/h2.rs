@@ -19,16 +19,13 @@ use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tlslab_report::RequestRecord;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
-use super::client::Client;
+use super::client::{Client, Open};
 use super::shared::{CLOSE_GRACE, InFlight, Shared, Slot};
 use crate::config::Http2;
 use crate::conn::{Partial, user_agent, with_timeout};
-use crate::errors::io_kind;
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
 
 /// The error kind of a TLS connection on which the server did not select
@@ -46,16 +43,6 @@ struct StreamEnd {
 enum Failure {
     Http(hyper::Error),
     Timeout,
-}
-
-/// A stream in flight: what its record needs once it ends. The guard
-/// counts it as unfinished if the run's deadline drops it.
-struct Open<'a> {
-    slot: Slot,
-    guard: InFlight<'a>,
-    rec: RequestRecord,
-    uri: Uri,
-    start: Instant,
 }
 
 /// Where a connection's requests go: the scheme and authority that make a
@@ -93,41 +80,14 @@ impl Client {
     /// One HTTP/2 connection: connect, handshake (ALPN `h2` checked), then
     /// streams until K, an error, the server closing, or the end of the run.
     async fn h2_connection(&mut self, sh: &Shared, slot: Slot, h2: Http2) {
-        let o = &sh.origins[self.ident.origin];
-        let conn = {
-            let mut st = self.ident.state.lock();
-            st.conn_no += 1;
-            st.conn_no - 1
+        let Some((first, tcp)) = self.open_tcp(sh, slot, None).await else {
+            return;
         };
-        let t0 = Instant::now();
-        let guard = InFlight::new(sh, slot);
-        let (target, uri, retry) = self.next_target(o);
-        let mut rec = self.blank_record(conn, 0, target, t0, retry);
         let ident = self.ident.clone();
-
-        let addr = match o.resolve(sh.timeout).await {
-            Ok(a) => a,
-            Err(kind) => return self.fail_connect(sh, slot, guard, rec, t0, kind, uri),
-        };
-        let tcp = match with_timeout(sh.timeout, TcpStream::connect(addr)).await {
-            Some(Ok(s)) => s,
-            Some(Err(e)) => return self.fail_connect(sh, slot, guard, rec, t0, io_kind(&e), uri),
-            None => return self.fail_connect(sh, slot, guard, rec, t0, "timeout", uri),
-        };
-        self.backoff.record(true);
-        rec.connect_us = Some(t0.elapsed().as_micros() as u64);
-        let _ = tcp.set_nodelay(true);
         let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
         let io = CountingIo::new(tcp, RoundTrips::for_socket(fd));
         let Some(tls) = &ident.tls else {
             // http://: HTTP/2 with prior knowledge (h2c).
-            let first = Open {
-                slot,
-                guard,
-                rec,
-                uri,
-                start: t0,
-            };
             return Box::pin(self.h2_streams(sh, io, None, first, h2)).await;
         };
         let offer = ident.state.lock().planner.offer(tls.sessions.has_session());
@@ -138,7 +98,7 @@ impl Client {
             Some((Ok(stream), decompression)) => {
                 if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
                     // The handshake itself worked: keep the session.
-                    return self.fail(sh, slot, guard, rec, t0, ALPN_NOT_H2, uri);
+                    return self.fail(sh, first, ALPN_NOT_H2);
                 }
                 let slot_hs = HandshakeSlot::default();
                 let io = HandshakeWatch::new(
@@ -148,13 +108,6 @@ impl Client {
                     slot_hs.clone(),
                     decompression,
                 );
-                let first = Open {
-                    slot,
-                    guard,
-                    rec,
-                    uri,
-                    start: t0,
-                };
                 Box::pin(self.h2_streams(sh, io, Some(slot_hs), first, h2)).await;
             }
             Some((Err(e), _)) => {
@@ -162,9 +115,9 @@ impl Client {
                 if kind.starts_with("tls_") {
                     tls.sessions.clear();
                 }
-                self.fail(sh, slot, guard, rec, t0, &kind, uri)
+                self.fail(sh, first, &kind)
             }
-            None => self.fail(sh, slot, guard, rec, t0, "timeout", uri),
+            None => self.fail(sh, first, "timeout"),
         }
     }
 
@@ -183,7 +136,7 @@ impl Client {
     {
         let o = &sh.origins[self.ident.origin];
         let Ok(authority) = Authority::try_from(o.host_header.as_bytes()) else {
-            return self.fail_open(sh, first, "bad_url");
+            return self.fail(sh, first, "bad_url");
         };
         let to = Target {
             scheme: if o.tls.is_some() {
@@ -204,10 +157,10 @@ impl Client {
             Some(Ok(x)) => x,
             Some(Err(e)) => {
                 let kind = sh.classify(&e);
-                return self.fail_open(sh, first, &kind);
+                return self.fail(sh, first, &kind);
             }
             None => {
-                return self.fail_open(sh, first, "timeout");
+                return self.fail(sh, first, "timeout");
             }
         };
         // `conn` hands requests to the HTTP/2 connection task (which hyper
@@ -277,39 +230,18 @@ impl Client {
         }
     }
 
-    /// Counts the connection's first stream as failed with `kind` before it
-    /// was sent.
-    fn fail_open(&mut self, sh: &Shared, first: Open<'_>, kind: &str) {
-        let Open {
-            slot,
-            guard,
-            rec,
-            uri,
-            start,
-        } = first;
-        self.fail(sh, slot, guard, rec, start, kind, uri);
-    }
-
     /// Records a finished stream; returns whether the connection may carry
     /// more streams (false after a transport failure).
     fn h2_stream_done(
         &mut self,
         sh: &Shared,
         hs: Option<&HandshakeSlot>,
-        st: Open<'_>,
+        mut st: Open<'_>,
         end: Result<StreamEnd, ()>,
     ) -> bool {
-        let Open {
-            slot,
-            guard,
-            mut rec,
-            uri,
-            start,
-        } = st;
-        let now = Instant::now();
         let transport_error = match &end {
             Ok(e) => {
-                e.p.fill(&mut rec, start);
+                e.p.fill(&mut st.rec, st.start);
                 match &e.failure {
                     None => None,
                     Some(Failure::Http(err)) => Some(sh.classify(err)),
@@ -317,12 +249,12 @@ impl Client {
                 }
             }
             Err(()) => {
-                rec.total_us = (now - start).as_micros() as u64;
+                st.rec.total_us = st.start.elapsed().as_micros() as u64;
                 Some("internal".to_string())
             }
         };
-        let first = rec.req_on_conn == 0;
-        self.finish_request(sh, slot, guard, rec, transport_error, first, hs, uri)
+        let first = st.rec.req_on_conn == 0;
+        self.finish_request(sh, st, transport_error, first, hs)
     }
 }
 

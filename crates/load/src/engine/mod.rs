@@ -31,7 +31,7 @@ use tlslab_crypto::store::ClientSessions;
 use tlslab_report::{Collector, ConfigEcho, CpuUsage, CsvLog, LoadReport, Window};
 use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
 use tlslab_workload::ecommerce::Generator;
-use tlslab_workload::replay::{Pacing, Scheduler};
+use tlslab_workload::replay::Scheduler;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
@@ -242,48 +242,17 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     report.http = Some(http_summary(cfg, &report, &out));
     report.ablation = cfg.ablation.iter().map(|a| a.name().to_string()).collect();
     report.ablation_hint = out.ablation_hint;
-    if let (Some(r), Some(run)) = (&cfg.replay, &out.replay) {
-        let plan = r.plan.summary();
-        report.replay = Some(tlslab_report::Replay {
-            log_requests: plan.requests,
-            log_sessions: plan.sessions,
-            implied_resumption: plan.implied_resumption_ratio,
-            sessions_replayed: run.0,
-            requests_replayed: run.1,
-            achieved_resumption: report.reuse.achieved,
-            window: r.window as u64,
-            speed: match r.pacing {
-                Pacing::AsFastAsPossible => None,
-                Pacing::Timed { speed } => Some(speed),
-            },
-            skipped_lines: r.skipped_lines,
-            excluded_ips: r.filtered.excluded_ips,
-            excluded_requests: r.filtered.excluded_requests,
-            rate_ips: r.filtered.rate_ips,
-            rate_requests: r.filtered.rate_requests,
-        });
-    }
-    if cfg.workload == Workload::Ecommerce {
-        report.ecommerce = Some(tlslab_report::Ecommerce {
-            sessions: out.sessions,
-            new_customers: out.new_customers,
-            returning_customers: out.sessions - out.new_customers,
-            pages: out.pages,
-        });
-    }
+    report.replay = mode
+        .replay
+        .as_ref()
+        .map(|r| r.report(report.reuse.achieved));
+    report.ecommerce = mode.browser.as_ref().map(|b| b.report());
     report.backoff = (out.backoff_waits > 0).then(|| tlslab_report::Backoff {
         base_ms: cfg.retry_backoff.as_secs_f64() * 1e3,
         waits: out.backoff_waits,
         waited_s: out.backoff_ns as f64 / 1e9,
     });
-    report.open_loop = cfg.open_loop.map(|o| tlslab_report::OpenLoop {
-        rate: o.rate,
-        arrivals: o.arrivals.name().into(),
-        max_in_flight: o.max_in_flight,
-        scheduled: out.scheduled,
-        late: out.late,
-        dropped: out.dropped,
-    });
+    report.open_loop = mode.open_loop.as_ref().map(|(o, run)| run.report(o));
     Ok(report)
 }
 
@@ -356,14 +325,6 @@ struct Outcome {
     start_unix_ms: u64,
     measured: Duration,
     cpu: CpuTime,
-    scheduled: u64,
-    late: u64,
-    dropped: u64,
-    sessions: u64,
-    new_customers: u64,
-    pages: u64,
-    /// Replay: (sessions, requests) replayed in the window.
-    replay: Option<(u64, u64)>,
     /// Connections whose first request was measured.
     connections: u64,
     /// Backoff waits after connections that could not be made, and their
@@ -443,8 +404,6 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
         p.abort();
         let _ = p.await;
     }
-    let open = mode.open_loop.as_ref().map(|(_, run)| run);
-    let browser = mode.browser.as_ref();
     Outcome {
         crypto,
         ablation_hint: shared.ablation_hint.lock().take(),
@@ -453,18 +412,6 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
         start_unix_ms,
         measured: end.saturating_duration_since(window_start),
         cpu,
-        scheduled: open.map_or(0, |o| o.scheduled.load(Ordering::Relaxed)),
-        late: open.map_or(0, |o| o.late.load(Ordering::Relaxed)),
-        dropped: open.map_or(0, |o| o.dropped.load(Ordering::Relaxed)),
-        sessions: browser.map_or(0, |b| b.sessions.load(Ordering::Relaxed)),
-        new_customers: browser.map_or(0, |b| b.new_customers.load(Ordering::Relaxed)),
-        pages: browser.map_or(0, |b| b.pages.load(Ordering::Relaxed)),
-        replay: mode.replay.as_ref().map(|r| {
-            (
-                r.sessions.load(Ordering::Relaxed),
-                r.requests.load(Ordering::Relaxed),
-            )
-        }),
         connections: shared.connections.load(Ordering::Relaxed),
         backoff_waits: shared.backoff_waits.load(Ordering::Relaxed),
         backoff_ns: shared.backoff_ns.load(Ordering::Relaxed),

@@ -16,9 +16,23 @@ use tlslab_workload::think::ThinkTime;
 #[derive(Default)]
 pub(super) struct OpenLoopRun {
     in_flight: AtomicUsize,
-    pub(super) scheduled: AtomicU64,
-    pub(super) late: AtomicU64,
-    pub(super) dropped: AtomicU64,
+    scheduled: AtomicU64,
+    late: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl OpenLoopRun {
+    /// The report's `open_loop` section.
+    pub(super) fn report(&self, ol: &OpenLoop) -> tlslab_report::OpenLoop {
+        tlslab_report::OpenLoop {
+            rate: ol.rate,
+            arrivals: ol.arrivals.name().into(),
+            max_in_flight: ol.max_in_flight,
+            scheduled: self.scheduled.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// An open loop's arrivals are this much late before they count as late.

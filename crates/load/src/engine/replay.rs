@@ -21,8 +21,8 @@ pub(super) struct ReplayRun {
     /// Woken when a request completes.
     notify: tokio::sync::Notify,
     /// Browsers whose first request was measured; measured requests.
-    pub(super) sessions: AtomicU64,
-    pub(super) requests: AtomicU64,
+    sessions: AtomicU64,
+    requests: AtomicU64,
 }
 
 impl ReplayRun {
@@ -33,6 +33,29 @@ impl ReplayRun {
             notify: tokio::sync::Notify::new(),
             sessions: AtomicU64::new(0),
             requests: AtomicU64::new(0),
+        }
+    }
+
+    /// The report's `replay` section; `achieved` is the run's resumption.
+    pub(super) fn report(&self, achieved: f64) -> tlslab_report::Replay {
+        let (r, plan) = (&self.spec, self.spec.plan.summary());
+        tlslab_report::Replay {
+            log_requests: plan.requests,
+            log_sessions: plan.sessions,
+            implied_resumption: plan.implied_resumption_ratio,
+            sessions_replayed: self.sessions.load(Ordering::Relaxed),
+            requests_replayed: self.requests.load(Ordering::Relaxed),
+            achieved_resumption: achieved,
+            window: r.window as u64,
+            speed: match r.pacing {
+                Pacing::AsFastAsPossible => None,
+                Pacing::Timed { speed } => Some(speed),
+            },
+            skipped_lines: r.skipped_lines,
+            excluded_ips: r.filtered.excluded_ips,
+            excluded_requests: r.filtered.excluded_requests,
+            rate_ips: r.filtered.rate_ips,
+            rate_requests: r.filtered.rate_requests,
         }
     }
 
