@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use tlslab_report::distributed::ShardId;
 
-use crate::{Error, LoadConfig};
+use crate::config::LoadConfig;
+use crate::error::Error;
 
 /// The most agents one run may have.
 pub const MAX_AGENTS: u32 = 10_000;
@@ -21,7 +22,7 @@ impl FromStr for Shard {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
         let bad = |why: &str| {
-            Error::Config(format!(
+            Error::Invalid(format!(
                 "--shard {s}: {why}; give I/N with 1 ≤ I ≤ N ≤ {MAX_AGENTS}, e.g. 1/3 for the first of three agents"
             ))
         };
@@ -96,7 +97,7 @@ impl Shard {
         let n = self.0.count;
         let clients = self.share(cfg.clients as u64);
         if clients == 0 {
-            return Err(Error::Config(format!(
+            return Err(Error::Invalid(format!(
                 "--shard {}: -c {} is fewer clients than the {n} agents; give at least -c {n}",
                 self.0, cfg.clients
             )));
@@ -105,7 +106,7 @@ impl Shard {
         if let Some(total) = cfg.requests {
             let mine = self.share(total);
             if mine == 0 {
-                return Err(Error::Config(format!(
+                return Err(Error::Invalid(format!(
                     "--shard {}: -n {total} is fewer requests than the {n} agents; give at least -n {n}",
                     self.0
                 )));
@@ -140,12 +141,10 @@ pub fn sleep_until(at: SystemTime) -> Result<(), Error> {
             Ok(_) => return Ok(()),
             Err(e) if e.duration() <= START_GRACE => return Ok(()),
             Err(e) => {
-                return Err(Error::Config(format!(
-                    "--start-at is {:.1} s in the past (more than the {} s grace); \
-                     give a time a few seconds ahead, e.g. $(date -u -d '+10 seconds' +%Y-%m-%dT%H:%M:%SZ)",
-                    e.duration().as_secs_f64(),
-                    START_GRACE.as_secs()
-                )));
+                return Err(Error::StartPassed {
+                    late: e.duration(),
+                    grace: START_GRACE,
+                });
             }
         }
     }

@@ -3,7 +3,8 @@
 
 use tlslab_report::{LoadReport, SweepSeries, SweepStep};
 
-use crate::{Error, LoadConfig};
+use crate::config::LoadConfig;
+use crate::error::Error;
 
 /// What a sweep steps.
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -85,17 +86,17 @@ pub fn sweep_series(
     mut on_step: impl FnMut(&SweepStep),
 ) -> Result<SweepSeries, Error> {
     if !(plan.factor.is_finite() && plan.factor > 1.0) {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "the sweep factor must be above 1, e.g. 2 to double each step".into(),
         ));
     }
     if plan.max_steps < 2 {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "a sweep needs at least 2 steps to find a knee; give --steps 2 or more".into(),
         ));
     }
     if !(plan.knee_gain.is_finite() && plan.knee_gain >= 0.0) {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "the knee gain must be a fraction of 0 or more, e.g. 0.10".into(),
         ));
     }
@@ -104,7 +105,9 @@ pub fn sweep_series(
         SweepOver::Rate => match &base.open_loop {
             Some(o) => o.rate,
             None => {
-                return Err(Error::Config("a rate sweep needs a starting --rate".into()));
+                return Err(Error::Invalid(
+                    "a rate sweep needs a starting --rate".into(),
+                ));
             }
         },
     };
@@ -124,7 +127,7 @@ pub fn sweep_series(
                 }
             }
         }
-        let report = crate::run(&cfg)?;
+        let report = crate::engine::run(&cfg)?;
         let step = step_of(&report);
         on_step(&step);
         let failing = step.errors * 2 > report.requests.attempted.max(1);

@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The scheme of a target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -120,6 +120,22 @@ impl Target {
             format!("{host}:{}", self.port)
         }
     }
+
+    /// The request URI (the path) and `Host` header of a request to this
+    /// target, or why this target cannot make one.
+    pub(crate) fn request_parts(&self) -> Result<(http::Uri, http::HeaderValue), Error> {
+        let bad = |reason: &str| Error::BadUrl {
+            url: self.to_string(),
+            reason: reason.into(),
+        };
+        let uri = self
+            .path
+            .parse()
+            .map_err(|_| bad("the path is not valid in a request"))?;
+        let host = http::HeaderValue::from_str(&self.host_header())
+            .map_err(|_| bad("the host is not valid in a Host header"))?;
+        Ok((uri, host))
+    }
 }
 
 impl fmt::Display for Target {
@@ -139,6 +155,19 @@ impl FromStr for Target {
     fn from_str(s: &str) -> Result<Self, Error> {
         Target::parse(s)
     }
+}
+
+/// The server name to verify and send as SNI: `sni` if given, else the
+/// target host (an IP address sends no SNI, as rustls does).
+pub(crate) fn server_name(
+    sni: Option<&str>,
+    host: &str,
+) -> Result<rustls::pki_types::ServerName<'static>, Error> {
+    let name = sni.unwrap_or(host);
+    rustls::pki_types::ServerName::try_from(name.to_string()).map_err(|source| Error::ServerName {
+        name: name.into(),
+        source,
+    })
 }
 
 #[cfg(test)]

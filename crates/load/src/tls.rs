@@ -12,14 +12,15 @@ use rustls::{ClientConfig, NamedGroup, RootCertStore};
 use tlslab_crypto::meter::{self, Meter};
 use tlslab_crypto::{pki, provider, store::ClientSessions};
 
-use crate::{Error, LoadConfig, ResumeWith, Trust, Workload};
+use crate::config::{LoadConfig, ResumeWith, Trust, Workload};
+use crate::error::Error;
 
 /// Builds the run's base client configuration (no session store yet). The
 /// provider records into `meter`, after `cfg.ablation` (if any) has replaced
 /// its ablated stages.
 pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<ClientConfig, Error> {
     if cfg.versions.is_empty() {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "no TLS version to offer; use --tls 1.2, 1.3 or 1.2,1.3".into(),
         ));
     }
@@ -49,7 +50,7 @@ pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<Client
             Trust::CaFile(path) => pki::load_roots(path)?,
             Trust::Roots(roots) => roots.clone(),
             Trust::WebPki | Trust::Insecure => {
-                return Err(Error::Config(format!(
+                return Err(Error::Invalid(format!(
                     "--ablate {ablation} runs only against a lab server whose CA you give: \
                      use --cacert FILE (not --insecure or the webpki roots)"
                 )));
@@ -152,17 +153,6 @@ pub(crate) fn client_config(
         ResumeWith::Ticket | ResumeWith::Auto => Tls12Resumption::SessionIdOrTickets,
     });
     Arc::new(c)
-}
-
-/// The server name to verify and send as SNI: `sni` if given, else the
-/// target host (an IP address sends no SNI, as rustls does).
-pub(crate) fn server_name(sni: Option<&str>, host: &str) -> Result<ServerName<'static>, Error> {
-    let name = sni.unwrap_or(host);
-    ServerName::try_from(name.to_string()).map_err(|_| {
-        Error::Config(format!(
-            "'{name}' is not a valid TLS server name; give a DNS name or IP address with --sni"
-        ))
-    })
 }
 
 #[cfg(test)]

@@ -45,7 +45,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http::{HeaderValue, Uri};
+use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use rustls::pki_types::ServerName;
@@ -54,10 +55,11 @@ use tlslab_crypto::meter::Meter;
 use tlslab_crypto::store::ClientSessions;
 use tlslab_runtime::{CpuPin, RuntimeSpec};
 use tlslab_workload::think::ThinkTime;
-use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::{Error, LoadConfig};
+use crate::config::{LoadConfig, retry_backoff_bound};
+use crate::conn::{Partial, request as get, send, with_timeout};
+use crate::error::Error;
 
 /// The user-session knobs beside a [`LoadConfig`] (which gives the target,
 /// TLS settings and trust, `duration`, `timeout`, `think_time`,
@@ -80,17 +82,6 @@ pub struct Users {
     /// The base of the exponential backoff before an attempt that follows
     /// a failure (see the module documentation); zero: at once.
     pub retry_backoff: Duration,
-}
-
-/// The backoff's cap, as a multiple of its base.
-pub const RETRY_BACKOFF_CAP: u32 = 32;
-
-/// The longest wait before the next attempt after `failures` failures in a
-/// row (at least 1) with backoff base `base`: `min(base·2ⁿ⁻¹, 32·base)`.
-/// The wait is drawn uniformly below it (full jitter).
-pub fn retry_backoff_bound(base: Duration, failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(RETRY_BACKOFF_CAP.ilog2());
-    base.saturating_mul(1 << doublings)
 }
 
 /// One second of a run, by completion time.
@@ -188,8 +179,8 @@ struct Ctx {
     start: Instant,
     addr: SocketAddr,
     name: ServerName<'static>,
-    path: String,
-    host: String,
+    path: Uri,
+    host: HeaderValue,
     base: rustls::ClientConfig,
     timeout: Duration,
     think: ThinkTime,
@@ -205,30 +196,31 @@ struct Ctx {
 /// measured. Network failures are counted, never errors.
 pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
     if !(users.rate.is_finite() && users.rate > 0.0) {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "--rate must be a positive number of users per second".into(),
         ));
     }
     if users.requests == 0 {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "a user session needs at least 1 request".into(),
         ));
     }
     let Some(duration) = cfg.duration else {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "user sessions run for a duration; give -d".into(),
         ));
     };
     let target = cfg
         .targets
         .first()
-        .ok_or_else(|| Error::Config("no target URL".into()))?;
+        .ok_or_else(|| Error::Invalid("no target URL".into()))?;
     if !target.is_tls() {
-        return Err(Error::Config(
+        return Err(Error::Invalid(
             "user sessions measure TLS sessions: give an https:// URL".into(),
         ));
     }
-    let name = crate::tls::server_name(cfg.sni.as_deref(), &target.host)?;
+    let name = crate::target::server_name(cfg.sni.as_deref(), &target.host)?;
+    let (path, host) = target.request_parts()?;
     let base = crate::tls::base_config(cfg, &Meter::new())?;
     let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
     let cpus = pin
@@ -242,23 +234,23 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
     let cpu0 = threads.cpu_time().total();
     let wall0 = Instant::now();
     let report = rt.block_on(async {
+        let unresolved = |source| Error::Resolve {
+            host: target.host.clone(),
+            port: target.port,
+            source,
+        };
         let addr = tokio::net::lookup_host((target.host.as_str(), target.port))
             .await
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "cannot resolve {}:{}; check the URL",
-                    target.host, target.port
-                ))
-            })?;
+            .map_err(|e| unresolved(Some(e)))?
+            .next()
+            .ok_or_else(|| unresolved(None))?;
         let start = Instant::now();
         let ctx = Arc::new(Ctx {
             start,
             addr,
             name,
-            path: target.path.clone(),
-            host: target.host_header(),
+            path,
+            host,
             base,
             timeout: cfg.timeout,
             think: cfg.think_time,
@@ -454,44 +446,38 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
     }
 }
 
-/// One request on a new connection, within the timeout. Errors are
-/// failure reasons.
+/// One request on a new connection, within the timeout, made as the
+/// engine's clients make theirs ([`crate::conn`]). Errors are failure
+/// reasons.
 async fn request(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<(), &'static str> {
     let t0 = Instant::now();
     let work = async {
-        let tcp = TcpStream::connect(ctx.addr).await.map_err(|_| "connect")?;
+        let tcp = crate::source::connect(None, ctx.addr)
+            .await
+            .map_err(|_| "connect")?;
         let _ = tcp.set_nodelay(true);
         let tls = TlsConnector::from(cfg)
             .connect(ctx.name.clone(), tcp)
             .await
             .map_err(|_| "tls")?;
         let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-        let (mut send, conn) =
+        let (mut sender, conn) =
             hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(tls))
                 .await
                 .map_err(|_| "http")?;
         tokio::spawn(conn);
-        let req = http::Request::get(ctx.path.as_str())
-            .header(http::header::HOST, ctx.host.as_str())
-            .header(http::header::CONNECTION, "close")
-            .body(Empty::new())
+        let mut p = Partial::default();
+        send(&mut sender, get(&ctx.path, &ctx.host, true), &mut p)
+            .await
             .map_err(|_| "http")?;
-        let resp = send.send_request(req).await.map_err(|_| "http")?;
-        let ok = resp.status().is_success();
-        resp.into_body().collect().await.map_err(|_| "http")?;
-        if !ok {
+        if !p.status.is_some_and(|s| (200..300).contains(&s)) {
             return Err("status");
         }
         Ok(resumed)
     };
-    let r = if ctx.timeout == Duration::MAX {
-        work.await
-    } else {
-        tokio::time::timeout(ctx.timeout, work)
-            .await
-            .unwrap_or(Err("timeout"))
-    };
-    let resumed = r?;
+    let resumed = with_timeout(ctx.timeout, work)
+        .await
+        .unwrap_or(Err("timeout"))?;
     let c = &ctx.c;
     c.responses.fetch_add(1, Ordering::Relaxed);
     if Instant::now() < ctx.end {

@@ -10,19 +10,12 @@ use std::time::Duration;
 
 use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_load::{Http2, Target};
-use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
+use tlslab_server::{Server, TlsSettings};
 
 /// A one-thread server with HTTPS and plain listeners writing an access
 /// log to `log`; `tweak` adjusts the TLS settings.
 fn server(log: &Path, tweak: impl FnOnce(&mut TlsSettings)) -> (Server, Generated) {
-    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
-    let mut tls = TlsSettings::new(CertSource::Generated(g.clone()));
-    tweak(&mut tls);
-    let mut cfg = ServeConfig::new(any_port(), Content::Empty, tls);
-    cfg.http = Some(any_port());
-    cfg.threads = 1;
-    cfg.access_log = Some(log.to_path_buf());
-    (Server::start(cfg).unwrap(), g)
+    tls_server(Some(log), tweak)
 }
 
 /// The server's access log after shutdown: (`$request`, `$connection_id`)
@@ -223,13 +216,7 @@ fn a_server_without_h2_fails_connections_by_kind_not_a_panic() {
     cfg.requests = Some(10);
     let report = tlslab_load::run(&cfg).unwrap();
     assert_eq!(report.requests.attempted, 10);
-    assert_eq!(report.requests.completed, 0);
-    assert_eq!(
-        report.errors.get("alpn_not_h2"),
-        Some(&10),
-        "{:?}",
-        report.errors
-    );
+    all_failed(&report, "alpn_not_h2", 10);
     let snap = srv.shutdown();
     assert_eq!(snap.requests.https, 0);
 
@@ -243,13 +230,7 @@ fn a_server_without_h2_fails_connections_by_kind_not_a_panic() {
     });
     cfg.requests = Some(5);
     let report = tlslab_load::run(&cfg).unwrap();
-    assert_eq!(report.requests.completed, 0);
-    assert_eq!(
-        report.errors.get("tls_alert_no_application_protocol"),
-        Some(&5),
-        "{:?}",
-        report.errors
-    );
+    all_failed(&report, "tls_alert_no_application_protocol", 5);
     srv.shutdown();
 }
 

@@ -24,6 +24,7 @@
 //!   [`QueueLimit`], [`Loss`], [`Trace`]: what the path does;
 //! - [`Model`]: one direction, for tests with injected time.
 
+mod error;
 mod forward;
 mod model;
 mod netns;
@@ -32,6 +33,7 @@ mod report;
 mod spec;
 mod trace;
 
+pub use error::Error;
 pub use forward::{Forwarded, SPIN};
 pub use model::{Counters, Model};
 pub use netns::{NETNS_DIR, PREFIX, cleanup_stale, privileged, stale};
@@ -39,22 +41,3 @@ pub use path::{CLIENT_IP, DEVICE, MTU, Path, PathHandle, SERVER_IP};
 pub use report::{DirectionReport, LATE_P99_LIMIT_US, Micros, PathReport};
 pub use spec::{Direction, Loss, PathConfig, QueueLimit, parse_duration};
 pub use trace::{OPPORTUNITY_BYTES, Trace};
-
-/// What can go wrong.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A value the user wrote is not usable.
-    #[error("{0}")]
-    Invalid(String),
-    /// Not root, nor CAP_NET_ADMIN and CAP_SYS_ADMIN.
-    #[error(
-        "tlslab path needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) to create network \
-         namespaces and TUN devices; run it with sudo, or use `tlslab relay`, which needs no \
-         privilege (TCP only, delays whole flights rather than packets)"
-    )]
-    NotPermitted,
-    /// Creating or entering a namespace or device failed.
-    #[error("path set-up: {0}")]
-    Setup(String),
-}

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use nix::sched::{CloneFlags, setns};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The prefix of every namespace this crate creates.
 pub const PREFIX: &str = "tlslab-path-";
@@ -22,11 +22,10 @@ pub const NETNS_DIR: &str = "/run/netns";
 
 /// Runs `ip ARGS`, with its stderr in the error.
 pub(crate) fn ip(args: &[&str]) -> Result<(), Error> {
-    let out = Command::new("ip").args(args).output().map_err(|e| {
-        Error::Setup(format!(
-            "cannot run `ip` (iproute2): {e}; install iproute2 (apt-get install iproute2)"
-        ))
-    })?;
+    let out = Command::new("ip").args(args).output().map_err(Error::os(
+        "cannot run `ip` (iproute2)",
+        "; install iproute2 (apt-get install iproute2)",
+    ))?;
     if out.status.success() {
         Ok(())
     } else {
@@ -140,12 +139,10 @@ impl Drop for Netns {
 /// Moves the calling thread into the namespace at `file` (for sockets it
 /// creates afterwards; sockets keep the namespace they were made in).
 pub fn enter(file: &std::path::Path) -> Result<(), Error> {
-    let f = File::open(file).map_err(|e| {
-        Error::Setup(format!(
-            "cannot open the namespace {}: {e} (has the path stopped?)",
-            file.display()
-        ))
-    })?;
+    let f = File::open(file).map_err(Error::os(
+        format!("cannot open the namespace {}", file.display()),
+        " (has the path stopped?)",
+    ))?;
     setns(f, CloneFlags::CLONE_NEWNET)
-        .map_err(|e| Error::Setup(format!("setns({}): {e}", file.display())))
+        .map_err(|e| Error::os(format!("setns({})", file.display()), "")(e.into()))
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use tlslab_runtime::CpuPin;
 use tun_rs::{DeviceBuilder, SyncDevice};
 
-use crate::Error;
+use crate::error::Error;
 use crate::forward::Forwarder;
 use crate::model::Model;
 use crate::netns::{self, Netns, ip};
@@ -91,7 +91,7 @@ impl Path {
             .as_deref()
             .map(CpuPin::new)
             .transpose()
-            .map_err(|e| Error::Invalid(format!("forwarder CPUs: {e}")))?;
+            .map_err(Error::Cpus)?;
         for n in netns::cleanup_stale()? {
             tracing::warn!("removed the stale network namespace {n} of a run that is gone");
         }
@@ -107,7 +107,7 @@ impl Path {
         let cli_dev = device(&client, CLIENT_IP, SERVER_IP, cc)?;
         for d in [&srv_dev, &cli_dev] {
             d.set_nonblocking(true)
-                .map_err(|e| Error::Setup(format!("TUN device: non-blocking: {e}")))?;
+                .map_err(Error::os("TUN device: non-blocking", ""))?;
         }
         // Each device is read by one forwarder and written by the other.
         let (srv_dev, cli_dev) = (Arc::new(srv_dev), Arc::new(cli_dev));
@@ -119,7 +119,7 @@ impl Path {
         };
         let up = Model::new(&cfg.up, cfg.seed.wrapping_mul(2).wrapping_add(1));
         let down = Model::new(&cfg.down, cfg.seed.wrapping_mul(2).wrapping_add(2));
-        let spawn_err = |e: std::io::Error| Error::Setup(format!("forwarder thread: {e}"));
+        let spawn_err = |e: std::io::Error| Error::os("forwarder thread", "")(e);
         let f = Forwarder::spawn(
             "up",
             cli_dev.clone(),
@@ -200,12 +200,10 @@ fn device(
                 .name(DEVICE)
                 .mtu(MTU)
                 .build_sync()
-                .map_err(|e| {
-                    Error::Setup(format!(
-                        "cannot create the TUN device in {}: {e} (is /dev/net/tun there?)",
-                        ns.name()
-                    ))
-                })
+                .map_err(Error::os(
+                    format!("cannot create the TUN device in {}", ns.name()),
+                    " (is /dev/net/tun there?)",
+                ))
         })
         .join()
         .unwrap_or_else(|_| Err(Error::Setup("the TUN set-up thread panicked".into())))

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tlslab_relay::{Bandwidth, parse_loss};
 
-use crate::Error;
+use crate::error::Error;
 use crate::trace::Trace;
 
 /// The bound of a direction's drop-tail queue (the bottleneck's buffer).

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The bytes one delivery opportunity carries: mahimahi's 1504 (an MTU of
 /// 1500 plus the 4-byte TUN header it counts).
@@ -104,8 +104,9 @@ impl Trace {
 
     /// Reads and parses a trace file.
     pub fn load(path: &Path) -> Result<Trace, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::Invalid(format!("cannot read the trace {}: {e}", path.display()))
+        let text = std::fs::read_to_string(path).map_err(|source| Error::TraceFile {
+            path: path.into(),
+            source,
         })?;
         Trace::parse(&text, path.display().to_string())
     }

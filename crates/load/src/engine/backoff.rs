@@ -7,7 +7,7 @@
 //! client waits a uniform random time below
 //! [`retry_backoff_bound`]`(B, n)` = min(B·2ⁿ⁻¹, 32·B) before its next one:
 //! exponential backoff with full jitter, the rule of `tlslab overload
-//! --retry-backoff` ([`crate::users`]), whose bound this shares. The first
+//! --retry-backoff` ([`crate::run_users`]), whose bound this shares. The first
 //! connection that is made resets n. A failure after the connection was
 //! made (TLS, HTTP, a timed-out request) is the server answering, not the
 //! server gone, and does not back off.
@@ -15,7 +15,7 @@
 use std::sync::atomic::Ordering;
 
 use super::shared::Shared;
-use crate::retry_backoff_bound;
+use crate::config::retry_backoff_bound;
 
 /// One client's (or replay worker's) backoff state.
 #[derive(Default)]

@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{CONNECTION, HOST, USER_AGENT};
-use http::{HeaderValue, Request, Uri};
-use http_body_util::{BodyExt, Empty};
+use http::Uri;
+use http_body_util::Empty;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tlslab_report::{HandshakeKind, RequestRecord};
@@ -16,13 +15,13 @@ use tlslab_workload::specweb96::FILES_PER_CLASS;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::CLOSE_GRACE;
 use super::backoff::Backoff;
 use super::identity::{Identity, Picker};
-use super::shared::{InFlight, Origin, Shared, Slot, with_timeout};
-use crate::ThinkTime;
+use super::shared::{CLOSE_GRACE, InFlight, Origin, Shared, Slot};
+use crate::conn::{Partial, request, send, with_timeout};
 use crate::errors::io_kind;
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
+use tlslab_workload::think::ThinkTime;
 
 /// A client making requests as one identity: a closed-loop client, or one
 /// open-loop arrival.
@@ -37,15 +36,14 @@ pub(super) struct Client {
     pub(super) backoff: Backoff,
 }
 
-/// What one request saw, kept outside its timeout so a cut-off request
-/// still reports how far it got.
-#[derive(Default)]
-struct Partial {
-    sent: Option<Instant>,
-    head: Option<Instant>,
-    end: Option<Instant>,
-    status: Option<u16>,
-    body: u64,
+/// A request begun and not yet ended: what its record needs. The guard
+/// counts it as unfinished if the run's deadline drops it.
+pub(super) struct Open<'a> {
+    pub(super) slot: Slot,
+    pub(super) guard: InFlight<'a>,
+    pub(super) rec: RequestRecord,
+    pub(super) uri: Uri,
+    pub(super) start: Instant,
 }
 
 impl Client {
@@ -156,44 +154,31 @@ impl Client {
 
     /// Counts a request that failed before any HTTP exchange, and reacts
     /// to the failure.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn fail(
-        &mut self,
-        sh: &Shared,
-        slot: Slot,
-        guard: InFlight<'_>,
-        rec: RequestRecord,
-        start: Instant,
-        kind: &str,
-        uri: Uri,
-    ) {
+    pub(super) fn fail(&mut self, sh: &Shared, open: Open<'_>, kind: &str) {
+        let Open {
+            slot,
+            guard,
+            mut rec,
+            uri,
+            start,
+        } = open;
+        rec.error = Some(kind.to_string());
+        rec.total_us = start.elapsed().as_micros() as u64;
         let target = rec.target;
-        emit_failure(sh, slot, guard, rec, start, kind);
+        sh.emit(slot, guard, rec);
         self.failed(target, uri);
     }
 
-    /// Like [`fail`](Self::fail), for a connection that could not be made:
-    /// the next attempt backs off.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn fail_connect(
+    /// The start of a connection: its first request (counted from
+    /// `intended` if given, else from now), then the TCP connection, its
+    /// time in the record. `None` when it could not be made: the request is
+    /// counted as failed and the next attempt backs off.
+    pub(super) async fn open_tcp<'a>(
         &mut self,
-        sh: &Shared,
+        sh: &'a Shared,
         slot: Slot,
-        guard: InFlight<'_>,
-        rec: RequestRecord,
-        start: Instant,
-        kind: &str,
-        uri: Uri,
-    ) {
-        self.backoff.record(false);
-        self.fail(sh, slot, guard, rec, start, kind, uri);
-    }
-
-    /// One connection: connect, handshake, then requests until K, an error,
-    /// the server closing, or the end of the run. With `intended` (an open
-    /// loop's arrival time), the first request's start and total time count
-    /// from then rather than from now; connect time is always its own.
-    pub(super) async fn connection(&mut self, sh: &Shared, slot: Slot, intended: Option<Instant>) {
+        intended: Option<Instant>,
+    ) -> Option<(Open<'a>, TcpStream)> {
         let o = &sh.origins[self.ident.origin];
         let conn = {
             let mut st = self.ident.state.lock();
@@ -204,26 +189,51 @@ impl Client {
         let start = intended.unwrap_or(t0);
         let guard = InFlight::new(sh, slot);
         let (target, uri, retry) = self.next_target(o);
-        let mut rec = self.blank_record(conn, 0, target, start, retry);
-        let ident = self.ident.clone();
-
-        let addr = match o.resolve(sh.timeout).await {
-            Ok(a) => a,
-            Err(kind) => return self.fail_connect(sh, slot, guard, rec, start, kind, uri),
+        let rec = self.blank_record(conn, 0, target, start, retry);
+        let mut first = Open {
+            slot,
+            guard,
+            rec,
+            uri,
+            start,
         };
-        let src = sh.source.as_ref().map(|s| s.for_client(ident.id));
-        let tcp =
-            match with_timeout(sh.timeout, crate::source::connect_mss(src, sh.mss, addr)).await {
-                Some(Ok(s)) => s,
-                Some(Err(e)) => {
-                    return self.fail_connect(sh, slot, guard, rec, start, io_kind(&e), uri);
+        let connected = match o.resolve(sh.timeout).await {
+            Ok(addr) => {
+                let src = sh.source.as_ref().map(|s| s.for_client(self.ident.id));
+                let connect = crate::source::connect_mss(src, sh.mss, addr);
+                match with_timeout(sh.timeout, connect).await {
+                    Some(Ok(s)) => Ok(s),
+                    Some(Err(e)) => Err(io_kind(&e)),
+                    None => Err("timeout"),
                 }
-                None => return self.fail_connect(sh, slot, guard, rec, start, "timeout", uri),
-            };
-        self.backoff.record(true);
-        rec.connect_us = Some(t0.elapsed().as_micros() as u64);
-        // Requests are small and latency is measured: do not wait for ACKs.
-        let _ = tcp.set_nodelay(true);
+            }
+            Err(kind) => Err(kind),
+        };
+        self.backoff.record(connected.is_ok());
+        match connected {
+            Ok(tcp) => {
+                first.rec.connect_us = Some(t0.elapsed().as_micros() as u64);
+                // Requests are small and latency is measured: do not wait
+                // for ACKs.
+                let _ = tcp.set_nodelay(true);
+                Some((first, tcp))
+            }
+            Err(kind) => {
+                self.fail(sh, first, kind);
+                None
+            }
+        }
+    }
+
+    /// One connection: connect, handshake, then requests until K, an error,
+    /// the server closing, or the end of the run. With `intended` (an open
+    /// loop's arrival time), the first request's start and total time count
+    /// from then rather than from now; connect time is always its own.
+    pub(super) async fn connection(&mut self, sh: &Shared, slot: Slot, intended: Option<Instant>) {
+        let Some((first, tcp)) = self.open_tcp(sh, slot, intended).await else {
+            return;
+        };
+        let ident = self.ident.clone();
         // What is flushed before the task waits leaves in one write (see
         // tlslab_runtime::cork): the TLS Finished flight with the first
         // request, a 0-RTT ClientHello with its early data.
@@ -233,34 +243,23 @@ impl Client {
         // Boxed: inline, the TLS and HTTP state would be laid out next to
         // this function's own, making every client's task future (and so
         // each idle connection) 20 KiB instead of 10 KiB.
-        uncorked(
-            uncork,
-            Box::pin(self.over(sh, io, ident, slot, guard, rec, uri, start)),
-        )
-        .await;
+        uncorked(uncork, Box::pin(self.over(sh, io, ident, first))).await;
     }
 
     /// The rest of [`connection`](Self::connection) once TCP is up: the TLS
     /// handshake (if any) and the HTTP exchange.
-    #[allow(clippy::too_many_arguments)]
     async fn over(
         &mut self,
         sh: &Shared,
         io: CountingIo<Corked<TcpStream>>,
         ident: Arc<Identity>,
-        slot: Slot,
-        guard: InFlight<'_>,
-        rec: RequestRecord,
-        uri: Uri,
-        start: Instant,
+        first: Open<'_>,
     ) {
         let Some(tls) = &ident.tls else {
-            return self
-                .exchange(sh, Box::new(io), None, slot, guard, rec, uri, start)
-                .await;
+            return self.exchange(sh, Box::new(io), None, first).await;
         };
         // A browser model or a replay resumes whenever it holds a session.
-        let offer = if sh.ecommerce.is_some() || sh.replay.is_some() {
+        let offer = if sh.offer_held {
             tls.sessions.has_session()
         } else {
             ident.state.lock().planner.offer(tls.sessions.has_session())
@@ -292,12 +291,11 @@ impl Client {
                     // A fresh start, as a browser would after a TLS failure.
                     tls.sessions.clear();
                 }
-                return self.fail(sh, slot, guard, rec, start, &kind, uri);
+                return self.fail(sh, first, &kind);
             }
-            None => return self.fail(sh, slot, guard, rec, start, "timeout", uri),
+            None => return self.fail(sh, first, "timeout"),
         };
-        self.exchange(sh, io, Some(slot_hs), slot, guard, rec, uri, start)
-            .await
+        self.exchange(sh, io, Some(slot_hs), first).await
     }
 
     /// The HTTP/1.1 part of a connection. The connection future is driven
@@ -307,23 +305,18 @@ impl Client {
     /// tests/idle_memory.rs): `io` arrives boxed, so it is stored once
     /// rather than in each of the futures below that hold it, and the
     /// hyper handshake and the close run in futures of their own.
-    #[allow(clippy::too_many_arguments)]
     async fn exchange<IO>(
         &mut self,
         sh: &Shared,
         io: Box<IO>,
         hs: Option<HandshakeSlot>,
-        slot: Slot,
-        guard: InFlight<'_>,
-        rec: RequestRecord,
-        uri: Uri,
-        t0: Instant,
+        first: Open<'_>,
     ) where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
         let (sender, mut conn) = match Box::pin(http1::handshake(TokioIo::new(io))).await {
             Ok(x) => x,
-            Err(e) => return self.fail(sh, slot, guard, rec, t0, &sh.classify(&e), uri),
+            Err(e) => return self.fail(sh, first, &sh.classify(&e)),
         };
         // With 0-RTT accepted, the server answers before the client's
         // Finished and sends its NewSessionTickets only once it has that
@@ -336,7 +329,7 @@ impl Client {
         // that future (an `async fn`) holds the connection twice.
         let ended_cleanly = {
             let mut drive = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx));
-            let mut reqs = std::pin::pin!(self.requests(sh, sender, hs, slot, guard, rec, uri, t0));
+            let mut reqs = std::pin::pin!(self.requests(sh, sender, hs, first));
             let conn_ended_first = tokio::select! {
                 biased;
                 () = &mut reqs => None,
@@ -366,54 +359,30 @@ impl Client {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn requests(
         &mut self,
         sh: &Shared,
         mut sender: SendRequest<Empty<Bytes>>,
         hs: Option<HandshakeSlot>,
-        first_slot: Slot,
-        first_guard: InFlight<'_>,
-        first_rec: RequestRecord,
-        first_uri: Uri,
-        t0: Instant,
+        first: Open<'_>,
     ) {
         let o = &sh.origins[self.ident.origin];
         let k = sh.requests_per_conn;
-        let conn = first_rec.conn;
-        let (mut slot, mut guard, mut rec, mut uri, mut start) =
-            (first_slot, first_guard, first_rec, first_uri, t0);
+        let conn = first.rec.conn;
+        let mut cur = first;
         let mut i: u32 = 0;
         loop {
             let last = (k != 0 && i + 1 >= k) || !sh.more_to_come();
-            let req = request(&uri, &o.host_header, last);
+            let req = request(&cur.uri, &o.host_header, last);
             let mut p = Partial::default();
             let result = with_timeout(sh.timeout, send(&mut sender, req, &mut p)).await;
-            let end = p.end.unwrap_or_else(Instant::now);
-            rec.status = p.status;
-            rec.body_bytes = p.body;
-            if let (Some(sent), Some(head)) = (p.sent, p.head) {
-                rec.ttfb_us = Some((head - sent).as_micros() as u64);
-                if let Some(e) = p.end {
-                    rec.transfer_us = Some((e - head).as_micros() as u64);
-                }
-            }
-            rec.total_us = (end - start).as_micros() as u64;
+            p.fill(&mut cur.rec, cur.start);
             let transport_error = match result {
                 Some(Ok(())) => None,
                 Some(Err(e)) => Some(sh.classify(&e)),
                 None => Some("timeout".to_string()),
             };
-            if !self.finish_request(
-                sh,
-                slot,
-                guard,
-                rec,
-                transport_error,
-                i == 0,
-                hs.as_ref(),
-                uri,
-            ) {
+            if !self.finish_request(sh, cur, transport_error, i == 0, hs.as_ref()) {
                 return;
             }
             if last {
@@ -426,14 +395,17 @@ impl Client {
                 Some(Ok(())) => {}
                 _ => return,
             }
-            let Some(next) = sh.next_slot() else { return };
+            let Some(slot) = sh.next_slot() else { return };
             i += 1;
-            slot = next;
-            guard = InFlight::new(sh, slot);
-            start = Instant::now();
-            let (target, next_uri, retry) = self.next_target(o);
-            uri = next_uri;
-            rec = self.blank_record(conn, i, target, start, retry);
+            let start = Instant::now();
+            let (target, uri, retry) = self.next_target(o);
+            cur = Open {
+                slot,
+                guard: InFlight::new(sh, slot),
+                rec: self.blank_record(conn, i, target, start, retry),
+                uri,
+                start,
+            };
         }
     }
 
@@ -443,18 +415,21 @@ impl Client {
     /// feeds the reuse planner), then emits it. After a transport failure it
     /// forgets the client's TLS sessions if the failure was TLS, schedules the
     /// retry, and returns false: the connection carries no more requests.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn finish_request(
         &mut self,
         sh: &Shared,
-        slot: Slot,
-        guard: InFlight<'_>,
-        mut rec: RequestRecord,
+        open: Open<'_>,
         transport_error: Option<String>,
         first_on_conn: bool,
         hs: Option<&HandshakeSlot>,
-        uri: Uri,
     ) -> bool {
+        let Open {
+            slot,
+            guard,
+            mut rec,
+            uri,
+            ..
+        } = open;
         rec.error = transport_error.clone().or_else(|| {
             rec.status
                 .filter(|s| !(200..300).contains(s))
@@ -481,54 +456,4 @@ impl Client {
         }
         true
     }
-}
-
-/// Counts a request that failed before any HTTP exchange.
-fn emit_failure(
-    sh: &Shared,
-    slot: Slot,
-    guard: InFlight<'_>,
-    mut rec: RequestRecord,
-    t0: Instant,
-    kind: &str,
-) {
-    rec.error = Some(kind.to_string());
-    rec.total_us = t0.elapsed().as_micros() as u64;
-    sh.emit(slot, guard, rec);
-}
-
-fn request(uri: &Uri, host: &HeaderValue, last: bool) -> Request<Empty<Bytes>> {
-    let mut req = Request::new(Empty::new());
-    *req.uri_mut() = uri.clone();
-    let h = req.headers_mut();
-    h.insert(HOST, host.clone());
-    h.insert(
-        CONNECTION,
-        HeaderValue::from_static(if last { "close" } else { "keep-alive" }),
-    );
-    h.insert(
-        USER_AGENT,
-        HeaderValue::from_static(concat!("tlslab/", env!("CARGO_PKG_VERSION"))),
-    );
-    req
-}
-
-/// Sends one request and reads its body to the end, noting times in `p`.
-async fn send(
-    sender: &mut SendRequest<Empty<Bytes>>,
-    req: Request<Empty<Bytes>>,
-    p: &mut Partial,
-) -> Result<(), hyper::Error> {
-    p.sent = Some(Instant::now());
-    let resp = sender.send_request(req).await?;
-    p.head = Some(Instant::now());
-    p.status = Some(resp.status().as_u16());
-    let mut body = resp.into_body();
-    while let Some(frame) = body.frame().await {
-        if let Some(d) = frame?.data_ref() {
-            p.body += d.len() as u64;
-        }
-    }
-    p.end = Some(Instant::now());
-    Ok(())
 }

@@ -14,21 +14,18 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::USER_AGENT;
 use http::uri::{Authority, Scheme as UriScheme};
-use http::{HeaderValue, Request, Uri};
-use http_body_util::{BodyExt, Empty};
+use http::{Request, Uri};
+use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tlslab_report::RequestRecord;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
-use super::CLOSE_GRACE;
-use super::client::Client;
-use super::shared::{InFlight, Shared, Slot, with_timeout};
-use crate::Http2;
-use crate::errors::io_kind;
+use super::client::{Client, Open};
+use super::shared::{CLOSE_GRACE, InFlight, Shared, Slot};
+use crate::config::Http2;
+use crate::conn::{Partial, user_agent, with_timeout};
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
 
 /// The error kind of a TLS connection on which the server did not select
@@ -38,11 +35,7 @@ pub(super) const ALPN_NOT_H2: &str = "alpn_not_h2";
 /// What one stream saw (kept outside its timeout, so a cut-off stream
 /// still reports how far it got).
 struct StreamEnd {
-    sent: Instant,
-    head: Option<Instant>,
-    end: Option<Instant>,
-    status: Option<u16>,
-    body: u64,
+    p: Partial,
     /// `None`: the response arrived completely.
     failure: Option<Failure>,
 }
@@ -50,16 +43,6 @@ struct StreamEnd {
 enum Failure {
     Http(hyper::Error),
     Timeout,
-}
-
-/// A stream in flight: what its record needs once it ends. The guard
-/// counts it as unfinished if the run's deadline drops it.
-struct Open<'a> {
-    slot: Slot,
-    guard: InFlight<'a>,
-    rec: RequestRecord,
-    uri: Uri,
-    start: Instant,
 }
 
 /// Where a connection's requests go: the scheme and authority that make a
@@ -77,10 +60,7 @@ impl Target {
         let mut req = Request::new(Empty::new());
         // The parts come from a valid origin-form URI and a valid authority.
         *req.uri_mut() = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
-        req.headers_mut().insert(
-            USER_AGENT,
-            HeaderValue::from_static(concat!("tlslab/", env!("CARGO_PKG_VERSION"))),
-        );
+        req.headers_mut().insert(USER_AGENT, user_agent());
         req
     }
 }
@@ -100,41 +80,14 @@ impl Client {
     /// One HTTP/2 connection: connect, handshake (ALPN `h2` checked), then
     /// streams until K, an error, the server closing, or the end of the run.
     async fn h2_connection(&mut self, sh: &Shared, slot: Slot, h2: Http2) {
-        let o = &sh.origins[self.ident.origin];
-        let conn = {
-            let mut st = self.ident.state.lock();
-            st.conn_no += 1;
-            st.conn_no - 1
+        let Some((first, tcp)) = self.open_tcp(sh, slot, None).await else {
+            return;
         };
-        let t0 = Instant::now();
-        let guard = InFlight::new(sh, slot);
-        let (target, uri, retry) = self.next_target(o);
-        let mut rec = self.blank_record(conn, 0, target, t0, retry);
         let ident = self.ident.clone();
-
-        let addr = match o.resolve(sh.timeout).await {
-            Ok(a) => a,
-            Err(kind) => return self.fail_connect(sh, slot, guard, rec, t0, kind, uri),
-        };
-        let tcp = match with_timeout(sh.timeout, TcpStream::connect(addr)).await {
-            Some(Ok(s)) => s,
-            Some(Err(e)) => return self.fail_connect(sh, slot, guard, rec, t0, io_kind(&e), uri),
-            None => return self.fail_connect(sh, slot, guard, rec, t0, "timeout", uri),
-        };
-        self.backoff.record(true);
-        rec.connect_us = Some(t0.elapsed().as_micros() as u64);
-        let _ = tcp.set_nodelay(true);
         let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
         let io = CountingIo::new(tcp, RoundTrips::for_socket(fd));
         let Some(tls) = &ident.tls else {
             // http://: HTTP/2 with prior knowledge (h2c).
-            let first = Open {
-                slot,
-                guard,
-                rec,
-                uri,
-                start: t0,
-            };
             return Box::pin(self.h2_streams(sh, io, None, first, h2)).await;
         };
         let offer = ident.state.lock().planner.offer(tls.sessions.has_session());
@@ -145,7 +98,7 @@ impl Client {
             Some((Ok(stream), decompression)) => {
                 if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
                     // The handshake itself worked: keep the session.
-                    return self.fail(sh, slot, guard, rec, t0, ALPN_NOT_H2, uri);
+                    return self.fail(sh, first, ALPN_NOT_H2);
                 }
                 let slot_hs = HandshakeSlot::default();
                 let io = HandshakeWatch::new(
@@ -155,13 +108,6 @@ impl Client {
                     slot_hs.clone(),
                     decompression,
                 );
-                let first = Open {
-                    slot,
-                    guard,
-                    rec,
-                    uri,
-                    start: t0,
-                };
                 Box::pin(self.h2_streams(sh, io, Some(slot_hs), first, h2)).await;
             }
             Some((Err(e), _)) => {
@@ -169,9 +115,9 @@ impl Client {
                 if kind.starts_with("tls_") {
                     tls.sessions.clear();
                 }
-                self.fail(sh, slot, guard, rec, t0, &kind, uri)
+                self.fail(sh, first, &kind)
             }
-            None => self.fail(sh, slot, guard, rec, t0, "timeout", uri),
+            None => self.fail(sh, first, "timeout"),
         }
     }
 
@@ -190,7 +136,7 @@ impl Client {
     {
         let o = &sh.origins[self.ident.origin];
         let Ok(authority) = Authority::try_from(o.host_header.as_bytes()) else {
-            return self.fail_open(sh, first, "bad_url");
+            return self.fail(sh, first, "bad_url");
         };
         let to = Target {
             scheme: if o.tls.is_some() {
@@ -211,10 +157,10 @@ impl Client {
             Some(Ok(x)) => x,
             Some(Err(e)) => {
                 let kind = sh.classify(&e);
-                return self.fail_open(sh, first, &kind);
+                return self.fail(sh, first, &kind);
             }
             None => {
-                return self.fail_open(sh, first, "timeout");
+                return self.fail(sh, first, "timeout");
             }
         };
         // `conn` hands requests to the HTTP/2 connection task (which hyper
@@ -284,47 +230,18 @@ impl Client {
         }
     }
 
-    /// Counts the connection's first stream as failed with `kind` before it
-    /// was sent.
-    fn fail_open(&mut self, sh: &Shared, first: Open<'_>, kind: &str) {
-        let Open {
-            slot,
-            guard,
-            rec,
-            uri,
-            start,
-        } = first;
-        self.fail(sh, slot, guard, rec, start, kind, uri);
-    }
-
     /// Records a finished stream; returns whether the connection may carry
     /// more streams (false after a transport failure).
     fn h2_stream_done(
         &mut self,
         sh: &Shared,
         hs: Option<&HandshakeSlot>,
-        st: Open<'_>,
+        mut st: Open<'_>,
         end: Result<StreamEnd, ()>,
     ) -> bool {
-        let Open {
-            slot,
-            guard,
-            mut rec,
-            uri,
-            start,
-        } = st;
-        let now = Instant::now();
         let transport_error = match &end {
             Ok(e) => {
-                rec.status = e.status;
-                rec.body_bytes = e.body;
-                if let Some(head) = e.head {
-                    rec.ttfb_us = Some((head - e.sent).as_micros() as u64);
-                    if let Some(t) = e.end {
-                        rec.transfer_us = Some((t - head).as_micros() as u64);
-                    }
-                }
-                rec.total_us = (e.end.unwrap_or(now) - start).as_micros() as u64;
+                e.p.fill(&mut st.rec, st.start);
                 match &e.failure {
                     None => None,
                     Some(Failure::Http(err)) => Some(sh.classify(err)),
@@ -332,12 +249,12 @@ impl Client {
                 }
             }
             Err(()) => {
-                rec.total_us = (now - start).as_micros() as u64;
+                st.rec.total_us = st.start.elapsed().as_micros() as u64;
                 Some("internal".to_string())
             }
         };
-        let first = rec.req_on_conn == 0;
-        self.finish_request(sh, slot, guard, rec, transport_error, first, hs, uri)
+        let first = st.rec.req_on_conn == 0;
+        self.finish_request(sh, st, transport_error, first, hs)
     }
 }
 
@@ -355,14 +272,13 @@ fn launch(
     streams
         .spawn(async move {
             let mut end = StreamEnd {
-                sent,
-                head: None,
-                end: None,
-                status: None,
-                body: 0,
+                p: Partial {
+                    sent: Some(sent),
+                    ..Partial::default()
+                },
                 failure: None,
             };
-            end.failure = match with_timeout(timeout, receive(response, &mut end)).await {
+            end.failure = match with_timeout(timeout, receive(response, &mut end.p)).await {
                 Some(Ok(())) => None,
                 Some(Err(e)) => Some(Failure::Http(e)),
                 None => Some(Failure::Timeout),
@@ -375,19 +291,9 @@ fn launch(
 /// Waits for a response and reads its body to the end, noting times.
 async fn receive(
     response: impl Future<Output = Result<hyper::Response<Incoming>, hyper::Error>>,
-    end: &mut StreamEnd,
+    p: &mut Partial,
 ) -> Result<(), hyper::Error> {
-    let resp = response.await?;
-    end.head = Some(Instant::now());
-    end.status = Some(resp.status().as_u16());
-    let mut body = resp.into_body();
-    while let Some(frame) = body.frame().await {
-        if let Some(d) = frame?.data_ref() {
-            end.body += d.len() as u64;
-        }
-    }
-    end.end = Some(Instant::now());
-    Ok(())
+    p.read(response.await?).await
 }
 
 #[cfg(test)]

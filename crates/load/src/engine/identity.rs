@@ -9,8 +9,9 @@ use tlslab_workload::specweb96::Sampler;
 use tokio_rustls::TlsConnector;
 
 use super::shared::Shared;
+use crate::config::Workload;
 use crate::reuse::ReusePlanner;
-use crate::{Workload, tls};
+use crate::tls;
 
 pub(super) struct ClientTls {
     pub(super) connector: TlsConnector,

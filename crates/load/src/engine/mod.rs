@@ -3,7 +3,6 @@
 //! [`run`] (this file) validates the configuration, builds the shared state
 //! and the runtime, starts the clients and turns what they measured into a
 //! report. The rest is split along the engine's seams:
-//! - [`validate`]: configuration checks and workload path expansion;
 //! - [`shared`]: the state every client reads (origins, run bounds, sinks);
 //! - [`open_loop`]: open-loop arrivals at a rate;
 //! - [`replay`]: access-log replay scheduling;
@@ -22,10 +21,9 @@ mod identity;
 mod open_loop;
 mod replay;
 mod shared;
-mod validate;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
@@ -33,24 +31,22 @@ use tlslab_crypto::store::ClientSessions;
 use tlslab_report::{Collector, ConfigEcho, CpuUsage, CsvLog, LoadReport, LoadReportBuild, Window};
 use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
 use tlslab_workload::ecommerce::Generator;
-use tlslab_workload::replay::{Pacing, Scheduler};
+use tlslab_workload::replay::Scheduler;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
+use self::browser::BrowserRun;
 use self::client::Client;
 use self::identity::Identity;
-use self::open_loop::arrivals;
+use self::open_loop::{OpenLoopRun, arrivals};
 use self::replay::{ReplayRun, replay_worker};
-use self::shared::{Shared, WithTimeout, group_origins, with_deadline, with_timeout};
-use self::validate::expand_base;
-pub(crate) use self::validate::validate;
+use self::shared::{CLOSE_GRACE, Shared, group_origins, until_deadline};
+use crate::config::{Http2, LoadConfig, OpenLoop, Workload};
+use crate::conn::with_timeout;
+use crate::error::Error;
 use crate::progress::Progress;
 use crate::target::Target;
-use crate::{Error, LoadConfig, OpenLoop, Workload, tls};
-
-/// How long a finished connection may take to close (TLS close_notify and
-/// FIN) before it is dropped.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
+use crate::tls;
 
 /// Runs the load described by `cfg` on a runtime of its own and returns the
 /// report. Blocks the calling thread until the run is over: when the
@@ -64,7 +60,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// report. It fails only on a configuration that cannot work (bad options,
 /// unreadable CA file, unwritable log, CPUs that cannot be pinned).
 pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
-    validate(cfg)?;
+    crate::validate::validate(cfg)?;
     let expanded;
     let mut generator = None;
     let cfg = match cfg.workload {
@@ -79,7 +75,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         }
         Workload::Ecommerce => {
             let model = cfg.ecommerce.clone().unwrap_or_default();
-            let g = Generator::new(model).map_err(|e| Error::Config(e.to_string()))?;
+            let g = Generator::new(model).map_err(Error::Workload)?;
             let mut c = cfg.clone();
             let paths = g.files().into_iter().map(|(p, _)| p);
             c.targets = expand_base(&cfg.targets, "ecommerce", paths)?;
@@ -89,7 +85,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         }
         Workload::Replay => {
             let Some(r) = &cfg.replay else {
-                return Err(Error::Config(
+                return Err(Error::Invalid(
                     "--workload replay needs a log; give --access-log FILE".into(),
                 ));
             };
@@ -155,8 +151,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     });
     if let Some(r) = &cfg.replay {
         // Fail before the run on a bad window or speed.
-        Scheduler::new(r.plan.clone(), r.window, r.pacing)
-            .map_err(|e| Error::Config(e.to_string()))?;
+        Scheduler::new(r.plan.clone(), r.window, r.pacing).map_err(Error::Workload)?;
     }
     let shared = Arc::new(Shared {
         origins,
@@ -165,7 +160,6 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         deadline: cfg.duration.map(|d| window_start + d),
         budget: cfg.requests.map(AtomicU64::new),
         requests_per_conn: cfg.requests_per_conn,
-        http2: cfg.http2,
         connections: AtomicU64::new(0),
         timeout: cfg.timeout,
         source: cfg.source_ip.clone(),
@@ -184,22 +178,8 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         retry_backoff: cfg.retry_backoff,
         backoff_waits: AtomicU64::new(0),
         backoff_ns: AtomicU64::new(0),
-        in_flight: AtomicUsize::new(0),
-        scheduled: AtomicU64::new(0),
-        late: AtomicU64::new(0),
-        dropped: AtomicU64::new(0),
-        ecommerce: generator,
-        sessions: AtomicU64::new(0),
-        new_customers: AtomicU64::new(0),
-        pages: AtomicU64::new(0),
         path_index,
-        replay: cfg.replay.as_ref().map(|r| ReplayRun {
-            spec: r.clone(),
-            sched: parking_lot::Mutex::new(None),
-            notify: tokio::sync::Notify::new(),
-            sessions: AtomicU64::new(0),
-            requests: AtomicU64::new(0),
-        }),
+        offer_held: generator.is_some() || cfg.replay.is_some(),
         meter,
         ablation: cfg.ablation,
         ablation_hint: parking_lot::Mutex::new(None),
@@ -210,7 +190,14 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     }
     // `orchestrate` owns the last handle to `shared`, so the log's sender
     // is gone when it returns and `finish` below cannot wait forever.
-    let out = rt.block_on(orchestrate(shared, cfg.clients, cfg.open_loop, threads));
+    let mode = Mode {
+        clients: cfg.clients,
+        open_loop: cfg.open_loop.map(|ol| (ol, Arc::default())),
+        http2: cfg.http2,
+        browser: generator.map(|g| Arc::new(BrowserRun::new(g))),
+        replay: cfg.replay.clone().map(|r| Arc::new(ReplayRun::new(r))),
+    };
+    let out = rt.block_on(orchestrate(shared, &mode, threads));
     rt.shutdown_timeout(CLOSE_GRACE);
     if let Some(log) = log {
         log.finish()?;
@@ -255,48 +242,17 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     report.http = Some(http_summary(cfg, &report, &out));
     report.ablation = cfg.ablation.iter().map(|a| a.name().to_string()).collect();
     report.ablation_hint = out.ablation_hint;
-    if let (Some(r), Some(run)) = (&cfg.replay, &out.replay) {
-        let plan = r.plan.summary();
-        report.replay = Some(tlslab_report::Replay {
-            log_requests: plan.requests,
-            log_sessions: plan.sessions,
-            implied_resumption: plan.implied_resumption_ratio,
-            sessions_replayed: run.0,
-            requests_replayed: run.1,
-            achieved_resumption: report.reuse.achieved,
-            window: r.window as u64,
-            speed: match r.pacing {
-                Pacing::AsFastAsPossible => None,
-                Pacing::Timed { speed } => Some(speed),
-            },
-            skipped_lines: r.skipped_lines,
-            excluded_ips: r.filtered.excluded_ips,
-            excluded_requests: r.filtered.excluded_requests,
-            rate_ips: r.filtered.rate_ips,
-            rate_requests: r.filtered.rate_requests,
-        });
-    }
-    if cfg.workload == Workload::Ecommerce {
-        report.ecommerce = Some(tlslab_report::Ecommerce {
-            sessions: out.sessions,
-            new_customers: out.new_customers,
-            returning_customers: out.sessions - out.new_customers,
-            pages: out.pages,
-        });
-    }
+    report.replay = mode
+        .replay
+        .as_ref()
+        .map(|r| r.report(report.reuse.achieved));
+    report.ecommerce = mode.browser.as_ref().map(|b| b.report());
     report.backoff = (out.backoff_waits > 0).then(|| tlslab_report::Backoff {
         base_ms: cfg.retry_backoff.as_secs_f64() * 1e3,
         waits: out.backoff_waits,
         waited_s: out.backoff_ns as f64 / 1e9,
     });
-    report.open_loop = cfg.open_loop.map(|o| tlslab_report::OpenLoop {
-        rate: o.rate,
-        arrivals: o.arrivals.name().into(),
-        max_in_flight: o.max_in_flight,
-        scheduled: out.scheduled,
-        late: out.late,
-        dropped: out.dropped,
-    });
+    report.open_loop = mode.open_loop.as_ref().map(|(o, run)| run.report(o));
     Ok(report)
 }
 
@@ -369,14 +325,6 @@ struct Outcome {
     start_unix_ms: u64,
     measured: Duration,
     cpu: CpuTime,
-    scheduled: u64,
-    late: u64,
-    dropped: u64,
-    sessions: u64,
-    new_customers: u64,
-    pages: u64,
-    /// Replay: (sessions, requests) replayed in the window.
-    replay: Option<(u64, u64)>,
     /// Connections whose first request was measured.
     connections: u64,
     /// Backoff waits after connections that could not be made, and their
@@ -385,12 +333,17 @@ struct Outcome {
     backoff_ns: u64,
 }
 
-async fn orchestrate(
-    shared: Arc<Shared>,
+/// How the clients run, and each mode's own state.
+struct Mode {
     clients: usize,
-    open_loop: Option<OpenLoop>,
-    threads: Arc<Threads>,
-) -> Outcome {
+    open_loop: Option<(OpenLoop, Arc<OpenLoopRun>)>,
+    http2: Option<Http2>,
+    browser: Option<Arc<BrowserRun>>,
+    replay: Option<Arc<ReplayRun>>,
+}
+
+async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) -> Outcome {
+    let clients = mode.clients;
     let window_start = shared.window_start;
     let progress = shared.progress.is_some().then(|| {
         let sh = shared.clone();
@@ -407,29 +360,26 @@ async fn orchestrate(
     // meter's baseline before they can begin their first handshake.
     let early_crypto0 = (Instant::now() >= window_start).then(|| shared.meter.snapshot());
     let mut set = JoinSet::new();
-    match open_loop {
-        None if shared.replay.is_some() => {
-            let n = shared
-                .replay
-                .as_ref()
-                .map_or(0, |r| r.spec.plan.browsers())
-                .min(u32::MAX as usize);
+    match (&mode.open_loop, &mode.replay) {
+        (None, Some(run)) => {
+            let n = run.browsers().min(u32::MAX as usize);
             let browsers: Vec<Arc<Identity>> = (0..n)
                 .map(|id| Arc::new(Identity::new(&shared, id as u32)))
                 .collect();
             let browsers = Arc::new(browsers);
             for _ in 0..clients {
-                set.spawn(replay_worker(shared.clone(), browsers.clone()));
+                set.spawn(replay_worker(shared.clone(), run.clone(), browsers.clone()));
             }
             drop(identities);
         }
-        None => {
+        (None, None) => {
             for ident in identities {
-                set.spawn(client_task(shared.clone(), ident));
+                let browser = mode.browser.clone();
+                set.spawn(client_task(shared.clone(), ident, mode.http2, browser));
             }
         }
-        Some(ol) => {
-            set.spawn(arrivals(shared.clone(), identities, ol));
+        (Some((ol, run)), _) => {
+            set.spawn(arrivals(shared.clone(), run.clone(), identities, *ol));
         }
     }
 
@@ -462,42 +412,53 @@ async fn orchestrate(
         start_unix_ms,
         measured: end.saturating_duration_since(window_start),
         cpu,
-        scheduled: shared.scheduled.load(Ordering::Relaxed),
-        late: shared.late.load(Ordering::Relaxed),
-        dropped: shared.dropped.load(Ordering::Relaxed),
-        sessions: shared.sessions.load(Ordering::Relaxed),
-        new_customers: shared.new_customers.load(Ordering::Relaxed),
-        pages: shared.pages.load(Ordering::Relaxed),
-        replay: shared.replay.as_ref().map(|r| {
-            (
-                r.sessions.load(Ordering::Relaxed),
-                r.requests.load(Ordering::Relaxed),
-            )
-        }),
         connections: shared.connections.load(Ordering::Relaxed),
         backoff_waits: shared.backoff_waits.load(Ordering::Relaxed),
         backoff_ns: shared.backoff_ns.load(Ordering::Relaxed),
     }
 }
 
-/// Runs `f` until it ends or the run's deadline passes (`None` when it
-/// did not end).
-fn until_deadline<F: Future<Output = ()>>(deadline: Option<Instant>, f: F) -> WithTimeout<F> {
-    match deadline {
-        Some(d) => with_deadline(d, f),
-        None => with_timeout(Duration::MAX, f),
-    }
-}
-
-async fn client_task(shared: Arc<Shared>, ident: Arc<Identity>) {
+async fn client_task(
+    shared: Arc<Shared>,
+    ident: Arc<Identity>,
+    http2: Option<Http2>,
+    browser: Option<Arc<BrowserRun>>,
+) {
     let deadline = shared.deadline;
     let mut client = Client::new(shared, ident);
     // Each arm boxed: inline, every client's task would be as large as the
     // largest of the three futures (HTTP/2's), whichever it runs, and an
     // idle connection keeps its task.
-    let _ = match (client.sh.ecommerce.clone(), client.sh.http2) {
-        (Some(g), _) => until_deadline(deadline, Box::pin(client.browse(g))).await,
+    let _ = match (browser, http2) {
+        (Some(b), _) => until_deadline(deadline, Box::pin(client.browse(&b))).await,
         (None, Some(h2)) => until_deadline(deadline, Box::pin(client.run_h2(h2))).await,
         (None, None) => until_deadline(deadline, Box::pin(client.run())).await,
     };
+}
+
+/// The workload's `paths` under the one base URL of `targets`.
+pub(super) fn expand_base(
+    targets: &[Target],
+    workload: &str,
+    paths: impl Iterator<Item = String>,
+) -> Result<Vec<Target>, Error> {
+    let [base] = targets else {
+        return Err(Error::Invalid(format!(
+            "--workload {workload} takes exactly one URL, the server's base (https://host:port)"
+        )));
+    };
+    if base.path != "/" {
+        return Err(Error::Invalid(format!(
+            "--workload {workload} draws the paths itself; give the base URL without a path \
+             ({}://{}) instead of {base}",
+            base.scheme.name(),
+            base.host_header()
+        )));
+    }
+    Ok(paths
+        .map(|path| Target {
+            path,
+            ..base.clone()
+        })
+        .collect())
 }

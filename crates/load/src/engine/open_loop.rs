@@ -2,14 +2,38 @@
 //! connection, timed from its intended start.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::client::Client;
 use super::identity::Identity;
-use super::shared::{Shared, Slot};
-use super::until_deadline;
-use crate::{Arrivals, OpenLoop, ThinkTime};
+use super::shared::{Shared, Slot, until_deadline};
+use crate::config::{Arrivals, OpenLoop};
+use tlslab_workload::think::ThinkTime;
+
+/// An open loop's state: requests in flight now; measured arrivals, the
+/// late ones and the dropped ones.
+#[derive(Default)]
+pub(super) struct OpenLoopRun {
+    in_flight: AtomicUsize,
+    scheduled: AtomicU64,
+    late: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl OpenLoopRun {
+    /// The report's `open_loop` section.
+    pub(super) fn report(&self, ol: &OpenLoop) -> tlslab_report::OpenLoop {
+        tlslab_report::OpenLoop {
+            rate: ol.rate,
+            arrivals: ol.arrivals.name().into(),
+            max_in_flight: ol.max_in_flight,
+            scheduled: self.scheduled.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// An open loop's arrivals are this much late before they count as late.
 const LATE: Duration = Duration::from_millis(1);
@@ -19,11 +43,17 @@ const LATE: Duration = Duration::from_millis(1);
 /// arrivals (no coordinated omission). The times are kept by a blocking
 /// thread sleeping with the OS's precision (tokio's timer has a 1 ms tick,
 /// which would make most arrivals late by the 1 ms threshold).
-pub(super) async fn arrivals(sh: Arc<Shared>, identities: Vec<Arc<Identity>>, ol: OpenLoop) {
+pub(super) async fn arrivals(
+    sh: Arc<Shared>,
+    run: Arc<OpenLoopRun>,
+    identities: Vec<Arc<Identity>>,
+    ol: OpenLoop,
+) {
     let handle = tokio::runtime::Handle::current();
-    let pending = tokio::task::spawn_blocking(move || schedule(&sh, &identities, ol, &handle))
-        .await
-        .unwrap_or_default();
+    let pending =
+        tokio::task::spawn_blocking(move || schedule(&sh, &run, &identities, ol, &handle))
+            .await
+            .unwrap_or_default();
     for task in pending {
         let _ = task.await;
     }
@@ -33,6 +63,7 @@ pub(super) async fn arrivals(sh: Arc<Shared>, identities: Vec<Arc<Identity>>, ol
 /// returns the tasks still running.
 fn schedule(
     sh: &Arc<Shared>,
+    run: &Arc<OpenLoopRun>,
     identities: &[Arc<Identity>],
     ol: OpenLoop,
     handle: &tokio::runtime::Handle,
@@ -64,10 +95,10 @@ fn schedule(
         };
         let measured = slot == Slot::Measured;
         if measured {
-            sh.scheduled.fetch_add(1, Ordering::Relaxed);
+            run.scheduled.fetch_add(1, Ordering::Relaxed);
         }
         let cap = ol.max_in_flight;
-        if sh
+        if run
             .in_flight
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| {
                 (f < cap).then_some(f + 1)
@@ -75,13 +106,14 @@ fn schedule(
             .is_err()
         {
             if measured {
-                sh.dropped.fetch_add(1, Ordering::Relaxed);
+                run.dropped.fetch_add(1, Ordering::Relaxed);
             }
             continue;
         }
         let ident = identities[n % identities.len()].clone();
         n = n.wrapping_add(1);
-        tasks.push(handle.spawn(arrival(sh.clone(), ident, slot, intended)));
+        let arrival = arrival(sh.clone(), run.clone(), ident, slot, intended);
+        tasks.push(handle.spawn(arrival));
     }
     tasks
 }
@@ -97,10 +129,16 @@ impl Drop for Place<'_> {
 
 /// One open-loop arrival: one request on a new connection, its latency
 /// counted from `intended`.
-async fn arrival(sh: Arc<Shared>, ident: Arc<Identity>, slot: Slot, intended: Instant) {
-    let _place = Place(&sh.in_flight);
+async fn arrival(
+    sh: Arc<Shared>,
+    run: Arc<OpenLoopRun>,
+    ident: Arc<Identity>,
+    slot: Slot,
+    intended: Instant,
+) {
+    let _place = Place(&run.in_flight);
     if slot == Slot::Measured && Instant::now().saturating_duration_since(intended) > LATE {
-        sh.late.fetch_add(1, Ordering::Relaxed);
+        run.late.fetch_add(1, Ordering::Relaxed);
     }
     let deadline = sh.deadline;
     let mut client = Client::new(sh.clone(), ident);

@@ -7,21 +7,62 @@ use std::time::{Duration, Instant};
 
 use tlslab_workload::replay::{Pacing, Scheduler};
 
+use super::backoff::Backoff;
 use super::client::Client;
 use super::identity::Identity;
-use super::shared::{Shared, Slot};
-use super::until_deadline;
+use super::shared::{Shared, Slot, until_deadline};
+use crate::config::Replay;
 
 /// A replay in progress.
 pub(super) struct ReplayRun {
-    pub(super) spec: crate::Replay,
+    spec: Replay,
     /// Created when the replay starts (its clock starts then).
-    pub(super) sched: parking_lot::Mutex<Option<(Scheduler, Instant)>>,
+    sched: parking_lot::Mutex<Option<(Scheduler, Instant)>>,
     /// Woken when a request completes.
-    pub(super) notify: tokio::sync::Notify,
+    notify: tokio::sync::Notify,
     /// Browsers whose first request was measured; measured requests.
-    pub(super) sessions: AtomicU64,
-    pub(super) requests: AtomicU64,
+    sessions: AtomicU64,
+    requests: AtomicU64,
+}
+
+impl ReplayRun {
+    pub(super) fn new(spec: Replay) -> Self {
+        ReplayRun {
+            spec,
+            sched: parking_lot::Mutex::new(None),
+            notify: tokio::sync::Notify::new(),
+            sessions: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+        }
+    }
+
+    /// The report's `replay` section; `achieved` is the run's resumption.
+    pub(super) fn report(&self, achieved: f64) -> tlslab_report::Replay {
+        let (r, plan) = (&self.spec, self.spec.plan.summary());
+        tlslab_report::Replay {
+            log_requests: plan.requests,
+            log_sessions: plan.sessions,
+            implied_resumption: plan.implied_resumption_ratio,
+            sessions_replayed: self.sessions.load(Ordering::Relaxed),
+            requests_replayed: self.requests.load(Ordering::Relaxed),
+            achieved_resumption: achieved,
+            window: r.window as u64,
+            speed: match r.pacing {
+                Pacing::AsFastAsPossible => None,
+                Pacing::Timed { speed } => Some(speed),
+            },
+            skipped_lines: r.skipped_lines,
+            excluded_ips: r.filtered.excluded_ips,
+            excluded_requests: r.filtered.excluded_requests,
+            rate_ips: r.filtered.rate_ips,
+            rate_requests: r.filtered.rate_requests,
+        }
+    }
+
+    /// The browsers of the log (one per client IP).
+    pub(super) fn browsers(&self) -> usize {
+        self.spec.plan.browsers()
+    }
 }
 
 /// Waits at most this long for a completion before looking again.
@@ -31,12 +72,15 @@ const REPLAY_POLL: Duration = Duration::from_millis(10);
 /// order, window bound, pacing), makes it as its IP's browser on a new
 /// connection, and reports it complete (failed ones too, so the window
 /// moves on).
-pub(super) async fn replay_worker(sh: Arc<Shared>, browsers: Arc<Vec<Arc<Identity>>>) {
+pub(super) async fn replay_worker(
+    sh: Arc<Shared>,
+    run: Arc<ReplayRun>,
+    browsers: Arc<Vec<Arc<Identity>>>,
+) {
     let deadline = sh.deadline;
     let _ = until_deadline(deadline, async {
-        let Some(run) = &sh.replay else { return };
         // The worker's backoff, carried through the client of each request.
-        let mut backoff = super::backoff::Backoff::default();
+        let mut backoff = Backoff::default();
         loop {
             let notified = run.notify.notified();
             let (req, wait) = {

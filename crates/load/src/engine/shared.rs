@@ -1,12 +1,11 @@
-//! The state every client reads: origins, the run's bounds and slots,
-//! and the sinks measured requests go to.
+//! The state every client reads, whatever the mode: origins, the run's
+//! bounds and slots, and the sinks measured requests go to. Each mode's own
+//! state lives with the mode (open_loop, browser, replay).
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use http::{HeaderValue, Uri};
@@ -14,13 +13,15 @@ use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tlslab_crypto::meter::Meter;
 use tlslab_report::{Collector, CsvSink, RequestRecord};
-use tlslab_workload::ecommerce::Generator;
 
-use super::replay::ReplayRun;
+use crate::config::{LoadConfig, ResumeWith, Workload};
+use crate::conn::{WithTimeout, with_deadline, with_timeout};
+use crate::error::Error;
 use crate::errors::{ablation_hint, classify, find_tls};
 use crate::progress::Progress;
 use crate::target::Scheme;
-use crate::{Error, LoadConfig, ResumeWith, ThinkTime, Workload, tls};
+use crate::tls;
+use tlslab_workload::think::ThinkTime;
 
 /// Targets that share a scheme, host and port: one server, one session
 /// store per client.
@@ -67,14 +68,7 @@ pub(super) fn group_origins(
 ) -> Result<Vec<Origin>, Error> {
     let mut origins: Vec<Origin> = Vec::new();
     for (i, t) in cfg.targets.iter().enumerate() {
-        let bad = |reason: &str| Error::BadUrl {
-            url: t.to_string(),
-            reason: reason.into(),
-        };
-        let uri: Uri = t
-            .path
-            .parse()
-            .map_err(|_| bad("the path is not valid in a request"))?;
+        let (uri, host_header) = t.request_parts()?;
         if let Some(o) = origins
             .iter_mut()
             .find(|o| o.scheme == t.scheme && o.host == t.host && o.port == t.port)
@@ -83,17 +77,17 @@ pub(super) fn group_origins(
             continue;
         }
         let tls = match (t.scheme, base) {
-            (Scheme::Https, Some(base)) => {
-                Some((tls::server_name(cfg.sni.as_deref(), &t.host)?, base.clone()))
-            }
+            (Scheme::Https, Some(base)) => Some((
+                crate::target::server_name(cfg.sni.as_deref(), &t.host)?,
+                base.clone(),
+            )),
             _ => None,
         };
         origins.push(Origin {
             scheme: t.scheme,
             host: t.host.clone(),
             port: t.port,
-            host_header: HeaderValue::from_str(&t.host_header())
-                .map_err(|_| bad("the host is not valid in a Host header"))?,
+            host_header,
             paths: vec![(i as u32, uri)],
             tls,
             addr: OnceLock::new(),
@@ -102,37 +96,19 @@ pub(super) fn group_origins(
     Ok(origins)
 }
 
-/// `tokio::time::timeout`, `None` on expiry; `Duration::MAX` never expires.
-pub(super) fn with_timeout<F: Future>(d: Duration, f: F) -> WithTimeout<F> {
-    WithTimeout {
-        inner: tokio::time::timeout(d, f),
-    }
-}
+/// How long a finished connection may take to close (TLS close_notify and
+/// FIN) before it is dropped.
+pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
-/// `tokio::time::timeout_at`, `None` on expiry.
-pub(super) fn with_deadline<F: Future>(deadline: Instant, f: F) -> WithTimeout<F> {
-    WithTimeout {
-        inner: tokio::time::timeout_at(deadline.into(), f),
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The future of [`with_timeout`] and [`with_deadline`]. A named adapter
-    /// rather than an `async fn`: an `async fn` keeps its argument `f` in its
-    /// state and again inside the `Timeout` it awaits, so every wrapped
-    /// future would take its size twice in each client's task (what an idle
-    /// connection holds; see tests/idle_memory.rs).
-    pub(super) struct WithTimeout<F> {
-        #[pin]
-        inner: tokio::time::Timeout<F>,
-    }
-}
-
-impl<F: Future> Future for WithTimeout<F> {
-    type Output = Option<F::Output>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().inner.poll(cx).map(Result::ok)
+/// Runs `f` until it ends or the run's deadline passes (`None` when it
+/// did not end).
+pub(super) fn until_deadline<F: Future<Output = ()>>(
+    deadline: Option<Instant>,
+    f: F,
+) -> WithTimeout<F> {
+    match deadline {
+        Some(d) => with_deadline(d, f),
+        None => with_timeout(Duration::MAX, f),
     }
 }
 
@@ -154,8 +130,6 @@ pub(super) struct Shared {
     /// Measured requests still to start, when `-n` bounds the run.
     pub(super) budget: Option<AtomicU64>,
     pub(super) requests_per_conn: u32,
-    /// HTTP/2 (`--h2`) instead of HTTP/1.1.
-    pub(super) http2: Option<crate::Http2>,
     /// Measured connections: records that were their connection's first
     /// request (`req_on_conn` 0).
     pub(super) connections: AtomicU64,
@@ -180,23 +154,13 @@ pub(super) struct Shared {
     pub(super) retry_backoff: Duration,
     pub(super) backoff_waits: AtomicU64,
     pub(super) backoff_ns: AtomicU64,
-    /// Open loop: requests in flight now.
-    pub(super) in_flight: AtomicUsize,
-    /// Open loop: measured arrivals, late ones, dropped ones.
-    pub(super) scheduled: AtomicU64,
-    pub(super) late: AtomicU64,
-    pub(super) dropped: AtomicU64,
-    /// The e-commerce model, when that is the workload.
-    pub(super) ecommerce: Option<Generator>,
-    /// E-commerce: measured purchase sessions, those of new customers, and
-    /// pages completed.
-    pub(super) sessions: AtomicU64,
-    pub(super) new_customers: AtomicU64,
-    pub(super) pages: AtomicU64,
-    /// The single origin's paths: path and query → index in its `paths`.
+    /// The single origin's paths: path and query → index in its `paths`
+    /// (for the browser models and the replay, which name their paths).
     pub(super) path_index: std::collections::HashMap<String, usize>,
-    /// The replay, when that is the workload.
-    pub(super) replay: Option<ReplayRun>,
+    /// Offer a stored session whenever there is one (the e-commerce model
+    /// and the replay decide resumption themselves) rather than as the
+    /// reuse planner says.
+    pub(super) offer_held: bool,
 }
 
 /// Whether a request is measured.

@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use tlslab_crypto::pki::Generated;
+use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_load::{LoadConfig, Target, Trust};
 use tlslab_report::LoadReport;
-use tlslab_server::Server;
+use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
 
 pub fn any_port() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -18,6 +18,20 @@ pub fn any_port() -> SocketAddr {
 
 pub fn https(s: &Server, path: &str) -> Target {
     Target::parse(&format!("https://{}{path}", s.https_addr().unwrap())).unwrap()
+}
+
+/// A server with a fresh ECDSA chain, one worker thread, an HTTPS and a
+/// plain HTTP listener, writing an access log to `log` if given; `tweak`
+/// adjusts the TLS settings.
+pub fn tls_server(log: Option<&Path>, tweak: impl FnOnce(&mut TlsSettings)) -> (Server, Generated) {
+    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let mut tls = TlsSettings::new(CertSource::Generated(g.clone()));
+    tweak(&mut tls);
+    let mut cfg = ServeConfig::new(any_port(), Content::Empty, tls);
+    cfg.http = Some(any_port());
+    cfg.threads = 1;
+    cfg.access_log = log.map(Path::to_path_buf);
+    (Server::start(cfg).unwrap(), g)
 }
 
 /// A bounded load config trusting `g`'s CA: 20 s at most, 2 threads, 5 s timeout.
@@ -52,6 +66,12 @@ pub fn num(r: &Row, col: &str) -> u64 {
     r[col]
         .parse()
         .unwrap_or_else(|_| panic!("{col} = {:?}", r[col]))
+}
+
+/// Checks that no request completed and `n` failed as `kind`.
+pub fn all_failed(report: &LoadReport, kind: &str, n: u64) {
+    assert_eq!(report.requests.completed, 0);
+    assert_eq!(report.errors.get(kind), Some(&n), "{:?}", report.errors);
 }
 
 /// Runs `cfg` with a CSV log and checks the log has one row per attempt.

@@ -1,10 +1,11 @@
-//! Configuration checks, and the expansion of a workload's paths under
-//! its base URL.
+//! The checks of a load configuration: the one place the load rules live.
 
 use std::time::Duration;
 
-use crate::target::Target;
-use crate::{Error, LoadConfig, ThinkTime, Workload};
+use tlslab_workload::think::ThinkTime;
+
+use crate::config::{LoadConfig, Workload};
+use crate::error::Error;
 
 /// The most clients a run may have (client numbers are 32-bit).
 const MAX_CLIENTS: usize = 1_000_000;
@@ -16,35 +17,21 @@ const MAX_STREAMS: u32 = 10_000;
 /// overflow the clock.
 const MAX_SPAN: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// The workload's `paths` under the one base URL of `targets`.
-pub(super) fn expand_base(
-    targets: &[Target],
-    workload: &str,
-    paths: impl Iterator<Item = String>,
-) -> Result<Vec<Target>, Error> {
-    let [base] = targets else {
-        return Err(Error::Config(format!(
-            "--workload {workload} takes exactly one URL, the server's base (https://host:port)"
-        )));
-    };
-    if base.path != "/" {
-        return Err(Error::Config(format!(
-            "--workload {workload} draws the paths itself; give the base URL without a path \
-             ({}://{}) instead of {base}",
-            base.scheme.name(),
-            base.host_header()
-        )));
+impl LoadConfig {
+    /// Checks that the configuration can run: [`validate`].
+    pub fn validate(&self) -> Result<(), Error> {
+        validate(self)
     }
-    Ok(paths
-        .map(|path| Target {
-            path,
-            ..base.clone()
-        })
-        .collect())
 }
 
-pub(crate) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
-    let bad = |m: &str| Err(Error::Config(m.into()));
+/// Checks that `cfg` can run, before any work (what [`crate::run`] checks
+/// first, and the one place the load rules live): bounds of clients,
+/// threads, duration, warm-up, timeout, reuse, rate and streams, a valid
+/// `sni`, and options that work together. A pure function: no I/O. The
+/// error is [`Error::Invalid`] (a usage error, [`Error::is_usage`]) naming
+/// the flag and the fix, or a bad `--sni`.
+pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
+    let bad = |m: &str| Err(Error::Invalid(m.into()));
     if cfg.targets.is_empty() {
         return bad("no target URL; give at least one, such as https://127.0.0.1:8443/");
     }
@@ -82,7 +69,7 @@ pub(crate) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
                 "--sni is empty; give the server name to send (a DNS name), or drop --sni to use the URL's host",
             );
         }
-        crate::tls::server_name(Some(sni), "")?;
+        crate::target::server_name(Some(sni), "")?;
     }
     if cfg.retry_backoff > MAX_SPAN {
         return bad("--retry-backoff must be at most 365 days; give e.g. 10ms");
@@ -127,29 +114,22 @@ pub(crate) fn validate(cfg: &LoadConfig) -> Result<(), Error> {
             );
         }
     }
-    if cfg.workload == Workload::Replay
-        && (cfg.open_loop.is_some()
-            || cfg.retry_on_failure
-            || cfg.think_time != ThinkTime::Zero
-            || cfg.reuse != 0.0
-            || cfg.requests_per_conn != 1)
+    let model = match cfg.workload {
+        Workload::Replay => "a replay takes its order, timing and resumption from the log",
+        Workload::Ecommerce => {
+            "the e-commerce model decides connections, resumption and think times itself"
+        }
+        _ => return Ok(()),
+    };
+    if cfg.open_loop.is_some()
+        || cfg.retry_on_failure
+        || cfg.think_time != ThinkTime::Zero
+        || cfg.reuse != 0.0
+        || cfg.requests_per_conn != 1
     {
-        return bad(
-            "a replay takes its order, timing and resumption from the log; \
-             drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn",
-        );
-    }
-    if cfg.workload == Workload::Ecommerce
-        && (cfg.open_loop.is_some()
-            || cfg.retry_on_failure
-            || cfg.think_time != ThinkTime::Zero
-            || cfg.reuse != 0.0
-            || cfg.requests_per_conn != 1)
-    {
-        return bad(
-            "the e-commerce model decides connections, resumption and think times itself; \
-             drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn",
-        );
+        return Err(Error::Invalid(format!(
+            "{model}; drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn"
+        )));
     }
     Ok(())
 }
