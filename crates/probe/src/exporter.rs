@@ -25,7 +25,8 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-use crate::{Phase, ProbeConfig, Sample, probe_target};
+use crate::round::{ProbeConfig, parse_target, probe_target};
+use crate::sample::{Phase, Sample};
 
 /// The metrics of one probe, as the exporter returns them.
 pub fn metrics(s: &Sample) -> String {
@@ -190,7 +191,7 @@ async fn handle(
     match req.uri().path() {
         "/probe" => match target_param(req.uri().query()) {
             Some(t) if !t.is_empty() => {
-                if let Err(e) = crate::parse_target(&t) {
+                if let Err(e) = parse_target(&t) {
                     return Ok(reply(StatusCode::BAD_REQUEST, format!("{e}\n")));
                 }
                 let s = probe_target(&cfg, &t).await;
