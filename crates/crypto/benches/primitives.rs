@@ -57,6 +57,24 @@ fn spki_key_bits(spki: &[u8]) -> Vec<u8> {
     bits[bh + 1..bh + bl].to_vec()
 }
 
+/// A fresh `kt` key loaded by `p`, and its signer for `scheme`.
+fn signer(
+    p: &CryptoProvider,
+    kt: KeyType,
+    scheme: SignatureScheme,
+) -> (
+    Arc<dyn rustls::sign::SigningKey>,
+    Box<dyn rustls::sign::Signer>,
+) {
+    let g = pki::generate(kt, &[]).expect("key generation");
+    let key = p
+        .key_provider
+        .load_private_key(g.key_der().expect("key"))
+        .expect("load key");
+    let signer = key.choose_scheme(&[scheme]).expect("scheme");
+    (key, signer)
+}
+
 fn sign_verify(c: &mut Criterion) {
     let msg = [0x42u8; 130]; // about the size of a TLS 1.3 CertificateVerify input
     let keys = [
@@ -69,12 +87,7 @@ fn sign_verify(c: &mut Criterion) {
     let mut sign = c.benchmark_group("sign");
     for (name, p) in providers() {
         for (kt, scheme) in keys {
-            let g = pki::generate(kt, &[]).expect("key generation");
-            let key = p
-                .key_provider
-                .load_private_key(g.key_der().expect("key"))
-                .expect("load key");
-            let signer = key.choose_scheme(&[scheme]).expect("scheme");
+            let (_, signer) = signer(&p, kt, scheme);
             sign.bench_function(BenchmarkId::new(name, format!("{scheme:?}")), |b| {
                 b.iter(|| signer.sign(black_box(&msg)).expect("sign"))
             });
@@ -84,12 +97,7 @@ fn sign_verify(c: &mut Criterion) {
     let mut verify = c.benchmark_group("verify");
     for (name, p) in providers() {
         for (kt, scheme) in keys {
-            let g = pki::generate(kt, &[]).expect("key generation");
-            let key = p
-                .key_provider
-                .load_private_key(g.key_der().expect("key"))
-                .expect("load key");
-            let signer = key.choose_scheme(&[scheme]).expect("scheme");
+            let (key, signer) = signer(&p, kt, scheme);
             let sig = signer.sign(&msg).expect("sign");
             let pk = spki_key_bits(key.public_key().expect("public key").as_ref());
             let alg = p

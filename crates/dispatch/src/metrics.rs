@@ -121,177 +121,112 @@ pub struct Exposition<'a> {
     pub cpu_seconds: f64,
 }
 
+/// One metric family: its name (after `tlslab_dispatch_`), type, help and
+/// samples (labels, value).
+type Family<'a> = (&'a str, &'a str, &'a str, Vec<(String, String)>);
+
 /// The Prometheus text (version 0.0.4) exposition.
 pub fn render(e: &Exposition<'_>) -> String {
     let m = e.metrics;
-    let mut o = String::with_capacity(4096);
-    let family = |o: &mut String, name: &str, typ: &str, help: &str| {
-        let _ = writeln!(o, "# HELP tlslab_dispatch_{name} {help}");
-        let _ = writeln!(o, "# TYPE tlslab_dispatch_{name} {typ}");
+    let one = |v: &AtomicU64| vec![(String::new(), v.load(Relaxed).to_string())];
+    let by = |key: &str, labels: &[&str], values: &[AtomicU64]| -> Vec<(String, String)> {
+        labels
+            .iter()
+            .zip(values)
+            .map(|(l, v)| (format!("{key}=\"{l}\""), v.load(Relaxed).to_string()))
+            .collect()
     };
-    family(
-        &mut o,
-        "connections_total",
-        "counter",
-        "Client connections by routing decision (dispatcher-observed).",
-    );
-    for (i, l) in Decision::LABELS.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "tlslab_dispatch_connections_total{{policy=\"{}\",decision=\"{l}\"}} {}",
-            e.policy,
-            m.decisions[i].load(Relaxed)
-        );
-    }
-    family(
-        &mut o,
-        "resumption_attempts_total",
-        "counter",
-        "ClientHellos offering a session ID (TLS 1.2 only clients), a ticket or a PSK, whose ServerHello was seen.",
-    );
-    let _ = writeln!(
-        o,
-        "tlslab_dispatch_resumption_attempts_total {}",
-        m.attempts.load(Relaxed)
-    );
-    family(
-        &mut o,
-        "resumptions_accepted_total",
-        "counter",
-        "Resumption attempts the chosen node accepted, read from its ServerHello.",
-    );
-    let _ = writeln!(
-        o,
-        "tlslab_dispatch_resumptions_accepted_total {}",
-        m.accepted.load(Relaxed)
-    );
-    family(
-        &mut o,
-        "routing_efficiency",
-        "gauge",
-        "resumptions_accepted_total / resumption_attempts_total since start (NaN before any attempt).",
-    );
-    let _ = writeln!(
-        o,
-        "tlslab_dispatch_routing_efficiency {}",
-        m.routing_efficiency()
-    );
-    family(
-        &mut o,
-        "rerouted_down_total",
-        "counter",
-        "Connections whose learned node was down, routed by load instead.",
-    );
-    let _ = writeln!(
-        o,
-        "tlslab_dispatch_rerouted_down_total {}",
-        m.rerouted_down.load(Relaxed)
-    );
-    family(
-        &mut o,
-        "bad_input_total",
-        "counter",
-        "Connections whose first bytes were not a complete, valid ClientHello, by kind.",
-    );
-    for (i, l) in BadInput::LABELS.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "tlslab_dispatch_bad_input_total{{kind=\"{l}\"}} {}",
-            m.bad_input[i].load(Relaxed)
-        );
-    }
-    family(
-        &mut o,
-        "bad_input_closed_total",
-        "counter",
-        "Bad-input connections closed instead of forwarded (--bad-input close).",
-    );
-    let _ = writeln!(
-        o,
-        "tlslab_dispatch_bad_input_closed_total {}",
-        m.bad_input_closed.load(Relaxed)
-    );
-    family(
-        &mut o,
-        "open_connections",
-        "gauge",
-        "Client connections open now, reading a ClientHello or proxied.",
-    );
-    let _ = writeln!(
-        o,
-        "tlslab_dispatch_open_connections {}",
-        m.open.load(Relaxed)
-    );
-    family(
-        &mut o,
-        "idle_closed_total",
-        "counter",
-        "Proxied connections closed because nothing moved either way for --idle-timeout.",
-    );
-    let _ = writeln!(
-        o,
-        "tlslab_dispatch_idle_closed_total {}",
-        m.idle_closed.load(Relaxed)
-    );
-    family(
-        &mut o,
-        "resets_total",
-        "counter",
-        "Proxied connections ended by a reset or failed write on one side, passed on to the other side as a reset.",
-    );
-    for (i, l) in ["node", "client"].iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "tlslab_dispatch_resets_total{{from=\"{l}\"}} {}",
-            m.resets[i].load(Relaxed)
-        );
-    }
-    family(
-        &mut o,
-        "no_backend_total",
-        "counter",
-        "Connections closed because no backend could be reached.",
-    );
-    let _ = writeln!(
-        o,
-        "tlslab_dispatch_no_backend_total {}",
-        m.no_backend.load(Relaxed)
-    );
-    family(
-        &mut o,
-        "learned_total",
-        "counter",
-        "Session mappings learned, by kind.",
-    );
-    for k in KeyKind::ALL {
-        let _ = writeln!(
-            o,
-            "tlslab_dispatch_learned_total{{kind=\"{}\"}} {}",
-            k.label(),
-            m.learned[k as usize].load(Relaxed)
-        );
-    }
-    family(
-        &mut o,
-        "sessions",
-        "gauge",
-        "Session mappings held now, by kind.",
-    );
-    for k in KeyKind::ALL {
-        let _ = writeln!(
-            o,
-            "tlslab_dispatch_sessions{{kind=\"{}\"}} {}",
-            k.label(),
-            e.held[k as usize]
-        );
-    }
-    family(
-        &mut o,
-        "cpu_seconds_total",
-        "counter",
-        "The dispatcher process's CPU time, user + system (getrusage).",
-    );
-    let _ = writeln!(o, "tlslab_dispatch_cpu_seconds_total {:.6}", e.cpu_seconds);
+    let kinds = KeyKind::ALL.map(KeyKind::label);
+    let held = e.held.map(AtomicU64::new);
+    let mut families: Vec<Family<'_>> = vec![
+        (
+            "connections_total",
+            "counter",
+            "Client connections by routing decision (dispatcher-observed).",
+            by("decision", &Decision::LABELS, &m.decisions)
+                .into_iter()
+                .map(|(l, v)| (format!("policy=\"{}\",{l}", e.policy), v))
+                .collect(),
+        ),
+        (
+            "resumption_attempts_total",
+            "counter",
+            "ClientHellos offering a session ID (TLS 1.2 only clients), a ticket or a PSK, whose ServerHello was seen.",
+            one(&m.attempts),
+        ),
+        (
+            "resumptions_accepted_total",
+            "counter",
+            "Resumption attempts the chosen node accepted, read from its ServerHello.",
+            one(&m.accepted),
+        ),
+        (
+            "routing_efficiency",
+            "gauge",
+            "resumptions_accepted_total / resumption_attempts_total since start (NaN before any attempt).",
+            vec![(String::new(), m.routing_efficiency().to_string())],
+        ),
+        (
+            "rerouted_down_total",
+            "counter",
+            "Connections whose learned node was down, routed by load instead.",
+            one(&m.rerouted_down),
+        ),
+        (
+            "bad_input_total",
+            "counter",
+            "Connections whose first bytes were not a complete, valid ClientHello, by kind.",
+            by("kind", &BadInput::LABELS, &m.bad_input),
+        ),
+        (
+            "bad_input_closed_total",
+            "counter",
+            "Bad-input connections closed instead of forwarded (--bad-input close).",
+            one(&m.bad_input_closed),
+        ),
+        (
+            "open_connections",
+            "gauge",
+            "Client connections open now, reading a ClientHello or proxied.",
+            one(&m.open),
+        ),
+        (
+            "idle_closed_total",
+            "counter",
+            "Proxied connections closed because nothing moved either way for --idle-timeout.",
+            one(&m.idle_closed),
+        ),
+        (
+            "resets_total",
+            "counter",
+            "Proxied connections ended by a reset or failed write on one side, passed on to the other side as a reset.",
+            by("from", &["node", "client"], &m.resets),
+        ),
+        (
+            "no_backend_total",
+            "counter",
+            "Connections closed because no backend could be reached.",
+            one(&m.no_backend),
+        ),
+        (
+            "learned_total",
+            "counter",
+            "Session mappings learned, by kind.",
+            by("kind", &kinds, &m.learned),
+        ),
+        (
+            "sessions",
+            "gauge",
+            "Session mappings held now, by kind.",
+            by("kind", &kinds, &held),
+        ),
+        (
+            "cpu_seconds_total",
+            "counter",
+            "The dispatcher process's CPU time, user + system (getrusage).",
+            vec![(String::new(), format!("{:.6}", e.cpu_seconds))],
+        ),
+    ];
     type Get = fn(&NodeStats) -> u64;
     let per_node: [(&str, &str, &str, Get); 7] = [
         (
@@ -337,10 +272,24 @@ pub fn render(e: &Exposition<'_>) -> String {
             |s| s.health_failures.load(Relaxed),
         ),
     ];
-    for (name, typ, help, get) in per_node {
-        family(&mut o, name, typ, help);
-        for (addr, s) in &e.nodes {
-            let _ = writeln!(o, "tlslab_dispatch_{name}{{node=\"{addr}\"}} {}", get(s));
+    families.extend(per_node.map(|(name, typ, help, get)| {
+        let samples = e
+            .nodes
+            .iter()
+            .map(|(addr, s)| (format!("node=\"{addr}\""), get(s).to_string()))
+            .collect();
+        (name, typ, help, samples)
+    }));
+    let mut o = String::with_capacity(4096);
+    for (name, typ, help, samples) in families {
+        let _ = writeln!(o, "# HELP tlslab_dispatch_{name} {help}");
+        let _ = writeln!(o, "# TYPE tlslab_dispatch_{name} {typ}");
+        for (labels, v) in samples {
+            if labels.is_empty() {
+                let _ = writeln!(o, "tlslab_dispatch_{name} {v}");
+            } else {
+                let _ = writeln!(o, "tlslab_dispatch_{name}{{{labels}}} {v}");
+            }
         }
     }
     o

@@ -3,7 +3,7 @@
 //! it: the probe's GET reads through a fixed buffer and keeps only this
 //! count.
 
-use crate::round::Failed;
+use crate::failed::Failed;
 
 /// Counts a response body as it streams, by its framing, holding none of
 /// it.

@@ -25,7 +25,8 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-use crate::{Phase, ProbeConfig, Sample, probe_target};
+use crate::round::{ProbeConfig, parse_target, probe_target};
+use crate::sample::{Phase, Sample};
 
 /// The metrics of one probe, as the exporter returns them.
 pub fn metrics(s: &Sample) -> String {
@@ -53,11 +54,7 @@ pub fn metrics(s: &Sample) -> String {
         }
     }
     let gauge = |out: &mut String, name: &str, help: &str, v: Option<f64>| {
-        if let Some(v) = v {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            let _ = writeln!(out, "{name} {v}");
-        }
+        labelled_gauge(out, name, help, "", v);
     };
     gauge(
         &mut out,
@@ -96,33 +93,47 @@ pub fn metrics(s: &Sample) -> String {
         s.full_handshake_bytes.map(|t| t as f64),
     );
     if let Some(v) = &s.version {
-        let _ = writeln!(
-            out,
-            "# HELP tlslab_probe_tls_version_info The negotiated TLS version."
-        );
-        let _ = writeln!(out, "# TYPE tlslab_probe_tls_version_info gauge");
-        let _ = writeln!(
-            out,
-            "tlslab_probe_tls_version_info{{version=\"{}\",suite=\"{}\",group=\"{}\"}} 1",
+        let labels = format!(
+            "{{version=\"{}\",suite=\"{}\",group=\"{}\"}}",
             esc(v),
             esc(s.suite.as_deref().unwrap_or("")),
             esc(s.group.as_deref().unwrap_or(""))
         );
+        let help = "The negotiated TLS version.";
+        labelled_gauge(
+            &mut out,
+            "tlslab_probe_tls_version_info",
+            help,
+            &labels,
+            Some(1.0),
+        );
     }
     if let Some(k) = &s.error_kind {
-        let _ = writeln!(
-            out,
-            "# HELP tlslab_probe_error_info The failed phase and error class."
-        );
-        let _ = writeln!(out, "# TYPE tlslab_probe_error_info gauge");
-        let _ = writeln!(
-            out,
-            "tlslab_probe_error_info{{phase=\"{}\",kind=\"{}\"}} 1",
+        let labels = format!(
+            "{{phase=\"{}\",kind=\"{}\"}}",
             esc(s.error_phase.as_deref().unwrap_or("")),
             esc(k)
         );
+        let help = "The failed phase and error class.";
+        labelled_gauge(
+            &mut out,
+            "tlslab_probe_error_info",
+            help,
+            &labels,
+            Some(1.0),
+        );
     }
     out
+}
+
+/// Writes a gauge with its HELP and TYPE lines, if it has a value;
+/// `labels` is empty or `{name="value",…}`.
+fn labelled_gauge(out: &mut String, name: &str, help: &str, labels: &str, v: Option<f64>) {
+    if let Some(v) = v {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name}{labels} {v}");
+    }
 }
 
 fn esc(v: &str) -> String {
@@ -190,7 +201,7 @@ async fn handle(
     match req.uri().path() {
         "/probe" => match target_param(req.uri().query()) {
             Some(t) if !t.is_empty() => {
-                if let Err(e) = crate::parse_target(&t) {
+                if let Err(e) = parse_target(&t) {
                     return Ok(reply(StatusCode::BAD_REQUEST, format!("{e}\n")));
                 }
                 let s = probe_target(&cfg, &t).await;

@@ -17,34 +17,19 @@
 //! WAN emulator (that is `tlslab relay`).
 
 mod body;
+mod error;
+mod failed;
 mod round;
+mod sample;
 mod schedule;
 mod store;
 
 pub mod exporter;
-pub mod postgres;
 pub mod report;
 pub mod svg;
 
-pub use round::{Phase, ProbeConfig, Sample, parse_target, probe_target};
+pub use error::Error;
+pub use round::{ProbeConfig, parse_target, probe_target};
+pub use sample::{Phase, Sample};
 pub use schedule::{Schedule, run};
-pub use store::{SqliteStore, Store, StoreError, open as open_store};
-
-/// Errors that stop the probe (never a failed target: that is a [`Sample`]
-/// with an error kind).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The configuration cannot work.
-    #[error("{0}")]
-    Config(String),
-    /// The load client refused the configuration (trust, versions).
-    #[error(transparent)]
-    Load(#[from] tlslab_load::Error),
-    /// The database failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// An I/O failure outside the probed connections.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
+pub use store::{SqliteStore, Store, StoreError, open as open_store, postgres};

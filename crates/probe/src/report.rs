@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::{Phase, Sample};
+use crate::sample::{Phase, Sample};
 
 /// Width of a histogram bucket, as in seed 003's figures.
 pub const BUCKET_MS: f64 = 10.0;

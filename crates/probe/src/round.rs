@@ -4,12 +4,11 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rustls::client::{Resumption, Tls12Resumption};
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, HandshakeKind};
-use serde::{Deserialize, Serialize};
 use tlslab_crypto::store::ClientSessions;
 use tlslab_load::Target;
 use tlslab_load::client::{RoundTrips, classify};
@@ -19,8 +18,10 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::Error;
 use crate::body::{Body, Framing};
+use crate::error::Error;
+use crate::failed::Failed;
+use crate::sample::{Phase, Sample, now_ms};
 
 /// How targets are probed.
 #[derive(Clone, Debug)]
@@ -39,7 +40,7 @@ impl ProbeConfig {
     /// A probe configuration from a load configuration's TLS settings.
     pub fn from_load(cfg: &tlslab_load::LoadConfig, timeout: Duration) -> Result<Self, Error> {
         if timeout.is_zero() {
-            return Err(Error::Config("--timeout must be more than 0".into()));
+            return Err(Error::ZeroTimeout);
         }
         Ok(ProbeConfig {
             tls: Arc::new(tlslab_load::client::tls_config(cfg)?),
@@ -49,155 +50,9 @@ impl ProbeConfig {
     }
 }
 
-/// The timed phases of a sample, in the order they happen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Name resolution.
-    Dns,
-    /// TCP connect of the first connection.
-    Connect,
-    /// The full handshake (fresh client, no session).
-    TlsFull,
-    /// The handshake of the second connection, offering the first's session.
-    TlsResumed,
-    /// Request written to the first response byte (first connection).
-    Ttfb,
-    /// Request written to the last response byte (first connection): seed
-    /// 003's "HTTP GET".
-    Get,
-    /// DNS start to the last byte of the first connection's response.
-    Total,
-}
-
-impl Phase {
-    /// Every phase.
-    pub const ALL: [Phase; 7] = [
-        Phase::Dns,
-        Phase::Connect,
-        Phase::TlsFull,
-        Phase::TlsResumed,
-        Phase::Ttfb,
-        Phase::Get,
-        Phase::Total,
-    ];
-
-    /// The name used in output and metrics labels.
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Dns => "dns",
-            Phase::Connect => "connect",
-            Phase::TlsFull => "tls_full",
-            Phase::TlsResumed => "tls_resumed",
-            Phase::Ttfb => "ttfb",
-            Phase::Get => "get",
-            Phase::Total => "total",
-        }
-    }
-}
-
-/// One probe of one target. Durations are microseconds; a phase that did
-/// not run (an earlier one failed) is `None`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    /// The target URL as given.
-    pub target: String,
-    /// When the probe started, in milliseconds since the Unix epoch.
-    pub started_at_ms: i64,
-    /// Name resolution.
-    pub dns_us: Option<i64>,
-    /// TCP connect (first connection).
-    pub connect_us: Option<i64>,
-    /// Full handshake.
-    pub tls_full_us: Option<i64>,
-    /// Request to first response byte (first connection).
-    pub ttfb_us: Option<i64>,
-    /// Request to last response byte (first connection).
-    pub get_us: Option<i64>,
-    /// DNS start to last byte (first connection).
-    pub total_us: Option<i64>,
-    /// HTTP status of the first connection's GET.
-    pub status: Option<u16>,
-    /// Body bytes of the first connection's GET response, counted as they
-    /// stream (never held whole). Shown and exported, not stored in the
-    /// database.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body_bytes: Option<i64>,
-    /// TCP connect of the second connection.
-    pub resumed_connect_us: Option<i64>,
-    /// The second connection's handshake.
-    pub tls_resumed_us: Option<i64>,
-    /// Request to last response byte on the second connection.
-    pub resumed_get_us: Option<i64>,
-    /// Whether the second handshake offered a session (false: the server
-    /// issued none on the first connection).
-    pub resumption_offered: Option<bool>,
-    /// Whether the server accepted the offered session.
-    pub resumption_accepted: Option<bool>,
-    /// Negotiated TLS version (`1.2`, `1.3`), of the full handshake.
-    pub version: Option<String>,
-    /// Negotiated cipher suite.
-    pub suite: Option<String>,
-    /// Negotiated key-exchange group (none for a TLS 1.2 resumption).
-    pub group: Option<String>,
-    /// Negotiated ALPN protocol.
-    pub alpn: Option<String>,
-    /// The leaf certificate's not-after, in seconds since the Unix epoch.
-    pub cert_not_after: Option<i64>,
-    /// Certificates the server sent.
-    pub chain_len: Option<i64>,
-    /// Socket bytes (both ways) of the full handshake.
-    pub full_handshake_bytes: Option<i64>,
-    /// Round trips of the full handshake.
-    pub full_handshake_round_trips: Option<i64>,
-    /// Socket bytes (both ways) of the second handshake.
-    pub resumed_handshake_bytes: Option<i64>,
-    /// Round trips of the second handshake.
-    pub resumed_handshake_round_trips: Option<i64>,
-    /// The phase that failed, if any.
-    pub error_phase: Option<String>,
-    /// The error's class (`dns`, `timeout`, `connection_refused`, a TLS
-    /// alert or rustls error name, `http_status`, ...).
-    pub error_kind: Option<String>,
-    /// The error's message.
-    pub error: Option<String>,
-}
-
-impl Sample {
-    /// The duration of `phase`, in microseconds.
-    pub fn phase_us(&self, phase: Phase) -> Option<i64> {
-        match phase {
-            Phase::Dns => self.dns_us,
-            Phase::Connect => self.connect_us,
-            Phase::TlsFull => self.tls_full_us,
-            Phase::TlsResumed => self.tls_resumed_us,
-            Phase::Ttfb => self.ttfb_us,
-            Phase::Get => self.get_us,
-            Phase::Total => self.total_us,
-        }
-    }
-
-    fn fail(&mut self, phase: Phase, kind: impl Into<String>, msg: impl Into<String>) {
-        self.error_phase = Some(phase.name().to_string());
-        self.error_kind = Some(kind.into());
-        self.error = Some(msg.into());
-    }
-}
-
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
-
-/// Milliseconds since the Unix epoch, now.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// A phase that failed: its class and message.
-pub(crate) struct Failed(pub(crate) String, pub(crate) String);
 
 fn io_failed(e: &std::io::Error) -> Failed {
     Failed(classify(e), e.to_string())

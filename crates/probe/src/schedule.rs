@@ -6,7 +6,10 @@ use std::time::Duration;
 use rand::{RngExt, SeedableRng};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::{Error, ProbeConfig, Sample, Store, StoreError, probe_target};
+use crate::error::Error;
+use crate::round::{ProbeConfig, probe_target};
+use crate::sample::{Sample, now_ms};
+use crate::store::{Store, StoreError};
 
 /// When rounds run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,20 +33,18 @@ pub async fn run<S: Store>(
     mut on_round: impl FnMut(i64, &[Sample]),
 ) -> Result<u64, Error> {
     if targets.is_empty() {
-        return Err(Error::Config(
-            "no targets; give URLs or --targets FILE".into(),
-        ));
+        return Err(Error::NoTargets);
     }
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
-        u64::try_from(crate::round::now_ms()).unwrap_or(0) ^ u64::from(std::process::id()),
+        u64::try_from(now_ms()).unwrap_or(0) ^ u64::from(std::process::id()),
     );
     let mut done = 0u64;
     let mut stop = false;
     loop {
         let started = tokio::time::Instant::now();
-        let started_ms = crate::round::now_ms();
+        let started_ms = now_ms();
         let round = async {
             let mut set = tokio::task::JoinSet::new();
             for (i, t) in targets.iter().enumerate() {

@@ -5,8 +5,8 @@
 
 use plotters::prelude::*;
 
-use crate::Phase;
 use crate::report::{BUCKET_MS, TargetReport};
+use crate::sample::Phase;
 
 const FULL: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const RESUMED: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
@@ -167,7 +167,7 @@ pub fn file_name(target: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Sample;
+    use crate::sample::Sample;
 
     #[test]
     fn a_target_with_handshakes_draws_both_kinds() {

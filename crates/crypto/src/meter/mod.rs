@@ -133,7 +133,7 @@ impl Op {
     }
 }
 
-const SCHEMES: [SignatureScheme; 14] = [
+pub(crate) const SCHEMES: [SignatureScheme; 14] = [
     SignatureScheme::RSA_PKCS1_SHA256,
     SignatureScheme::RSA_PKCS1_SHA384,
     SignatureScheme::RSA_PKCS1_SHA512,

@@ -56,14 +56,24 @@ pub(crate) fn connect(
     )
 }
 
+/// A client and a server connection, each with a metered provider: the
+/// client's meter, the server's, and the two ends.
+fn metered_connection(
+    v: &[Version],
+    g: &pki::Generated,
+) -> (Arc<Meter>, Arc<Meter>, ClientConnection, ServerConnection) {
+    let (cm, sm) = (Meter::new(), Meter::new());
+    let sc = Arc::new(server_config(metered(base(v), sm.clone()), v, g));
+    let cc = Arc::new(client_config(metered(base(v), cm.clone()), v, g));
+    let (c, s) = connect(&cc, &sc);
+    (cm, sm, c, s)
+}
+
 #[test]
 fn tls13_handshake_is_metered_on_both_sides() {
     let v = [Version::Tls13];
     let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
-    let (cm, sm) = (Meter::new(), Meter::new());
-    let sc = Arc::new(server_config(metered(base(&v), sm.clone()), &v, &g));
-    let cc = Arc::new(client_config(metered(base(&v), cm.clone()), &v, &g));
-    let (mut c, mut s) = connect(&cc, &sc);
+    let (cm, sm, mut c, mut s) = metered_connection(&v, &g);
     let mut wire = Wire::default();
     let (req, resp) = exchange(
         &mut c,
@@ -111,10 +121,7 @@ fn ml_dsa_chains_sign_and_verify_under_their_own_labels() {
     // with ML-DSA-44; the client verifies the leaf's ECDSA signature (by the
     // intermediate) and the ML-DSA CertificateVerify.
     let g = pki::generate_chain(KeyType::MlDsa44, Some(KeyType::EcdsaP256), &[]).unwrap();
-    let (cm, sm) = (Meter::new(), Meter::new());
-    let sc = Arc::new(server_config(metered(base(&v), sm.clone()), &v, &g));
-    let cc = Arc::new(client_config(metered(base(&v), cm.clone()), &v, &g));
-    let (mut c, mut s) = connect(&cc, &sc);
+    let (cm, sm, mut c, mut s) = metered_connection(&v, &g);
     let mut wire = Wire::default();
     exchange(&mut c, &mut s, b"ping", b"pong", &mut wire).unwrap();
     let s = sm.snapshot();
@@ -131,10 +138,7 @@ fn ml_dsa_chains_sign_and_verify_under_their_own_labels() {
     // A whole ML-DSA-87 chain: the root's signature on the intermediate,
     // the intermediate's on the leaf and the CertificateVerify.
     let g = pki::generate_chain(KeyType::MlDsa87, Some(KeyType::MlDsa87), &[]).unwrap();
-    let (cm, sm) = (Meter::new(), Meter::new());
-    let sc = Arc::new(server_config(metered(base(&v), sm.clone()), &v, &g));
-    let cc = Arc::new(client_config(metered(base(&v), cm.clone()), &v, &g));
-    let (mut c, mut s) = connect(&cc, &sc);
+    let (cm, sm, mut c, mut s) = metered_connection(&v, &g);
     exchange(&mut c, &mut s, b"ping", b"pong", &mut Wire::default()).unwrap();
     assert_eq!(sm.snapshot().get(Op::Sign, "mldsa87").unwrap().calls, 1);
     assert_eq!(cm.snapshot().get(Op::Verify, "mldsa87").unwrap().calls, 3);
@@ -144,10 +148,7 @@ fn ml_dsa_chains_sign_and_verify_under_their_own_labels() {
 fn tls12_handshake_meters_prf_and_kx() {
     let v = [Version::Tls12];
     let g = pki::generate(KeyType::Rsa2048, &[]).unwrap();
-    let (cm, sm) = (Meter::new(), Meter::new());
-    let sc = Arc::new(server_config(metered(base(&v), sm.clone()), &v, &g));
-    let cc = Arc::new(client_config(metered(base(&v), cm.clone()), &v, &g));
-    let (mut c, mut s) = connect(&cc, &sc);
+    let (cm, sm, mut c, mut s) = metered_connection(&v, &g);
     let mut wire = Wire::default();
     exchange(&mut c, &mut s, b"ping", b"pong", &mut wire).unwrap();
     let s = sm.snapshot();
@@ -166,6 +167,18 @@ fn tls12_handshake_meters_prf_and_kx() {
     assert_eq!(s.total(Op::OpenApplication).calls, 1);
 }
 
+/// Two connections to `sc` (the second resuming the first), and what
+/// `m` metered.
+fn connect_twice(sc: ServerConfig, v: &[Version], g: &pki::Generated, m: &Meter) -> Snapshot {
+    let sc = Arc::new(sc);
+    let cc = Arc::new(client_config(base(v), v, g));
+    for _ in 0..2 {
+        let (mut c, mut s) = connect(&cc, &sc);
+        exchange(&mut c, &mut s, b"a", b"b", &mut Wire::default()).unwrap();
+    }
+    m.snapshot()
+}
+
 #[test]
 fn store_and_ticketer_are_metered() {
     // TLS 1.2 session-ID resumption through a metered ServerSessionCache.
@@ -177,13 +190,7 @@ fn store_and_ticketer_are_metered() {
         ServerSessionCache::new(64, Duration::from_secs(60)),
         m.clone(),
     );
-    let sc = Arc::new(sc);
-    let cc = Arc::new(client_config(base(&v), &v, &g));
-    for _ in 0..2 {
-        let (mut c, mut s) = connect(&cc, &sc);
-        exchange(&mut c, &mut s, b"a", b"b", &mut Wire::default()).unwrap();
-    }
-    let snap = m.snapshot();
+    let snap = connect_twice(sc, &v, &g, &m);
     assert_eq!(snap.total(Op::StorePut).calls, 1, "{snap:?}");
     assert_eq!(snap.total(Op::StoreGet).calls, 1);
     assert!(snap.total(Op::StoreGet).bytes > 0, "the lookup should hit");
@@ -197,13 +204,7 @@ fn store_and_ticketer_are_metered() {
         m.clone(),
     );
     sc.send_tls13_tickets = 1;
-    let sc = Arc::new(sc);
-    let cc = Arc::new(client_config(base(&v), &v, &g));
-    for _ in 0..2 {
-        let (mut c, mut s) = connect(&cc, &sc);
-        exchange(&mut c, &mut s, b"a", b"b", &mut Wire::default()).unwrap();
-    }
-    let snap = m.snapshot();
+    let snap = connect_twice(sc, &v, &g, &m);
     assert_eq!(snap.total(Op::StorePut).calls, 2, "{snap:?}");
     assert_eq!(snap.total(Op::StoreGet).calls, 1);
     assert!(snap.total(Op::StoreGet).bytes > 0, "the take should hit");
@@ -214,13 +215,7 @@ fn store_and_ticketer_are_metered() {
     let mut sc = server_config(base(&v), &v, &g);
     sc.ticketer = MeteredTicketer::new(provider::ticketer().unwrap(), m.clone());
     sc.send_tls13_tickets = 1;
-    let sc = Arc::new(sc);
-    let cc = Arc::new(client_config(base(&v), &v, &g));
-    for _ in 0..2 {
-        let (mut c, mut s) = connect(&cc, &sc);
-        exchange(&mut c, &mut s, b"a", b"b", &mut Wire::default()).unwrap();
-    }
-    let snap = m.snapshot();
+    let snap = connect_twice(sc, &v, &g, &m);
     assert_eq!(snap.total(Op::TicketSeal).calls, 2, "{snap:?}");
     assert_eq!(snap.total(Op::TicketOpen).calls, 1);
 }

@@ -92,7 +92,7 @@ fn wrap_suite(s: SupportedCipherSuite, meter: &Arc<Meter>) -> SupportedCipherSui
                     inner: t.hkdf_provider,
                     meter: meter.clone(),
                 }),
-                aead_alg: leak(MeteredTls13Aead {
+                aead_alg: leak(MeteredAead {
                     inner: t.aead_alg,
                     meter: meter.clone(),
                 }),
@@ -116,7 +116,7 @@ fn wrap_suite(s: SupportedCipherSuite, meter: &Arc<Meter>) -> SupportedCipherSui
                 }),
                 kx: t.kx,
                 sign: t.sign,
-                aead_alg: leak(MeteredTls12Aead {
+                aead_alg: leak(MeteredAead {
                     inner: t.aead_alg,
                     meter: meter.clone(),
                 }),
@@ -327,23 +327,33 @@ impl tls12::Prf for MeteredPrf {
 
 // ---------------------------------------------------------------- aead
 
-struct MeteredTls13Aead {
-    inner: &'static dyn Tls13AeadAlgorithm,
+/// A TLS 1.3 or 1.2 AEAD whose encrypters and decrypters are metered.
+struct MeteredAead<A: ?Sized + 'static> {
+    inner: &'static A,
     meter: Arc<Meter>,
 }
 
-impl Tls13AeadAlgorithm for MeteredTls13Aead {
-    fn encrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageEncrypter> {
+impl<A: ?Sized> MeteredAead<A> {
+    fn wrap_encrypter(&self, inner: Box<dyn MessageEncrypter>) -> Box<dyn MessageEncrypter> {
         Box::new(MeteredEncrypter {
-            inner: self.inner.encrypter(key, iv),
+            inner,
             meter: self.meter.clone(),
         })
     }
-    fn decrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageDecrypter> {
+    fn wrap_decrypter(&self, inner: Box<dyn MessageDecrypter>) -> Box<dyn MessageDecrypter> {
         Box::new(MeteredDecrypter {
-            inner: self.inner.decrypter(key, iv),
+            inner,
             meter: self.meter.clone(),
         })
+    }
+}
+
+impl Tls13AeadAlgorithm for MeteredAead<dyn Tls13AeadAlgorithm> {
+    fn encrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageEncrypter> {
+        self.wrap_encrypter(self.inner.encrypter(key, iv))
+    }
+    fn decrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageDecrypter> {
+        self.wrap_decrypter(self.inner.decrypter(key, iv))
     }
     fn key_len(&self) -> usize {
         self.inner.key_len()
@@ -360,23 +370,12 @@ impl Tls13AeadAlgorithm for MeteredTls13Aead {
     }
 }
 
-struct MeteredTls12Aead {
-    inner: &'static dyn Tls12AeadAlgorithm,
-    meter: Arc<Meter>,
-}
-
-impl Tls12AeadAlgorithm for MeteredTls12Aead {
+impl Tls12AeadAlgorithm for MeteredAead<dyn Tls12AeadAlgorithm> {
     fn encrypter(&self, key: AeadKey, iv: &[u8], extra: &[u8]) -> Box<dyn MessageEncrypter> {
-        Box::new(MeteredEncrypter {
-            inner: self.inner.encrypter(key, iv, extra),
-            meter: self.meter.clone(),
-        })
+        self.wrap_encrypter(self.inner.encrypter(key, iv, extra))
     }
     fn decrypter(&self, key: AeadKey, iv: &[u8]) -> Box<dyn MessageDecrypter> {
-        Box::new(MeteredDecrypter {
-            inner: self.inner.decrypter(key, iv),
-            meter: self.meter.clone(),
-        })
+        self.wrap_decrypter(self.inner.decrypter(key, iv))
     }
     fn key_block_shape(&self) -> KeyBlockShape {
         self.inner.key_block_shape()

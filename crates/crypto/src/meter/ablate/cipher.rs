@@ -87,13 +87,12 @@ pub(crate) fn ablate_suite(
             } else {
                 t.hkdf_provider
             };
-            let aead_alg: &'static dyn Tls13AeadAlgorithm = match m {
-                None => t.aead_alg,
-                Some(mode) => leak(Ablated13 {
+            let aead_alg: &'static dyn Tls13AeadAlgorithm = m.map_or(t.aead_alg, |mode| {
+                leak(Ablated13 {
                     inner: t.aead_alg,
                     mode,
-                }),
-            };
+                })
+            });
             SupportedCipherSuite::Tls13(leak(Tls13CipherSuite {
                 common: common(&t.common),
                 hkdf_provider,
@@ -107,13 +106,12 @@ pub(crate) fn ablate_suite(
             } else {
                 t.prf_provider
             };
-            let aead_alg: &'static dyn Tls12AeadAlgorithm = match m {
-                None => t.aead_alg,
-                Some(mode) => leak(Ablated12 {
+            let aead_alg: &'static dyn Tls12AeadAlgorithm = m.map_or(t.aead_alg, |mode| {
+                leak(Ablated12 {
                     inner: t.aead_alg,
                     mode,
-                }),
-            };
+                })
+            });
             SupportedCipherSuite::Tls12(leak(Tls12CipherSuite {
                 common: common(&t.common),
                 prf_provider,

@@ -56,22 +56,6 @@ fn ecdsa_len(s: SignatureScheme) -> Option<usize> {
     }
 }
 
-const PROBE_SCHEMES: [SignatureScheme; 13] = [
-    SignatureScheme::RSA_PKCS1_SHA256,
-    SignatureScheme::RSA_PKCS1_SHA384,
-    SignatureScheme::RSA_PKCS1_SHA512,
-    SignatureScheme::RSA_PSS_SHA256,
-    SignatureScheme::RSA_PSS_SHA384,
-    SignatureScheme::RSA_PSS_SHA512,
-    SignatureScheme::ECDSA_NISTP256_SHA256,
-    SignatureScheme::ECDSA_NISTP384_SHA384,
-    SignatureScheme::ECDSA_NISTP521_SHA512,
-    SignatureScheme::ED25519,
-    SignatureScheme::ML_DSA_44,
-    SignatureScheme::ML_DSA_65,
-    SignatureScheme::ML_DSA_87,
-];
-
 impl KeyProvider for ConstSigKeyProvider {
     fn load_private_key(
         &self,
@@ -81,7 +65,8 @@ impl KeyProvider for ConstSigKeyProvider {
         // Learn each scheme's signature length once, at load time, so the
         // constant has the right size and no handshake signs for real.
         let mut lens = Vec::new();
-        for s in PROBE_SCHEMES {
+        let schemes = crate::meter::SCHEMES.into_iter();
+        for s in schemes.filter(|s| *s != SignatureScheme::ED448) {
             if let Some(signer) = real.choose_scheme(&[s]) {
                 let len = match ecdsa_len(s) {
                     Some(l) => l,

@@ -105,17 +105,10 @@ impl AblationSet {
 
     /// "skeleton": sig, kx, cipher, mac, hash, rng and cache at once.
     pub fn skeleton() -> AblationSet {
-        [
-            Ablation::Sig,
-            Ablation::Kx,
-            Ablation::Cipher,
-            Ablation::Mac,
-            Ablation::Hash,
-            Ablation::Rng,
-            Ablation::Cache,
-        ]
-        .into_iter()
-        .collect()
+        Ablation::ALL
+            .into_iter()
+            .filter(|a| *a != Ablation::Kdf)
+            .collect()
     }
 
     /// "minimal": seed 001 §2.3.9 as closely as rustls allows — every

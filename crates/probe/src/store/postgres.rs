@@ -1,5 +1,4 @@
-//! The PostgreSQL store (`--db postgres://…`): the SQLite store's schema,
-//! with its migrations versioned here, one transaction per round, and a
+//! The PostgreSQL store (`--db postgres://…`): the shared schema, one transaction per round, and a
 //! bounded in-memory queue for rounds that arrive while the server is
 //! unreachable.
 //!
@@ -11,38 +10,12 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 
-use tokio_postgres::types::ToSql;
+use bytes::BytesMut;
+use tokio_postgres::types::{IsNull, ToSql, Type};
 use tokio_postgres::{Client, NoTls};
 
-use crate::Sample;
-use crate::store::{COLUMNS, SCHEMA_VERSION, Store, StoreError};
-
-/// Migration `i` brings the schema from version `i` to `i + 1`; the same
-/// tables and columns as SQLite's, in PostgreSQL's types.
-const MIGRATIONS: &[&str] = &[r"
-CREATE TABLE rounds (
-    id BIGSERIAL PRIMARY KEY,
-    started_at_ms BIGINT NOT NULL,
-    committed_at_ms BIGINT NOT NULL
-);
-CREATE TABLE samples (
-    round_id BIGINT NOT NULL REFERENCES rounds(id),
-    target TEXT NOT NULL,
-    started_at_ms BIGINT NOT NULL,
-    dns_us BIGINT, connect_us BIGINT, tls_full_us BIGINT, ttfb_us BIGINT,
-    get_us BIGINT, total_us BIGINT, status INTEGER,
-    resumed_connect_us BIGINT, tls_resumed_us BIGINT, resumed_get_us BIGINT,
-    resumption_offered BOOLEAN, resumption_accepted BOOLEAN,
-    version TEXT, suite TEXT, grp TEXT, alpn TEXT,
-    cert_not_after BIGINT, chain_len BIGINT,
-    full_handshake_bytes BIGINT, full_handshake_round_trips BIGINT,
-    resumed_handshake_bytes BIGINT, resumed_handshake_round_trips BIGINT,
-    error_phase TEXT, error_kind TEXT, error TEXT
-);
-CREATE INDEX samples_by_time ON samples(started_at_ms);
-"];
-
-const _: () = assert!(MIGRATIONS.len() as i64 == SCHEMA_VERSION);
+use super::base::{self, MIGRATIONS, Param, Row, SCHEMA_VERSION, Store, StoreError, read_sample};
+use crate::sample::{Sample, now_ms};
 
 /// Rounds kept while PostgreSQL is unreachable, by default; the oldest is
 /// dropped (and counted) when a new one arrives to a full queue.
@@ -343,50 +316,16 @@ async fn insert_round(
     let id: i64 = tx
         .query_one(
             "INSERT INTO rounds (started_at_ms, committed_at_ms) VALUES ($1, $2) RETURNING id",
-            &[&started_at_ms, &crate::round::now_ms()],
+            &[&started_at_ms, &now_ms()],
         )
         .await?
         .get(0);
-    let placeholders: Vec<String> = (1..=28).map(|i| format!("${i}")).collect();
-    let st = tx
-        .prepare(&format!(
-            "INSERT INTO samples (round_id, {COLUMNS}) VALUES ({})",
-            placeholders.join(", ")
-        ))
-        .await?;
+    let st = tx.prepare(&base::insert_sample('$')).await?;
     for s in samples {
-        let status = s.status.map(i32::from);
-        let params: [&(dyn ToSql + Sync); 28] = [
-            &id,
-            &s.target,
-            &s.started_at_ms,
-            &s.dns_us,
-            &s.connect_us,
-            &s.tls_full_us,
-            &s.ttfb_us,
-            &s.get_us,
-            &s.total_us,
-            &status,
-            &s.resumed_connect_us,
-            &s.tls_resumed_us,
-            &s.resumed_get_us,
-            &s.resumption_offered,
-            &s.resumption_accepted,
-            &s.version,
-            &s.suite,
-            &s.group,
-            &s.alpn,
-            &s.cert_not_after,
-            &s.chain_len,
-            &s.full_handshake_bytes,
-            &s.full_handshake_round_trips,
-            &s.resumed_handshake_bytes,
-            &s.resumed_handshake_round_trips,
-            &s.error_phase,
-            &s.error_kind,
-            &s.error,
-        ];
-        tx.execute(&st, &params).await?;
+        let values = base::params(s);
+        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&id];
+        all.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
+        tx.execute(&st, &all).await?;
     }
     tx.commit().await?;
     Ok(id)
@@ -443,8 +382,9 @@ impl Store for PostgresStore {
             client
                 .query(
                     &format!(
-                        "SELECT {COLUMNS} FROM samples WHERE started_at_ms >= $1 \
-                         AND started_at_ms < $2 ORDER BY started_at_ms, round_id, ctid"
+                        "SELECT {} FROM samples WHERE started_at_ms >= $1 \
+                         AND started_at_ms < $2 ORDER BY started_at_ms, round_id, ctid",
+                        base::COLUMNS
                     ),
                     &[&since, &until],
                 )
@@ -455,39 +395,7 @@ impl Store for PostgresStore {
             reason: f.reason(),
         })?;
         rows.iter()
-            .map(|r| {
-                let status: Option<i32> = r.try_get(8)?;
-                Ok(Sample {
-                    target: r.try_get(0)?,
-                    started_at_ms: r.try_get(1)?,
-                    dns_us: r.try_get(2)?,
-                    connect_us: r.try_get(3)?,
-                    tls_full_us: r.try_get(4)?,
-                    ttfb_us: r.try_get(5)?,
-                    get_us: r.try_get(6)?,
-                    total_us: r.try_get(7)?,
-                    status: status.and_then(|s| u16::try_from(s).ok()),
-                    resumed_connect_us: r.try_get(9)?,
-                    tls_resumed_us: r.try_get(10)?,
-                    resumed_get_us: r.try_get(11)?,
-                    resumption_offered: r.try_get(12)?,
-                    resumption_accepted: r.try_get(13)?,
-                    version: r.try_get(14)?,
-                    suite: r.try_get(15)?,
-                    group: r.try_get(16)?,
-                    alpn: r.try_get(17)?,
-                    cert_not_after: r.try_get(18)?,
-                    chain_len: r.try_get(19)?,
-                    full_handshake_bytes: r.try_get(20)?,
-                    full_handshake_round_trips: r.try_get(21)?,
-                    resumed_handshake_bytes: r.try_get(22)?,
-                    resumed_handshake_round_trips: r.try_get(23)?,
-                    error_phase: r.try_get(24)?,
-                    error_kind: r.try_get(25)?,
-                    error: r.try_get(26)?,
-                    body_bytes: None,
-                })
-            })
+            .map(read_sample)
             .collect::<Result<Vec<_>, tokio_postgres::Error>>()
             .map_err(|e| StoreError::Query {
                 path: self.shown.clone(),
@@ -510,6 +418,55 @@ impl Store for PostgresStore {
             path: self.shown.clone(),
             reason: f.reason(),
         })
+    }
+}
+
+impl ToSql for Param<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            Param::Int(v) => v.to_sql(ty, out),
+            Param::Small(v) => v.to_sql(ty, out),
+            Param::Bool(v) => v.to_sql(ty, out),
+            Param::Text(v) => v.to_sql(ty, out),
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        [Type::INT8, Type::INT4, Type::BOOL, Type::TEXT].contains(ty)
+    }
+
+    /// Each value checks its own type against the column's.
+    fn to_sql_checked(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            Param::Int(v) => v.to_sql_checked(ty, out),
+            Param::Small(v) => v.to_sql_checked(ty, out),
+            Param::Bool(v) => v.to_sql_checked(ty, out),
+            Param::Text(v) => v.to_sql_checked(ty, out),
+        }
+    }
+}
+
+impl Row for tokio_postgres::Row {
+    type Error = tokio_postgres::Error;
+    fn int(&self, i: usize) -> Result<Option<i64>, Self::Error> {
+        self.try_get(i)
+    }
+    fn small(&self, i: usize) -> Result<Option<i32>, Self::Error> {
+        self.try_get(i)
+    }
+    fn boolean(&self, i: usize) -> Result<Option<bool>, Self::Error> {
+        self.try_get(i)
+    }
+    fn text(&self, i: usize) -> Result<Option<String>, Self::Error> {
+        self.try_get(i)
     }
 }
 
@@ -547,16 +504,13 @@ mod tests {
         assert!(e.contains("give postgres://"), "{e}");
     }
 
-    /// A listener nobody accepts on: the kernel completes the TCP
-    /// handshake, and no byte ever comes back.
-    #[test]
-    fn a_server_that_accepts_and_never_answers_fails_within_the_connect_timeout() {
-        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = silent.local_addr().expect("addr").port();
+    /// Opening a store on `port` (a server that never answers, within
+    /// `connect` or within the 500 ms query limit) fails in time, saying so.
+    fn gives_up_within_500ms(port: u16, connect: Duration) {
         let t = std::time::Instant::now();
         let e = PostgresStore::open_within(
             &format!("postgres://probe@127.0.0.1:{port}/probe"),
-            Duration::from_millis(500),
+            connect,
             Duration::from_millis(500),
         )
         .expect_err("the server never answers")
@@ -564,6 +518,15 @@ mod tests {
         let took = t.elapsed();
         assert!(took < Duration::from_secs(3), "took {took:?}");
         assert!(e.contains("no answer within 500ms"), "{e}");
+    }
+
+    /// A listener nobody accepts on: the kernel completes the TCP
+    /// handshake, and no byte ever comes back.
+    #[test]
+    fn a_server_that_accepts_and_never_answers_fails_within_the_connect_timeout() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = silent.local_addr().expect("addr").port();
+        gives_up_within_500ms(port, Duration::from_millis(500));
         drop(silent);
     }
 
@@ -588,17 +551,7 @@ mod tests {
             let mut buf = [0u8; 4096];
             while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
         });
-        let t = std::time::Instant::now();
-        let e = PostgresStore::open_within(
-            &format!("postgres://probe@127.0.0.1:{port}/probe"),
-            Duration::from_secs(5),
-            Duration::from_millis(500),
-        )
-        .expect_err("queries are never answered")
-        .to_string();
-        let took = t.elapsed();
-        assert!(took < Duration::from_secs(3), "took {took:?}");
-        assert!(e.contains("no answer within 500ms"), "{e}");
+        gives_up_within_500ms(port, Duration::from_secs(5));
         server.join().expect("server thread");
     }
 }
