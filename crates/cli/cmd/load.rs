@@ -11,6 +11,7 @@ use anyhow::Context;
 use tlslab_crypto::provider::{self, Algorithms};
 use tlslab_load::shard::Shard;
 use tlslab_load::{LoadConfig, Target, Trust, Workload};
+use tlslab_report::LoadReportText;
 use tlslab_workload::replay::{Pacing, PathMode, RateLimit};
 
 use crate::args::load::LoadArgs;

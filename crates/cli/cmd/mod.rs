@@ -11,6 +11,7 @@ pub mod experiment;
 pub mod lab;
 pub mod load;
 pub mod path;
+pub mod peers;
 pub mod probe;
 pub mod report;
 pub mod serve;

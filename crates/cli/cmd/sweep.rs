@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tlslab_load::{SweepOver, Workload};
+use tlslab_report::{SweepStepText, SweepText};
 
 use crate::args::load::SweepArgs;
 use crate::output::print_and_save;

@@ -32,14 +32,18 @@ pub enum Workload {
     /// URL; each client is a browser making purchase sessions.
     #[cfg_attr(
         feature = "clap",
-        value(help = "Browsers making purchase sessions (seed 001's e-commerce model); give one base URL")
+        value(
+            help = "Browsers making purchase sessions (seed 001's e-commerce model); give one base URL"
+        )
     )]
     Ecommerce,
     /// Replay of an access log ([`LoadConfig::replay`]): one base URL; one
     /// browser per client IP, `clients` requests at most in flight.
     #[cfg_attr(
         feature = "clap",
-        value(help = "Replay an access log (--access-log): one browser per client IP; give one base URL")
+        value(
+            help = "Replay an access log (--access-log): one browser per client IP; give one base URL"
+        )
     )]
     Replay,
 }
