@@ -427,12 +427,7 @@ impl ToSql for Param<'_> {
         ty: &Type,
         out: &mut BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match self {
-            Param::Int(v) => v.to_sql(ty, out),
-            Param::Small(v) => v.to_sql(ty, out),
-            Param::Bool(v) => v.to_sql(ty, out),
-            Param::Text(v) => v.to_sql(ty, out),
-        }
+        self.to_sql_checked(ty, out)
     }
 
     fn accepts(ty: &Type) -> bool {
