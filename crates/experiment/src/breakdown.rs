@@ -39,14 +39,14 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use tlslab_crypto::meter::{Ablation, AblationSet, Op};
-use tlslab_crypto::pki::{self, KeyType};
+use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_report::interval::{self, Convergence, Interval};
-use tlslab_server::Content;
+use tlslab_server::{Content, Server};
 
 use crate::Error;
-use crate::cell::{self, Listeners};
 use crate::pin::Placement;
+use crate::rig::{Reading, Rig};
 
 /// The request pattern of every cell.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -379,8 +379,7 @@ pub fn run(
         placement.describe()
     ));
     let meter_overhead_ns = tlslab_crypto::meter::self_overhead().as_secs_f64() * 1e9;
-    let generated = pki::generate(cfg.key, &[])?;
-    let roots = generated.roots()?;
+    let rig = Rig::generate(cfg.key, &[], placement.clone())?;
     let mut samples: Vec<Vec<Sample>> = configs.iter().map(|_| Vec::new()).collect();
     let start = Instant::now();
     let mut rounds = 0;
@@ -406,14 +405,7 @@ pub fn run(
             order.reverse();
         }
         for &i in &order {
-            let (base_cell, cell) = run_pair(
-                cfg,
-                &placement,
-                &generated,
-                &roots,
-                &configs[base_i],
-                &configs[i],
-            )?;
+            let (base_cell, cell) = run_pair(cfg, &rig, &configs[base_i], &configs[i])?;
             progress(&format!(
                 "  [round {}] {:<46} {:>7.1} µs/req (baseline beside it {:>7.1})  {:>6.0} req/s  server CPU {:>3.0}% busy, client CPU {:>3.0}%",
                 rounds + 1,
@@ -468,24 +460,18 @@ fn paired_fractions(s: &[Sample]) -> Vec<f64> {
 /// Starts the embedded server of configuration `c` and builds its load.
 fn prepare(
     cfg: &BreakdownConfig,
-    placement: &Placement,
-    generated: &pki::Generated,
-    roots: &rustls::RootCertStore,
+    rig: &Rig,
     c: &Configuration,
-) -> Result<(tlslab_server::Server, tlslab_load::LoadConfig), Error> {
+) -> Result<(Server, tlslab_load::LoadConfig), Error> {
     let ablation = c.ablation.unwrap_or(AblationSet::NONE);
-    let tls = c.ablation.is_some();
-    let server = cell::start_server(
-        generated.clone(),
-        vec![cfg.version],
-        Content::Empty,
-        Listeners {
-            https: tls,
-            http: !tls,
-        },
-        ablation,
-        placement,
-    )?;
+    let mut serve = rig.server(Content::Empty);
+    serve.tls.versions = vec![cfg.version];
+    serve.tls.ablation = ablation;
+    if c.ablation.is_none() {
+        // Plain HTTP: the listener is the plain one.
+        serve.http = serve.https.take();
+    }
+    let server = Server::start(serve)?;
     let path = format!("/bytes/{}", cfg.file_size);
     let url = match (server.https_addr(), server.http_addr()) {
         (Some(a), _) => format!("https://localhost:{}{path}", a.port()),
@@ -497,38 +483,9 @@ fn prepare(
         Workload::Reuse(r) => (1, r),
         Workload::KeepAlive => (0, 0.0),
     };
-    let mut load = cell::cell_load(
-        &url,
-        cfg.cell,
-        cfg.clients,
-        placement,
-        vec![cfg.version],
-        roots,
-        k,
-        reuse,
-    )?;
+    let mut load = rig.cell_load(&url, cfg.cell, cfg.clients, vec![cfg.version], k, reuse)?;
     load.ablation = ablation;
     Ok((server, load))
-}
-
-/// One reading of a server's own counters.
-struct Tick {
-    unix_ms: f64,
-    cpu: Duration,
-    served: u64,
-    crypto: tlslab_crypto::meter::Snapshot,
-}
-
-fn tick(server: &tlslab_server::Server) -> Tick {
-    let snap = server.snapshot();
-    Tick {
-        unix_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64() * 1e3),
-        cpu: snap.worker_cpu,
-        served: snap.requests.total(),
-        crypto: snap.crypto,
-    }
 }
 
 /// How often the servers' counters are read during a pair.
@@ -544,15 +501,13 @@ const TICK: Duration = Duration::from_millis(20);
 /// of the two cancels it.
 fn run_pair(
     cfg: &BreakdownConfig,
-    placement: &Placement,
-    generated: &pki::Generated,
-    roots: &rustls::RootCertStore,
+    rig: &Rig,
     base: &Configuration,
     other: &Configuration,
 ) -> Result<(Cell, Cell), Error> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let (sa, la) = prepare(cfg, placement, generated, roots, base)?;
-    let (sb, lb) = match prepare(cfg, placement, generated, roots, other) {
+    let (sa, la) = prepare(cfg, rig, base)?;
+    let (sb, lb) = match prepare(cfg, rig, other) {
         Ok(x) => x,
         Err(e) => {
             sa.shutdown();
@@ -564,7 +519,7 @@ fn run_pair(
         let sampler = s.spawn(|| {
             let mut v = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                v.push([tick(&sa), tick(&sb)]);
+                v.push([Reading::of(&sa), Reading::of(&sb)]);
                 std::thread::sleep(TICK);
             }
             v
@@ -596,7 +551,7 @@ fn run_pair(
     let len_ms = cfg.cell.as_secs_f64() * 1e3;
     let from = ra.window.start_unix_ms.max(rb.window.start_unix_ms) as f64;
     let to = (ra.window.start_unix_ms as f64 + len_ms).min(rb.window.start_unix_ms as f64 + len_ms);
-    let inside: Vec<&[Tick; 2]> = ticks
+    let inside: Vec<&[Reading; 2]> = ticks
         .iter()
         .filter(|t| t[0].unix_ms >= from && t[1].unix_ms <= to)
         .collect();
@@ -607,21 +562,18 @@ fn run_pair(
         });
     };
     let wall_s = ((last[0].unix_ms - first[0].unix_ms) / 1e3).max(1e-9);
-    let server_side_busy = (0..2)
-        .map(|k| last[k].cpu.saturating_sub(first[k].cpu).as_secs_f64())
-        .sum::<f64>()
-        / wall_s;
+    let d = [last[0].since(&first[0]), last[1].since(&first[1])];
+    let server_side_busy = d.iter().map(|d| d.cpu.as_secs_f64()).sum::<f64>() / wall_s;
     let client_side_busy = ra.client_cpu.busy_fraction + rb.client_cpu.busy_fraction;
     let cell_of = |k: usize, report: &tlslab_report::LoadReport, c: &Configuration| {
-        let served = last[k].served.saturating_sub(first[k].served);
-        let cpu = last[k].cpu.saturating_sub(first[k].cpu);
+        let (served, cpu) = (d[k].served, d[k].cpu);
         if served == 0 || report.requests.completed == 0 {
             return Err(Error::EmptyCell {
                 cell: c.name.clone(),
                 errors: report.error_summary(),
             });
         }
-        let crypto = last[k].crypto.diff(&first[k].crypto);
+        let crypto = &d[k].crypto;
         let mut meter_us = BTreeMap::new();
         for a in Ablation::ALL {
             if let Some(ops) = meter_ops(a.name()) {

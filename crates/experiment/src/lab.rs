@@ -11,15 +11,14 @@
 
 use std::time::Duration;
 
-use tlslab_crypto::meter::AblationSet;
-use tlslab_crypto::pki::{self, KeyType};
+use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_path::PathHandle;
 use tlslab_server::{Content, Server};
 
 use crate::Error;
-use crate::cell::{self, Listeners};
 use crate::pin::Placement;
+use crate::rig::{self, Rig};
 
 /// The path every cell requests: a 4 KiB file of the SPECweb96 set.
 pub const PATH: &str = "/specweb96/class1_3";
@@ -147,7 +146,7 @@ pub struct LabReport {
 struct Embedded {
     key: KeyType,
     server: Server,
-    roots: rustls::RootCertStore,
+    rig: Rig,
 }
 
 fn start_server(
@@ -158,23 +157,14 @@ fn start_server(
 ) -> Result<Embedded, Error> {
     let start = move || -> Result<Embedded, Error> {
         let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
-        let generated = pki::generate(key, &sans)?;
-        let roots = generated.roots()?;
-        let ip = path.map_or(std::net::IpAddr::from([127, 0, 0, 1]), |h| h.server_ip());
-        let server = cell::start_server_on(
-            ip,
-            generated,
-            vec![Version::Tls12, Version::Tls13],
-            Content::Specweb96,
-            Listeners {
-                https: true,
-                http: with_http,
-            },
-            AblationSet::NONE,
-            placement,
-            Vec::new(),
-        )?;
-        Ok(Embedded { key, server, roots })
+        let rig = Rig::generate(key, &sans, placement.clone())?;
+        let mut c = rig.server(Content::Specweb96);
+        // On the path, the listeners are on the server namespace's address.
+        let addr = path.map_or(rig::LOOPBACK, |h| std::net::SocketAddr::new(h.server_ip(), 0));
+        c.https = Some(addr);
+        c.http = with_http.then_some(addr);
+        let server = Server::start(c)?;
+        Ok(Embedded { key, server, rig })
     };
     match path {
         None => start(),
@@ -228,7 +218,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         .map(|a| format!("http://{a}{PATH}"));
     if let Some(url) = &http {
         for mode in [Mode::PlainNewConn, Mode::PlainKeepAlive] {
-            let c = run_cell(cfg, &placement, &ecdsa, url, mode, None, handle.as_ref())?;
+            let c = run_cell(cfg, &ecdsa, url, mode, None, handle.as_ref())?;
             progress(&progress_line(&c));
             cells.push(c);
         }
@@ -243,15 +233,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
                 .map_or_else(|| "localhost".to_string(), |h| h.server_ip().to_string());
             let url = format!("https://{host}:{}{PATH}", addr.port());
             for mode in [Mode::TlsFull, Mode::TlsResumed, Mode::TlsKeepAlive] {
-                let c = run_cell(
-                    cfg,
-                    &placement,
-                    emb,
-                    &url,
-                    mode,
-                    Some(version),
-                    handle.as_ref(),
-                )?;
+                let c = run_cell(cfg, emb, &url, mode, Some(version), handle.as_ref())?;
                 progress(&progress_line(&c));
                 cells.push(c);
             }
@@ -287,7 +269,6 @@ fn progress_line(c: &CellResult) -> String {
 
 fn run_cell(
     cfg: &LabConfig,
-    placement: &Placement,
     emb: &Embedded,
     url: &str,
     mode: Mode,
@@ -300,16 +281,9 @@ fn run_cell(
         Mode::PlainKeepAlive | Mode::TlsKeepAlive => (0, 0.0),
     };
     let versions = version.map_or_else(|| vec![Version::Tls12, Version::Tls13], |v| vec![v]);
-    let load = cell::cell_load(
-        url,
-        cfg.cell,
-        cfg.clients,
-        placement,
-        versions,
-        &emb.roots,
-        k,
-        reuse,
-    )?;
+    let load = emb
+        .rig
+        .cell_load(url, cfg.cell, cfg.clients, versions, k, reuse)?;
     let label = format!(
         "{} {} {}",
         mode.label(),
@@ -321,13 +295,13 @@ fn run_cell(
         }
     );
     let m = match path {
-        None => cell::measure(&emb.server, &load, label.trim())?,
+        None => rig::measure(&emb.server, &load, label.trim())?,
         // The load engine's runtime is built on this thread, so its
         // threads and sockets live in the client namespace.
         Some(h) => std::thread::scope(|s| {
             s.spawn(|| {
                 h.enter_client()?;
-                cell::measure(&emb.server, &load, label.trim())
+                rig::measure(&emb.server, &load, label.trim())
             })
             .join()
             .unwrap_or_else(|_| Err(Error::Cluster("the path's client thread panicked".into())))

@@ -22,7 +22,7 @@
 //! throughput and latency), and the statistics from `tlslab-report`.
 
 pub mod breakdown;
-mod cell;
+mod rig;
 pub mod cluster;
 pub mod lab;
 pub mod nginx;

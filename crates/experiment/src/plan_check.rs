@@ -27,16 +27,15 @@
 
 use std::time::Duration;
 
-use tlslab_crypto::meter::AblationSet;
-use tlslab_crypto::pki::{self, KeyType};
+use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_load::{Arrivals, OpenLoop};
 use tlslab_report::capacity::{self, Mix, UnitCosts};
-use tlslab_server::Content;
+use tlslab_server::{Content, Server};
 
 use crate::Error;
-use crate::cell::{self, Listeners};
 use crate::pin::Placement;
+use crate::rig::{self, Reading, Rig};
 
 /// What the check runs.
 #[derive(Clone, Debug)]
@@ -186,24 +185,19 @@ struct PointMeasured {
     server_cpu_us_per_request: f64,
 }
 
-/// Runs one open-loop point. Unlike `cell::measure`, a point that completes
+/// Runs one open-loop point. Unlike [`rig::measure`], a point that completes
 /// nothing (the model offered more than the server or the client could
 /// take) is a result to print, not an error.
 fn measure_point(
     server: &tlslab_server::Server,
     load: &tlslab_load::LoadConfig,
 ) -> Result<PointMeasured, Error> {
-    let cpu_before = server.cpu_time();
-    let served_before = server.snapshot().requests.total();
+    let before = Reading::of(server);
     let wall = std::time::Instant::now();
     let report = tlslab_load::run(load)?;
-    let cpu = server.cpu_time().saturating_sub(cpu_before).as_secs_f64();
+    let d = Reading::of(server).since(&before);
+    let (cpu, served) = (d.cpu.as_secs_f64(), d.served);
     let wall = wall.elapsed().as_secs_f64().max(1e-9);
-    let served = server
-        .snapshot()
-        .requests
-        .total()
-        .saturating_sub(served_before);
     Ok(PointMeasured {
         server_busy: cpu / wall,
         server_cpu_us_per_request: if served > 0 {
@@ -234,19 +228,10 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         cfg.reuse * 100.0,
         placement.describe()
     ));
-    let generated = pki::generate(cfg.key, &[])?;
-    let roots = generated.roots()?;
-    let server = cell::start_server(
-        generated,
-        vec![cfg.version],
-        Content::Specweb96,
-        Listeners {
-            https: true,
-            http: false,
-        },
-        AblationSet::NONE,
-        &placement,
-    )?;
+    let rig = Rig::generate(cfg.key, &[], placement.clone())?;
+    let mut serve = rig.server(Content::Specweb96);
+    serve.tls.versions = vec![cfg.version];
+    let server = Server::start(serve)?;
     let Some(addr) = server.https_addr() else {
         return Err(Error::EmptyCell {
             cell: "start-up".into(),
@@ -258,16 +243,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
     // An open-loop load at `rate` arrivals/s for `window`: one request per
     // new connection, Poisson arrivals, the check's reuse.
     let open_loop = |rate: f64, window: Duration| -> Result<tlslab_load::LoadConfig, Error> {
-        let mut load = cell::cell_load(
-            &url,
-            window,
-            64,
-            &placement,
-            vec![cfg.version],
-            &roots,
-            1,
-            cfg.reuse,
-        )?;
+        let mut load = rig.cell_load(&url, window, 64, vec![cfg.version], 1, cfg.reuse)?;
         load.open_loop = Some(OpenLoop {
             rate,
             arrivals: Arrivals::Poisson,
@@ -298,17 +274,15 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
                 ("resumed handshake per request", 1, 1.0),
                 ("keep-alive", 0, 0.0),
             ] {
-                let load = cell::cell_load(
+                let load = rig.cell_load(
                     &url,
                     cfg.calibration_cell,
                     cfg.calibration_clients,
-                    &placement,
                     vec![cfg.version],
-                    &roots,
                     k,
                     reuse,
                 )?;
-                let m = cell::measure(&server, &load, name)?;
+                let m = rig::measure(&server, &load, name)?;
                 progress(&format!(
                     "  calibration, {name}: {:.1} µs server CPU per request, {:.0} req/s, \
                      server {:.0} % busy",
