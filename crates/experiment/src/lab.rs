@@ -160,7 +160,9 @@ fn start_server(
         let rig = Rig::generate(key, &sans, placement.clone())?;
         let mut c = rig.server(Content::Specweb96);
         // On the path, the listeners are on the server namespace's address.
-        let addr = path.map_or(rig::LOOPBACK, |h| std::net::SocketAddr::new(h.server_ip(), 0));
+        let addr = path.map_or(rig::LOOPBACK, |h| {
+            std::net::SocketAddr::new(h.server_ip(), 0)
+        });
         c.https = Some(addr);
         c.http = with_http.then_some(addr);
         let server = Server::start(c)?;

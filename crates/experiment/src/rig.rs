@@ -22,7 +22,8 @@ use crate::Error;
 use crate::pin::Placement;
 
 /// Loopback, port 0 (a free port).
-pub(crate) const LOOPBACK: SocketAddr = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+pub(crate) const LOOPBACK: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
 /// A certificate and where the server and the load run.
 pub(crate) struct Rig {
