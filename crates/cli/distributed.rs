@@ -10,8 +10,8 @@ use std::time::SystemTime;
 use anyhow::Context;
 use clap::Args;
 use tlslab_load::shard::Shard;
-use tlslab_report::LoadReport;
 use tlslab_report::distributed::{self as dist, MARKER_FILE};
+use tlslab_report::{LoadReport, LoadReportText};
 
 use crate::config::usage;
 

@@ -25,6 +25,7 @@ use clap::Parser;
 
 use crate::args::{Cli, Command};
 use crate::config::Usage;
+use tlslab_report::{LoadReportText, SweepStepText, SweepText};
 
 /// mimalloc instead of glibc malloc: the server and the load generator
 /// allocate and free small buffers on every handshake and request (rustls

@@ -8,7 +8,7 @@ use tlslab_crypto::meter::AblationSet;
 use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
-use tlslab_report::LoadReport;
+use tlslab_report::{LoadReport, LoadReportText};
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
 
 fn any_port() -> SocketAddr {

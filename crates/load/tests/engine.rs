@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_crypto::provider::{Algorithms, Version};
 use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
-use tlslab_report::LoadReport;
+use tlslab_report::{LoadReport, LoadReportText};
 use tlslab_server::{CertSource, Content, ServeConfig, Server, SessionCache, TlsSettings};
 
 /// A server with a fresh ECDSA chain, one worker thread, an HTTPS and a

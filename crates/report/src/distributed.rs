@@ -32,10 +32,12 @@ use hdrhistogram::serialization::interval_log::{
     IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
 };
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
-use serde::{Deserialize, Serialize};
+pub use tlslab_schema::agent::{AgentCounters, AgentMarker, RunFlags, ShardId};
+pub use tlslab_schema::load::{AgentSummary, Distributed, MissingAgent};
 
 use crate::model::{
-    ClientCpu, CpuUsage, CryptoOp, CryptoPerHandshake, LoadReport, SATURATION_THRESHOLD, Window,
+    ClientCpu, CpuUsage, CryptoOp, CryptoPerHandshake, LoadReport, LoadReportBuild,
+    SATURATION_THRESHOLD, Window,
 };
 use crate::record::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
 use crate::stats::{KindTotals, PhaseStats, Stats};
@@ -122,84 +124,6 @@ fn corrupt(path: &Path, reason: impl std::fmt::Display) -> DistributedError {
     }
 }
 
-/// One agent's place in a sharded run: agent `index` (1-based) of `count`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardId {
-    /// 1..=count.
-    pub index: u32,
-    /// Agents in the run.
-    pub count: u32,
-}
-
-impl std::fmt::Display for ShardId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.index, self.count)
-    }
-}
-
-/// `complete.json`: what an agent says about its finished run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AgentMarker {
-    /// Layout version of the agent directory (1).
-    pub schema_version: u32,
-    /// Which agent this is.
-    pub shard: ShardId,
-    /// The shared start time asked for (`--start-at`), Unix ms; `None`
-    /// when the agent started at once.
-    pub start_at_unix_ms: Option<u64>,
-    /// When the agent's measurement window began, Unix ms by its clock.
-    pub window_start_unix_ms: u64,
-    /// The window's length in seconds (the agent's monotonic clock).
-    pub measured_s: f64,
-    /// Rows in `requests.csv` (= requests attempted in the window).
-    pub csv_rows: u64,
-    /// The host the agent ran on (`HOSTNAME`, else `/etc/hostname`).
-    pub host: String,
-    /// The run's `--seed` before sharding (each agent's report shows its
-    /// own derived seed).
-    pub run_seed: u64,
-    /// The run's `-c`, `-n` and `--rate` before sharding; `None` in the
-    /// output of an agent older than this field.
-    #[serde(default)]
-    pub run_flags: Option<RunFlags>,
-}
-
-/// The flags a sharded run splits between its agents, as given to each
-/// agent (before the split): agents of one run agree on them.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunFlags {
-    /// `-c`: clients of the whole run.
-    pub clients: u64,
-    /// `-n`: requests of the whole run, if bounded by a count.
-    pub requests: Option<u64>,
-    /// `--rate`: arrivals per second of the whole run (open loop).
-    pub rate: Option<f64>,
-}
-
-/// Counters of a [`Stats`] other than its histograms (`counters.json`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-struct Counters {
-    /// Exact sums and maxima per phase, in [`PHASE_TAGS`] order.
-    phase_sum_us: Vec<u64>,
-    phase_max_us: Vec<u64>,
-    attempted: u64,
-    completed: u64,
-    succeeded: u64,
-    body_bytes: u64,
-    status: BTreeMap<u16, u64>,
-    errors: BTreeMap<String, u64>,
-    full: [u64; 4],
-    resumed: [u64; 4],
-    hrr: u64,
-    offered: u64,
-    by_version: BTreeMap<String, (u64, u64)>,
-    suites: BTreeMap<String, u64>,
-    groups: BTreeMap<String, u64>,
-    early_data_sent: u64,
-    early_data_accepted: u64,
-    retries: u64,
-}
-
 fn kind_arr(k: &KindTotals) -> [u64; 4] {
     [k.count, k.bytes_out, k.bytes_in, k.round_trips]
 }
@@ -236,31 +160,29 @@ fn phases_mut(s: &mut Stats) -> [&mut PhaseStats; 6] {
     ]
 }
 
-impl Counters {
-    fn of(s: &Stats) -> Counters {
-        Counters {
-            phase_sum_us: phases(s)
-                .iter()
-                .map(|p| u64::try_from(p.sum_us()).unwrap_or(u64::MAX))
-                .collect(),
-            phase_max_us: phases(s).iter().map(|p| p.max_us().unwrap_or(0)).collect(),
-            attempted: s.attempted,
-            completed: s.completed,
-            succeeded: s.succeeded,
-            body_bytes: s.body_bytes,
-            status: s.status.clone(),
-            errors: s.errors.clone(),
-            full: kind_arr(&s.full),
-            resumed: kind_arr(&s.resumed),
-            hrr: s.hrr,
-            offered: s.offered,
-            by_version: s.by_version.clone(),
-            suites: s.suites.clone(),
-            groups: s.groups.clone(),
-            early_data_sent: s.early_data_sent,
-            early_data_accepted: s.early_data_accepted,
-            retries: s.retries,
-        }
+fn counters_of(s: &Stats) -> AgentCounters {
+    AgentCounters {
+        phase_sum_us: phases(s)
+            .iter()
+            .map(|p| u64::try_from(p.sum_us()).unwrap_or(u64::MAX))
+            .collect(),
+        phase_max_us: phases(s).iter().map(|p| p.max_us().unwrap_or(0)).collect(),
+        attempted: s.attempted,
+        completed: s.completed,
+        succeeded: s.succeeded,
+        body_bytes: s.body_bytes,
+        status: s.status.clone(),
+        errors: s.errors.clone(),
+        full: kind_arr(&s.full),
+        resumed: kind_arr(&s.resumed),
+        hrr: s.hrr,
+        offered: s.offered,
+        by_version: s.by_version.clone(),
+        suites: s.suites.clone(),
+        groups: s.groups.clone(),
+        early_data_sent: s.early_data_sent,
+        early_data_accepted: s.early_data_accepted,
+        retries: s.retries,
     }
 }
 
@@ -432,7 +354,7 @@ pub fn write_agent_dir(
         }
     }
     write_atomic(dir, HLOG_FILE, &hlog)?;
-    let counters = serde_json::to_vec_pretty(&Counters::of(&stats))
+    let counters = serde_json::to_vec_pretty(&counters_of(&stats))
         .map_err(|e| corrupt(&dir.join(COUNTERS_FILE), e))?;
     write_atomic(dir, COUNTERS_FILE, &counters)?;
     let marker = AgentMarker {
@@ -514,7 +436,7 @@ pub fn read_agent_dir(dir: &Path) -> Result<Option<AgentOutput>> {
     let report: LoadReport = serde_json::from_value(read_json(REPORT_FILE)?)
         .map_err(|e| corrupt(&dir.join(REPORT_FILE), e))?;
     let cpath = dir.join(COUNTERS_FILE);
-    let c: Counters =
+    let c: AgentCounters =
         serde_json::from_value(read_json(COUNTERS_FILE)?).map_err(|e| corrupt(&cpath, e))?;
     if c.phase_sum_us.len() != 6 || c.phase_max_us.len() != 6 {
         return Err(corrupt(&cpath, "expected six phases"));
@@ -562,66 +484,6 @@ pub fn read_agent_dir(dir: &Path) -> Result<Option<AgentOutput>> {
         report,
         stats,
     }))
-}
-
-/// One agent in the merged report.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct AgentSummary {
-    /// `I/N`.
-    pub shard: String,
-    /// Its output directory.
-    pub dir: String,
-    /// The host it ran on.
-    pub host: String,
-    /// Its window start, Unix ms by its own clock.
-    pub window_start_unix_ms: u64,
-    /// Its window start minus the earliest agent's, in ms (start skew
-    /// plus clock offset between hosts).
-    pub start_offset_ms: i64,
-    /// Its window length, s.
-    pub measured_s: f64,
-    /// Requests it attempted.
-    pub attempted: u64,
-    /// Requests it completed.
-    pub completed: u64,
-    /// Its client CPU busy fraction.
-    pub busy_fraction: f64,
-    /// Returns true if and only if its client was saturated.
-    pub saturated: bool,
-}
-
-/// An agent that is not in the merge.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MissingAgent {
-    /// `I/N` when known (the index no complete directory had), else `?`.
-    pub shard: String,
-    /// Its directory, when one was given.
-    pub dir: Option<String>,
-    /// Why it is missing.
-    pub reason: String,
-}
-
-/// The `distributed` section of a merged report.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Distributed {
-    /// Agents the run was split into (N of `--shard I/N`).
-    pub agents_expected: u32,
-    /// Agents whose complete outputs were merged.
-    pub agents_merged: u32,
-    /// Every merged agent.
-    pub agents: Vec<AgentSummary>,
-    /// Every agent not merged: died, unfinished or never started.
-    pub missing: Vec<MissingAgent>,
-    /// Latest minus earliest window start, ms: the start skew between
-    /// agents as their clocks see it (includes clock offset between hosts).
-    pub start_skew_ms: u64,
-    /// The shared `--start-at`, Unix ms, if the agents had one.
-    pub start_at_unix_ms: Option<u64>,
-    /// Agents whose client was saturated, by `I/N`.
-    pub saturated_agents: Vec<String>,
-    /// Human-readable warnings (missing agents, saturated agents, mixed
-    /// configurations).
-    pub warnings: Vec<String>,
 }
 
 /// Merges agent directories into one report in `load`'s schema, with a
@@ -1042,58 +904,6 @@ fn merge_crypto(agents: &[AgentOutput]) -> Option<CryptoPerHandshake> {
     )?
     .ops;
     Some(CryptoPerHandshake { handshakes, ops })
-}
-
-impl LoadReport {
-    /// The lines `merge` prints after the table: each agent, the skew and
-    /// every warning.
-    pub fn render_distributed(&self) -> String {
-        use std::fmt::Write as _;
-        let Some(d) = &self.distributed else {
-            return String::new();
-        };
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "agents: {} of {} merged; start skew {} ms (latest minus earliest window start, agents' own clocks)",
-            d.agents_merged, d.agents_expected, d.start_skew_ms
-        );
-        let _ = writeln!(
-            out,
-            "  {:<7} {:<20} {:>10} {:>10} {:>10} {:>9}  dir",
-            "shard", "host", "offset ms", "attempted", "completed", "cpu busy"
-        );
-        for a in &d.agents {
-            let _ = writeln!(
-                out,
-                "  {:<7} {:<20} {:>10} {:>10} {:>10} {:>8.0}%{}  {}",
-                a.shard,
-                a.host,
-                a.start_offset_ms,
-                a.attempted,
-                a.completed,
-                a.busy_fraction * 100.0,
-                if a.saturated { "!" } else { " " },
-                a.dir
-            );
-        }
-        for m in &d.missing {
-            let _ = writeln!(
-                out,
-                "  {:<7} MISSING: {}{}",
-                m.shard,
-                m.reason,
-                m.dir
-                    .as_deref()
-                    .map(|d| format!(" ({d})"))
-                    .unwrap_or_default()
-            );
-        }
-        for w in &d.warnings {
-            let _ = writeln!(out, "WARNING: {w}");
-        }
-        out
-    }
 }
 
 /// The current time as Unix ms.

@@ -7,8 +7,10 @@
 //! - [`Stats`]: HDR histograms per phase and counters, mergeable; and
 //!   [`Collector`], a sharded set of them that many client tasks record into.
 //! - [`LoadReport`]: the serde model of a finished run (`--json`), whose
-//!   field names are a documented contract (the README section "JSON schemas"), and its human
-//!   table ([`LoadReport::render_table`]).
+//!   field names are a documented contract (docs/schema.md); its types
+//!   live in `tlslab-schema` and are re-exported here. This crate builds
+//!   it from [`Stats`] ([`LoadReportBuild`]) and renders its human table
+//!   ([`LoadReportText`]).
 //! - [`interval`]: 95 % confidence intervals and the stopping rule of
 //!   adaptive experiments.
 //! - [`CsvLog`]: the `--log FILE` sink, one CSV row per request, written by
@@ -43,14 +45,15 @@ pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink};
 pub use model::{
     Backoff, ClientCpu, ConfigEcho, CpuUsage, CryptoOp, CryptoPerHandshake, EarlyDataCounts,
     Ecommerce, HandshakeKindSummary, HandshakeSummary, Http, KindCounts, Latency, LoadReport,
-    OpenLoop, Phase, Replay, Requests, Reuse, SATURATION_THRESHOLD, SCHEMA_VERSION, Throughput,
-    Window,
+    LoadReportBuild, OpenLoop, Phase, Replay, Requests, Reuse, SATURATION_THRESHOLD,
+    SCHEMA_VERSION, Throughput, Window,
 };
 pub use record::{
     EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire, RequestRecord,
 };
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
-pub use sweep::{SweepReport, SweepSeries, SweepStep};
+pub use sweep::{SweepReport, SweepSeries, SweepStep, SweepStepText, SweepText};
+pub use table::LoadReportText;
 
 /// Errors from report sinks.
 #[derive(Debug, thiserror::Error)]

@@ -1,77 +1,27 @@
-//! The report of `tlslab sweep`: latency against throughput, one series per
-//! reuse value, each up to its knee. Field names are documented in the
-//! README ("`tlslab sweep --json`").
+//! The text of `tlslab sweep`: one table per reuse value, the knee
+//! marked. The report's data types are `tlslab_schema::sweep`, re-exported
+//! here.
 
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
-
-/// One load run of a sweep, client-observed over its window.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SweepStep {
-    /// Closed-loop clients (or the identity pool of an open loop).
-    pub clients: usize,
-    /// Open-loop arrival rate per second; `None` for a closed loop.
-    pub rate: Option<f64>,
-    /// Completed requests per second.
-    pub requests_per_s: f64,
-    /// Completed requests.
-    pub completed: u64,
-    /// Requests that ended in an error.
-    pub errors: u64,
-    /// Fraction of handshakes the server resumed.
-    pub reuse_achieved: f64,
-    /// Median total latency, µs.
-    pub total_p50_us: Option<u64>,
-    /// 99th percentile of total latency, µs.
-    pub total_p99_us: Option<u64>,
-    /// Median full handshake, µs.
-    pub handshake_full_p50_us: Option<u64>,
-    /// Median resumed handshake, µs.
-    pub handshake_resumed_p50_us: Option<u64>,
-    /// Client CPU busy fraction (≥ 0.90: the step measured the client).
-    pub client_busy: f64,
-}
-
-/// The steps at one reuse value.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SweepSeries {
-    /// Requested reuse fraction (0–1).
-    pub reuse: f64,
-    /// Index in `steps` of the knee: the last step whose throughput still
-    /// grew by the knee gain; `None` if throughput grew at every step.
-    pub knee: Option<usize>,
-    /// Why the series stopped: `knee`, `errors` (most requests failed) or
-    /// `steps` (the step limit).
-    pub stopped: String,
-    /// The runs, in order.
-    pub steps: Vec<SweepStep>,
-}
-
-/// The whole sweep.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SweepReport {
-    /// Layout version, 1.
-    pub schema_version: u32,
-    /// What grew: `clients` or `rate`.
-    pub over: String,
-    /// Growth factor per step.
-    pub factor: f64,
-    /// Throughput growth below which the previous step is the knee.
-    pub knee_gain: f64,
-    /// Measured seconds per step.
-    pub step_s: Option<f64>,
-    /// One series per reuse value.
-    pub series: Vec<SweepSeries>,
-}
+pub use tlslab_schema::sweep::*;
 
 fn us(v: Option<u64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{:.2}ms", v as f64 / 1000.0))
 }
 
-impl SweepStep {
+/// The text of one sweep step: [`SweepStep::row`] and
+/// [`SweepStep::header`]. A trait because the step's type lives in
+/// `tlslab-schema`.
+pub trait SweepStepText {
     /// One table row.
-    pub fn row(&self) -> String {
+    fn row(&self) -> String;
+    /// The header of [`SweepStep::row`].
+    fn header() -> String;
+}
+
+impl SweepStepText for SweepStep {
+    fn row(&self) -> String {
         format!(
             "  {:>8} {:>10} {:>10.1} {:>10} {:>10} {:>8} {:>7.1}% {:>6.0}%",
             self.clients,
@@ -85,8 +35,7 @@ impl SweepStep {
         )
     }
 
-    /// The header of [`SweepStep::row`].
-    pub fn header() -> String {
+    fn header() -> String {
         format!(
             "  {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>7}",
             "clients", "rate/s", "req/s", "p50 total", "p99 total", "errors", "reused", "client"
@@ -94,9 +43,15 @@ impl SweepStep {
     }
 }
 
-impl SweepReport {
+/// [`SweepReport::render`]. A trait because the report's type lives in
+/// `tlslab-schema`.
+pub trait SweepText {
     /// The sweep as text: one table per reuse value, the knee marked.
-    pub fn render(&self) -> String {
+    fn render(&self) -> String;
+}
+
+impl SweepText for SweepReport {
+    fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,

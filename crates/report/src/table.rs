@@ -109,74 +109,29 @@ fn counts<'a>(it: impl Iterator<Item = (&'a String, &'a u64)>) -> String {
     }
 }
 
-impl LoadReport {
-    /// The errors by kind on one line, most frequent first (`refused 5,
-    /// timeout 2`), or `no errors`.
-    pub fn error_summary(&self) -> String {
-        if self.errors.is_empty() {
-            return "no errors".into();
-        }
-        let mut kinds: Vec<(&String, &u64)> = self.errors.iter().collect();
-        kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        counts(kinds.into_iter())
-    }
-
-    /// Why the run failed its exit gate, or `None` when it passed: no
-    /// request succeeded (every one failed, was answered non-2xx, or was
-    /// cut off unfinished), or more than `max_error_rate` percent of the
-    /// attempted requests were errors (non-2xx included; unfinished ones
-    /// are not attempts that ended). At 100 any success passes.
-    pub fn failed_gate(&self, max_error_rate: f64) -> Option<String> {
-        let r = &self.requests;
-        if r.succeeded == 0 {
-            return Some(if r.attempted == 0 && r.unfinished > 0 {
-                format!(
-                    "no request finished: all {} were still in flight when the duration ran out; \
-                     the server is too slow for this -d (or hangs): give a longer -d or check the server",
-                    r.unfinished
-                )
-            } else if r.attempted == 0 {
-                "no request was made in the measurement window; give a longer -d".into()
-            } else if r.completed > 0 {
-                format!(
-                    "no request succeeded: {} of {} got a response, none 2xx ({}); check the URL's path \
-                     and the server",
-                    r.completed,
-                    r.attempted,
-                    self.error_summary()
-                )
-            } else {
-                format!(
-                    "every request failed ({}); check that the server is up and the URL, \
-                     --tls and --cacert are right",
-                    self.error_summary()
-                )
-            });
-        }
-        let rate = 100.0 * r.errors as f64 / r.attempted.max(1) as f64;
-        (rate > max_error_rate).then(|| {
-            format!(
-                "error rate {rate:.2} % ({} of {} attempted requests failed: {}) is above \
-                 --max-error-rate {max_error_rate}",
-                r.errors,
-                r.attempted,
-                self.error_summary()
-            )
-        })
-    }
-
-    /// The requested reuse as the table prints it: a percentage, or who
-    /// decides it when the workload does (e-commerce model, access log).
-    fn requested_reuse(&self) -> String {
-        match self.config.workload.as_str() {
-            "ecommerce" => "set by the e-commerce model".into(),
-            "replay" => "set by the access log".into(),
-            _ => format!("{} requested", pct(self.config.reuse)),
-        }
-    }
-
+/// The text of a load report: [`LoadReport::render_table`] and
+/// [`LoadReport::render_distributed`]. A trait because the report's type
+/// lives in `tlslab-schema`.
+pub trait LoadReportText {
     /// A compact table for people, headed with how it was measured.
-    pub fn render_table(&self) -> String {
+    fn render_table(&self) -> String;
+    /// The lines `merge` prints after the table: each agent, the skew and
+    /// every warning.
+    fn render_distributed(&self) -> String;
+}
+
+/// The requested reuse as the table prints it: a percentage, or who
+/// decides it when the workload does (e-commerce model, access log).
+fn requested_reuse(r: &LoadReport) -> String {
+    match r.config.workload.as_str() {
+        "ecommerce" => "set by the e-commerce model".into(),
+        "replay" => "set by the access log".into(),
+        _ => format!("{} requested", pct(r.config.reuse)),
+    }
+}
+
+impl LoadReportText for LoadReport {
+    fn render_table(&self) -> String {
         let c = &self.config;
         let mut out = String::new();
         let _ = writeln!(
@@ -190,7 +145,7 @@ impl LoadReport {
             } else {
                 c.requests_per_conn.to_string()
             },
-            self.requested_reuse(),
+            requested_reuse(self),
             c.resume_with,
         );
         if c.targets.len() > 4 {
@@ -316,7 +271,7 @@ impl LoadReport {
             let _ = writeln!(
                 out,
                 "reuse: {}, offered {}, achieved {} of {} handshakes",
-                self.requested_reuse(),
+                requested_reuse(self),
                 pct(self.reuse.offered),
                 pct(self.reuse.achieved),
                 self.reuse.handshakes
@@ -409,6 +364,53 @@ impl LoadReport {
             let _ = writeln!(out, "ablation mismatch: {h}");
         }
         if let Some(w) = &cpu.warning {
+            let _ = writeln!(out, "WARNING: {w}");
+        }
+        out
+    }
+
+    fn render_distributed(&self) -> String {
+        let Some(d) = &self.distributed else {
+            return String::new();
+        };
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "agents: {} of {} merged; start skew {} ms (latest minus earliest window start, agents' own clocks)",
+            d.agents_merged, d.agents_expected, d.start_skew_ms
+        );
+        let _ = writeln!(
+            out,
+            "  {:<7} {:<20} {:>10} {:>10} {:>10} {:>9}  dir",
+            "shard", "host", "offset ms", "attempted", "completed", "cpu busy"
+        );
+        for a in &d.agents {
+            let _ = writeln!(
+                out,
+                "  {:<7} {:<20} {:>10} {:>10} {:>10} {:>8.0}%{}  {}",
+                a.shard,
+                a.host,
+                a.start_offset_ms,
+                a.attempted,
+                a.completed,
+                a.busy_fraction * 100.0,
+                if a.saturated { "!" } else { " " },
+                a.dir
+            );
+        }
+        for m in &d.missing {
+            let _ = writeln!(
+                out,
+                "  {:<7} MISSING: {}{}",
+                m.shard,
+                m.reason,
+                m.dir
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            );
+        }
+        for w in &d.warnings {
             let _ = writeln!(out, "WARNING: {w}");
         }
         out

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
 use tlslab_crypto::store::ClientSessions;
-use tlslab_report::{Collector, ConfigEcho, CpuUsage, CsvLog, LoadReport, Window};
+use tlslab_report::{Collector, ConfigEcho, CpuUsage, CsvLog, LoadReport, LoadReportBuild, Window};
 use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
 use tlslab_workload::ecommerce::Generator;
 use tlslab_workload::replay::{Pacing, Scheduler};

@@ -1,0 +1,17 @@
+//! The serde schemas of every JSON file tlslab writes, shared by the
+//! writers and the readers of those files.
+//!
+//! This crate is at the bottom of the layering: it holds plain data types,
+//! their serde attributes and trivial accessors, and depends on nothing
+//! but serde. Building a report from measurements (HDR histograms) and
+//! rendering it (tables, Markdown, HTML, SVG) live above it, in
+//! `tlslab-report` and the crates that measure.
+//!
+//! - [`load`]: `tlslab load --json` ([`load::LoadReport`]), with the
+//!   `distributed` section that `tlslab merge` adds.
+//! - [`agent`]: an agent's `complete.json` and `counters.json` (`load --out`).
+//! - [`sweep`]: `tlslab sweep --json` ([`sweep::SweepReport`]).
+
+pub mod agent;
+pub mod load;
+pub mod sweep;
