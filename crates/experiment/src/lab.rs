@@ -14,6 +14,7 @@ use std::time::Duration;
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_path::PathHandle;
+use tlslab_report::columns;
 use tlslab_server::{Content, Server};
 
 use crate::Error;
@@ -405,27 +406,32 @@ impl LabReport {
              server CPU/req is server-observed (worker CPU time / requests served)."
         );
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "{:<24} {:<8} {:<11} {:>10} {:>15} {:>10} {:>8} {:>12}",
-            "cell", "version", "key", "req/s", "server CPU/req", "hs p50", "reused", "client busy"
-        );
-        for c in &self.cells {
-            let _ = writeln!(
-                s,
-                "{:<24} {:<8} {:<11} {:>10.0} {:>12.1} µs {:>10} {:>7.0}% {:>11.0}%{}",
-                c.mode.label(),
-                c.version.map_or("-", |v| v.name()),
-                c.key.as_deref().unwrap_or("-"),
-                c.requests_per_s,
-                c.server_cpu_us_per_request,
+        let head = [
+            "cell",
+            "version",
+            "key",
+            "req/s",
+            "server CPU/req",
+            "hs p50",
+            "reused",
+            "client busy",
+        ];
+        let mut rows = vec![head.map(String::from).to_vec()];
+        rows.extend(self.cells.iter().map(|c| {
+            vec![
+                c.mode.label().into(),
+                c.version.map_or("-", |v| v.name()).into(),
+                c.key.as_deref().unwrap_or("-").into(),
+                format!("{:.0}", c.requests_per_s),
+                format!("{:.1} µs", c.server_cpu_us_per_request),
                 c.handshake_p50_us
                     .map_or("-".to_string(), |v| format!("{v:.0} µs")),
-                c.reuse_achieved * 100.0,
-                c.client_busy * 100.0,
-                if c.client_saturated { " !" } else { "" }
-            );
-        }
+                format!("{:.0}%", c.reuse_achieved * 100.0),
+                format!("{:.0}%", c.client_busy * 100.0),
+                if c.client_saturated { " !" } else { "" }.into(),
+            ]
+        }));
+        s.push_str(&columns("", &[-24, -8, -11, 10, 15, 10, 8, 12, 0], &rows));
         let mut negotiated: Vec<String> = Vec::new();
         for c in &self.cells {
             if let (Some(v), Some(suite), Some(group)) = (c.version, &c.suite, &c.group) {
@@ -446,30 +452,31 @@ impl LabReport {
             );
         }
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "{:<8} {:<11} {:>12} {:>14} {:>16} {:>15} {:>17}",
+        let head = [
             "version",
             "key",
             "full/plain",
             "resumed/full",
             "keep-alive/full",
             "CPU full/plain",
-            "CPU resumed/full"
-        );
-        for r in &self.ratios {
-            let _ = writeln!(
-                s,
-                "{:<8} {:<11} {:>12.2} {:>14.2} {:>16.2} {:>15.2} {:>17.2}",
-                r.version.name(),
-                r.key,
-                r.full_over_plain,
-                r.resumed_over_full,
-                r.keepalive_over_full,
-                r.cpu_full_over_plain,
-                r.cpu_resumed_over_full
+            "CPU resumed/full",
+        ];
+        let mut rows = vec![head.map(String::from).to_vec()];
+        rows.extend(self.ratios.iter().map(|r| {
+            let mut row = vec![r.version.name().to_string(), r.key.clone()];
+            row.extend(
+                [
+                    r.full_over_plain,
+                    r.resumed_over_full,
+                    r.keepalive_over_full,
+                    r.cpu_full_over_plain,
+                    r.cpu_resumed_over_full,
+                ]
+                .map(|x| format!("{x:.2}")),
             );
-        }
+            row
+        }));
+        s.push_str(&columns("", &[-8, -11, 12, 14, 16, 15, 17], &rows));
         let _ = writeln!(
             s,
             "ratios of req/s: below 1 means the first mode is slower. CPU ratios: how many times \

@@ -54,6 +54,7 @@ pub use record::{
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
 pub use sweep::{SweepReport, SweepSeries, SweepStep, SweepStepText, SweepText};
 pub use table::LoadReportText;
+pub use table::columns;
 
 /// Errors from report sinks.
 #[derive(Debug, thiserror::Error)]

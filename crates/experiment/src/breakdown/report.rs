@@ -2,6 +2,7 @@
 //! table, and their text.
 
 use tlslab_crypto::provider::Version;
+use tlslab_report::columns;
 use tlslab_report::interval::Convergence;
 
 use super::plan::{Configuration, Workload};
@@ -178,26 +179,35 @@ impl BreakdownReport {
             self.meter_overhead_ns
         );
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "{:<58} {:>11} {:>7} {:>9} {:>7} {:>8} {:>15}",
-            "configuration", "CPU/req", "spread", "req/s", "server", "speedup", "fraction"
-        );
-        for r in &self.rows {
-            let _ = writeln!(
-                s,
-                "{:<58} {:>8.1} µs {:>6.1}% {:>9.0} {:>6.0}% {:>7.2}x {}{}{}",
-                r.config.name,
-                r.cpu_us_median,
-                r.spread * 100.0,
-                r.requests_per_s_median,
-                r.server_busy_median * 100.0,
-                r.speedup,
-                pct_pm(r.fraction_removed, r.fraction_ci95),
-                if r.noisy { " ~" } else { "" },
-                if r.client_saturated { " !" } else { "" }
-            );
-        }
+        let head = [
+            "configuration",
+            "CPU/req",
+            "spread",
+            "req/s",
+            "server",
+            "speedup",
+            "fraction",
+        ];
+        let head = [head.map(String::from).to_vec()];
+        s.push_str(&columns("", &[-58, 11, 7, 9, 7, 8, 15], &head));
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.config.name.clone(),
+                    format!("{:.1} µs", r.cpu_us_median),
+                    format!("{:.1}%", r.spread * 100.0),
+                    format!("{:.0}", r.requests_per_s_median),
+                    format!("{:.0}%", r.server_busy_median * 100.0),
+                    format!("{:.2}x", r.speedup),
+                    pct_pm(r.fraction_removed, r.fraction_ci95),
+                    if r.noisy { " ~" } else { "" }.into(),
+                    if r.client_saturated { " !" } else { "" }.into(),
+                ]
+            })
+            .collect();
+        s.push_str(&columns("", &[-58, 11, 7, 9, 7, 8, -1, 0, 0], &rows));
         let _ = writeln!(
             s,
             "server = median busy share of the server CPU this configuration's server used (its pair's \

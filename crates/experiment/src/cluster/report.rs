@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use tlslab_report::columns;
+
 use super::plan::{ClusterConfig, ClusterPlacement, DispatcherKind, Mechanism, NodeKind, Sharing};
 
 /// Schema version of [`ClusterReport`]'s JSON.
@@ -274,51 +276,55 @@ impl ClusterReport {
         }
         let _ = writeln!(o, "method: {}", self.method);
         let _ = writeln!(o);
-        let _ = writeln!(
-            o,
-            "{:<13} {:<31} {:>5} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>6}",
-            "mechanism",
-            "arm",
-            "reuse",
-            "req/s",
-            "cpu µs/req",
-            "resumed",
-            "routing",
-            "nodes",
-            "client",
-            "disp µs",
-            "errors"
-        );
-        let _ = writeln!(
-            o,
-            "{:<13} {:<31} {:>5} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>6}",
-            "", "", "%", "(client)", "(server)", "(server)", "eff.", "busy", "busy", "/conn", ""
-        );
-        for c in &self.cells {
-            let _ = writeln!(
-                o,
-                "{:<13} {:<31} {:>5.0} {:>8.0} {:>9.1} {:>7.1}% {:>8} {:>7.2} {:>6.2}{} {:>7.1} {:>6}",
-                c.mechanism.name(),
-                c.arm,
-                c.reuse_requested * 100.0,
-                c.throughput_rps,
-                c.cluster_cpu_us_per_request,
-                c.resumption_achieved * 100.0,
-                c.routing_efficiency.map_or("-".into(), |e| format!(
-                    "{e:.3}{}",
-                    if c.routing_efficiency_source == "dispatcher" {
+        let head = [
+            [
+                "mechanism",
+                "arm",
+                "reuse",
+                "req/s",
+                "cpu µs/req",
+                "resumed",
+                "routing",
+                "nodes",
+                "client",
+                "disp µs",
+                "errors",
+            ],
+            [
+                "", "", "%", "(client)", "(server)", "(server)", "eff.", "busy", "busy", "/conn",
+                "",
+            ],
+        ];
+        let mut rows: Vec<Vec<String>> =
+            head.iter().map(|h| h.map(String::from).to_vec()).collect();
+        rows.extend(self.cells.iter().map(|c| {
+            vec![
+                c.mechanism.name().into(),
+                c.arm.clone(),
+                format!("{:.0}", c.reuse_requested * 100.0),
+                format!("{:.0}", c.throughput_rps),
+                format!("{:.1}", c.cluster_cpu_us_per_request),
+                format!("{:.1}%", c.resumption_achieved * 100.0),
+                c.routing_efficiency.map_or("-".into(), |e| {
+                    let mark = if c.routing_efficiency_source == "dispatcher" {
                         ""
                     } else {
                         "*"
-                    }
-                )),
-                c.nodes_busy,
-                c.client_busy,
-                if c.client_saturated { "!" } else { " " },
-                c.dispatcher_cpu_us_per_conn.unwrap_or(f64::NAN),
-                c.errors
-            );
-        }
+                    };
+                    format!("{e:.3}{mark}")
+                }),
+                format!("{:.2}", c.nodes_busy),
+                format!(
+                    "{:.2}{}",
+                    c.client_busy,
+                    if c.client_saturated { "!" } else { " " }
+                ),
+                format!("{:.1}", c.dispatcher_cpu_us_per_conn.unwrap_or(f64::NAN)),
+                c.errors.to_string(),
+            ]
+        }));
+        let widths = [-13, -31, 5, 8, 9, 8, 8, 7, 7, 7, 6];
+        o.push_str(&columns("", &widths, &rows));
         let _ = writeln!(
             o,
             "routing eff.: dispatcher-observed; * = nodes' resumed ÷ client's offers (HAProxy cannot tell). \
@@ -403,60 +409,58 @@ impl ClusterReport {
                 "Fig. 9 shape, {}: throughput (req/s, client-observed) | cluster CPU per request (µs, server-observed)",
                 m.name()
             );
-            let mut head = format!("{:>6}", "reuse");
-            for a in &arms {
-                let _ = write!(head, " {:>14}", short(a));
-            }
-            head.push_str(" |");
-            for a in &arms {
-                let _ = write!(head, " {:>14}", short(a));
-            }
+            // reuse | throughput of each arm | CPU of each arm | session ÷ rr.
+            let mut widths = vec![6];
+            widths.extend(arms.iter().map(|_| 14));
+            widths.push(1);
+            widths.extend(arms.iter().map(|_| 14));
+            widths.extend([1, 15, 6]);
             let has_ratio =
                 arms.iter().any(|a| a == "round-robin") && arms.iter().any(|a| a == "session");
+            let mut head = vec!["reuse".to_string()];
+            head.extend(arms.iter().map(|a| short(a)));
+            head.push("|".into());
+            head.extend(arms.iter().map(|a| short(a)));
             if has_ratio {
-                head.push_str(" | session÷rr rps  cpu");
+                head.extend(["|".into(), "session÷rr rps  cpu".into()]);
             }
-            let _ = writeln!(o, "{head}");
+            let mut rows = vec![head];
             for &r in &reuses {
-                let mut line = format!("{:>5.0}%", r * 100.0);
                 let get = |a: &str| {
                     cells
                         .iter()
                         .find(|c| c.arm == a && (c.reuse_requested - r).abs() < 1e-9)
                 };
-                for a in &arms {
-                    let _ = write!(
-                        line,
-                        " {:>14}",
-                        get(a).map_or("-".into(), |c| format!("{:.0}", c.throughput_rps))
-                    );
-                }
-                line.push_str(" |");
-                for a in &arms {
-                    let _ = write!(
-                        line,
-                        " {:>14}",
-                        get(a).map_or("-".into(), |c| format!(
-                            "{:.1}",
-                            c.cluster_cpu_us_per_request
-                        ))
-                    );
-                }
+                let mut row = vec![format!("{:.0}%", r * 100.0)];
+                row.extend(
+                    arms.iter()
+                        .map(|a| get(a).map_or("-".into(), |c| format!("{:.0}", c.throughput_rps))),
+                );
+                row.push("|".into());
+                row.extend(arms.iter().map(|a| {
+                    get(a).map_or("-".into(), |c| {
+                        format!("{:.1}", c.cluster_cpu_us_per_request)
+                    })
+                }));
                 if has_ratio && let (Some(rr), Some(se)) = (get("round-robin"), get("session")) {
-                    let _ = write!(
-                        line,
-                        " | {:>14.2}x {:>5.2}x",
-                        se.throughput_rps / rr.throughput_rps.max(1e-9),
-                        se.cluster_cpu_us_per_request / rr.cluster_cpu_us_per_request.max(1e-9)
-                    );
+                    row.extend([
+                        "|".into(),
+                        format!("{:.2}x", se.throughput_rps / rr.throughput_rps.max(1e-9)),
+                        format!(
+                            "{:.2}x",
+                            se.cluster_cpu_us_per_request / rr.cluster_cpu_us_per_request.max(1e-9)
+                        ),
+                    ]);
                 }
-                let _ = writeln!(o, "{line}");
+                rows.push(row);
             }
+            o.push_str(&columns("", &widths, &rows));
             let _ = writeln!(
                 o,
                 "  throughput against reuse (each # = {:.0} req/s):",
                 max_rps / 50.0
             );
+            let mut bars = Vec::new();
             for &r in &reuses {
                 for a in &arms {
                     if let Some(c) = cells
@@ -464,17 +468,16 @@ impl ClusterReport {
                         .find(|c| c.arm == *a && (c.reuse_requested - r).abs() < 1e-9)
                     {
                         let n = ((c.throughput_rps / max_rps) * 50.0).round() as usize;
-                        let _ = writeln!(
-                            o,
-                            "  {:>4.0}% {:<14} {:<50} {:.0}",
-                            r * 100.0,
+                        bars.push(vec![
+                            format!("{:.0}%", r * 100.0),
                             short(a),
                             "#".repeat(n),
-                            c.throughput_rps
-                        );
+                            format!("{:.0}", c.throughput_rps),
+                        ]);
                     }
                 }
             }
+            o.push_str(&columns("  ", &[5, -14, -50, 1], &bars));
         }
         o
     }

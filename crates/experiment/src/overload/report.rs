@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 use tlslab_load::UsersReport;
+use tlslab_report::columns;
 use tlslab_server::AdmissionMode;
 
 use super::plan::{Arm, Peer};
@@ -185,6 +186,7 @@ impl OverloadReport {
             "goodput = requests of completed sessions/s, throughput = all responses/s, p99 of completed requests (client-observed, per point window); shed, full hs and srv CPU server-observed (a fresh server per point, over the point)"
         );
         let mut arm = String::new();
+        let widths = [5, 8, 9, 10, 8, 9, 9, 9, 8, 9, 8];
         for p in &self.points {
             if p.arm_name != arm {
                 arm.clone_from(&p.arm_name);
@@ -198,9 +200,7 @@ impl OverloadReport {
                         p.server.limit.unwrap_or(f64::NAN)
                     );
                 }
-                let _ = writeln!(
-                    out,
-                    "  {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9} {:>8}",
+                let head = [
                     "load",
                     "users/s",
                     "goodput",
@@ -211,24 +211,25 @@ impl OverloadReport {
                     "full shed",
                     "res shed",
                     "srv CPU s",
-                    "cli busy"
-                );
+                    "cli busy",
+                ];
+                out.push_str(&columns("  ", &widths, &[head.map(String::from).to_vec()]));
             }
-            let _ = writeln!(
-                out,
-                "  {:>4}x {:>8.0} {:>9.0} {:>10.0} {:>8.0} {:>9} {:>9} {:>9} {:>8} {:>9.2} {:>7.0}%",
-                p.multiplier,
-                p.offered_users_per_sec,
-                p.client.goodput_rps,
-                p.client.throughput_rps,
-                p.client.latency_p99_ms,
-                p.client.sessions_completed,
-                p.server.handshakes_full,
-                p.server.full_shed,
-                p.server.resume_shed,
-                p.server.worker_cpu_secs,
-                p.client.client_busy * 100.0
-            );
+            let (c, s) = (&p.client, &p.server);
+            let row = vec![
+                format!("{}x", p.multiplier),
+                format!("{:.0}", p.offered_users_per_sec),
+                format!("{:.0}", c.goodput_rps),
+                format!("{:.0}", c.throughput_rps),
+                format!("{:.0}", c.latency_p99_ms),
+                c.sessions_completed.to_string(),
+                s.handshakes_full.to_string(),
+                s.full_shed.to_string(),
+                s.resume_shed.to_string(),
+                format!("{:.2}", s.worker_cpu_secs),
+                format!("{:.0}%", c.client_busy * 100.0),
+            ];
+            out.push_str(&columns("  ", &widths, &[row]));
         }
         let saturated: Vec<String> = self
             .points
