@@ -14,7 +14,8 @@ use std::time::Duration;
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_path::PathHandle;
-use tlslab_report::columns;
+use tlslab_report::study::most_common;
+use tlslab_report::{columns, header};
 use tlslab_server::{Content, Server};
 
 use crate::Error;
@@ -334,13 +335,6 @@ fn run_cell(
     })
 }
 
-fn most_common(counts: &std::collections::BTreeMap<String, u64>) -> Option<String> {
-    counts
-        .iter()
-        .max_by_key(|(_, n)| **n)
-        .map(|(k, _)| k.clone())
-}
-
 fn find<'a>(
     cells: &'a [CellResult],
     mode: Mode,
@@ -406,17 +400,9 @@ impl LabReport {
              server CPU/req is server-observed (worker CPU time / requests served)."
         );
         let _ = writeln!(s);
-        let head = [
-            "cell",
-            "version",
-            "key",
-            "req/s",
-            "server CPU/req",
-            "hs p50",
-            "reused",
-            "client busy",
-        ];
-        let mut rows = vec![head.map(String::from).to_vec()];
+        let mut rows = vec![header(
+            "cell|version|key|req/s|server CPU/req|hs p50|reused|client busy",
+        )];
         rows.extend(self.cells.iter().map(|c| {
             vec![
                 c.mode.label().into(),
@@ -452,16 +438,9 @@ impl LabReport {
             );
         }
         let _ = writeln!(s);
-        let head = [
-            "version",
-            "key",
-            "full/plain",
-            "resumed/full",
-            "keep-alive/full",
-            "CPU full/plain",
-            "CPU resumed/full",
-        ];
-        let mut rows = vec![head.map(String::from).to_vec()];
+        let mut rows = vec![header(
+            "version|key|full/plain|resumed/full|keep-alive/full|CPU full/plain|CPU resumed/full",
+        )];
         rows.extend(self.ratios.iter().map(|r| {
             let mut row = vec![r.version.name().to_string(), r.key.clone()];
             row.extend(

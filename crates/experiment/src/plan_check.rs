@@ -35,7 +35,7 @@ use tlslab_server::{Content, Server};
 
 use crate::Error;
 use crate::pin::Placement;
-use crate::rig::{self, Reading, Rig};
+use crate::rig::{self, Rig};
 
 /// What the check runs.
 #[derive(Clone, Debug)]
@@ -178,37 +178,6 @@ fn loadavg() -> Option<f64> {
         .ok()
 }
 
-/// What one open-loop point measured.
-struct PointMeasured {
-    report: tlslab_report::LoadReport,
-    server_busy: f64,
-    server_cpu_us_per_request: f64,
-}
-
-/// Runs one open-loop point. Unlike [`rig::measure`], a point that completes
-/// nothing (the model offered more than the server or the client could
-/// take) is a result to print, not an error.
-fn measure_point(
-    server: &tlslab_server::Server,
-    load: &tlslab_load::LoadConfig,
-) -> Result<PointMeasured, Error> {
-    let before = Reading::of(server);
-    let wall = std::time::Instant::now();
-    let report = tlslab_load::run(load)?;
-    let d = Reading::of(server).since(&before);
-    let (cpu, served) = (d.cpu.as_secs_f64(), d.served);
-    let wall = wall.elapsed().as_secs_f64().max(1e-9);
-    Ok(PointMeasured {
-        server_busy: cpu / wall,
-        server_cpu_us_per_request: if served > 0 {
-            cpu * 1e6 / served as f64
-        } else {
-            f64::NAN
-        },
-        report,
-    })
-}
-
 fn ms(us: Option<u64>) -> f64 {
     us.map_or(f64::NAN, |v| v as f64 / 1000.0)
 }
@@ -308,7 +277,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
             );
             let closed_plan = model(closed)?;
             const OPEN_LOOP_RHO: f64 = 0.6;
-            let m = measure_point(
+            let m = rig::run_measured(
                 &server,
                 &open_loop(
                     closed_plan.requests_per_s_per_core_max * OPEN_LOOP_RHO,
@@ -379,7 +348,9 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         |rho: f64, label: &str| -> Result<(CheckPoint, tlslab_report::LoadReport), Error> {
             let rate = cap * rho;
             let _ = label;
-            let m = measure_point(&server, &open_loop(rate, cfg.cell)?)?;
+            // A point that completes nothing (the model offered more than the
+            // server or the client could take) is a result, not an error.
+            let m = rig::run_measured(&server, &open_loop(rate, cfg.cell)?)?;
             let r = &m.report;
             let ol = r.open_loop.as_ref();
             let goodput = if r.window.measured_s > 0.0 {

@@ -177,26 +177,37 @@ pub(crate) struct Measured {
     pub server_sign: Option<(f64, u64)>,
 }
 
-/// Runs `load` against `server` and measures the server's CPU per request.
-/// A cell in which nothing was served is an error naming `label`.
-pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result<Measured, Error> {
+/// Runs `load` against `server` and measures the server's CPU per request
+/// served (NaN when it served none) and its busy share over the run.
+pub(crate) fn run_measured(server: &Server, load: &LoadConfig) -> Result<Measured, Error> {
     let before = Reading::of(server);
     let wall = std::time::Instant::now();
     let report = tlslab_load::run(load)?;
     let wall = wall.elapsed();
     let d = Reading::of(server).since(&before);
     let sign = d.crypto.total(Op::Sign);
-    if report.requests.completed == 0 || d.served == 0 {
-        return Err(Error::EmptyCell {
-            cell: label.to_string(),
-            errors: report.error_summary(),
-        });
-    }
     Ok(Measured {
         report,
-        server_cpu_us_per_request: d.cpu.as_secs_f64() * 1e6 / d.served as f64,
+        server_cpu_us_per_request: if d.served > 0 {
+            d.cpu.as_secs_f64() * 1e6 / d.served as f64
+        } else {
+            f64::NAN
+        },
         server_busy: d.cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9),
         server_sign: (sign.calls > 0)
             .then(|| (sign.nanos as f64 / 1e3 / sign.calls as f64, sign.calls)),
     })
+}
+
+/// [`run_measured`], where a cell in which nothing was served is an error
+/// naming `label`.
+pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result<Measured, Error> {
+    let m = run_measured(server, load)?;
+    if m.report.requests.completed == 0 || m.server_cpu_us_per_request.is_nan() {
+        return Err(Error::EmptyCell {
+            cell: label.to_string(),
+            errors: m.report.error_summary(),
+        });
+    }
+    Ok(m)
 }

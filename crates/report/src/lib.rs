@@ -54,7 +54,7 @@ pub use record::{
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
 pub use sweep::{SweepReport, SweepSeries, SweepStep, SweepStepText, SweepText};
 pub use table::LoadReportText;
-pub use table::columns;
+pub use table::{columns, header};
 
 /// Errors from report sinks.
 #[derive(Debug, thiserror::Error)]

@@ -440,6 +440,11 @@ pub fn columns(indent: &str, widths: &[i32], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A row of `names` separated by `|`, for [`columns`]: a table's header.
+pub fn header(names: &str) -> Vec<String> {
+    names.split('|').map(String::from).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

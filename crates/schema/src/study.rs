@@ -230,7 +230,8 @@ fn percentiles(p: &crate::load::Phase) -> Vec<(f64, u64)> {
     .collect()
 }
 
-fn most_common(counts: &BTreeMap<String, u64>) -> Option<String> {
+/// The key with the highest count (of equal ones, the last in key order).
+pub fn most_common(counts: &BTreeMap<String, u64>) -> Option<String> {
     counts
         .iter()
         .max_by_key(|(_, n)| **n)

@@ -7,23 +7,11 @@ use std::collections::BTreeMap;
 
 use tlslab_crypto::meter::AblationSet;
 use tlslab_report::interval::{Convergence, Interval};
+use tlslab_report::study::median;
 
 use super::plan::{BreakdownConfig, Configuration, meter_ops};
 use super::report::{BreakdownReport, Row, Share};
 use crate::pin::Placement;
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
 
 fn spread(v: &[f64]) -> f64 {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);

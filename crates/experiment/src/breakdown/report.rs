@@ -2,8 +2,8 @@
 //! table, and their text.
 
 use tlslab_crypto::provider::Version;
-use tlslab_report::columns;
 use tlslab_report::interval::Convergence;
+use tlslab_report::{columns, header};
 
 use super::plan::{Configuration, Workload};
 use crate::pin::Placement;
@@ -179,16 +179,9 @@ impl BreakdownReport {
             self.meter_overhead_ns
         );
         let _ = writeln!(s);
-        let head = [
-            "configuration",
-            "CPU/req",
-            "spread",
-            "req/s",
-            "server",
-            "speedup",
-            "fraction",
-        ];
-        let head = [head.map(String::from).to_vec()];
+        let head = [header(
+            "configuration|CPU/req|spread|req/s|server|speedup|fraction",
+        )];
         s.push_str(&columns("", &[-58, 11, 7, 9, 7, 8, 15], &head));
         let rows: Vec<Vec<String>> = self
             .rows

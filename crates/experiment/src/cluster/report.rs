@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use tlslab_report::columns;
+use tlslab_report::{columns, header};
 
 use super::plan::{ClusterConfig, ClusterPlacement, DispatcherKind, Mechanism, NodeKind, Sharing};
 
@@ -276,27 +276,12 @@ impl ClusterReport {
         }
         let _ = writeln!(o, "method: {}", self.method);
         let _ = writeln!(o);
-        let head = [
-            [
-                "mechanism",
-                "arm",
-                "reuse",
-                "req/s",
-                "cpu µs/req",
-                "resumed",
-                "routing",
-                "nodes",
-                "client",
-                "disp µs",
-                "errors",
-            ],
-            [
-                "", "", "%", "(client)", "(server)", "(server)", "eff.", "busy", "busy", "/conn",
-                "",
-            ],
+        let mut rows = vec![
+            header(
+                "mechanism|arm|reuse|req/s|cpu µs/req|resumed|routing|nodes|client|disp µs|errors",
+            ),
+            header("||%|(client)|(server)|(server)|eff.|busy|busy|/conn|"),
         ];
-        let mut rows: Vec<Vec<String>> =
-            head.iter().map(|h| h.map(String::from).to_vec()).collect();
         rows.extend(self.cells.iter().map(|c| {
             vec![
                 c.mechanism.name().into(),

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 use tlslab_load::UsersReport;
-use tlslab_report::columns;
+use tlslab_report::{columns, header};
 use tlslab_server::AdmissionMode;
 
 use super::plan::{Arm, Peer};
@@ -200,20 +200,8 @@ impl OverloadReport {
                         p.server.limit.unwrap_or(f64::NAN)
                     );
                 }
-                let head = [
-                    "load",
-                    "users/s",
-                    "goodput",
-                    "throughput",
-                    "p99 ms",
-                    "sessions",
-                    "full hs",
-                    "full shed",
-                    "res shed",
-                    "srv CPU s",
-                    "cli busy",
-                ];
-                out.push_str(&columns("  ", &widths, &[head.map(String::from).to_vec()]));
+                let head = "load|users/s|goodput|throughput|p99 ms|sessions|full hs|full shed|res shed|srv CPU s|cli busy";
+                out.push_str(&columns("  ", &widths, &[header(head)]));
             }
             let (c, s) = (&p.client, &p.server);
             let row = vec![

@@ -336,13 +336,9 @@ fn robust(
 /// One full TLS request to `/health`, within 5 s.
 fn health(addr: std::net::SocketAddr, roots: &rustls::RootCertStore) -> bool {
     use std::io::{Read, Write};
-    let roots = roots.clone();
-    let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map(|b| b.with_root_certificates(roots).with_no_client_auth());
-    let Ok(cfg) = cfg else { return false };
+    let Some(cfg) = client_config(roots) else {
+        return false;
+    };
     let Ok(name) = rustls::pki_types::ServerName::try_from("localhost") else {
         return false;
     };
@@ -363,6 +359,17 @@ fn health(addr: std::net::SocketAddr, roots: &rustls::RootCertStore) -> bool {
     let mut out = Vec::new();
     let _ = tls.read_to_end(&mut out);
     out.starts_with(b"HTTP/1.1 200")
+}
+
+/// A rustls client (aws-lc-rs, its default versions) trusting `roots`.
+fn client_config(roots: &rustls::RootCertStore) -> Option<rustls::ClientConfig> {
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let b = rustls::ClientConfig::builder_with_provider(provider);
+    let b = b.with_safe_default_protocol_versions().ok()?;
+    Some(
+        b.with_root_certificates(roots.clone())
+            .with_no_client_auth(),
+    )
 }
 
 /// Client threads of the shed-cost measurement: enough that the server
@@ -419,20 +426,9 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     use std::io::{Read, Write};
     use std::net::TcpStream;
     let n = n - n % SHED_COST_CLIENTS as u64;
-    let roots = rig.roots.clone();
-    let client = |resume: bool| {
-        let mut c = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::aws_lc_rs::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("default versions")
-        .with_root_certificates(roots.clone())
-        .with_no_client_auth();
-        if !resume {
-            c.resumption = rustls::client::Resumption::disabled();
-        }
-        std::sync::Arc::new(c)
-    };
+    let mut c = client_config(&rig.roots).expect("aws-lc-rs has default versions");
+    c.resumption = rustls::client::Resumption::disabled();
+    let cfg = std::sync::Arc::new(c);
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
     let io_err = |e: std::io::Error| Error::EmptyCell {
         cell: "shed cost".into(),
@@ -441,7 +437,6 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     // Full handshakes.
     let server = start_server(rig, plan, AdmissionMode::Off)?;
     let addr = server.https_addr().expect("an HTTPS listener");
-    let cfg = client(false);
     let cpu0 = server.cpu_time();
     hammer(plan, n, || {
         let mut conn = rustls::ClientConnection::new(cfg.clone(), name.clone())

@@ -150,26 +150,26 @@ pub fn builtin(name: &str) -> Result<Builtin, StudyError> {
 pub fn render_list() -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<18} {:<12} {:<34} {:<46} title",
-        "study", "engine", "status", "paper"
-    );
-    for b in builtins() {
-        let _ = writeln!(
-            s,
-            "{:<18} {:<12} {:<34} {:<46} {}",
-            b.name,
-            b.engine,
-            if b.landed {
-                format!("runs ({})", b.duration)
-            } else {
-                "engine not landed".into()
-            },
-            b.seed,
-            b.title
-        );
-    }
+    let mut rows = vec![tlslab_report::header("study|engine|status|paper|title")];
+    rows.extend(builtins().into_iter().map(|b| {
+        let status = if b.landed {
+            format!("runs ({})", b.duration)
+        } else {
+            "engine not landed".into()
+        };
+        vec![
+            b.name.into(),
+            b.engine.into(),
+            status,
+            b.seed.into(),
+            b.title.into(),
+        ]
+    }));
+    s.push_str(&tlslab_report::columns(
+        "",
+        &[-18, -12, -34, -46, -1],
+        &rows,
+    ));
     let _ = writeln!(
         s,
         "\nrun one with `tlslab experiment run NAME [--quick] --out DIR`; your own matrix with \
@@ -622,6 +622,11 @@ pub(crate) fn best(
         Some((_, m, ids)) => (Some(m), ids),
         None => (None, vec![]),
     }
+}
+
+/// The cell's load report, read back typed.
+pub(crate) fn load_report(c: &Cell) -> Option<tlslab_report::LoadReport> {
+    serde::Deserialize::deserialize(c.load.as_ref()?).ok()
 }
 
 /// `a / b` when both are there.

@@ -11,7 +11,6 @@ use std::time::Duration;
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_probe::{ProbeConfig, Sample, probe_target};
-use tlslab_relay::{Conditions, RelayConfig, RelayThread};
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 use tlslab_server::{Content, Server};
 
@@ -173,26 +172,10 @@ fn run_cells(
             if s.has(&id) {
                 continue;
             }
-            let relay = RelayThread::spawn(RelayConfig {
-                listen: ([127, 0, 0, 1], 0).into(),
-                upstream,
-                conditions: Conditions {
-                    delay: Duration::from_millis(rtt) / 2,
-                    ..Conditions::default()
-                },
-                seed: 1,
-                idle_timeout: tlslab_relay::DEFAULT_IDLE_TIMEOUT,
-                max_queued: tlslab_relay::DEFAULT_MAX_QUEUED,
-            })
-            .map_err(|e| {
-                StudyError::Run(crate::Error::EmptyCell {
-                    cell: id.clone(),
-                    errors: format!("relay: {e}"),
-                })
-            })?;
+            let relay = super::pq::RttPath::start(Duration::from_millis(rtt), upstream, &id)?;
             let url = format!(
                 "https://127.0.0.1:{}{}",
-                relay.local_addr().port(),
+                relay.addr().port(),
                 crate::lab::PATH
             );
             let mut load = tlslab_load::LoadConfig::new(vec![

@@ -143,10 +143,10 @@ fn cpu_us(c: &Cell) -> Option<f64> {
 }
 
 fn mean_latency_ms(c: &Cell) -> Option<f64> {
-    c.load
-        .as_ref()?
-        .pointer("/latency/total/mean_us")?
-        .as_f64()
+    super::load_report(c)?
+        .latency
+        .total
+        .mean_us
         .map(|us| us / 1000.0)
 }
 
