@@ -11,7 +11,7 @@ use tlslab_report::study::{Cell, CellMetrics};
 use tlslab_server::{Content, Server};
 
 use super::matrix::{CellSpec, Matrix};
-use super::{Session, StudyError, flag_duration, now_ms};
+use super::session::{Session, StudyError, flag_duration, now_ms};
 use crate::pin::Placement;
 use crate::rig::{self, Rig};
 

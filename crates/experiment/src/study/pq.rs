@@ -24,7 +24,7 @@ use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 use tlslab_report::{HandshakeKindSummary, HandshakeTcp};
 
 use super::matrix::CellSpec;
-use super::{StudyError, compare, one};
+use super::session::{StudyError, compare, one};
 
 /// The chains: (leaf, intermediate).
 pub(super) const CHAINS: [(KeyType, KeyType); 7] = [
@@ -177,7 +177,7 @@ impl RttPath {
 
 /// A figure of the full handshakes of the cell's load report.
 fn full(c: &Cell, field: fn(&HandshakeKindSummary) -> Option<f64>) -> Option<f64> {
-    field(&super::load_report(c)?.handshake.full)
+    field(&super::session::load_report(c)?.handshake.full)
 }
 
 fn bytes(c: &Cell) -> Option<f64> {

@@ -12,9 +12,10 @@ use tlslab_report::study::{Cell, CellMetrics, Comparison};
 
 use crate::cluster::{self, ClusterConfig, ClusterReport};
 
+use super::load_cell::LoadRig;
 use super::matrix::{Engine, Level, Matrix, Pin};
-use super::{
-    Builtin, LoadRig, Session, StudyError, best, compare, flag_duration, now_ms, one, ratio,
+use super::session::{
+    Builtin, Session, StudyError, best, compare, flag_duration, now_ms, one, ratio,
 };
 
 /// `seed000-reuse`.

@@ -14,7 +14,7 @@ use tlslab_probe::{ProbeConfig, Sample, probe_target};
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 use tlslab_server::{Content, Server};
 
-use super::{Builtin, Session, StudyError, compare, now_ms};
+use super::session::{Builtin, Session, StudyError, compare, now_ms};
 use crate::rig::Rig;
 
 /// `seed003-table2`.
