@@ -11,15 +11,16 @@
 
 use std::time::Duration;
 
-use tlslab_crypto::meter::AblationSet;
-use tlslab_crypto::pki::{self, KeyType};
+use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_path::PathHandle;
+use tlslab_report::study::most_common;
+use tlslab_report::{columns, header};
 use tlslab_server::{Content, Server};
 
 use crate::Error;
-use crate::cell::{self, Listeners};
 use crate::pin::Placement;
+use crate::rig::{self, Rig};
 
 /// The path every cell requests: a 4 KiB file of the SPECweb96 set.
 pub const PATH: &str = "/specweb96/class1_3";
@@ -147,7 +148,7 @@ pub struct LabReport {
 struct Embedded {
     key: KeyType,
     server: Server,
-    roots: rustls::RootCertStore,
+    rig: Rig,
 }
 
 fn start_server(
@@ -158,23 +159,16 @@ fn start_server(
 ) -> Result<Embedded, Error> {
     let start = move || -> Result<Embedded, Error> {
         let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
-        let generated = pki::generate(key, &sans)?;
-        let roots = generated.roots()?;
-        let ip = path.map_or(std::net::IpAddr::from([127, 0, 0, 1]), |h| h.server_ip());
-        let server = cell::start_server_on(
-            ip,
-            generated,
-            vec![Version::Tls12, Version::Tls13],
-            Content::Specweb96,
-            Listeners {
-                https: true,
-                http: with_http,
-            },
-            AblationSet::NONE,
-            placement,
-            Vec::new(),
-        )?;
-        Ok(Embedded { key, server, roots })
+        let rig = Rig::generate(key, &sans, placement.clone())?;
+        let mut c = rig.server(Content::Specweb96);
+        // On the path, the listeners are on the server namespace's address.
+        let addr = path.map_or(rig::LOOPBACK, |h| {
+            std::net::SocketAddr::new(h.server_ip(), 0)
+        });
+        c.https = Some(addr);
+        c.http = with_http.then_some(addr);
+        let server = Server::start(c)?;
+        Ok(Embedded { key, server, rig })
     };
     match path {
         None => start(),
@@ -228,7 +222,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         .map(|a| format!("http://{a}{PATH}"));
     if let Some(url) = &http {
         for mode in [Mode::PlainNewConn, Mode::PlainKeepAlive] {
-            let c = run_cell(cfg, &placement, &ecdsa, url, mode, None, handle.as_ref())?;
+            let c = run_cell(cfg, &ecdsa, url, mode, None, handle.as_ref())?;
             progress(&progress_line(&c));
             cells.push(c);
         }
@@ -243,15 +237,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
                 .map_or_else(|| "localhost".to_string(), |h| h.server_ip().to_string());
             let url = format!("https://{host}:{}{PATH}", addr.port());
             for mode in [Mode::TlsFull, Mode::TlsResumed, Mode::TlsKeepAlive] {
-                let c = run_cell(
-                    cfg,
-                    &placement,
-                    emb,
-                    &url,
-                    mode,
-                    Some(version),
-                    handle.as_ref(),
-                )?;
+                let c = run_cell(cfg, emb, &url, mode, Some(version), handle.as_ref())?;
                 progress(&progress_line(&c));
                 cells.push(c);
             }
@@ -287,7 +273,6 @@ fn progress_line(c: &CellResult) -> String {
 
 fn run_cell(
     cfg: &LabConfig,
-    placement: &Placement,
     emb: &Embedded,
     url: &str,
     mode: Mode,
@@ -300,16 +285,9 @@ fn run_cell(
         Mode::PlainKeepAlive | Mode::TlsKeepAlive => (0, 0.0),
     };
     let versions = version.map_or_else(|| vec![Version::Tls12, Version::Tls13], |v| vec![v]);
-    let load = cell::cell_load(
-        url,
-        cfg.cell,
-        cfg.clients,
-        placement,
-        versions,
-        &emb.roots,
-        k,
-        reuse,
-    )?;
+    let load = emb
+        .rig
+        .cell_load(url, cfg.cell, cfg.clients, versions, k, reuse)?;
     let label = format!(
         "{} {} {}",
         mode.label(),
@@ -321,13 +299,13 @@ fn run_cell(
         }
     );
     let m = match path {
-        None => cell::measure(&emb.server, &load, label.trim())?,
+        None => rig::measure(&emb.server, &load, label.trim())?,
         // The load engine's runtime is built on this thread, so its
         // threads and sockets live in the client namespace.
         Some(h) => std::thread::scope(|s| {
             s.spawn(|| {
                 h.enter_client()?;
-                cell::measure(&emb.server, &load, label.trim())
+                rig::measure(&emb.server, &load, label.trim())
             })
             .join()
             .unwrap_or_else(|_| Err(Error::Cluster("the path's client thread panicked".into())))
@@ -355,13 +333,6 @@ fn run_cell(
         suite: most_common(&report.handshake.suites),
         group: most_common(&report.handshake.groups),
     })
-}
-
-fn most_common(counts: &std::collections::BTreeMap<String, u64>) -> Option<String> {
-    counts
-        .iter()
-        .max_by_key(|(_, n)| **n)
-        .map(|(k, _)| k.clone())
 }
 
 fn find<'a>(
@@ -429,27 +400,24 @@ impl LabReport {
              server CPU/req is server-observed (worker CPU time / requests served)."
         );
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "{:<24} {:<8} {:<11} {:>10} {:>15} {:>10} {:>8} {:>12}",
-            "cell", "version", "key", "req/s", "server CPU/req", "hs p50", "reused", "client busy"
-        );
-        for c in &self.cells {
-            let _ = writeln!(
-                s,
-                "{:<24} {:<8} {:<11} {:>10.0} {:>12.1} µs {:>10} {:>7.0}% {:>11.0}%{}",
-                c.mode.label(),
-                c.version.map_or("-", |v| v.name()),
-                c.key.as_deref().unwrap_or("-"),
-                c.requests_per_s,
-                c.server_cpu_us_per_request,
+        let mut rows = vec![header(
+            "cell|version|key|req/s|server CPU/req|hs p50|reused|client busy",
+        )];
+        rows.extend(self.cells.iter().map(|c| {
+            vec![
+                c.mode.label().into(),
+                c.version.map_or("-", |v| v.name()).into(),
+                c.key.as_deref().unwrap_or("-").into(),
+                format!("{:.0}", c.requests_per_s),
+                format!("{:.1} µs", c.server_cpu_us_per_request),
                 c.handshake_p50_us
                     .map_or("-".to_string(), |v| format!("{v:.0} µs")),
-                c.reuse_achieved * 100.0,
-                c.client_busy * 100.0,
-                if c.client_saturated { " !" } else { "" }
-            );
-        }
+                format!("{:.0}%", c.reuse_achieved * 100.0),
+                format!("{:.0}%", c.client_busy * 100.0),
+                if c.client_saturated { " !" } else { "" }.into(),
+            ]
+        }));
+        s.push_str(&columns("", &[-24, -8, -11, 10, 15, 10, 8, 12, 0], &rows));
         let mut negotiated: Vec<String> = Vec::new();
         for c in &self.cells {
             if let (Some(v), Some(suite), Some(group)) = (c.version, &c.suite, &c.group) {
@@ -470,30 +438,24 @@ impl LabReport {
             );
         }
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "{:<8} {:<11} {:>12} {:>14} {:>16} {:>15} {:>17}",
-            "version",
-            "key",
-            "full/plain",
-            "resumed/full",
-            "keep-alive/full",
-            "CPU full/plain",
-            "CPU resumed/full"
-        );
-        for r in &self.ratios {
-            let _ = writeln!(
-                s,
-                "{:<8} {:<11} {:>12.2} {:>14.2} {:>16.2} {:>15.2} {:>17.2}",
-                r.version.name(),
-                r.key,
-                r.full_over_plain,
-                r.resumed_over_full,
-                r.keepalive_over_full,
-                r.cpu_full_over_plain,
-                r.cpu_resumed_over_full
+        let mut rows = vec![header(
+            "version|key|full/plain|resumed/full|keep-alive/full|CPU full/plain|CPU resumed/full",
+        )];
+        rows.extend(self.ratios.iter().map(|r| {
+            let mut row = vec![r.version.name().to_string(), r.key.clone()];
+            row.extend(
+                [
+                    r.full_over_plain,
+                    r.resumed_over_full,
+                    r.keepalive_over_full,
+                    r.cpu_full_over_plain,
+                    r.cpu_resumed_over_full,
+                ]
+                .map(|x| format!("{x:.2}")),
             );
-        }
+            row
+        }));
+        s.push_str(&columns("", &[-8, -11, 12, 14, 16, 15, 17], &rows));
         let _ = writeln!(
             s,
             "ratios of req/s: below 1 means the first mode is slower. CPU ratios: how many times \

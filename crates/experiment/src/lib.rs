@@ -22,13 +22,13 @@
 //! throughput and latency), and the statistics from `tlslab-report`.
 
 pub mod breakdown;
-mod cell;
 pub mod cluster;
 pub mod lab;
 pub mod nginx;
 pub mod overload;
 pub mod pin;
 pub mod plan_check;
+mod rig;
 pub mod study;
 
 /// Errors of an experiment.

@@ -27,16 +27,15 @@
 
 use std::time::Duration;
 
-use tlslab_crypto::meter::AblationSet;
-use tlslab_crypto::pki::{self, KeyType};
+use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_load::{Arrivals, OpenLoop};
 use tlslab_report::capacity::{self, Mix, UnitCosts};
-use tlslab_server::Content;
+use tlslab_server::{Content, Server};
 
 use crate::Error;
-use crate::cell::{self, Listeners};
 use crate::pin::Placement;
+use crate::rig::{self, Rig};
 
 /// What the check runs.
 #[derive(Clone, Debug)]
@@ -179,42 +178,6 @@ fn loadavg() -> Option<f64> {
         .ok()
 }
 
-/// What one open-loop point measured.
-struct PointMeasured {
-    report: tlslab_report::LoadReport,
-    server_busy: f64,
-    server_cpu_us_per_request: f64,
-}
-
-/// Runs one open-loop point. Unlike `cell::measure`, a point that completes
-/// nothing (the model offered more than the server or the client could
-/// take) is a result to print, not an error.
-fn measure_point(
-    server: &tlslab_server::Server,
-    load: &tlslab_load::LoadConfig,
-) -> Result<PointMeasured, Error> {
-    let cpu_before = server.cpu_time();
-    let served_before = server.snapshot().requests.total();
-    let wall = std::time::Instant::now();
-    let report = tlslab_load::run(load)?;
-    let cpu = server.cpu_time().saturating_sub(cpu_before).as_secs_f64();
-    let wall = wall.elapsed().as_secs_f64().max(1e-9);
-    let served = server
-        .snapshot()
-        .requests
-        .total()
-        .saturating_sub(served_before);
-    Ok(PointMeasured {
-        server_busy: cpu / wall,
-        server_cpu_us_per_request: if served > 0 {
-            cpu * 1e6 / served as f64
-        } else {
-            f64::NAN
-        },
-        report,
-    })
-}
-
 fn ms(us: Option<u64>) -> f64 {
     us.map_or(f64::NAN, |v| v as f64 / 1000.0)
 }
@@ -234,19 +197,10 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         cfg.reuse * 100.0,
         placement.describe()
     ));
-    let generated = pki::generate(cfg.key, &[])?;
-    let roots = generated.roots()?;
-    let server = cell::start_server(
-        generated,
-        vec![cfg.version],
-        Content::Specweb96,
-        Listeners {
-            https: true,
-            http: false,
-        },
-        AblationSet::NONE,
-        &placement,
-    )?;
+    let rig = Rig::generate(cfg.key, &[], placement.clone())?;
+    let mut serve = rig.server(Content::Specweb96);
+    serve.tls.versions = vec![cfg.version];
+    let server = Server::start(serve)?;
     let Some(addr) = server.https_addr() else {
         return Err(Error::EmptyCell {
             cell: "start-up".into(),
@@ -258,16 +212,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
     // An open-loop load at `rate` arrivals/s for `window`: one request per
     // new connection, Poisson arrivals, the check's reuse.
     let open_loop = |rate: f64, window: Duration| -> Result<tlslab_load::LoadConfig, Error> {
-        let mut load = cell::cell_load(
-            &url,
-            window,
-            64,
-            &placement,
-            vec![cfg.version],
-            &roots,
-            1,
-            cfg.reuse,
-        )?;
+        let mut load = rig.cell_load(&url, window, 64, vec![cfg.version], 1, cfg.reuse)?;
         load.open_loop = Some(OpenLoop {
             rate,
             arrivals: Arrivals::Poisson,
@@ -298,17 +243,15 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
                 ("resumed handshake per request", 1, 1.0),
                 ("keep-alive", 0, 0.0),
             ] {
-                let load = cell::cell_load(
+                let load = rig.cell_load(
                     &url,
                     cfg.calibration_cell,
                     cfg.calibration_clients,
-                    &placement,
                     vec![cfg.version],
-                    &roots,
                     k,
                     reuse,
                 )?;
-                let m = cell::measure(&server, &load, name)?;
+                let m = rig::measure(&server, &load, name)?;
                 progress(&format!(
                     "  calibration, {name}: {:.1} µs server CPU per request, {:.0} req/s, \
                      server {:.0} % busy",
@@ -334,7 +277,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
             );
             let closed_plan = model(closed)?;
             const OPEN_LOOP_RHO: f64 = 0.6;
-            let m = measure_point(
+            let m = rig::run_measured(
                 &server,
                 &open_loop(
                     closed_plan.requests_per_s_per_core_max * OPEN_LOOP_RHO,
@@ -405,7 +348,9 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         |rho: f64, label: &str| -> Result<(CheckPoint, tlslab_report::LoadReport), Error> {
             let rate = cap * rho;
             let _ = label;
-            let m = measure_point(&server, &open_loop(rate, cfg.cell)?)?;
+            // A point that completes nothing (the model offered more than the
+            // server or the client could take) is a result, not an error.
+            let m = rig::run_measured(&server, &open_loop(rate, cfg.cell)?)?;
             let r = &m.report;
             let ol = r.open_loop.as_ref();
             let goodput = if r.window.measured_s > 0.0 {

@@ -220,6 +220,37 @@ fn norm_version(v: &str) -> String {
         .to_string()
 }
 
+/// What [`costs_from_json`] reads of a lab report or a results document.
+#[derive(Deserialize)]
+struct CostFile {
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    cells: Option<Vec<CostCell>>,
+}
+
+/// A cell of either file: a lab report's (`mode`, `version`, `key`,
+/// `server_cpu_us_per_request`) or a results document's (`id`, `factors`,
+/// `metrics.server_cpu_us_per_request`).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CostCell {
+    id: Option<String>,
+    mode: Option<String>,
+    version: Option<String>,
+    key: Option<String>,
+    server_cpu_us_per_request: Option<f64>,
+    factors: std::collections::BTreeMap<String, String>,
+    metrics: CostMetrics,
+}
+
+/// The part of a results cell's `metrics` the costs come from.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CostMetrics {
+    server_cpu_us_per_request: Option<f64>,
+}
+
 /// Per-unit server CPU costs from a `tlslab lab --json` report or a
 /// `tlslab experiment` results document, for TLS `version` (`1.2`, `1.3`)
 /// and certificate `key` (`ecdsa-p256`, `rsa2048`).
@@ -240,47 +271,37 @@ pub fn costs_from_json(
 ) -> Result<CostSource, PlanError> {
     let want_v = norm_version(version);
     let bad = |m: String| Err(PlanError::Invalid(m));
-    let cells = v.get("cells").and_then(|c| c.as_array());
-    let Some(cells) = cells else {
+    let file = CostFile::deserialize(v).ok();
+    let Some((kind, cells)) = file.and_then(|f| Some((f.kind, f.cells?))) else {
         return bad(
             "the file has no `cells`; give a `tlslab lab --json` report or a \
                     `tlslab experiment` results document"
                 .into(),
         );
     };
-    let is_study = v.get("kind").and_then(|k| k.as_str()) == Some(crate::study::STUDY_KIND);
+    let is_study = kind.as_deref() == Some(crate::study::STUDY_KIND);
     // (mode or None, reuse, k, cpu/request, label)
     let mut rows: Vec<(f64, f64, f64, String)> = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     for c in cells {
         let (factors, cpu, label) = if is_study {
-            let f = c.get("factors").cloned().unwrap_or_default();
-            let cpu = c
-                .pointer("/metrics/server_cpu_us_per_request")
-                .and_then(|x| x.as_f64());
-            let id = c
-                .get("id")
-                .and_then(|x| x.as_str())
-                .unwrap_or("?")
-                .to_string();
-            (f, cpu, id)
+            let cpu = c.metrics.server_cpu_us_per_request;
+            let id = c.id.unwrap_or_else(|| "?".into());
+            (c.factors, cpu, id)
         } else {
-            let mut f = serde_json::Map::new();
-            for k in ["mode", "version", "key"] {
-                if let Some(x) = c.get(k).filter(|x| !x.is_null()) {
-                    f.insert(k.into(), x.clone());
-                }
-            }
-            let cpu = c.get("server_cpu_us_per_request").and_then(|x| x.as_f64());
             let label = format!(
                 "{} {} {}",
-                c.get("mode").and_then(|x| x.as_str()).unwrap_or("?"),
-                c.get("version").and_then(|x| x.as_str()).unwrap_or("-"),
-                c.get("key").and_then(|x| x.as_str()).unwrap_or("-")
+                c.mode.as_deref().unwrap_or("?"),
+                c.version.as_deref().unwrap_or("-"),
+                c.key.as_deref().unwrap_or("-")
             );
-            (serde_json::Value::Object(f), cpu, label)
+            let f = [("mode", c.mode), ("version", c.version), ("key", c.key)]
+                .into_iter()
+                .filter_map(|(k, x)| Some((k.to_string(), x?)))
+                .collect();
+            (f, c.server_cpu_us_per_request, label)
         };
-        let get = |k: &str| factors.get(k).and_then(|x| x.as_str()).map(str::to_string);
+        let get = |k: &str| factors.get(k).cloned();
         let ver = get("version").or(get("tls"));
         let k_ty = get("key");
         if let (Some(v), Some(k)) = (&ver, &k_ty) {

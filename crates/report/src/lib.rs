@@ -55,3 +55,4 @@ pub use record::{
 pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
 pub use sweep::{SweepReport, SweepSeries, SweepStep, SweepStepText, SweepText};
 pub use table::LoadReportText;
+pub use table::{columns, header};

@@ -417,6 +417,34 @@ impl LoadReportText for LoadReport {
     }
 }
 
+/// Lays out `rows` as text columns, each line starting with `indent`: a
+/// cell is padded to its column's width, right-aligned (a positive width)
+/// or left-aligned (a negative one), one space after the cell before it;
+/// a width of 0 appends the cell as it is (a mark such as ` !`). A cell
+/// wider than its column is not cut. The experiments' tables go through it.
+pub fn columns(indent: &str, widths: &[i32], rows: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    for row in rows {
+        out.push_str(indent);
+        for (i, (cell, &w)) in row.iter().zip(widths).enumerate() {
+            let n = w.unsigned_abs() as usize;
+            let sep = if i > 0 && w != 0 { " " } else { "" };
+            let _ = if w < 0 {
+                write!(out, "{sep}{cell:<n$}")
+            } else {
+                write!(out, "{sep}{cell:>n$}")
+            };
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A row of `names` separated by `|`, for [`columns`]: a table's header.
+pub fn header(names: &str) -> Vec<String> {
+    names.split('|').map(String::from).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

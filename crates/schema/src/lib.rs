@@ -11,7 +11,10 @@
 //!   `distributed` section that `tlslab merge` adds.
 //! - [`agent`]: an agent's `complete.json` and `counters.json` (`load --out`).
 //! - [`sweep`]: `tlslab sweep --json` ([`sweep::SweepReport`]).
+//! - [`study`]: `tlslab experiment`'s results document
+//!   ([`study::StudyResults`]).
 
 pub mod agent;
 pub mod load;
+pub mod study;
 pub mod sweep;

@@ -4,21 +4,20 @@
 
 use std::collections::BTreeMap;
 
-use tlslab_crypto::meter::AblationSet;
 use tlslab_crypto::pki;
-use tlslab_crypto::provider::{Algorithms, Version};
+use tlslab_crypto::provider::Algorithms;
 use tlslab_load::{Arrivals, OpenLoop};
 use tlslab_report::study::{Cell, CellMetrics};
 use tlslab_server::{Content, Server};
 
 use super::matrix::{CellSpec, Matrix};
-use super::{Session, StudyError, flag_duration, now_ms};
-use crate::cell::{self, Listeners};
+use super::session::{Session, StudyError, flag_duration, now_ms};
 use crate::pin::Placement;
+use crate::rig::{self, Rig};
 
 struct Embedded {
     server: Server,
-    roots: rustls::RootCertStore,
+    rig: Rig,
 }
 
 /// Embedded servers, started on first use and kept for the whole study
@@ -42,28 +41,17 @@ impl LoadRig {
         if !self.servers.contains_key(&name) {
             let generated = pki::generate_chain(spec.key, spec.intermediate, &[])
                 .map_err(crate::Error::from)?;
-            let roots = generated.roots().map_err(crate::Error::from)?;
-            let server = cell::start_server_with(
-                generated,
-                vec![Version::Tls12, Version::Tls13],
-                Content::Specweb96,
-                Listeners {
-                    https: true,
-                    http: false,
-                },
-                AblationSet::NONE,
-                &self.placement,
-                spec.cert_compression.clone(),
-            )?;
-            self.servers
-                .insert(name.clone(), Embedded { server, roots });
+            let rig = Rig::new(generated, self.placement.clone())?;
+            let mut serve = rig.server(Content::Specweb96);
+            serve.tls.cert_compression = spec.cert_compression.clone();
+            let server = Server::start(serve).map_err(crate::Error::from)?;
+            self.servers.insert(name.clone(), Embedded { server, rig });
         }
         Ok(&self.servers[&name])
     }
 
     /// Runs one cell and returns it (not yet in the document).
     pub fn run(&mut self, spec: &CellSpec, repeat: u32) -> Result<Cell, StudyError> {
-        let placement = self.placement.clone();
         let id = format!("{}-r{repeat}", spec.point);
         let emb = self.server(spec)?;
         let upstream = emb
@@ -79,13 +67,11 @@ impl LoadRig {
             Some(p) => format!("https://127.0.0.1:{}{}", p.addr().port(), spec.path),
             None => format!("https://localhost:{}{}", upstream.port(), spec.path),
         };
-        let mut load = cell::cell_load(
+        let mut load = emb.rig.cell_load(
             &url,
             spec.cell,
             spec.clients,
-            &placement,
             spec.versions.clone(),
-            &emb.roots,
             spec.requests_per_conn,
             spec.reuse,
         )?;
@@ -108,7 +94,7 @@ impl LoadRig {
             load.seed = u64::from(repeat);
         }
         let started = now_ms();
-        let m = cell::measure(&emb.server, &load, &id);
+        let m = rig::measure(&emb.server, &load, &id);
         if let Some(p) = path {
             p.stop();
         }
@@ -123,7 +109,7 @@ impl LoadRig {
             factors: spec.factors.clone(),
             repeat,
             order: 0,
-            command_line: command_line(spec, &placement),
+            command_line: command_line(spec, &self.placement),
             started_unix_ms: started,
             metrics,
             load: serde_json::to_value(&m.report).ok(),

@@ -125,9 +125,41 @@ pub struct Matrix {
     pub pin: Pin,
     /// The path requested.
     pub path: String,
-    /// Factors in declared order, each with its levels (as written,
-    /// normalised: `0.5`, `1.3`, `rsa2048`).
-    pub factors: Vec<(String, Vec<String>)>,
+    /// Factors in declared order, each with its levels.
+    pub factors: Vec<(String, Vec<Level>)>,
+}
+
+/// One level of a factor, parsed once from the matrix file.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Level {
+    /// `reuse`: the share of new connections resumed, 0–1.
+    Reuse(f64),
+    /// `version`: the one TLS version the client offers.
+    Version(Version),
+    /// `key`: the certificate's key type.
+    Key(KeyType),
+    /// `group`: the key-exchange group the client offers.
+    Group(String),
+    /// `clients`.
+    Clients(usize),
+    /// `rate`: open-loop arrivals per second.
+    Rate(f64),
+    /// `requests_per_conn` (0: keep-alive).
+    RequestsPerConn(u32),
+}
+
+impl Level {
+    /// The level as the document records it (`0.5`, `1.3`, `rsa2048`).
+    pub fn text(&self) -> String {
+        match self {
+            Level::Reuse(x) | Level::Rate(x) => tlslab_report::study::fmt_level(*x),
+            Level::Version(v) => v.short().to_string(),
+            Level::Key(k) => k.name().to_string(),
+            Level::Group(g) => g.clone(),
+            Level::Clients(n) => n.to_string(),
+            Level::RequestsPerConn(k) => k.to_string(),
+        }
+    }
 }
 
 /// What one cell of the load engine runs.
@@ -221,27 +253,18 @@ impl CellSpec {
         })
     }
 
-    /// Sets a factor from its (already validated) level.
-    fn set(&mut self, factor: &str, level: &str) {
-        match factor {
-            "reuse" => self.reuse = level.parse().unwrap_or(0.0),
-            "version" => {
-                if let Ok(v) = provider::parse_versions(level) {
-                    self.versions = v;
-                }
-            }
-            "key" => {
-                if let Ok(k) = level.parse() {
-                    self.key = k;
-                }
-            }
-            "group" => self.group = Some(level.to_string()),
-            "clients" => self.clients = level.parse().unwrap_or(1),
-            "rate" => self.rate = level.parse().ok(),
-            "requests_per_conn" => self.requests_per_conn = level.parse().unwrap_or(1),
-            _ => {}
+    /// Sets `factor` to `level`.
+    fn set(&mut self, factor: &str, level: &Level) {
+        match level {
+            Level::Reuse(r) => self.reuse = *r,
+            Level::Version(v) => self.versions = vec![*v],
+            Level::Key(k) => self.key = *k,
+            Level::Group(g) => self.group = Some(g.clone()),
+            Level::Clients(n) => self.clients = *n,
+            Level::Rate(r) => self.rate = Some(*r),
+            Level::RequestsPerConn(k) => self.requests_per_conn = *k,
         }
-        self.factors.insert(factor.to_string(), level.to_string());
+        self.factors.insert(factor.to_string(), level.text());
     }
 }
 
@@ -334,8 +357,8 @@ fn level_text(v: &toml::Value) -> Option<String> {
     }
 }
 
-/// Checks one level of a factor and normalises it.
-fn check_level(factor: &str, v: &toml::Value) -> Result<String, String> {
+/// Checks one level of a factor and parses it.
+fn check_level(factor: &str, v: &toml::Value) -> Result<Level, String> {
     let text = level_text(v).ok_or_else(|| format!("{v} is not a number or a string"))?;
     let num = || -> Result<f64, String> {
         match v {
@@ -354,18 +377,18 @@ fn check_level(factor: &str, v: &toml::Value) -> Result<String, String> {
                     "{r} is not a share between 0 and 1 (write 50 % as 0.5)"
                 ));
             }
-            Ok(tlslab_report::study::fmt_level(r))
+            Ok(Level::Reuse(r))
         }
         "version" => {
             let v = provider::parse_versions(&text).map_err(|e| e.to_string())?;
             if v.len() != 1 {
                 return Err("one version per level: \"1.2\" or \"1.3\"".into());
             }
-            Ok(v[0].short().to_string())
+            Ok(Level::Version(v[0]))
         }
         "key" => text
             .parse::<KeyType>()
-            .map(|k| k.name().to_string())
+            .map(Level::Key)
             .map_err(|e| e.to_string()),
         "group" => {
             provider::build(
@@ -377,7 +400,7 @@ fn check_level(factor: &str, v: &toml::Value) -> Result<String, String> {
                 },
             )
             .map_err(|e| e.to_string())?;
-            Ok(text)
+            Ok(Level::Group(text))
         }
         "clients" => {
             let n = num()?;
@@ -386,14 +409,14 @@ fn check_level(factor: &str, v: &toml::Value) -> Result<String, String> {
                     "{n} is not a whole number of clients from 1 to 10000"
                 ));
             }
-            Ok((n as u64).to_string())
+            Ok(Level::Clients(n as usize))
         }
         "rate" => {
             let r = num()?;
             if !(r.is_finite() && r > 0.0 && r <= 1e6) {
                 return Err(format!("{r} is not an arrival rate above 0 (per second)"));
             }
-            Ok(tlslab_report::study::fmt_level(r))
+            Ok(Level::Rate(r))
         }
         "requests_per_conn" => {
             let k = num()?;
@@ -402,7 +425,7 @@ fn check_level(factor: &str, v: &toml::Value) -> Result<String, String> {
                     "{k} is not a whole number of requests per connection (0: keep-alive)"
                 ));
             }
-            Ok((k as u64).to_string())
+            Ok(Level::RequestsPerConn(k as u32))
         }
         _ => Err("unknown factor".into()),
     }
@@ -508,7 +531,7 @@ impl Matrix {
                 if levels.contains(&l) {
                     return Err(invalid(
                         &format!("factors.{f}"),
-                        format!("level {l} is given twice"),
+                        format!("level {} is given twice", l.text()),
                     ));
                 }
                 levels.push(l);
@@ -554,7 +577,7 @@ impl Matrix {
                     let mut s = spec.clone();
                     s.set(f, l);
                     let mut p = pairs.clone();
-                    p.push((f.clone(), l.clone()));
+                    p.push((f.clone(), l.text()));
                     next.push((s, p));
                 }
             }
@@ -603,7 +626,10 @@ impl Matrix {
         let factors: serde_json::Map<String, serde_json::Value> = self
             .factors
             .iter()
-            .map(|(f, l)| (f.clone(), serde_json::json!(l)))
+            .map(|(f, l)| {
+                let l: Vec<String> = l.iter().map(Level::text).collect();
+                (f.clone(), serde_json::json!(l))
+            })
             .collect();
         serde_json::json!({
             "name": self.name,
@@ -649,6 +675,11 @@ clients = 4
         // Factors in the format's order, whatever order the file used.
         let names: Vec<&str> = m.factors.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(names, ["reuse", "version", "key", "group", "clients"]);
+        // Each level parsed once, typed.
+        assert_eq!(m.factors[0].1[1], Level::Reuse(0.5));
+        assert_eq!(m.factors[1].1[0], Level::Version(Version::Tls12));
+        assert_eq!(m.factors[2].1[0], Level::Key(KeyType::Rsa2048));
+        assert_eq!(m.factors[4].1, [Level::Clients(4)]);
         let points = m.points();
         assert_eq!(points.len(), 3 * 2 * 2);
         assert_eq!(points[0].point, "reuse0-tls1.2-rsa2048-x25519-c4");

@@ -20,11 +20,11 @@ use tlslab_crypto::compress::CertCompression;
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_relay::{Conditions, RelayConfig, RelayThread};
-use tlslab_report::HandshakeTcp;
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
+use tlslab_report::{HandshakeKindSummary, HandshakeTcp};
 
 use super::matrix::CellSpec;
-use super::{StudyError, compare, one};
+use super::session::{StudyError, compare, one};
 
 /// The chains: (leaf, intermediate).
 pub(super) const CHAINS: [(KeyType, KeyType); 7] = [
@@ -169,17 +169,15 @@ impl RttPath {
         self.relay.local_addr()
     }
 
-    /// Stops the path.
-    pub(super) fn stop(self) {
-        self.relay.stop();
+    /// Stops the path; what its relay forwarded.
+    pub(super) fn stop(self) -> tlslab_relay::RelayStats {
+        self.relay.stop()
     }
 }
 
-fn full(c: &Cell, field: &str) -> Option<f64> {
-    c.load
-        .as_ref()?
-        .pointer(&format!("/handshake/full/{field}"))?
-        .as_f64()
+/// A figure of the full handshakes of the cell's load report.
+fn full(c: &Cell, field: fn(&HandshakeKindSummary) -> Option<f64>) -> Option<f64> {
+    field(&super::session::load_report(c)?.handshake.full)
 }
 
 fn bytes(c: &Cell) -> Option<f64> {
@@ -195,7 +193,7 @@ fn ttfb_ms(c: &Cell) -> Option<f64> {
 /// Round trips of a full TLS 1.3 handshake including the slow start of the
 /// server's flight from an initial window of 10 segments.
 fn handshake_rtts(c: &Cell) -> Option<f64> {
-    Some(c.metrics.full_round_trips? + full(c, "slow_start_rounds_mean")? - 1.0)
+    Some(c.metrics.full_round_trips? + full(c, |k| k.slow_start_rounds_mean)? - 1.0)
 }
 
 fn sign_share(c: &Cell) -> Option<f64> {
@@ -237,9 +235,9 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
             if b.is_none() {
                 continue;
             }
-            let cert = pick(&filter, &|c| full(c, "cert_bytes_mean")).0;
-            let segs = pick(&filter, &|c| full(c, "data_segs_in_mean")).0;
-            let recs = pick(&filter, &|c| full(c, "records_in_mean")).0;
+            let cert = pick(&filter, &|c| full(c, |k| k.cert_bytes_mean)).0;
+            let segs = pick(&filter, &|c| full(c, |k| k.data_segs_in_mean)).0;
+            let recs = pick(&filter, &|c| full(c, |k| k.records_in_mean)).0;
             out.push(compare(
                 &format!("bytes per full handshake, both ways, TLS 1.3, chain {chain}, {kx}"),
                 "~2KBs added to total application traffic",
@@ -262,7 +260,7 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
             ));
             // Round trips, with the first flight's slow start.
             let (rt, cells) = pick(&filter, &handshake_rtts);
-            let beyond = pick(&filter, &|c| full(c, "beyond_initial_window")).0;
+            let beyond = pick(&filter, &|c| full(c, |k| k.beyond_initial_window)).0;
             out.push(compare(
                 &format!(
                     "round trips of a full handshake with the server flight's slow start, \
@@ -289,7 +287,7 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
             for kx in GROUPS {
                 let filter = f(&chain, comp, kx);
                 let flight = pick(&filter, &|c| c.metrics.full_bytes_in).0;
-                let segs = pick(&filter, &|c| full(c, "data_segs_in_mean")).0;
+                let segs = pick(&filter, &|c| full(c, |k| k.data_segs_in_mean)).0;
                 if let (Some(b), Some(s)) = (flight, segs) {
                     flights.push((format!("{chain}, {comp}, {kx}"), b, s));
                 }
@@ -298,10 +296,10 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
         // Compression.
         let none = f(&chain, "none", "X25519MLKEM768");
         let brotli = f(&chain, "brotli", "X25519MLKEM768");
-        let (ratio, cells) = pick(&brotli, &|c| full(c, "cert_compression_ratio"));
+        let (ratio, cells) = pick(&brotli, &|c| full(c, |k| k.cert_compression_ratio));
         if ratio.is_some() {
-            let unc = pick(&brotli, &|c| full(c, "cert_bytes_mean")).0;
-            let comp = pick(&brotli, &|c| full(c, "cert_compressed_bytes_mean")).0;
+            let unc = pick(&brotli, &|c| full(c, |k| k.cert_bytes_mean)).0;
+            let comp = pick(&brotli, &|c| full(c, |k| k.cert_compressed_bytes_mean)).0;
             let b0 = pick(&none, &bytes).0;
             let b1 = pick(&brotli, &bytes).0;
             out.push(compare(
@@ -401,7 +399,7 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
             ];
             let (t, cells) = one(doc, &filter, ttfb_ms);
             let Some(t) = t else { continue };
-            let extra = one(doc, &filter, |c| full(c, "slow_start_rounds_mean")).0;
+            let extra = one(doc, &filter, |c| full(c, |k| k.slow_start_rounds_mean)).0;
             out.push(compare(
                 &format!("time to first byte at {r} ms RTT, chain {chain}"),
                 &format!(

@@ -6,13 +6,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use tlslab_crypto::pki::KeyType;
+use tlslab_crypto::provider::Version;
 use tlslab_report::study::{Cell, CellMetrics, Comparison};
 
 use crate::cluster::{self, ClusterConfig, ClusterReport};
 
-use super::matrix::{Engine, Matrix, Pin};
-use super::{
-    Builtin, LoadRig, Session, StudyError, best, compare, flag_duration, now_ms, one, ratio,
+use super::load_cell::LoadRig;
+use super::matrix::{Engine, Level, Matrix, Pin};
+use super::session::{
+    Builtin, Session, StudyError, best, compare, flag_duration, now_ms, one, ratio,
 };
 
 /// `seed000-reuse`.
@@ -291,17 +294,11 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
 
 /// The reuse matrix: reuse × version × key × clients.
 pub fn reuse_matrix(quick: bool) -> Matrix {
-    let (reuse, clients, cell, repeats): (&[&str], &[&str], u64, u32) = if quick {
-        (&["0", "0.5", "1"], &["2", "8"], 500, 1)
+    let (reuse, clients, cell, repeats): (&[f64], &[usize], u64, u32) = if quick {
+        (&[0.0, 0.5, 1.0], &[2, 8], 500, 1)
     } else {
-        (
-            &["0", "0.2", "0.4", "0.6", "0.8", "1"],
-            &["2", "16"],
-            2000,
-            3,
-        )
+        (&[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], &[2, 16], 2000, 3)
     };
-    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let cell = Duration::from_millis(cell);
     Matrix {
         name: REUSE.name.into(),
@@ -313,10 +310,25 @@ pub fn reuse_matrix(quick: bool) -> Matrix {
         pin: Pin::Split,
         path: crate::lab::PATH.into(),
         factors: vec![
-            ("reuse".into(), s(reuse)),
-            ("version".into(), s(&["1.2", "1.3"])),
-            ("key".into(), s(&["rsa2048", "ecdsa-p256"])),
-            ("clients".into(), s(clients)),
+            (
+                "reuse".into(),
+                reuse.iter().map(|&r| Level::Reuse(r)).collect(),
+            ),
+            (
+                "version".into(),
+                vec![
+                    Level::Version(Version::Tls12),
+                    Level::Version(Version::Tls13),
+                ],
+            ),
+            (
+                "key".into(),
+                vec![Level::Key(KeyType::Rsa2048), Level::Key(KeyType::EcdsaP256)],
+            ),
+            (
+                "clients".into(),
+                clients.iter().map(|&c| Level::Clients(c)).collect(),
+            ),
         ],
     }
 }

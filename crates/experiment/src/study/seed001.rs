@@ -10,8 +10,9 @@ use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
+use super::load_cell::LoadRig;
 use super::matrix::CellSpec;
-use super::{Builtin, LoadRig, Session, StudyError, compare, flag_duration, now_ms, one, ratio};
+use super::session::{Builtin, Session, StudyError, compare, flag_duration, now_ms, one, ratio};
 use crate::breakdown::{self, BreakdownConfig, BreakdownReport, Workload};
 
 /// `seed001-breakdown`.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
-use super::{Builtin, Session, StudyError, compare, flag_duration, now_ms, one, ratio};
+use super::session::{Builtin, Session, StudyError, compare, flag_duration, now_ms, one, ratio};
 use crate::overload::{self, OverloadPlan, OverloadReport};
 use crate::pin::Placement;
 

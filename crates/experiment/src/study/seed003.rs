@@ -8,16 +8,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tlslab_crypto::meter::AblationSet;
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_probe::{ProbeConfig, Sample, probe_target};
-use tlslab_relay::{Conditions, RelayConfig, RelayThread};
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
-use tlslab_server::Content;
+use tlslab_server::{Content, Server};
 
-use super::{Builtin, Session, StudyError, compare, now_ms};
-use crate::cell::{self, Listeners};
+use super::session::{Builtin, Session, StudyError, compare, now_ms};
+use crate::rig::Rig;
 
 /// `seed003-table2`.
 pub const TABLE2: Builtin = Builtin {
@@ -132,19 +130,8 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
          client-observed by the probe",
         p.samples, p.rtts_ms
     ));
-    let generated = pki::generate(KeyType::Rsa2048, &[]).map_err(crate::Error::from)?;
-    let roots = generated.roots().map_err(crate::Error::from)?;
-    let server = cell::start_server(
-        generated,
-        vec![Version::Tls12, Version::Tls13],
-        Content::Specweb96,
-        Listeners {
-            https: true,
-            http: false,
-        },
-        AblationSet::NONE,
-        &s.placement,
-    )?;
+    let rig = Rig::generate(KeyType::Rsa2048, &[], s.placement.clone())?;
+    let server = Server::start(rig.server(Content::Specweb96)).map_err(crate::Error::from)?;
     let note = "TCP connect (T) is to tlslab relay on loopback: the relay accepts locally and \
                 delays data, not the SYN, so T does not include the emulated RTT and W and C \
                 are smaller than on a real path by one RTT each"
@@ -152,7 +139,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     if !s.doc.notes.contains(&note) {
         s.doc.notes.push(note);
     }
-    let r = run_cells(s, &p, &server, &roots);
+    let r = run_cells(s, &p, &server, &rig.roots);
     server.shutdown();
     r?;
     let c = comparisons(&s.doc);
@@ -185,26 +172,10 @@ fn run_cells(
             if s.has(&id) {
                 continue;
             }
-            let relay = RelayThread::spawn(RelayConfig {
-                listen: ([127, 0, 0, 1], 0).into(),
-                upstream,
-                conditions: Conditions {
-                    delay: Duration::from_millis(rtt) / 2,
-                    ..Conditions::default()
-                },
-                seed: 1,
-                idle_timeout: tlslab_relay::DEFAULT_IDLE_TIMEOUT,
-                max_queued: tlslab_relay::DEFAULT_MAX_QUEUED,
-            })
-            .map_err(|e| {
-                StudyError::Run(crate::Error::EmptyCell {
-                    cell: id.clone(),
-                    errors: format!("relay: {e}"),
-                })
-            })?;
+            let relay = super::pq::RttPath::start(Duration::from_millis(rtt), upstream, &id)?;
             let url = format!(
                 "https://127.0.0.1:{}{}",
-                relay.local_addr().port(),
+                relay.addr().port(),
                 crate::lab::PATH
             );
             let mut load = tlslab_load::LoadConfig::new(vec![

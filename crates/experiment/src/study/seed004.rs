@@ -13,8 +13,9 @@ use tlslab_crypto::provider::Version;
 use tlslab_report::capacity::seed004_response;
 use tlslab_report::study::{Cell, Comparison, Curve, StudyResults, fmt_level};
 
+use super::load_cell::LoadRig;
 use super::matrix::{CellSpec, point_name};
-use super::{Builtin, LoadRig, Session, StudyError, compare, one, ratio};
+use super::session::{Builtin, Session, StudyError, compare, one, ratio};
 
 /// `seed004-handshake`.
 pub const HANDSHAKE: Builtin = Builtin {
@@ -143,10 +144,10 @@ fn cpu_us(c: &Cell) -> Option<f64> {
 }
 
 fn mean_latency_ms(c: &Cell) -> Option<f64> {
-    c.load
-        .as_ref()?
-        .pointer("/latency/total/mean_us")?
-        .as_f64()
+    super::session::load_report(c)?
+        .latency
+        .total
+        .mean_us
         .map(|us| us / 1000.0)
 }
 

@@ -1,0 +1,487 @@
+//! What `tlslab cluster` runs: mechanisms, sharing arms, node and
+//! dispatcher kinds, the configuration and its checks, and the arms each
+//! mechanism can run.
+
+use std::time::Duration;
+
+use tlslab_crypto::pki::KeyType;
+use tlslab_crypto::provider::Version;
+use tlslab_dispatch::Policy;
+use tlslab_load::ResumeWith;
+
+use super::nodes::openssl_groups;
+use crate::Error;
+use crate::pin::Placement;
+
+/// The resumption mechanism of a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// TLS 1.2, session IDs (nodes issue no tickets; the client sends none).
+    Tls12Id,
+    /// TLS 1.2, session tickets sealed with the node's ticket keys.
+    Tls12Ticket,
+    /// TLS 1.3, tickets sealed with the node's ticket keys (stateless); in
+    /// the `redis-cache` arm, stateful tickets held in the shared cache.
+    Tls13Ticket,
+}
+
+impl Mechanism {
+    /// All three, in table order.
+    pub const ALL: [Mechanism; 3] = [
+        Mechanism::Tls12Id,
+        Mechanism::Tls12Ticket,
+        Mechanism::Tls13Ticket,
+    ];
+
+    /// The flag spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Tls12Id => "tls12-id",
+            Mechanism::Tls12Ticket => "tls12-ticket",
+            Mechanism::Tls13Ticket => "tls13-ticket",
+        }
+    }
+
+    pub(super) fn version(self) -> Version {
+        match self {
+            Mechanism::Tls13Ticket => Version::Tls13,
+            _ => Version::Tls12,
+        }
+    }
+}
+
+impl std::str::FromStr for Mechanism {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mechanism::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim())
+            .ok_or_else(|| {
+                format!("mechanism {s:?} is unknown; choose tls12-id, tls12-ticket or tls13-ticket")
+            })
+    }
+}
+
+/// How the nodes share session state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sharing {
+    /// Each node its own cache and its own ticket keys.
+    None,
+    /// One Redis-shared session cache (`memory:N+redis://…` on every node).
+    RedisCache,
+    /// One ticket-key file for every node.
+    SharedTicketKeys,
+}
+
+impl Sharing {
+    /// All three.
+    pub const ALL: [Sharing; 3] = [
+        Sharing::None,
+        Sharing::RedisCache,
+        Sharing::SharedTicketKeys,
+    ];
+
+    /// The flag spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sharing::None => "none",
+            Sharing::RedisCache => "redis-cache",
+            Sharing::SharedTicketKeys => "shared-ticket-keys",
+        }
+    }
+}
+
+impl std::str::FromStr for Sharing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Sharing::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim())
+            .ok_or_else(|| {
+                format!("sharing {s:?} is unknown; choose none, redis-cache or shared-ticket-keys")
+            })
+    }
+}
+
+/// What the nodes are.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeKind {
+    /// `tlslab serve` engines embedded in this process.
+    Tlslab,
+    /// nginx processes.
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            help = "nginx processes (`nginx -p DIR`, one config, session cache zone and ticket key file each)"
+        )
+    )]
+    Nginx,
+}
+
+/// What the dispatcher is.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DispatcherKind {
+    /// `tlslab dispatch`, embedded.
+    Tlslab,
+    /// An `haproxy` process in TCP mode.
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            help = "`haproxy` in TCP mode; `--policy session` is the stick-table recipe on the TLS 1.2 session ID"
+        )
+    )]
+    Haproxy,
+}
+
+/// What `tlslab cluster` runs.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Number of nodes (at least 2).
+    pub nodes: usize,
+    /// What the nodes are.
+    pub node_kind: NodeKind,
+    /// What the dispatcher is.
+    pub dispatcher: DispatcherKind,
+    /// Requested reuse, percent, in sweep order.
+    pub reuse: Vec<u32>,
+    /// Dispatch policies, each with per-node state.
+    pub policies: Vec<Policy>,
+    /// Resumption mechanisms.
+    pub mechanisms: Vec<Mechanism>,
+    /// Sharing arms (each with round-robin dispatch); `None` is the
+    /// per-node arm, which is the round-robin policy cell.
+    pub sharing: Vec<Sharing>,
+    /// Length of each cell's load run.
+    pub cell: Duration,
+    /// Closed-loop clients.
+    pub clients: usize,
+    /// The certificate's key type (seed 000's servers used RSA).
+    pub key: KeyType,
+    /// Key-exchange groups of the nodes and the load, in preference order
+    /// (tlslab names: `x25519`, `secp256r1`, `secp384r1`,
+    /// `X25519MLKEM768`); `None`: each side's defaults (rustls:
+    /// X25519MLKEM768 first; nginx: OpenSSL's, X25519 first). TLS 1.3
+    /// resumption repeats the key exchange, so the group sets how much a
+    /// resumed handshake costs against a full one.
+    pub groups: Option<Vec<String>>,
+    /// Response body size: the path is `/bytes/N`.
+    pub body_bytes: usize,
+    /// Bound on each node's pre-handshake Redis GET (serve's
+    /// `--redis-timeout`) in the redis-cache arm.
+    pub redis_timeout: Duration,
+    /// Whether this is the short run (recorded in the report).
+    pub quick: bool,
+}
+
+impl ClusterConfig {
+    /// The full study: 3 tlslab nodes behind tlslab dispatch, reuse
+    /// 0–100 % in steps of 20, round-robin and session, all three
+    /// mechanisms, per-node state only, 10 s cells, 16 clients, RSA-2048.
+    pub fn standard() -> ClusterConfig {
+        ClusterConfig {
+            nodes: 3,
+            node_kind: NodeKind::Tlslab,
+            dispatcher: DispatcherKind::Tlslab,
+            reuse: vec![0, 20, 40, 60, 80, 100],
+            policies: vec![Policy::RoundRobin, Policy::Session],
+            mechanisms: Mechanism::ALL.to_vec(),
+            sharing: vec![Sharing::None],
+            cell: Duration::from_secs(10),
+            clients: 16,
+            key: KeyType::Rsa2048,
+            groups: None,
+            body_bytes: 1024,
+            redis_timeout: Duration::from_millis(5),
+            quick: false,
+        }
+    }
+
+    /// The smoke run: reuse 0 and 80, 3 s cells.
+    pub fn quick() -> ClusterConfig {
+        ClusterConfig {
+            reuse: vec![0, 80],
+            cell: Duration::from_secs(3),
+            quick: true,
+            ..ClusterConfig::standard()
+        }
+    }
+
+    /// Checks the settings; the message names the flag to change.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |m: String| Err(Error::Cluster(m));
+        if self.nodes < 2 {
+            return bad("a cluster needs at least 2 nodes (--node-count)".into());
+        }
+        if self.nodes > 16 {
+            return bad("at most 16 nodes on one machine (--node-count)".into());
+        }
+        if self.reuse.is_empty() || self.reuse.iter().any(|&r| r > 100) {
+            return bad("--reuse takes percentages 0 to 100, e.g. 0,20,40,60,80,100".into());
+        }
+        if self.policies.is_empty() && !self.sharing.iter().any(|s| *s != Sharing::None) {
+            return bad("nothing to run: give at least one --policy or --sharing arm".into());
+        }
+        if self.mechanisms.is_empty() {
+            return bad("give at least one --mechanism".into());
+        }
+        if self.cell < Duration::from_millis(500) {
+            return bad("--cell must be at least 500ms".into());
+        }
+        if self.clients == 0 {
+            return bad("--clients must be at least 1".into());
+        }
+        if let Some(groups) = &self.groups {
+            let known = tlslab_crypto::provider::all_group_names();
+            if groups.is_empty() {
+                return bad("--groups needs at least one group, e.g. x25519".into());
+            }
+            for g in groups {
+                if !known.iter().any(|k| k.eq_ignore_ascii_case(g)) {
+                    return bad(format!(
+                        "--groups {g}: not a key-exchange group; use one of {}",
+                        known.join(", ")
+                    ));
+                }
+            }
+            if self.node_kind == NodeKind::Nginx {
+                openssl_groups(groups)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where each part ran.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ClusterPlacement {
+    /// CPUs of every node (empty: not pinned).
+    pub nodes: Vec<usize>,
+    /// CPUs of the load engine (empty: not pinned).
+    pub load: Vec<usize>,
+    /// CPUs of the dispatcher (empty: not pinned).
+    pub dispatcher: Vec<usize>,
+    /// CPUs of `redis-server`, when one runs (empty: not pinned).
+    pub redis: Vec<usize>,
+    /// A sentence saying so.
+    pub description: String,
+}
+
+impl ClusterPlacement {
+    pub(super) fn plan() -> ClusterPlacement {
+        let p = Placement::split();
+        let description = if p.server.is_empty() {
+            "nodes, dispatcher and load share the only CPU (not pinned)".to_string()
+        } else {
+            format!(
+                "every node pinned to CPU {:?}; load, dispatcher and redis-server pinned to CPU {:?} \
+                 (the nodes together have one CPU: cluster throughput is what they sustain on it)",
+                p.server, p.client
+            )
+        };
+        ClusterPlacement {
+            nodes: p.server.clone(),
+            load: p.client.clone(),
+            dispatcher: p.client.clone(),
+            redis: p.client,
+            description,
+        }
+    }
+}
+
+/// How one cell's nodes are set up.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct NodeSetup {
+    pub(super) mechanism: Mechanism,
+    pub(super) sharing: Sharing,
+}
+
+impl NodeSetup {
+    /// Stateless tickets on (else IDs / stateful TLS 1.3 tickets).
+    pub(super) fn tickets(self) -> bool {
+        match self.mechanism {
+            Mechanism::Tls12Id => false,
+            Mechanism::Tls12Ticket => true,
+            Mechanism::Tls13Ticket => self.sharing != Sharing::RedisCache,
+        }
+    }
+
+    pub(super) fn resume_with(self) -> ResumeWith {
+        match self.mechanism {
+            Mechanism::Tls12Id => ResumeWith::Id,
+            Mechanism::Tls12Ticket => ResumeWith::Ticket,
+            Mechanism::Tls13Ticket => ResumeWith::Auto,
+        }
+    }
+
+    pub(super) fn note(self) -> Option<String> {
+        (self.mechanism == Mechanism::Tls13Ticket && self.sharing == Sharing::RedisCache).then(
+            || {
+                "stateful TLS 1.3 tickets (serve --tickets off), the kind a shared cache holds"
+                    .into()
+            },
+        )
+    }
+}
+
+/// Why an arm cannot run for a mechanism and node kind, if it cannot.
+pub(super) fn not_applicable(
+    kind: NodeKind,
+    mechanism: Mechanism,
+    sharing: Sharing,
+) -> Option<String> {
+    match (sharing, mechanism) {
+        (Sharing::None, _) => None,
+        (Sharing::RedisCache, _) if kind == NodeKind::Nginx => Some(
+            "stock nginx has no Redis session cache (its ssl_session_cache is shared between \
+             the workers of one node only)"
+                .into(),
+        ),
+        (Sharing::RedisCache, Mechanism::Tls12Ticket) => Some(
+            "TLS 1.2 tickets are stateless: a shared session cache does not hold them (see \
+             shared-ticket-keys)"
+                .into(),
+        ),
+        (Sharing::SharedTicketKeys, Mechanism::Tls12Id) => Some(
+            "session IDs are not tickets: ticket keys do not resume them (see redis-cache)".into(),
+        ),
+        _ => None,
+    }
+}
+
+/// One arm of the sweep: a policy with per-node state, or round-robin
+/// with shared state.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Arm {
+    pub(super) policy: Policy,
+    pub(super) sharing: Sharing,
+}
+
+impl Arm {
+    pub(super) fn label(self) -> String {
+        match self.sharing {
+            Sharing::None => self.policy.name().to_string(),
+            s => format!("{}+{}", self.policy.name(), s.name()),
+        }
+    }
+}
+
+pub(super) fn arms(cfg: &ClusterConfig) -> Vec<Arm> {
+    let mut out: Vec<Arm> = cfg
+        .policies
+        .iter()
+        .map(|&policy| Arm {
+            policy,
+            sharing: Sharing::None,
+        })
+        .collect();
+    if cfg.sharing.contains(&Sharing::None) && !cfg.policies.contains(&Policy::RoundRobin) {
+        out.insert(
+            0,
+            Arm {
+                policy: Policy::RoundRobin,
+                sharing: Sharing::None,
+            },
+        );
+    }
+    for &s in &cfg.sharing {
+        if s != Sharing::None {
+            out.push(Arm {
+                policy: Policy::RoundRobin,
+                sharing: s,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for m in Mechanism::ALL {
+            assert_eq!(m.name().parse::<Mechanism>().unwrap(), m);
+        }
+        for s in Sharing::ALL {
+            assert_eq!(s.name().parse::<Sharing>().unwrap(), s);
+        }
+        assert!("tls14".parse::<Mechanism>().is_err());
+    }
+
+    #[test]
+    fn groups_are_checked_and_spelled_for_openssl() {
+        let mut cfg = ClusterConfig::quick();
+        cfg.groups = Some(vec!["X25519".into(), "secp256r1".into()]);
+        cfg.validate().unwrap();
+        assert_eq!(
+            openssl_groups(cfg.groups.as_ref().unwrap()).unwrap(),
+            ["X25519", "prime256v1"]
+        );
+        cfg.node_kind = NodeKind::Nginx;
+        cfg.validate().unwrap();
+        cfg.groups = Some(vec!["ffdhe2048".into()]);
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("--groups ffdhe2048") && e.contains("x25519"),
+            "{e}"
+        );
+        cfg.groups = Some(Vec::new());
+        assert!(cfg.validate().unwrap_err().to_string().contains("--groups"));
+    }
+
+    #[test]
+    fn arms_add_round_robin_for_shared_state() {
+        let mut cfg = ClusterConfig::quick();
+        cfg.policies = vec![Policy::Session];
+        cfg.sharing = vec![Sharing::None, Sharing::RedisCache];
+        let labels: Vec<String> = arms(&cfg).into_iter().map(Arm::label).collect();
+        assert_eq!(
+            labels,
+            ["round-robin", "session", "round-robin+redis-cache"]
+        );
+    }
+
+    #[test]
+    fn inapplicable_arms_say_why() {
+        assert!(
+            not_applicable(
+                NodeKind::Tlslab,
+                Mechanism::Tls12Id,
+                Sharing::SharedTicketKeys
+            )
+            .is_some()
+        );
+        assert!(
+            not_applicable(
+                NodeKind::Tlslab,
+                Mechanism::Tls12Ticket,
+                Sharing::RedisCache
+            )
+            .is_some()
+        );
+        assert!(not_applicable(NodeKind::Nginx, Mechanism::Tls12Id, Sharing::RedisCache).is_some());
+        assert!(
+            not_applicable(
+                NodeKind::Tlslab,
+                Mechanism::Tls13Ticket,
+                Sharing::RedisCache
+            )
+            .is_none()
+        );
+        assert!(
+            not_applicable(
+                NodeKind::Nginx,
+                Mechanism::Tls13Ticket,
+                Sharing::SharedTicketKeys
+            )
+            .is_none()
+        );
+    }
+}

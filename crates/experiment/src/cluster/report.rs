@@ -1,0 +1,529 @@
+//! What `tlslab cluster` measured: the cells, the targets checked, and
+//! the text (every cell, then Fig. 9's shape).
+
+use std::collections::BTreeMap;
+
+use tlslab_report::{columns, header};
+
+use super::plan::{ClusterConfig, ClusterPlacement, DispatcherKind, Mechanism, NodeKind, Sharing};
+
+/// Schema version of [`ClusterReport`]'s JSON.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One measured cell.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ClusterCell {
+    /// The resumption mechanism.
+    pub mechanism: Mechanism,
+    /// The dispatch policy (`session` for HAProxy is its stick-table recipe).
+    pub policy: String,
+    /// How the nodes share session state.
+    pub sharing: Sharing,
+    /// `policy` or, for a sharing arm, `round-robin+<sharing>`.
+    pub arm: String,
+    /// Requested reuse, 0–1 (the load steers its resumed share to it).
+    pub reuse_requested: f64,
+    /// The window of every figure, seconds: the cell's load run.
+    pub window_s: f64,
+    /// Requests completed in the window (client-observed).
+    pub requests: u64,
+    /// Failed requests (client-observed).
+    pub errors: u64,
+    /// Requests per second (client-observed).
+    pub throughput_rps: f64,
+    /// The nodes' CPU time summed over the nodes ÷ the requests they
+    /// served, µs (server-observed).
+    pub cluster_cpu_us_per_request: f64,
+    /// The nodes' CPU time ÷ the window (1.0 = one CPU busy).
+    pub nodes_busy: f64,
+    /// Each node's CPU seconds in the window (server-observed).
+    pub node_cpu_s: Vec<f64>,
+    /// Each node's requests served in the window (server-observed).
+    pub node_requests: Vec<u64>,
+    /// Handshakes the nodes completed (server-observed).
+    pub handshakes: u64,
+    /// Of them, resumed (server-observed).
+    pub resumed: u64,
+    /// `resumed / handshakes` (server-observed).
+    pub resumption_achieved: f64,
+    /// `resumption_achieved / reuse_requested` (null at reuse 0).
+    pub achieved_over_requested: Option<f64>,
+    /// Connections on which the client offered a session (client-observed).
+    pub client_offers: u64,
+    /// Share of resumption attempts the chosen node accepted: for `tlslab
+    /// dispatch` dispatcher-observed (its `/metrics`), for HAProxy the
+    /// nodes' resumed handshakes ÷ the client's offers. Null without attempts.
+    pub routing_efficiency: Option<f64>,
+    /// `dispatcher` or `nodes/client-offers`: where `routing_efficiency` came from.
+    pub routing_efficiency_source: String,
+    /// The dispatcher's CPU per proxied connection, µs.
+    pub dispatcher_cpu_us_per_conn: Option<f64>,
+    /// `redis-server`'s CPU per request, µs (redis-cache arm only).
+    pub redis_cpu_us_per_request: Option<f64>,
+    /// The nodes' pre-handshake Redis GETs in the window, summed over the
+    /// nodes (redis-cache arm only; server-observed): hits, misses,
+    /// timeouts (over `redis_timeout_ms`, each a full handshake), errors.
+    pub redis_gets: Option<RedisGets>,
+    /// The load engine's CPU busy fraction (client-observed).
+    pub client_busy: f64,
+    /// True when the load engine was ≥ 90 % busy: throughput then measures
+    /// the client side, not the cluster.
+    pub client_saturated: bool,
+    /// What the cell changed from the mechanism's usual setup, if anything.
+    pub note: Option<String>,
+}
+
+/// The nodes' Redis GETs in a cell.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct RedisGets {
+    /// GETs that found the session.
+    pub hits: u64,
+    /// GETs that found nothing.
+    pub misses: u64,
+    /// GETs not answered within the bound.
+    pub timeouts: u64,
+    /// GETs that failed.
+    pub errors: u64,
+}
+
+/// An arm that was not run, and why.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Skipped {
+    /// The mechanism.
+    pub mechanism: Mechanism,
+    /// The arm.
+    pub arm: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// A target checked against the cells.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TargetCheck {
+    /// What is checked.
+    pub target: String,
+    /// The measured figure.
+    pub measured: Option<f64>,
+    /// The bound.
+    pub bound: f64,
+    /// `met`, `missed` or `not run`.
+    pub verdict: String,
+}
+
+/// What `tlslab cluster` measured.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ClusterReport {
+    /// Schema version of this JSON.
+    pub schema_version: u32,
+    /// Whether this was `--quick`.
+    pub quick: bool,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// What the nodes were.
+    pub node_kind: NodeKind,
+    /// What the dispatcher was.
+    pub dispatcher: DispatcherKind,
+    /// Where each part ran.
+    pub placement: ClusterPlacement,
+    /// Closed-loop clients.
+    pub clients: usize,
+    /// Length of each cell's load run, seconds.
+    pub cell_s: f64,
+    /// The certificate's key type.
+    pub key: String,
+    /// The key-exchange groups given (`--groups`); `None`: each side's
+    /// defaults.
+    pub groups: Option<Vec<String>>,
+    /// The nodes' Redis GET bound in the redis-cache arm, ms.
+    pub redis_timeout_ms: f64,
+    /// The path requested (one request per connection).
+    pub path: String,
+    /// How the figures were taken.
+    pub method: String,
+    /// Versions of the peers used (nginx, HAProxy, redis-server).
+    pub peers: BTreeMap<String, String>,
+    /// Every cell, in run order.
+    pub cells: Vec<ClusterCell>,
+    /// Arms not run, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// The issue 10 and 11 targets, checked.
+    pub targets: Vec<TargetCheck>,
+}
+
+pub(super) const METHOD: &str = "one connection per request, closed loop; every figure over the cell's load \
+run (no warm-up): throughput client-observed; CPU per request and achieved resumption \
+server-observed (node CPU summed over the nodes: thread schedstat of each embedded node, or \
+/proc/PID/task/*/schedstat of each nginx; resumed and total handshakes from each node's counters \
+or nginx access log of $ssl_session_reused); routing efficiency dispatcher-observed for tlslab \
+dispatch (its /metrics: accepted ÷ attempts, read from ServerHellos), and nodes' resumed ÷ the \
+client's offers for HAProxy; nodes, dispatcher and load fresh in every cell";
+
+fn cell_at<'a>(
+    cells: &'a [ClusterCell],
+    m: Mechanism,
+    arm: &str,
+    reuse: f64,
+) -> Option<&'a ClusterCell> {
+    cells
+        .iter()
+        .find(|c| c.mechanism == m && c.arm == arm && (c.reuse_requested - reuse).abs() < 1e-9)
+}
+
+pub(super) fn targets(cfg: &ClusterConfig, cells: &[ClusterCell]) -> Vec<TargetCheck> {
+    let mut out = Vec::new();
+    let nodes = match cfg.node_kind {
+        NodeKind::Tlslab => "tlslab",
+        NodeKind::Nginx => "nginx",
+    };
+    for m in [Mechanism::Tls12Id, Mechanism::Tls13Ticket] {
+        let rr = cell_at(cells, m, "round-robin", 0.8);
+        let se = cell_at(cells, m, "session", 0.8);
+        let measured = match (rr, se) {
+            (Some(r), Some(s)) => Some(s.cluster_cpu_us_per_request / r.cluster_cpu_us_per_request),
+            _ => None,
+        };
+        out.push(check(
+            format!(
+                "issue 10: {} at 80 % reuse, {nodes} nodes: cluster CPU/request, session ÷ round-robin ≤ 0.6",
+                m.name()
+            ),
+            measured,
+            0.6,
+            true,
+        ));
+    }
+    for (arm, mechs) in [
+        (
+            "round-robin+redis-cache",
+            [Mechanism::Tls12Id, Mechanism::Tls13Ticket],
+        ),
+        (
+            "round-robin+shared-ticket-keys",
+            [Mechanism::Tls12Ticket, Mechanism::Tls13Ticket],
+        ),
+    ] {
+        for m in mechs {
+            if !cells.iter().any(|c| c.arm == arm) {
+                continue;
+            }
+            let measured = cell_at(cells, m, arm, 0.8).and_then(|c| c.achieved_over_requested);
+            out.push(check(
+                format!(
+                    "issue 11: {} {arm} at 80 % reuse, {} nodes: achieved ÷ requested resumption ≥ 0.98",
+                    m.name(),
+                    cfg.nodes
+                ),
+                measured,
+                0.98,
+                false,
+            ));
+        }
+    }
+    out
+}
+
+fn check(target: String, measured: Option<f64>, bound: f64, at_most: bool) -> TargetCheck {
+    let verdict = match measured {
+        None => "not run",
+        Some(v) if (at_most && v <= bound) || (!at_most && v >= bound) => "met",
+        Some(_) => "missed",
+    };
+    TargetCheck {
+        target,
+        measured,
+        bound,
+        verdict: verdict.to_string(),
+    }
+}
+
+impl ClusterReport {
+    /// The human report: every cell, then Fig. 9's shape per mechanism
+    /// (throughput and CPU per request against reuse, blind against
+    /// session-aware and shared state), then the targets.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "tlslab cluster{}: {} {} nodes behind {}, {} clients, {:.1} s per cell, {} certificate, GET {}",
+            if self.quick { " (quick)" } else { "" },
+            self.nodes,
+            match self.node_kind {
+                NodeKind::Tlslab => "tlslab serve",
+                NodeKind::Nginx => "nginx",
+            },
+            match self.dispatcher {
+                DispatcherKind::Tlslab => "tlslab dispatch",
+                DispatcherKind::Haproxy =>
+                    "HAProxy (TCP mode; session = stick-table recipe on the TLS 1.2 session ID)",
+            },
+            self.clients,
+            self.cell_s,
+            self.key,
+            self.path
+        );
+        let _ = writeln!(
+            o,
+            "key exchange: {}",
+            match &self.groups {
+                Some(g) => format!("{} (--groups), nodes and load", g.join(",")),
+                None => "each side's default groups (tlslab: X25519MLKEM768 first; nginx: OpenSSL's, X25519 first)".into(),
+            }
+        );
+        let _ = writeln!(o, "placement: {}", self.placement.description);
+        for (k, v) in &self.peers {
+            let _ = writeln!(o, "peer {k}: {v}");
+        }
+        let _ = writeln!(o, "method: {}", self.method);
+        let _ = writeln!(o);
+        let mut rows = vec![
+            header(
+                "mechanism|arm|reuse|req/s|cpu µs/req|resumed|routing|nodes|client|disp µs|errors",
+            ),
+            header("||%|(client)|(server)|(server)|eff.|busy|busy|/conn|"),
+        ];
+        rows.extend(self.cells.iter().map(|c| {
+            vec![
+                c.mechanism.name().into(),
+                c.arm.clone(),
+                format!("{:.0}", c.reuse_requested * 100.0),
+                format!("{:.0}", c.throughput_rps),
+                format!("{:.1}", c.cluster_cpu_us_per_request),
+                format!("{:.1}%", c.resumption_achieved * 100.0),
+                c.routing_efficiency.map_or("-".into(), |e| {
+                    let mark = if c.routing_efficiency_source == "dispatcher" {
+                        ""
+                    } else {
+                        "*"
+                    };
+                    format!("{e:.3}{mark}")
+                }),
+                format!("{:.2}", c.nodes_busy),
+                format!(
+                    "{:.2}{}",
+                    c.client_busy,
+                    if c.client_saturated { "!" } else { " " }
+                ),
+                format!("{:.1}", c.dispatcher_cpu_us_per_conn.unwrap_or(f64::NAN)),
+                c.errors.to_string(),
+            ]
+        }));
+        let widths = [-13, -31, 5, 8, 9, 8, 8, 7, 7, 7, 6];
+        o.push_str(&columns("", &widths, &rows));
+        let _ = writeln!(
+            o,
+            "routing eff.: dispatcher-observed; * = nodes' resumed ÷ client's offers (HAProxy cannot tell). \
+             nodes busy: node CPU ÷ window (1.00 = one CPU). client busy ! = load engine ≥ 90 % busy \
+             (throughput then measures the client side)."
+        );
+        if let Some(c) = self.cells.iter().find(|c| c.note.is_some()) {
+            let _ = writeln!(
+                o,
+                "note: {} {}: {}",
+                c.mechanism.name(),
+                c.arm,
+                c.note.as_deref().unwrap_or("")
+            );
+        }
+        for c in &self.cells {
+            if let Some(g) = c.redis_gets {
+                let _ = writeln!(
+                    o,
+                    "redis: {} {} reuse {:.0} %: node GETs {} hits, {} misses, {} timeouts (> {:.0} ms), {} errors; redis-server CPU {:.1} µs/request (server-observed, not in cluster CPU)",
+                    c.mechanism.name(),
+                    c.arm,
+                    c.reuse_requested * 100.0,
+                    g.hits,
+                    g.misses,
+                    g.timeouts,
+                    self.redis_timeout_ms,
+                    g.errors,
+                    c.redis_cpu_us_per_request.unwrap_or(f64::NAN)
+                );
+            }
+        }
+        for s in &self.skipped {
+            let _ = writeln!(o, "skipped: {} {}: {}", s.mechanism.name(), s.arm, s.reason);
+        }
+        o.push_str(&self.render_fig9());
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Targets:");
+        for t in &self.targets {
+            let _ = writeln!(
+                o,
+                "  [{}] {}: {}",
+                t.verdict,
+                t.target,
+                t.measured
+                    .map_or("not measured".into(), |v| format!("{v:.3}"))
+            );
+        }
+        o
+    }
+
+    /// Fig. 9's shape: per mechanism, throughput and CPU per request
+    /// against reuse for each arm, and a bar chart of throughput.
+    pub fn render_fig9(&self) -> String {
+        use std::fmt::Write as _;
+        let mut o = String::new();
+        let mut mechs: Vec<Mechanism> = self.cells.iter().map(|c| c.mechanism).collect();
+        mechs.dedup();
+        let max_rps = self
+            .cells
+            .iter()
+            .map(|c| c.throughput_rps)
+            .fold(0.0f64, f64::max)
+            .max(1.0);
+        for m in mechs {
+            let cells: Vec<&ClusterCell> = self.cells.iter().filter(|c| c.mechanism == m).collect();
+            let mut arms: Vec<String> = Vec::new();
+            for c in &cells {
+                if !arms.contains(&c.arm) {
+                    arms.push(c.arm.clone());
+                }
+            }
+            let mut reuses: Vec<f64> = Vec::new();
+            for c in &cells {
+                if !reuses.iter().any(|r| (r - c.reuse_requested).abs() < 1e-9) {
+                    reuses.push(c.reuse_requested);
+                }
+            }
+            let _ = writeln!(o);
+            let _ = writeln!(
+                o,
+                "Fig. 9 shape, {}: throughput (req/s, client-observed) | cluster CPU per request (µs, server-observed)",
+                m.name()
+            );
+            // reuse | throughput of each arm | CPU of each arm | session ÷ rr.
+            let mut widths = vec![6];
+            widths.extend(arms.iter().map(|_| 14));
+            widths.push(1);
+            widths.extend(arms.iter().map(|_| 14));
+            widths.extend([1, 15, 6]);
+            let has_ratio =
+                arms.iter().any(|a| a == "round-robin") && arms.iter().any(|a| a == "session");
+            let mut head = vec!["reuse".to_string()];
+            head.extend(arms.iter().map(|a| short(a)));
+            head.push("|".into());
+            head.extend(arms.iter().map(|a| short(a)));
+            if has_ratio {
+                head.extend(["|".into(), "session÷rr rps  cpu".into()]);
+            }
+            let mut rows = vec![head];
+            for &r in &reuses {
+                let get = |a: &str| {
+                    cells
+                        .iter()
+                        .find(|c| c.arm == a && (c.reuse_requested - r).abs() < 1e-9)
+                };
+                let mut row = vec![format!("{:.0}%", r * 100.0)];
+                row.extend(
+                    arms.iter()
+                        .map(|a| get(a).map_or("-".into(), |c| format!("{:.0}", c.throughput_rps))),
+                );
+                row.push("|".into());
+                row.extend(arms.iter().map(|a| {
+                    get(a).map_or("-".into(), |c| {
+                        format!("{:.1}", c.cluster_cpu_us_per_request)
+                    })
+                }));
+                if has_ratio && let (Some(rr), Some(se)) = (get("round-robin"), get("session")) {
+                    row.extend([
+                        "|".into(),
+                        format!("{:.2}x", se.throughput_rps / rr.throughput_rps.max(1e-9)),
+                        format!(
+                            "{:.2}x",
+                            se.cluster_cpu_us_per_request / rr.cluster_cpu_us_per_request.max(1e-9)
+                        ),
+                    ]);
+                }
+                rows.push(row);
+            }
+            o.push_str(&columns("", &widths, &rows));
+            let _ = writeln!(
+                o,
+                "  throughput against reuse (each # = {:.0} req/s):",
+                max_rps / 50.0
+            );
+            let mut bars = Vec::new();
+            for &r in &reuses {
+                for a in &arms {
+                    if let Some(c) = cells
+                        .iter()
+                        .find(|c| c.arm == *a && (c.reuse_requested - r).abs() < 1e-9)
+                    {
+                        let n = ((c.throughput_rps / max_rps) * 50.0).round() as usize;
+                        bars.push(vec![
+                            format!("{:.0}%", r * 100.0),
+                            short(a),
+                            "#".repeat(n),
+                            format!("{:.0}", c.throughput_rps),
+                        ]);
+                    }
+                }
+            }
+            o.push_str(&columns("  ", &[5, -14, -50, 1], &bars));
+        }
+        o
+    }
+}
+
+/// A column label of at most 14 characters.
+fn short(arm: &str) -> String {
+    match arm {
+        "round-robin" => "rr (blind)".into(),
+        "session" => "session-aware".into(),
+        "round-robin+redis-cache" => "rr+redis-cache".into(),
+        "round-robin+shared-ticket-keys" => "rr+shared-keys".into(),
+        a => a.chars().take(14).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_compare_session_with_round_robin() {
+        let cell = |arm: &str, cpu: f64| ClusterCell {
+            mechanism: Mechanism::Tls12Id,
+            policy: arm.into(),
+            sharing: Sharing::None,
+            arm: arm.into(),
+            reuse_requested: 0.8,
+            window_s: 1.0,
+            requests: 1,
+            errors: 0,
+            throughput_rps: 1.0,
+            cluster_cpu_us_per_request: cpu,
+            nodes_busy: 1.0,
+            node_cpu_s: vec![],
+            node_requests: vec![],
+            handshakes: 1,
+            resumed: 1,
+            resumption_achieved: 0.8,
+            achieved_over_requested: Some(1.0),
+            client_offers: 1,
+            routing_efficiency: Some(1.0),
+            routing_efficiency_source: "dispatcher".into(),
+            dispatcher_cpu_us_per_conn: None,
+            redis_cpu_us_per_request: None,
+            redis_gets: None,
+            client_busy: 0.5,
+            client_saturated: false,
+            note: None,
+        };
+        let t = targets(
+            &ClusterConfig::quick(),
+            &[cell("round-robin", 100.0), cell("session", 50.0)],
+        );
+        assert_eq!(t[0].verdict, "met");
+        assert_eq!(t[0].measured, Some(0.5));
+        assert_eq!(t[1].verdict, "not run");
+        let t = targets(
+            &ClusterConfig::quick(),
+            &[cell("round-robin", 100.0), cell("session", 70.0)],
+        );
+        assert_eq!(t[0].verdict, "missed");
+    }
+}

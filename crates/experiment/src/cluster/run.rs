@@ -1,0 +1,705 @@
+//! How `tlslab cluster` runs: the environment (certificate, ticket keys,
+//! peers), the nodes and the dispatcher of each cell, and the sweep.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tlslab_crypto::provider::Algorithms;
+use tlslab_dispatch::Policy;
+use tlslab_report::LoadReport;
+use tlslab_server::{Content, RemoteCache, Server, TicketKeys};
+
+use super::nodes::{self, Proc, Redis};
+use super::plan::{
+    Arm, ClusterConfig, ClusterPlacement, DispatcherKind, Mechanism, NodeKind, NodeSetup, Sharing,
+    arms, not_applicable,
+};
+use super::report::{
+    ClusterCell, ClusterReport, METHOD, RedisGets, SCHEMA_VERSION, Skipped, targets,
+};
+use crate::Error;
+use crate::pin::Placement;
+use crate::rig::{Reading, Rig};
+
+#[derive(Clone, Copy, Debug, Default)]
+struct NodeCounters {
+    /// Redis GETs: hits, misses, timeouts, errors (embedded nodes with a shared cache).
+    redis: [u64; 4],
+    cpu_ns: u64,
+    requests: u64,
+    handshakes: u64,
+    resumed: u64,
+}
+
+enum Node {
+    Embedded(Server),
+    Nginx(nodes::Nginx),
+}
+
+impl Node {
+    fn addr(&self) -> SocketAddr {
+        match self {
+            Node::Embedded(s) => s
+                .https_addr()
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+            Node::Nginx(n) => n.addr,
+        }
+    }
+
+    fn counters(&self) -> NodeCounters {
+        match self {
+            Node::Embedded(s) => {
+                let r = Reading::of(s);
+                NodeCounters {
+                    redis: r.redis,
+                    cpu_ns: r.cpu.as_nanos() as u64,
+                    requests: r.served,
+                    handshakes: r.handshakes,
+                    resumed: r.resumed,
+                }
+            }
+            Node::Nginx(n) => {
+                let (requests, resumed) = n.requests();
+                NodeCounters {
+                    redis: [0; 4],
+                    cpu_ns: nodes::proc_cpu_ns(n.proc.pid()),
+                    requests,
+                    handshakes: requests,
+                    resumed,
+                }
+            }
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Node::Embedded(s) => {
+                s.shutdown();
+            }
+            Node::Nginx(n) => drop(n),
+        }
+    }
+}
+
+/// Everything a run shares: the certificate, the key files, the peers.
+struct Env {
+    dir: tempfile::TempDir,
+    /// The certificate, and the nodes' and the load's CPUs.
+    rig: Rig,
+    chain_pem: PathBuf,
+    key_pem: PathBuf,
+    /// One ticket-key file per node, and the key name (16 bytes) of each.
+    node_keys: Vec<(PathBuf, Vec<u8>)>,
+    /// The file every node uses in the shared-ticket-keys arm.
+    shared_keys: PathBuf,
+    nginx: Option<PathBuf>,
+    haproxy: Option<PathBuf>,
+    redis: Option<Redis>,
+    placement: ClusterPlacement,
+    body_bytes: usize,
+    redis_timeout: Duration,
+    groups: Option<Vec<String>>,
+}
+
+fn random_key() -> Result<Vec<u8>, Error> {
+    let mut k = vec![0u8; 80];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut k))
+        .map_err(|e| Error::Cluster(format!("cannot read /dev/urandom for ticket keys: {e}")))?;
+    Ok(k)
+}
+
+fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, bytes)
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)))
+        .map_err(|e| Error::Cluster(format!("cannot write {}: {e}", path.display())))
+}
+
+fn start_nodes(env: &Env, kind: NodeKind, n: usize, setup: NodeSetup) -> Result<Vec<Node>, Error> {
+    let mut nodes = Vec::with_capacity(n);
+    // One Redis key prefix for the cell's nodes, new in every cell: no
+    // cell resumes another's sessions.
+    let prefix = format!("tlslab-cluster:{}:", nodes::unique());
+    for i in 0..n {
+        let keys = if setup.sharing == Sharing::SharedTicketKeys {
+            env.shared_keys.clone()
+        } else {
+            env.node_keys[i].0.clone()
+        };
+        let node = match kind {
+            NodeKind::Tlslab => start_embedded(env, setup, keys, &prefix)?,
+            NodeKind::Nginx => {
+                let bin = env
+                    .nginx
+                    .as_ref()
+                    .ok_or_else(|| Error::Cluster("--nodes nginx needs nginx".into()))?;
+                let n = nodes::NginxNode {
+                    bin,
+                    dir: env.dir.path(),
+                    chain: &env.chain_pem,
+                    key: &env.key_pem,
+                    version: setup.mechanism.version(),
+                    ticket_key: setup.tickets().then_some(keys.as_path()),
+                    groups: env.groups.as_deref(),
+                    body_bytes: env.body_bytes,
+                    cpus: &env.placement.nodes,
+                };
+                Node::Nginx(nodes::start_nginx(&n, i)?)
+            }
+        };
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf, prefix: &str) -> Result<Node, Error> {
+    let ttl = Duration::from_secs(300);
+    let tickets = setup.tickets();
+    let remote_cache = match (setup.sharing, &env.redis) {
+        (Sharing::RedisCache, Some(r)) => Some(RemoteCache {
+            url: r.url.clone(),
+            memory: Some(100_000),
+            ttl,
+            prefix: prefix.to_string(),
+            timeout: env.redis_timeout,
+        }),
+        (Sharing::RedisCache, None) => {
+            return Err(Error::Cluster(
+                "the redis-cache arm has no redis-server".into(),
+            ));
+        }
+        _ => None,
+    };
+    let mut cfg = env.rig.server(Content::Empty);
+    let tls = &mut cfg.tls;
+    tls.versions = vec![setup.mechanism.version()];
+    tls.algorithms = Algorithms {
+        groups: env.groups.clone(),
+        ..Algorithms::default()
+    };
+    tls.tickets = tickets;
+    tls.remote_cache = remote_cache;
+    tls.ticket_keys = if tickets {
+        TicketKeys::File(keys)
+    } else {
+        TicketKeys::Local
+    };
+    Ok(Node::Embedded(Server::start(cfg)?))
+}
+
+impl Env {
+    fn setup(cfg: &ClusterConfig, needs_redis: bool) -> Result<Env, Error> {
+        let placement = ClusterPlacement::plan();
+        let nginx = match cfg.node_kind {
+            NodeKind::Nginx => Some(nodes::need_tool("nginx", "--nodes nginx")?),
+            NodeKind::Tlslab => None,
+        };
+        let haproxy = match cfg.dispatcher {
+            DispatcherKind::Haproxy => Some(nodes::need_tool("haproxy", "--dispatcher haproxy")?),
+            DispatcherKind::Tlslab => None,
+        };
+        let redis_bin = if needs_redis {
+            Some(nodes::need_tool("redis-server", "--sharing redis-cache")?)
+        } else {
+            None
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("tlslab-cluster-")
+            .tempdir()
+            .map_err(|e| Error::Cluster(format!("cannot create a temporary directory: {e}")))?;
+        let rig = Rig::generate(
+            cfg.key,
+            &[],
+            Placement {
+                server: placement.nodes.clone(),
+                client: placement.load.clone(),
+            },
+        )?;
+        let certs = dir.path().join("certs");
+        rig.generated.write_to(&certs)?;
+        let mut node_keys = Vec::new();
+        for i in 0..cfg.nodes {
+            let k = random_key()?;
+            let path = dir.path().join(format!("ticket-{i}.key"));
+            write_secret(&path, &k)?;
+            node_keys.push((path, k[..16].to_vec()));
+        }
+        let shared_keys = dir.path().join("ticket-shared.key");
+        write_secret(&shared_keys, &random_key()?)?;
+        let redis = match redis_bin {
+            Some(b) => Some(Redis::start(&b, dir.path(), &placement.redis)?),
+            None => None,
+        };
+        Ok(Env {
+            chain_pem: certs.join("server.pem"),
+            key_pem: certs.join("server.key"),
+            dir,
+            rig,
+            node_keys,
+            shared_keys,
+            nginx,
+            haproxy,
+            redis,
+            placement,
+            body_bytes: cfg.body_bytes,
+            redis_timeout: cfg.redis_timeout,
+            groups: cfg.groups.clone(),
+        })
+    }
+}
+
+enum Dispatch {
+    Embedded {
+        rt: tokio::runtime::Runtime,
+        threads: std::sync::Arc<tlslab_runtime::Threads>,
+        addr: SocketAddr,
+        metrics: SocketAddr,
+        stop: tokio::sync::watch::Sender<bool>,
+    },
+    Haproxy {
+        proc: Proc,
+        addr: SocketAddr,
+    },
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct DispatchCounters {
+    cpu_ns: u64,
+    attempts: Option<u64>,
+    accepted: Option<u64>,
+}
+
+impl Dispatch {
+    fn start(
+        env: &Env,
+        kind: DispatcherKind,
+        policy: Policy,
+        nodes: &[Node],
+        tags: &[Vec<u8>],
+    ) -> Result<Dispatch, Error> {
+        match kind {
+            DispatcherKind::Tlslab => {
+                let pin = if env.placement.dispatcher.is_empty() {
+                    None
+                } else {
+                    Some(
+                        tlslab_runtime::CpuPin::new(&env.placement.dispatcher)
+                            .map_err(|e| Error::Cluster(format!("dispatcher CPUs: {e}")))?,
+                    )
+                };
+                let (rt, threads) = tlslab_runtime::RuntimeSpec::new("cluster-dispatch", 1)
+                    .pinned(pin)
+                    .build()
+                    .map_err(|e| Error::Cluster(format!("dispatcher runtime: {e}")))?;
+                let backends = nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| tlslab_dispatch::Backend {
+                        addr: n.addr(),
+                        tags: tags.get(i).map(|t| vec![t.clone()]).unwrap_or_default(),
+                    })
+                    .collect();
+                let cfg = tlslab_dispatch::Config {
+                    listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    backends,
+                    policy,
+                    session_timeout: Duration::from_secs(300),
+                    max_sessions: std::num::NonZeroUsize::new(1_000_000)
+                        .unwrap_or(std::num::NonZeroUsize::MIN),
+                    hello_timeout: Duration::from_secs(5),
+                    idle_timeout: tlslab_dispatch::DEFAULT_IDLE_TIMEOUT,
+                    bad_input: tlslab_dispatch::BadInputAction::Forward,
+                    send_proxy_v2: false,
+                    health_check: tlslab_dispatch::HealthCheck::Off,
+                    health_interval: Duration::from_secs(1),
+                    connect_timeout: Duration::from_secs(2),
+                    metrics: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+                };
+                let d = rt.block_on(tlslab_dispatch::Dispatcher::bind(cfg))?;
+                let addr = d
+                    .local_addr()
+                    .map_err(|e| Error::Cluster(format!("dispatcher: {e}")))?;
+                let metrics = d
+                    .metrics_addr()
+                    .ok_or_else(|| Error::Cluster("dispatcher metrics listener missing".into()))?;
+                let (stop, rx) = tokio::sync::watch::channel(false);
+                rt.spawn(d.run(rx));
+                Ok(Dispatch::Embedded {
+                    rt,
+                    threads,
+                    addr,
+                    metrics,
+                    stop,
+                })
+            }
+            DispatcherKind::Haproxy => {
+                let bin = env
+                    .haproxy
+                    .as_ref()
+                    .ok_or_else(|| Error::Cluster("--dispatcher haproxy needs haproxy".into()))?;
+                let backends: Vec<SocketAddr> = nodes.iter().map(Node::addr).collect();
+                let (proc, addr) = nodes::start_haproxy(
+                    bin,
+                    env.dir.path(),
+                    policy,
+                    &backends,
+                    &env.placement.dispatcher,
+                )?;
+                Ok(Dispatch::Haproxy { proc, addr })
+            }
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        match self {
+            Dispatch::Embedded { addr, .. } | Dispatch::Haproxy { addr, .. } => *addr,
+        }
+    }
+
+    fn counters(&self) -> DispatchCounters {
+        match self {
+            Dispatch::Embedded {
+                threads, metrics, ..
+            } => {
+                let text = scrape(*metrics).unwrap_or_default();
+                DispatchCounters {
+                    cpu_ns: threads.cpu_time().total().as_nanos() as u64,
+                    attempts: metric(&text, "tlslab_dispatch_resumption_attempts_total")
+                        .map(|v| v as u64),
+                    accepted: metric(&text, "tlslab_dispatch_resumptions_accepted_total")
+                        .map(|v| v as u64),
+                }
+            }
+            Dispatch::Haproxy { proc, .. } => DispatchCounters {
+                cpu_ns: nodes::proc_cpu_ns(proc.pid()),
+                attempts: None,
+                accepted: None,
+            },
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Dispatch::Embedded { rt, stop, .. } => {
+                let _ = stop.send(true);
+                rt.shutdown_timeout(Duration::from_secs(1));
+            }
+            Dispatch::Haproxy { proc, .. } => drop(proc),
+        }
+    }
+}
+
+/// GET /metrics over HTTP/1.0 from a loopback address.
+fn scrape(addr: SocketAddr) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
+/// The value of an unlabelled Prometheus sample.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let (n, v) = l.split_once(' ')?;
+        (n == name).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// Runs the experiment. `progress` receives one line per cell as it ends.
+pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<ClusterReport, Error> {
+    cfg.validate()?;
+    let arms = arms(cfg);
+    // The arms each mechanism really runs, and the ones it cannot.
+    let mut skipped = Vec::new();
+    let mut plan: Vec<(Mechanism, Vec<Arm>)> = Vec::new();
+    for &m in &cfg.mechanisms {
+        let mut run_arms = Vec::new();
+        for &a in &arms {
+            match not_applicable(cfg.node_kind, m, a.sharing) {
+                Some(reason) => skipped.push(Skipped {
+                    mechanism: m,
+                    arm: a.label(),
+                    reason,
+                }),
+                None => run_arms.push(a),
+            }
+        }
+        plan.push((m, run_arms));
+    }
+    let needs_redis = plan
+        .iter()
+        .any(|(_, a)| a.iter().any(|a| a.sharing == Sharing::RedisCache));
+    let env = Env::setup(cfg, needs_redis)?;
+    let mut peers = BTreeMap::new();
+    if let Some(b) = &env.nginx {
+        peers.insert("nginx".into(), nodes::tool_version(b, &["-v"]));
+    }
+    if let Some(b) = &env.haproxy {
+        peers.insert("haproxy".into(), nodes::tool_version(b, &["-v"]));
+    }
+    if env.redis.is_some()
+        && let Some(b) = nodes::find_tool("redis-server")
+    {
+        peers.insert(
+            "redis-server".into(),
+            nodes::tool_version(&b, &["--version"]),
+        );
+    }
+    let total: usize = plan.iter().map(|(_, a)| a.len()).sum::<usize>() * cfg.reuse.len();
+    progress(&format!(
+        "tlslab cluster: {} {} nodes behind {}, {total} cells of {:.1} s, {} clients, {} certificate; {}",
+        cfg.nodes,
+        match cfg.node_kind {
+            NodeKind::Tlslab => "tlslab serve",
+            NodeKind::Nginx => "nginx",
+        },
+        match cfg.dispatcher {
+            DispatcherKind::Tlslab => "tlslab dispatch",
+            DispatcherKind::Haproxy => "haproxy (TCP mode)",
+        },
+        cfg.cell.as_secs_f64(),
+        cfg.clients,
+        cfg.key.name(),
+        env.placement.description
+    ));
+    for s in &skipped {
+        progress(&format!(
+            "  SKIPPED {} {}: {}",
+            s.mechanism.name(),
+            s.arm,
+            s.reason
+        ));
+    }
+    let mut cells = Vec::new();
+    for (m, run_arms) in &plan {
+        for &reuse in &cfg.reuse {
+            // Every arm of one reuse runs side by side.
+            for &arm in run_arms {
+                let c = run_cell(cfg, &env, *m, arm, reuse)?;
+                progress(&progress_line(&c));
+                cells.push(c);
+            }
+        }
+    }
+    let targets = targets(cfg, &cells);
+    if let Some(r) = env.redis {
+        drop(r.proc);
+    }
+    Ok(ClusterReport {
+        schema_version: SCHEMA_VERSION,
+        quick: cfg.quick,
+        nodes: cfg.nodes,
+        node_kind: cfg.node_kind,
+        dispatcher: cfg.dispatcher,
+        placement: env.placement,
+        clients: cfg.clients,
+        cell_s: cfg.cell.as_secs_f64(),
+        key: cfg.key.name().to_string(),
+        groups: cfg.groups.clone(),
+        redis_timeout_ms: cfg.redis_timeout.as_secs_f64() * 1e3,
+        path: format!("/bytes/{}", cfg.body_bytes),
+        method: METHOD.to_string(),
+        peers,
+        cells,
+        skipped,
+        targets,
+    })
+}
+
+fn run_cell(
+    cfg: &ClusterConfig,
+    env: &Env,
+    mechanism: Mechanism,
+    arm: Arm,
+    reuse: u32,
+) -> Result<ClusterCell, Error> {
+    let setup = NodeSetup {
+        mechanism,
+        sharing: arm.sharing,
+    };
+    let label = format!("{} {} reuse {reuse} %", mechanism.name(), arm.label());
+    let nodes = start_nodes(env, cfg.node_kind, cfg.nodes, setup)?;
+    // Session-aware tlslab dispatch knows each node's ticket key name, as
+    // `--backend ADDR=HEX` gives it; per-node keys only.
+    let tags: Vec<Vec<u8>> = if setup.tickets() && arm.sharing == Sharing::None {
+        env.node_keys.iter().map(|(_, n)| n.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    let result =
+        Dispatch::start(env, cfg.dispatcher, arm.policy, &nodes, &tags).and_then(|dispatch| {
+            let r = measure(cfg, env, &nodes, &dispatch, setup, arm, reuse, &label);
+            dispatch.stop();
+            r
+        });
+    for n in nodes {
+        n.stop();
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    cfg: &ClusterConfig,
+    env: &Env,
+    nodes: &[Node],
+    dispatch: &Dispatch,
+    setup: NodeSetup,
+    arm: Arm,
+    reuse: u32,
+    label: &str,
+) -> Result<ClusterCell, Error> {
+    let url = format!(
+        "https://localhost:{}/bytes/{}",
+        dispatch.addr().port(),
+        cfg.body_bytes
+    );
+    // No warm-up, one request per connection, seed 1: the rig's defaults.
+    let mut load = env.rig.load(&url, cfg.cell)?;
+    load.clients = cfg.clients;
+    load.reuse = f64::from(reuse) / 100.0;
+    load.resume_with = setup.resume_with();
+    load.versions = vec![setup.mechanism.version()];
+    load.algorithms.groups = cfg.groups.clone();
+
+    let redis_pid = env.redis.as_ref().map(|r| r.proc.pid());
+    let before: Vec<NodeCounters> = nodes.iter().map(Node::counters).collect();
+    let d_before = dispatch.counters();
+    let r_before = redis_pid.map(nodes::proc_cpu_ns);
+    let report: LoadReport = tlslab_load::run(&load)?;
+    if cfg.node_kind == NodeKind::Nginx {
+        // nginx writes a request's log line as it completes it: let the
+        // last ones land.
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let after: Vec<NodeCounters> = nodes.iter().map(Node::counters).collect();
+    let d_after = dispatch.counters();
+    let r_after = redis_pid.map(nodes::proc_cpu_ns);
+
+    let diff: Vec<NodeCounters> = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| NodeCounters {
+            redis: std::array::from_fn(|i| a.redis[i].saturating_sub(b.redis[i])),
+            cpu_ns: a.cpu_ns.saturating_sub(b.cpu_ns),
+            requests: a.requests.saturating_sub(b.requests),
+            handshakes: a.handshakes.saturating_sub(b.handshakes),
+            resumed: a.resumed.saturating_sub(b.resumed),
+        })
+        .collect();
+    let served: u64 = diff.iter().map(|d| d.requests).sum();
+    let cpu_ns: u64 = diff.iter().map(|d| d.cpu_ns).sum();
+    let handshakes: u64 = diff.iter().map(|d| d.handshakes).sum();
+    let resumed: u64 = diff.iter().map(|d| d.resumed).sum();
+    if report.requests.completed == 0 || served == 0 {
+        return Err(Error::EmptyCell {
+            cell: label.to_string(),
+            errors: report.error_summary(),
+        });
+    }
+    let window = report.window.measured_s.max(1e-9);
+    let achieved = if handshakes == 0 {
+        0.0
+    } else {
+        resumed as f64 / handshakes as f64
+    };
+    let requested = f64::from(reuse) / 100.0;
+    let offers = report.reuse.offered_count;
+    let (eff, source) = match (
+        d_before.attempts,
+        d_after.attempts,
+        d_before.accepted,
+        d_after.accepted,
+    ) {
+        (Some(a0), Some(a1), Some(c0), Some(c1)) => {
+            let a = a1.saturating_sub(a0);
+            (
+                (a > 0).then(|| c1.saturating_sub(c0) as f64 / a as f64),
+                "dispatcher",
+            )
+        }
+        _ => (
+            (offers > 0).then(|| (resumed as f64 / offers as f64).min(1.0)),
+            "nodes/client-offers",
+        ),
+    };
+    let proxied = report.requests.attempted.max(1);
+    let d_cpu = d_after.cpu_ns.saturating_sub(d_before.cpu_ns);
+    Ok(ClusterCell {
+        mechanism: setup.mechanism,
+        policy: arm.policy.name().to_string(),
+        sharing: arm.sharing,
+        arm: arm.label(),
+        reuse_requested: requested,
+        window_s: window,
+        requests: report.requests.completed,
+        errors: report.requests.errors,
+        throughput_rps: report.throughput.requests_per_s,
+        cluster_cpu_us_per_request: cpu_ns as f64 / 1e3 / served as f64,
+        nodes_busy: cpu_ns as f64 / 1e9 / window,
+        node_cpu_s: diff.iter().map(|d| d.cpu_ns as f64 / 1e9).collect(),
+        node_requests: diff.iter().map(|d| d.requests).collect(),
+        handshakes,
+        resumed,
+        resumption_achieved: achieved,
+        achieved_over_requested: (reuse > 0).then(|| achieved / requested),
+        client_offers: offers,
+        routing_efficiency: eff,
+        routing_efficiency_source: source.to_string(),
+        dispatcher_cpu_us_per_conn: Some(d_cpu as f64 / 1e3 / proxied as f64),
+        redis_gets: (arm.sharing == Sharing::RedisCache).then(|| {
+            let sum = |i: usize| diff.iter().map(|d| d.redis[i]).sum::<u64>();
+            RedisGets {
+                hits: sum(0),
+                misses: sum(1),
+                timeouts: sum(2),
+                errors: sum(3),
+            }
+        }),
+        redis_cpu_us_per_request: match (arm.sharing, r_before, r_after) {
+            (Sharing::RedisCache, Some(a), Some(b)) => {
+                Some(b.saturating_sub(a) as f64 / 1e3 / served as f64)
+            }
+            _ => None,
+        },
+        client_busy: report.client_cpu.busy_fraction,
+        client_saturated: report.client_cpu.saturated,
+        note: setup.note(),
+    })
+}
+
+fn progress_line(c: &ClusterCell) -> String {
+    format!(
+        "  {:<13} {:<34} reuse {:>3} %  {:>7.0} req/s  {:>7.1} µs/req  resumed {:>5.1} %  routing {}",
+        c.mechanism.name(),
+        c.arm,
+        (c.reuse_requested * 100.0).round(),
+        c.throughput_rps,
+        c.cluster_cpu_us_per_request,
+        c.resumption_achieved * 100.0,
+        c.routing_efficiency
+            .map_or("-".to_string(), |e| format!("{e:.3}"))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_reads_unlabelled_samples() {
+        let text = "# HELP x\ntlslab_dispatch_resumption_attempts_total 42\ntlslab_dispatch_routing_efficiency NaN\n";
+        assert_eq!(
+            metric(text, "tlslab_dispatch_resumption_attempts_total"),
+            Some(42.0)
+        );
+        assert_eq!(metric(text, "missing"), None);
+    }
+}

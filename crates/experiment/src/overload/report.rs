@@ -1,0 +1,386 @@
+//! What `tlslab overload` measured, and its text.
+
+use serde::Serialize;
+use tlslab_load::UsersReport;
+use tlslab_report::{columns, header};
+use tlslab_server::AdmissionMode;
+
+use super::plan::{Arm, Peer};
+
+/// One point: an arm at one offered load.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    /// The arm.
+    pub arm: Arm,
+    /// The arm's name.
+    pub arm_name: String,
+    /// Offered load as a multiple of the capacity.
+    pub multiplier: f64,
+    /// Offered new users per second.
+    pub offered_users_per_sec: f64,
+    /// What the client measured.
+    pub client: UsersReport,
+    /// What the server measured over the same run.
+    pub server: ServerSide,
+}
+
+/// Server-observed figures of one point (the server's whole life, which
+/// is the point: a fresh server per point). For nginx: from its access log
+/// and `/proc`; what it cannot give is `null` and named in `unavailable`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ServerSide {
+    /// Where the figures come from.
+    pub source: String,
+    /// Requests the server answered with 200 (tlslab: every request it
+    /// served; nginx: status-200 lines of its access log).
+    pub requests_served: u64,
+    /// Full handshakes completed (nginx: connections whose first request
+    /// it logged on a new session; a handshake with no request is not
+    /// logged).
+    pub handshakes_full: u64,
+    /// Resumed handshakes completed (nginx: as above, `$ssl_session_reused`).
+    pub handshakes_resumed: u64,
+    /// Failed or abandoned handshakes (sheds included as `admission_shed`);
+    /// `null` for nginx (its access log has no line for them).
+    pub handshake_failures: Option<u64>,
+    /// Full handshakes shed (tlslab: closed after the ClientHello; nginx:
+    /// requests `limit_conn` answered 503 on a full handshake, which nginx
+    /// completed first).
+    pub full_shed: u64,
+    /// Resumptions shed (nginx: `limit_conn` 503s on a resumed session).
+    pub resume_shed: u64,
+    /// The controller's last limit (full handshakes/s; static: in-flight
+    /// cap; nginx: its `limit_conn`), if any.
+    pub limit: Option<f64>,
+    /// Server CPU seconds (tlslab: its worker thread; nginx: its one
+    /// process, `/proc/PID/schedstat`, over the load run).
+    pub worker_cpu_secs: f64,
+    /// Resident set size at the end of the point, KiB (tlslab: this
+    /// process, server and client; nginx: the nginx process alone).
+    pub rss_kib: u64,
+    /// Figures this server cannot give, and why.
+    pub unavailable: Vec<String>,
+}
+
+/// What shedding costs the server against a full handshake.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct ShedCost {
+    /// Connections in each of the two runs.
+    pub connections: u64,
+    /// Concurrent blocking clients in each run (the server stays busy).
+    pub clients: usize,
+    /// Server worker CPU per full handshake (admission off), µs.
+    pub full_handshake_us: f64,
+    /// Server worker CPU per shed connection (accept, read and parse the
+    /// ClientHello, close), µs.
+    pub shed_us: f64,
+    /// `shed_us / full_handshake_us`.
+    pub ratio: f64,
+}
+
+/// The whole study.
+#[derive(Clone, Debug, Serialize)]
+pub struct OverloadReport {
+    /// Where the server and client ran.
+    pub placement: String,
+    /// The server certificate's key.
+    pub key: String,
+    /// The clients' backoff base after a failure, ms (0: at once).
+    pub retry_backoff_ms: f64,
+    /// The most users the client holds at once (a quarter of the
+    /// file-descriptor limit, which the server in this process shares);
+    /// arrivals beyond it are dropped and counted (`users_dropped`).
+    pub max_users: usize,
+    /// The cost of a shed against a full handshake (server-observed).
+    pub shed_cost: ShedCost,
+    /// Requests per session.
+    pub requests_per_session: u32,
+    /// Capacity found by the sweep: completed user sessions per second.
+    pub capacity_users_per_sec: f64,
+    /// `sweep` (found by the sweep) or `given` (`--capacity`).
+    pub capacity_from: String,
+    /// The sweep: (offered users/s, completed sessions/s); empty if given.
+    pub sweep: Vec<(f64, f64)>,
+    /// Every point.
+    pub points: Vec<Point>,
+    /// The robustness runs (`--robustness`; empty otherwise).
+    pub robustness: Vec<Robustness>,
+    /// What was not run, said plainly.
+    pub not_run: Vec<String>,
+}
+
+/// Client busy fraction (CPU over wall time, client-observed) from which a
+/// point's figures may describe the load generator rather than the server.
+pub const CLIENT_SATURATED: f64 = 0.9;
+
+/// The robustness run of one admission mode.
+#[derive(Clone, Debug, Serialize)]
+pub struct Robustness {
+    /// The server's admission control.
+    pub admission: AdmissionMode,
+    /// Offered users/s during the overload phase (3x capacity).
+    pub high_users_per_sec: f64,
+    /// Length of the overload phase (s).
+    pub high_secs: u64,
+    /// Offered users/s after the drop (0.5x capacity).
+    pub low_users_per_sec: f64,
+    /// Length of the low phase (s).
+    pub low_secs: u64,
+    /// The server kept answering: it was alive (`/health`) after the run.
+    pub survived: bool,
+    /// The most RSS of the process (server and client) seen, sampled
+    /// every 500 ms (KiB).
+    pub rss_max_kib: u64,
+    /// Seconds from the drop until the first second whose arriving users
+    /// all but 10 % completed their sessions, two seconds in a row; null:
+    /// not within the low phase.
+    pub recovery_secs: Option<u64>,
+    /// Seconds from the drop until the first second whose completed
+    /// sessions reach 90 % of the low phase's arrival rate, two seconds in
+    /// a row: goodput back to the offered load (whoever's sessions they
+    /// are; a backlog of users from the overload counts). Null: not within
+    /// the low phase.
+    pub goodput_recovery_secs: Option<u64>,
+    /// Goodput during the overload phase: requests of completed sessions
+    /// per second of the phase (by completion time).
+    pub high_goodput_rps: f64,
+    /// The client's per-second timeline.
+    pub timeline: Vec<tlslab_load::Second>,
+}
+
+impl OverloadReport {
+    /// The table a person reads: one block per arm, one row per load.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "tlslab overload: capacity {:.1} user sessions/s (K = {} requests, each on a new connection); server key {}; {}",
+            self.capacity_users_per_sec, self.requests_per_session, self.key, self.placement
+        );
+        let _ = writeln!(
+            out,
+            "clients: after a failure, the next attempt {}",
+            if self.retry_backoff_ms > 0.0 {
+                format!(
+                    "waits a uniform random time below min({:.0} ms x 2^(n-1), {:.0} ms) after the n-th failure in a row (exponential backoff, full jitter)",
+                    self.retry_backoff_ms,
+                    self.retry_backoff_ms * f64::from(tlslab_load::RETRY_BACKOFF_CAP)
+                )
+            } else {
+                "starts at once (no backoff, as httperf)".to_string()
+            }
+        );
+        let c = &self.shed_cost;
+        let _ = writeln!(
+            out,
+            "shedding: {:.1} µs of server worker CPU per shed connection against {:.1} µs per full handshake ({:.1} %), {} of each from {} concurrent clients (a busy server), server-observed",
+            c.shed_us,
+            c.full_handshake_us,
+            c.ratio * 100.0,
+            c.connections,
+            c.clients
+        );
+        let _ = writeln!(
+            out,
+            "goodput = requests of completed sessions/s, throughput = all responses/s, p99 of completed requests (client-observed, per point window); shed, full hs and srv CPU server-observed (a fresh server per point, over the point)"
+        );
+        let mut arm = String::new();
+        let widths = [5, 8, 9, 10, 8, 9, 9, 9, 8, 9, 8];
+        for p in &self.points {
+            if p.arm_name != arm {
+                arm.clone_from(&p.arm_name);
+                let _ = writeln!(out, "\n{arm}");
+                if p.arm.server == Peer::Nginx {
+                    let _ = writeln!(
+                        out,
+                        "  (nginx, limit_conn {}: full hs from its access log, one per connection that carried a request; \
+                         full/res shed = limit_conn's 503s, each after a completed handshake; server CPU = the nginx process; \
+                         handshake failures not logged)",
+                        p.server.limit.unwrap_or(f64::NAN)
+                    );
+                }
+                let head = "load|users/s|goodput|throughput|p99 ms|sessions|full hs|full shed|res shed|srv CPU s|cli busy";
+                out.push_str(&columns("  ", &widths, &[header(head)]));
+            }
+            let (c, s) = (&p.client, &p.server);
+            let row = vec![
+                format!("{}x", p.multiplier),
+                format!("{:.0}", p.offered_users_per_sec),
+                format!("{:.0}", c.goodput_rps),
+                format!("{:.0}", c.throughput_rps),
+                format!("{:.0}", c.latency_p99_ms),
+                c.sessions_completed.to_string(),
+                s.handshakes_full.to_string(),
+                s.full_shed.to_string(),
+                s.resume_shed.to_string(),
+                format!("{:.2}", s.worker_cpu_secs),
+                format!("{:.0}%", c.client_busy * 100.0),
+            ];
+            out.push_str(&columns("  ", &widths, &[row]));
+        }
+        let saturated: Vec<String> = self
+            .points
+            .iter()
+            .filter(|p| p.client.client_busy >= CLIENT_SATURATED)
+            .map(|p| {
+                format!(
+                    "{} at {}x ({:.0} %)",
+                    p.arm_name,
+                    p.multiplier,
+                    p.client.client_busy * 100.0
+                )
+            })
+            .collect();
+        if !saturated.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nWARNING: the load generator (one thread on its own CPU) was at least {:.0} % \
+                 busy in {}: there the client may have set the pace, not the server, and the \
+                 point measures both",
+                CLIENT_SATURATED * 100.0,
+                saturated.join(", ")
+            );
+        }
+        let capped: Vec<String> = self
+            .points
+            .iter()
+            .filter(|p| p.client.users_dropped > 0)
+            .map(|p| {
+                format!(
+                    "{} at {}x ({} of {} arrivals)",
+                    p.arm_name, p.multiplier, p.client.users_dropped, p.client.users_arrived
+                )
+            })
+            .collect();
+        if !capped.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nNOTE: the client holds at most {} users at once (a quarter of the process's \
+                 file-descriptor limit, which the server shares); arrivals beyond that were \
+                 dropped, not offered, in {}. There the server saw fewer users than the nominal \
+                 load, and its queue was at most that many connections: when that is less work \
+                 than the client timeout, requests do not time out and seed 002's collapse is \
+                 bounded by the cap (raise `ulimit -n`, or shorten --timeout).",
+                self.max_users,
+                capped.join(", ")
+            );
+        }
+        for r in &self.robustness {
+            let _ = writeln!(
+                out,
+                "\nrobustness, admission {}: {} s at {:.0} users/s (3x), then {} s at {:.0}: goodput {:.0} req/s during overload, max RSS {} KiB, server {}; after the drop, goodput back to the offered load {}, new arrivals served {}",
+                r.admission.name(),
+                r.high_secs,
+                r.high_users_per_sec,
+                r.low_secs,
+                r.low_users_per_sec,
+                r.high_goodput_rps,
+                r.rss_max_kib,
+                if r.survived { "alive" } else { "NOT answering" },
+                r.goodput_recovery_secs.map_or_else(
+                    || "not within the low phase".to_string(),
+                    |s| format!("{s} s after the drop")
+                ),
+                r.recovery_secs.map_or_else(
+                    || "not within the low phase".to_string(),
+                    |s| format!("{s} s after the drop")
+                )
+            );
+        }
+        for n in &self.not_run {
+            let _ = writeln!(out, "\nnot run: {n}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            // `failures` is a map by reason: one documented field.
+            serde_json::Value::Object(m) if !prefix.ends_with("failures") => {
+                for (k, v) in m {
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaves(&p, v, out);
+                }
+            }
+            serde_json::Value::Array(a) if a.first().is_some_and(|x| x.is_object()) => {
+                leaves(&format!("{prefix}[]"), &a[0], out);
+            }
+            _ => out.push(prefix.to_string()),
+        }
+    }
+
+    #[test]
+    fn every_json_field_is_documented_in_the_schema_doc() {
+        let readme = include_str!("../../../../docs/schema.md");
+        let start = readme
+            .find("### `tlslab overload --json FILE`")
+            .expect("docs/schema.md documents tlslab overload --json");
+        let rest = &readme[start + 4..];
+        let section = &rest[..rest.find("\n### ").or(rest.find("\n## ")).unwrap()];
+        let mut failures = std::collections::BTreeMap::new();
+        failures.insert("timeout".to_string(), 1);
+        let report = OverloadReport {
+            placement: "p".into(),
+            key: "rsa2048".into(),
+            retry_backoff_ms: 100.0,
+            max_users: 5000,
+            shed_cost: ShedCost::default(),
+            requests_per_session: 5,
+            capacity_users_per_sec: 1.0,
+            capacity_from: "sweep".into(),
+            sweep: vec![(1.0, 1.0)],
+            points: vec![Point {
+                arm: Arm {
+                    server: Peer::Tlslab,
+                    admission: AdmissionMode::Session,
+                    timeout: Some(Duration::from_secs(1)),
+                    retry: true,
+                    reuse: 0.8,
+                },
+                arm_name: "a".into(),
+                multiplier: 1.0,
+                offered_users_per_sec: 1.0,
+                client: UsersReport {
+                    failures,
+                    ..UsersReport::default()
+                },
+                server: ServerSide::default(),
+            }],
+            robustness: vec![Robustness {
+                admission: AdmissionMode::Off,
+                high_users_per_sec: 1.0,
+                high_secs: 60,
+                low_users_per_sec: 1.0,
+                low_secs: 15,
+                survived: true,
+                rss_max_kib: 1,
+                recovery_secs: Some(1),
+                goodput_recovery_secs: Some(0),
+                high_goodput_rps: 1.0,
+                timeline: vec![tlslab_load::Second::default()],
+            }],
+            not_run: vec![],
+        };
+        let v = serde_json::to_value(&report).unwrap();
+        let mut paths = Vec::new();
+        leaves("", &v, &mut paths);
+        assert!(paths.len() > 30, "{paths:?}");
+        let missing: Vec<_> = paths
+            .iter()
+            .filter(|p| !section.contains(&format!("`{p}`")))
+            .collect();
+        assert!(missing.is_empty(), "undocumented fields: {missing:?}");
+    }
+}

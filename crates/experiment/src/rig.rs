@@ -1,0 +1,213 @@
+//! The embedded rig every experiment runs on: a `tlslab serve` engine in
+//! this process on loopback, its one worker thread pinned to the server's
+//! CPUs, driven by a `tlslab load` run pinned to the client's CPUs, and the
+//! server's own CPU accounting over the run.
+//!
+//! `lab`, `breakdown`, `overload`, `cluster` (its embedded nodes), `plan
+//! --check` and the studies start from [`Rig::server`] and [`Rig::load`]
+//! and change only what their experiment varies; [`measure`] and
+//! [`Reading`] are the CPU accounting.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use tlslab_crypto::meter::{Op, Snapshot};
+use tlslab_crypto::pki::{Generated, KeyType};
+use tlslab_crypto::provider::Version;
+use tlslab_load::{LoadConfig, Target, Trust};
+use tlslab_report::LoadReport;
+use tlslab_server::{CertSource, Content, ServeConfig, Server, SessionCache, TlsSettings};
+
+use crate::Error;
+use crate::pin::Placement;
+
+/// Loopback, port 0 (a free port).
+pub(crate) const LOOPBACK: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+/// A certificate and where the server and the load run.
+pub(crate) struct Rig {
+    /// The server's chain and key.
+    pub generated: Generated,
+    /// The roots the load trusts (the chain's CA).
+    pub roots: rustls::RootCertStore,
+    /// The server's and the load's CPUs.
+    pub placement: Placement,
+}
+
+/// `cpus` as a pin set: `None` when empty (not pinned).
+pub(crate) fn pin(cpus: &[usize]) -> Option<Vec<usize>> {
+    (!cpus.is_empty()).then(|| cpus.to_vec())
+}
+
+impl Rig {
+    /// A rig for `generated`.
+    pub fn new(generated: Generated, placement: Placement) -> Result<Rig, Error> {
+        Ok(Rig {
+            roots: generated.roots()?,
+            generated,
+            placement,
+        })
+    }
+
+    /// A rig with a fresh certificate of `key` (and `sans` besides
+    /// `localhost`).
+    pub fn generate(key: KeyType, sans: &[String], placement: Placement) -> Result<Rig, Error> {
+        Rig::new(tlslab_crypto::pki::generate(key, sans)?, placement)
+    }
+
+    /// The embedded server every experiment starts from: an HTTPS listener
+    /// on loopback (port 0) serving `content` with the rig's certificate,
+    /// one worker thread pinned to the server's CPUs, session tickets on,
+    /// ALPN `http/1.1` only, a memory session cache of 100,000 sessions
+    /// for 5 minutes, and `tlslab serve`'s other defaults (TLS 1.2 and 1.3,
+    /// a 10 s handshake timeout, at most 10,000 connections).
+    pub fn server(&self, content: Content) -> ServeConfig {
+        let mut tls = TlsSettings::new(CertSource::Generated(self.generated.clone()));
+        tls.session_cache = SessionCache::Memory {
+            capacity: 100_000,
+            ttl: Duration::from_secs(300),
+        };
+        tls.tickets = true;
+        tls.alpn = vec![b"http/1.1".to_vec()];
+        let mut c = ServeConfig::new(LOOPBACK, content, tls);
+        c.threads = 1;
+        c.pin_cpus = pin(&self.placement.server);
+        c
+    }
+
+    /// The load every experiment starts from: `url` for `window`, one
+    /// thread pinned to the client's CPUs, trusting the rig's roots, and
+    /// `tlslab load`'s other defaults.
+    pub fn load(&self, url: &str, window: Duration) -> Result<LoadConfig, Error> {
+        let mut load = LoadConfig::new(vec![Target::parse(url)?]);
+        load.threads = 1;
+        load.pin_cpus = pin(&self.placement.client);
+        load.duration = Some(window);
+        load.trust = Trust::Roots(self.roots.clone());
+        Ok(load)
+    }
+
+    /// The load of a closed-loop cell: `clients` clients for `window`
+    /// (after a warm-up of a fifth of it, at most 0.5 s), `k` requests per
+    /// connection and `reuse` resumed.
+    pub fn cell_load(
+        &self,
+        url: &str,
+        window: Duration,
+        clients: usize,
+        versions: Vec<Version>,
+        k: u32,
+        reuse: f64,
+    ) -> Result<LoadConfig, Error> {
+        let mut load = self.load(url, window)?;
+        load.clients = clients;
+        load.warmup = (window / 5).min(Duration::from_millis(500));
+        load.requests_per_conn = k;
+        load.reuse = reuse;
+        load.versions = versions;
+        Ok(load)
+    }
+}
+
+/// One reading of an embedded server's own counters.
+#[derive(Clone, Debug)]
+pub(crate) struct Reading {
+    /// When, ms since the Unix epoch.
+    pub unix_ms: f64,
+    /// The server runtime's CPU time so far.
+    pub cpu: Duration,
+    /// Requests served.
+    pub served: u64,
+    /// Handshakes completed.
+    pub handshakes: u64,
+    /// Of them, resumed.
+    pub resumed: u64,
+    /// The crypto meter.
+    pub crypto: Snapshot,
+    /// Redis GETs: hits, misses, timeouts, errors (a shared cache only).
+    pub redis: [u64; 4],
+}
+
+impl Reading {
+    /// The counters of `server` now.
+    pub fn of(server: &Server) -> Reading {
+        let snap = server.snapshot();
+        Reading {
+            unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64() * 1e3),
+            cpu: snap.worker_cpu,
+            served: snap.requests.total(),
+            handshakes: snap.handshakes.total(),
+            resumed: snap.handshakes.resumed(),
+            crypto: snap.crypto,
+            redis: snap
+                .redis
+                .map_or([0; 4], |r| [r.hits, r.misses, r.timeouts, r.errors]),
+        }
+    }
+
+    /// What happened between `before` and this reading.
+    pub fn since(&self, before: &Reading) -> Reading {
+        Reading {
+            unix_ms: self.unix_ms - before.unix_ms,
+            cpu: self.cpu.saturating_sub(before.cpu),
+            served: self.served.saturating_sub(before.served),
+            handshakes: self.handshakes.saturating_sub(before.handshakes),
+            resumed: self.resumed.saturating_sub(before.resumed),
+            crypto: self.crypto.diff(&before.crypto),
+            redis: std::array::from_fn(|i| self.redis[i].saturating_sub(before.redis[i])),
+        }
+    }
+}
+
+/// What one cell measured.
+pub(crate) struct Measured {
+    /// The load engine's report (client-observed).
+    pub report: LoadReport,
+    /// The server's CPU time per request it served, µs (server-observed,
+    /// over the whole run including warm-up).
+    pub server_cpu_us_per_request: f64,
+    /// The server's CPU time over the wall-clock time of the run, 0–1 per
+    /// server thread (server-observed, same window).
+    pub server_busy: f64,
+    /// The server's crypto meter: mean time of one signature, µs, and the
+    /// signatures made (one per full handshake), over the same run.
+    pub server_sign: Option<(f64, u64)>,
+}
+
+/// Runs `load` against `server` and measures the server's CPU per request
+/// served (NaN when it served none) and its busy share over the run.
+pub(crate) fn run_measured(server: &Server, load: &LoadConfig) -> Result<Measured, Error> {
+    let before = Reading::of(server);
+    let wall = std::time::Instant::now();
+    let report = tlslab_load::run(load)?;
+    let wall = wall.elapsed();
+    let d = Reading::of(server).since(&before);
+    let sign = d.crypto.total(Op::Sign);
+    Ok(Measured {
+        report,
+        server_cpu_us_per_request: if d.served > 0 {
+            d.cpu.as_secs_f64() * 1e6 / d.served as f64
+        } else {
+            f64::NAN
+        },
+        server_busy: d.cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9),
+        server_sign: (sign.calls > 0)
+            .then(|| (sign.nanos as f64 / 1e3 / sign.calls as f64, sign.calls)),
+    })
+}
+
+/// [`run_measured`], where a cell in which nothing was served is an error
+/// naming `label`.
+pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result<Measured, Error> {
+    let m = run_measured(server, load)?;
+    if m.report.requests.completed == 0 || m.server_cpu_us_per_request.is_nan() {
+        return Err(Error::EmptyCell {
+            cell: label.to_string(),
+            errors: m.report.error_summary(),
+        });
+    }
+    Ok(m)
+}
