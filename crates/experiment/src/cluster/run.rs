@@ -65,7 +65,7 @@ impl Node {
                 let (requests, resumed) = n.requests();
                 NodeCounters {
                     redis: [0; 4],
-                    cpu_ns: nodes::proc_cpu_ns(n.proc.pid()),
+                    cpu_ns: nodes::cpu_ns(&n.proc),
                     requests,
                     handshakes: requests,
                     resumed,
@@ -161,7 +161,7 @@ fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf, prefix: &str) -> R
     let tickets = setup.tickets();
     let remote_cache = match (setup.sharing, &env.redis) {
         (Sharing::RedisCache, Some(r)) => Some(RemoteCache {
-            url: r.url.clone(),
+            url: r.url(),
             memory: Some(100_000),
             ttl,
             prefix: prefix.to_string(),
@@ -231,7 +231,7 @@ impl Env {
         let shared_keys = dir.path().join("ticket-shared.key");
         write_secret(&shared_keys, &random_key()?)?;
         let redis = match redis_bin {
-            Some(b) => Some(Redis::start(&b, dir.path(), &placement.redis)?),
+            Some(_) => Some(nodes::start_redis(dir.path(), &placement.redis)?),
             None => None,
         };
         Ok(Env {
@@ -375,7 +375,7 @@ impl Dispatch {
                 }
             }
             Dispatch::Haproxy { proc, .. } => DispatchCounters {
-                cpu_ns: nodes::proc_cpu_ns(proc.pid()),
+                cpu_ns: nodes::cpu_ns(proc),
                 attempts: None,
                 accepted: None,
             },
@@ -489,9 +489,7 @@ pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<Cluste
         }
     }
     let targets = targets(cfg, &cells);
-    if let Some(r) = env.redis {
-        drop(r.proc);
-    }
+    drop(env.redis);
     Ok(ClusterReport {
         schema_version: SCHEMA_VERSION,
         quick: cfg.quick,
@@ -569,10 +567,10 @@ fn measure(
     load.versions = vec![setup.mechanism.version()];
     load.algorithms.groups = cfg.groups.clone();
 
-    let redis_pid = env.redis.as_ref().map(|r| r.proc.pid());
+    let redis_cpu = || env.redis.as_ref().and_then(Redis::proc).map(nodes::cpu_ns);
     let before: Vec<NodeCounters> = nodes.iter().map(Node::counters).collect();
     let d_before = dispatch.counters();
-    let r_before = redis_pid.map(nodes::proc_cpu_ns);
+    let r_before = redis_cpu();
     let report: LoadReport = tlslab_load::run(&load)?;
     if cfg.node_kind == NodeKind::Nginx {
         // nginx writes a request's log line as it completes it: let the
@@ -581,7 +579,7 @@ fn measure(
     }
     let after: Vec<NodeCounters> = nodes.iter().map(Node::counters).collect();
     let d_after = dispatch.counters();
-    let r_after = redis_pid.map(nodes::proc_cpu_ns);
+    let r_after = redis_cpu();
 
     let diff: Vec<NodeCounters> = before
         .iter()
