@@ -506,6 +506,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub admission: crate::overload_args::AdmissionArgs,
+
+    #[command(flatten)]
+    pub h3: crate::h3_args::ServeH3Args,
 }
 
 /// How a client resumes sessions.
@@ -538,7 +541,11 @@ pub enum ResumeWith {
     Exit code 1 when no request succeeded (every one failed, answered non-2xx or was cut off \
     unfinished) or when more than --max-error-rate percent failed; the report is still printed."
 )]
+#[command(group = clap::ArgGroup::new("mux").args(["h2", "h3"]).multiple(true))]
 pub struct LoadArgs {
+    #[command(flatten)]
+    pub h3: crate::h3_args::LoadH3Args,
+
     /// Target URLs (http:// or https://); each client walks them in turn.
     #[arg(required = true, value_name = "URL")]
     pub urls: Vec<String>,
@@ -581,7 +588,7 @@ pub struct LoadArgs {
         long,
         default_value_t = 1,
         value_name = "N",
-        requires = "h2"
+        requires = "mux"
     )]
     pub max_concurrent_streams: u32,
 

@@ -12,6 +12,7 @@ mod config;
 mod dispatch_cmd;
 mod distributed;
 mod experiment_args;
+mod h3_args;
 mod overload_args;
 mod path_cmd;
 mod probe;
@@ -252,7 +253,8 @@ fn certs(a: args::CertsArgs) -> anyhow::Result<ExitCode> {
 
 fn serve(a: args::ServeArgs) -> anyhow::Result<ExitCode> {
     let prepared = config::serve(&a)?;
-    let server = tlslab_server::Server::start(prepared.config).context("starting the server")?;
+    let h3 = a.h3.settings(prepared.config.https, prepared.config.tls.versions.contains(&tlslab_crypto::provider::Version::Tls13))?;
+    let server = tlslab_server::Server::start_with_h3(prepared.config, h3).context("starting the server")?;
     for w in server.warnings() {
         eprintln!("tlslab: WARNING: {w}");
     }
@@ -260,6 +262,9 @@ fn serve(a: args::ServeArgs) -> anyhow::Result<ExitCode> {
         let mut out = std::io::stdout().lock();
         if let Some(addr) = server.https_addr() {
             writeln!(out, "tlslab serve: https https://{addr}")?;
+        }
+        if let Some(addr) = server.h3_addr() {
+            writeln!(out, "tlslab serve: h3 https://{addr} (UDP)")?;
         }
         if let Some(addr) = server.http_addr() {
             writeln!(out, "tlslab serve: http http://{addr}")?;
@@ -277,11 +282,15 @@ fn serve(a: args::ServeArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
     }
     tlslab_server::wait_for_signal().context("waiting for SIGINT/SIGTERM")?;
+    let quic = server.quic_snapshot();
     let summary = server.shutdown();
     if let Some(dir) = prepared.ephemeral_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
     println!("{}", summary.summary());
+    if let Some(q) = quic {
+        println!("{}", q.summary());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -311,7 +320,7 @@ fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
             s.used(cfg.clients)
         );
     }
-    let report = tlslab_load::run(&cfg).context("running the load")?;
+    let report = a.h3.run(&cfg, a.max_concurrent_streams).context("running the load")?;
     print!("{}", report.render_table());
     if let Some(path) = &a.json {
         let mut json = serde_json::to_value(&report)?;

@@ -33,6 +33,7 @@ mod engine;
 mod errors;
 mod io;
 mod progress;
+pub mod quic;
 mod reuse;
 pub mod shard;
 pub mod source;

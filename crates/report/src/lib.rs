@@ -33,6 +33,7 @@ mod html_pq;
 pub mod inputs;
 pub mod interval;
 mod model;
+pub mod quic;
 mod record;
 mod stats;
 pub mod study;

@@ -59,6 +59,7 @@ mod idle;
 mod io;
 mod metrics;
 mod prefetch;
+mod quic;
 mod queue;
 mod redis_cache;
 mod server;
@@ -79,6 +80,7 @@ pub use admission::{
     AdmissionMode, AdmissionSettings, AdmissionStats, Controller, HelloKind, ShedWith, Signals,
 };
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
+pub use quic::{H3Settings, QuicHandshakes, QuicRetry, QuicSnapshot};
 pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};

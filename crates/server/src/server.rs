@@ -82,6 +82,8 @@ struct Shared {
     prefetch: Option<crate::prefetch::Prefetcher>,
     /// Admission control (`None`: off, and no ClientHello is read for it).
     admission: Option<Arc<Admission>>,
+    /// `Alt-Svc` on every TCP response when the QUIC listener is on.
+    alt_svc: std::sync::OnceLock<http::HeaderValue>,
 }
 
 /// A running server. Dropping it without [`shutdown`](Server::shutdown)
@@ -95,6 +97,7 @@ pub struct Server {
     http: Option<SocketAddr>,
     metrics: Option<SocketAddr>,
     warnings: Vec<String>,
+    quic: Option<crate::quic::Listener>,
 }
 
 impl std::fmt::Debug for Server {
@@ -174,6 +177,12 @@ impl Server {
     ///
     /// Blocks briefly; call it outside async code (or in `spawn_blocking`).
     pub fn start(cfg: ServeConfig) -> Result<Server> {
+        Self::start_with_h3(cfg, None)
+    }
+
+    /// [`Server::start`] with an HTTP/3 listener beside the TLS one when
+    /// `h3` is set (see [`crate::H3Settings`]).
+    pub fn start_with_h3(cfg: ServeConfig, h3: Option<crate::H3Settings>) -> Result<Server> {
         if cfg.https.is_none() && cfg.http.is_none() {
             return Err(Error::Config(
                 "no listener: give an HTTPS address, a plain HTTP address, or both".into(),
@@ -224,6 +233,11 @@ impl Server {
             Some(_) => Some(tls::build(&cfg.tls, &meter)?),
             None => None,
         };
+        let quic = match (&h3, &built) {
+            (Some(h), Some(b)) => Some(crate::quic::prepare(h, &b.config, cfg.handshake_timeout)?),
+            (Some(_), None) => return Err(Error::Config("--h3 needs the TLS listener; give --https too".into())),
+            _ => None,
+        };
         let files = Files::load(&cfg.content)?;
         // CpuPin checks the CPUs and that pinning works here before any
         // worker depends on it.
@@ -273,7 +287,10 @@ impl Server {
             keepalive: cfg.timeouts.keepalive,
         }));
         let _ = stats.idle.set(conns.clone());
-        let registry = metrics::registry(stats.clone());
+        let mut registry = metrics::registry(stats.clone());
+        if let Some(q) = &quic {
+            registry.register_collector(Box::new(crate::quic::QuicCollector(q.stats.clone())));
+        }
         let prefetch = redis.clone().map(|store| crate::prefetch::Prefetcher {
             store,
             stateless_tickets: cfg.tls.tickets,
@@ -303,6 +320,7 @@ impl Server {
             next_conn: AtomicU64::new(0),
             prefetch,
             admission: admission.clone(),
+            alt_svc: std::sync::OnceLock::new(),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         {
@@ -389,6 +407,17 @@ impl Server {
                 });
             }
         }
+        let quic = match quic {
+            Some(p) => {
+                let _enter = rt.enter();
+                let s = shared.clone();
+                let handler = Arc::new(move |r: &Request<()>| content::handle(r, &s.files));
+                let l = crate::quic::start(p, handler, shared.burners.clone(), cfg.handshake_timeout, shutdown_rx.clone())?;
+                let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));
+                Some(l)
+            }
+            None => None,
+        };
         tracing::info!(
             https = ?addrs[0],
             http = ?addrs[1],
@@ -411,6 +440,7 @@ impl Server {
             http: addrs[1],
             metrics: addrs[2],
             warnings,
+            quic,
         })
     }
 
@@ -430,6 +460,16 @@ impl Server {
     /// The bound address of the TLS listener.
     pub fn https_addr(&self) -> Option<SocketAddr> {
         self.https
+    }
+
+    /// The bound UDP address of the HTTP/3 listener.
+    pub fn h3_addr(&self) -> Option<SocketAddr> {
+        self.quic.as_ref().map(|q| q.addr)
+    }
+
+    /// The HTTP/3 listener's counters now.
+    pub fn quic_snapshot(&self) -> Option<crate::QuicSnapshot> {
+        self.quic.as_ref().map(|q| q.stats.snapshot())
     }
 
     /// The bound address of the plain-HTTP listener.
@@ -466,6 +506,9 @@ impl Server {
     /// and returns the final counters. Blocks; call it outside async code.
     pub fn shutdown(mut self) -> Snapshot {
         let _ = self.shutdown_tx.send(true);
+        if let Some(q) = &self.quic {
+            q.close();
+        }
         let deadline = Instant::now() + DRAIN;
         while Instant::now() < deadline
             && (self.shared.stats.open_now() > 0 || self.loops.iter().any(|l| !l.is_finished()))
@@ -995,6 +1038,10 @@ where
                 sent: 0,
                 early,
             });
+            let mut resp = resp;
+            if let (Listener::Https, Some(v)) = (kind, s.alt_svc.get()) {
+                resp.headers_mut().insert(http::header::ALT_SVC, v.clone());
+            }
             Ok::<_, Infallible>(resp.map(|b| LoggedBody::new(b, pending, busy)))
         }
     });
@@ -1032,7 +1079,7 @@ where
 /// once, so that it never holds a worker thread that other connections
 /// need. The blocking threads are the server runtime's own, so their CPU
 /// time counts as the server's.
-async fn burn(burners: &Arc<Semaphore>, work: Duration, bytes: u64) -> Response<Body> {
+pub(crate) async fn burn(burners: &Arc<Semaphore>, work: Duration, bytes: u64) -> Response<Body> {
     let Ok(_permit) = burners.clone().acquire_owned().await else {
         return content::dyn_response(work, bytes);
     };
