@@ -408,7 +408,8 @@ impl Server {
             }
         }
         let quic = match quic {
-            Some(p) => {
+            Some(mut p) => {
+                p.follow(cfg.https, addrs[0]);
                 let _enter = rt.enter();
                 let s = shared.clone();
                 let handler = Arc::new(move |r: &Request<()>| content::handle(r, &s.files));

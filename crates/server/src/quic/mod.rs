@@ -22,7 +22,7 @@ mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -140,6 +140,19 @@ pub(crate) fn prepare(
         early,
         stats,
     })
+}
+
+impl Prepared {
+    /// `--h3` on the TLS listener's address with port 0: the UDP port the
+    /// TCP one was given, so that one port number serves both.
+    pub(crate) fn follow(&mut self, configured: Option<SocketAddr>, bound: Option<SocketAddr>) {
+        if let (Some(c), Some(b)) = (configured, bound)
+            && c == self.settings.addr
+            && c.port() == 0
+        {
+            self.settings.addr.set_port(b.port());
+        }
+    }
 }
 
 /// A running QUIC listener.
@@ -298,7 +311,7 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>) {
             Err(_) => return c.stats.failure("timeout"),
         }
     };
-    let handshaking = Arc::new(std::sync::atomic::AtomicBool::new(done.is_some()));
+    let handshaking = Arc::new(AtomicBool::new(done.is_some()));
     match done {
         // quinn resolves this when the handshake completes (its value is
         // the client's view of 0-RTT; on a server it is always false), or
@@ -333,7 +346,8 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>) {
     st.datagrams_sent.fetch_add(s.udp_tx.datagrams, Ordering::Relaxed);
 }
 
-async fn serve_h3(conn: quinn::Connection, c: &Arc<Conn>, handshaking: &Arc<std::sync::atomic::AtomicBool>) {
+async fn serve_h3(conn: quinn::Connection, c: &Arc<Conn>, handshaking: &Arc<AtomicBool>) {
+    let quic = conn.clone();
     let mut h3 = match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await
     {
         Ok(h) => h,
@@ -345,7 +359,13 @@ async fn serve_h3(conn: quinn::Connection, c: &Arc<Conn>, handshaking: &Arc<std:
     loop {
         match h3.accept().await {
             Ok(Some(resolver)) => {
-                let early = handshaking.load(Ordering::Relaxed);
+                // In 0-RTT: on a connection whose 0-RTT the server accepted,
+                // accepted before the handshake completed.
+                let early = handshaking.load(Ordering::Relaxed)
+                    && quic
+                        .handshake_data()
+                        .and_then(|d| d.downcast::<session::ZeroRtt>().ok())
+                        .is_some_and(|z| z.0);
                 let c = c.clone();
                 tokio::spawn(async move {
                     match resolver.resolve_request().await {

@@ -13,7 +13,7 @@
 
 use std::any::Any;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use quinn::ConnectionId;
 use quinn::crypto::{self, ExportKeyingMaterialError, HeaderKey, KeyPair, Keys, PacketKey};
@@ -89,6 +89,7 @@ impl crypto::ServerConfig for Counting {
             inner: self.inner.clone().start_session(version, params),
             kinds: self.kinds.clone(),
             hello: Some(Vec::new()),
+            accepted: AtomicBool::new(false),
         })
     }
 }
@@ -101,7 +102,14 @@ struct Session {
     kinds: Arc<Kinds>,
     /// The CRYPTO bytes so far, until the ClientHello is whole.
     hello: Option<Vec<u8>>,
+    /// The server accepted 0-RTT on this connection.
+    accepted: AtomicBool,
 }
+
+/// What `quinn::Connection::handshake_data` returns on the QUIC listener:
+/// whether the server accepted the connection's 0-RTT data.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ZeroRtt(pub(crate) bool);
 
 impl Session {
     fn read_hello(&mut self, buf: &[u8]) {
@@ -125,14 +133,17 @@ impl crypto::Session for Session {
         self.inner.initial_keys(dst_cid, side)
     }
     fn handshake_data(&self) -> Option<Box<dyn Any>> {
-        self.inner.handshake_data()
+        // Nothing downcasts quinn's own HandshakeData here (h3 does not).
+        self.inner
+            .handshake_data()
+            .map(|_| Box::new(ZeroRtt(self.accepted.load(Ordering::Relaxed))) as Box<dyn Any>)
     }
     fn peer_identity(&self) -> Option<Box<dyn Any>> {
         self.inner.peer_identity()
     }
     fn early_crypto(&self) -> Option<(Box<dyn HeaderKey>, Box<dyn PacketKey>)> {
         let keys = self.inner.early_crypto();
-        if keys.is_some() {
+        if keys.is_some() && !self.accepted.swap(true, Ordering::Relaxed) {
             self.kinds.early_accepted.fetch_add(1, Ordering::Relaxed);
         }
         keys

@@ -108,7 +108,10 @@ pub struct QuicSnapshot {
     pub handshake_failures: BTreeMap<String, u64>,
     /// HTTP/3 requests answered.
     pub requests: u64,
-    /// Requests that arrived in 0-RTT (before the handshake completed).
+    /// Requests taken up while the handshake was still in progress on a
+    /// connection whose 0-RTT the server accepted (answered in 0.5-RTT). A
+    /// 0-RTT request that quinn hands over only after the client's Finished
+    /// has arrived is not counted, so this is at most the 0-RTT requests.
     pub early_requests: u64,
     /// UDP payload bytes received on closed connections.
     pub bytes_received: u64,
@@ -207,7 +210,7 @@ impl Collector for QuicCollector {
         for (name, help, v) in [
             ("tlslab_transport_connections", "Connection attempts accepted for a handshake.", s.connections),
             ("tlslab_transport_requests", "HTTP requests answered.", s.requests),
-            ("tlslab_transport_early_requests", "Requests that arrived in 0-RTT.", s.early_requests),
+            ("tlslab_transport_early_requests", "Requests answered in 0.5-RTT: taken up before the handshake completed on a connection whose 0-RTT was accepted.", s.early_requests),
             ("tlslab_transport_refused", "Connection attempts refused at the connection limit.", s.refused_at_limit),
             ("tlslab_transport_retries", "QUIC Retry packets sent (address validation).", s.retries_sent),
             ("tlslab_transport_bytes_received", "UDP payload bytes received on closed connections.", s.bytes_received),
