@@ -46,7 +46,12 @@ fn quic(m: &common::Metrics, kind: &str) -> f64 {
 fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
     let s = serve();
     let dir = tempdir();
-    let r = load(&s, dir.path(), "reuse", &["--reuse", "50", "-c", "2", "-n", "240"]);
+    let r = load(
+        &s,
+        dir.path(),
+        "reuse",
+        &["--reuse", "50", "-c", "2", "-n", "240"],
+    );
     assert_eq!(r["transport"]["name"], "quic", "{r:#}");
     assert_eq!(r["http"]["protocol"], "h3", "{r:#}");
     let full = num(&r, "transport/full/count");
@@ -55,7 +60,10 @@ fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
     assert_eq!(full + resumed, 240.0, "{r:#}");
     assert!(num(&r, "transport/full/bytes_in") > num(&r, "transport/resumed/bytes_in"));
     assert!(num(&r, "transport/full/datagrams_out") >= 1.0);
-    assert!(r["client_cpu"]["per_handshake_us"].as_f64().is_some(), "{r:#}");
+    assert!(
+        r["client_cpu"]["per_handshake_us"].as_f64().is_some(),
+        "{r:#}"
+    );
     let m = s.metrics();
     let (sf, sr) = (quic(&m, "full"), quic(&m, "resumed"));
     let ratio = sr / (sf + sr);
@@ -84,9 +92,18 @@ fn zero_rtt_is_accepted_and_counted_on_both_sides() {
     assert_eq!(num(&r, "requests/succeeded"), 40.0, "{r:#}");
     let m = s.metrics();
     assert_eq!(quic(&m, "early_accepted"), zero, "server 0-RTT accepted");
-    let answered = m.count("tlslab_transport_early_requests_total", &[("transport", "quic")]);
-    assert!(answered <= zero, "0.5-RTT answers {answered} > 0-RTT connections {zero}");
-    assert_eq!(quic(&m, "resumed"), num(&r, "transport/zero_rtt/count") + num(&r, "transport/resumed/count"));
+    let answered = m.count(
+        "tlslab_transport_early_requests_total",
+        &[("transport", "quic")],
+    );
+    assert!(
+        answered <= zero,
+        "0.5-RTT answers {answered} > 0-RTT connections {zero}"
+    );
+    assert_eq!(
+        quic(&m, "resumed"),
+        num(&r, "transport/zero_rtt/count") + num(&r, "transport/resumed/count")
+    );
 }
 
 #[test]
@@ -96,10 +113,16 @@ fn bad_quic_flags_are_usage_errors() {
         (&["serve", "--quic-retry", "always"], "need --h3"),
         (&["serve", "--h3", "nowhere"], "--h3 nowhere"),
         (&["serve", "--h3", "--tls", "1.2"], "TLS 1.3"),
-        (&["serve", "--h3", "--quic-max-connections", "0"], "admits nobody"),
+        (
+            &["serve", "--h3", "--quic-max-connections", "0"],
+            "admits nobody",
+        ),
         (&["serve", "--h3", "--quic-idle-timeout", "0s"], "positive"),
         (&["serve", "--h3", "--quic-retry", "sometimes"], "sometimes"),
-        (&["load", "--h3", "http://127.0.0.1:9/", "-n", "1"], "https://"),
+        (
+            &["load", "--h3", "http://127.0.0.1:9/", "-n", "1"],
+            "https://",
+        ),
         (&["load", "--h3", "--h2", url, "-n", "1"], "exclude"),
         (&["load", "--h3", "-m", "0", url, "-n", "1"], "-m 0"),
         (&["load", "--h3", "--rate", "10", url, "-n", "1"], "--rate"),

@@ -67,25 +67,33 @@ impl ServeH3Args {
             return Err(usage("--h3 needs the TLS listener; give --https too"));
         };
         if !tls13 {
-            return Err(usage("--h3 needs TLS 1.3 (QUIC has no other); use --tls 1.3 or 1.2,1.3"));
+            return Err(usage(
+                "--h3 needs TLS 1.3 (QUIC has no other); use --tls 1.3 or 1.2,1.3",
+            ));
         }
         let addr = if addr.is_empty() {
             https
         } else {
             addr.parse().map_err(|e| {
-                usage(format!("--h3 {addr}: {e}; give IP:PORT, e.g. 127.0.0.1:8443"))
+                usage(format!(
+                    "--h3 {addr}: {e}; give IP:PORT, e.g. 127.0.0.1:8443"
+                ))
             })?
         };
         let mut s = tlslab_server::H3Settings::new(addr);
         if let Some(d) = self.quic_idle_timeout {
             if d.is_zero() {
-                return Err(usage("--quic-idle-timeout 0 closes every connection; give a positive duration"));
+                return Err(usage(
+                    "--quic-idle-timeout 0 closes every connection; give a positive duration",
+                ));
             }
             s.idle_timeout = d;
         }
         if let Some(n) = self.quic_max_connections {
             if n == 0 {
-                return Err(usage("--quic-max-connections 0 admits nobody; use at least 1"));
+                return Err(usage(
+                    "--quic-max-connections 0 admits nobody; use at least 1",
+                ));
             }
             s.max_connections = n;
         }
@@ -123,7 +131,8 @@ impl LoadH3Args {
         let h3 = tlslab_load::quic::Http3 {
             max_concurrent_streams: streams,
         };
-        tlslab_load::quic::validate(cfg, &h3).map_err(|e| anyhow::Error::new(Usage(e.to_string())))?;
+        tlslab_load::quic::validate(cfg, &h3)
+            .map_err(|e| anyhow::Error::new(Usage(e.to_string())))?;
         Ok(tlslab_load::quic::run(cfg, &h3)?)
     }
 }

@@ -253,8 +253,16 @@ fn certs(a: args::CertsArgs) -> anyhow::Result<ExitCode> {
 
 fn serve(a: args::ServeArgs) -> anyhow::Result<ExitCode> {
     let prepared = config::serve(&a)?;
-    let h3 = a.h3.settings(prepared.config.https, prepared.config.tls.versions.contains(&tlslab_crypto::provider::Version::Tls13))?;
-    let server = tlslab_server::Server::start_with_h3(prepared.config, h3).context("starting the server")?;
+    let h3 = a.h3.settings(
+        prepared.config.https,
+        prepared
+            .config
+            .tls
+            .versions
+            .contains(&tlslab_crypto::provider::Version::Tls13),
+    )?;
+    let server =
+        tlslab_server::Server::start_with_h3(prepared.config, h3).context("starting the server")?;
     for w in server.warnings() {
         eprintln!("tlslab: WARNING: {w}");
     }
@@ -320,7 +328,9 @@ fn load(a: args::LoadArgs) -> anyhow::Result<ExitCode> {
             s.used(cfg.clients)
         );
     }
-    let report = a.h3.run(&cfg, a.max_concurrent_streams).context("running the load")?;
+    let report =
+        a.h3.run(&cfg, a.max_concurrent_streams)
+            .context("running the load")?;
     print!("{}", report.render_table());
     if let Some(path) = &a.json {
         let mut json = serde_json::to_value(&report)?;

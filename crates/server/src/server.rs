@@ -235,7 +235,11 @@ impl Server {
         };
         let quic = match (&h3, &built) {
             (Some(h), Some(b)) => Some(crate::quic::prepare(h, &b.config, cfg.handshake_timeout)?),
-            (Some(_), None) => return Err(Error::Config("--h3 needs the TLS listener; give --https too".into())),
+            (Some(_), None) => {
+                return Err(Error::Config(
+                    "--h3 needs the TLS listener; give --https too".into(),
+                ));
+            }
             _ => None,
         };
         let files = Files::load(&cfg.content)?;
@@ -413,7 +417,13 @@ impl Server {
                 let _enter = rt.enter();
                 let s = shared.clone();
                 let handler = Arc::new(move |r: &Request<()>| content::handle(r, &s.files));
-                let l = crate::quic::start(p, handler, shared.burners.clone(), cfg.handshake_timeout, shutdown_rx.clone())?;
+                let l = crate::quic::start(
+                    p,
+                    handler,
+                    shared.burners.clone(),
+                    cfg.handshake_timeout,
+                    shutdown_rx.clone(),
+                )?;
                 let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));
                 Some(l)
             }

@@ -196,17 +196,18 @@ impl Me {
         let offer = self.planner.offer(self.sessions.has_session());
         self.sessions.set_offer(offer);
         let verified0 = self.verified.load(Ordering::Relaxed);
-        let connecting = match self
-            .endpoint
-            .connect_with(self.config.clone(), run.addr, &run.server_name)
-        {
-            Ok(c) => c,
-            Err(e) => {
-                rec.error = Some(format!("quic_connect: {e}"));
-                rec.total_us = t0.elapsed().as_micros() as u64;
-                return self.record(&rec, t0);
-            }
-        };
+        let connecting =
+            match self
+                .endpoint
+                .connect_with(self.config.clone(), run.addr, &run.server_name)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    rec.error = Some(format!("quic_connect: {e}"));
+                    rec.total_us = t0.elapsed().as_micros() as u64;
+                    return self.record(&rec, t0);
+                }
+            };
         self.conn_no += 1;
         let mut early = EarlyData::NotSent;
         let attempt = if run.early_data && offer {
@@ -263,7 +264,11 @@ impl Me {
                     Ok(Err(e)) => {
                         rec.error = Some(conn_kind(&e));
                         rec.total_us = t0.elapsed().as_micros() as u64;
-                        if rec.error.as_deref().is_some_and(|k| k.starts_with("quic_crypto")) {
+                        if rec
+                            .error
+                            .as_deref()
+                            .is_some_and(|k| k.starts_with("quic_crypto"))
+                        {
                             self.sessions.clear();
                         }
                         return self.record(&rec, t0);
@@ -449,7 +454,10 @@ async fn request(mut send: Send, uri: http::Uri, timeout: Duration) -> Result<Go
             .send_request(req)
             .await
             .map_err(|e| format!("h3_stream: {e}"))?;
-        stream.finish().await.map_err(|e| format!("h3_stream: {e}"))?;
+        stream
+            .finish()
+            .await
+            .map_err(|e| format!("h3_stream: {e}"))?;
         let resp = stream
             .recv_response()
             .await

@@ -115,7 +115,10 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
     if !cfg.ablation.is_empty() {
         return bad("--h3 does not run ablations; drop --ablate");
     }
-    if !cfg.versions.contains(&tlslab_crypto::provider::Version::Tls13) {
+    if !cfg
+        .versions
+        .contains(&tlslab_crypto::provider::Version::Tls13)
+    {
         return bad("QUIC needs TLS 1.3; use --tls 1.3 or 1.2,1.3");
     }
     if cfg.source_ip.is_some() || cfg.mss.is_some() || cfg.start_at.is_some() {
@@ -136,7 +139,10 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
 }
 
 /// The verifier the run's trust asks for, on the metering provider.
-fn verifier(cfg: &LoadConfig, base: &rustls::ClientConfig) -> Result<Arc<dyn ServerCertVerifier>, Error> {
+fn verifier(
+    cfg: &LoadConfig,
+    base: &rustls::ClientConfig,
+) -> Result<Arc<dyn ServerCertVerifier>, Error> {
     let prov = base.crypto_provider().clone();
     let roots = match &cfg.trust {
         Trust::Insecure => return Ok(tlslab_crypto::pki::any_certificate(prov)),
@@ -320,7 +326,8 @@ fn median(mut v: Vec<u64>) -> Option<u64> {
 fn phase(all: &[Hs], kind: Kind) -> TransportPhase {
     let hs: Vec<&Hs> = all.iter().filter(|h| h.kind == kind).collect();
     let n = hs.len() as u64;
-    let mean = |f: fn(&Hs) -> u64| (n > 0).then(|| hs.iter().map(|h| f(h)).sum::<u64>() as f64 / n as f64);
+    let mean =
+        |f: fn(&Hs) -> u64| (n > 0).then(|| hs.iter().map(|h| f(h)).sum::<u64>() as f64 / n as f64);
     TransportPhase {
         count: n,
         handshake_p50_us: median(hs.iter().map(|h| h.handshake_us).collect()),

@@ -34,8 +34,8 @@ use tokio::task::JoinHandle;
 use crate::content::{Body, Handled};
 use crate::{Error, Result};
 
-pub use stats::{QuicHandshakes, QuicSnapshot};
 pub(crate) use stats::{QuicCollector, QuicStats};
+pub use stats::{QuicHandshakes, QuicSnapshot};
 
 /// Address validation of the QUIC listener (`--quic-retry`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -339,23 +339,25 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>) {
     serve_h3(conn, &c, &handshaking).await;
     let s = quic.stats();
     let st = &c.stats;
-    st.bytes_received.fetch_add(s.udp_rx.bytes, Ordering::Relaxed);
+    st.bytes_received
+        .fetch_add(s.udp_rx.bytes, Ordering::Relaxed);
     st.bytes_sent.fetch_add(s.udp_tx.bytes, Ordering::Relaxed);
     st.datagrams_received
         .fetch_add(s.udp_rx.datagrams, Ordering::Relaxed);
-    st.datagrams_sent.fetch_add(s.udp_tx.datagrams, Ordering::Relaxed);
+    st.datagrams_sent
+        .fetch_add(s.udp_tx.datagrams, Ordering::Relaxed);
 }
 
 async fn serve_h3(conn: quinn::Connection, c: &Arc<Conn>, handshaking: &Arc<AtomicBool>) {
     let quic = conn.clone();
-    let mut h3 = match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await
-    {
-        Ok(h) => h,
-        Err(e) => {
-            tracing::debug!("h3 connection setup failed: {e}");
-            return;
-        }
-    };
+    let mut h3 =
+        match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::debug!("h3 connection setup failed: {e}");
+                return;
+            }
+        };
     loop {
         match h3.accept().await {
             Ok(Some(resolver)) => {
@@ -402,7 +404,11 @@ async fn request<S>(
         Handled::Burn { work, bytes } => crate::server::burn(&c.burners, work, bytes).await,
     };
     let (parts, mut body): (_, Body) = resp.into_parts();
-    if stream.send_response(Response::from_parts(parts, ())).await.is_err() {
+    if stream
+        .send_response(Response::from_parts(parts, ()))
+        .await
+        .is_err()
+    {
         return;
     }
     if req.method() != http::Method::HEAD {
@@ -417,4 +423,3 @@ async fn request<S>(
     }
     let _ = stream.finish().await;
 }
-

@@ -176,7 +176,6 @@ impl crypto::Session for Session {
         label: &[u8],
         context: &[u8],
     ) -> Result<(), ExportKeyingMaterialError> {
-        self.inner
-            .export_keying_material(output, label, context)
+        self.inner.export_keying_material(output, label, context)
     }
 }

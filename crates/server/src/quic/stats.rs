@@ -165,7 +165,11 @@ fn labelled(
     gauge: bool,
     samples: Vec<(Vec<(&str, String)>, u64)>,
 ) -> Result<(), fmt::Error> {
-    let kind = if gauge { MetricType::Gauge } else { MetricType::Counter };
+    let kind = if gauge {
+        MetricType::Gauge
+    } else {
+        MetricType::Counter
+    };
     let mut m = enc.encode_descriptor(name, help, None, kind)?;
     for (mut labels, v) in samples {
         labels.insert(0, ("transport", "quic".to_string()));
@@ -208,13 +212,41 @@ impl Collector for QuicCollector {
         )?;
         let one = |v| vec![(vec![], v)];
         for (name, help, v) in [
-            ("tlslab_transport_connections", "Connection attempts accepted for a handshake.", s.connections),
-            ("tlslab_transport_requests", "HTTP requests answered.", s.requests),
-            ("tlslab_transport_early_requests", "Requests answered in 0.5-RTT: taken up before the handshake completed on a connection whose 0-RTT was accepted.", s.early_requests),
-            ("tlslab_transport_refused", "Connection attempts refused at the connection limit.", s.refused_at_limit),
-            ("tlslab_transport_retries", "QUIC Retry packets sent (address validation).", s.retries_sent),
-            ("tlslab_transport_bytes_received", "UDP payload bytes received on closed connections.", s.bytes_received),
-            ("tlslab_transport_bytes_sent", "UDP payload bytes sent on closed connections.", s.bytes_sent),
+            (
+                "tlslab_transport_connections",
+                "Connection attempts accepted for a handshake.",
+                s.connections,
+            ),
+            (
+                "tlslab_transport_requests",
+                "HTTP requests answered.",
+                s.requests,
+            ),
+            (
+                "tlslab_transport_early_requests",
+                "Requests answered in 0.5-RTT: taken up before the handshake completed on a connection whose 0-RTT was accepted.",
+                s.early_requests,
+            ),
+            (
+                "tlslab_transport_refused",
+                "Connection attempts refused at the connection limit.",
+                s.refused_at_limit,
+            ),
+            (
+                "tlslab_transport_retries",
+                "QUIC Retry packets sent (address validation).",
+                s.retries_sent,
+            ),
+            (
+                "tlslab_transport_bytes_received",
+                "UDP payload bytes received on closed connections.",
+                s.bytes_received,
+            ),
+            (
+                "tlslab_transport_bytes_sent",
+                "UDP payload bytes sent on closed connections.",
+                s.bytes_sent,
+            ),
         ] {
             labelled(&mut enc, name, help, false, one(v))?;
         }
