@@ -128,3 +128,119 @@ fn load_h3_completes_against_gtlsserver() {
     assert_eq!(common::num(&r, "requests/succeeded"), 20.0, "{text}");
     assert_eq!(common::num(&r, "transport/resumed/count"), 10.0, "{text}");
 }
+
+/// The aioquic peer script (tests/data/aioquic_h3.py), if python3 has
+/// aioquic; `None` after a skip.
+fn aioquic(test: &str) -> Option<std::path::PathBuf> {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import aioquic"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip_or_fail(
+            test,
+            "python3 with aioquic is not installed (pip install aioquic==1.7.0)",
+        );
+        return None;
+    }
+    Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/aioquic_h3.py"))
+}
+
+/// aioquic's client resumes against `serve --h3` with 0-RTT: both sides
+/// say the 0-RTT data was accepted.
+#[test]
+#[ignore = "needs python3 with aioquic 1.7; run by .ci/run"]
+fn aioquic_client_zero_rtt_against_serve_h3() {
+    let Some(script) = aioquic("aioquic_client_zero_rtt_against_serve_h3") else {
+        return;
+    };
+    let s = Serve::start(&["--tickets", "off", "--max-early-data", "16384", "--h3"]);
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(script)
+        .args(["client", "127.0.0.1", &s.https.port().to_string()]);
+    cmd.arg(s.ca.as_ref().unwrap()).arg("/bytes/100");
+    let out = run(cmd, LIMIT);
+    let text = expect_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
+    assert_eq!(v[0]["status"], "200", "{text}");
+    assert_eq!(v[1]["resumed"], true, "{text}");
+    assert_eq!(v[1]["early_data_accepted"], true, "{text}");
+    let m = s.metrics();
+    let get = |k: &str| {
+        m.count(
+            "tlslab_transport_handshakes_total",
+            &[("transport", "quic"), ("kind", k)],
+        )
+    };
+    assert_eq!(
+        (get("full"), get("resumed"), get("early_accepted")),
+        (1.0, 1.0, 1.0)
+    );
+}
+
+/// `load --h3 --early-data` against aioquic's server: 0-RTT accepted on
+/// every resumed connection, and the server says so too.
+#[test]
+#[ignore = "needs python3 with aioquic 1.7; run by .ci/run"]
+fn load_h3_zero_rtt_against_aioquic_server() {
+    let Some(script) = aioquic("load_h3_zero_rtt_against_aioquic_server") else {
+        return;
+    };
+    let dir = tempdir();
+    let certs = dir.path().join("certs");
+    expect_ok(&run_tlslab(
+        &["certs", "--out", certs.to_str().unwrap()],
+        LIMIT,
+    ));
+    let port = free_port().to_string();
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(script).args(["server", &port]);
+    cmd.arg(certs.join("server.pem"))
+        .arg(certs.join("server.key"));
+    let server = Proc::spawn(cmd);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    assert_eq!(
+        server.next_line(deadline).as_deref(),
+        Some("ready"),
+        "{}",
+        server.describe()
+    );
+    let json = dir.path().join("r.json");
+    let url = format!("https://localhost:{port}/x");
+    let ca = certs.join("ca.pem");
+    let text = expect_ok(&run_tlslab(
+        &[
+            "load",
+            &url,
+            "--h3",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--reuse",
+            "100",
+            "--early-data",
+            "-n",
+            "10",
+            "-c",
+            "1",
+            "--no-progress",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        LIMIT,
+    ));
+    let r = common::load_json(&json);
+    assert_eq!(common::num(&r, "requests/succeeded"), 10.0, "{text}");
+    assert_eq!(common::num(&r, "transport/zero_rtt/count"), 9.0, "{text}");
+    assert_eq!(
+        common::num(&r, "transport/zero_rtt_rejected"),
+        0.0,
+        "{text}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let accepted = server
+        .stdout_lines()
+        .iter()
+        .filter(|l| l.contains("\"early_data_accepted\": true"))
+        .count();
+    assert_eq!(accepted, 9, "{}", server.describe());
+}
