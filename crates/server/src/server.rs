@@ -97,7 +97,7 @@ pub struct Server {
     http: Option<SocketAddr>,
     metrics: Option<SocketAddr>,
     warnings: Vec<String>,
-    quic: Option<crate::quic::Listener>,
+    quic: Option<Box<crate::quic::Listener>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -425,7 +425,7 @@ impl Server {
                     shutdown_rx.clone(),
                 )?;
                 let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));
-                Some(l)
+                Some(Box::new(l))
             }
             None => None,
         };
