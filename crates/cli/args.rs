@@ -582,7 +582,7 @@ pub struct LoadArgs {
     #[arg(long)]
     pub h2: bool,
 
-    /// With --h2: streams each client keeps in flight on its connection (h2load's -m).
+    /// With --h2 or --h3: streams each client keeps in flight on its connection (h2load's -m).
     #[arg(
         short = 'm',
         long,
