@@ -28,7 +28,11 @@ use crate::parse::{parse_duration, parse_threads, parse_timeout};
     Exit code 1 when no request succeeded (every one failed, answered non-2xx or was cut off \
     unfinished) or when more than --max-error-rate percent failed; the report is still printed."
 )]
+#[command(group = clap::ArgGroup::new("mux").args(["h2", "h3"]).multiple(true))]
 pub struct LoadArgs {
+    #[command(flatten)]
+    pub h3: crate::args::h3::LoadH3Args,
+
     /// Target URLs (http:// or https://); each client walks them in turn.
     #[arg(required = true, value_name = "URL")]
     pub urls: Vec<String>,
@@ -65,13 +69,13 @@ pub struct LoadArgs {
     #[arg(long)]
     pub h2: bool,
 
-    /// With --h2: streams each client keeps in flight on its connection (h2load's -m).
+    /// With --h2 or --h3: streams each client keeps in flight on its connection (h2load's -m).
     #[arg(
         short = 'm',
         long,
         default_value_t = 1,
         value_name = "N",
-        requires = "h2"
+        requires = "mux"
     )]
     pub max_concurrent_streams: u32,
 

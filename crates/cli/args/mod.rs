@@ -2,6 +2,7 @@
 //! subcommands. Nothing here does I/O or imports the commands; `cmd/`
 //! turns these flags into engine configurations.
 
+pub mod h3;
 pub mod lab;
 pub mod load;
 pub mod probe;

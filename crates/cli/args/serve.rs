@@ -261,6 +261,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub admission: AdmissionArgs,
+
+    #[command(flatten)]
+    pub h3: crate::args::h3::ServeH3Args,
 }
 
 /// Admission control of new TLS handshakes under overload.

@@ -348,7 +348,9 @@ pub fn run(a: LoadArgs) -> anyhow::Result<ExitCode> {
             s.used(cfg.clients)
         );
     }
-    let report = tlslab_load::run(&cfg).context("running the load")?;
+    let report =
+        a.h3.run(&cfg, a.max_concurrent_streams)
+            .context("running the load")?;
     print!("{}", report.render_table());
     if let Some(path) = &a.json {
         let mut json = serde_json::to_value(&report)?;

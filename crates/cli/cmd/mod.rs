@@ -8,6 +8,7 @@
 pub mod dispatch;
 pub mod distributed;
 pub mod experiment;
+pub mod h3;
 pub mod lab;
 pub mod load;
 pub mod path;

@@ -406,8 +406,17 @@ pub fn certs(a: &CertsArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `tlslab serve` until SIGINT or SIGTERM.
 pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
-    let prepared = config(&a)?.prepare()?;
-    let server = tlslab_server::Server::start(prepared.config).context("starting the server")?;
+    let plan = config(&a)?;
+    let h3 = a.h3.settings(
+        plan.config.https,
+        plan.config
+            .tls
+            .versions
+            .contains(&tlslab_crypto::provider::Version::Tls13),
+    )?;
+    let prepared = plan.prepare()?;
+    let server =
+        tlslab_server::Server::start_with_h3(prepared.config, h3).context("starting the server")?;
     for w in server.warnings() {
         eprintln!("tlslab: WARNING: {w}");
     }
@@ -415,6 +424,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         let mut out = std::io::stdout().lock();
         if let Some(addr) = server.https_addr() {
             writeln!(out, "tlslab serve: https https://{addr}")?;
+        }
+        if let Some(addr) = server.h3_addr() {
+            writeln!(out, "tlslab serve: h3 https://{addr} (UDP)")?;
         }
         if let Some(addr) = server.http_addr() {
             writeln!(out, "tlslab serve: http http://{addr}")?;
@@ -432,11 +444,15 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
     }
     tlslab_server::wait_for_signal().context("waiting for SIGINT/SIGTERM")?;
+    let quic = server.quic_snapshot();
     let summary = server.shutdown();
     if let Some(dir) = prepared.ephemeral_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
     println!("{}", summary.summary());
+    if let Some(q) = quic {
+        println!("{}", q.summary());
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -36,6 +36,7 @@ mod error;
 mod errors;
 mod io;
 mod progress;
+pub mod quic;
 mod reuse;
 pub mod shard;
 pub mod source;

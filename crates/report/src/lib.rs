@@ -35,6 +35,10 @@ pub mod html;
 pub mod inputs;
 pub mod interval;
 mod model;
+/// The `transport` section of a load report over QUIC (`load --h3`).
+pub mod quic {
+    pub use tlslab_schema::transport::*;
+}
 mod record;
 mod stats;
 pub mod study;

@@ -185,6 +185,7 @@ impl LoadReportBuild for LoadReport {
             distributed: None,
             http: None,
             backoff: None,
+            transport: None,
         }
     }
 }

@@ -18,3 +18,4 @@ pub mod agent;
 pub mod load;
 pub mod study;
 pub mod sweep;
+pub mod transport;

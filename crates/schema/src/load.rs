@@ -78,6 +78,9 @@ pub struct LoadReport {
     /// older versions) when no client had to wait.
     #[serde(default)]
     pub backoff: Option<Backoff>,
+    /// `load --h3`: the QUIC transport's own figures; absent over TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<crate::transport::Transport>,
 }
 
 /// The clients' waits after connections that could not be made (refused,

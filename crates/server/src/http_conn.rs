@@ -87,6 +87,10 @@ where
                 sent: 0,
                 early,
             });
+            let mut resp = resp;
+            if let (Listener::Https, Some(v)) = (kind, s.alt_svc.get()) {
+                resp.headers_mut().insert(http::header::ALT_SVC, v.clone());
+            }
             Ok::<_, Infallible>(resp.map(|b| LoggedBody::new(b, pending, busy)))
         }
     });
@@ -124,7 +128,7 @@ where
 /// once, so that it never holds a worker thread that other connections
 /// need. The blocking threads are the server runtime's own, so their CPU
 /// time counts as the server's.
-async fn burn(burners: &Arc<Semaphore>, work: Duration, bytes: u64) -> Response<Body> {
+pub(crate) async fn burn(burners: &Arc<Semaphore>, work: Duration, bytes: u64) -> Response<Body> {
     let Ok(_permit) = burners.clone().acquire_owned().await else {
         return content::dyn_response(work, bytes);
     };

@@ -65,6 +65,7 @@ mod listen;
 mod metrics;
 mod prefetch;
 mod queue;
+mod quic;
 mod redis_cache;
 mod server;
 mod shared;
@@ -85,6 +86,7 @@ pub use config::{
 };
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use error::{Error, ErrorKind, Result};
+pub use quic::{H3Settings, QuicHandshakes, QuicRetry, QuicSnapshot};
 pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};

@@ -49,6 +49,7 @@ pub struct Server {
     http: Option<SocketAddr>,
     metrics: Option<SocketAddr>,
     warnings: Vec<String>,
+    quic: Option<Box<crate::quic::Listener>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -128,6 +129,12 @@ impl Server {
     ///
     /// Blocks briefly; call it outside async code (or in `spawn_blocking`).
     pub fn start(cfg: ServeConfig) -> Result<Server> {
+        Self::start_with_h3(cfg, None)
+    }
+
+    /// [`Server::start`] with an HTTP/3 listener beside the TLS one when
+    /// `h3` is set (see [`crate::H3Settings`]).
+    pub fn start_with_h3(cfg: ServeConfig, h3: Option<crate::H3Settings>) -> Result<Server> {
         cfg.validate()?;
         let warnings = ablation_guard(&cfg)?;
         let access_log = cfg
@@ -140,6 +147,15 @@ impl Server {
         let built = match cfg.https {
             Some(_) => Some(tls::build(&cfg.tls, &meter)?),
             None => None,
+        };
+        let quic = match (&h3, &built) {
+            (Some(h), Some(b)) => Some(crate::quic::prepare(h, &b.config, cfg.handshake_timeout)?),
+            (Some(_), None) => {
+                return Err(Error::Usage(
+                    "--h3 needs the TLS listener; give --https too".into(),
+                ));
+            }
+            _ => None,
         };
         let files = Files::load(&cfg.content)?;
         // CpuPin checks the CPUs and that pinning works here before any
@@ -193,7 +209,10 @@ impl Server {
             ticket_keys: ring.clone(),
             admission: admission.clone(),
         });
-        let registry = metrics::registry(sources.clone());
+        let mut registry = metrics::registry(sources.clone());
+        if let Some(q) = &quic {
+            registry.register_collector(Box::new(crate::quic::QuicCollector(q.stats.clone())));
+        }
         let prefetch = redis.clone().map(|store| crate::prefetch::Prefetcher {
             store,
             stateless_tickets: cfg.tls.tickets,
@@ -223,6 +242,7 @@ impl Server {
             next_conn: AtomicU64::new(0),
             prefetch,
             admission: admission.clone(),
+            alt_svc: std::sync::OnceLock::new(),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         {
@@ -310,6 +330,25 @@ impl Server {
                 });
             }
         }
+        let quic = match quic {
+            Some(mut p) => {
+                p.follow(cfg.https, addrs[0]);
+                let _enter = rt.enter();
+                let s = shared.clone();
+                let handler =
+                    Arc::new(move |r: &http::Request<()>| crate::content::handle(r, &s.files));
+                let l = crate::quic::start(
+                    p,
+                    handler,
+                    shared.burners.clone(),
+                    cfg.handshake_timeout,
+                    shutdown_rx.clone(),
+                )?;
+                let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));
+                Some(Box::new(l))
+            }
+            None => None,
+        };
         tracing::info!(
             https = ?addrs[0],
             http = ?addrs[1],
@@ -333,6 +372,7 @@ impl Server {
             http: addrs[1],
             metrics: addrs[2],
             warnings,
+            quic,
         })
     }
 
@@ -352,6 +392,16 @@ impl Server {
     /// The bound address of the TLS listener.
     pub fn https_addr(&self) -> Option<SocketAddr> {
         self.https
+    }
+
+    /// The bound UDP address of the HTTP/3 listener.
+    pub fn h3_addr(&self) -> Option<SocketAddr> {
+        self.quic.as_ref().map(|q| q.addr)
+    }
+
+    /// The HTTP/3 listener's counters now.
+    pub fn quic_snapshot(&self) -> Option<crate::QuicSnapshot> {
+        self.quic.as_ref().map(|q| q.stats.snapshot())
     }
 
     /// The bound address of the plain-HTTP listener.
@@ -388,6 +438,9 @@ impl Server {
     /// and returns the final counters. Blocks; call it outside async code.
     pub fn shutdown(mut self) -> Snapshot {
         let _ = self.shutdown_tx.send(true);
+        if let Some(q) = &self.quic {
+            q.close();
+        }
         let deadline = Instant::now() + DRAIN;
         while Instant::now() < deadline
             && (self.shared.stats.open_now() > 0 || self.loops.iter().any(|l| !l.is_finished()))

@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) prefetch: Option<Prefetcher>,
     /// Admission control (`None`: off, and no ClientHello is read for it).
     pub(crate) admission: Option<Arc<Admission>>,
+    /// `Alt-Svc` on every TCP response when the QUIC listener is on.
+    pub(crate) alt_svc: std::sync::OnceLock<http::HeaderValue>,
 }
 
 /// Resolves once shutdown has been asked for (or the server is gone).

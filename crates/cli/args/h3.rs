@@ -1,0 +1,53 @@
+//! The HTTP/3 (QUIC) flags of `serve` and `load`, flattened into their
+//! arguments (their checks are `cmd::h3`'s).
+
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// `--quic-retry`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Retry {
+    /// No Retry packets.
+    Off,
+    /// A Retry before every handshake from an address not yet validated.
+    Always,
+    /// A Retry while half of --quic-max-connections are open.
+    UnderLoad,
+}
+
+/// `serve --h3 [ADDR]` and its QUIC options.
+#[derive(Clone, Debug, Args)]
+pub struct ServeH3Args {
+    /// Serve HTTP/3 over QUIC on this UDP address too (default with no
+    /// value: the --https address and port, over UDP), with the TLS
+    /// listener's certificate, session cache, tickets and metering provider
+    /// (ALPN h3, TLS 1.3 only), the same content, and `Alt-Svc: h3=":PORT"`
+    /// on every TCP response.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+    pub h3: Option<String>,
+
+    /// With --h3: close a QUIC connection that received nothing for this long.
+    #[arg(long, value_name = "DURATION", value_parser = crate::parse::parse_duration)]
+    pub quic_idle_timeout: Option<Duration>,
+
+    /// With --h3: at most this many QUIC connections at once; more are refused.
+    #[arg(long, value_name = "N")]
+    pub quic_max_connections: Option<usize>,
+
+    /// With --h3: address validation by Retry packets (off, always, under-load).
+    #[arg(long, value_enum, value_name = "WHEN")]
+    pub quic_retry: Option<Retry>,
+}
+
+/// `load --h3`.
+#[derive(Clone, Debug, Args)]
+pub struct LoadH3Args {
+    /// Speak HTTP/3 over QUIC (ALPN h3, TLS 1.3): closed loop over the
+    /// https:// URLs of one origin, -m streams in flight per connection,
+    /// --reuse and --early-data (0-RTT) as over TCP. The report adds a
+    /// `transport` section (handshakes full / resumed / 0-RTT with times,
+    /// bytes and datagrams each way).
+    #[arg(long)]
+    pub h3: bool,
+}

@@ -1,0 +1,486 @@
+//! One closed-loop HTTP/3 client: its UDP endpoint, session store, reuse
+//! planner and connections.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use rustls::client::Resumption;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use tlslab_crypto::store::ClientSessions;
+use tlslab_report::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
+
+use super::{Hs, Kind, Run};
+use crate::reuse::ReusePlanner;
+
+/// The client's certificate verifier, counting its calls: a resumed TLS
+/// 1.3 handshake has no certificate to verify.
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn ServerCertVerifier>,
+    calls: Arc<AtomicU64>,
+}
+
+impl ServerCertVerifier for Counting {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// The error kind of a failed QUIC connection.
+fn conn_kind(e: &quinn::ConnectionError) -> String {
+    use quinn::ConnectionError as E;
+    match e {
+        E::TimedOut => "timeout".into(),
+        E::Reset => "reset".into(),
+        E::ConnectionClosed(c) if c.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED => {
+            "refused".into()
+        }
+        E::TransportError(t) => format!("quic_{:?}", t.code).to_ascii_lowercase(),
+        E::ConnectionClosed(c) => format!("quic_{:?}", c.error_code).to_ascii_lowercase(),
+        E::ApplicationClosed(_) | E::LocallyClosed => "closed".into(),
+        E::VersionMismatch => "quic_version".into(),
+        E::CidsExhausted => "quic_cids".into(),
+    }
+}
+
+struct Me {
+    run: Arc<Run>,
+    id: u32,
+    endpoint: quinn::Endpoint,
+    config: quinn::ClientConfig,
+    sessions: Arc<ClientSessions>,
+    verified: Arc<AtomicU64>,
+    planner: ReusePlanner,
+    conn_no: u64,
+    next_path: usize,
+    /// Requests taken from the budget and not yet recorded.
+    taken: Arc<AtomicU64>,
+}
+
+/// Runs client `id` until the run ends.
+pub(super) async fn client(run: Arc<Run>, id: u32) {
+    let taken = Arc::new(AtomicU64::new(0));
+    let deadline = run.deadline;
+    let me = match Me::new(run.clone(), id, taken.clone()) {
+        Ok(me) => me,
+        Err(e) => {
+            tracing::error!("HTTP/3 client {id} could not start: {e}");
+            return;
+        }
+    };
+    let work = me.run_loop();
+    match deadline {
+        Some(d) => {
+            if tokio::time::timeout_at(d.into(), work).await.is_err() {
+                run.unfinished
+                    .fetch_add(taken.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        None => work.await,
+    }
+}
+
+impl Me {
+    fn new(run: Arc<Run>, id: u32, taken: Arc<AtomicU64>) -> Result<Me, String> {
+        let sessions = ClientSessions::new();
+        let verified = Arc::new(AtomicU64::new(0));
+        let mut c = run.base.clone();
+        c.resumption = Resumption::store(sessions.clone());
+        c.dangerous().set_certificate_verifier(Arc::new(Counting {
+            inner: run.verifier.clone(),
+            calls: verified.clone(),
+        }));
+        let q = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(c))
+            .map_err(|e| e.to_string())?;
+        let mut config = quinn::ClientConfig::new(Arc::new(q));
+        let mut t = quinn::TransportConfig::default();
+        let idle = run.timeout.min(Duration::from_secs(600));
+        t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
+        config.transport_config(Arc::new(t));
+        let local: SocketAddr = match (run.addr.is_ipv6(), run.addr.ip().is_loopback()) {
+            (false, true) => (Ipv4Addr::LOCALHOST, 0).into(),
+            (false, false) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+            (true, true) => (Ipv6Addr::LOCALHOST, 0).into(),
+            (true, false) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        let endpoint = quinn::Endpoint::client(local).map_err(|e| e.to_string())?;
+        let reuse = run.reuse;
+        Ok(Me {
+            next_path: id as usize % run.paths.len(),
+            run,
+            id,
+            endpoint,
+            config,
+            sessions,
+            verified,
+            planner: ReusePlanner::new(reuse),
+            conn_no: 0,
+            taken,
+        })
+    }
+
+    async fn run_loop(mut self) {
+        while self.run.take_request() {
+            self.taken.fetch_add(1, Ordering::Relaxed);
+            self.connection().await;
+        }
+        self.endpoint.close(0u32.into(), b"done");
+    }
+
+    fn record(&self, rec: &RequestRecord, start: Instant) {
+        self.taken.fetch_sub(1, Ordering::Relaxed);
+        if start >= self.run.window_start {
+            self.run.collector.record(rec);
+        }
+    }
+
+    fn blank(&mut self, start: Instant, req_on_conn: u32) -> (RequestRecord, http::Uri) {
+        let (target, uri) = self.run.paths[self.next_path].clone();
+        self.next_path = (self.next_path + 1) % self.run.paths.len();
+        let rec = RequestRecord {
+            t_start_us: self.run.since_window(start),
+            client: self.id,
+            conn: self.conn_no,
+            req_on_conn,
+            target,
+            status: None,
+            error: None,
+            connect_us: None,
+            handshake: None,
+            ttfb_us: None,
+            transfer_us: None,
+            total_us: 0,
+            body_bytes: 0,
+            retry: false,
+        };
+        (rec, uri)
+    }
+
+    /// One connection: the handshake (0-RTT when allowed), then its requests.
+    async fn connection(&mut self) {
+        let run = self.run.clone();
+        let t0 = Instant::now();
+        let (mut rec, uri) = self.blank(t0, 0);
+        let offer = self.planner.offer(self.sessions.has_session());
+        self.sessions.set_offer(offer);
+        let verified0 = self.verified.load(Ordering::Relaxed);
+        let connecting =
+            match self
+                .endpoint
+                .connect_with(self.config.clone(), run.addr, &run.server_name)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    rec.error = Some(format!("quic_connect: {e}"));
+                    rec.total_us = t0.elapsed().as_micros() as u64;
+                    return self.record(&rec, t0);
+                }
+            };
+        self.conn_no += 1;
+        let mut early = EarlyData::NotSent;
+        let attempt = if run.early_data && offer {
+            match connecting.into_0rtt() {
+                Ok((conn, accepted)) => Ok((conn, Some(accepted))),
+                Err(c) => Err(c),
+            }
+        } else {
+            Err(connecting)
+        };
+        let (conn, hs_done, h3, first) = match attempt {
+            Ok((conn, Some(accepted))) => {
+                // The first request leaves in 0-RTT, beside the handshake.
+                let h3 = h3_open(conn.clone()).await;
+                let req = async {
+                    match &h3 {
+                        Ok(h) => request(h.send.clone(), uri.clone(), run.timeout).await,
+                        Err(e) => Err(e.clone()),
+                    }
+                };
+                let (ok, first) = tokio::join!(
+                    async {
+                        let ok = tokio::time::timeout(run.timeout, accepted).await == Ok(true);
+                        (ok, Instant::now())
+                    },
+                    req
+                );
+                let (ok, done) = ok;
+                early = if ok {
+                    EarlyData::Accepted
+                } else {
+                    run.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed);
+                    EarlyData::Rejected
+                };
+                let (h3, first) = if ok && first.is_ok() {
+                    (h3, first)
+                } else {
+                    // Rejected: quinn dropped every 0-RTT stream, HTTP/3's
+                    // control streams too; start HTTP/3 again and resend.
+                    drop(h3);
+                    let h3 = h3_open(conn.clone()).await;
+                    let first = match &h3 {
+                        Ok(h) => request(h.send.clone(), uri.clone(), run.timeout).await,
+                        Err(e) => Err(e.clone()),
+                    };
+                    (h3, first)
+                };
+                (conn, done, h3, first)
+            }
+            Ok((_, None)) => unreachable!("0-RTT attempts carry their acceptance"),
+            Err(connecting) => {
+                let conn = match tokio::time::timeout(run.timeout, connecting).await {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(e)) => {
+                        rec.error = Some(conn_kind(&e));
+                        rec.total_us = t0.elapsed().as_micros() as u64;
+                        if rec
+                            .error
+                            .as_deref()
+                            .is_some_and(|k| k.starts_with("quic_crypto"))
+                        {
+                            self.sessions.clear();
+                        }
+                        return self.record(&rec, t0);
+                    }
+                    Err(_) => {
+                        rec.error = Some("timeout".into());
+                        rec.total_us = t0.elapsed().as_micros() as u64;
+                        return self.record(&rec, t0);
+                    }
+                };
+                let done = Instant::now();
+                let h3 = h3_open(conn.clone()).await;
+                let first = match &h3 {
+                    Ok(h) => request(h.send.clone(), uri.clone(), run.timeout).await,
+                    Err(e) => Err(e.clone()),
+                };
+                (conn, done, h3, first)
+            }
+        };
+        let full = self.verified.load(Ordering::Relaxed) > verified0;
+        let resumed = !full && conn.close_reason().is_none() || early == EarlyData::Accepted;
+        self.planner.record(resumed);
+        let s = conn.stats();
+        let kind = match (resumed, early) {
+            (true, EarlyData::Accepted) => Kind::ZeroRtt,
+            (true, _) => Kind::Resumed,
+            _ => Kind::Full,
+        };
+        let hs_us = hs_done.saturating_duration_since(t0).as_micros() as u64;
+        rec.handshake = Some(HandshakeRecord {
+            duration_us: hs_us,
+            kind: if resumed {
+                HandshakeKind::Resumed
+            } else {
+                HandshakeKind::Full
+            },
+            hrr: false,
+            offered: offer,
+            version: "TLSv1.3".into(),
+            suite: String::new(),
+            group: String::new(),
+            bytes_out: s.udp_tx.bytes,
+            bytes_in: s.udp_rx.bytes,
+            round_trips: 1,
+            early_data: early,
+            wire: None,
+        });
+        run.connections.fetch_add(1, Ordering::Relaxed);
+        let ttfb_first = first.as_ref().ok().map(|r| r.ttfb_at);
+        if t0 >= run.window_start {
+            run.handshakes.lock().push(Hs {
+                kind,
+                handshake_us: hs_us,
+                first_byte_us: ttfb_first
+                    .map(|t| t.saturating_duration_since(t0).as_micros() as u64),
+                bytes_out: s.udp_tx.bytes,
+                bytes_in: s.udp_rx.bytes,
+                datagrams_out: s.udp_tx.datagrams,
+                datagrams_in: s.udp_rx.datagrams,
+            });
+        }
+        fill(&mut rec, &first, t0);
+        let first_ok = first.is_ok();
+        self.record(&rec, t0);
+        if let (true, Ok(h3)) = (first_ok, &h3) {
+            self.more_requests(&h3.send, t0).await;
+        }
+        // The server sends its session tickets once it has the client's
+        // Finished: after a 0-RTT response, so wait for one (bounded)
+        // before closing, or the next connection could not resume.
+        let wait = run.timeout.min(Duration::from_secs(1));
+        let _ = tokio::time::timeout(wait, async {
+            while !self.sessions.has_session() && conn.close_reason().is_none() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        drop(h3);
+        conn.close(0u32.into(), b"done");
+    }
+
+    /// The connection's requests after the first, `-m` at a time.
+    async fn more_requests(&mut self, send: &Send, t0: Instant) {
+        let run = self.run.clone();
+        let limit = match run.requests_per_conn {
+            0 => u32::MAX,
+            k => k,
+        };
+        let mut set = tokio::task::JoinSet::new();
+        let mut on_conn = 1u32;
+        loop {
+            while set.len() < run.streams as usize && on_conn < limit && run.take_request() {
+                self.taken.fetch_add(1, Ordering::Relaxed);
+                let start = Instant::now();
+                let (rec, uri) = self.blank(start, on_conn);
+                on_conn += 1;
+                let (send, timeout) = (send.clone(), run.timeout);
+                set.spawn(async move {
+                    let r = request(send, uri, timeout).await;
+                    (rec, r, start)
+                });
+            }
+            let Some(Ok((mut rec, r, start))) = set.join_next().await else {
+                return;
+            };
+            let failed = r.is_err();
+            fill(&mut rec, &r, start);
+            self.record(&rec, start);
+            if failed {
+                // The rest are counted as they end; no new ones here.
+                while let Some(Ok((mut rec, r, start))) = set.join_next().await {
+                    fill(&mut rec, &r, start);
+                    self.record(&rec, start);
+                }
+                return;
+            }
+            let _ = t0;
+        }
+    }
+}
+
+/// A response as the client saw it.
+struct Got {
+    status: u16,
+    ttfb_at: Instant,
+    sent_at: Instant,
+    end: Instant,
+    body: u64,
+}
+
+fn fill(rec: &mut RequestRecord, r: &Result<Got, String>, start: Instant) {
+    match r {
+        Ok(g) => {
+            rec.status = Some(g.status);
+            rec.ttfb_us = Some(g.ttfb_at.saturating_duration_since(g.sent_at).as_micros() as u64);
+            rec.transfer_us = Some(g.end.saturating_duration_since(g.ttfb_at).as_micros() as u64);
+            rec.total_us = g.end.saturating_duration_since(start).as_micros() as u64;
+            rec.body_bytes = g.body;
+            if g.status >= 400 {
+                rec.error = Some(format!("http_{}", g.status));
+            }
+        }
+        Err(e) => {
+            rec.error = Some(e.clone());
+            rec.total_us = start.elapsed().as_micros() as u64;
+        }
+    }
+}
+
+type Send = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
+
+/// HTTP/3 over `conn`: the request sender and the task driving the
+/// connection (its control streams), aborted when dropped.
+struct H3 {
+    send: Send,
+    drive: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for H3 {
+    fn drop(&mut self) {
+        self.drive.abort();
+    }
+}
+
+async fn h3_open(conn: quinn::Connection) -> Result<H3, String> {
+    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
+        .await
+        .map_err(|e| format!("h3_connection: {e}"))?;
+    let drive = tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    Ok(H3 { send, drive })
+}
+
+/// One GET on its own stream of `send`'s connection.
+async fn request(mut send: Send, uri: http::Uri, timeout: Duration) -> Result<Got, String> {
+    let work = async {
+        let sent_at = Instant::now();
+        let req = http::Request::get(uri)
+            .body(())
+            .map_err(|e| format!("h3_request: {e}"))?;
+        let mut stream = send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("h3_stream: {e}"))?;
+        stream
+            .finish()
+            .await
+            .map_err(|e| format!("h3_stream: {e}"))?;
+        let resp = stream
+            .recv_response()
+            .await
+            .map_err(|e| format!("h3_response: {e}"))?;
+        let ttfb_at = Instant::now();
+        let mut body = 0u64;
+        while let Some(chunk) = stream
+            .recv_data()
+            .await
+            .map_err(|e| format!("h3_body: {e}"))?
+        {
+            body += chunk.remaining() as u64;
+        }
+        Ok::<_, String>(Got {
+            status: resp.status().as_u16(),
+            ttfb_at,
+            sent_at,
+            end: Instant::now(),
+            body,
+        })
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(r) => r,
+        Err(_) => Err("timeout".into()),
+    }
+}

@@ -1,0 +1,344 @@
+//! HTTP/3 over QUIC load (`load --h3`): closed-loop clients on quinn, h3
+//! and h3-quinn, with the TCP engine's rustls configuration (the metering
+//! provider, trust, versions, algorithms; ALPN `h3`), its session stores,
+//! its reuse planner (N R N R … at 50 %), its request records, collector
+//! and report. Each client has a UDP socket (a quinn endpoint) of its own
+//! and makes one connection at a time with up to `-m` streams in flight.
+//!
+//! Whether the server resumed is read from the certificate verifier: a
+//! resumed TLS 1.3 handshake sends no certificate, so the client's
+//! verifier is not called. With `--early-data`, a connection that holds a
+//! ticket allowing 0-RTT sends its first request in 0-RTT; quinn says
+//! whether the server accepted it, and a rejected request is sent again
+//! after the handshake on a new HTTP/3 connection over the same QUIC one.
+
+mod client;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use rustls::client::danger::ServerCertVerifier;
+use tlslab_crypto::meter::{Meter, Op};
+use tlslab_report::quic::{Transport, TransportPhase};
+use tlslab_report::{Collector, ConfigEcho, CpuUsage, LoadReport, LoadReportBuild, Window};
+use tlslab_runtime::{CpuPin, RuntimeSpec, allowed_cpus};
+
+use crate::{Error, LoadConfig, Trust, Workload, tls};
+
+/// `load --h3` options beyond [`LoadConfig`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Http3 {
+    /// Streams in flight per connection (`-m`), at least 1.
+    pub max_concurrent_streams: u32,
+}
+
+/// What one client connection measured of its handshake.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Hs {
+    kind: Kind,
+    handshake_us: u64,
+    first_byte_us: Option<u64>,
+    bytes_out: u64,
+    bytes_in: u64,
+    datagrams_out: u64,
+    datagrams_in: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Kind {
+    #[default]
+    Full,
+    Resumed,
+    ZeroRtt,
+}
+
+/// The run's state that every client reads.
+pub(crate) struct Run {
+    pub(crate) addr: std::net::SocketAddr,
+    pub(crate) server_name: String,
+    pub(crate) paths: Vec<(u32, http::Uri)>,
+    pub(crate) window_start: Instant,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) budget: Option<AtomicU64>,
+    pub(crate) timeout: Duration,
+    pub(crate) requests_per_conn: u32,
+    pub(crate) streams: u32,
+    pub(crate) reuse: f64,
+    pub(crate) early_data: bool,
+    pub(crate) collector: Collector,
+    pub(crate) unfinished: AtomicU64,
+    pub(crate) connections: AtomicU64,
+    pub(crate) handshakes: Mutex<Vec<Hs>>,
+    pub(crate) zero_rtt_rejected: AtomicU64,
+    pub(crate) base: rustls::ClientConfig,
+    pub(crate) verifier: Arc<dyn ServerCertVerifier>,
+}
+
+impl Run {
+    /// Takes one request from the `-n` budget; false when it is spent or
+    /// the duration is over.
+    pub(crate) fn take_request(&self) -> bool {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return false;
+        }
+        match &self.budget {
+            None => true,
+            Some(b) => b
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok(),
+        }
+    }
+
+    /// Microseconds from the window's start to `t` (0 before it).
+    pub(crate) fn since_window(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.window_start).as_micros() as u64
+    }
+}
+
+/// Checks the options `--h3` cannot take (what [`run`] checks first).
+pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
+    let bad = |m: &str| Err(Error::Invalid(m.to_string()));
+    if h3.max_concurrent_streams == 0 {
+        return bad("-m 0 sends nothing; give at least 1 stream per connection");
+    }
+    if cfg.http2.is_some() {
+        return bad("--h3 and --h2 exclude each other; choose one");
+    }
+    if cfg.open_loop.is_some() {
+        return bad("--h3 runs a closed loop; drop --rate");
+    }
+    if cfg.workload != Workload::Urls {
+        return bad("--h3 requests the URLs given; drop --workload");
+    }
+    if !cfg.ablation.is_empty() {
+        return bad("--h3 does not run ablations; drop --ablate");
+    }
+    if !cfg
+        .versions
+        .contains(&tlslab_crypto::provider::Version::Tls13)
+    {
+        return bad("QUIC needs TLS 1.3; use --tls 1.3 or 1.2,1.3");
+    }
+    if cfg.source_ip.is_some() || cfg.mss.is_some() || cfg.start_at.is_some() {
+        return bad("--h3 does not take --source-ip, --mss or --start-at yet; drop them");
+    }
+    let first = &cfg.targets[0];
+    if cfg.targets.iter().any(|t| !t.is_tls()) {
+        return bad("--h3 needs https:// URLs (QUIC is always encrypted)");
+    }
+    if cfg
+        .targets
+        .iter()
+        .any(|t| t.host != first.host || t.port != first.port)
+    {
+        return bad("--h3 loads one origin; give URLs with the same host and port");
+    }
+    Ok(())
+}
+
+/// The verifier the run's trust asks for, on the metering provider.
+fn verifier(
+    cfg: &LoadConfig,
+    base: &rustls::ClientConfig,
+) -> Result<Arc<dyn ServerCertVerifier>, Error> {
+    let prov = base.crypto_provider().clone();
+    let roots = match &cfg.trust {
+        Trust::Insecure => return Ok(tlslab_crypto::pki::any_certificate(prov)),
+        Trust::CaFile(path) => tlslab_crypto::pki::load_roots(path)?,
+        Trust::Roots(r) => r.clone(),
+        Trust::WebPki => rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        },
+    };
+    rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), prov)
+        .build()
+        .map(|v| v as Arc<dyn ServerCertVerifier>)
+        .map_err(|e| Error::Invalid(format!("--cacert: {e}; give a PEM file of CA certificates")))
+}
+
+/// Runs HTTP/3 load as [`crate::run`] runs TCP load, and returns the same
+/// report with [`LoadReport::transport`] set. Blocks; call it from
+/// synchronous code.
+pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
+    crate::validate(cfg)?;
+    validate(cfg, h3)?;
+    let meter = Meter::new();
+    let mut base = tls::base_config(cfg, &meter)?;
+    base.alpn_protocols = vec![b"h3".to_vec()];
+    base.enable_early_data = cfg.early_data;
+    let verifier = verifier(cfg, &base)?;
+    let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
+    let capacity = cfg.threads.min(
+        pin.as_ref()
+            .map_or_else(|| allowed_cpus().len(), |p| p.cpus().len())
+            .max(1),
+    );
+    let (rt, threads) = RuntimeSpec::new("tlslab-load", cfg.threads)
+        .pinned(pin)
+        .build()?;
+    threads.register();
+    let first = &cfg.targets[0];
+    let host = first.host.clone();
+    let port = first.port;
+    let addr = rt
+        .block_on(async {
+            let lookup = tokio::net::lookup_host((host.clone(), port));
+            tokio::time::timeout(cfg.timeout.min(Duration::from_secs(30)), lookup).await
+        })
+        .ok()
+        .and_then(|r| r.ok())
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| Error::Resolve {
+            host: host.clone(),
+            port,
+            source: None,
+        })?;
+    let server_name = cfg.sni.clone().unwrap_or_else(|| host.clone());
+    crate::target::server_name(Some(&server_name), &host)?;
+    let paths = cfg
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let uri: http::Uri = format!("https://{}{}", t.host_header(), t.path)
+                .parse()
+                .map_err(|e| Error::Invalid(format!("bad URL {t}: {e}")))?;
+            Ok((i as u32, uri))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let window_start = Instant::now() + cfg.warmup;
+    let run = Arc::new(Run {
+        addr,
+        server_name,
+        paths,
+        window_start,
+        deadline: cfg.duration.map(|d| window_start + d),
+        budget: cfg.requests.map(AtomicU64::new),
+        timeout: cfg.timeout.min(Duration::from_secs(3600)),
+        requests_per_conn: cfg.requests_per_conn,
+        streams: h3.max_concurrent_streams,
+        reuse: cfg.reuse,
+        early_data: cfg.early_data,
+        collector: Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4))),
+        unfinished: AtomicU64::new(0),
+        connections: AtomicU64::new(0),
+        handshakes: Mutex::new(Vec::new()),
+        zero_rtt_rejected: AtomicU64::new(0),
+        base,
+        verifier,
+    });
+    let (cpu, crypto, measured, start_unix_ms) = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for id in 0..cfg.clients {
+            set.spawn(client::client(run.clone(), id as u32));
+        }
+        tokio::time::sleep_until(window_start.into()).await;
+        let cpu0 = threads.cpu_time();
+        let crypto0 = meter.snapshot();
+        let start_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        while let Some(r) = set.join_next().await {
+            if let Err(e) = r {
+                tracing::error!("a load client stopped abnormally: {e}");
+            }
+        }
+        let end = Instant::now();
+        (
+            threads.cpu_time().since(cpu0),
+            meter.snapshot().diff(&crypto0),
+            end.saturating_duration_since(window_start),
+            start_unix_ms,
+        )
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let config = ConfigEcho {
+        targets: cfg.targets.iter().map(|t| t.to_string()).collect(),
+        clients: cfg.clients,
+        threads: cfg.threads,
+        requests_per_conn: cfg.requests_per_conn,
+        reuse: cfg.reuse,
+        resume_with: "ticket".into(),
+        versions: vec!["TLSv1.3".into()],
+        duration_s: cfg.duration.map(|d| d.as_secs_f64()),
+        requests: cfg.requests,
+        warmup_s: cfg.warmup.as_secs_f64(),
+        timeout_s: (cfg.timeout != Duration::MAX).then_some(cfg.timeout.as_secs_f64()),
+        early_data: cfg.early_data,
+        workload: cfg.workload.name().into(),
+        seed: cfg.seed,
+        think_time: cfg.think_time.to_string(),
+        retry_on_failure: cfg.retry_on_failure,
+    };
+    let window = Window {
+        start_unix_ms,
+        measured_s: measured.as_secs_f64(),
+        observed: "client-observed".into(),
+    };
+    let cpu = CpuUsage {
+        user_s: cpu.user.as_secs_f64(),
+        sys_s: cpu.sys.as_secs_f64(),
+        capacity,
+    };
+    let stats = run.collector.merged();
+    let mut report = LoadReport::build(
+        config,
+        window,
+        &stats,
+        run.unfinished.load(Ordering::Relaxed),
+        cpu,
+    );
+    report.crypto = tlslab_report::CryptoPerHandshake::from_totals(
+        report.reuse.handshakes,
+        Op::ALL.into_iter().map(|op| {
+            let t = crypto.total(op);
+            (op.name(), t.calls, t.nanos)
+        }),
+    );
+    let connections = run.connections.load(Ordering::Relaxed);
+    let completed = report.requests.completed;
+    report.http = Some(tlslab_report::Http {
+        protocol: "h3".into(),
+        max_concurrent_streams: Some(h3.max_concurrent_streams),
+        connections,
+        requests_per_connection: (connections > 0)
+            .then(|| report.requests.attempted as f64 / connections as f64),
+        handshakes_per_request: (completed > 0)
+            .then(|| report.reuse.handshakes as f64 / completed as f64),
+        handshake_crypto_us_per_request: None,
+        record_crypto_us_per_request: None,
+    });
+    let hs = run.handshakes.lock();
+    report.transport = Some(Transport {
+        name: "quic".into(),
+        max_concurrent_streams: h3.max_concurrent_streams,
+        full: phase(&hs, Kind::Full),
+        resumed: phase(&hs, Kind::Resumed),
+        zero_rtt: phase(&hs, Kind::ZeroRtt),
+        zero_rtt_rejected: run.zero_rtt_rejected.load(Ordering::Relaxed),
+    });
+    Ok(report)
+}
+
+fn median(mut v: Vec<u64>) -> Option<u64> {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied()
+}
+
+fn phase(all: &[Hs], kind: Kind) -> TransportPhase {
+    let hs: Vec<&Hs> = all.iter().filter(|h| h.kind == kind).collect();
+    let n = hs.len() as u64;
+    let mean =
+        |f: fn(&Hs) -> u64| (n > 0).then(|| hs.iter().map(|h| f(h)).sum::<u64>() as f64 / n as f64);
+    TransportPhase {
+        count: n,
+        handshake_p50_us: median(hs.iter().map(|h| h.handshake_us).collect()),
+        first_byte_p50_us: median(hs.iter().filter_map(|h| h.first_byte_us).collect()),
+        bytes_out: mean(|h| h.bytes_out),
+        bytes_in: mean(|h| h.bytes_in),
+        datagrams_out: mean(|h| h.datagrams_out),
+        datagrams_in: mean(|h| h.datagrams_in),
+    }
+}

@@ -1,0 +1,43 @@
+//! The `transport` section of a load report over QUIC (`load --h3`): absent over TCP.
+
+use serde::{Deserialize, Serialize};
+
+/// What a run over QUIC measured beyond the common report: absent
+/// (`null`) for TCP runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Transport {
+    /// `quic` (HTTP/3 over QUIC, quinn + h3).
+    pub name: String,
+    /// Streams in flight per connection (`-m`).
+    pub max_concurrent_streams: u32,
+    /// Handshakes by kind as the client saw them.
+    pub full: TransportPhase,
+    /// Resumed handshakes without 0-RTT.
+    pub resumed: TransportPhase,
+    /// Resumed handshakes whose first request went in 0-RTT and was accepted.
+    pub zero_rtt: TransportPhase,
+    /// Connections whose 0-RTT data the server rejected (the request was
+    /// sent again after the handshake).
+    pub zero_rtt_rejected: u64,
+}
+
+/// One handshake kind over QUIC: how many, how long, and what it put on
+/// the wire (client-observed, quinn's connection statistics when the
+/// handshake completed).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransportPhase {
+    /// Handshakes of this kind in the window.
+    pub count: u64,
+    /// Median µs from the connection's start to handshake completion.
+    pub handshake_p50_us: Option<u64>,
+    /// Median µs from the connection's start to the first response byte.
+    pub first_byte_p50_us: Option<u64>,
+    /// Mean UDP payload bytes the client sent until the handshake completed.
+    pub bytes_out: Option<f64>,
+    /// Mean UDP payload bytes the client received until then.
+    pub bytes_in: Option<f64>,
+    /// Mean datagrams the client sent until then.
+    pub datagrams_out: Option<f64>,
+    /// Mean datagrams the client received until then.
+    pub datagrams_in: Option<f64>,
+}

@@ -1,0 +1,181 @@
+//! What the QUIC listener learns from its TLS sessions: which handshakes
+//! resumed, which ClientHellos offered 0-RTT and which the server accepted.
+//!
+//! quinn hides the rustls connection, so the kinds are read at two seams it
+//! does expose. A key log on the listener's rustls configuration sees
+//! `CLIENT_EARLY_TRAFFIC_SECRET` exactly when rustls resumes a session (it
+//! derives the early secret from the resumed PSK whether or not early data
+//! follows) and `CLIENT_HANDSHAKE_TRAFFIC_SECRET` on every handshake that
+//! reached the ServerHello. A wrapper of quinn's crypto session reads the
+//! ClientHello's `early_data` extension from the first CRYPTO bytes and sees
+//! whether the server derived 0-RTT keys (quinn asks for them once, after
+//! the ClientHello; rustls hands them out only when it accepted early data).
+
+use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use quinn::ConnectionId;
+use quinn::crypto::{self, ExportKeyingMaterialError, HeaderKey, KeyPair, Keys, PacketKey};
+use quinn_proto::TransportError;
+use quinn_proto::transport_parameters::TransportParameters;
+
+/// Handshake kinds as the TLS layer of the QUIC listener saw them.
+#[derive(Debug, Default)]
+pub(crate) struct Kinds {
+    /// ServerHellos sent (full and resumed).
+    pub(crate) hellos: AtomicU64,
+    /// Resumed handshakes (a PSK accepted).
+    pub(crate) resumed: AtomicU64,
+    /// ClientHellos that offered 0-RTT.
+    pub(crate) early_offered: AtomicU64,
+    /// 0-RTT accepted (the server derived 0-RTT keys).
+    pub(crate) early_accepted: AtomicU64,
+}
+
+/// Counts handshakes and resumptions from rustls's key-log calls, then
+/// hands every line to the key log the TCP configuration had.
+#[derive(Debug)]
+pub(crate) struct KindLog {
+    pub(crate) kinds: Arc<Kinds>,
+    pub(crate) inner: Arc<dyn rustls::KeyLog>,
+}
+
+const HANDSHAKE: &str = "CLIENT_HANDSHAKE_TRAFFIC_SECRET";
+const EARLY: &str = "CLIENT_EARLY_TRAFFIC_SECRET";
+
+impl rustls::KeyLog for KindLog {
+    fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
+        match label {
+            HANDSHAKE => self.kinds.hellos.fetch_add(1, Ordering::Relaxed),
+            EARLY => self.kinds.resumed.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
+        if self.inner.will_log(label) {
+            self.inner.log(label, client_random, secret);
+        }
+    }
+
+    fn will_log(&self, label: &str) -> bool {
+        label == HANDSHAKE || label == EARLY || self.inner.will_log(label)
+    }
+}
+
+/// quinn's rustls server configuration, with every session wrapped.
+pub(crate) struct Counting {
+    pub(crate) inner: Arc<quinn::crypto::rustls::QuicServerConfig>,
+    pub(crate) kinds: Arc<Kinds>,
+}
+
+impl crypto::ServerConfig for Counting {
+    fn initial_keys(
+        &self,
+        version: u32,
+        dst_cid: &ConnectionId,
+    ) -> Result<Keys, crypto::UnsupportedVersion> {
+        self.inner.initial_keys(version, dst_cid)
+    }
+
+    fn retry_tag(&self, version: u32, orig_dst_cid: &ConnectionId, packet: &[u8]) -> [u8; 16] {
+        self.inner.retry_tag(version, orig_dst_cid, packet)
+    }
+
+    fn start_session(
+        self: Arc<Self>,
+        version: u32,
+        params: &TransportParameters,
+    ) -> Box<dyn crypto::Session> {
+        Box::new(Session {
+            inner: self.inner.clone().start_session(version, params),
+            kinds: self.kinds.clone(),
+            hello: Some(Vec::new()),
+            accepted: AtomicBool::new(false),
+        })
+    }
+}
+
+/// The largest ClientHello read for its `early_data` extension.
+const MAX_HELLO: usize = 16 * 1024;
+
+struct Session {
+    inner: Box<dyn crypto::Session>,
+    kinds: Arc<Kinds>,
+    /// The CRYPTO bytes so far, until the ClientHello is whole.
+    hello: Option<Vec<u8>>,
+    /// The server accepted 0-RTT on this connection.
+    accepted: AtomicBool,
+}
+
+/// What `quinn::Connection::handshake_data` returns on the QUIC listener:
+/// whether the server accepted the connection's 0-RTT data.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ZeroRtt(pub(crate) bool);
+
+impl Session {
+    fn read_hello(&mut self, buf: &[u8]) {
+        let Some(h) = &mut self.hello else { return };
+        h.extend_from_slice(buf);
+        match tlslab_wire::ClientHello::parse(h) {
+            Ok(hello) => {
+                if hello.early_data {
+                    self.kinds.early_offered.fetch_add(1, Ordering::Relaxed);
+                }
+                self.hello = None;
+            }
+            Err(tlslab_wire::Error::Incomplete { .. }) if h.len() < MAX_HELLO => {}
+            Err(_) => self.hello = None,
+        }
+    }
+}
+
+impl crypto::Session for Session {
+    fn initial_keys(&self, dst_cid: &ConnectionId, side: quinn::Side) -> Keys {
+        self.inner.initial_keys(dst_cid, side)
+    }
+    fn handshake_data(&self) -> Option<Box<dyn Any>> {
+        // Nothing downcasts quinn's own HandshakeData here (h3 does not).
+        self.inner
+            .handshake_data()
+            .map(|_| Box::new(ZeroRtt(self.accepted.load(Ordering::Relaxed))) as Box<dyn Any>)
+    }
+    fn peer_identity(&self) -> Option<Box<dyn Any>> {
+        self.inner.peer_identity()
+    }
+    fn early_crypto(&self) -> Option<(Box<dyn HeaderKey>, Box<dyn PacketKey>)> {
+        let keys = self.inner.early_crypto();
+        if keys.is_some() && !self.accepted.swap(true, Ordering::Relaxed) {
+            self.kinds.early_accepted.fetch_add(1, Ordering::Relaxed);
+        }
+        keys
+    }
+    fn early_data_accepted(&self) -> Option<bool> {
+        self.inner.early_data_accepted()
+    }
+    fn is_handshaking(&self) -> bool {
+        self.inner.is_handshaking()
+    }
+    fn read_handshake(&mut self, buf: &[u8]) -> Result<bool, TransportError> {
+        self.read_hello(buf);
+        self.inner.read_handshake(buf)
+    }
+    fn transport_parameters(&self) -> Result<Option<TransportParameters>, TransportError> {
+        self.inner.transport_parameters()
+    }
+    fn write_handshake(&mut self, buf: &mut Vec<u8>) -> Option<Keys> {
+        self.inner.write_handshake(buf)
+    }
+    fn next_1rtt_keys(&mut self) -> Option<KeyPair<Box<dyn PacketKey>>> {
+        self.inner.next_1rtt_keys()
+    }
+    fn is_valid_retry(&self, orig_dst_cid: &ConnectionId, header: &[u8], payload: &[u8]) -> bool {
+        self.inner.is_valid_retry(orig_dst_cid, header, payload)
+    }
+    fn export_keying_material(
+        &self,
+        output: &mut [u8],
+        label: &[u8],
+        context: &[u8],
+    ) -> Result<(), ExportKeyingMaterialError> {
+        self.inner.export_keying_material(output, label, context)
+    }
+}

@@ -1,0 +1,268 @@
+//! The QUIC listener's counters, its snapshot and its metrics, which carry
+//! `transport="quic"` beside the TCP listener's figures.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use serde::Serialize;
+
+use super::session::Kinds;
+
+/// Live counters of the QUIC listener.
+#[derive(Debug, Default)]
+pub(crate) struct QuicStats {
+    pub(crate) kinds: Arc<Kinds>,
+    pub(crate) connections: AtomicU64,
+    pub(crate) established: AtomicU64,
+    pub(crate) open: AtomicU64,
+    pub(crate) refused: AtomicU64,
+    pub(crate) retries: AtomicU64,
+    pub(crate) requests: AtomicU64,
+    pub(crate) early_requests: AtomicU64,
+    pub(crate) bytes_received: AtomicU64,
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) datagrams_received: AtomicU64,
+    pub(crate) datagrams_sent: AtomicU64,
+    pub(crate) failures: Mutex<BTreeMap<String, u64>>,
+    /// quinn-udp's segments per `sendmsg` (1: no GSO).
+    pub(crate) gso_segments: AtomicU64,
+    pub(crate) gro_segments: AtomicU64,
+}
+
+impl QuicStats {
+    pub(crate) fn failure(&self, reason: &str) {
+        *self.failures.lock().entry(reason.to_string()).or_default() += 1;
+    }
+
+    pub(crate) fn snapshot(&self) -> QuicSnapshot {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let hellos = get(&self.kinds.hellos);
+        let resumed = get(&self.kinds.resumed);
+        let offered = get(&self.kinds.early_offered);
+        let accepted = get(&self.kinds.early_accepted);
+        QuicSnapshot {
+            transport: "quic",
+            connections: get(&self.connections),
+            established: get(&self.established),
+            open_connections: get(&self.open),
+            refused_at_limit: get(&self.refused),
+            retries_sent: get(&self.retries),
+            handshakes: QuicHandshakes {
+                full: hellos.saturating_sub(resumed),
+                resumed,
+                early_data_accepted: accepted,
+                early_data_rejected: offered.saturating_sub(accepted),
+            },
+            handshake_failures: self.failures.lock().clone(),
+            requests: get(&self.requests),
+            early_requests: get(&self.early_requests),
+            bytes_received: get(&self.bytes_received),
+            bytes_sent: get(&self.bytes_sent),
+            datagrams_received: get(&self.datagrams_received),
+            datagrams_sent: get(&self.datagrams_sent),
+            gso_segments: get(&self.gso_segments),
+            gro_segments: get(&self.gro_segments),
+        }
+    }
+}
+
+/// Handshakes of the QUIC listener by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QuicHandshakes {
+    /// Full handshakes (a ServerHello without a resumed PSK).
+    pub full: u64,
+    /// Resumed handshakes (a session ticket accepted).
+    pub resumed: u64,
+    /// Resumed handshakes whose 0-RTT data the server accepted.
+    pub early_data_accepted: u64,
+    /// ClientHellos that offered 0-RTT which the server did not accept
+    /// (no resumption, a used ticket, or 0-RTT off).
+    pub early_data_rejected: u64,
+}
+
+/// The QUIC listener's figures (`Server::quic_snapshot`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QuicSnapshot {
+    /// Always `quic`: the transport label of these figures.
+    pub transport: &'static str,
+    /// Connection attempts accepted for a handshake.
+    pub connections: u64,
+    /// Connections whose handshake completed.
+    pub established: u64,
+    /// Connections open now.
+    pub open_connections: u64,
+    /// Attempts refused at `--quic-max-connections`.
+    pub refused_at_limit: u64,
+    /// Retry packets sent (`--quic-retry`).
+    pub retries_sent: u64,
+    /// Handshakes by kind, counted when the ServerHello is sent.
+    pub handshakes: QuicHandshakes,
+    /// Connections that failed before or during the handshake, by reason.
+    pub handshake_failures: BTreeMap<String, u64>,
+    /// HTTP/3 requests answered.
+    pub requests: u64,
+    /// Requests taken up while the handshake was still in progress on a
+    /// connection whose 0-RTT the server accepted (answered in 0.5-RTT). A
+    /// 0-RTT request that quinn hands over only after the client's Finished
+    /// has arrived is not counted, so this is at most the 0-RTT requests.
+    pub early_requests: u64,
+    /// UDP payload bytes received on closed connections.
+    pub bytes_received: u64,
+    /// UDP payload bytes sent on closed connections.
+    pub bytes_sent: u64,
+    /// Datagrams received on closed connections.
+    pub datagrams_received: u64,
+    /// Datagrams sent on closed connections.
+    pub datagrams_sent: u64,
+    /// quinn-udp's GSO segments per send: 1 means GSO is not in use.
+    pub gso_segments: u64,
+    /// quinn-udp's GRO segments per receive: 1 means GRO is not in use.
+    pub gro_segments: u64,
+}
+
+impl QuicSnapshot {
+    /// One line for the shutdown summary.
+    pub fn summary(&self) -> String {
+        let h = &self.handshakes;
+        format!(
+            "quic: {} connections ({} established, {} refused, {} retries), handshakes {} full / {} resumed, 0-RTT {} accepted / {} rejected, {} requests ({} in 0-RTT), failures {}, GSO {} GRO {}",
+            self.connections,
+            self.established,
+            self.refused_at_limit,
+            self.retries_sent,
+            h.full,
+            h.resumed,
+            h.early_data_accepted,
+            h.early_data_rejected,
+            self.requests,
+            self.early_requests,
+            self.handshake_failures.values().sum::<u64>(),
+            if self.gso_segments > 1 {
+                format!("on ({} segments)", self.gso_segments)
+            } else {
+                "off".to_string()
+            },
+            if self.gro_segments > 1 { "on" } else { "off" },
+        )
+    }
+}
+
+/// The metrics of [`QuicStats`], each with `transport="quic"`.
+#[derive(Debug)]
+pub(crate) struct QuicCollector(pub(crate) Arc<QuicStats>);
+
+fn labelled(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    gauge: bool,
+    samples: Vec<(Vec<(&str, String)>, u64)>,
+) -> Result<(), fmt::Error> {
+    let kind = if gauge {
+        MetricType::Gauge
+    } else {
+        MetricType::Counter
+    };
+    let mut m = enc.encode_descriptor(name, help, None, kind)?;
+    for (mut labels, v) in samples {
+        labels.insert(0, ("transport", "quic".to_string()));
+        let mut e = m.encode_family(&labels)?;
+        if gauge {
+            ConstGauge::new(v as i64).encode(e)?;
+        } else {
+            e.encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+        }
+    }
+    Ok(())
+}
+
+impl Collector for QuicCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let s = self.0.snapshot();
+        let h = s.handshakes;
+        let kind = |k: &str, v| (vec![("kind", k.to_string())], v);
+        labelled(
+            &mut enc,
+            "tlslab_transport_handshakes",
+            "TLS 1.3 handshakes by transport and kind: full, resumed, early_accepted (0-RTT data accepted) and early_rejected (0-RTT offered, not accepted).",
+            false,
+            vec![
+                kind("full", h.full),
+                kind("resumed", h.resumed),
+                kind("early_accepted", h.early_data_accepted),
+                kind("early_rejected", h.early_data_rejected),
+            ],
+        )?;
+        labelled(
+            &mut enc,
+            "tlslab_transport_handshake_failures",
+            "Connections that failed before or during the handshake, by transport and reason.",
+            false,
+            s.handshake_failures
+                .iter()
+                .map(|(r, n)| (vec![("reason", r.clone())], *n))
+                .collect(),
+        )?;
+        let one = |v| vec![(vec![], v)];
+        for (name, help, v) in [
+            (
+                "tlslab_transport_connections",
+                "Connection attempts accepted for a handshake.",
+                s.connections,
+            ),
+            (
+                "tlslab_transport_requests",
+                "HTTP requests answered.",
+                s.requests,
+            ),
+            (
+                "tlslab_transport_early_requests",
+                "Requests answered in 0.5-RTT: taken up before the handshake completed on a connection whose 0-RTT was accepted.",
+                s.early_requests,
+            ),
+            (
+                "tlslab_transport_refused",
+                "Connection attempts refused at the connection limit.",
+                s.refused_at_limit,
+            ),
+            (
+                "tlslab_transport_retries",
+                "QUIC Retry packets sent (address validation).",
+                s.retries_sent,
+            ),
+            (
+                "tlslab_transport_bytes_received",
+                "UDP payload bytes received on closed connections.",
+                s.bytes_received,
+            ),
+            (
+                "tlslab_transport_bytes_sent",
+                "UDP payload bytes sent on closed connections.",
+                s.bytes_sent,
+            ),
+        ] {
+            labelled(&mut enc, name, help, false, one(v))?;
+        }
+        labelled(
+            &mut enc,
+            "tlslab_transport_open_connections",
+            "Connections open now.",
+            true,
+            one(s.open_connections),
+        )?;
+        labelled(
+            &mut enc,
+            "tlslab_transport_gso_segments",
+            "quinn-udp's GSO segments per send (1: GSO not in use).",
+            true,
+            one(s.gso_segments),
+        )
+    }
+}

@@ -1,0 +1,140 @@
+//! HTTP/3 over QUIC end to end on 127.0.0.1 (issue 23): `serve --h3` and
+//! `load --h3` with the reuse knob and 0-RTT, the server's counts against
+//! the client's, and the usage errors of the QUIC flags.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Serve, expect_ok, load_json, num, run_tlslab, show, tempdir};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// A server with stateful tickets and 0-RTT on, HTTP/3 on the TLS port.
+fn serve() -> Serve {
+    Serve::start(&["--tickets", "off", "--max-early-data", "16384", "--h3"])
+}
+
+fn load(s: &Serve, dir: &Path, name: &str, extra: &[&str]) -> serde_json::Value {
+    let json = dir.join(format!("{name}.json"));
+    let url = s.url("/bytes/100");
+    let ca = s.ca.as_ref().expect("an ephemeral CA").to_str().unwrap();
+    let mut args = vec![
+        "load",
+        &url,
+        "--h3",
+        "--cacert",
+        ca,
+        "--no-progress",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    expect_ok(&run_tlslab(&args, LIMIT));
+    load_json(&json)
+}
+
+fn quic(m: &common::Metrics, kind: &str) -> f64 {
+    m.count(
+        "tlslab_transport_handshakes_total",
+        &[("transport", "quic"), ("kind", kind)],
+    )
+}
+
+#[test]
+fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
+    let s = serve();
+    let dir = tempdir();
+    let r = load(
+        &s,
+        dir.path(),
+        "reuse",
+        &["--reuse", "50", "-c", "2", "-n", "240"],
+    );
+    assert_eq!(r["transport"]["name"], "quic", "{r:#}");
+    assert_eq!(r["http"]["protocol"], "h3", "{r:#}");
+    let full = num(&r, "transport/full/count");
+    let resumed = num(&r, "transport/resumed/count");
+    assert_eq!(num(&r, "requests/succeeded"), 240.0, "{r:#}");
+    assert_eq!(full + resumed, 240.0, "{r:#}");
+    assert!(num(&r, "transport/full/bytes_in") > num(&r, "transport/resumed/bytes_in"));
+    assert!(num(&r, "transport/full/datagrams_out") >= 1.0);
+    assert!(
+        r["client_cpu"]["per_handshake_us"].as_f64().is_some(),
+        "{r:#}"
+    );
+    let m = s.metrics();
+    let (sf, sr) = (quic(&m, "full"), quic(&m, "resumed"));
+    let ratio = sr / (sf + sr);
+    assert!(sf + sr >= 200.0, "server saw {sf} full, {sr} resumed");
+    assert!((ratio - 0.5).abs() <= 0.01, "server-observed reuse {ratio}");
+    assert_eq!((sf, sr), (full, resumed), "server and client disagree");
+    assert_eq!(
+        m.count("tlslab_transport_requests_total", &[("transport", "quic")]),
+        240.0
+    );
+}
+
+#[test]
+fn zero_rtt_is_accepted_and_counted_on_both_sides() {
+    let s = serve();
+    let dir = tempdir();
+    let r = load(
+        &s,
+        dir.path(),
+        "early",
+        &["--reuse", "100", "--early-data", "-c", "1", "-n", "40"],
+    );
+    let zero = num(&r, "transport/zero_rtt/count");
+    assert!(zero >= 30.0, "0-RTT connections: {zero}\n{r:#}");
+    assert_eq!(num(&r, "transport/zero_rtt_rejected"), 0.0, "{r:#}");
+    assert_eq!(num(&r, "requests/succeeded"), 40.0, "{r:#}");
+    let m = s.metrics();
+    assert_eq!(quic(&m, "early_accepted"), zero, "server 0-RTT accepted");
+    let answered = m.count(
+        "tlslab_transport_early_requests_total",
+        &[("transport", "quic")],
+    );
+    assert!(
+        answered <= zero,
+        "0.5-RTT answers {answered} > 0-RTT connections {zero}"
+    );
+    assert_eq!(
+        quic(&m, "resumed"),
+        num(&r, "transport/zero_rtt/count") + num(&r, "transport/resumed/count")
+    );
+}
+
+#[test]
+fn bad_quic_flags_are_usage_errors() {
+    let url = "https://127.0.0.1:9/";
+    let cases: &[(&[&str], &str)] = &[
+        (&["serve", "--quic-retry", "always"], "need --h3"),
+        (&["serve", "--h3", "nowhere"], "--h3 nowhere"),
+        (&["serve", "--h3", "--tls", "1.2"], "TLS 1.3"),
+        (
+            &["serve", "--h3", "--quic-max-connections", "0"],
+            "admits nobody",
+        ),
+        (&["serve", "--h3", "--quic-idle-timeout", "0s"], "positive"),
+        (&["serve", "--h3", "--quic-retry", "sometimes"], "sometimes"),
+        (
+            &["load", "--h3", "http://127.0.0.1:9/", "-n", "1"],
+            "https://",
+        ),
+        (&["load", "--h3", "--h2", url, "-n", "1"], "exclude"),
+        (&["load", "--h3", "-m", "0", url, "-n", "1"], "-m 0"),
+        (&["load", "--h3", "--rate", "10", url, "-n", "1"], "--rate"),
+        (&["load", "--h3", "--tls", "1.2", url, "-n", "1"], "TLS 1.3"),
+    ];
+    for (args, why) in cases {
+        let out = run_tlslab(args, Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(why),
+            "{args:?}: must mention {why}: {}",
+            show(&out)
+        );
+    }
+}

@@ -1,0 +1,246 @@
+//! HTTP/3 interop with real peers (issue 23), run by `.ci/run` with
+//! `--ignored`: Debian's ngtcp2 examples (`gtlsclient`, `gtlsserver`,
+//! packages ngtcp2-client and ngtcp2-server). A missing peer is a loud
+//! skip locally and a failure under CI=true.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{
+    Proc, Serve, expect_ok, free_port, have, run, run_tlslab, skip_or_fail, tempdir, tool,
+};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// `gtlsclient --session-file F --disable-early-data` twice against
+/// `serve --h3`: the second connection resumes, and serve counts it.
+/// (Debian 12's gtlsclient crashes when it resumes with early data on.)
+#[test]
+#[ignore = "needs gtlsclient (apt-get install ngtcp2-client); run by .ci/run"]
+fn gtlsclient_resumes_against_serve_h3() {
+    if !have("gtlsclient") {
+        return skip_or_fail(
+            "gtlsclient_resumes_against_serve_h3",
+            "gtlsclient is not installed (apt-get install ngtcp2-client)",
+        );
+    }
+    let s = Serve::start(&["--h3"]);
+    let dir = tempdir();
+    let sess = dir.path().join("session");
+    let tp = dir.path().join("tp");
+    let port = s.https.port().to_string();
+    let url = format!("https://127.0.0.1:{port}/bytes/10");
+    for i in 0..2 {
+        let mut cmd = std::process::Command::new(tool("gtlsclient"));
+        cmd.args(["--session-file", sess.to_str().unwrap()])
+            .args(["--tp-file", tp.to_str().unwrap()])
+            .args(["--disable-early-data", "--exit-on-all-streams-close", "-q"])
+            .args(["--no-quic-dump", "--no-http-dump", "--timeout=10s"])
+            .args(["127.0.0.1", &port, &url]);
+        let out = run(cmd, LIMIT);
+        assert!(
+            out.status.success(),
+            "gtlsclient run {i}: {}",
+            common::show(&out)
+        );
+    }
+    let m = s.metrics();
+    let get = |k: &str| {
+        m.count(
+            "tlslab_transport_handshakes_total",
+            &[("transport", "quic"), ("kind", k)],
+        )
+    };
+    assert_eq!(
+        (get("full"), get("resumed")),
+        (1.0, 1.0),
+        "{}",
+        s.metrics_text()
+    );
+    assert_eq!(
+        m.count("tlslab_transport_requests_total", &[("transport", "quic")]),
+        2.0
+    );
+}
+
+/// `load --h3` against `gtlsserver` completes, and resumes as asked.
+#[test]
+#[ignore = "needs gtlsserver (apt-get install ngtcp2-server); run by .ci/run"]
+fn load_h3_completes_against_gtlsserver() {
+    if !have("gtlsserver") {
+        return skip_or_fail(
+            "load_h3_completes_against_gtlsserver",
+            "gtlsserver is not installed (apt-get install ngtcp2-server)",
+        );
+    }
+    let dir = tempdir();
+    let certs = dir.path().join("certs");
+    expect_ok(&run_tlslab(
+        &["certs", "--out", certs.to_str().unwrap()],
+        LIMIT,
+    ));
+    let htdocs = dir.path().join("htdocs");
+    std::fs::create_dir(&htdocs).unwrap();
+    std::fs::write(htdocs.join("f.bin"), vec![7u8; 1000]).unwrap();
+    let port = free_port().to_string();
+    let mut cmd = std::process::Command::new(tool("gtlsserver"));
+    cmd.args([
+        "-q",
+        "--htdocs",
+        htdocs.to_str().unwrap(),
+        "127.0.0.1",
+        &port,
+    ])
+    .arg(certs.join("server.key"))
+    .arg(certs.join("server.pem"));
+    let server = Proc::spawn(cmd);
+    // gtlsserver prints nothing when ready: give it a moment.
+    let ready = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < ready {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let json = dir.path().join("r.json");
+    let url = format!("https://localhost:{port}/f.bin");
+    let ca = certs.join("ca.pem");
+    let out = run_tlslab(
+        &[
+            "load",
+            &url,
+            "--h3",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--reuse",
+            "50",
+            "-n",
+            "20",
+            "-c",
+            "1",
+            "--no-progress",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    let text = expect_ok(&out);
+    drop(server);
+    let r = common::load_json(&json);
+    assert_eq!(common::num(&r, "requests/succeeded"), 20.0, "{text}");
+    assert_eq!(common::num(&r, "transport/resumed/count"), 10.0, "{text}");
+}
+
+/// The aioquic peer script (tests/data/aioquic_h3.py), if python3 has
+/// aioquic; `None` after a skip.
+fn aioquic(test: &str) -> Option<std::path::PathBuf> {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import aioquic"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip_or_fail(
+            test,
+            "python3 with aioquic is not installed (pip install aioquic==1.7.0)",
+        );
+        return None;
+    }
+    Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/aioquic_h3.py"))
+}
+
+/// aioquic's client resumes against `serve --h3` with 0-RTT: both sides
+/// say the 0-RTT data was accepted.
+#[test]
+#[ignore = "needs python3 with aioquic 1.7; run by .ci/run"]
+fn aioquic_client_zero_rtt_against_serve_h3() {
+    let Some(script) = aioquic("aioquic_client_zero_rtt_against_serve_h3") else {
+        return;
+    };
+    let s = Serve::start(&["--tickets", "off", "--max-early-data", "16384", "--h3"]);
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(script)
+        .args(["client", "127.0.0.1", &s.https.port().to_string()]);
+    cmd.arg(s.ca.as_ref().unwrap()).arg("/bytes/100");
+    let out = run(cmd, LIMIT);
+    let text = expect_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
+    assert_eq!(v[0]["status"], "200", "{text}");
+    assert_eq!(v[1]["resumed"], true, "{text}");
+    assert_eq!(v[1]["early_data_accepted"], true, "{text}");
+    let m = s.metrics();
+    let get = |k: &str| {
+        m.count(
+            "tlslab_transport_handshakes_total",
+            &[("transport", "quic"), ("kind", k)],
+        )
+    };
+    assert_eq!(
+        (get("full"), get("resumed"), get("early_accepted")),
+        (1.0, 1.0, 1.0)
+    );
+}
+
+/// `load --h3 --early-data` against aioquic's server: 0-RTT accepted on
+/// every resumed connection, and the server says so too.
+#[test]
+#[ignore = "needs python3 with aioquic 1.7; run by .ci/run"]
+fn load_h3_zero_rtt_against_aioquic_server() {
+    let Some(script) = aioquic("load_h3_zero_rtt_against_aioquic_server") else {
+        return;
+    };
+    let dir = tempdir();
+    let certs = dir.path().join("certs");
+    expect_ok(&run_tlslab(
+        &["certs", "--out", certs.to_str().unwrap()],
+        LIMIT,
+    ));
+    let port = free_port().to_string();
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(script).args(["server", &port]);
+    cmd.arg(certs.join("server.pem"))
+        .arg(certs.join("server.key"));
+    let server = Proc::spawn(cmd);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    assert_eq!(
+        server.next_line(deadline).as_deref(),
+        Some("ready"),
+        "{}",
+        server.describe()
+    );
+    let json = dir.path().join("r.json");
+    let url = format!("https://localhost:{port}/x");
+    let ca = certs.join("ca.pem");
+    let text = expect_ok(&run_tlslab(
+        &[
+            "load",
+            &url,
+            "--h3",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--reuse",
+            "100",
+            "--early-data",
+            "-n",
+            "10",
+            "-c",
+            "1",
+            "--no-progress",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        LIMIT,
+    ));
+    let r = common::load_json(&json);
+    assert_eq!(common::num(&r, "requests/succeeded"), 10.0, "{text}");
+    assert_eq!(common::num(&r, "transport/zero_rtt/count"), 9.0, "{text}");
+    assert_eq!(
+        common::num(&r, "transport/zero_rtt_rejected"),
+        0.0,
+        "{text}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let accepted = server
+        .stdout_lines()
+        .iter()
+        .filter(|l| l.contains("\"early_data_accepted\": true"))
+        .count();
+    assert_eq!(accepted, 9, "{}", server.describe());
+}
