@@ -424,4 +424,8 @@ async fn request<S>(
         }
     }
     let _ = stream.finish().await;
+    // The response is complete. A GET's FIN may still be on its way: ask
+    // the client to stop sending with H3_NO_ERROR (RFC 9114 §4.1), not with
+    // the bare 0 that dropping the stream would send.
+    stream.stop_sending(h3::error::Code::H3_NO_ERROR);
 }
