@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use tlslab_crypto::provider::{Algorithms, Version};
+use tlslab_report::ConfigEcho;
 use tlslab_workload::think::ThinkTime;
 
 use crate::error::Error;
@@ -333,4 +334,28 @@ pub const RETRY_BACKOFF_CAP: u32 = 32;
 pub fn retry_backoff_bound(base: Duration, failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(RETRY_BACKOFF_CAP.ilog2());
     base.saturating_mul(1 << doublings)
+}
+
+impl LoadConfig {
+    /// The echo of this configuration in a report, `targets` as given.
+    pub(crate) fn echo(&self, targets: Vec<String>) -> ConfigEcho {
+        ConfigEcho {
+            targets,
+            clients: self.clients,
+            threads: self.threads,
+            requests_per_conn: self.requests_per_conn,
+            reuse: self.reuse,
+            resume_with: self.resume_with.name().into(),
+            versions: self.versions.iter().map(|v| v.name().to_string()).collect(),
+            duration_s: self.duration.map(|d| d.as_secs_f64()),
+            requests: self.requests,
+            warmup_s: self.warmup.as_secs_f64(),
+            timeout_s: (self.timeout != Duration::MAX).then_some(self.timeout.as_secs_f64()),
+            early_data: self.early_data,
+            workload: self.workload.name().into(),
+            seed: self.seed,
+            think_time: self.think_time.to_string(),
+            retry_on_failure: self.retry_on_failure,
+        }
+    }
 }

@@ -81,20 +81,9 @@ mod tests {
     fn line_counts_records() {
         let p = Progress::default();
         let r = RequestRecord {
-            t_start_us: 0,
-            client: 0,
-            conn: 0,
-            req_on_conn: 0,
-            target: 0,
-            status: None,
             error: Some("refused".into()),
-            connect_us: None,
-            handshake: None,
-            ttfb_us: None,
-            transfer_us: None,
             total_us: 1,
-            body_bytes: 0,
-            retry: false,
+            ..RequestRecord::default()
         };
         p.record(&r);
         let start = Instant::now();

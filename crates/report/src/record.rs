@@ -140,7 +140,7 @@ impl HandshakeTcp {
 
 /// Everything measured for one request. A connection's first request also
 /// carries the connection's connect time and handshake.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Microseconds from the start of the measurement window to the start of
     /// this request (for a connection's first request: to the start of the

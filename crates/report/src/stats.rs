@@ -512,20 +512,9 @@ pub(crate) mod tests {
     fn failed_connection_counts_as_error_not_latency() {
         let mut s = Stats::default();
         s.record(&RequestRecord {
-            t_start_us: 0,
-            client: 0,
-            conn: 0,
-            req_on_conn: 0,
-            target: 0,
-            status: None,
             error: Some("refused".into()),
-            connect_us: None,
-            handshake: None,
-            ttfb_us: None,
-            transfer_us: None,
             total_us: 80,
-            body_bytes: 0,
-            retry: false,
+            ..RequestRecord::default()
         });
         assert_eq!((s.attempted, s.completed, s.error_count()), (1, 0, 1));
         assert_eq!(s.total.count(), 0);

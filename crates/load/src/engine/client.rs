@@ -140,15 +140,8 @@ impl Client {
             conn,
             req_on_conn,
             target,
-            status: None,
-            error: None,
-            connect_us: None,
-            handshake: None,
-            ttfb_us: None,
-            transfer_us: None,
-            total_us: 0,
-            body_bytes: 0,
             retry,
+            ..RequestRecord::default()
         }
     }
 

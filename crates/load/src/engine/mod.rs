@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
 use tlslab_crypto::store::ClientSessions;
-use tlslab_report::{Collector, ConfigEcho, CpuUsage, CsvLog, LoadReport, LoadReportBuild, Window};
+use tlslab_report::{Collector, CpuUsage, CsvLog, LoadReport, LoadReportBuild, Window};
 use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
 use tlslab_workload::ecommerce::Generator;
 use tlslab_workload::replay::Scheduler;
@@ -203,24 +203,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         log.finish()?;
     }
 
-    let config = ConfigEcho {
-        targets: urls,
-        clients: cfg.clients,
-        threads: cfg.threads,
-        requests_per_conn: cfg.requests_per_conn,
-        reuse: cfg.reuse,
-        resume_with: cfg.resume_with.name().into(),
-        versions: cfg.versions.iter().map(|v| v.name().to_string()).collect(),
-        duration_s: cfg.duration.map(|d| d.as_secs_f64()),
-        requests: cfg.requests,
-        warmup_s: cfg.warmup.as_secs_f64(),
-        timeout_s: (cfg.timeout != Duration::MAX).then_some(cfg.timeout.as_secs_f64()),
-        early_data: cfg.early_data,
-        workload: cfg.workload.name().into(),
-        seed: cfg.seed,
-        think_time: cfg.think_time.to_string(),
-        retry_on_failure: cfg.retry_on_failure,
-    };
+    let config = cfg.echo(urls);
     let window = Window {
         start_unix_ms: out.start_unix_ms,
         measured_s: out.measured.as_secs_f64(),

@@ -175,15 +175,7 @@ impl Me {
             conn: self.conn_no,
             req_on_conn,
             target,
-            status: None,
-            error: None,
-            connect_us: None,
-            handshake: None,
-            ttfb_us: None,
-            transfer_us: None,
-            total_us: 0,
-            body_bytes: 0,
-            retry: false,
+            ..RequestRecord::default()
         };
         (rec, uri)
     }

@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use rustls::client::danger::ServerCertVerifier;
 use tlslab_crypto::meter::{Meter, Op};
 use tlslab_report::quic::{Transport, TransportPhase};
-use tlslab_report::{Collector, ConfigEcho, CpuUsage, LoadReport, LoadReportBuild, Window};
+use tlslab_report::{Collector, CpuUsage, LoadReport, LoadReportBuild, Window};
 use tlslab_runtime::{CpuPin, RuntimeSpec, allowed_cpus};
 
 use crate::{Error, LoadConfig, Trust, Workload, tls};
@@ -254,24 +254,10 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         )
     });
     rt.shutdown_timeout(Duration::from_secs(1));
-    let config = ConfigEcho {
-        targets: cfg.targets.iter().map(|t| t.to_string()).collect(),
-        clients: cfg.clients,
-        threads: cfg.threads,
-        requests_per_conn: cfg.requests_per_conn,
-        reuse: cfg.reuse,
-        resume_with: "ticket".into(),
-        versions: vec!["TLSv1.3".into()],
-        duration_s: cfg.duration.map(|d| d.as_secs_f64()),
-        requests: cfg.requests,
-        warmup_s: cfg.warmup.as_secs_f64(),
-        timeout_s: (cfg.timeout != Duration::MAX).then_some(cfg.timeout.as_secs_f64()),
-        early_data: cfg.early_data,
-        workload: cfg.workload.name().into(),
-        seed: cfg.seed,
-        think_time: cfg.think_time.to_string(),
-        retry_on_failure: cfg.retry_on_failure,
-    };
+    let mut config = cfg.echo(cfg.targets.iter().map(|t| t.to_string()).collect());
+    // QUIC is TLS 1.3 only, and resumes with tickets.
+    config.resume_with = "ticket".into();
+    config.versions = vec!["TLSv1.3".into()];
     let window = Window {
         start_unix_ms,
         measured_s: measured.as_secs_f64(),
