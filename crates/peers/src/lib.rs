@@ -31,5 +31,7 @@ pub mod redis;
 mod tool;
 
 pub use error::Error;
-pub use proc::{Finished, Proc, free_port, start_on_free_port, wait_for_port, wait_timeout};
+pub use proc::{
+    Finished, Proc, free_port, rss_kib, start_on_free_port, wait_for_port, wait_timeout,
+};
 pub use tool::{find_tool, need_tool, package, tool_version};

@@ -398,7 +398,7 @@ fn parent(stat: &str) -> Option<u32> {
 }
 
 /// `VmRSS` of `/proc/PID/status`, KiB (0 if gone).
-fn rss_kib(pid: u32) -> u64 {
+pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {

@@ -38,15 +38,9 @@ pub(super) fn max_users() -> usize {
     (open_files_limit().saturating_sub(256) / 4).clamp(16, 20_000) as usize
 }
 
+/// This process's resident set size, KiB.
 pub(super) fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
+    tlslab_peers::rss_kib(std::process::id())
 }
 
 /// Response body of every request (`/bytes/1024`; nginx serves a file
