@@ -35,13 +35,6 @@ fn load(s: &Serve, dir: &Path, name: &str, extra: &[&str]) -> serde_json::Value 
     load_json(&json)
 }
 
-fn quic(m: &common::Metrics, kind: &str) -> f64 {
-    m.count(
-        "tlslab_transport_handshakes_total",
-        &[("transport", "quic"), ("kind", kind)],
-    )
-}
-
 #[test]
 fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
     let s = serve();
@@ -65,7 +58,7 @@ fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
         "{r:#}"
     );
     let m = s.metrics();
-    let (sf, sr) = (quic(&m, "full"), quic(&m, "resumed"));
+    let (sf, sr) = (m.quic_handshakes("full"), m.quic_handshakes("resumed"));
     let ratio = sr / (sf + sr);
     assert!(sf + sr >= 200.0, "server saw {sf} full, {sr} resumed");
     assert!((ratio - 0.5).abs() <= 0.01, "server-observed reuse {ratio}");
@@ -91,7 +84,11 @@ fn zero_rtt_is_accepted_and_counted_on_both_sides() {
     assert_eq!(num(&r, "transport/zero_rtt_rejected"), 0.0, "{r:#}");
     assert_eq!(num(&r, "requests/succeeded"), 40.0, "{r:#}");
     let m = s.metrics();
-    assert_eq!(quic(&m, "early_accepted"), zero, "server 0-RTT accepted");
+    assert_eq!(
+        m.quic_handshakes("early_accepted"),
+        zero,
+        "server 0-RTT accepted"
+    );
     let answered = m.count(
         "tlslab_transport_early_requests_total",
         &[("transport", "quic")],
@@ -101,7 +98,7 @@ fn zero_rtt_is_accepted_and_counted_on_both_sides() {
         "0.5-RTT answers {answered} > 0-RTT connections {zero}"
     );
     assert_eq!(
-        quic(&m, "resumed"),
+        m.quic_handshakes("resumed"),
         num(&r, "transport/zero_rtt/count") + num(&r, "transport/resumed/count")
     );
 }

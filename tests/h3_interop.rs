@@ -46,12 +46,7 @@ fn gtlsclient_resumes_against_serve_h3() {
         );
     }
     let m = s.metrics();
-    let get = |k: &str| {
-        m.count(
-            "tlslab_transport_handshakes_total",
-            &[("transport", "quic"), ("kind", k)],
-        )
-    };
+    let get = |k: &str| m.quic_handshakes(k);
     assert_eq!(
         (get("full"), get("resumed")),
         (1.0, 1.0),
@@ -166,12 +161,7 @@ fn aioquic_client_zero_rtt_against_serve_h3() {
     assert_eq!(v[1]["resumed"], true, "{text}");
     assert_eq!(v[1]["early_data_accepted"], true, "{text}");
     let m = s.metrics();
-    let get = |k: &str| {
-        m.count(
-            "tlslab_transport_handshakes_total",
-            &[("transport", "quic"), ("kind", k)],
-        )
-    };
+    let get = |k: &str| m.quic_handshakes(k);
     assert_eq!(
         (get("full"), get("resumed"), get("early_accepted")),
         (1.0, 1.0, 1.0)

@@ -457,6 +457,15 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// `tlslab_transport_handshakes_total{transport="quic",kind}`: serve
+    /// --h3's handshakes of one kind.
+    pub fn quic_handshakes(&self, kind: &str) -> f64 {
+        self.count(
+            "tlslab_transport_handshakes_total",
+            &[("transport", "quic"), ("kind", kind)],
+        )
+    }
+
     /// Parses the text format (comments skipped; lines that do not parse
     /// are ignored).
     pub fn parse(text: &str) -> Metrics {
