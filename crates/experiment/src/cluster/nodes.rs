@@ -96,19 +96,25 @@ pub(super) fn start_nginx(n: &NginxNode, i: usize) -> Result<Nginx, Error> {
     let tickets = n
         .ticket_key
         .map_or(Tickets::Off, |k| Tickets::Keys(k.to_path_buf()));
+    // OpenSSL's spelling of the groups, once (an unknown one is an error).
+    let curves = n
+        .groups
+        .map(openssl_groups)
+        .transpose()?
+        .map(|g| g.join(":"));
     let (proc, conf) = nginx::start(n.bin, n.cpus, |port| {
         let prefix = n.dir.join(format!("nginx-{}", unique()));
-        let c = nginx::cluster_node(
+        let mut c = nginx::cluster_node(
             i,
             &prefix,
             port,
             (n.chain, n.key),
             protocol,
             tickets.clone(),
-            n.groups,
-        );
-        // The groups were checked before any node started.
-        let c = c.unwrap_or_else(|_| nginx::NginxConf::new(&prefix, port, n.chain, n.key));
+            None,
+        )
+        .expect("a node without groups has no group to refuse");
+        c.curves = curves.clone();
         let body = c.root.join("bytes");
         let _ = std::fs::create_dir_all(&body);
         let _ = std::fs::write(
