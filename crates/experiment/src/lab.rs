@@ -157,32 +157,19 @@ fn start_server(
     with_http: bool,
     path: Option<&PathHandle>,
 ) -> Result<Embedded, Error> {
-    let start = move || -> Result<Embedded, Error> {
+    // The server's runtime threads are spawned on the server's end, so
+    // they live in the path's server namespace too.
+    rig::on_server(path, move || {
         let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
         let rig = Rig::generate(key, &sans, placement.clone())?;
         let mut c = rig.server(Content::Specweb96);
         // On the path, the listeners are on the server namespace's address.
-        let addr = path.map_or(rig::LOOPBACK, |h| {
-            std::net::SocketAddr::new(h.server_ip(), 0)
-        });
+        let addr = rig::server_bind(path);
         c.https = Some(addr);
         c.http = with_http.then_some(addr);
         let server = Server::start(c)?;
         Ok(Embedded { key, server, rig })
-    };
-    match path {
-        None => start(),
-        // The server's runtime threads are spawned by this thread and so
-        // live in the server namespace too.
-        Some(h) => std::thread::scope(|s| {
-            s.spawn(|| {
-                h.enter_server()?;
-                start()
-            })
-            .join()
-            .unwrap_or_else(|_| Err(Error::Cluster("the path's server thread panicked".into())))
-        }),
-    }
+    })
 }
 
 /// Runs the lab. `progress` receives one line per cell as it finishes.
@@ -232,9 +219,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
             let Some(addr) = emb.server.https_addr() else {
                 continue;
             };
-            let host = handle
-                .as_ref()
-                .map_or_else(|| "localhost".to_string(), |h| h.server_ip().to_string());
+            let host = rig::server_host(handle.as_ref());
             let url = format!("https://{host}:{}{PATH}", addr.port());
             for mode in [Mode::TlsFull, Mode::TlsResumed, Mode::TlsKeepAlive] {
                 let c = run_cell(cfg, emb, &url, mode, Some(version), handle.as_ref())?;
@@ -298,19 +283,9 @@ fn run_cell(
             ""
         }
     );
-    let m = match path {
-        None => rig::measure(&emb.server, &load, label.trim())?,
-        // The load engine's runtime is built on this thread, so its
-        // threads and sockets live in the client namespace.
-        Some(h) => std::thread::scope(|s| {
-            s.spawn(|| {
-                h.enter_client()?;
-                rig::measure(&emb.server, &load, label.trim())
-            })
-            .join()
-            .unwrap_or_else(|_| Err(Error::Cluster("the path's client thread panicked".into())))
-        })?,
-    };
+    // The load engine's runtime is built on the client's end, so its
+    // threads and sockets live in the path's client namespace.
+    let m = rig::on_client(path, || rig::measure(&emb.server, &load, label.trim()))?;
     let report = m.report;
     let hs = match mode {
         Mode::TlsFull => report.latency.handshake_full.p50_us,

@@ -15,6 +15,7 @@ use tlslab_crypto::meter::{Op, Snapshot};
 use tlslab_crypto::pki::{Generated, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_load::{LoadConfig, Target, Trust};
+use tlslab_path::PathHandle;
 use tlslab_report::LoadReport;
 use tlslab_server::{CertSource, Content, ServeConfig, Server, SessionCache, TlsSettings};
 
@@ -33,6 +34,58 @@ pub(crate) struct Rig {
     pub roots: rustls::RootCertStore,
     /// The server's and the load's CPUs.
     pub placement: Placement,
+}
+
+/// Runs `f` on the server's end of `path` (a thread in the path's server
+/// namespace), or here without a path. Threads and sockets that `f`
+/// creates, a server's runtime included, live in that namespace.
+pub(crate) fn on_server<T: Send>(
+    path: Option<&PathHandle>,
+    f: impl FnOnce() -> Result<T, Error> + Send,
+) -> Result<T, Error> {
+    on_end(path, PathHandle::enter_server, "server", f)
+}
+
+/// Runs `f` on the client's end of `path` (a thread in the path's client
+/// namespace), or here without a path. A load engine whose runtime `f`
+/// builds has its threads and sockets there.
+pub(crate) fn on_client<T: Send>(
+    path: Option<&PathHandle>,
+    f: impl FnOnce() -> Result<T, Error> + Send,
+) -> Result<T, Error> {
+    on_end(path, PathHandle::enter_client, "client", f)
+}
+
+fn on_end<T: Send>(
+    path: Option<&PathHandle>,
+    enter: fn(&PathHandle) -> Result<(), tlslab_path::Error>,
+    end: &str,
+    f: impl FnOnce() -> Result<T, Error> + Send,
+) -> Result<T, Error> {
+    let Some(h) = path else {
+        return f();
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            enter(h)?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(Error::Cluster(format!("the path's {end} thread panicked"))))
+    })
+}
+
+/// The host name a client on `path`'s client end (or on loopback without
+/// a path) uses for the rig's server: the server namespace's address, which
+/// the rig's certificates name (see [`Rig::generate`]), or `localhost`.
+pub(crate) fn server_host(path: Option<&PathHandle>) -> String {
+    path.map_or_else(|| "localhost".to_string(), |h| h.server_ip().to_string())
+}
+
+/// The address a rig's server listens on: loopback, or the path's server
+/// address; port 0.
+pub(crate) fn server_bind(path: Option<&PathHandle>) -> SocketAddr {
+    path.map_or(LOOPBACK, |h| SocketAddr::new(h.server_ip(), 0))
 }
 
 /// `cpus` as a pin set: `None` when empty (not pinned).
