@@ -9,8 +9,9 @@
 # 50 keep-alive TLS 1.3 connections, GET /4k.bin, SECONDS long. The figure
 # is each load's own `client_cpu.per_request_us` (client-observed: CPU time
 # of its engine threads over its measured window / completed requests).
-# Prints one line per run and the median of the per-pair ratios. Every
-# address is 127.0.0.1.
+# Prints one line per run and the median of the per-pair ratios. With K=1
+# every connection carries one request, a full handshake (no reuse): client
+# CPU per handshake instead. Every address is 127.0.0.1.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE AFTER [PAIRS] [SECONDS]" >&2; exit 2; }
 A=$1 B=$2 PAIRS=${3:-5} SECS=${4:-5}
@@ -32,7 +33,7 @@ done
 
 load() { # binary label
   taskset -c 1 "$1" load "$url/4k.bin" --insecure --threads 1 --no-progress -c 50 \
-    --tls 1.3 --requests-per-conn 0 -d "${SECS}s" --json "$dir/$2.json" </dev/null >/dev/null 2>&1
+    --tls 1.3 --requests-per-conn "${K:-0}" -d "${SECS}s" --json "$dir/$2.json" </dev/null >/dev/null 2>&1
 }
 us() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['client_cpu']['per_request_us'], j['requests']['succeeded'])" "$dir/$1.json"; }
 

@@ -12,8 +12,9 @@
 # the median per binary and the median of the per-pair ratios (the figure to
 # quote on a shared machine). With SIMUL=1 the two servers of a pair run at
 # the same time instead, both on CPU 0, each driven by its own load on CPU 1,
-# so that the machine's other work hits both alike. Every address is
-# 127.0.0.1.
+# so that the machine's other work hits both alike. With K=1 every
+# connection carries one request, a full handshake (no reuse): server CPU
+# per handshake instead. Every address is 127.0.0.1.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE AFTER [PAIRS] [SECONDS]" >&2; exit 2; }
 A=$1 B=$2 PAIRS=${3:-5} SECS=${4:-5}
@@ -42,7 +43,7 @@ start() { # binary label: starts a server, writes its pid and URL to $dir/label.
 
 load() { # label: drives that server for SECS seconds
   taskset -c 1 "$B" load "$(cat "$dir/$1.url")/4k.bin" --insecure --threads 1 --no-progress -c 50 \
-    --tls 1.3 --requests-per-conn 0 -d "${SECS}s" --json "$dir/$1.json" </dev/null >/dev/null 2>&1
+    --tls 1.3 --requests-per-conn "${K:-0}" -d "${SECS}s" --json "$dir/$1.json" </dev/null >/dev/null 2>&1
 }
 
 report() { # label cpu-ticks-before cpu-ticks-after
