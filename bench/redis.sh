@@ -13,7 +13,8 @@ mkdir -p "$OUT"
 $T certs --out "$OUT/certs" >/dev/null
 RPORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 start_redis() {
-  taskset -c 1 redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$OUT" >"$OUT/redis.log" 2>&1 &
+  local args; mapfile -t args < <($T peers redis-args --port "$RPORT" --dir "$OUT")
+  taskset -c 1 redis-server "${args[@]}" >"$OUT/redis.log" 2>&1 &
   REDIS=$!
   for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && return; sleep 0.1; done
   echo "redis-server did not start" >&2; exit 1

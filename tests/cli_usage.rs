@@ -545,3 +545,31 @@ fn helper_parses_peer_tool_output() {
         ]
     );
 }
+
+/// bench/redis.sh reads redis-server's arguments from `tlslab peers
+/// redis-args`, one per line; `--save` takes an empty argument (no dumps).
+#[test]
+fn peers_redis_args_are_one_per_line_with_the_empty_save() {
+    let out = run_tlslab(
+        &["peers", "redis-args", "--port", "7001", "--dir", "/tmp/r"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "--port",
+            "7001",
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            "/tmp/r"
+        ]
+    );
+}

@@ -32,6 +32,21 @@ pub enum PeerConf {
     /// haproxy.cfg: TCP mode in front of --server nodes.
     #[command(name = "haproxy-conf")]
     Haproxy(HaproxyArgs),
+    /// redis-server's arguments, one per line: a cache on 127.0.0.1,
+    /// persistence off.
+    #[command(name = "redis-args")]
+    Redis(RedisArgs),
+}
+
+/// `tlslab peers redis-args`.
+#[derive(Debug, Args)]
+pub struct RedisArgs {
+    /// The port on 127.0.0.1.
+    #[arg(long)]
+    pub port: u16,
+    /// Its working directory (log, no dump files).
+    #[arg(long)]
+    pub dir: PathBuf,
 }
 
 /// What nginx and Apache share.
@@ -230,6 +245,14 @@ pub fn run(a: &PeersArgs) -> anyhow::Result<ExitCode> {
                 servers: h.servers.clone(),
             };
             emit(&c.render(), h.out.as_ref())
+        }
+        PeerConf::Redis(r) => {
+            let args = tlslab_peers::redis::args(r.port, &r.dir);
+            let lines: Vec<String> = args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            emit(&format!("{}\n", lines.join("\n")), None)
         }
     }
 }

@@ -10,6 +10,19 @@ use crate::error::Error;
 use crate::proc::{Proc, start_on_free_port};
 use crate::tool::need_tool;
 
+/// redis-server's command line for a cache on 127.0.0.1:`port` with
+/// persistence off and its files in `dir` (also what `tlslab peers
+/// redis-args` prints for bench/redis.sh).
+pub fn args(port: u16, dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut a: Vec<std::ffi::OsString> = ["--port", &port.to_string(), "--bind", "127.0.0.1"]
+        .into_iter()
+        .chain(["--save", "", "--appendonly", "no", "--dir"])
+        .map(Into::into)
+        .collect();
+    a.push(dir.into());
+    a
+}
+
 /// A running redis-server, killed on drop; [`restart`](Redis::restart)
 /// brings it back on the same port.
 pub struct Redis {
@@ -42,9 +55,7 @@ impl Redis {
     pub fn restart(&mut self) -> Result<(), Error> {
         self.proc = None;
         let mut cmd = Command::new(&self.bin);
-        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(&self.dir);
+        cmd.args(args(self.port, &self.dir));
         let mut proc = Proc::spawn(cmd, "redis-server", Some(&self.dir.join("redis.log")))?;
         proc.pin(&self.cpus)?;
         proc.wait_port(self.addr(), Duration::from_secs(10))?;
