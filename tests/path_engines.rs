@@ -163,12 +163,14 @@ fn median_ms(s: &[tlslab_probe::Sample], f: fn(&tlslab_probe::Sample) -> Option<
     median(s.iter().filter_map(f).map(|us| us as f64 / 1e3).collect())
 }
 
-/// Asserts `ms` is `rtts` round trips of `rtt` ms, within a quarter RTT
-/// (above: the CPU of a handshake under contention).
+/// Asserts `ms` is `rtts` round trips of `rtt` ms, within a quarter RTT.
+/// An unoptimised build (a plain `cargo test`) adds up to 10 ms of
+/// handshake CPU above it (6 ms seen for a TLS 1.2 ECDSA handshake).
 fn rtts(what: &str, ms: f64, rtts: f64, rtt: f64) {
+    let cpu = if cfg!(debug_assertions) { 10.0 } else { 0.0 };
     assert!(
-        ms >= rtts * rtt - 0.25 * rtt && ms <= rtts * rtt + 0.25 * rtt,
-        "{what}: {ms:.2} ms, expected {rtts} RTT of {rtt} ms (± a quarter RTT)"
+        ms >= rtts * rtt - 0.25 * rtt && ms <= rtts * rtt + 0.25 * rtt + cpu,
+        "{what}: {ms:.2} ms, expected {rtts} RTT of {rtt} ms (± a quarter RTT, + {cpu} ms)"
     );
 }
 
@@ -354,7 +356,12 @@ fn cluster_over_a_path_runs_every_server_part_on_the_server_end() {
     ) else {
         return;
     };
-    let c = &v["cells"][0];
+    let c = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["arm"] == "session")
+        .expect("a session cell");
     // Session-aware dispatch read the resumption attempts across the path.
     assert!(common::num(c, "resumption_achieved") > 0.5, "{c}");
     assert_eq!(c["routing_efficiency_source"], "dispatcher");
@@ -387,9 +394,15 @@ fn cluster_over_a_path_starts_nginx_haproxy_and_redis_on_the_server_end() {
     ) else {
         return;
     };
+    let session = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["arm"] == "session")
+        .expect("a session cell");
     assert!(
-        common::num(&v["cells"][0], "resumption_achieved") > 0.5,
-        "{v}"
+        common::num(session, "resumption_achieved") > 0.5,
+        "{session}"
     );
     if !common::have("redis-server") {
         skip_or_fail(test, "redis-server is not installed");
