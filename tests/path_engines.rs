@@ -20,7 +20,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::netpath::unprivileged;
+use common::netpath::{serve_across, unprivileged};
 use common::{run_tlslab, show, skip_or_fail, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -146,6 +146,16 @@ fn root(test: &str) -> bool {
     false
 }
 
+/// Probe rounds per run.
+const ROUNDS: &str = "7";
+
+/// `head`, then [`ROUNDS`] rounds 100 ms apart into the database `db`.
+fn probe<'a>(head: &[&'a str], db: &'a str) -> Vec<&'a str> {
+    let mut a = head.to_vec();
+    a.extend(["--rounds", ROUNDS, "--interval", "100ms", "--db", db]);
+    a
+}
+
 /// The probe's samples in `db`.
 fn samples(db: &std::path::Path) -> Vec<tlslab_probe::Sample> {
     let store = tlslab_probe::open_store(db.to_str().unwrap(), false).expect("the probe's db");
@@ -185,22 +195,11 @@ fn probe_over_a_path_reads_one_rtt_connect_and_the_handshake_round_trips() {
     // TLS 1.3: full handshake 1 RTT; TLS 1.2: full 2, resumed 1; a GET 1.
     for (tls, full) in [("1.3", 1.0), ("1.2", 2.0)] {
         let db = dir.path().join(format!("probe-{tls}.sqlite"));
-        let out = run_tlslab(
-            &[
-                "probe",
-                "--path",
-                "delay=10ms",
-                "--tls",
-                tls,
-                "--rounds",
-                "7",
-                "--interval",
-                "100ms",
-                "--db",
-                db.to_str().unwrap(),
-            ],
-            LIMIT,
+        let args = probe(
+            &["probe", "--path", "delay=10ms", "--tls", tls],
+            db.to_str().unwrap(),
         );
+        let out = run_tlslab(&args, LIMIT);
         assert!(out.status.success(), "{}", show(&out));
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
@@ -209,7 +208,7 @@ fn probe_over_a_path_reads_one_rtt_connect_and_the_handshake_round_trips() {
             "no server or path report: {text}"
         );
         let s = samples(&db);
-        assert_eq!(s.len(), 7, "{text}");
+        assert_eq!(s.len().to_string(), ROUNDS, "{text}");
         assert!(s.iter().all(|x| x.error_kind.is_none()), "{s:?}");
         assert!(
             s.iter().all(|x| x.resumption_accepted == Some(true)),
@@ -251,44 +250,36 @@ fn probe_under_tlslab_path_times_an_outside_server_across_it() {
     }
     let dir = tempdir();
     let db = dir.path().join("wrapped.sqlite");
-    let bin = common::bin();
-    let bin = bin.to_str().unwrap();
-    let out = run_tlslab(
-        &[
-            "path",
-            "--delay",
-            "10ms",
-            "--ready-port",
-            "8443",
-            "--",
-            bin,
-            "serve",
-            "--listen",
-            "10.201.0.1:8443",
-            ":::",
-            bin,
-            "probe",
-            "https://10.201.0.1:8443/health",
-            "--insecure",
-            "--rounds",
-            "5",
-            "--interval",
-            "100ms",
-            "--db",
-            db.to_str().unwrap(),
-        ],
+    let out = common::run(
+        common::tlslab(serve_across(
+            &["--delay", "10ms"],
+            &probe(
+                &["probe", "https://10.201.0.1:8443/health", "--insecure"],
+                db.to_str().unwrap(),
+            ),
+        )),
         LIMIT,
     );
     assert!(out.status.success(), "{}", show(&out));
     let s = samples(&db);
-    assert_eq!(s.len(), 5);
+    assert_eq!(s.len().to_string(), ROUNDS);
     rtts("TCP connect", median_ms(&s, |x| x.connect_us), 1.0, 20.0);
     rtts("GET", median_ms(&s, |x| x.get_us), 1.0, 20.0);
 }
 
-/// Runs `tlslab cluster` with `extra` over `delay=5ms` (RTT 10 ms), one
-/// client, 600 ms cells; its JSON.
-fn cluster_over_path(test: &str, extra: &[&str]) -> Option<serde_json::Value> {
+/// The cell of `v` whose `key` is `value`.
+fn cell<'a>(v: &'a serde_json::Value, key: &str, value: &str) -> &'a serde_json::Value {
+    v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c[key] == value)
+        .unwrap_or_else(|| panic!("no cell with {key} {value}: {v}"))
+}
+
+/// Runs `tlslab cluster` of `mechanism` at 80 % reuse with `extra` over
+/// `delay=5ms` (RTT 10 ms), two nodes, one client, 600 ms cells; its JSON.
+fn cluster_over_path(test: &str, mechanism: &str, extra: &[&str]) -> Option<serde_json::Value> {
     if !root(test) {
         return None;
     }
@@ -305,6 +296,10 @@ fn cluster_over_path(test: &str, extra: &[&str]) -> Option<serde_json::Value> {
         "1",
         "--node-count",
         "2",
+        "--mechanism",
+        mechanism,
+        "--reuse",
+        "80",
         "--json",
         json.to_str().unwrap(),
     ];
@@ -345,23 +340,12 @@ fn cluster_over_path(test: &str, extra: &[&str]) -> Option<serde_json::Value> {
 fn cluster_over_a_path_runs_every_server_part_on_the_server_end() {
     let Some(v) = cluster_over_path(
         "cluster_over_a_path_runs_every_server_part_on_the_server_end",
-        &[
-            "--mechanism",
-            "tls13-ticket",
-            "--policy",
-            "session",
-            "--reuse",
-            "80",
-        ],
+        "tls13-ticket",
+        &["--policy", "session"],
     ) else {
         return;
     };
-    let c = v["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["arm"] == "session")
-        .expect("a session cell");
+    let c = cell(&v, "arm", "session");
     // Session-aware dispatch read the resumption attempts across the path.
     assert!(common::num(c, "resumption_achieved") > 0.5, "{c}");
     assert_eq!(c["routing_efficiency_source"], "dispatcher");
@@ -379,27 +363,19 @@ fn cluster_over_a_path_starts_nginx_haproxy_and_redis_on_the_server_end() {
     }
     let Some(v) = cluster_over_path(
         test,
+        "tls12-id",
         &[
             "--nodes",
             "nginx",
             "--dispatcher",
             "haproxy",
-            "--mechanism",
-            "tls12-id",
             "--policy",
             "session",
-            "--reuse",
-            "80",
         ],
     ) else {
         return;
     };
-    let session = v["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["arm"] == "session")
-        .expect("a session cell");
+    let session = cell(&v, "arm", "session");
     assert!(
         common::num(session, "resumption_achieved") > 0.5,
         "{session}"
@@ -410,23 +386,10 @@ fn cluster_over_a_path_starts_nginx_haproxy_and_redis_on_the_server_end() {
     }
     let v = cluster_over_path(
         test,
-        &[
-            "--mechanism",
-            "tls12-id",
-            "--policy",
-            "round-robin",
-            "--sharing",
-            "redis-cache",
-            "--reuse",
-            "80",
-        ],
+        "tls12-id",
+        &["--policy", "round-robin", "--sharing", "redis-cache"],
     )
     .expect("root was there a moment ago");
-    let c = v["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["sharing"] == "redis-cache")
-        .expect("a redis-cache cell");
+    let c = cell(&v, "sharing", "redis-cache");
     assert!(common::num(c, "redis_gets/hits") > 0.0, "{c}");
 }

@@ -46,6 +46,20 @@ pub fn unprivileged(test: &str) -> Option<std::process::Command> {
     Some(c)
 }
 
+/// The arguments of `tlslab path PATH_FLAGS --ready-port 8443 -- tlslab
+/// serve --listen 10.201.0.1:8443 ::: tlslab CLIENT`: `tlslab serve`
+/// (its self-signed certificate) on the server end, a tlslab client
+/// command on the client end.
+pub fn serve_across(path_flags: &[&str], client: &[&str]) -> Vec<String> {
+    let bin = super::bin().to_string_lossy().into_owned();
+    let mut a = vec!["path".to_string()];
+    a.extend(path_flags.iter().map(|s| s.to_string()));
+    a.extend(["--ready-port", "8443", "--"].map(String::from));
+    a.extend([&bin, "serve", "--listen", "10.201.0.1:8443", ":::", &bin].map(String::from));
+    a.extend(client.iter().map(|s| s.to_string()));
+    a
+}
+
 /// Returns true if and only if the named namespace exists.
 pub fn netns_exists(name: &str) -> bool {
     std::path::Path::new(tlslab_path::NETNS_DIR)
