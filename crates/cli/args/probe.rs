@@ -16,8 +16,8 @@ use clap::{Args, Subcommand};
     tlslab probe https://example.com/ --db postgres://probe@127.0.0.1/probe\n  \
     tlslab probe exporter --listen 127.0.0.1:9115\n  \
     sudo tlslab probe --path delay=25ms,rate=10mbit --rounds 20 --interval 1s --db wan.sqlite\n  \
-    sudo tlslab path --delay 25ms --ready-port 8443 -- nginx-or-tlslab-serve-on-10.201.0.1:8443 ::: \
-    tlslab probe https://10.201.0.1:8443/ --cacert ca.pem --rounds 20 --interval 1s\n\n\
+    sudo tlslab path --delay 25ms --ready-port 8443 -- tlslab serve --listen 10.201.0.1:8443 ::: \
+    tlslab probe https://10.201.0.1:8443/health --insecure --rounds 20 --interval 1s\n\n\
     Each round probes every target once, concurrently, one connection at a time per target: \
     DNS, TCP connect, a full handshake and a GET, then a new connection offering that session \
     (a resumed handshake, accepted or not) and a GET. Each round is committed to the database \
