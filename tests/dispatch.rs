@@ -645,6 +645,7 @@ impl HaProxy {
     fn start(nodes: &[Serve]) -> HaProxy {
         let dir = tempdir();
         let conf = |port| tlslab_peers::haproxy::HaproxyConf {
+            bind: std::net::Ipv4Addr::LOCALHOST.into(),
             port,
             balance: "roundrobin".into(),
             stick_session_ids: true,

@@ -17,7 +17,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::netpath::{netns_exists, start};
+use common::netpath::{netns_exists, serve_across, start, unprivileged};
 use common::{run_tlslab, show, skip_or_fail, tempdir, tlslab};
 use tlslab_path::Path;
 
@@ -49,25 +49,8 @@ fn path_usage_errors_exit_2_before_any_work() {
 
 #[test]
 fn path_without_root_says_so_and_points_to_relay() {
-    let mut cmd = if nix::unistd::geteuid().is_root() {
-        if !common::have("setpriv") {
-            skip_or_fail(
-                "path_without_root_says_so_and_points_to_relay",
-                "setpriv (util-linux) is needed to drop root",
-            );
-            return;
-        }
-        let mut c = std::process::Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(common::bin());
-        c
-    } else {
-        std::process::Command::new(common::bin())
+    let Some(mut cmd) = unprivileged("path_without_root_says_so_and_points_to_relay") else {
+        return;
     };
     cmd.args(["path", "--delay", "5ms", "--", "true", ":::", "true"]);
     let out = common::run(cmd, LIMIT);
@@ -249,32 +232,19 @@ fn path_cli_carries_tlslab_serve_and_load_and_reports_counters() {
     }
     let dir = tempdir();
     let json = dir.path().join("path.json");
-    let bin = common::bin();
-    let bin = bin.to_str().unwrap();
     let out = common::run(
-        tlslab([
-            "path",
-            "--delay",
-            "5ms",
-            "--ready-port",
-            "8443",
-            "--json",
-            json.to_str().unwrap(),
-            "--",
-            bin,
-            "serve",
-            "--listen",
-            "10.201.0.1:8443",
-            ":::",
-            bin,
-            "load",
-            "https://10.201.0.1:8443/health",
-            "--insecure",
-            "-c",
-            "1",
-            "-n",
-            "5",
-        ]),
+        tlslab(serve_across(
+            &["--delay", "5ms", "--json", json.to_str().unwrap()],
+            &[
+                "load",
+                "https://10.201.0.1:8443/health",
+                "--insecure",
+                "-c",
+                "1",
+                "-n",
+                "5",
+            ],
+        )),
         LIMIT,
     );
     assert!(out.status.success(), "{}", show(&out));

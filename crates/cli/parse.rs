@@ -72,6 +72,18 @@ pub fn parse_key_type(s: &str) -> Result<KeyType, String> {
     s.parse::<KeyType>().map_err(|e| e.to_string())
 }
 
+/// Parses a packet-level WAN path spec (`--path` of `lab`, `cluster` and
+/// `probe`): `key=value` pairs such as `delay=25ms,rate=10mbit,loss=1%`,
+/// as `tlslab path` takes them (crates/path, `PathConfig`).
+pub fn parse_path_spec(s: &str) -> Result<tlslab_path::PathConfig, String> {
+    s.parse::<tlslab_path::PathConfig>().map_err(|e| {
+        format!(
+            "{e} (keys: delay, jitter, reorder, rate, trace, queue, loss, ge, cc, each with an \
+             optional up./down. prefix)"
+        )
+    })
+}
+
 /// `--threads`, or one per CPU this process may use when not given.
 pub fn threads_or_cpus(given: Option<usize>) -> usize {
     given.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))

@@ -24,6 +24,42 @@ pub fn start(test: &str, spec: &str) -> Option<Path> {
     }
 }
 
+/// A command running the tlslab binary without privilege: as user nobody
+/// with no capabilities (through `setpriv`) when the tests run as root.
+/// `None` (after a loud skip) when root lacks `setpriv`.
+pub fn unprivileged(test: &str) -> Option<std::process::Command> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some(std::process::Command::new(super::bin()));
+    }
+    if !super::have("setpriv") {
+        skip_or_fail(test, "setpriv (util-linux) is needed to drop root");
+        return None;
+    }
+    let mut c = std::process::Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ])
+    .arg(super::bin());
+    Some(c)
+}
+
+/// The arguments of `tlslab path PATH_FLAGS --ready-port 8443 -- tlslab
+/// serve --listen 10.201.0.1:8443 ::: tlslab CLIENT`: `tlslab serve`
+/// (its self-signed certificate) on the server end, a tlslab client
+/// command on the client end.
+pub fn serve_across(path_flags: &[&str], client: &[&str]) -> Vec<String> {
+    let bin = super::bin().to_string_lossy().into_owned();
+    let mut a = vec!["path".to_string()];
+    a.extend(path_flags.iter().map(|s| s.to_string()));
+    a.extend(["--ready-port", "8443", "--"].map(String::from));
+    a.extend([&bin, "serve", "--listen", "10.201.0.1:8443", ":::", &bin].map(String::from));
+    a.extend(client.iter().map(|s| s.to_string()));
+    a
+}
+
 /// Returns true if and only if the named namespace exists.
 pub fn netns_exists(name: &str) -> bool {
     std::path::Path::new(tlslab_path::NETNS_DIR)

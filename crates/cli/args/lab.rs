@@ -8,7 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use tlslab_crypto::pki::KeyType;
 use tlslab_experiment::cluster::{DispatcherKind, Mechanism, NodeKind, Sharing};
 
-use crate::parse::{parse_duration, parse_key_type};
+use crate::parse::{parse_duration, parse_key_type, parse_path_spec};
 
 /// `tlslab lab`.
 #[derive(Debug, Args)]
@@ -38,8 +38,8 @@ pub struct LabArgs {
     /// in one network namespace, the load in another, e.g. delay=25ms,rate=10mbit,loss=1%
     /// (keys delay, jitter, rate, trace, queue, loss, ge, each with an optional up./down. prefix)
     /// [default: loopback].
-    #[arg(long, value_name = "SPEC")]
-    pub path: Option<String>,
+    #[arg(long, value_name = "SPEC", value_parser = parse_path_spec)]
+    pub path: Option<tlslab_path::PathConfig>,
 }
 
 /// The request pattern of `tlslab breakdown`.
@@ -305,6 +305,13 @@ pub struct ClusterArgs {
     /// a GET over it is a full handshake, counted.
     #[arg(long, default_value = "5ms", value_name = "DURATION", value_parser = parse_duration)]
     pub redis_timeout: Duration,
+
+    /// Run every cell across a packet-level WAN path (needs root; see `tlslab path`): the
+    /// dispatcher, the nodes (nginx and HAProxy too) and redis-server in one network namespace,
+    /// the load in another, so only client ↔ dispatcher traffic crosses it; e.g.
+    /// delay=25ms,rate=10mbit,loss=1% [default: loopback].
+    #[arg(long, value_name = "SPEC", value_parser = parse_path_spec)]
+    pub path: Option<tlslab_path::PathConfig>,
 
     /// Write the report as JSON to FILE (schema: docs/schema.md).
     #[arg(long, value_name = "FILE")]

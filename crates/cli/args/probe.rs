@@ -14,7 +14,10 @@ use clap::{Args, Subcommand};
     after_help = "Examples:\n  tlslab probe https://example.com/ --interval 10m --jitter 1m --db probe.sqlite\n  \
     tlslab probe report --db probe.sqlite --since 2026-11-01\n  \
     tlslab probe https://example.com/ --db postgres://probe@127.0.0.1/probe\n  \
-    tlslab probe exporter --listen 127.0.0.1:9115\n\n\
+    tlslab probe exporter --listen 127.0.0.1:9115\n  \
+    sudo tlslab probe --path delay=25ms,rate=10mbit --rounds 20 --interval 1s --db wan.sqlite\n  \
+    sudo tlslab path --delay 25ms --ready-port 8443 -- tlslab serve --listen 10.201.0.1:8443 ::: \
+    tlslab probe https://10.201.0.1:8443/health --insecure --rounds 20 --interval 1s\n\n\
     Each round probes every target once, concurrently, one connection at a time per target: \
     DNS, TCP connect, a full handshake and a GET, then a new connection offering that session \
     (a resumed handshake, accepted or not) and a GET. Each round is committed to the database \
@@ -68,7 +71,7 @@ pub struct ProbeTlsArgs {
 #[derive(Debug, Args)]
 pub struct ProbeRunArgs {
     /// Target URLs, https:// only (https://host[:port]/path); an http:// URL is a usage error.
-    #[arg(value_name = "URL", required_unless_present = "targets")]
+    #[arg(value_name = "URL", required_unless_present_any = ["targets", "path"])]
     pub urls: Vec<String>,
 
     /// Read more target URLs from FILE, one per line (# starts a comment).
@@ -92,6 +95,15 @@ pub struct ProbeRunArgs {
     /// Stop after N rounds (default: run until SIGTERM or Ctrl-C).
     #[arg(long, value_name = "N")]
     pub rounds: Option<u64>,
+
+    /// Instead of URLs, probe tlslab's embedded server (one worker pinned to one CPU and
+    /// metered, ECDSA P-256, https://10.201.0.1:8443/specweb96/class1_3) across a packet-level
+    /// WAN path: the server in one network namespace, the probe in another, so the TCP connect
+    /// costs the path's round trip. Needs root (see `tlslab path`); e.g.
+    /// delay=25ms,rate=10mbit,loss=1%. To probe another server across a path, run both under
+    /// `tlslab path -- SERVER ::: tlslab probe URL`.
+    #[arg(long, value_name = "SPEC", value_parser = crate::parse::parse_path_spec)]
+    pub path: Option<tlslab_path::PathConfig>,
 
     /// TLS and timeout options.
     #[command(flatten)]

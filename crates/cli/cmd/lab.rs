@@ -25,17 +25,11 @@ pub fn lab_config(a: &LabArgs) -> anyhow::Result<tlslab_experiment::lab::LabConf
     if cell.is_zero() {
         return bail("--cell must be above 0");
     }
-    let path = a
-        .path
-        .as_deref()
-        .map(str::parse::<tlslab_path::PathConfig>)
-        .transpose()
-        .map_err(|e| usage(format!("--path: {e}")))?;
     Ok(tlslab_experiment::lab::LabConfig {
         cell,
         clients: a.clients,
         quick: a.quick,
-        path,
+        path: a.path.clone(),
     })
 }
 
@@ -252,6 +246,7 @@ fn cluster_config(a: &ClusterArgs) -> anyhow::Result<ClusterConfig> {
         return Err(usage("--redis-timeout must be positive, e.g. 5ms"));
     }
     cfg.redis_timeout = a.redis_timeout;
+    cfg.path.clone_from(&a.path);
     cfg.validate().map_err(usage)?;
     Ok(cfg)
 }

@@ -239,6 +239,7 @@ pub fn run(a: &PeersArgs) -> anyhow::Result<ExitCode> {
         }
         PeerConf::Haproxy(h) => {
             let c = HaproxyConf {
+                bind: std::net::Ipv4Addr::LOCALHOST.into(),
                 port: h.port,
                 balance: h.balance.clone(),
                 stick_session_ids: h.stick_session_ids,

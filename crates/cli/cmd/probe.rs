@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use tlslab_experiment::probe_path::PathServer;
 use tlslab_probe::{ProbeConfig, Schedule, Store};
 
 use crate::args::probe::{
@@ -11,11 +12,19 @@ use crate::args::probe::{
 };
 use crate::usage::usage;
 
-fn probe_config(a: &ProbeTlsArgs) -> anyhow::Result<ProbeConfig> {
+/// The probe's TLS settings; `roots`: trust these (an embedded server's
+/// CA) rather than `--cacert`/`--insecure`/the webpki roots.
+fn probe_config(
+    a: &ProbeTlsArgs,
+    roots: Option<&rustls::RootCertStore>,
+) -> anyhow::Result<ProbeConfig> {
     use tlslab_load::LoadConfig;
     let mut cfg = LoadConfig::new(Vec::new());
     cfg.versions = tlslab_crypto::provider::parse_versions(&a.tls).map_err(usage)?;
-    cfg.trust = crate::cmd::load::trust(a.cacert.as_ref(), a.insecure)?;
+    cfg.trust = match roots {
+        Some(r) => tlslab_load::Trust::Roots(r.clone()),
+        None => crate::cmd::load::trust(a.cacert.as_ref(), a.insecure)?,
+    };
     if a.insecure {
         eprintln!(
             "tlslab: WARNING: --insecure: server certificates are NOT verified; \
@@ -75,34 +84,99 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// With `--path` the probe has one target, the embedded server: URLs and
+/// the flags about whom to trust are usage errors, and so is a PostgreSQL
+/// `--db`, which the path's client namespace cannot reach.
+fn check_path_alone(a: &ProbeRunArgs) -> anyhow::Result<()> {
+    if !a.urls.is_empty() || a.targets.is_some() {
+        return Err(usage(
+            "--path probes tlslab's embedded server on the path's server end, not URLs; to probe \
+             another server across a path, run both under `tlslab path`, e.g. tlslab path \
+             --delay 25ms --ready-port 8443 -- SERVER ::: tlslab probe \
+             https://10.201.0.1:8443/ --rounds 10",
+        ));
+    }
+    for (given, flag) in [
+        (a.tls.cacert.is_some(), "--cacert"),
+        (a.tls.insecure, "--insecure"),
+        (a.tls.sni.is_some(), "--sni"),
+    ] {
+        if given {
+            return Err(usage(format!(
+                "{flag} does not go with --path: the probe trusts the embedded server's own CA \
+                 and sends its address as the name"
+            )));
+        }
+    }
+    if tlslab_probe::postgres::is_url(&a.db) {
+        return Err(usage(
+            "--path needs a SQLite --db: the probe runs in the path's client namespace, which \
+             reaches nothing outside the path (a postgres:// server included)",
+        ));
+    }
+    Ok(())
+}
+
 fn rounds(a: &ProbeRunArgs) -> anyhow::Result<ExitCode> {
-    let targets = targets(a)?;
+    let targets = match a.path {
+        Some(_) => check_path_alone(a).map(|()| Vec::new())?,
+        None => targets(a)?,
+    };
     if a.interval.is_zero() {
         return Err(usage("--interval must be more than 0"));
     }
     if a.rounds == Some(0) {
         return Err(usage("--rounds must be at least 1"));
     }
-    let cfg = probe_config(&a.tls)?;
+    // Checks the flags before the path starts (a usage error does no work).
+    let cfg = probe_config(&a.tls, None)?;
     check_db(&a.db)?;
+    // Without the privilege a path needs, say so before creating the database.
+    if a.path.is_some() && !tlslab_path::privileged() {
+        return Err(tlslab_path::Error::NotPermitted.into());
+    }
     let mut store = tlslab_probe::open_store(&a.db, true)?;
     let schedule = Schedule {
         interval: a.interval,
         jitter: a.jitter,
         rounds: a.rounds,
     };
+    let Some(spec) = &a.path else {
+        return probe_rounds(&cfg, &targets, &schedule, &mut store, &a.db);
+    };
+    let served = PathServer::start(spec, tlslab_crypto::pki::KeyType::EcdsaP256)
+        .context("starting the path and its embedded server")?;
+    eprintln!("tlslab probe: {}", served.describe());
+    let cfg = probe_config(&a.tls, Some(served.roots()))?;
+    let targets = [served.url()];
+    // The probe's runtime is built on the client's end: its sockets live
+    // in the path's client namespace.
+    let code = served.on_client(|| probe_rounds(&cfg, &targets, &schedule, &mut store, &a.db));
+    let report = served.stop().context("stopping the path")?;
+    let code = code?;
+    println!("{report}");
+    Ok(code)
+}
+
+/// Rounds of `targets` into `store` (`db` names it) until `schedule` ends.
+fn probe_rounds(
+    cfg: &ProbeConfig,
+    targets: &[String],
+    schedule: &Schedule,
+    store: &mut impl Store,
+    db: &str,
+) -> anyhow::Result<ExitCode> {
     eprintln!(
-        "tlslab probe: {} target(s) every {} into {}",
+        "tlslab probe: {} target(s) every {} into {db}",
         targets.len(),
-        humantime::format_duration(a.interval),
-        a.db
+        humantime::format_duration(schedule.interval),
     );
     let n = runtime()?
         .block_on(tlslab_probe::run(
-            &cfg,
-            &targets,
-            &schedule,
-            &mut store,
+            cfg,
+            targets,
+            schedule,
+            store,
             |id, samples| {
                 let errors = samples.iter().filter(|s| s.error_kind.is_some()).count();
                 println!(
@@ -144,7 +218,7 @@ fn rounds(a: &ProbeRunArgs) -> anyhow::Result<ExitCode> {
             }
             e => e.into(),
         })?;
-    eprintln!("tlslab probe: {n} round(s) committed to {}", a.db);
+    eprintln!("tlslab probe: {n} round(s) committed to {db}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -230,7 +304,7 @@ fn exporter(a: &ProbeExporterArgs) -> anyhow::Result<ExitCode> {
         max_connections: a.max_connections,
         request_timeout: a.request_timeout,
     };
-    let cfg = probe_config(&a.tls)?;
+    let cfg = probe_config(&a.tls, None)?;
     let rt = runtime()?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(a.listen)

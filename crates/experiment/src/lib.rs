@@ -7,7 +7,9 @@
 //! 001's no-op-and-Amdahl cost table; and [`overload`], seed 002's
 //! collapse under overload and session-aware admission control; and
 //! [`cluster`], seed 000's cluster experiment (Fig. 9): session-aware
-//! dispatch against blind dispatch and shared session state.
+//! dispatch against blind dispatch and shared session state; and
+//! [`probe_path`], the embedded server on a packet-level path's server end
+//! that `tlslab probe --path` probes.
 //!
 //! [`study`] is `tlslab experiment`: a declared TOML matrix, or a built-in
 //! study per seed paper (`seed000-reuse`, `seed001-breakdown`,
@@ -28,6 +30,7 @@ pub mod nginx;
 pub mod overload;
 pub mod pin;
 pub mod plan_check;
+pub mod probe_path;
 mod rig;
 pub mod study;
 

@@ -56,12 +56,15 @@ pub(crate) fn on_client<T: Send>(
     on_end(path, PathHandle::enter_client, "client", f)
 }
 
-fn on_end<T: Send>(
+/// Runs `f` on a thread that `enter` moved to one end of `path` (`end`
+/// names it in the error of a panic), or here without a path; for any
+/// error type a path's error converts into.
+pub(crate) fn on_end<T: Send, E: Send + From<tlslab_path::Error>>(
     path: Option<&PathHandle>,
     enter: fn(&PathHandle) -> Result<(), tlslab_path::Error>,
     end: &str,
-    f: impl FnOnce() -> Result<T, Error> + Send,
-) -> Result<T, Error> {
+    f: impl FnOnce() -> Result<T, E> + Send,
+) -> Result<T, E> {
     let Some(h) = path else {
         return f();
     };
@@ -71,7 +74,9 @@ fn on_end<T: Send>(
             f()
         })
         .join()
-        .unwrap_or_else(|_| Err(Error::Cluster(format!("the path's {end} thread panicked"))))
+        .unwrap_or_else(|_| {
+            Err(tlslab_path::Error::Setup(format!("the path's {end} thread panicked")).into())
+        })
     })
 }
 

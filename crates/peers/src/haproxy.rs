@@ -2,7 +2,7 @@
 //! stick-table recipe on the TLS 1.2 session ID (issue 10).
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -10,10 +10,13 @@ use std::time::Duration;
 use crate::error::{Error, write};
 use crate::proc::{Proc, start_on_free_port};
 
-/// A haproxy.cfg: one `listen` section on 127.0.0.1.
+/// A haproxy.cfg: one `listen` section on `bind:port`.
 #[derive(Clone, Debug)]
 pub struct HaproxyConf {
-    /// The port on 127.0.0.1.
+    /// The address to listen on: 127.0.0.1, or an address that exists
+    /// only inside a network namespace (a `tlslab path` server end).
+    pub bind: IpAddr,
+    /// The port on `bind`.
     pub port: u16,
     /// `balance` (roundrobin, leastconn, random, source).
     pub balance: String,
@@ -26,7 +29,7 @@ pub struct HaproxyConf {
 impl HaproxyConf {
     /// The listen address.
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
+        SocketAddr::new(self.bind, self.port)
     }
 
     /// The haproxy.cfg text.
@@ -42,8 +45,8 @@ impl HaproxyConf {
              \x20   timeout client 30s\n\
              \x20   timeout server 30s\n\
              listen tls\n\
-             \x20   bind 127.0.0.1:{}\n",
-            self.port
+             \x20   bind {}\n",
+            self.addr()
         );
         if self.stick_session_ids {
             c.push_str(
@@ -95,6 +98,7 @@ mod tests {
     #[test]
     fn the_session_recipe_sticks_on_the_session_id() {
         let mut c = HaproxyConf {
+            bind: IpAddr::from([127, 0, 0, 1]),
             port: 9000,
             balance: "roundrobin".into(),
             stick_session_ids: true,

@@ -5,7 +5,7 @@
 //! It imports nothing else of the cluster experiment: what a peer needs
 //! is passed in.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use tlslab_crypto::provider::Version;
@@ -147,9 +147,10 @@ impl Nginx {
     }
 }
 
-/// The HAProxy configuration of a policy: TCP mode; for `session`, the
-/// stick-table recipe on the TLS 1.2 session ID (issue 10).
-fn haproxy_conf(port: u16, policy: Policy, nodes: &[SocketAddr]) -> HaproxyConf {
+/// The HAProxy configuration of a policy, listening on `bind`: TCP mode;
+/// for `session`, the stick-table recipe on the TLS 1.2 session ID (issue
+/// 10).
+fn haproxy_conf(bind: IpAddr, port: u16, policy: Policy, nodes: &[SocketAddr]) -> HaproxyConf {
     let balance = match policy {
         Policy::RoundRobin | Policy::Session => "roundrobin",
         Policy::LeastConn => "leastconn",
@@ -157,6 +158,7 @@ fn haproxy_conf(port: u16, policy: Policy, nodes: &[SocketAddr]) -> HaproxyConf 
         Policy::SourceIp => "source",
     };
     HaproxyConf {
+        bind,
         port,
         balance: balance.into(),
         stick_session_ids: policy == Policy::Session,
@@ -165,16 +167,19 @@ fn haproxy_conf(port: u16, policy: Policy, nodes: &[SocketAddr]) -> HaproxyConf 
 }
 
 /// Starts `haproxy` (TCP mode, `policy`, the `backends`) with its
-/// configuration in `dir`, on a free port.
+/// configuration in `dir`, on a free port of `bind`.
 pub(super) fn start_haproxy(
     bin: &Path,
     dir: &Path,
+    bind: IpAddr,
     policy: Policy,
     backends: &[SocketAddr],
     cpus: &[usize],
 ) -> Result<(Proc, SocketAddr), Error> {
-    haproxy::start(bin, dir, cpus, |port| haproxy_conf(port, policy, backends))
-        .map_err(|e| Error::Cluster(format!("haproxy did not start: {e}")))
+    haproxy::start(bin, dir, cpus, |port| {
+        haproxy_conf(bind, port, policy, backends)
+    })
+    .map_err(|e| Error::Cluster(format!("haproxy did not start: {e}")))
 }
 
 #[cfg(test)]
@@ -183,11 +188,15 @@ mod tests {
 
     #[test]
     fn haproxy_session_policy_uses_the_stick_recipe() {
-        let c = haproxy_conf(1234, Policy::Session, &[]).render();
+        let lo = IpAddr::from([127, 0, 0, 1]);
+        let c = haproxy_conf(lo, 1234, Policy::Session, &[]).render();
         assert!(c.contains("stick on req.payload_lv(43,1) if clienthello"));
         assert!(c.contains("stick store-response res.payload_lv(43,1) if serverhello"));
         assert!(c.contains("bind 127.0.0.1:1234"));
-        let c = haproxy_conf(1234, Policy::RoundRobin, &[]).render();
+        let c = haproxy_conf(lo, 1234, Policy::RoundRobin, &[]).render();
+        assert!(!c.contains("stick"));
+        let c = haproxy_conf(IpAddr::from([10, 201, 0, 1]), 1234, Policy::RoundRobin, &[]).render();
+        assert!(c.contains("bind 10.201.0.1:1234"), "{c}");
         assert!(!c.contains("stick"));
     }
 }

@@ -177,6 +177,11 @@ pub struct ClusterConfig {
     pub redis_timeout: Duration,
     /// Whether this is the short run (recorded in the report).
     pub quick: bool,
+    /// Run every cell across a packet-level WAN path (`tlslab path`):
+    /// dispatcher, nodes and redis-server in its server namespace, the
+    /// load in its client namespace, so only the client ↔ dispatcher
+    /// traffic crosses it. Needs root.
+    pub path: Option<tlslab_path::PathConfig>,
 }
 
 impl ClusterConfig {
@@ -199,6 +204,7 @@ impl ClusterConfig {
             body_bytes: 1024,
             redis_timeout: Duration::from_millis(5),
             quick: false,
+            path: None,
         }
     }
 

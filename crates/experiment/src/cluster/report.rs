@@ -31,6 +31,11 @@ pub struct ClusterCell {
     pub errors: u64,
     /// Requests per second (client-observed).
     pub throughput_rps: f64,
+    /// Median TCP connect to the dispatcher, µs (client-observed).
+    pub connect_p50_us: Option<u64>,
+    /// Median request latency, µs (client-observed; one request per
+    /// connection, so connect, handshake and GET).
+    pub latency_p50_us: Option<u64>,
     /// The nodes' CPU time summed over the nodes ÷ the requests they
     /// served, µs (server-observed).
     pub cluster_cpu_us_per_request: f64,
@@ -148,6 +153,9 @@ pub struct ClusterReport {
     pub skipped: Vec<Skipped>,
     /// The issue 10 and 11 targets, checked.
     pub targets: Vec<TargetCheck>,
+    /// With `--path`: the path's conditions and its forwarder's counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wan_path: Option<tlslab_path::PathReport>,
 }
 
 pub(super) const METHOD: &str = "one connection per request, closed loop; every figure over the cell's load \
@@ -278,9 +286,9 @@ impl ClusterReport {
         let _ = writeln!(o);
         let mut rows = vec![
             header(
-                "mechanism|arm|reuse|req/s|cpu µs/req|resumed|routing|nodes|client|disp µs|errors",
+                "mechanism|arm|reuse|req/s|p50 ms|cpu µs/req|resumed|routing|nodes|client|disp µs|errors",
             ),
-            header("||%|(client)|(server)|(server)|eff.|busy|busy|/conn|"),
+            header("||%|(client)|(client)|(server)|(server)|eff.|busy|busy|/conn|"),
         ];
         rows.extend(self.cells.iter().map(|c| {
             vec![
@@ -288,6 +296,8 @@ impl ClusterReport {
                 c.arm.clone(),
                 format!("{:.0}", c.reuse_requested * 100.0),
                 format!("{:.0}", c.throughput_rps),
+                c.latency_p50_us
+                    .map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3)),
                 format!("{:.1}", c.cluster_cpu_us_per_request),
                 format!("{:.1}%", c.resumption_achieved * 100.0),
                 c.routing_efficiency.map_or("-".into(), |e| {
@@ -308,7 +318,7 @@ impl ClusterReport {
                 c.errors.to_string(),
             ]
         }));
-        let widths = [-13, -31, 5, 8, 9, 8, 8, 7, 7, 7, 6];
+        let widths = [-13, -31, 5, 8, 8, 9, 8, 8, 7, 7, 7, 6];
         o.push_str(&columns("", &widths, &rows));
         let _ = writeln!(
             o,
@@ -344,6 +354,14 @@ impl ClusterReport {
         }
         for s in &self.skipped {
             let _ = writeln!(o, "skipped: {} {}: {}", s.mechanism.name(), s.arm, s.reason);
+        }
+        if let Some(p) = &self.wan_path {
+            let _ = writeln!(
+                o,
+                "\nAcross a packet-level WAN path (tlslab path) between the load and the \
+                 dispatcher: req/s and p50 are bounded by the round trips (connect, handshake, \
+                 GET); CPU per request still measures the nodes.\n{p}"
+            );
         }
         o.push_str(&self.render_fig9());
         let _ = writeln!(o);
@@ -495,6 +513,8 @@ mod tests {
             requests: 1,
             errors: 0,
             throughput_rps: 1.0,
+            connect_p50_us: None,
+            latency_p50_us: None,
             cluster_cpu_us_per_request: cpu,
             nodes_busy: 1.0,
             node_cpu_s: vec![],

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tlslab_crypto::provider::Algorithms;
 use tlslab_dispatch::Policy;
+use tlslab_path::PathHandle;
 use tlslab_report::LoadReport;
 use tlslab_server::{Content, RemoteCache, Server, TicketKeys};
 
@@ -22,7 +23,7 @@ use super::report::{
 };
 use crate::Error;
 use crate::pin::Placement;
-use crate::rig::{Reading, Rig};
+use crate::rig::{self, Reading, Rig};
 
 #[derive(Clone, Copy, Debug, Default)]
 struct NodeCounters {
@@ -102,6 +103,9 @@ struct Env {
     body_bytes: usize,
     redis_timeout: Duration,
     groups: Option<Vec<String>>,
+    /// The path's ends (`--path`): every part here runs on its server
+    /// end, the load on its client end.
+    path: Option<PathHandle>,
 }
 
 fn random_key() -> Result<Vec<u8>, Error> {
@@ -192,7 +196,11 @@ fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf, prefix: &str) -> R
 }
 
 impl Env {
-    fn setup(cfg: &ClusterConfig, needs_redis: bool) -> Result<Env, Error> {
+    fn setup(
+        cfg: &ClusterConfig,
+        needs_redis: bool,
+        path: Option<&PathHandle>,
+    ) -> Result<Env, Error> {
         let placement = ClusterPlacement::plan();
         let nginx = match cfg.node_kind {
             NodeKind::Nginx => Some(nodes::need_tool("nginx", "--nodes nginx")?),
@@ -211,9 +219,12 @@ impl Env {
             .prefix("tlslab-cluster-")
             .tempdir()
             .map_err(|e| Error::Cluster(format!("cannot create a temporary directory: {e}")))?;
+        // On a path the load reaches the nodes (through the dispatcher)
+        // by the server namespace's address, which the certificate names.
+        let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
         let rig = Rig::generate(
             cfg.key,
-            &[],
+            &sans,
             Placement {
                 server: placement.nodes.clone(),
                 client: placement.load.clone(),
@@ -248,6 +259,7 @@ impl Env {
             body_bytes: cfg.body_bytes,
             redis_timeout: cfg.redis_timeout,
             groups: cfg.groups.clone(),
+            path: path.cloned(),
         })
     }
 }
@@ -304,7 +316,7 @@ impl Dispatch {
                     })
                     .collect();
                 let cfg = tlslab_dispatch::Config {
-                    listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    listen: rig::server_bind(env.path.as_ref()),
                     backends,
                     policy,
                     session_timeout: Duration::from_secs(300),
@@ -345,6 +357,7 @@ impl Dispatch {
                 let (proc, addr) = nodes::start_haproxy(
                     bin,
                     env.dir.path(),
+                    rig::server_bind(env.path.as_ref()).ip(),
                     policy,
                     &backends,
                     &env.placement.dispatcher,
@@ -413,8 +426,60 @@ fn metric(text: &str, name: &str) -> Option<f64> {
 }
 
 /// Runs the experiment. `progress` receives one line per cell as it ends.
+///
+/// With `cfg.path`, the whole run but the load happens on a thread in the
+/// path's server namespace (the nodes, the dispatcher and redis-server,
+/// embedded or started as processes from there, live in it and talk over
+/// its loopback), each cell's load on a thread in its client namespace;
+/// the report carries the path's counters (`wan_path`).
 pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<ClusterReport, Error> {
     cfg.validate()?;
+    let Some(spec) = &cfg.path else {
+        return run_on(cfg, None, &mut progress);
+    };
+    let path = tlslab_path::Path::start(spec)?;
+    let h = path.handle();
+    progress(&format!(
+        "tlslab cluster: across a packet-level path (dispatcher, nodes and redis-server {} in {}, \
+         load {} in {}): up {}; down {}",
+        h.server_ip(),
+        h.server_netns(),
+        h.client_ip(),
+        h.client_netns(),
+        spec.up,
+        spec.down
+    ));
+    // Progress lines come back over a channel, so `progress` stays here.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let report = std::thread::scope(|s| {
+        let h = &h;
+        let worker = s.spawn(move || {
+            rig::on_server(Some(h), move || {
+                run_on(cfg, Some(h), &mut |l: &str| {
+                    let _ = tx.send(l.to_string());
+                })
+            })
+        });
+        for line in rx {
+            progress(&line);
+        }
+        worker
+            .join()
+            .unwrap_or_else(|_| Err(Error::Cluster("the cluster's run thread panicked".into())))
+    });
+    let wan_path = path.stop()?;
+    let mut report = report?;
+    report.wan_path = Some(wan_path);
+    Ok(report)
+}
+
+/// [`run`] here (its thread's namespace), with `path`'s ends for the
+/// dispatcher's address and the load.
+fn run_on(
+    cfg: &ClusterConfig,
+    path: Option<&PathHandle>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<ClusterReport, Error> {
     let arms = arms(cfg);
     // The arms each mechanism really runs, and the ones it cannot.
     let mut skipped = Vec::new();
@@ -436,7 +501,7 @@ pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<Cluste
     let needs_redis = plan
         .iter()
         .any(|(_, a)| a.iter().any(|a| a.sharing == Sharing::RedisCache));
-    let env = Env::setup(cfg, needs_redis)?;
+    let env = Env::setup(cfg, needs_redis, path)?;
     let mut peers = BTreeMap::new();
     if let Some(b) = &env.nginx {
         peers.insert("nginx".into(), nodes::tool_version(b, &["-v"]));
@@ -508,6 +573,7 @@ pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<Cluste
         cells,
         skipped,
         targets,
+        wan_path: None,
     })
 }
 
@@ -555,7 +621,8 @@ fn measure(
     label: &str,
 ) -> Result<ClusterCell, Error> {
     let url = format!(
-        "https://localhost:{}/bytes/{}",
+        "https://{}:{}/bytes/{}",
+        rig::server_host(env.path.as_ref()),
         dispatch.addr().port(),
         cfg.body_bytes
     );
@@ -571,7 +638,9 @@ fn measure(
     let before: Vec<NodeCounters> = nodes.iter().map(Node::counters).collect();
     let d_before = dispatch.counters();
     let r_before = redis_cpu();
-    let report: LoadReport = tlslab_load::run(&load)?;
+    // On a path the load runs on its client end: only the client ↔
+    // dispatcher traffic crosses it.
+    let report: LoadReport = rig::on_client(env.path.as_ref(), || Ok(tlslab_load::run(&load)?))?;
     if cfg.node_kind == NodeKind::Nginx {
         // nginx writes a request's log line as it completes it: let the
         // last ones land.
@@ -640,6 +709,8 @@ fn measure(
         requests: report.requests.completed,
         errors: report.requests.errors,
         throughput_rps: report.throughput.requests_per_s,
+        connect_p50_us: report.latency.connect.p50_us,
+        latency_p50_us: report.latency.total.p50_us,
         cluster_cpu_us_per_request: cpu_ns as f64 / 1e3 / served as f64,
         nodes_busy: cpu_ns as f64 / 1e9 / window,
         node_cpu_s: diff.iter().map(|d| d.cpu_ns as f64 / 1e9).collect(),
