@@ -185,19 +185,26 @@ impl LoadRig {
                 }
                 let c = self.run(p, repeat)?;
                 s.push(c)?;
-                if !self.paths.is_empty() {
+                let paths = self.take_path_reports();
+                if !paths.is_empty() {
                     let engine = s
                         .doc
                         .engine_report
                         .get_or_insert_with(|| serde_json::json!({ "path": {} }));
                     if let Some(m) = engine.get_mut("path").and_then(|m| m.as_object_mut()) {
-                        m.extend(self.paths.drain(..));
+                        m.extend(paths);
                     }
                     s.save()?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The packet-path reports of the cells run since the last call: (cell
+    /// id, `{"packet_path": PathReport, "byte_check": ByteCheck}`).
+    pub fn take_path_reports(&mut self) -> Vec<(String, serde_json::Value)> {
+        std::mem::take(&mut self.paths)
     }
 
     /// Stops the servers.

@@ -136,6 +136,24 @@ pub(super) fn plan(quick: bool, kinds: &[PathKind]) -> Vec<CellSpec> {
     out
 }
 
+/// What to trust the sweep's round-trip cells over `kind` for.
+pub(super) fn trust_note(kind: PathKind) -> &'static str {
+    match kind {
+        PathKind::Relay => {
+            "post-quantum round-trip cells with path = relay crossed tlslab relay (no root, TCP \
+             only, each flight delayed by the RTT): trust them for the handshake's flight \
+             delays; their TCP connect is local and they show no slow start, so a chain past \
+             the initial window costs no extra round trip there"
+        }
+        PathKind::Packet => {
+            "post-quantum round-trip cells with path = packet crossed tlslab path (root; the \
+             kernel's own TCP between two network namespaces, Reno, initial window 10): trust \
+             them for the connect, slow start's extra round trip and the bytes on the wire \
+             (each cell's forwarder report and byte check are in engine_report.path)"
+        }
+    }
+}
+
 /// The cell's path kind (`relay` in documents from before `--path`).
 pub(super) fn kind_of(c: &Cell) -> &str {
     c.factors.get("path").map_or("relay", String::as_str)

@@ -15,7 +15,7 @@ use tlslab_report::study::{Cell, Comparison, Curve, StudyResults, fmt_level};
 
 use super::load_cell::LoadRig;
 use super::matrix::{CellSpec, point_name};
-use super::rtt_path::PathKind;
+use super::rtt_path::{PathChoice, PathKind};
 use super::session::{Builtin, Session, StudyError, compare, one, ratio};
 
 /// `seed004-handshake`.
@@ -172,6 +172,12 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         p.utils,
         s.placement.describe()
     ));
+    for &k in s.wan.kinds() {
+        let note = super::pq::trust_note(k);
+        if !s.doc.notes.iter().any(|n| n == note) {
+            s.doc.notes.push(note.to_string());
+        }
+    }
     let mut rig = LoadRig::new(s.placement.clone());
     let r = run_cells(s, &p, &mut rig);
     rig.shutdown();
@@ -215,10 +221,14 @@ fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyEr
     rig.run_cells(s, &open, p.repeats)?;
     s.say(&format!(
         "seed004-handshake: the post-quantum sweep, {} cells x {} repeat(s) (chains, \
-         compression, groups; TTFB over the {} path at {:?} ms RTT)",
+         compression, groups; TTFB over {} at {:?} ms RTT)",
         p.pq.len(),
         p.pq_repeats,
-        s.wan.name(),
+        match s.wan {
+            PathChoice::Relay => "tlslab relay",
+            PathChoice::Packet => "the packet-level path",
+            PathChoice::Both => "tlslab relay and the packet-level path",
+        },
         super::pq::RTTS_MS
     ));
     rig.run_cells(s, &p.pq, p.pq_repeats)
