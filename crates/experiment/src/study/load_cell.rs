@@ -95,7 +95,9 @@ impl LoadRig {
         let h = h.as_ref();
         let placement = self.placement.clone();
         let emb = rig::on_server(h, move || {
-            let sans: Vec<String> = h.map(|h| vec![h.server_ip().to_string()]).unwrap_or_default();
+            let sans: Vec<String> = h
+                .map(|h| vec![h.server_ip().to_string()])
+                .unwrap_or_default();
             let generated = pki::generate_chain(spec.key, spec.intermediate, &sans)?;
             let rig = Rig::new(generated, placement)?;
             let mut serve = rig.server(Content::Specweb96);
@@ -124,11 +126,14 @@ impl LoadRig {
             let bytes = |k: &tlslab_report::HandshakeKindSummary| {
                 k.count as f64 * (k.bytes_out_mean.unwrap_or(0.0) + k.bytes_in_mean.unwrap_or(0.0))
             };
-            let check = m
-                .report
-                .socket
-                .as_ref()
-                .map(|sock| ByteCheck::new(&report, sock, timestamps, bytes(&hs.full) + bytes(&hs.resumed)));
+            let check = m.report.socket.as_ref().map(|sock| {
+                ByteCheck::new(
+                    &report,
+                    sock,
+                    timestamps,
+                    bytes(&hs.full) + bytes(&hs.resumed),
+                )
+            });
             self.paths.push((
                 id.clone(),
                 serde_json::json!({ "packet_path": report, "byte_check": check }),
@@ -138,7 +143,14 @@ impl LoadRig {
     }
 
     /// The document's cell of a measured run.
-    fn cell(&self, spec: &CellSpec, repeat: u32, id: String, started: u64, m: &rig::Measured) -> Cell {
+    fn cell(
+        &self,
+        spec: &CellSpec,
+        repeat: u32,
+        id: String,
+        started: u64,
+        m: &rig::Measured,
+    ) -> Cell {
         let mut metrics = CellMetrics::from_load(&m.report);
         metrics.server_cpu_us_per_request = m.server_cpu_us_per_request;
         metrics.server_busy = m.server_busy;
@@ -311,7 +323,11 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
         load.push_str(&format!(" --mss {m}"));
     }
     if let Some(n) = spec.requests {
-        load = load.replacen(&format!(" -d {}", flag_duration(spec.cell)), &format!(" -n {n}"), 1);
+        load = load.replacen(
+            &format!(" -d {}", flag_duration(spec.cell)),
+            &format!(" -n {n}"),
+            1,
+        );
     }
     if let (Some(rtt), PathKind::Packet) = (spec.rtt, spec.wan) {
         // Across the packet path: the server listens on its address there.

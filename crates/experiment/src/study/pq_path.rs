@@ -127,7 +127,11 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
                     w.timed_extra + 1.0
                 )),
                 iw * seg,
-                if at_window { "matches" } else { "does NOT match" },
+                if at_window {
+                    "matches"
+                } else {
+                    "does NOT match"
+                },
                 f.len()
             ),
             cells,

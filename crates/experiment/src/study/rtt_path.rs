@@ -312,8 +312,7 @@ impl ByteCheck {
 
 /// Whether TCP timestamps are on in the calling thread's namespace.
 pub(super) fn timestamps_on() -> bool {
-    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_timestamps")
-        .map_or(true, |s| s.trim() != "0")
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_timestamps").map_or(true, |s| s.trim() != "0")
 }
 
 #[cfg(test)]
@@ -331,7 +330,10 @@ mod tests {
             [PathKind::Relay, PathKind::Packet]
         );
         let e = "netem".parse::<PathChoice>().unwrap_err();
-        assert!(e.contains("relay") && e.contains("packet") && e.contains("both"), "{e}");
+        assert!(
+            e.contains("relay") && e.contains("packet") && e.contains("both"),
+            "{e}"
+        );
         assert!(PathChoice::Relay.check().is_ok());
         if !tlslab_path::privileged() {
             let e = PathChoice::Both.check().unwrap_err();
@@ -386,12 +388,7 @@ mod tests {
         assert_eq!(c.worst_pct(), 0.0);
         assert!(c.within_1pct());
         // Twenty bytes the client never counted: 1.27 % up.
-        let c = ByteCheck::new(
-            &report((5, up.1 + 20), down),
-            &socket,
-            true,
-            4000.0,
-        );
+        let c = ByteCheck::new(&report((5, up.1 + 20), down), &socket, true, 4000.0);
         assert!((c.diff_up_pct - 20.0 / 1580.0 * 100.0).abs() < 1e-9);
         assert!(!c.within_1pct());
         // Without timestamps: 40-byte headers, SYNs 12 bytes more.

@@ -23,7 +23,7 @@ pub const TABLE2: Builtin = Builtin {
     name: "seed003-table2",
     title: "Table 2: median TCP connect, full and cached handshake, GET, and the savings of caching, against RTT",
     seed: "seed 003, Table 2",
-    engine: "probe+relay|path",
+    engine: "probe+relay",
     landed: true,
     duration: "quick ~15 s, full ~2 min",
     not_landed: "",
@@ -233,8 +233,9 @@ fn run_cells(
                     let h = h.as_ref();
                     let placement = s.placement.clone();
                     let server = rig::on_server(h, move || {
-                        let sans: Vec<String> =
-                            h.map(|h| vec![h.server_ip().to_string()]).unwrap_or_default();
+                        let sans: Vec<String> = h
+                            .map(|h| vec![h.server_ip().to_string()])
+                            .unwrap_or_default();
                         let rig = Rig::generate(KeyType::Rsa2048, &sans, placement)?;
                         let mut c = rig.server(Content::Specweb96);
                         c.https = Some(rig::server_bind(h));
@@ -338,7 +339,11 @@ fn cell(
 ) -> Result<Cell, StudyError> {
     let report = tlslab_probe::report::build(samples, None, None);
     let errors = samples.iter().filter(|x| x.error.is_some()).count() as u64;
-    let Some(t) = report.targets.first().filter(|t| t.table2.ssl_new_ms.is_some()) else {
+    let Some(t) = report
+        .targets
+        .first()
+        .filter(|t| t.table2.ssl_new_ms.is_some())
+    else {
         return Err(StudyError::Run(crate::Error::EmptyCell {
             cell: id.to_string(),
             errors: format!(

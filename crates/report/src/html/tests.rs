@@ -377,7 +377,12 @@ fn the_pq_sweep_charts_relay_and_packet_side_by_side() {
         .iter()
         .filter(|c| c.title.starts_with("Time to first byte"))
         .collect();
-    assert_eq!(ttfb.len(), 2, "{:?}", ttfb.iter().map(|c| &c.title).collect::<Vec<_>>());
+    assert_eq!(
+        ttfb.len(),
+        2,
+        "{:?}",
+        ttfb.iter().map(|c| &c.title).collect::<Vec<_>>()
+    );
     assert!(ttfb[0].title.ends_with("relay") && ttfb[1].title.ends_with("packet-level path"));
     assert!(ttfb[0].caption.contains("Trust") && ttfb[1].caption.contains("Trust"));
     let relay_points = ttfb[0]
