@@ -70,7 +70,7 @@ pub(super) fn flights(doc: &StudyResults) -> Vec<Flight> {
 /// timed with one (an extra round trip is timed when the handshake took
 /// more than 1.5 RTTs).
 pub(super) fn threshold(f: &[Flight]) -> (Option<&Flight>, Option<&Flight>) {
-    let within = f.iter().filter(|x| x.timed_extra < 0.5).last();
+    let within = f.iter().rfind(|x| x.timed_extra < 0.5);
     let beyond = f.iter().find(|x| x.timed_extra >= 0.5);
     (within, beyond)
 }

@@ -143,7 +143,7 @@ pub(super) enum Stopped {
     /// The relay's counters.
     Relay(tlslab_relay::RelayStats),
     /// The forwarder's report.
-    Packet(PathReport),
+    Packet(Box<PathReport>),
 }
 
 fn failed(cell: &str, what: String) -> StudyError {
@@ -207,7 +207,9 @@ impl RttPath {
     pub(super) fn stop(self) -> Result<Stopped, StudyError> {
         match self {
             RttPath::Relay(r) => Ok(Stopped::Relay(r.stop())),
-            RttPath::Packet(p) => Ok(Stopped::Packet(p.stop().map_err(crate::Error::from)?)),
+            RttPath::Packet(p) => Ok(Stopped::Packet(Box::new(
+                p.stop().map_err(crate::Error::from)?,
+            ))),
         }
     }
 }
