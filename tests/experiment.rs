@@ -94,6 +94,43 @@ fn unknown_studies_and_bad_matrix_files_exit_2_naming_the_problem() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--insecure-ablation"));
 }
 
+#[test]
+fn the_path_option_is_checked_before_any_work() {
+    let tmp = common::tempdir();
+    let out_dir = tmp.path().join("never");
+    let run = |args: &[&str]| {
+        let mut full = vec!["experiment", "run"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["--out", out_dir.to_str().unwrap()]);
+        let out = run_tlslab(&full, Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+        assert!(!out_dir.exists(), "{}", show(&out));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&["seed003-table2", "--quick", "--path", "netem"]);
+    assert!(
+        err.contains("relay") && err.contains("packet") && err.contains("both"),
+        "{err}"
+    );
+    let err = run(&["seed000-reuse", "--quick", "--path", "both"]);
+    assert!(
+        err.contains("no round-trip cells") && err.contains("seed003-table2"),
+        "{err}"
+    );
+    let m = tmp.path().join("m.toml");
+    std::fs::write(&m, MATRIX).unwrap();
+    let err = run(&["--config", m.to_str().unwrap(), "--path", "packet"]);
+    assert!(err.contains("--path is for the built-in studies"), "{err}");
+    // Without privilege the packet path is refused, naming both fixes.
+    if !tlslab_path::privileged() {
+        let err = run(&["seed004-handshake", "--quick", "--path", "packet"]);
+        assert!(
+            err.contains("root") && err.contains("--path relay"),
+            "{err}"
+        );
+    }
+}
+
 const MATRIX: &str = r#"
 name = "resume-test"
 engine = "load"

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use tlslab_crypto::pki::KeyType;
 use tlslab_experiment::cluster::{DispatcherKind, Mechanism, NodeKind, Sharing};
+use tlslab_experiment::study::PathChoice;
 
 use crate::parse::{parse_duration, parse_key_type, parse_path_spec};
 
@@ -382,4 +383,16 @@ pub struct RunArgs {
     /// No progress bar (it is drawn only when stderr is a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
+
+    /// The path the round-trip cells of seed003-table2 and seed004-handshake cross: relay
+    /// (`tlslab relay` on loopback: no root, TCP only, delays each flight; its TCP connect is
+    /// local and it shows no slow start), packet (`tlslab path`: root or CAP_NET_ADMIN; the
+    /// kernel's own TCP with a real connect, slow start and loss recovery), or both (each cell
+    /// over each, side by side in the results).
+    #[arg(long, value_name = "relay|packet|both", default_value = "relay", value_parser = parse_path_choice)]
+    pub path: PathChoice,
+}
+
+fn parse_path_choice(s: &str) -> Result<PathChoice, String> {
+    s.parse()
 }

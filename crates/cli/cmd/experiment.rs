@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use tlslab_experiment::study::{self, Matrix, RunOptions, StudyError};
+use tlslab_experiment::study::{self, Matrix, PathChoice, RunOptions, StudyError};
 use tlslab_report::study::StudyResults;
 
 use crate::args::lab::{ExperimentArgs, ExperimentCommand, RunArgs};
@@ -41,6 +41,12 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
                 "--quick is for built-in studies; in a matrix file set `cell` and `repeats`",
             ));
         }
+        if a.path != PathChoice::Relay {
+            return Err(usage(
+                "--path is for the built-in studies seed003-table2 and seed004-handshake; a \
+                 matrix's cells run on loopback",
+            ));
+        }
         let m = Matrix::from_file(path).map_err(usage)?;
         let opts = RunOptions {
             out: dir(&m.name),
@@ -48,6 +54,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
             quick: false,
             command_line,
             progress_bar,
+            path: a.path,
         };
         eprintln!(
             "tlslab experiment: {}: {} cells ({} repeats, interleaved) of {} s each, into {}",
@@ -73,11 +80,17 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
             quick: a.quick,
             command_line,
             progress_bar,
+            path: a.path,
         };
         if b.landed {
             eprintln!(
-                "tlslab experiment: {name}{} ({}), into {}",
+                "tlslab experiment: {name}{}{} ({}), into {}",
                 if a.quick { " --quick" } else { "" },
+                if a.path == PathChoice::Relay {
+                    String::new()
+                } else {
+                    format!(" --path {}", a.path.name())
+                },
                 b.seed,
                 opts.out.join(study::RESULTS_FILE).display()
             );

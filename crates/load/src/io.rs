@@ -8,6 +8,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -39,6 +40,29 @@ pub struct RoundTrips {
     records_out: RecordCounter,
     /// The socket, for its TCP_INFO.
     fd: Option<RawFd>,
+    /// The run's totals, added to on every read and write.
+    totals: Option<Arc<SocketTotals>>,
+}
+
+/// The bytes read and written on every TCP socket of a run, warm-up and
+/// cut-off connections included: what crossed the wire as TCP payload, for
+/// a check against a packet count on the path (`LoadReport::socket`).
+#[derive(Debug, Default)]
+pub struct SocketTotals {
+    connections: AtomicU64,
+    written: AtomicU64,
+    read: AtomicU64,
+}
+
+impl SocketTotals {
+    /// The totals so far.
+    pub fn snapshot(&self) -> tlslab_report::SocketBytes {
+        tlslab_report::SocketBytes {
+            connections: self.connections.load(Ordering::Relaxed),
+            bytes_out: self.written.load(Ordering::Relaxed),
+            bytes_in: self.read.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl RoundTrips {
@@ -48,6 +72,13 @@ impl RoundTrips {
             fd: Some(fd),
             ..RoundTrips::default()
         }
+    }
+
+    /// Also adds every byte to `totals` (and one connection).
+    pub fn totalled(mut self, totals: &Arc<SocketTotals>) -> Self {
+        totals.connections.fetch_add(1, Ordering::Relaxed);
+        self.totals = Some(totals.clone());
+        self
     }
 
     /// (bytes written, bytes read, round trips) so far.
@@ -65,6 +96,9 @@ impl RoundTrips {
 impl IoObserver for RoundTrips {
     fn on_read(&mut self, n: usize) {
         self.bytes.on_read(n);
+        if let Some(t) = &self.totals {
+            t.read.fetch_add(n as u64, Ordering::Relaxed);
+        }
         if self.wrote_since_read {
             self.turnarounds += 1;
             self.wrote_since_read = false;
@@ -73,6 +107,9 @@ impl IoObserver for RoundTrips {
 
     fn on_write(&mut self, n: usize) {
         self.bytes.on_write(n);
+        if let Some(t) = &self.totals {
+            t.written.fetch_add(n as u64, Ordering::Relaxed);
+        }
         if std::mem::take(&mut self.write_counts) {
             self.wrote_since_read = true;
         }

@@ -51,7 +51,7 @@ pub use model::{
     Backoff, ClientCpu, ConfigEcho, CpuUsage, CryptoOp, CryptoPerHandshake, EarlyDataCounts,
     Ecommerce, HandshakeKindSummary, HandshakeSummary, Http, KindCounts, Latency, LoadReport,
     LoadReportBuild, OpenLoop, Phase, Replay, Requests, Reuse, SATURATION_THRESHOLD,
-    SCHEMA_VERSION, Throughput, Window,
+    SCHEMA_VERSION, SocketBytes, Throughput, Window,
 };
 pub use record::{
     EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire, RequestRecord,

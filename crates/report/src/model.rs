@@ -186,6 +186,7 @@ impl LoadReportBuild for LoadReport {
             http: None,
             backoff: None,
             transport: None,
+            socket: None,
         }
     }
 }

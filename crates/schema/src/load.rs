@@ -81,6 +81,22 @@ pub struct LoadReport {
     /// `load --h3`: the QUIC transport's own figures; absent over TCP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<crate::transport::Transport>,
+    /// Bytes on every TCP socket of the run (warm-up and cut-off
+    /// connections included), as the client read and wrote them; absent
+    /// over QUIC, in merged reports and in reports of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<SocketBytes>,
+}
+
+/// The socket bytes of a whole run: TCP payload, client-observed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SocketBytes {
+    /// TCP connections made (connected).
+    pub connections: u64,
+    /// Bytes the client wrote.
+    pub bytes_out: u64,
+    /// Bytes the client read.
+    pub bytes_in: u64,
 }
 
 /// The clients' waits after connections that could not be made (refused,

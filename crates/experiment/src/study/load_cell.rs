@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 
 use tlslab_crypto::pki;
 use tlslab_crypto::provider::Algorithms;
-use tlslab_load::{Arrivals, OpenLoop};
+use tlslab_load::{Arrivals, LoadConfig, OpenLoop};
 use tlslab_report::study::{Cell, CellMetrics};
 use tlslab_server::{Content, Server};
 
 use super::matrix::{CellSpec, Matrix};
+use super::rtt_path::{ByteCheck, PathKind, RttPath, Stopped};
 use super::session::{Session, StudyError, flag_duration, now_ms};
 use crate::pin::Placement;
 use crate::rig::{self, Rig};
@@ -25,6 +26,9 @@ struct Embedded {
 pub struct LoadRig {
     placement: Placement,
     servers: BTreeMap<String, Embedded>,
+    /// Cells' packet-path reports not yet in the document: (cell id,
+    /// `{packet_path, byte_check}`).
+    paths: Vec<(String, serde_json::Value)>,
 }
 
 impl LoadRig {
@@ -33,6 +37,7 @@ impl LoadRig {
         LoadRig {
             placement,
             servers: BTreeMap::new(),
+            paths: Vec::new(),
         }
     }
 
@@ -53,57 +58,104 @@ impl LoadRig {
     /// Runs one cell and returns it (not yet in the document).
     pub fn run(&mut self, spec: &CellSpec, repeat: u32) -> Result<Cell, StudyError> {
         let id = format!("{}-r{repeat}", spec.point);
+        if spec.rtt.is_some() && spec.wan == PathKind::Packet {
+            return self.run_packet(spec, repeat, id);
+        }
         let emb = self.server(spec)?;
         let upstream = emb
             .server
             .https_addr()
             .unwrap_or_else(|| ([127, 0, 0, 1], 0).into());
-        // With a round-trip time, through the path emulator.
+        // With a round-trip time, through `tlslab relay`.
         let path = match spec.rtt {
-            Some(rtt) => Some(super::pq::RttPath::start(rtt, upstream, &id)?),
+            Some(rtt) => Some(RttPath::relay(rtt, upstream, &id)?),
             None => None,
         };
         let url = match &path {
-            Some(p) => format!("https://127.0.0.1:{}{}", p.addr().port(), spec.path),
+            Some(p) => p.url(upstream.port(), &spec.path),
             None => format!("https://localhost:{}{}", upstream.port(), spec.path),
         };
-        let mut load = emb.rig.cell_load(
-            &url,
-            spec.cell,
-            spec.clients,
-            spec.versions.clone(),
-            spec.requests_per_conn,
-            spec.reuse,
-        )?;
-        load.warmup = spec.warmup;
-        load.cert_compression = spec.cert_compression.clone();
-        load.mss = spec.mss;
-        if let Some(g) = &spec.group {
-            load.algorithms = Algorithms {
-                suites: None,
-                groups: Some(vec![g.clone()]),
-                ..Algorithms::default()
-            };
-        }
-        if let Some(rate) = spec.rate {
-            load.open_loop = Some(OpenLoop {
-                rate,
-                arrivals: Arrivals::Poisson,
-                max_in_flight: 10_000,
-            });
-            load.seed = u64::from(repeat);
-        }
+        let load = cell_load(&emb.rig, spec, repeat, &url)?;
         let started = now_ms();
         let m = rig::measure(&emb.server, &load, &id);
         if let Some(p) = path {
-            p.stop();
+            p.stop()?;
         }
-        let m = m?;
+        Ok(self.cell(spec, repeat, id, started, &m?))
+    }
+
+    /// A cell across the packet-level path: a path of the cell's RTT, a
+    /// server in its server namespace (a certificate naming the server's
+    /// address there) and the load in its client namespace; the forwarder's
+    /// report and its byte check against the load's sockets are kept for
+    /// the document's `engine_report.path`.
+    fn run_packet(&mut self, spec: &CellSpec, repeat: u32, id: String) -> Result<Cell, StudyError> {
+        let path = RttPath::packet(spec.rtt.unwrap_or_default())?;
+        let h = path.handle();
+        let h = h.as_ref();
+        let placement = self.placement.clone();
+        let emb = rig::on_server(h, move || {
+            let sans: Vec<String> = h
+                .map(|h| vec![h.server_ip().to_string()])
+                .unwrap_or_default();
+            let generated = pki::generate_chain(spec.key, spec.intermediate, &sans)?;
+            let rig = Rig::new(generated, placement)?;
+            let mut serve = rig.server(Content::Specweb96);
+            serve.tls.cert_compression = spec.cert_compression.clone();
+            serve.https = Some(rig::server_bind(h));
+            Ok(Embedded {
+                server: Server::start(serve)?,
+                rig,
+            })
+        })?;
+        let port = emb.server.https_addr().map_or(0, |a| a.port());
+        let url = path.url(port, &spec.path);
+        let m = cell_load(&emb.rig, spec, repeat, &url).and_then(|load| {
+            let started = now_ms();
+            rig::on_client(h, || {
+                let m = rig::measure(&emb.server, &load, &id)?;
+                Ok((started, m, super::rtt_path::timestamps_on()))
+            })
+            .map_err(StudyError::from)
+        });
+        emb.server.shutdown();
+        let stopped = path.stop();
+        let (started, m, timestamps) = m?;
+        if let Stopped::Packet(report) = stopped? {
+            let hs = &m.report.handshake;
+            let bytes = |k: &tlslab_report::HandshakeKindSummary| {
+                k.count as f64 * (k.bytes_out_mean.unwrap_or(0.0) + k.bytes_in_mean.unwrap_or(0.0))
+            };
+            let check = m.report.socket.as_ref().map(|sock| {
+                ByteCheck::new(
+                    &report,
+                    sock,
+                    timestamps,
+                    bytes(&hs.full) + bytes(&hs.resumed),
+                )
+            });
+            self.paths.push((
+                id.clone(),
+                serde_json::json!({ "packet_path": report, "byte_check": check }),
+            ));
+        }
+        Ok(self.cell(spec, repeat, id, started, &m))
+    }
+
+    /// The document's cell of a measured run.
+    fn cell(
+        &self,
+        spec: &CellSpec,
+        repeat: u32,
+        id: String,
+        started: u64,
+        m: &rig::Measured,
+    ) -> Cell {
         let mut metrics = CellMetrics::from_load(&m.report);
         metrics.server_cpu_us_per_request = m.server_cpu_us_per_request;
         metrics.server_busy = m.server_busy;
         metrics.server_sign_us = m.server_sign.map(|(us, _)| us);
-        Ok(Cell {
+        Cell {
             id,
             point: spec.point.clone(),
             factors: spec.factors.clone(),
@@ -113,7 +165,7 @@ impl LoadRig {
             started_unix_ms: started,
             metrics,
             load: serde_json::to_value(&m.report).ok(),
-        })
+        }
     }
 
     /// Runs every cell of `m` not yet in the session's document, repeats
@@ -145,9 +197,26 @@ impl LoadRig {
                 }
                 let c = self.run(p, repeat)?;
                 s.push(c)?;
+                let paths = self.take_path_reports();
+                if !paths.is_empty() {
+                    let engine = s
+                        .doc
+                        .engine_report
+                        .get_or_insert_with(|| serde_json::json!({ "path": {} }));
+                    if let Some(m) = engine.get_mut("path").and_then(|m| m.as_object_mut()) {
+                        m.extend(paths);
+                    }
+                    s.save()?;
+                }
             }
         }
         Ok(())
+    }
+
+    /// The packet-path reports of the cells run since the last call: (cell
+    /// id, `{"packet_path": PathReport, "byte_check": ByteCheck}`).
+    pub fn take_path_reports(&mut self) -> Vec<(String, serde_json::Value)> {
+        std::mem::take(&mut self.paths)
     }
 
     /// Stops the servers.
@@ -156,6 +225,41 @@ impl LoadRig {
             e.server.shutdown();
         }
     }
+}
+
+/// The load of one cell against `url`.
+fn cell_load(rig: &Rig, spec: &CellSpec, repeat: u32, url: &str) -> Result<LoadConfig, StudyError> {
+    let mut load = rig.cell_load(
+        url,
+        spec.cell,
+        spec.clients,
+        spec.versions.clone(),
+        spec.requests_per_conn,
+        spec.reuse,
+    )?;
+    load.warmup = spec.warmup;
+    load.cert_compression = spec.cert_compression.clone();
+    load.mss = spec.mss;
+    if let Some(n) = spec.requests {
+        load.requests = Some(n);
+        load.duration = None;
+    }
+    if let Some(g) = &spec.group {
+        load.algorithms = Algorithms {
+            suites: None,
+            groups: Some(vec![g.clone()]),
+            ..Algorithms::default()
+        };
+    }
+    if let Some(rate) = spec.rate {
+        load.open_loop = Some(OpenLoop {
+            rate,
+            arrivals: Arrivals::Poisson,
+            max_in_flight: 10_000,
+        });
+        load.seed = u64::from(repeat);
+    }
+    Ok(load)
 }
 
 /// An equivalent pair of command lines (certificates, server, load) for a
@@ -217,6 +321,26 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
     load.push_str(&comp);
     if let Some(m) = spec.mss {
         load.push_str(&format!(" --mss {m}"));
+    }
+    if let Some(n) = spec.requests {
+        load = load.replacen(
+            &format!(" -d {}", flag_duration(spec.cell)),
+            &format!(" -n {n}"),
+            1,
+        );
+    }
+    if let (Some(rtt), PathKind::Packet) = (spec.rtt, spec.wan) {
+        // Across the packet path: the server listens on its address there.
+        let load = load.replace("https://localhost:8443", "https://10.201.0.1:8443");
+        return format!(
+            "tlslab certs --key {key}{certs_extra} --san 10.201.0.1 --out {dir} && sudo tlslab \
+             path --delay {}ms --cc reno -- {}tlslab serve --cert {dir}/{} --key {dir}/{} \
+             --listen 10.201.0.1:8443 --threads 1{comp} ::: {load}",
+            rtt.as_millis() / 2,
+            taskset(&placement.server),
+            pki::CHAIN_FILE,
+            pki::KEY_FILE,
+        );
     }
     let relay = match spec.rtt {
         // The load above then targets the relay's port, 8444.

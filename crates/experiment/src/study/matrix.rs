@@ -197,8 +197,13 @@ pub struct CellSpec {
     pub cert_compression: Vec<CertCompression>,
     /// The maximum segment size the client announces (`load --mss`).
     pub mss: Option<u32>,
-    /// Run through a path of this round-trip time ([`super::pq::RttPath`]).
+    /// Run through a path of this round-trip time
+    /// ([`super::rtt_path::RttPath`]).
     pub rtt: Option<Duration>,
+    /// Which kind of path (with `rtt`).
+    pub wan: super::rtt_path::PathKind,
+    /// Measured requests (`load -n`) instead of the cell's duration.
+    pub requests: Option<u64>,
 }
 
 impl CellSpec {
@@ -222,6 +227,8 @@ impl CellSpec {
             cert_compression: Vec::new(),
             mss: None,
             rtt: None,
+            wan: super::rtt_path::PathKind::Relay,
+            requests: None,
         }
     }
 

@@ -23,6 +23,8 @@ use crate::pin::Placement;
 mod load_cell;
 pub mod matrix;
 mod pq;
+mod pq_path;
+pub mod rtt_path;
 mod seed000;
 mod seed001;
 mod seed002;
@@ -32,6 +34,7 @@ mod session;
 
 pub use load_cell::LoadRig;
 pub use matrix::{Matrix, MatrixError};
+pub use rtt_path::{PathChoice, PathKind};
 pub use seed000::FIG9_REFERENCE;
 pub use session::{
     Builtin, RESULTS_FILE, RunOptions, Session, StudyError, environment, now_ms, read_document,
@@ -49,6 +52,10 @@ pub fn builtins() -> Vec<Builtin> {
         seed004::HANDSHAKE,
     ]
 }
+
+/// The studies whose round-trip cells take `--path` (relay, packet or
+/// both); any other refuses a path other than the default.
+pub const PATH_STUDIES: [&str; 2] = ["seed003-table2", "seed004-handshake"];
 
 /// The built-in named `name`.
 pub fn builtin(name: &str) -> Result<Builtin, StudyError> {
@@ -113,8 +120,23 @@ pub fn run_builtin(
             what: b.not_landed.into(),
         });
     }
+    if opts.path != PathChoice::Relay {
+        if !PATH_STUDIES.contains(&b.name) {
+            return Err(StudyError::Usage(format!(
+                "--path {}: {} has no round-trip cells; --path is for {}",
+                opts.path.name(),
+                b.name,
+                PATH_STUDIES.join(" and ")
+            )));
+        }
+        opts.path.check()?;
+    }
     let placement = Placement::split();
-    let (matrix, units) = (b.plan)(opts.quick);
+    let (mut matrix, units) = (b.plan)(opts.quick);
+    // A resumed run must cross the same path.
+    if let (Some(m), PathChoice::Packet | PathChoice::Both) = (matrix.as_object_mut(), opts.path) {
+        m.insert("path".into(), opts.path.name().into());
+    }
     let mut s = Session::open(b.name, b.title, b.seed, matrix, units, placement, opts, log)?;
     (b.run)(&mut s)?;
     Ok(s.doc)
@@ -126,6 +148,13 @@ pub fn run_matrix(
     opts: &RunOptions,
     log: Box<dyn FnMut(&str)>,
 ) -> Result<StudyResults, StudyError> {
+    if opts.path != PathChoice::Relay {
+        return Err(StudyError::Usage(format!(
+            "--path {}: a matrix's cells run on loopback; --path is for the built-in studies {}",
+            opts.path.name(),
+            PATH_STUDIES.join(" and ")
+        )));
+    }
     let placement = m.placement();
     let mut s = Session::open(
         &m.name,
@@ -287,6 +316,7 @@ mod tests {
             quick: true,
             command_line: vec![],
             progress_bar: false,
+            path: PathChoice::Relay,
         };
         let e = run_builtin(&cluster, &opts, Box::new(|_| {})).unwrap_err();
         assert!(matches!(e, StudyError::NotLanded { .. }) && e.is_usage());

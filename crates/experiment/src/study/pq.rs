@@ -13,18 +13,17 @@
 //! bytes, so over loopback the server's flight is cut as on an Ethernet
 //! path and the client's TCP_INFO counts its segments.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use tlslab_crypto::compress::CertCompression;
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
-use tlslab_relay::{Conditions, RelayConfig, RelayThread};
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 use tlslab_report::{HandshakeKindSummary, HandshakeTcp};
 
 use super::matrix::CellSpec;
-use super::session::{StudyError, compare, one};
+use super::rtt_path::PathKind;
+use super::session::{compare, one};
 
 /// The chains: (leaf, intermediate).
 pub(super) const CHAINS: [(KeyType, KeyType); 7] = [
@@ -65,12 +64,16 @@ fn spec(
     mid: KeyType,
     comp: &[CertCompression],
     group: &str,
-    rtt_ms: Option<u64>,
+    rtt_ms: Option<(u64, PathKind)>,
     cell: Duration,
 ) -> CellSpec {
     let chain = chain_name(leaf, mid);
     let point = match rtt_ms {
-        Some(r) => format!("pq-rtt{r}-{chain}-{}-{group}", comp_name(comp)),
+        Some((r, k)) => format!(
+            "pq-rtt{r}-{chain}-{}-{group}{}",
+            comp_name(comp),
+            k.suffix()
+        ),
         None => format!("pq-{chain}-{}-{group}", comp_name(comp)),
     }
     .to_ascii_lowercase()
@@ -85,22 +88,25 @@ fn spec(
     s.reuse = 0.0;
     s.clients = 2;
     s.mss = Some(MSS);
-    s.rtt = rtt_ms.map(Duration::from_millis);
+    s.rtt = rtt_ms.map(|(r, _)| Duration::from_millis(r));
     s.factors.insert("sweep".into(), "pq".into());
     s.factors.insert("chain".into(), chain);
     s.factors
         .insert("compression".into(), comp_name(comp).to_string());
     s.factors.insert("kx".into(), group.to_string());
-    if let Some(r) = rtt_ms {
+    if let Some((r, k)) = rtt_ms {
         s.factors.insert("rtt_ms".into(), r.to_string());
+        s.factors.insert("path".into(), k.name().into());
+        s.wan = k;
     }
     s
 }
 
 /// The sweep's cells: bytes, segments and CPU over loopback for every
 /// chain, compression and group; time to first byte at each RTT for every
-/// chain (no compression, X25519MLKEM768, tlslab's default group).
-pub(super) fn plan(quick: bool) -> Vec<CellSpec> {
+/// chain (no compression, X25519MLKEM768, tlslab's default group) over
+/// each path kind in `kinds`.
+pub(super) fn plan(quick: bool, kinds: &[PathKind]) -> Vec<CellSpec> {
     // At least 1 s: the first handshakes of a server with compression wait
     // for its one brotli compression of the chain (quality 11), which the
     // warm-up should absorb.
@@ -114,69 +120,47 @@ pub(super) fn plan(quick: bool) -> Vec<CellSpec> {
             }
         }
     }
-    for r in RTTS_MS {
-        for (leaf, mid) in CHAINS {
-            out.push(spec(leaf, mid, &[], "X25519MLKEM768", Some(r), rtt_cell));
+    for &k in kinds {
+        for r in RTTS_MS {
+            for (leaf, mid) in CHAINS {
+                let mut c = spec(leaf, mid, &[], "X25519MLKEM768", Some((r, k)), rtt_cell);
+                if k == PathKind::Packet {
+                    // Count-bounded: every connection ends whole, so the
+                    // path's byte count matches the sockets'.
+                    c.requests = Some(if quick { 8 } else { 16 });
+                }
+                out.push(c);
+            }
         }
     }
     out
 }
 
-/// HOOK(tlslab path): the path the time-to-first-byte cells run through.
-///
-/// Today this is `tlslab relay` (crates/relay), a user-space relay that
-/// delays each segment by half the RTT each way. It does not emulate TCP's
-/// slow start (the server's congestion window is loopback's), so a first
-/// flight larger than the initial window does not cost its extra round
-/// trip here; the study reports that round trip from the measured segment
-/// count instead. When the packet-level `tlslab path` emulator lands,
-/// start it here (same signature: listen on loopback, forward to
-/// `upstream`, RTT `rtt`) and the TTFB cells measure the extra round trip.
-pub(super) struct RttPath {
-    relay: RelayThread,
+/// What to trust the sweep's round-trip cells over `kind` for.
+pub(super) fn trust_note(kind: PathKind) -> &'static str {
+    match kind {
+        PathKind::Relay => {
+            "post-quantum round-trip cells with path = relay crossed tlslab relay (no root, TCP \
+             only, each flight delayed by the RTT): trust them for the handshake's flight \
+             delays; their TCP connect is local and they show no slow start, so a chain past \
+             the initial window costs no extra round trip there"
+        }
+        PathKind::Packet => {
+            "post-quantum round-trip cells with path = packet crossed tlslab path (root; the \
+             kernel's own TCP between two network namespaces, Reno, initial window 10): trust \
+             them for the connect, slow start's extra round trip and the bytes on the wire \
+             (each cell's forwarder report and byte check are in engine_report.path)"
+        }
+    }
 }
 
-impl RttPath {
-    /// A path of round-trip time `rtt` to `upstream`; `cell` names the cell
-    /// in errors.
-    pub(super) fn start(
-        rtt: Duration,
-        upstream: SocketAddr,
-        cell: &str,
-    ) -> Result<Self, StudyError> {
-        let relay = RelayThread::spawn(RelayConfig {
-            listen: ([127, 0, 0, 1], 0).into(),
-            upstream,
-            conditions: Conditions {
-                delay: rtt / 2,
-                ..Conditions::default()
-            },
-            seed: 1,
-            idle_timeout: tlslab_relay::DEFAULT_IDLE_TIMEOUT,
-            max_queued: tlslab_relay::DEFAULT_MAX_QUEUED,
-        })
-        .map_err(|e| {
-            StudyError::Run(crate::Error::EmptyCell {
-                cell: cell.to_string(),
-                errors: format!("relay: {e}"),
-            })
-        })?;
-        Ok(RttPath { relay })
-    }
-
-    /// Where clients connect.
-    pub(super) fn addr(&self) -> SocketAddr {
-        self.relay.local_addr()
-    }
-
-    /// Stops the path; what its relay forwarded.
-    pub(super) fn stop(self) -> tlslab_relay::RelayStats {
-        self.relay.stop()
-    }
+/// The cell's path kind (`relay` in documents from before `--path`).
+pub(super) fn kind_of(c: &Cell) -> &str {
+    c.factors.get("path").map_or("relay", String::as_str)
 }
 
 /// A figure of the full handshakes of the cell's load report.
-fn full(c: &Cell, field: fn(&HandshakeKindSummary) -> Option<f64>) -> Option<f64> {
+pub(super) fn full(c: &Cell, field: fn(&HandshakeKindSummary) -> Option<f64>) -> Option<f64> {
     field(&super::session::load_report(c)?.handshake.full)
 }
 
@@ -185,7 +169,7 @@ fn bytes(c: &Cell) -> Option<f64> {
 }
 
 /// Connect + full handshake + request to first response byte, medians, ms.
-fn ttfb_ms(c: &Cell) -> Option<f64> {
+pub(super) fn ttfb_ms(c: &Cell) -> Option<f64> {
     let hs = CellMetrics::at(&c.metrics.handshake_full_us, 50.0)?;
     Some((c.metrics.connect_p50_us? + hs + c.metrics.ttfb_p50_us?) as f64 / 1000.0)
 }
@@ -387,42 +371,72 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
              window it waits a round trip for the client's ACKs",
         ));
     }
-    // Time to first byte against RTT.
-    for (leaf, mid) in CHAINS {
-        let chain = chain_name(leaf, mid);
-        for r in RTTS_MS {
-            let rs = r.to_string();
-            let filter = [
-                ("sweep", "pq"),
-                ("chain", chain.as_str()),
-                ("rtt_ms", rs.as_str()),
-            ];
-            let (t, cells) = one(doc, &filter, ttfb_ms);
-            let Some(t) = t else { continue };
-            let extra = one(doc, &filter, |c| full(c, |k| k.slow_start_rounds_mean)).0;
-            out.push(compare(
-                &format!("time to first byte at {r} ms RTT, chain {chain}"),
-                &format!(
-                    "4 RTTs for a secure SSL socket: {} ms at {r} ms RTT (~2 RTTs more than clear \
-                     TCP)",
-                    4 * r
-                ),
-                "seed 004, Factors Affecting Performance I",
-                Some(t),
-                "ms",
-                &format!(
-                    "client-observed medians of connect + full handshake + request to the \
-                     response head, through `tlslab relay` (its TCP connect is local: a real \
-                     path adds one RTT); slow start from an initial window of 10 would add {} \
-                     round trip(s), which the relay does not emulate",
-                    extra.map_or("-".into(), |e| format!("{:.0}", (e - 1.0).max(0.0)))
-                ),
-                cells,
-                "TLS 1.3 takes one round trip and the request one more; the relay emulates \
-                 neither TCP's handshake nor its slow start (HOOK: tlslab path)",
-            ));
+    // Time to first byte against RTT, over each path kind.
+    for kind in [PathKind::Relay, PathKind::Packet] {
+        for (leaf, mid) in CHAINS {
+            let chain = chain_name(leaf, mid);
+            for r in RTTS_MS {
+                let rs = r.to_string();
+                let filter = [
+                    ("sweep", "pq"),
+                    ("chain", chain.as_str()),
+                    ("rtt_ms", rs.as_str()),
+                ];
+                let of_kind = |c: &Cell| kind_of(c) == kind.name();
+                let (t, cells) = one(doc, &filter, |c| ttfb_ms(c).filter(|_| of_kind(c)));
+                let Some(t) = t else { continue };
+                let extra = one(doc, &filter, |c| {
+                    full(c, |k| k.slow_start_rounds_mean).filter(|_| of_kind(c))
+                })
+                .0;
+                let extra = extra.map_or("-".into(), |e| format!("{:.0}", (e - 1.0).max(0.0)));
+                let (measured, reason) = match kind {
+                    PathKind::Relay => (
+                        format!(
+                            "client-observed medians of connect + full handshake + request to the \
+                             response head, through `tlslab relay` (path = relay: its TCP connect \
+                             is local, a real path adds one RTT); slow start from an initial \
+                             window of 10 would add {extra} round trip(s), which the relay does \
+                             not emulate"
+                        ),
+                        "TLS 1.3 takes one round trip and the request one more; the relay \
+                         emulates neither TCP's handshake nor its slow start: trust its handshake \
+                         flight delays, not its connect or its slow start (path = packet has both)",
+                    ),
+                    PathKind::Packet => (
+                        format!(
+                            "client-observed medians of connect + full handshake + request to the \
+                             response head across the packet-level path (path = packet: tlslab \
+                             path, delay RTT/2 each way, the kernel's TCP with Reno and an initial \
+                             window of 10); the measured segments predict {extra} extra round \
+                             trip(s) of slow start"
+                        ),
+                        "one RTT for the TCP connect, one for TLS 1.3, one for the request, and \
+                         one more when the server's first flight exceeds the initial window: the \
+                         kernel's own slow start, timed",
+                    ),
+                };
+                out.push(compare(
+                    &format!(
+                        "time to first byte at {r} ms RTT, chain {chain}, path {}",
+                        kind.name()
+                    ),
+                    &format!(
+                        "4 RTTs for a secure SSL socket: {} ms at {r} ms RTT (~2 RTTs more than \
+                         clear TCP)",
+                        4 * r
+                    ),
+                    "seed 004, Factors Affecting Performance I",
+                    Some(t),
+                    "ms",
+                    &measured,
+                    cells,
+                    reason,
+                ));
+            }
         }
     }
+    out.extend(super::pq_path::analyse(doc));
     out
 }
 
@@ -436,8 +450,16 @@ mod tests {
 
     #[test]
     fn the_sweep_covers_every_chain_compression_group_and_rtt() {
-        let p = plan(true);
+        let p = plan(true, &[PathKind::Relay]);
         assert_eq!(p.len(), 7 * 2 * 2 + 3 * 7);
+        let both = plan(true, &[PathKind::Relay, PathKind::Packet]);
+        assert_eq!(both.len(), 7 * 2 * 2 + 2 * 3 * 7);
+        let packet: Vec<&CellSpec> = both.iter().filter(|c| c.wan == PathKind::Packet).collect();
+        assert_eq!(packet.len(), 3 * 7);
+        assert!(packet.iter().all(|c| c.point.ends_with("-packet")
+            && c.factors["path"] == "packet"
+            && c.requests.is_some()
+            && c.rtt.is_some()));
         assert!(p.iter().all(|c| c.excluded().is_none()));
         assert!(p.iter().all(|c| c.versions == [Version::Tls13]));
         assert_eq!(p[0].point, "pq-ecdsa-p256-none-x25519");

@@ -15,6 +15,7 @@ use tlslab_report::study::{Cell, Comparison, Curve, StudyResults, fmt_level};
 
 use super::load_cell::LoadRig;
 use super::matrix::{CellSpec, point_name};
+use super::rtt_path::{PathChoice, PathKind};
 use super::session::{Builtin, Session, StudyError, compare, one, ratio};
 
 /// `seed004-handshake`.
@@ -99,6 +100,11 @@ const MODEL: [(&str, &str); 4] = [
 ];
 
 fn plan(quick: bool) -> Plan {
+    plan_over(quick, &[PathKind::Relay])
+}
+
+/// The plan with the post-quantum sweep's round-trip cells over `kinds`.
+fn plan_over(quick: bool, kinds: &[PathKind]) -> Plan {
     let cell = Duration::from_millis(if quick { 500 } else { 2000 });
     let mut bytes = Vec::new();
     for key in ["rsa2048", "ecdsa-p256"] {
@@ -125,7 +131,7 @@ fn plan(quick: bool) -> Plan {
         .collect();
     Plan {
         bytes,
-        pq: super::pq::plan(quick),
+        pq: super::pq::plan(quick, kinds),
         pq_repeats: if quick { 1 } else { 2 },
         closed,
         utils: if quick {
@@ -152,7 +158,7 @@ fn mean_latency_ms(c: &Cell) -> Option<f64> {
 }
 
 fn run(s: &mut Session) -> Result<(), StudyError> {
-    let p = plan(s.quick);
+    let p = plan_over(s.quick, s.wan.kinds());
     for c in &p.bytes {
         if let Some(why) = c.excluded()
             && !s.doc.notes.contains(&why)
@@ -166,6 +172,12 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         p.utils,
         s.placement.describe()
     ));
+    for &k in s.wan.kinds() {
+        let note = super::pq::trust_note(k);
+        if !s.doc.notes.iter().any(|n| n == note) {
+            s.doc.notes.push(note.to_string());
+        }
+    }
     let mut rig = LoadRig::new(s.placement.clone());
     let r = run_cells(s, &p, &mut rig);
     rig.shutdown();
@@ -209,9 +221,14 @@ fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyEr
     rig.run_cells(s, &open, p.repeats)?;
     s.say(&format!(
         "seed004-handshake: the post-quantum sweep, {} cells x {} repeat(s) (chains, \
-         compression, groups; TTFB through the relay at {:?} ms RTT)",
+         compression, groups; TTFB over {} at {:?} ms RTT)",
         p.pq.len(),
         p.pq_repeats,
+        match s.wan {
+            PathChoice::Relay => "tlslab relay",
+            PathChoice::Packet => "the packet-level path",
+            PathChoice::Both => "tlslab relay and the packet-level path",
+        },
         super::pq::RTTS_MS
     ));
     rig.run_cells(s, &p.pq, p.pq_repeats)

@@ -102,6 +102,9 @@ pub struct RunOptions {
     pub command_line: Vec<String>,
     /// Draw a progress bar (the caller checks stderr is a terminal).
     pub progress_bar: bool,
+    /// The path the round-trip cells cross (seed003-table2 and
+    /// seed004-handshake; [`super::PATH_STUDIES`]).
+    pub path: super::PathChoice,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -163,6 +166,8 @@ pub struct Session {
     pub quick: bool,
     /// Where the server and the client run.
     pub placement: Placement,
+    /// The path the round-trip cells cross.
+    pub wan: super::PathChoice,
     path: PathBuf,
     bar: Option<ProgressBar>,
     log: Box<dyn FnMut(&str)>,
@@ -266,6 +271,7 @@ impl Session {
             doc,
             quick: opts.quick,
             placement,
+            wan: opts.path,
             path,
             bar,
             log,

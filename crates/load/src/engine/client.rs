@@ -232,7 +232,7 @@ impl Client {
         // request, a 0-RTT ClientHello with its early data.
         let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
         let (corked, uncork) = cork(tcp);
-        let io = CountingIo::new(corked, RoundTrips::for_socket(fd));
+        let io = CountingIo::new(corked, RoundTrips::for_socket(fd).totalled(&sh.socket));
         // Boxed: inline, the TLS and HTTP state would be laid out next to
         // this function's own, making every client's task future (and so
         // each idle connection) 20 KiB instead of 10 KiB.

@@ -85,7 +85,7 @@ impl Client {
         };
         let ident = self.ident.clone();
         let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
-        let io = CountingIo::new(tcp, RoundTrips::for_socket(fd));
+        let io = CountingIo::new(tcp, RoundTrips::for_socket(fd).totalled(&sh.socket));
         let Some(tls) = &ident.tls else {
             // http://: HTTP/2 with prior knowledge (h2c).
             return Box::pin(self.h2_streams(sh, io, None, first, h2)).await;

@@ -153,6 +153,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         // Fail before the run on a bad window or speed.
         Scheduler::new(r.plan.clone(), r.window, r.pacing).map_err(Error::Workload)?;
     }
+    let socket = Arc::new(crate::io::SocketTotals::default());
     let shared = Arc::new(Shared {
         origins,
         run_start: window_start.checked_sub(cfg.warmup).unwrap_or(window_start),
@@ -184,6 +185,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         ablation: cfg.ablation,
         ablation_hint: parking_lot::Mutex::new(None),
         wrap_store: tls::store_wrapper(cfg),
+        socket: socket.clone(),
     });
     if cfg.ablation.contains(Ablation::Cache) {
         rt.block_on(prime_universal_session(&shared));
@@ -236,6 +238,8 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         waited_s: out.backoff_ns as f64 / 1e9,
     });
     report.open_loop = mode.open_loop.as_ref().map(|(o, run)| run.report(o));
+    let socket = socket.snapshot();
+    report.socket = (socket.connections > 0).then_some(socket);
     Ok(report)
 }
 

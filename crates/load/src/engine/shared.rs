@@ -161,6 +161,8 @@ pub(super) struct Shared {
     /// and the replay decide resumption themselves) rather than as the
     /// reuse planner says.
     pub(super) offer_held: bool,
+    /// Socket bytes of every TCP connection (`LoadReport::socket`).
+    pub(super) socket: Arc<crate::io::SocketTotals>,
 }
 
 /// Whether a request is measured.

@@ -141,11 +141,37 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
          ~300 ms (session key generation and 1024-bit RSA decryption) on a 1999 server.",
         rows,
     );
-    // Time to first byte against RTT.
+    // Time to first byte against RTT, one chart per path kind.
     let rtt_cells: Vec<&Cell> = cells.iter().copied().filter(|c| !loopback(c)).collect();
+    let mut kinds: Vec<&str> = rtt_cells.iter().map(|c| path_kind(c)).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    // The relay first.
+    kinds.reverse();
+    if kinds.is_empty() {
+        missing.push("time to first byte against RTT: no cells through a path".into());
+    }
+    for kind in kinds {
+        let of_kind: Vec<&Cell> = rtt_cells
+            .iter()
+            .copied()
+            .filter(|c| path_kind(c) == kind)
+            .collect();
+        ttfb_chart(&of_kind, kind, out, missing);
+    }
+}
+
+/// A round-trip cell's path: `relay` (also in documents from before
+/// `--path`) or `packet`.
+fn path_kind(c: &Cell) -> &str {
+    c.factors.get("path").map_or("relay", String::as_str)
+}
+
+/// The chart of time to first byte against RTT over one path kind.
+fn ttfb_chart(rtt_cells: &[&Cell], kind: &str, out: &mut Vec<Chart>, missing: &mut Vec<String>) {
     let mut data = Vec::new();
     let mut rtts: Vec<f64> = Vec::new();
-    for ch in chains(&rtt_cells) {
+    for ch in chains(rtt_cells) {
         let mut levels: Vec<f64> = rtt_cells
             .iter()
             .filter(|c| factor(c, "chain") == ch)
@@ -157,9 +183,9 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
             let keep = |c: &Cell| {
                 factor(c, "chain") == ch && factor(c, "rtt_ms").parse::<f64>().ok() == Some(rtt)
             };
-            if let Some((v, ids)) = med(&rtt_cells, keep, ttfb_ms) {
+            if let Some((v, ids)) = med(rtt_cells, keep, ttfb_ms) {
                 data.push(DataPoint {
-                    series: format!("{ch} (relay)"),
+                    series: format!("{ch} ({kind})"),
                     x: rtt,
                     y: v,
                     cells: ids,
@@ -188,7 +214,28 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
     for s in &mut series {
         s.1.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let title = "Time to first byte against RTT, TLS 1.3, X25519MLKEM768";
+    let (title, caption) = if kind == "packet" {
+        (
+            "Time to first byte against RTT, TLS 1.3, X25519MLKEM768, packet-level path",
+            "Client-observed medians of connect, full handshake and request to the response \
+             head across `tlslab path` (delay RTT/2 each way; the kernel's own TCP, Reno, \
+             initial window 10): the TCP connect costs its round trip and a first flight over \
+             10 segments waits one more for the client's ACKs. Trust this chart for round \
+             trips, connect and slow start (it needs root). Seed 004: 4 RTTs for a secure SSL \
+             socket.",
+        )
+    } else {
+        (
+            "Time to first byte against RTT, TLS 1.3, X25519MLKEM768, relay",
+            "Client-observed medians of connect, full handshake and request to the response \
+             head, through `tlslab relay`, which delays every segment but accepts TCP locally \
+             (a real path adds one RTT for the SYN) and does not emulate slow start (a first \
+             flight over 10 segments would add one RTT: the cells' TCP segment counts say which \
+             chains). Trust it, without root, for the flights' delays; the packet-level path's \
+             chart (`--path packet`) for the connect and slow start. Seed 004: 4 RTTs for a \
+             secure SSL socket.",
+        )
+    };
     match line_chart(
         title,
         "round-trip time, ms",
@@ -198,13 +245,7 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
     ) {
         Some(svg) if !data.is_empty() => out.push(Chart {
             title: title.into(),
-            caption: "Client-observed medians of connect, full handshake and request to the \
-                      response head, through `tlslab relay`, which delays every segment but \
-                      accepts TCP locally (a real path adds one RTT for the SYN) and does not \
-                      emulate slow start (a first flight over 10 segments would add one RTT: \
-                      the cells' TCP segment counts say which chains). Seed 004: 4 RTTs for a \
-                      secure SSL socket."
-                .into(),
+            caption: caption.into(),
             svg,
             x_label: "round-trip time, ms".into(),
             y_label: "connect + handshake + TTFB, ms".into(),

@@ -339,3 +339,57 @@ fn legends_avoid_points_and_ticks_have_no_needless_decimals() {
     assert_eq!(tick(&2.5), "2.5");
     assert_eq!(tick(&-0.0), "0");
 }
+
+#[test]
+fn the_pq_sweep_charts_relay_and_packet_side_by_side() {
+    let mut cells = Vec::new();
+    for kind in ["relay", "packet"] {
+        for rtt in ["20", "100"] {
+            for chain in ["ecdsa-p256", "mldsa87"] {
+                let id = format!("pq-rtt{rtt}-{chain}-{kind}-r1");
+                let mut c = cell(
+                    &id,
+                    id.trim_end_matches("-r1"),
+                    &[
+                        ("sweep", "pq"),
+                        ("chain", chain),
+                        ("rtt_ms", rtt),
+                        ("path", kind),
+                    ],
+                    10.0,
+                    1000,
+                );
+                c.metrics.connect_p50_us = Some(if kind == "packet" { 100_000 } else { 200 });
+                c.metrics.ttfb_p50_us = Some(100_000);
+                cells.push(c);
+            }
+        }
+    }
+    // A relay cell from before `--path` (no `path` factor) is the relay's.
+    let mut old = cells[0].clone();
+    old.id = "pq-rtt50-ecdsa-p256-r1".into();
+    old.factors.remove("path");
+    old.factors.insert("rtt_ms".into(), "50".into());
+    cells.push(old);
+    let d = doc("seed004-handshake", cells);
+    let (charts, _) = charts(&d);
+    let ttfb: Vec<&Chart> = charts
+        .iter()
+        .filter(|c| c.title.starts_with("Time to first byte"))
+        .collect();
+    assert_eq!(
+        ttfb.len(),
+        2,
+        "{:?}",
+        ttfb.iter().map(|c| &c.title).collect::<Vec<_>>()
+    );
+    assert!(ttfb[0].title.ends_with("relay") && ttfb[1].title.ends_with("packet-level path"));
+    assert!(ttfb[0].caption.contains("Trust") && ttfb[1].caption.contains("Trust"));
+    let relay_points = ttfb[0]
+        .data
+        .iter()
+        .filter(|p| p.series == "ecdsa-p256 (relay)")
+        .count();
+    assert_eq!(relay_points, 3);
+    assert!(ttfb[1].data.iter().all(|p| !p.series.contains("(relay)")));
+}
