@@ -38,7 +38,9 @@ use tokio_rustls::TlsConnector;
 use self::browser::BrowserRun;
 use self::client::Client;
 use self::identity::Identity;
-use self::open_loop::{OpenLoopRun, arrivals};
+use self::open_loop::tcp_arrivals;
+pub(crate) use self::open_loop::{Clock, OpenLoopRun, arrivals};
+pub(crate) use self::shared::{Slot, slot_at};
 use self::replay::{ReplayRun, replay_worker};
 use self::shared::{CLOSE_GRACE, Shared, group_origins, until_deadline};
 use crate::config::{Http2, LoadConfig, OpenLoop, Workload};
@@ -362,7 +364,7 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
             }
         }
         (Some((ol, run)), _) => {
-            set.spawn(arrivals(shared.clone(), run.clone(), identities, *ol));
+            set.spawn(tcp_arrivals(shared.clone(), run.clone(), identities, *ol));
         }
     }
 
