@@ -83,10 +83,17 @@ pub(super) struct Me {
     run: Arc<Run>,
     id: u32,
     endpoint: quinn::Endpoint,
-    /// The run's rustls configuration with this identity's session store.
-    tls: rustls::ClientConfig,
-    transport: Arc<quinn::TransportConfig>,
+    /// The run's configuration with this identity's session store and
+    /// certificate verifier (one per identity: rustls resumes only with the
+    /// verifier that stored the session).
+    config: quinn::ClientConfig,
     sessions: Arc<ClientSessions>,
+    /// Calls of the verifier: a full handshake makes one, a resumed none.
+    verified: Arc<AtomicU64>,
+    /// Held by the handshake in progress, so that the verifier's calls
+    /// are that handshake's: an identity makes one handshake at a time
+    /// (its connections' requests still overlap).
+    handshaking: tokio::sync::Mutex<()>,
     planner: Mutex<ReusePlanner>,
     conn_no: AtomicU64,
     next_path: AtomicUsize,
@@ -123,11 +130,20 @@ impl Me {
     /// `--source-ip` address if given) and an empty session store.
     pub(super) fn new(run: Arc<Run>, id: u32, taken: Arc<AtomicU64>) -> Result<Me, String> {
         let sessions = ClientSessions::new();
-        let mut tls = run.base.clone();
-        tls.resumption = Resumption::store(sessions.clone());
+        let verified = Arc::new(AtomicU64::new(0));
+        let mut c = run.base.clone();
+        c.resumption = Resumption::store(sessions.clone());
+        c.dangerous().set_certificate_verifier(Arc::new(Counting {
+            inner: run.verifier.clone(),
+            calls: verified.clone(),
+        }));
+        let q = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(c))
+            .map_err(|e| e.to_string())?;
+        let mut config = quinn::ClientConfig::new(Arc::new(q));
         let mut t = quinn::TransportConfig::default();
         let idle = run.timeout.min(Duration::from_secs(600));
         t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
+        config.transport_config(Arc::new(t));
         let local: SocketAddr = match (&run.source, run.addr.is_ipv6(), run.addr.ip().is_loopback()) {
             (Some(s), _, _) => (s.for_client(id), 0).into(),
             (None, false, true) => (Ipv4Addr::LOCALHOST, 0).into(),
@@ -142,9 +158,10 @@ impl Me {
             run,
             id,
             endpoint,
-            tls,
-            transport: Arc::new(t),
+            config,
             sessions,
+            verified,
+            handshaking: tokio::sync::Mutex::new(()),
             planner: Mutex::new(ReusePlanner::new(reuse)),
             conn_no: AtomicU64::new(0),
             taken,
@@ -180,22 +197,6 @@ impl Me {
         }
     }
 
-    /// A QUIC client configuration for one connection, with a verifier of
-    /// its own: whether it was called says whether this handshake was full,
-    /// even while other connections of this identity run.
-    fn config(&self) -> Result<(quinn::ClientConfig, Arc<AtomicU64>), String> {
-        let verified = Arc::new(AtomicU64::new(0));
-        let mut c = self.tls.clone();
-        c.dangerous().set_certificate_verifier(Arc::new(Counting {
-            inner: self.run.verifier.clone(),
-            calls: verified.clone(),
-        }));
-        let q = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(c))
-            .map_err(|e| e.to_string())?;
-        let mut config = quinn::ClientConfig::new(Arc::new(q));
-        config.transport_config(self.transport.clone());
-        Ok((config, verified))
-    }
 
     fn record(&self, rec: &RequestRecord, start: Instant) {
         self.taken.fetch_sub(1, Ordering::Relaxed);
@@ -232,20 +233,19 @@ impl Me {
         let start = intended.unwrap_or(t0);
         let conn_no = self.conn_no.fetch_add(1, Ordering::Relaxed);
         let (mut rec, uri) = self.blank(start, conn_no, 0);
-        let config = match self.config() {
-            Ok(c) => c,
-            Err(e) => {
-                rec.error = Some(format!("quic_config: {e}"));
-                rec.total_us = start.elapsed().as_micros() as u64;
-                return self.record(&rec, start);
-            }
+        let mut one = Some(self.handshaking.lock().await);
+        let verified0 = self.verified.load(Ordering::Relaxed);
+        // Full when the verifier was called: read as the handshake ends,
+        // then the next handshake of this identity may start.
+        let mut full_now = || {
+            one.take();
+            self.verified.load(Ordering::Relaxed) > verified0
         };
-        let (config, verified) = config;
         let offer = self.planner.lock().offer(self.sessions.has_session());
         self.sessions.set_offer(offer);
         let connecting = match self
             .endpoint
-            .connect_with(config, run.addr, &run.server_name)
+            .connect_with(self.config.clone(), run.addr, &run.server_name)
         {
             Ok(c) => c,
             Err(e) => {
@@ -265,7 +265,7 @@ impl Me {
         };
         // The handshake's own bytes and datagrams are read when it
         // completes (quinn sends the client's Finished before it says so).
-        let (conn, hs_done, hs, h3, first) = match attempt {
+        let (conn, hs_done, hs, full, h3, first) = match attempt {
             Ok((conn, Some(accepted))) => {
                 // The first request leaves in 0-RTT, beside the handshake.
                 let h3 = h3_open(conn.clone()).await;
@@ -278,11 +278,11 @@ impl Me {
                 let (ok, first) = tokio::join!(
                     async {
                         let ok = tokio::time::timeout(run.timeout, accepted).await == Ok(true);
-                        (ok, Instant::now(), conn.stats())
+                        (ok, Instant::now(), conn.stats(), full_now())
                     },
                     req
                 );
-                let (ok, done, hs) = ok;
+                let (ok, done, hs, full) = ok;
                 early = if ok {
                     EarlyData::Accepted
                 } else {
@@ -302,7 +302,7 @@ impl Me {
                     };
                     (h3, first)
                 };
-                (conn, done, hs, h3, first)
+                (conn, done, hs, full, h3, first)
             }
             Ok((_, None)) => unreachable!("0-RTT attempts carry their acceptance"),
             Err(connecting) => {
@@ -328,15 +328,15 @@ impl Me {
                 };
                 let done = Instant::now();
                 let hs = conn.stats();
+                let full = full_now();
                 let h3 = h3_open(conn.clone()).await;
                 let first = match &h3 {
                     Ok(h) => request(h.send.clone(), uri.clone(), run.timeout).await,
                     Err(e) => Err(e.clone()),
                 };
-                (conn, done, hs, h3, first)
+                (conn, done, hs, full, h3, first)
             }
         };
-        let full = verified.load(Ordering::Relaxed) > 0;
         let resumed = !full && conn.close_reason().is_none() || early == EarlyData::Accepted;
         self.planner.lock().record(resumed);
         let kind = match (resumed, early) {
