@@ -184,7 +184,10 @@ fn certs_serve_and_load_a_mixed_post_quantum_chain_compressed() {
     let brotli = [("algorithm", "brotli")];
     let sent = m.count("tlslab_cert_compression_compressed_bytes_total", &brotli);
     let from = m.count("tlslab_cert_compression_uncompressed_bytes_total", &brotli);
-    assert_eq!(m.count("tlslab_cert_compression_handshakes_total", &brotli), 3.0);
+    assert_eq!(
+        m.count("tlslab_cert_compression_handshakes_total", &brotli),
+        3.0
+    );
     assert_eq!(
         sent / 3.0,
         num(&r, "handshake/full/cert_compressed_bytes_mean"),

@@ -20,13 +20,7 @@ fn load(s: &Serve, dir: &Path, name: &str, extra: &[&str]) -> serde_json::Value 
     load_path(s, dir, name, "/bytes/100", extra)
 }
 
-fn load_path(
-    s: &Serve,
-    dir: &Path,
-    name: &str,
-    path: &str,
-    extra: &[&str],
-) -> serde_json::Value {
+fn load_path(s: &Serve, dir: &Path, name: &str, path: &str, extra: &[&str]) -> serde_json::Value {
     let json = dir.join(format!("{name}.json"));
     let url = s.url(path);
     let ca = s.ca.as_ref().expect("an ephemeral CA").to_str().unwrap();
@@ -132,13 +126,24 @@ fn bad_quic_flags_are_usage_errors() {
         ),
         (&["load", "--h3", "--h2", url, "-n", "1"], "exclude"),
         (&["load", "--h3", "-m", "0", url, "-n", "1"], "-m 0"),
-        (&["load", "--h3", "--mss", "1400", url, "-n", "1"], "--mss is TCP-only"),
+        (
+            &["load", "--h3", "--mss", "1400", url, "-n", "1"],
+            "--mss is TCP-only",
+        ),
         (
             &["load", "--h3", "--workload", "specweb96", url, "-n", "1"],
             "--workload is TCP-only",
         ),
         (
-            &["load", "--h3", "--rate", "10", "--requests-per-conn", "2", url],
+            &[
+                "load",
+                "--h3",
+                "--rate",
+                "10",
+                "--requests-per-conn",
+                "2",
+                url,
+            ],
             "one request per arrival",
         ),
         (&["load", "--h3", "--tls", "1.2", url, "-n", "1"], "TLS 1.3"),
@@ -174,11 +179,17 @@ fn handshake_bytes_and_datagrams_are_the_handshakes_not_the_response() {
         let b_out = num(&r, &format!("transport/{kind}/bytes_out"));
         let d_out = num(&r, &format!("transport/{kind}/datagrams_out"));
         // A handshake is a few kB each way; the body alone is 200 kB.
-        assert!(b_in > 500.0 && b_in < 20_000.0, "{kind} in: {b_in} B\n{r:#}");
-        assert!(d_in >= 1.0 && d_in < 20.0, "{kind} in: {d_in} datagrams");
+        assert!(
+            (500.0..20_000.0).contains(&b_in),
+            "{kind} in: {b_in} B\n{r:#}"
+        );
+        assert!((1.0..20.0).contains(&d_in), "{kind} in: {d_in} datagrams");
         // The client's Initial is padded to 1200 bytes (RFC 9000 §14.1).
-        assert!(b_out >= 1200.0 && b_out < 10_000.0, "{kind} out: {b_out} B");
-        assert!(d_out >= 1.0 && d_out < 10.0, "{kind} out: {d_out} datagrams");
+        assert!((1200.0..10_000.0).contains(&b_out), "{kind} out: {b_out} B");
+        assert!(
+            (1.0..10.0).contains(&d_out),
+            "{kind} out: {d_out} datagrams"
+        );
     }
     // The full handshake carries the certificate, the resumed one not.
     assert!(num(&r, "transport/full/bytes_in") > num(&r, "transport/resumed/bytes_in") + 200.0);
@@ -200,7 +211,10 @@ fn h3_open_loop_arrives_at_the_rate_and_reports_like_tcp() {
     let (late, dropped) = (num(&r, "open_loop/late"), num(&r, "open_loop/dropped"));
     assert!(late <= scheduled && dropped <= scheduled, "{r:#}");
     let ok = num(&r, "requests/succeeded");
-    assert!(ok + dropped >= scheduled * 0.9, "{ok} answered of {scheduled}\n{r:#}");
+    assert!(
+        ok + dropped >= scheduled * 0.9,
+        "{ok} answered of {scheduled}\n{r:#}"
+    );
     // One connection per arrival, the reuse knob still steering them.
     let full = num(&r, "transport/full/count");
     let resumed = num(&r, "transport/resumed/count");
@@ -215,7 +229,8 @@ fn h3_open_loop_arrives_at_the_rate_and_reports_like_tcp() {
     assert!(
         answered >= ok && answered <= num(&r, "requests/attempted") + 1.0,
         "server answered {answered}\n{r:#}"
-    );}
+    );
+}
 
 #[test]
 fn h3_binds_to_the_source_ip() {

@@ -153,9 +153,7 @@ fn quic_retry_under_load_starts_at_half_the_connection_limit() {
         }
     });
     // Both closed: below half again, no Retry.
-    let m = metrics_until(&s, |m| {
-        quic(m, "tlslab_transport_open_connections") == 0.0
-    });
+    let m = metrics_until(&s, |m| quic(m, "tlslab_transport_open_connections") == 0.0);
     assert_eq!(quic(&m, "tlslab_transport_open_connections"), 0.0);
     rt.block_on(async {
         let (ep, c) = connect(&s).await.expect("a third handshake");
@@ -200,18 +198,13 @@ fn quic_max_connections_refuses_the_extra_ones_and_keeps_serving_the_rest() {
         }
     });
     // Room again once they are gone.
-    metrics_until(&s, |m| {
-        quic(m, "tlslab_transport_open_connections") == 0.0
-    });
+    metrics_until(&s, |m| quic(m, "tlslab_transport_open_connections") == 0.0);
     rt.block_on(async {
         let (ep, c) = connect(&s).await.expect("admitted after the others closed");
         c.close(0u32.into(), b"done");
         ep.close(0u32.into(), b"done");
     });
-    assert_eq!(
-        quic(&s.metrics(), "tlslab_transport_refused_total"),
-        3.0
-    );
+    assert_eq!(quic(&s.metrics(), "tlslab_transport_refused_total"), 3.0);
 }
 
 #[test]
@@ -221,10 +214,7 @@ fn quic_idle_timeout_closes_a_silent_connection() {
     let (took, reason) = rt.block_on(async {
         let (ep, c) = connect(&s).await.expect("a handshake");
         let t0 = Instant::now();
-        assert_eq!(
-            quic(&s.metrics(), "tlslab_transport_open_connections"),
-            1.0
-        );
+        assert_eq!(quic(&s.metrics(), "tlslab_transport_open_connections"), 1.0);
         // The client would wait 10 s; the server's 300 ms is what counts
         // (the lower of the two, RFC 9000 §10.1).
         let reason = tokio::time::timeout(WAIT, c.closed())
@@ -242,9 +232,7 @@ fn quic_idle_timeout_closes_a_silent_connection() {
         "closed after {took:?}, not about 300 ms"
     );
     // And the server let it go.
-    let m = metrics_until(&s, |m| {
-        quic(m, "tlslab_transport_open_connections") == 0.0
-    });
+    let m = metrics_until(&s, |m| quic(m, "tlslab_transport_open_connections") == 0.0);
     assert_eq!(quic(&m, "tlslab_transport_open_connections"), 0.0);
 }
 

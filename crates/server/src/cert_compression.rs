@@ -40,12 +40,15 @@ pub(crate) struct AlgorithmCounts {
 #[derive(Debug, Default)]
 pub(crate) struct CompressionStats(Vec<Arc<AlgorithmCounts>>);
 
+/// A chain as rustls hands it over, and its compression.
+type Kept = (Vec<u8>, Arc<Vec<u8>>);
+
 #[derive(Debug)]
 struct Counting {
     inner: &'static dyn CertCompressor,
     counts: Arc<AlgorithmCounts>,
     /// (uncompressed, compressed) pairs, most recently used last.
-    kept: Mutex<VecDeque<(Vec<u8>, Arc<Vec<u8>>)>>,
+    kept: Mutex<VecDeque<Kept>>,
 }
 
 impl CertCompressor for Counting {
@@ -92,7 +95,10 @@ impl CertCompressor for Counting {
 
 /// Sets `config`'s compressors to `algs` (in preference order), each
 /// counted; returns the counts. With no algorithm, none is used.
-pub(crate) fn install(config: &mut ServerConfig, algs: &[CertCompression]) -> Arc<CompressionStats> {
+pub(crate) fn install(
+    config: &mut ServerConfig,
+    algs: &[CertCompression],
+) -> Arc<CompressionStats> {
     let inner = tlslab_crypto::compress::compressors(algs);
     let mut stats = CompressionStats::default();
     config.cert_compressors = algs

@@ -215,9 +215,7 @@ impl Server {
             registry.register_collector(Box::new(crate::quic::QuicCollector(q.stats.clone())));
         }
         if let Some(c) = compression {
-            registry.register_collector(Box::new(
-                crate::cert_compression::CompressionCollector(c),
-            ));
+            registry.register_collector(Box::new(crate::cert_compression::CompressionCollector(c)));
         }
         let prefetch = redis.clone().map(|store| crate::prefetch::Prefetcher {
             store,

@@ -70,11 +70,10 @@ pub(crate) async fn arrivals<S, A, F>(
     F: Future<Output = ()> + Send + 'static,
 {
     let handle = tokio::runtime::Handle::current();
-    let pending = tokio::task::spawn_blocking(move || {
-        schedule(clock, &run, ol, slot_at, arrive, &handle)
-    })
-    .await
-    .unwrap_or_default();
+    let pending =
+        tokio::task::spawn_blocking(move || schedule(clock, &run, ol, slot_at, arrive, &handle))
+            .await
+            .unwrap_or_default();
     for task in pending {
         let _ = task.await;
     }

@@ -144,14 +144,16 @@ impl Me {
         let idle = run.timeout.min(Duration::from_secs(600));
         t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
         config.transport_config(Arc::new(t));
-        let local: SocketAddr = match (&run.source, run.addr.is_ipv6(), run.addr.ip().is_loopback()) {
+        let local: SocketAddr = match (&run.source, run.addr.is_ipv6(), run.addr.ip().is_loopback())
+        {
             (Some(s), _, _) => (s.for_client(id), 0).into(),
             (None, false, true) => (Ipv4Addr::LOCALHOST, 0).into(),
             (None, false, false) => (Ipv4Addr::UNSPECIFIED, 0).into(),
             (None, true, true) => (Ipv6Addr::LOCALHOST, 0).into(),
             (None, true, false) => (Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        let endpoint = quinn::Endpoint::client(local).map_err(|e| format!("UDP bind {local}: {e}"))?;
+        let endpoint =
+            quinn::Endpoint::client(local).map_err(|e| format!("UDP bind {local}: {e}"))?;
         let reuse = run.reuse;
         Ok(Me {
             next_path: AtomicUsize::new(id as usize % run.paths.len()),
@@ -187,16 +189,13 @@ impl Me {
     pub(super) async fn arrival(&self, intended: Instant, measured: bool) {
         self.taken.fetch_add(1, Ordering::Relaxed);
         let work = self.connection(Some(intended));
-        if let Some(d) = self.run.deadline
-            && tokio::time::timeout_at(d.into(), work).await.is_err()
-        {
-            if measured {
-                self.run.unfinished.fetch_add(1, Ordering::Relaxed);
-            }
-            return;
+        let Some(d) = self.run.deadline else {
+            return work.await;
+        };
+        if tokio::time::timeout_at(d.into(), work).await.is_err() && measured {
+            self.run.unfinished.fetch_add(1, Ordering::Relaxed);
         }
     }
-
 
     fn record(&self, rec: &RequestRecord, start: Instant) {
         self.taken.fetch_sub(1, Ordering::Relaxed);
@@ -243,17 +242,18 @@ impl Me {
         };
         let offer = self.planner.lock().offer(self.sessions.has_session());
         self.sessions.set_offer(offer);
-        let connecting = match self
-            .endpoint
-            .connect_with(self.config.clone(), run.addr, &run.server_name)
-        {
-            Ok(c) => c,
-            Err(e) => {
-                rec.error = Some(format!("quic_connect: {e}"));
-                rec.total_us = start.elapsed().as_micros() as u64;
-                return self.record(&rec, start);
-            }
-        };
+        let connecting =
+            match self
+                .endpoint
+                .connect_with(self.config.clone(), run.addr, &run.server_name)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    rec.error = Some(format!("quic_connect: {e}"));
+                    rec.total_us = start.elapsed().as_micros() as u64;
+                    return self.record(&rec, start);
+                }
+            };
         let mut early = EarlyData::NotSent;
         let attempt = if run.early_data && offer {
             match connecting.into_0rtt() {

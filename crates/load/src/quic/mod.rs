@@ -126,10 +126,14 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
         return bad("QUIC needs TLS 1.3; use --tls 1.3 or 1.2,1.3");
     }
     if cfg.mss.is_some() {
-        return bad("--mss is TCP-only (a TCP socket option; QUIC has no segments); drop --mss or --h3");
+        return bad(
+            "--mss is TCP-only (a TCP socket option; QUIC has no segments); drop --mss or --h3",
+        );
     }
     if cfg.start_at.is_some() {
-        return bad("--start-at is TCP-only (distributed load runs over TCP); drop --start-at or --h3");
+        return bad(
+            "--start-at is TCP-only (distributed load runs over TCP); drop --start-at or --h3",
+        );
     }
     let first = &cfg.targets[0];
     if cfg.targets.iter().any(|t| !t.is_tls()) {
@@ -237,7 +241,9 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         base,
         verifier,
     });
-    let open_loop = cfg.open_loop.map(|ol| (ol, Arc::new(OpenLoopRun::default())));
+    let open_loop = cfg
+        .open_loop
+        .map(|ol| (ol, Arc::new(OpenLoopRun::default())));
     let (cpu, crypto, measured, start_unix_ms) = rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         match &open_loop {
@@ -252,7 +258,13 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
                     run_start: window_start.checked_sub(cfg.warmup).unwrap_or(window_start),
                     deadline: run.deadline,
                 };
-                set.spawn(open_arrivals(run.clone(), clock, *ol, state.clone(), cfg.clients)?);
+                set.spawn(open_arrivals(
+                    run.clone(),
+                    clock,
+                    *ol,
+                    state.clone(),
+                    cfg.clients,
+                )?);
             }
         }
         tokio::time::sleep_until(window_start.into()).await;
