@@ -178,6 +178,23 @@ fn certs_serve_and_load_a_mixed_post_quantum_chain_compressed() {
         "{r:#}"
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("full handshake wire:"));
+    // The server counts what it compressed, per handshake, as the client
+    // saw it (issue 24 point 2).
+    let m = serve.metrics();
+    let brotli = [("algorithm", "brotli")];
+    let sent = m.count("tlslab_cert_compression_compressed_bytes_total", &brotli);
+    let from = m.count("tlslab_cert_compression_uncompressed_bytes_total", &brotli);
+    assert_eq!(
+        m.count("tlslab_cert_compression_handshakes_total", &brotli),
+        3.0
+    );
+    assert_eq!(
+        sent / 3.0,
+        num(&r, "handshake/full/cert_compressed_bytes_mean"),
+        "server and client disagree on the compressed size"
+    );
+    assert_eq!(from / 3.0, num(&r, "handshake/full/cert_bytes_mean"));
+    assert!(sent < from, "{sent} compressed from {from}");
 }
 
 #[test]

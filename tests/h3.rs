@@ -17,8 +17,12 @@ fn serve() -> Serve {
 }
 
 fn load(s: &Serve, dir: &Path, name: &str, extra: &[&str]) -> serde_json::Value {
+    load_path(s, dir, name, "/bytes/100", extra)
+}
+
+fn load_path(s: &Serve, dir: &Path, name: &str, path: &str, extra: &[&str]) -> serde_json::Value {
     let json = dir.join(format!("{name}.json"));
-    let url = s.url("/bytes/100");
+    let url = s.url(path);
     let ca = s.ca.as_ref().expect("an ephemeral CA").to_str().unwrap();
     let mut args = vec![
         "load",
@@ -122,7 +126,26 @@ fn bad_quic_flags_are_usage_errors() {
         ),
         (&["load", "--h3", "--h2", url, "-n", "1"], "exclude"),
         (&["load", "--h3", "-m", "0", url, "-n", "1"], "-m 0"),
-        (&["load", "--h3", "--rate", "10", url, "-n", "1"], "--rate"),
+        (
+            &["load", "--h3", "--mss", "1400", url, "-n", "1"],
+            "--mss is TCP-only",
+        ),
+        (
+            &["load", "--h3", "--workload", "specweb96", url, "-n", "1"],
+            "--workload is TCP-only",
+        ),
+        (
+            &[
+                "load",
+                "--h3",
+                "--rate",
+                "10",
+                "--requests-per-conn",
+                "2",
+                url,
+            ],
+            "one request per arrival",
+        ),
         (&["load", "--h3", "--tls", "1.2", url, "-n", "1"], "TLS 1.3"),
     ];
     for (args, why) in cases {
@@ -134,4 +157,90 @@ fn bad_quic_flags_are_usage_errors() {
             show(&out)
         );
     }
+}
+
+#[test]
+fn handshake_bytes_and_datagrams_are_the_handshakes_not_the_response() {
+    // Regression: they were read after the first response, so a 200 kB
+    // body counted as handshake bytes.
+    let s = serve();
+    let dir = tempdir();
+    let r = load_path(
+        &s,
+        dir.path(),
+        "big",
+        "/bytes/200000",
+        &["--reuse", "50", "-c", "1", "-n", "4"],
+    );
+    assert_eq!(num(&r, "requests/succeeded"), 4.0, "{r:#}");
+    for kind in ["full", "resumed"] {
+        let b_in = num(&r, &format!("transport/{kind}/bytes_in"));
+        let d_in = num(&r, &format!("transport/{kind}/datagrams_in"));
+        let b_out = num(&r, &format!("transport/{kind}/bytes_out"));
+        let d_out = num(&r, &format!("transport/{kind}/datagrams_out"));
+        // A handshake is a few kB each way; the body alone is 200 kB.
+        assert!(
+            (500.0..20_000.0).contains(&b_in),
+            "{kind} in: {b_in} B\n{r:#}"
+        );
+        assert!((1.0..20.0).contains(&d_in), "{kind} in: {d_in} datagrams");
+        // The client's Initial is padded to 1200 bytes (RFC 9000 §14.1).
+        assert!((1200.0..10_000.0).contains(&b_out), "{kind} out: {b_out} B");
+        assert!(
+            (1.0..10.0).contains(&d_out),
+            "{kind} out: {d_out} datagrams"
+        );
+    }
+    // The full handshake carries the certificate, the resumed one not.
+    assert!(num(&r, "transport/full/bytes_in") > num(&r, "transport/resumed/bytes_in") + 200.0);
+}
+
+#[test]
+fn h3_open_loop_arrives_at_the_rate_and_reports_like_tcp() {
+    let s = serve();
+    let dir = tempdir();
+    let r = load(
+        &s,
+        dir.path(),
+        "open",
+        &["--rate", "100", "-d", "2s", "-c", "4", "--reuse", "50"],
+    );
+    let scheduled = num(&r, "open_loop/scheduled");
+    // 100/s for 2 s, Poisson: 200 ± 5 sigma.
+    assert!((130.0..=270.0).contains(&scheduled), "{scheduled}\n{r:#}");
+    let (late, dropped) = (num(&r, "open_loop/late"), num(&r, "open_loop/dropped"));
+    assert!(late <= scheduled && dropped <= scheduled, "{r:#}");
+    let ok = num(&r, "requests/succeeded");
+    assert!(
+        ok + dropped >= scheduled * 0.9,
+        "{ok} answered of {scheduled}\n{r:#}"
+    );
+    // One connection per arrival, the reuse knob still steering them.
+    let full = num(&r, "transport/full/count");
+    let resumed = num(&r, "transport/resumed/count");
+    assert!(full + resumed >= ok, "{r:#}");
+    let ratio = resumed / (full + resumed);
+    assert!((ratio - 0.5).abs() <= 0.1, "reuse {ratio}\n{r:#}");
+    // The server answered each request the client saw answered (and at
+    // most the ones it attempted: some are cut off at the end).
+    let answered = s
+        .metrics()
+        .count("tlslab_transport_requests_total", &[("transport", "quic")]);
+    assert!(
+        answered >= ok && answered <= num(&r, "requests/attempted") + 1.0,
+        "server answered {answered}\n{r:#}"
+    );
+}
+
+#[test]
+fn h3_binds_to_the_source_ip() {
+    let s = serve();
+    let dir = tempdir();
+    let r = load(
+        &s,
+        dir.path(),
+        "src",
+        &["--source-ip", "127.0.0.1", "-c", "2", "-n", "6"],
+    );
+    assert_eq!(num(&r, "requests/succeeded"), 6.0, "{r:#}");
 }

@@ -64,21 +64,7 @@ fn client_hello() -> Vec<u8> {
 
 /// A client config that trusts `ca` and offers ALPN h2 only.
 fn h2_client(ca: &Path) -> Arc<rustls::ClientConfig> {
-    use rustls::pki_types::{CertificateDer, pem::PemObject};
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(ca).expect("the CA PEM") {
-        roots
-            .add(c.expect("a CA certificate"))
-            .expect("a usable CA");
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("rustls's default versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    Arc::new(config)
+    Arc::new(common::tls_client(ca, b"h2"))
 }
 
 /// An idle connection: plain TCP that says nothing, or a finished TLS

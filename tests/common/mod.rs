@@ -601,6 +601,26 @@ pub fn raw_exchange(
     }
 }
 
+/// A rustls client configuration that trusts the CA certificates in the
+/// PEM file `ca` and offers ALPN `alpn` only.
+pub fn tls_client(ca: &Path, alpn: &[u8]) -> rustls::ClientConfig {
+    use rustls::pki_types::{CertificateDer, pem::PemObject};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).expect("the CA PEM") {
+        roots
+            .add(c.expect("a CA certificate"))
+            .expect("a usable CA");
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("rustls's default versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    config
+}
+
 /// A test that cannot run here (a missing peer, no root): a loud skip
 /// locally, a failure under `CI=true` (where `.ci/run` installs every peer
 /// and runs as root). The one place that rule is written.

@@ -43,8 +43,9 @@ pub struct ServeH3Args {
 /// `load --h3`.
 #[derive(Clone, Debug, Args)]
 pub struct LoadH3Args {
-    /// Speak HTTP/3 over QUIC (ALPN h3, TLS 1.3): closed loop over the
-    /// https:// URLs of one origin, -m streams in flight per connection,
+    /// Speak HTTP/3 over QUIC (ALPN h3, TLS 1.3): closed loop (or open
+    /// loop with --rate) over the https:// URLs of one origin, -m streams
+    /// in flight per connection,
     /// --reuse and --early-data (0-RTT) as over TCP. The report adds a
     /// `transport` section (handshakes full / resumed / 0-RTT with times,
     /// bytes and datagrams each way).

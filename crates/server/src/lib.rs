@@ -53,6 +53,7 @@
 mod accept;
 mod access_log;
 mod admission;
+mod cert_compression;
 mod config;
 mod content;
 mod early;

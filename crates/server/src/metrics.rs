@@ -52,8 +52,9 @@ fn counters<N: EncodeCounterValue>(
         .try_for_each(|(name, help, v)| counter(enc, name, help, v))
 }
 
-/// A counter with one sample per label set.
-fn labelled_counter<'l, V: EncodeCounterValue>(
+/// A counter with one sample per label set (also the certificate
+/// compression counters').
+pub(crate) fn labelled_counter<'l, V: EncodeCounterValue>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,

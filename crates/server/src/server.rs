@@ -168,6 +168,7 @@ impl Server {
         let early_data = built
             .as_ref()
             .is_some_and(|b| b.config.max_early_data_size > 0);
+        let compression = built.as_ref().map(|b| b.compression.clone());
         let (cache, ticketer, redis, ring, acceptor) = match built {
             Some(b) => (
                 b.cache,
@@ -212,6 +213,9 @@ impl Server {
         let mut registry = metrics::registry(sources.clone());
         if let Some(q) = &quic {
             registry.register_collector(Box::new(crate::quic::QuicCollector(q.stats.clone())));
+        }
+        if let Some(c) = compression {
+            registry.register_collector(Box::new(crate::cert_compression::CompressionCollector(c)));
         }
         let prefetch = redis.clone().map(|store| crate::prefetch::Prefetcher {
             store,

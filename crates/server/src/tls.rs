@@ -25,6 +25,8 @@ pub(crate) struct Built {
     pub(crate) redis: Option<Arc<RedisStore>>,
     /// The shared ticket keys, when `--ticket-keys` names them.
     pub(crate) ring: Option<Arc<TicketKeyRing>>,
+    /// What `--cert-compression` sent.
+    pub(crate) compression: Arc<crate::cert_compression::CompressionStats>,
 }
 
 /// Builds the server configuration. The provider is always metered into
@@ -74,8 +76,8 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
     // Set explicitly: rustls' default (with its brotli and zlib features)
-    // would compress whenever the client offers it.
-    config.cert_compressors = tlslab_crypto::compress::compressors(&s.cert_compression);
+    // would compress whenever the client offers it. Counted per handshake.
+    let compression = crate::cert_compression::install(&mut config, &s.cert_compression);
     config.cert_decompressors = Vec::new();
     let mut redis = None;
     let (storage, cache): (Arc<dyn StoresServerSessions>, _) = match s.session_cache {
@@ -151,6 +153,7 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
         ticketer,
         redis,
         ring,
+        compression,
     })
 }
 

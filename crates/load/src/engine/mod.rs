@@ -38,9 +38,11 @@ use tokio_rustls::TlsConnector;
 use self::browser::BrowserRun;
 use self::client::Client;
 use self::identity::Identity;
-use self::open_loop::{OpenLoopRun, arrivals};
+use self::open_loop::tcp_arrivals;
+pub(crate) use self::open_loop::{Clock, OpenLoopRun, arrivals};
 use self::replay::{ReplayRun, replay_worker};
 use self::shared::{CLOSE_GRACE, Shared, group_origins, until_deadline};
+pub(crate) use self::shared::{Slot, slot_at};
 use crate::config::{Http2, LoadConfig, OpenLoop, Workload};
 use crate::conn::with_timeout;
 use crate::error::Error;
@@ -366,7 +368,7 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
             }
         }
         (Some((ol, run)), _) => {
-            set.spawn(arrivals(shared.clone(), run.clone(), identities, *ol));
+            set.spawn(tcp_arrivals(shared.clone(), run.clone(), identities, *ol));
         }
     }
 

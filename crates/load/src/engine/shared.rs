@@ -167,9 +167,33 @@ pub(super) struct Shared {
 
 /// Whether a request is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Slot {
+pub(crate) enum Slot {
     Warmup,
     Measured,
+}
+
+/// The slot of a request that starts at `now` in a run whose window
+/// starts at `window_start` and ends at `deadline`, taking one from
+/// `budget` (`-n`) if measured; `None` when the run is over.
+pub(crate) fn slot_at(
+    now: Instant,
+    window_start: Instant,
+    deadline: Option<Instant>,
+    budget: Option<&AtomicU64>,
+) -> Option<Slot> {
+    if deadline.is_some_and(|d| now >= d) {
+        return None;
+    }
+    if now < window_start {
+        return Some(Slot::Warmup);
+    }
+    match budget {
+        None => Some(Slot::Measured),
+        Some(b) => b
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .ok()
+            .map(|_| Slot::Measured),
+    }
 }
 
 impl Shared {
@@ -195,19 +219,7 @@ impl Shared {
     /// The slot of a request that starts at `now`, or `None` when the run
     /// is over.
     pub(super) fn slot_at(&self, now: Instant) -> Option<Slot> {
-        if self.deadline.is_some_and(|d| now >= d) {
-            return None;
-        }
-        if now < self.window_start {
-            return Some(Slot::Warmup);
-        }
-        match &self.budget {
-            None => Some(Slot::Measured),
-            Some(b) => b
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .ok()
-                .map(|_| Slot::Measured),
-        }
+        slot_at(now, self.window_start, self.deadline, self.budget.as_ref())
     }
 
     /// Returns true if and only if another request may follow (a hint for

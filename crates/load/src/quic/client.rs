@@ -3,10 +3,11 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
+use parking_lot::Mutex;
 use rustls::client::Resumption;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -75,16 +76,27 @@ fn conn_kind(e: &quinn::ConnectionError) -> String {
     }
 }
 
-struct Me {
+/// A client identity: its UDP endpoint, session store and reuse planner.
+/// A closed-loop client is one; an open loop's arrivals share a pool of
+/// them, concurrently.
+pub(super) struct Me {
     run: Arc<Run>,
     id: u32,
     endpoint: quinn::Endpoint,
+    /// The run's configuration with this identity's session store and
+    /// certificate verifier (one per identity: rustls resumes only with the
+    /// verifier that stored the session).
     config: quinn::ClientConfig,
     sessions: Arc<ClientSessions>,
+    /// Calls of the verifier: a full handshake makes one, a resumed none.
     verified: Arc<AtomicU64>,
-    planner: ReusePlanner,
-    conn_no: u64,
-    next_path: usize,
+    /// Held by the handshake in progress, so that the verifier's calls
+    /// are that handshake's: an identity makes one handshake at a time
+    /// (its connections' requests still overlap).
+    handshaking: tokio::sync::Mutex<()>,
+    planner: Mutex<ReusePlanner>,
+    conn_no: AtomicU64,
+    next_path: AtomicUsize,
     /// Requests taken from the budget and not yet recorded.
     taken: Arc<AtomicU64>,
 }
@@ -93,7 +105,8 @@ struct Me {
 pub(super) async fn client(run: Arc<Run>, id: u32) {
     let taken = Arc::new(AtomicU64::new(0));
     let deadline = run.deadline;
-    let me = match Me::new(run.clone(), id, taken.clone()) {
+    let counted = taken.clone();
+    let me = match Me::new(run.clone(), id, taken) {
         Ok(me) => me,
         Err(e) => {
             tracing::error!("HTTP/3 client {id} could not start: {e}");
@@ -105,7 +118,7 @@ pub(super) async fn client(run: Arc<Run>, id: u32) {
         Some(d) => {
             if tokio::time::timeout_at(d.into(), work).await.is_err() {
                 run.unfinished
-                    .fetch_add(taken.load(Ordering::Relaxed), Ordering::Relaxed);
+                    .fetch_add(counted.load(Ordering::Relaxed), Ordering::Relaxed);
             }
         }
         None => work.await,
@@ -113,7 +126,9 @@ pub(super) async fn client(run: Arc<Run>, id: u32) {
 }
 
 impl Me {
-    fn new(run: Arc<Run>, id: u32, taken: Arc<AtomicU64>) -> Result<Me, String> {
+    /// Identity `id`: a UDP endpoint of its own (bound to its
+    /// `--source-ip` address if given) and an empty session store.
+    pub(super) fn new(run: Arc<Run>, id: u32, taken: Arc<AtomicU64>) -> Result<Me, String> {
         let sessions = ClientSessions::new();
         let verified = Arc::new(AtomicU64::new(0));
         let mut c = run.base.clone();
@@ -129,34 +144,57 @@ impl Me {
         let idle = run.timeout.min(Duration::from_secs(600));
         t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
         config.transport_config(Arc::new(t));
-        let local: SocketAddr = match (run.addr.is_ipv6(), run.addr.ip().is_loopback()) {
-            (false, true) => (Ipv4Addr::LOCALHOST, 0).into(),
-            (false, false) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-            (true, true) => (Ipv6Addr::LOCALHOST, 0).into(),
-            (true, false) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+        let local: SocketAddr = match (&run.source, run.addr.is_ipv6(), run.addr.ip().is_loopback())
+        {
+            (Some(s), _, _) => (s.for_client(id), 0).into(),
+            (None, false, true) => (Ipv4Addr::LOCALHOST, 0).into(),
+            (None, false, false) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+            (None, true, true) => (Ipv6Addr::LOCALHOST, 0).into(),
+            (None, true, false) => (Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        let endpoint = quinn::Endpoint::client(local).map_err(|e| e.to_string())?;
+        let endpoint =
+            quinn::Endpoint::client(local).map_err(|e| format!("UDP bind {local}: {e}"))?;
         let reuse = run.reuse;
         Ok(Me {
-            next_path: id as usize % run.paths.len(),
+            next_path: AtomicUsize::new(id as usize % run.paths.len()),
             run,
             id,
             endpoint,
             config,
             sessions,
             verified,
-            planner: ReusePlanner::new(reuse),
-            conn_no: 0,
+            handshaking: tokio::sync::Mutex::new(()),
+            planner: Mutex::new(ReusePlanner::new(reuse)),
+            conn_no: AtomicU64::new(0),
             taken,
         })
     }
 
-    async fn run_loop(mut self) {
+    async fn run_loop(self) {
         while self.run.take_request() {
             self.taken.fetch_add(1, Ordering::Relaxed);
-            self.connection().await;
+            self.connection(None).await;
         }
+        self.close();
+    }
+
+    /// Closes the endpoint: its connections are done.
+    pub(super) fn close(&self) {
         self.endpoint.close(0u32.into(), b"done");
+    }
+
+    /// One open-loop arrival on this identity: one connection, its first
+    /// request timed from `intended`; cut off at the run's deadline (and
+    /// counted unfinished if `measured`).
+    pub(super) async fn arrival(&self, intended: Instant, measured: bool) {
+        self.taken.fetch_add(1, Ordering::Relaxed);
+        let work = self.connection(Some(intended));
+        let Some(d) = self.run.deadline else {
+            return work.await;
+        };
+        if tokio::time::timeout_at(d.into(), work).await.is_err() && measured {
+            self.run.unfinished.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn record(&self, rec: &RequestRecord, start: Instant) {
@@ -166,13 +204,17 @@ impl Me {
         }
     }
 
-    fn blank(&mut self, start: Instant, req_on_conn: u32) -> (RequestRecord, http::Uri) {
-        let (target, uri) = self.run.paths[self.next_path].clone();
-        self.next_path = (self.next_path + 1) % self.run.paths.len();
+    fn blank(&self, start: Instant, conn: u64, req_on_conn: u32) -> (RequestRecord, http::Uri) {
+        let n = self.run.paths.len();
+        let at = self
+            .next_path
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some((p + 1) % n))
+            .unwrap_or_default();
+        let (target, uri) = self.run.paths[at].clone();
         let rec = RequestRecord {
             t_start_us: self.run.since_window(start),
             client: self.id,
-            conn: self.conn_no,
+            conn,
             req_on_conn,
             target,
             ..RequestRecord::default()
@@ -180,14 +222,26 @@ impl Me {
         (rec, uri)
     }
 
-    /// One connection: the handshake (0-RTT when allowed), then its requests.
-    async fn connection(&mut self) {
+    /// One connection: the handshake (0-RTT when allowed), then its
+    /// requests. With `intended` (an open loop's arrival time) the first
+    /// request's start and total time count from then; the handshake's
+    /// times are always its own.
+    async fn connection(&self, intended: Option<Instant>) {
         let run = self.run.clone();
         let t0 = Instant::now();
-        let (mut rec, uri) = self.blank(t0, 0);
-        let offer = self.planner.offer(self.sessions.has_session());
-        self.sessions.set_offer(offer);
+        let start = intended.unwrap_or(t0);
+        let conn_no = self.conn_no.fetch_add(1, Ordering::Relaxed);
+        let (mut rec, uri) = self.blank(start, conn_no, 0);
+        let mut one = Some(self.handshaking.lock().await);
         let verified0 = self.verified.load(Ordering::Relaxed);
+        // Full when the verifier was called: read as the handshake ends,
+        // then the next handshake of this identity may start.
+        let mut full_now = || {
+            one.take();
+            self.verified.load(Ordering::Relaxed) > verified0
+        };
+        let offer = self.planner.lock().offer(self.sessions.has_session());
+        self.sessions.set_offer(offer);
         let connecting =
             match self
                 .endpoint
@@ -196,11 +250,10 @@ impl Me {
                 Ok(c) => c,
                 Err(e) => {
                     rec.error = Some(format!("quic_connect: {e}"));
-                    rec.total_us = t0.elapsed().as_micros() as u64;
-                    return self.record(&rec, t0);
+                    rec.total_us = start.elapsed().as_micros() as u64;
+                    return self.record(&rec, start);
                 }
             };
-        self.conn_no += 1;
         let mut early = EarlyData::NotSent;
         let attempt = if run.early_data && offer {
             match connecting.into_0rtt() {
@@ -210,7 +263,9 @@ impl Me {
         } else {
             Err(connecting)
         };
-        let (conn, hs_done, h3, first) = match attempt {
+        // The handshake's own bytes and datagrams are read when it
+        // completes (quinn sends the client's Finished before it says so).
+        let (conn, hs_done, hs, full, h3, first) = match attempt {
             Ok((conn, Some(accepted))) => {
                 // The first request leaves in 0-RTT, beside the handshake.
                 let h3 = h3_open(conn.clone()).await;
@@ -223,11 +278,11 @@ impl Me {
                 let (ok, first) = tokio::join!(
                     async {
                         let ok = tokio::time::timeout(run.timeout, accepted).await == Ok(true);
-                        (ok, Instant::now())
+                        (ok, Instant::now(), conn.stats(), full_now())
                     },
                     req
                 );
-                let (ok, done) = ok;
+                let (ok, done, hs, full) = ok;
                 early = if ok {
                     EarlyData::Accepted
                 } else {
@@ -247,7 +302,7 @@ impl Me {
                     };
                     (h3, first)
                 };
-                (conn, done, h3, first)
+                (conn, done, hs, full, h3, first)
             }
             Ok((_, None)) => unreachable!("0-RTT attempts carry their acceptance"),
             Err(connecting) => {
@@ -255,7 +310,7 @@ impl Me {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => {
                         rec.error = Some(conn_kind(&e));
-                        rec.total_us = t0.elapsed().as_micros() as u64;
+                        rec.total_us = start.elapsed().as_micros() as u64;
                         if rec
                             .error
                             .as_deref()
@@ -263,27 +318,27 @@ impl Me {
                         {
                             self.sessions.clear();
                         }
-                        return self.record(&rec, t0);
+                        return self.record(&rec, start);
                     }
                     Err(_) => {
                         rec.error = Some("timeout".into());
-                        rec.total_us = t0.elapsed().as_micros() as u64;
-                        return self.record(&rec, t0);
+                        rec.total_us = start.elapsed().as_micros() as u64;
+                        return self.record(&rec, start);
                     }
                 };
                 let done = Instant::now();
+                let hs = conn.stats();
+                let full = full_now();
                 let h3 = h3_open(conn.clone()).await;
                 let first = match &h3 {
                     Ok(h) => request(h.send.clone(), uri.clone(), run.timeout).await,
                     Err(e) => Err(e.clone()),
                 };
-                (conn, done, h3, first)
+                (conn, done, hs, full, h3, first)
             }
         };
-        let full = self.verified.load(Ordering::Relaxed) > verified0;
         let resumed = !full && conn.close_reason().is_none() || early == EarlyData::Accepted;
-        self.planner.record(resumed);
-        let s = conn.stats();
+        self.planner.lock().record(resumed);
         let kind = match (resumed, early) {
             (true, EarlyData::Accepted) => Kind::ZeroRtt,
             (true, _) => Kind::Resumed,
@@ -302,31 +357,31 @@ impl Me {
             version: "TLSv1.3".into(),
             suite: String::new(),
             group: String::new(),
-            bytes_out: s.udp_tx.bytes,
-            bytes_in: s.udp_rx.bytes,
+            bytes_out: hs.udp_tx.bytes,
+            bytes_in: hs.udp_rx.bytes,
             round_trips: 1,
             early_data: early,
             wire: None,
         });
         run.connections.fetch_add(1, Ordering::Relaxed);
         let ttfb_first = first.as_ref().ok().map(|r| r.ttfb_at);
-        if t0 >= run.window_start {
+        if start >= run.window_start {
             run.handshakes.lock().push(Hs {
                 kind,
                 handshake_us: hs_us,
                 first_byte_us: ttfb_first
                     .map(|t| t.saturating_duration_since(t0).as_micros() as u64),
-                bytes_out: s.udp_tx.bytes,
-                bytes_in: s.udp_rx.bytes,
-                datagrams_out: s.udp_tx.datagrams,
-                datagrams_in: s.udp_rx.datagrams,
+                bytes_out: hs.udp_tx.bytes,
+                bytes_in: hs.udp_rx.bytes,
+                datagrams_out: hs.udp_tx.datagrams,
+                datagrams_in: hs.udp_rx.datagrams,
             });
         }
-        fill(&mut rec, &first, t0);
+        fill(&mut rec, &first, start);
         let first_ok = first.is_ok();
-        self.record(&rec, t0);
+        self.record(&rec, start);
         if let (true, Ok(h3)) = (first_ok, &h3) {
-            self.more_requests(&h3.send, t0).await;
+            self.more_requests(&h3.send, conn_no).await;
         }
         // The server sends its session tickets once it has the client's
         // Finished: after a 0-RTT response, so wait for one (bounded)
@@ -343,7 +398,7 @@ impl Me {
     }
 
     /// The connection's requests after the first, `-m` at a time.
-    async fn more_requests(&mut self, send: &Send, t0: Instant) {
+    async fn more_requests(&self, send: &Send, conn_no: u64) {
         let run = self.run.clone();
         let limit = match run.requests_per_conn {
             0 => u32::MAX,
@@ -355,7 +410,7 @@ impl Me {
             while set.len() < run.streams as usize && on_conn < limit && run.take_request() {
                 self.taken.fetch_add(1, Ordering::Relaxed);
                 let start = Instant::now();
-                let (rec, uri) = self.blank(start, on_conn);
+                let (rec, uri) = self.blank(start, conn_no, on_conn);
                 on_conn += 1;
                 let (send, timeout) = (send.clone(), run.timeout);
                 set.spawn(async move {
@@ -377,7 +432,6 @@ impl Me {
                 }
                 return;
             }
-            let _ = t0;
         }
     }
 }

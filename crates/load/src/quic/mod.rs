@@ -1,9 +1,12 @@
-//! HTTP/3 over QUIC load (`load --h3`): closed-loop clients on quinn, h3
-//! and h3-quinn, with the TCP engine's rustls configuration (the metering
+//! HTTP/3 over QUIC load (`load --h3`): closed-loop clients, or the TCP
+//! engine's open loop of arrivals (`--rate`), on quinn, h3 and h3-quinn, with the TCP engine's rustls configuration (the metering
 //! provider, trust, versions, algorithms; ALPN `h3`), its session stores,
 //! its reuse planner (N R N R … at 50 %), its request records, collector
 //! and report. Each client has a UDP socket (a quinn endpoint) of its own
-//! and makes one connection at a time with up to `-m` streams in flight.
+//! (bound to its `--source-ip` address if given) and makes one connection
+//! at a time with up to `-m` streams in flight; an open loop's arrivals
+//! take the `-c` clients in turn, each arrival one request on a new
+//! connection, concurrently.
 //!
 //! Whether the server resumed is read from the certificate verifier: a
 //! resumed TLS 1.3 handshake sends no certificate, so the client's
@@ -25,6 +28,7 @@ use tlslab_report::quic::{Transport, TransportPhase};
 use tlslab_report::{Collector, CpuUsage, LoadReport, LoadReportBuild, Window};
 use tlslab_runtime::{CpuPin, RuntimeSpec, allowed_cpus};
 
+use crate::engine::{Clock, OpenLoopRun, Slot, arrivals, slot_at};
 use crate::{Error, LoadConfig, Trust, Workload, tls};
 
 /// `load --h3` options beyond [`LoadConfig`].
@@ -63,6 +67,7 @@ pub(crate) struct Run {
     pub(crate) deadline: Option<Instant>,
     pub(crate) budget: Option<AtomicU64>,
     pub(crate) timeout: Duration,
+    pub(crate) source: Option<crate::source::SourceAddrs>,
     pub(crate) requests_per_conn: u32,
     pub(crate) streams: u32,
     pub(crate) reuse: f64,
@@ -106,11 +111,10 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
     if cfg.http2.is_some() {
         return bad("--h3 and --h2 exclude each other; choose one");
     }
-    if cfg.open_loop.is_some() {
-        return bad("--h3 runs a closed loop; drop --rate");
-    }
     if cfg.workload != Workload::Urls {
-        return bad("--h3 requests the URLs given; drop --workload");
+        return bad(
+            "--workload is TCP-only: --h3 requests the URLs given; drop --workload or --h3",
+        );
     }
     if !cfg.ablation.is_empty() {
         return bad("--h3 does not run ablations; drop --ablate");
@@ -121,8 +125,15 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
     {
         return bad("QUIC needs TLS 1.3; use --tls 1.3 or 1.2,1.3");
     }
-    if cfg.source_ip.is_some() || cfg.mss.is_some() || cfg.start_at.is_some() {
-        return bad("--h3 does not take --source-ip, --mss or --start-at yet; drop them");
+    if cfg.mss.is_some() {
+        return bad(
+            "--mss is TCP-only (a TCP socket option; QUIC has no segments); drop --mss or --h3",
+        );
+    }
+    if cfg.start_at.is_some() {
+        return bad(
+            "--start-at is TCP-only (distributed load runs over TCP); drop --start-at or --h3",
+        );
     }
     let first = &cfg.targets[0];
     if cfg.targets.iter().any(|t| !t.is_tls()) {
@@ -217,6 +228,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         deadline: cfg.duration.map(|d| window_start + d),
         budget: cfg.requests.map(AtomicU64::new),
         timeout: cfg.timeout.min(Duration::from_secs(3600)),
+        source: cfg.source_ip.clone(),
         requests_per_conn: cfg.requests_per_conn,
         streams: h3.max_concurrent_streams,
         reuse: cfg.reuse,
@@ -229,10 +241,31 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         base,
         verifier,
     });
+    let open_loop = cfg
+        .open_loop
+        .map(|ol| (ol, Arc::new(OpenLoopRun::default())));
     let (cpu, crypto, measured, start_unix_ms) = rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
-        for id in 0..cfg.clients {
-            set.spawn(client::client(run.clone(), id as u32));
+        match &open_loop {
+            None => {
+                for id in 0..cfg.clients {
+                    set.spawn(client::client(run.clone(), id as u32));
+                }
+            }
+            Some((ol, state)) => {
+                let clock = Clock {
+                    seed: cfg.seed,
+                    run_start: window_start.checked_sub(cfg.warmup).unwrap_or(window_start),
+                    deadline: run.deadline,
+                };
+                set.spawn(open_arrivals(
+                    run.clone(),
+                    clock,
+                    *ol,
+                    state.clone(),
+                    cfg.clients,
+                )?);
+            }
         }
         tokio::time::sleep_until(window_start.into()).await;
         let cpu0 = threads.cpu_time();
@@ -246,13 +279,13 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
             }
         }
         let end = Instant::now();
-        (
+        Ok::<_, Error>((
             threads.cpu_time().since(cpu0),
             meter.snapshot().diff(&crypto0),
             end.saturating_duration_since(window_start),
             start_unix_ms,
-        )
-    });
+        ))
+    })?;
     rt.shutdown_timeout(Duration::from_secs(1));
     let mut config = cfg.echo(cfg.targets.iter().map(|t| t.to_string()).collect());
     // QUIC is TLS 1.3 only, and resumes with tickets.
@@ -296,6 +329,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         handshake_crypto_us_per_request: None,
         record_crypto_us_per_request: None,
     });
+    report.open_loop = open_loop.as_ref().map(|(ol, state)| state.report(ol));
     let hs = run.handshakes.lock();
     report.transport = Some(Transport {
         name: "quic".into(),
@@ -306,6 +340,37 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         zero_rtt_rejected: run.zero_rtt_rejected.load(Ordering::Relaxed),
     });
     Ok(report)
+}
+
+/// The open loop over HTTP/3: the TCP engine's arrivals, each one request
+/// on a new connection of the `clients` identities in turn.
+fn open_arrivals(
+    run: Arc<Run>,
+    clock: Clock,
+    ol: crate::OpenLoop,
+    state: Arc<OpenLoopRun>,
+    clients: usize,
+) -> Result<impl Future<Output = ()> + Send + 'static, Error> {
+    let ids = (0..clients.max(1))
+        .map(|id| {
+            client::Me::new(run.clone(), id as u32, Arc::default())
+                .map(Arc::new)
+                .map_err(|e| Error::Invalid(format!("--h3 client {id}: {e}")))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let slots = run.clone();
+    let slot = move |t| slot_at(t, slots.window_start, slots.deadline, slots.budget.as_ref());
+    let pool = ids.clone();
+    let arrive = move |n: usize, slot: Slot, intended: Instant| {
+        let me = pool[n % pool.len()].clone();
+        async move { me.arrival(intended, slot == Slot::Measured).await }
+    };
+    Ok(async move {
+        arrivals(clock, state, ol, slot, arrive).await;
+        for me in &ids {
+            me.close();
+        }
+    })
 }
 
 fn median(mut v: Vec<u64>) -> Option<u64> {

@@ -1,0 +1,267 @@
+//! What `serve --h3` claims about its QUIC listener, checked from a real
+//! QUIC client (quinn, on 127.0.0.1) and from `load --h3`: Retry packets
+//! (`--quic-retry always|under-load`), the connection limit
+//! (`--quic-max-connections`), the idle timeout (`--quic-idle-timeout`),
+//! and `Alt-Svc` on the TCP listener's responses.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Metrics, Serve, expect_ok, load_json, num, run_tlslab, tempdir};
+
+/// A bound on every QUIC wait here.
+const WAIT: Duration = Duration::from_secs(10);
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// A QUIC client trusting `ca` (ALPN h3) whose own idle timeout is 10 s.
+fn client_config(ca: &Path) -> quinn::ClientConfig {
+    let tls = common::tls_client(ca, b"h3");
+    let quic = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(tls))
+        .expect("a QUIC-capable rustls config");
+    let mut c = quinn::ClientConfig::new(Arc::new(quic));
+    let mut t = quinn::TransportConfig::default();
+    t.max_idle_timeout(Some(WAIT.try_into().expect("10 s is a valid idle timeout")));
+    c.transport_config(Arc::new(t));
+    c
+}
+
+/// A handshake from a new UDP endpoint (no address-validation token):
+/// the connection (with its endpoint, kept open) or why it failed.
+async fn connect(
+    s: &Serve,
+) -> Result<(quinn::Endpoint, quinn::Connection), quinn::ConnectionError> {
+    let ep = quinn::Endpoint::client((std::net::Ipv4Addr::LOCALHOST, 0).into())
+        .expect("a UDP socket on 127.0.0.1");
+    let ca = s.ca.as_ref().expect("an ephemeral CA");
+    let connecting = ep
+        .connect_with(client_config(ca), s.https, "localhost")
+        .expect("a connection attempt");
+    match tokio::time::timeout(WAIT, connecting).await {
+        Ok(r) => r.map(|c| (ep, c)),
+        Err(_) => panic!("QUIC handshake with {} took over {WAIT:?}", s.https),
+    }
+}
+
+fn quic(m: &Metrics, name: &str) -> f64 {
+    m.count(name, &[("transport", "quic")])
+}
+
+/// Polls the metrics (≤ 5 s) until `ok` holds; returns the last scrape.
+fn metrics_until(s: &Serve, ok: impl Fn(&Metrics) -> bool) -> Metrics {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let m = s.metrics();
+        if ok(&m) || Instant::now() >= deadline {
+            return m;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn quic_retry_always_sends_a_retry_and_the_handshake_still_completes() {
+    let s = Serve::start(&["--h3", "--quic-retry", "always"]);
+    let rt = runtime();
+    let (ep, conn) = rt
+        .block_on(connect(&s))
+        .expect("a handshake through a Retry");
+    let m = s.metrics();
+    assert_eq!(quic(&m, "tlslab_transport_retries_total"), 1.0);
+    assert_eq!(m.quic_handshakes("full"), 1.0);
+    // The client saw the Retry: it is a datagram it received, and its
+    // Initial went twice.
+    let stats = conn.stats();
+    assert!(stats.udp_rx.datagrams >= 2, "{stats:?}");
+    conn.close(0u32.into(), b"done");
+    ep.close(0u32.into(), b"done");
+    drop(rt);
+
+    // load --h3 goes through it too, each client's first connection with
+    // a Retry (later ones may carry the server's NEW_TOKEN instead).
+    let dir = tempdir();
+    let json = dir.path().join("retry.json");
+    let url = s.url("/bytes/100");
+    let ca = s.ca.as_ref().unwrap().to_str().unwrap();
+    expect_ok(&run_tlslab(
+        &[
+            "load",
+            &url,
+            "--h3",
+            "--cacert",
+            ca,
+            "-c",
+            "2",
+            "-n",
+            "8",
+            "--no-progress",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    ));
+    let r = load_json(&json);
+    assert_eq!(num(&r, "requests/succeeded"), 8.0, "{r:#}");
+    let retries = quic(&s.metrics(), "tlslab_transport_retries_total");
+    assert!(
+        (3.0..=9.0).contains(&retries),
+        "{retries} Retries for 1 + 8 connections"
+    );
+}
+
+#[test]
+fn quic_retry_under_load_starts_at_half_the_connection_limit() {
+    let s = Serve::start(&[
+        "--h3",
+        "--quic-retry",
+        "under-load",
+        "--quic-max-connections",
+        "2",
+    ]);
+    let rt = runtime();
+    rt.block_on(async {
+        // Nothing open: no Retry.
+        let (ep1, a) = connect(&s).await.expect("the first handshake");
+        let sa = a.stats();
+        assert_eq!(quic(&s.metrics(), "tlslab_transport_retries_total"), 0.0);
+        // One of two open: half the limit, so a Retry first.
+        let (ep2, b) = connect(&s).await.expect("a handshake through a Retry");
+        let sb = b.stats();
+        assert_eq!(quic(&s.metrics(), "tlslab_transport_retries_total"), 1.0);
+        assert!(
+            sb.udp_tx.datagrams > sa.udp_tx.datagrams && sb.udp_rx.datagrams > sa.udp_rx.datagrams,
+            "a Retry costs the client datagrams each way (until the handshake completes): \
+             without {:?} / {:?}, with {:?} / {:?}",
+            sa.udp_tx,
+            sa.udp_rx,
+            sb.udp_tx,
+            sb.udp_rx
+        );
+        for (ep, c) in [(ep1, a), (ep2, b)] {
+            c.close(0u32.into(), b"done");
+            ep.wait_idle().await;
+        }
+    });
+    // Both closed: below half again, no Retry.
+    let m = metrics_until(&s, |m| quic(m, "tlslab_transport_open_connections") == 0.0);
+    assert_eq!(quic(&m, "tlslab_transport_open_connections"), 0.0);
+    rt.block_on(async {
+        let (ep, c) = connect(&s).await.expect("a third handshake");
+        c.close(0u32.into(), b"done");
+        ep.close(0u32.into(), b"done");
+    });
+    let m = s.metrics();
+    assert_eq!(quic(&m, "tlslab_transport_retries_total"), 1.0);
+    assert_eq!(m.quic_handshakes("full"), 3.0);
+}
+
+#[test]
+fn quic_max_connections_refuses_the_extra_ones_and_keeps_serving_the_rest() {
+    let s = Serve::start(&["--h3", "--quic-max-connections", "2"]);
+    let rt = runtime();
+    rt.block_on(async {
+        let held = [
+            connect(&s).await.expect("connection 1 of 2"),
+            connect(&s).await.expect("connection 2 of 2"),
+        ];
+        for i in 0..3 {
+            match connect(&s).await {
+                Err(quinn::ConnectionError::ConnectionClosed(c)) => assert_eq!(
+                    c.error_code,
+                    quinn::TransportErrorCode::CONNECTION_REFUSED,
+                    "extra connection {i}"
+                ),
+                Err(e) => panic!("extra connection {i}: not refused but {e}"),
+                Ok(_) => panic!("extra connection {i} was admitted beyond 2"),
+            }
+        }
+        let m = s.metrics();
+        assert_eq!(quic(&m, "tlslab_transport_refused_total"), 3.0);
+        assert_eq!(quic(&m, "tlslab_transport_open_connections"), 2.0);
+        assert_eq!(quic(&m, "tlslab_transport_connections_total"), 2.0);
+        for (_, c) in &held {
+            assert!(c.close_reason().is_none(), "a held connection was closed");
+        }
+        for (ep, c) in held {
+            c.close(0u32.into(), b"done");
+            ep.wait_idle().await;
+        }
+    });
+    // Room again once they are gone.
+    metrics_until(&s, |m| quic(m, "tlslab_transport_open_connections") == 0.0);
+    rt.block_on(async {
+        let (ep, c) = connect(&s).await.expect("admitted after the others closed");
+        c.close(0u32.into(), b"done");
+        ep.close(0u32.into(), b"done");
+    });
+    assert_eq!(quic(&s.metrics(), "tlslab_transport_refused_total"), 3.0);
+}
+
+#[test]
+fn quic_idle_timeout_closes_a_silent_connection() {
+    let s = Serve::start(&["--h3", "--quic-idle-timeout", "300ms"]);
+    let rt = runtime();
+    let (took, reason) = rt.block_on(async {
+        let (ep, c) = connect(&s).await.expect("a handshake");
+        let t0 = Instant::now();
+        assert_eq!(quic(&s.metrics(), "tlslab_transport_open_connections"), 1.0);
+        // The client would wait 10 s; the server's 300 ms is what counts
+        // (the lower of the two, RFC 9000 §10.1).
+        let reason = tokio::time::timeout(WAIT, c.closed())
+            .await
+            .expect("closed within 10 s");
+        ep.close(0u32.into(), b"done");
+        (t0.elapsed(), reason)
+    });
+    assert!(
+        matches!(reason, quinn::ConnectionError::TimedOut),
+        "{reason}"
+    );
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(5),
+        "closed after {took:?}, not about 300 ms"
+    );
+    // And the server let it go.
+    let m = metrics_until(&s, |m| quic(m, "tlslab_transport_open_connections") == 0.0);
+    assert_eq!(quic(&m, "tlslab_transport_open_connections"), 0.0);
+}
+
+/// The response head of `GET /health` over HTTPS (HTTP/1.1) from `addr`.
+fn https_head(addr: SocketAddr, ca: &Path) -> String {
+    let config = Arc::new(common::tls_client(ca, b"http/1.1"));
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+    let conn = rustls::ClientConnection::new(config, name).expect("a TLS client");
+    let tcp = TcpStream::connect_timeout(&addr, WAIT).expect("connect");
+    tcp.set_read_timeout(Some(WAIT)).expect("a read timeout");
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("send the request");
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let head = text.split("\r\n\r\n").next().unwrap_or_default();
+    assert!(head.starts_with("HTTP/1.1 200"), "{text}");
+    head.to_ascii_lowercase()
+}
+
+#[test]
+fn tcp_responses_advertise_h3_in_alt_svc_only_with_h3() {
+    let with = Serve::start(&["--h3"]);
+    let head = https_head(with.https, with.ca.as_ref().unwrap());
+    let want = format!("alt-svc: h3=\":{}\"; ma=86400", with.https.port());
+    assert!(head.contains(&want), "no `{want}` in:\n{head}");
+
+    let without = Serve::start(&[]);
+    let head = https_head(without.https, without.ca.as_ref().unwrap());
+    assert!(!head.contains("alt-svc"), "Alt-Svc without --h3:\n{head}");
+}
