@@ -75,7 +75,9 @@ pub(super) fn run_cells(
     let host = rig::server_host(path);
     let url = |port: Option<u16>| {
         port.map(|p| format!("https://{host}:{p}{PATH}"))
-            .ok_or_else(|| Error::Cluster("the lab's server has no HTTPS or HTTP/3 listener".into()))
+            .ok_or_else(|| {
+                Error::Cluster("the lab's server has no HTTPS or HTTP/3 listener".into())
+            })
     };
     let mut out = Vec::new();
     let mut one = |emb: &Embedded, url: &str, mode: Mode| -> Result<(), Error> {
@@ -118,8 +120,7 @@ pub(super) fn ratios(cells: &[CellResult]) -> Vec<QuicRatio> {
                 group: quic.group.clone(),
                 quic_cpu_us_per_request: quic.server_cpu_us_per_request,
                 tcp_cpu_us_per_request: tcp.server_cpu_us_per_request,
-                cpu_quic_over_tcp: quic.server_cpu_us_per_request
-                    / tcp.server_cpu_us_per_request,
+                cpu_quic_over_tcp: quic.server_cpu_us_per_request / tcp.server_cpu_us_per_request,
                 requests_per_s_quic_over_tcp: quic.requests_per_s / tcp.requests_per_s,
             })
         })

@@ -23,6 +23,7 @@ use crate::pin::Placement;
 mod load_cell;
 pub mod matrix;
 mod pq;
+mod quic;
 mod seed000;
 mod seed001;
 mod seed002;
@@ -47,6 +48,7 @@ pub fn builtins() -> Vec<Builtin> {
         seed002::OVERLOAD,
         seed003::TABLE2,
         seed004::HANDSHAKE,
+        quic::QUIC_VS_TCP,
     ]
 }
 
