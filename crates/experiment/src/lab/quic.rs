@@ -170,6 +170,6 @@ pub(super) fn render(r: &LabReport, s: &mut String) {
          QUIC, TLS and HTTP/3 in user space); handshake counts are server-observed and \
          client-observed over the same window (they may differ by the connections in flight at \
          its edges). 0-RTT runs on a server with stateful tickets (rustls accepts early data \
-         only then); over TCP it answers after the handshake, over QUIC in 0.5-RTT."
+         only then); both answer the 0-RTT request in 0.5-RTT data, before the client's Finished."
     );
 }
