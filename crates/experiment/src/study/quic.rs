@@ -31,7 +31,7 @@ use crate::rig::{self, Rig, Transport};
 
 mod analyse;
 
-pub(crate) use analyse::{Kind, analyse};
+pub(crate) use analyse::{Kind, analyse, arithmetic_curves};
 
 /// `quic-vs-tcp`.
 pub const QUIC_VS_TCP: Builtin = Builtin {
@@ -400,6 +400,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         }
     }
     let (comparisons, notes) = analyse(&s.doc, &p);
+    s.doc.curves = arithmetic_curves(&s.doc, &p);
     for n in notes {
         if !s.doc.notes.contains(&n) {
             s.doc.notes.push(n);

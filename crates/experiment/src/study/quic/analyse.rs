@@ -2,7 +2,8 @@
 //! handshake, and the round trips to the first byte against the protocol
 //! arithmetic.
 
-use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults, fmt_level};
+use tlslab_report::html::QUIC_TTFB_CHART;
+use tlslab_report::study::{Cell, CellMetrics, Comparison, Curve, StudyResults, fmt_level};
 
 use super::{GROUP, KEY, Plan};
 use crate::rig::Transport;
@@ -216,6 +217,42 @@ fn ttfb_rows(doc: &StudyResults, p: &Plan) -> (Vec<Comparison>, Vec<String>) {
         }
     }
     (out, notes)
+}
+
+/// The arithmetic's lines over the RTTs that were measured: n RTT for each
+/// n, naming the requests that take n (the report draws them beside the
+/// measured points).
+pub(crate) fn arithmetic_curves(doc: &StudyResults, p: &Plan) -> Vec<Curve> {
+    let measured: Vec<f64> = p
+        .rtts_ms
+        .iter()
+        .filter(|rtt| {
+            !doc.select(&[("rtt_ms", rtt.to_string().as_str())])
+                .is_empty()
+        })
+        .map(|&rtt| rtt as f64)
+        .collect();
+    if measured.is_empty() {
+        return vec![];
+    }
+    (1..=3u32)
+        .rev()
+        .map(|n| {
+            let who: Vec<String> = [Transport::Tcp, Transport::Quic]
+                .into_iter()
+                .flat_map(|t| Kind::ALL.into_iter().map(move |k| (t, k)))
+                .filter(|&(t, k)| arithmetic_rtts(t, k).0 == n)
+                .map(|(t, k)| format!("{} {}", name(t), k.name()))
+                .collect();
+            Curve {
+                name: format!("arithmetic: {n} RTT ({})", who.join(", ")),
+                chart: QUIC_TTFB_CHART.into(),
+                x: "round-trip time, ms".into(),
+                y: "connection start to first byte, ms".into(),
+                points: measured.iter().map(|&r| (r, f64::from(n) * r)).collect(),
+            }
+        })
+        .collect()
 }
 
 /// The comparisons of a `quic-vs-tcp` document, and notes.
