@@ -148,9 +148,9 @@ pub(crate) struct Plan {
 
 pub(crate) fn plan(quick: bool) -> Plan {
     let cell = Duration::from_millis(if quick { 1000 } else { 3000 });
-    let rtt_cell = Duration::from_millis(if quick { 1200 } else { 3000 });
+    let rtt_cell = Duration::from_millis(if quick { 1500 } else { 3000 });
     let rtts_ms: Vec<u64> = if quick {
-        vec![20, 50]
+        vec![30, 80]
     } else {
         vec![10, 25, 50, 100, 200]
     };
@@ -389,7 +389,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
                 ));
                 let cfg: tlslab_path::PathConfig = format!("delay={}ms", rtt / 2)
                     .parse()
-                    .map_err(|e| crate::Error::Path(e))?;
+                    .map_err(crate::Error::Path)?;
                 let path = tlslab_path::Path::start(&cfg).map_err(crate::Error::from)?;
                 let handle = path.handle();
                 let r = run_points(s, &points, 1, Some(&handle));

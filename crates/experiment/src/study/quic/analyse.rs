@@ -85,35 +85,31 @@ fn cpu_rows(doc: &StudyResults) -> Vec<Comparison> {
     let mut out = Vec::new();
     let reuse_0 = fmt_level(0.0);
     let reuse_1 = fmt_level(1.0);
-    let patterns: [(&str, Vec<(&str, &str)>, &str); 4] = [
+    let patterns: [(&str, (&str, &str), &str); 4] = [
         (
             "a full handshake per request (0 % reuse)",
-            vec![("reuse", reuse_0.as_str())],
+            ("reuse", reuse_0.as_str()),
             "issue 23 target: at most 1.3x TCP+TLS 1.3 per full handshake",
         ),
         (
             "half the connections resumed (50 % reuse)",
-            vec![("reuse", "0.5")],
+            ("reuse", "0.5"),
             "no published figure",
         ),
         (
             "a resumed handshake per request (100 % reuse)",
-            vec![("reuse", reuse_1.as_str())],
+            ("reuse", reuse_1.as_str()),
             "no published figure (msquic's secnetperf has no resumption knob)",
         ),
         (
             "a keep-alive request",
-            vec![("requests_per_conn", "0")],
+            ("requests_per_conn", "0"),
             "issue 23 target: at most 2x TCP+TLS 1.3 per keep-alive request (GSO on)",
         ),
     ];
     let mut per: Vec<[Option<f64>; 2]> = Vec::new();
     for (what, f, paper) in &patterns {
-        let get = |t: Transport| {
-            let mut filter = vec![("transport", level(t))];
-            filter.extend(f.iter().copied());
-            one(doc, &filter, cpu_us)
-        };
+        let get = |t: Transport| one(doc, &[("transport", level(t)), *f], cpu_us);
         let (q, mut cells) = get(Transport::Quic);
         let (t, tc) = get(Transport::Tcp);
         cells.extend(tc);
