@@ -150,7 +150,7 @@ pub(crate) fn plan(quick: bool) -> Plan {
     let cell = Duration::from_millis(if quick { 1000 } else { 3000 });
     let rtt_cell = Duration::from_millis(if quick { 1500 } else { 3000 });
     let rtts_ms: Vec<u64> = if quick {
-        vec![30, 80]
+        vec![50, 100]
     } else {
         vec![10, 25, 50, 100, 200]
     };
