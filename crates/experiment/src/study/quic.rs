@@ -36,11 +36,11 @@ pub(crate) use analyse::{Kind, analyse, arithmetic_curves};
 /// `quic-vs-tcp`.
 pub const QUIC_VS_TCP: Builtin = Builtin {
     name: "quic-vs-tcp",
-    title: "HTTP/3 over QUIC against TCP+TLS 1.3: server CPU per full, resumed and keep-alive request from 0 to 100 % reuse, and time to first byte of full, resumed and 0-RTT requests against RTT",
-    seed: "issue 23 (no seed paper: the round trips of RFC 793, 8446, 9000 and 9001)",
+    title: "HTTP/3 over QUIC against TCP+TLS 1.3: server CPU per full, resumed and keep-alive request from 0 to 100 % reuse; time to first byte of full, resumed and 0-RTT requests against RTT (root)",
+    seed: "issue 23 (protocol arithmetic, no paper)",
     engine: "load --h3",
     landed: true,
-    duration: "quick ~45 s, full ~4 min (RTT part as root)",
+    duration: "quick ~45 s, full ~4 min",
     not_landed: "",
     insecure_ablation: false,
     run,
