@@ -20,7 +20,7 @@ use crate::parse::{parse_duration, parse_key_type};
     requests/s (client-observed) and server CPU per request (server-observed) for each row, \
     the ratios full/plain, resumed/full, keep-alive/full, and QUIC/TCP.")]
 pub struct LabArgs {
-    /// Short cells: finishes within about 20 s instead of about 95 s.
+    /// Short cells: finishes within about 15 s instead of about 90 s.
     #[arg(long)]
     pub quick: bool,
 
