@@ -594,10 +594,76 @@ fn lab_quick_prints_its_table_in_reasonable_time() {
     );
     let r = load_json(&json);
     assert!(r.is_object(), "{r:#}");
+    lab_has_quic_cells_whose_counts_agree(&r);
+    assert!(
+        stdout.contains("HTTP/3 over QUIC against TCP+TLS 1.3"),
+        "{stdout}"
+    );
     assert!(
         took < Duration::from_secs(60),
         "lab --quick took {took:?} (debug build)"
     );
+}
+
+/// The lab's QUIC cells (issue 23): each ran, is compared with a TCP+TLS
+/// 1.3 cell with its key and group, and the server counted the handshakes
+/// the client saw, by kind, over the cell's window (give or take the
+/// connections in flight at its two edges: 2 per client).
+fn lab_has_quic_cells_whose_counts_agree(r: &serde_json::Value) {
+    let cells = r["cells"].as_array().expect("cells");
+    let clients = r["clients"].as_u64().expect("clients");
+    let cell = |mode: &str| {
+        cells
+            .iter()
+            .find(|c| c["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {mode} cell: {r:#}"))
+    };
+    for mode in [
+        "quic_full",
+        "quic_resumed",
+        "quic_zero_rtt",
+        "quic_keep_alive",
+        "tls_zero_rtt",
+    ] {
+        let c = cell(mode);
+        assert_eq!(c["version"], "TLSv1.3", "{c:#}");
+        assert!(num(c, "requests") > 0.0, "{c:#}");
+        assert!(num(c, "server_cpu_us_per_request") > 0.0, "{c:#}");
+        let transport = if mode.starts_with("quic") {
+            "quic"
+        } else {
+            "tcp"
+        };
+        assert_eq!(c["transport"], transport, "{c:#}");
+        for kind in ["full", "resumed", "zero_rtt"] {
+            let s = num(c, &format!("server_handshakes/{kind}"));
+            let k = num(c, &format!("client_handshakes/{kind}"));
+            assert!(
+                (s - k).abs() <= 2.0 * clients as f64,
+                "{mode}: the server counted {s} {kind} handshakes, the client {k}: {c:#}"
+            );
+        }
+    }
+    // Each pattern did what it says, on both sides.
+    assert!(num(cell("quic_full"), "server_handshakes/full") >= 10.0);
+    assert!(num(cell("quic_resumed"), "server_handshakes/resumed") >= 10.0);
+    for mode in ["quic_zero_rtt", "tls_zero_rtt"] {
+        assert!(
+            num(cell(mode), "client_handshakes/zero_rtt") >= 10.0,
+            "{:#}",
+            cell(mode)
+        );
+        assert!(num(cell(mode), "server_handshakes/zero_rtt") >= 10.0);
+    }
+    let ratios = r["quic_ratios"].as_array().expect("quic_ratios");
+    assert_eq!(ratios.len(), 4, "{r:#}");
+    for q in ratios {
+        assert_eq!(q["key"], "ecdsa-p256", "{q:#}");
+        assert!(q["group"].as_str().is_some_and(|g| !g.is_empty()), "{q:#}");
+        let ratio = num(q, "cpu_quic_over_tcp");
+        let expect = num(q, "quic_cpu_us_per_request") / num(q, "tcp_cpu_us_per_request");
+        assert!(ratio > 0.0 && (ratio - expect).abs() < 1e-9, "{q:#}");
+    }
 }
 
 #[test]

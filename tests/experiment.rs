@@ -31,6 +31,7 @@ fn list_names_every_study_and_which_cannot_run() {
         "seed002-overload",
         "seed003-table2",
         "seed004-handshake",
+        "quic-vs-tcp",
     ] {
         assert!(s.contains(name), "{name} missing from:\n{s}");
     }

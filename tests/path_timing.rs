@@ -600,4 +600,19 @@ fn lab_runs_its_cells_across_the_path() {
         common::num(&v, "wan_path/down/packets_forwarded") > 100.0,
         "{v}"
     );
+    // The HTTP/3 cells crossed the path too (UDP through the forwarder).
+    for mode in [
+        "quic_full",
+        "quic_resumed",
+        "quic_zero_rtt",
+        "quic_keep_alive",
+    ] {
+        let c = v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {mode} cell: {v}"));
+        assert!(common::num(c, "requests") > 0.0, "{c}");
+    }
 }

@@ -16,8 +16,10 @@ use crate::parse::{parse_duration, parse_key_type, parse_path_spec};
 #[command(after_help = "Example:\n  tlslab lab --quick\n\n\
     Starts an embedded server on loopback pinned to one CPU and drives it from another, for: \
     plain HTTP, TLS full, TLS resumed and TLS keep-alive, each for TLS 1.2 and 1.3 with ECDSA \
-    P-256 and RSA-2048. Prints requests/s (client-observed) and server CPU per request \
-    (server-observed) for each row, and the ratios full/plain, resumed/full, keep-alive/full.")]
+    P-256 and RSA-2048; then TLS 1.3 0-RTT, and HTTP/3 over QUIC full, resumed, 0-RTT and \
+    keep-alive against the matching TCP+TLS 1.3 cells (ECDSA P-256, same group). Prints \
+    requests/s (client-observed) and server CPU per request (server-observed) for each row, \
+    the ratios full/plain, resumed/full, keep-alive/full, and QUIC/TCP.")]
 pub struct LabArgs {
     /// Short cells: finishes within about 15 s instead of about 90 s.
     #[arg(long)]

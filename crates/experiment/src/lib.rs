@@ -14,7 +14,8 @@
 //! [`study`] is `tlslab experiment`: a declared TOML matrix, or a built-in
 //! study per seed paper (`seed000-reuse`, `seed001-breakdown`,
 //! `seed002-overload`, `seed003-table2`, `seed004-handshake`; and
-//! `seed000-cluster`, through [`cluster`]), run with
+//! `seed000-cluster`, through [`cluster`]; and `quic-vs-tcp`, HTTP/3 over
+//! QUIC against TCP+TLS 1.3), run with
 //! interleaved repeats into one resumable results document
 //! (`tlslab_report::study::StudyResults`) with the paper's figures beside
 //! today's.

@@ -17,7 +17,9 @@ use tlslab_crypto::provider::Version;
 use tlslab_load::{LoadConfig, Target, Trust};
 use tlslab_path::PathHandle;
 use tlslab_report::LoadReport;
-use tlslab_server::{CertSource, Content, ServeConfig, Server, SessionCache, TlsSettings};
+use tlslab_server::{
+    CertSource, Content, H3Settings, ServeConfig, Server, SessionCache, TlsSettings,
+};
 
 use crate::Error;
 use crate::pin::Placement;
@@ -91,6 +93,82 @@ pub(crate) fn server_host(path: Option<&PathHandle>) -> String {
 /// address; port 0.
 pub(crate) fn server_bind(path: Option<&PathHandle>) -> SocketAddr {
     path.map_or(LOOPBACK, |h| SocketAddr::new(h.server_ip(), 0))
+}
+
+/// Starts `c` with an HTTP/3 (QUIC) listener beside its TLS one, on the
+/// TLS listener's address (the same port number, over UDP) and `serve
+/// --h3`'s other defaults.
+pub(crate) fn start_with_h3(c: ServeConfig) -> Result<Server, Error> {
+    let addr = c.https.unwrap_or(LOOPBACK);
+    Ok(Server::start_with_h3(c, Some(H3Settings::new(addr)))?)
+}
+
+/// How a cell's load reaches the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// TCP: HTTP/1.1 over TLS (`tlslab load`).
+    Tcp,
+    /// HTTP/3 over QUIC, one stream in flight per connection (`tlslab
+    /// load --h3 -m 1`).
+    Quic,
+}
+
+impl Transport {
+    /// Runs `load` over this transport.
+    pub(crate) fn run(self, load: &LoadConfig) -> Result<LoadReport, Error> {
+        Ok(match self {
+            Transport::Tcp => tlslab_load::run(load)?,
+            Transport::Quic => tlslab_load::quic::run(
+                load,
+                &tlslab_load::quic::Http3 {
+                    max_concurrent_streams: 1,
+                },
+            )?,
+        })
+    }
+}
+
+/// Handshakes by kind on one transport.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Handshakes {
+    /// Full handshakes.
+    pub full: u64,
+    /// Resumed handshakes (0-RTT ones included).
+    pub resumed: u64,
+    /// Of the resumed, those whose 0-RTT data the server accepted.
+    pub zero_rtt: u64,
+}
+
+impl Handshakes {
+    fn since(&self, before: &Handshakes) -> Handshakes {
+        Handshakes {
+            full: self.full.saturating_sub(before.full),
+            resumed: self.resumed.saturating_sub(before.resumed),
+            zero_rtt: self.zero_rtt.saturating_sub(before.zero_rtt),
+        }
+    }
+
+    /// The client's counts in a load report: over QUIC its `transport`
+    /// section, over TCP its `reuse` and `handshake.early_data`.
+    pub fn of_report(r: &LoadReport) -> Handshakes {
+        match &r.transport {
+            Some(t) => Handshakes {
+                full: t.full.count,
+                resumed: t.resumed.count + t.zero_rtt.count,
+                zero_rtt: t.zero_rtt.count,
+            },
+            None => Handshakes {
+                full: r.reuse.handshakes.saturating_sub(r.reuse.resumed_count),
+                resumed: r.reuse.resumed_count,
+                zero_rtt: r.handshake.early_data.accepted,
+            },
+        }
+    }
+
+    /// All handshakes.
+    pub fn total(&self) -> u64 {
+        self.full + self.resumed
+    }
 }
 
 /// `cpus` as a pin set: `None` when empty (not pinned).
@@ -175,12 +253,16 @@ pub(crate) struct Reading {
     pub unix_ms: f64,
     /// The server runtime's CPU time so far.
     pub cpu: Duration,
-    /// Requests served.
+    /// Requests served, over TCP and QUIC.
     pub served: u64,
-    /// Handshakes completed.
+    /// TLS handshakes completed over TCP.
     pub handshakes: u64,
     /// Of them, resumed.
     pub resumed: u64,
+    /// Handshakes over TCP by kind.
+    pub tcp: Handshakes,
+    /// Handshakes over QUIC by kind (zero without an HTTP/3 listener).
+    pub quic: Handshakes,
     /// The crypto meter.
     pub crypto: Snapshot,
     /// Redis GETs: hits, misses, timeouts, errors (a shared cache only).
@@ -191,14 +273,27 @@ impl Reading {
     /// The counters of `server` now.
     pub fn of(server: &Server) -> Reading {
         let snap = server.snapshot();
+        let q = server.quic_snapshot();
+        let quic = q.as_ref().map_or(Handshakes::default(), |q| Handshakes {
+            full: q.handshakes.full,
+            resumed: q.handshakes.resumed,
+            zero_rtt: q.handshakes.early_data_accepted,
+        });
+        let (total, resumed) = (snap.handshakes.total(), snap.handshakes.resumed());
         Reading {
             unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64() * 1e3),
             cpu: snap.worker_cpu,
-            served: snap.requests.total(),
-            handshakes: snap.handshakes.total(),
-            resumed: snap.handshakes.resumed(),
+            served: snap.requests.total() + q.as_ref().map_or(0, |q| q.requests),
+            handshakes: total,
+            resumed,
+            tcp: Handshakes {
+                full: total.saturating_sub(resumed),
+                resumed,
+                zero_rtt: snap.early_data.connections,
+            },
+            quic,
             crypto: snap.crypto,
             redis: snap
                 .redis
@@ -214,6 +309,8 @@ impl Reading {
             served: self.served.saturating_sub(before.served),
             handshakes: self.handshakes.saturating_sub(before.handshakes),
             resumed: self.resumed.saturating_sub(before.resumed),
+            tcp: self.tcp.since(&before.tcp),
+            quic: self.quic.since(&before.quic),
             crypto: self.crypto.diff(&before.crypto),
             redis: std::array::from_fn(|i| self.redis[i].saturating_sub(before.redis[i])),
         }
@@ -233,16 +330,39 @@ pub(crate) struct Measured {
     /// The server's crypto meter: mean time of one signature, µs, and the
     /// signatures made (one per full handshake), over the same run.
     pub server_sign: Option<(f64, u64)>,
+    /// The server's counters over the load's window: from the end of its
+    /// warm-up (by this process's clock; the load starts its window a few
+    /// ms later, after building its runtime) to its end.
+    pub window: Reading,
 }
 
 /// Runs `load` against `server` and measures the server's CPU per request
 /// served (NaN when it served none) and its busy share over the run.
 pub(crate) fn run_measured(server: &Server, load: &LoadConfig) -> Result<Measured, Error> {
+    run_measured_over(server, load, Transport::Tcp)
+}
+
+/// [`run_measured`] over `transport`.
+pub(crate) fn run_measured_over(
+    server: &Server,
+    load: &LoadConfig,
+    transport: Transport,
+) -> Result<Measured, Error> {
     let before = Reading::of(server);
     let wall = std::time::Instant::now();
-    let report = tlslab_load::run(load)?;
+    let (report, at_window) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            std::thread::sleep(load.warmup);
+            Reading::of(server)
+        });
+        let report = transport.run(load);
+        (report, sampler.join())
+    });
+    let report = report?;
     let wall = wall.elapsed();
-    let d = Reading::of(server).since(&before);
+    let after = Reading::of(server);
+    let window = after.since(&at_window.unwrap_or_else(|_| before.clone()));
+    let d = after.since(&before);
     let sign = d.crypto.total(Op::Sign);
     Ok(Measured {
         report,
@@ -254,13 +374,24 @@ pub(crate) fn run_measured(server: &Server, load: &LoadConfig) -> Result<Measure
         server_busy: d.cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9),
         server_sign: (sign.calls > 0)
             .then(|| (sign.nanos as f64 / 1e3 / sign.calls as f64, sign.calls)),
+        window,
     })
 }
 
 /// [`run_measured`], where a cell in which nothing was served is an error
 /// naming `label`.
 pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result<Measured, Error> {
-    let m = run_measured(server, load)?;
+    measure_over(server, load, Transport::Tcp, label)
+}
+
+/// [`measure`] over `transport`.
+pub(crate) fn measure_over(
+    server: &Server,
+    load: &LoadConfig,
+    transport: Transport,
+    label: &str,
+) -> Result<Measured, Error> {
+    let m = run_measured_over(server, load, transport)?;
     if m.report.requests.completed == 0 || m.server_cpu_us_per_request.is_nan() {
         return Err(Error::EmptyCell {
             cell: label.to_string(),

@@ -296,6 +296,10 @@ pub fn costs_from_json(
             (f, c.server_cpu_us_per_request, label)
         };
         let get = |k: &str| factors.get(k).cloned();
+        // TCP+TLS costs only: QUIC cells (quic-vs-tcp) cost another thing.
+        if get("transport").is_some_and(|t| t != "tcp") {
+            continue;
+        }
         let ver = get("version").or(get("tls"));
         let k_ty = get("key");
         if let (Some(v), Some(k)) = (&ver, &k_ty) {

@@ -25,6 +25,7 @@ pub mod matrix;
 mod pq;
 mod pq_path;
 pub mod rtt_path;
+mod quic;
 mod seed000;
 mod seed001;
 mod seed002;
@@ -50,6 +51,7 @@ pub fn builtins() -> Vec<Builtin> {
         seed002::OVERLOAD,
         seed003::TABLE2,
         seed004::HANDSHAKE,
+        quic::QUIC_VS_TCP,
     ]
 }
 

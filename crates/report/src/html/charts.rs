@@ -432,10 +432,17 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
 
     // Seed 004's post-quantum sweep.
     super::pq::charts(r, &mut out, &mut missing);
+    // quic-vs-tcp: CPU per pattern and transport; TTFB against RTT beside
+    // the arithmetic (its curves are drawn there, not below).
+    super::h3::charts(r, &mut out, &mut missing);
 
     // Model curves (seed 004's 300/(1−ρ), M/M/1).
     let mut by_chart: BTreeMap<String, Vec<&crate::study::Curve>> = BTreeMap::new();
-    for c in &r.curves {
+    for c in r
+        .curves
+        .iter()
+        .filter(|c| c.chart != super::h3::QUIC_TTFB_CHART)
+    {
         by_chart.entry(c.chart.clone()).or_default().push(c);
     }
     for (title, curves) in by_chart {

@@ -9,6 +9,7 @@
 
 mod cells;
 mod charts;
+mod h3;
 mod markdown;
 mod page;
 mod pq;
@@ -17,6 +18,7 @@ mod svg;
 pub(crate) mod tests;
 
 pub use charts::{charts, goodput};
+pub use h3::QUIC_TTFB_CHART;
 pub use markdown::render_markdown;
 pub use page::render_html;
 pub use svg::{Chart, DataPoint, Series, bar_chart, line_chart};

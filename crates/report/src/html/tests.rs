@@ -393,3 +393,72 @@ fn the_pq_sweep_charts_relay_and_packet_side_by_side() {
     assert_eq!(relay_points, 3);
     assert!(ttfb[1].data.iter().all(|p| !p.series.contains("(relay)")));
 }
+
+#[test]
+fn quic_vs_tcp_draws_cpu_bars_and_ttfb_beside_its_arithmetic_curves() {
+    let mut cells = Vec::new();
+    for t in ["tcp", "quic"] {
+        for (point, f, v) in [
+            ("reuse0", "reuse", "0"),
+            ("reuse1", "reuse", "1"),
+            ("keepalive", "requests_per_conn", "0"),
+        ] {
+            let id = format!("{t}-{point}-r1");
+            cells.push(cell(
+                &id,
+                &format!("{t}-{point}"),
+                &[("transport", t), (f, v)],
+                500.0,
+                100,
+            ));
+        }
+        for rtt in ["20", "50"] {
+            let id = format!("{t}-full-rtt{rtt}-r1");
+            let ms: u64 = rtt.parse().unwrap();
+            let n = if t == "tcp" { 3 } else { 2 };
+            cells.push(cell(
+                &id,
+                &id[..id.len() - 3],
+                &[("transport", t), ("kind", "full"), ("rtt_ms", rtt)],
+                1.0,
+                n * ms * 1000 + 500,
+            ));
+        }
+    }
+    let mut r = doc("quic-vs-tcp", cells);
+    r.curves.push(Curve {
+        name: "arithmetic: 2 RTT (QUIC full)".into(),
+        chart: QUIC_TTFB_CHART.into(),
+        x: "round-trip time, ms".into(),
+        y: "ms".into(),
+        points: vec![(20.0, 40.0), (50.0, 100.0)],
+    });
+    let (charts, _) = charts(&r);
+    let cpu = charts
+        .iter()
+        .find(|c| c.title.starts_with("Server CPU per request, HTTP/3"))
+        .expect("the CPU chart");
+    assert_eq!(cpu.data.len(), 6, "{:?}", cpu.data);
+    assert!(cpu.data.iter().any(|d| d.series == "keep-alive: QUIC"));
+    let ttfb: Vec<&Chart> = charts
+        .iter()
+        .filter(|c| c.title == QUIC_TTFB_CHART)
+        .collect();
+    assert_eq!(
+        ttfb.len(),
+        1,
+        "the arithmetic is drawn with the measured points, once"
+    );
+    let series: Vec<&str> = ttfb[0].data.iter().map(|d| d.series.as_str()).collect();
+    assert!(series.contains(&"QUIC full (measured)"), "{series:?}");
+    assert!(
+        series.contains(&"arithmetic: 2 RTT (QUIC full)"),
+        "{series:?}"
+    );
+    let tcp50 = ttfb[0]
+        .data
+        .iter()
+        .find(|d| d.series == "TCP+TLS 1.3 full (measured)" && d.x == 50.0)
+        .unwrap();
+    assert!((tcp50.y - 150.5).abs() < 1e-9, "{tcp50:?}");
+}

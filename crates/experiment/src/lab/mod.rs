@@ -8,6 +8,12 @@
 //! a resumed handshake, and keep-alive. Requests/s are client-observed over
 //! each cell's window; CPU per request is server-observed (the server
 //! worker's CPU time over the whole run divided by the requests it served).
+//!
+//! [`quic`] adds HTTP/3 cells beside TCP: full, resumed, 0-RTT and
+//! keep-alive over QUIC on the same servers, each against the matching
+//! TCP+TLS 1.3 cell (same key, group and provider).
+
+mod quic;
 
 use std::time::Duration;
 
@@ -20,7 +26,9 @@ use tlslab_server::{Content, Server};
 
 use crate::Error;
 use crate::pin::Placement;
-use crate::rig::{self, Rig};
+use crate::rig::{self, Handshakes, Rig, Transport};
+
+pub use quic::QuicRatio;
 
 /// The path every cell requests: a 4 KiB file of the SPECweb96 set.
 pub const PATH: &str = "/specweb96/class1_3";
@@ -53,6 +61,17 @@ pub enum Mode {
     TlsResumed,
     /// TLS, connections kept alive.
     TlsKeepAlive,
+    /// TLS 1.3, a new connection per request, resumed with the request in
+    /// 0-RTT early data (stateful tickets).
+    TlsZeroRtt,
+    /// HTTP/3 over QUIC, a new connection and a full handshake per request.
+    QuicFull,
+    /// HTTP/3 over QUIC, a new connection per request, resumed.
+    QuicResumed,
+    /// HTTP/3 over QUIC, resumed with the request in 0-RTT.
+    QuicZeroRtt,
+    /// HTTP/3 over QUIC, connections kept alive (one stream at a time).
+    QuicKeepAlive,
 }
 
 impl Mode {
@@ -63,6 +82,31 @@ impl Mode {
             Mode::TlsFull => "TLS full handshake",
             Mode::TlsResumed => "TLS resumed",
             Mode::TlsKeepAlive => "TLS keep-alive",
+            Mode::TlsZeroRtt => "TLS 0-RTT",
+            Mode::QuicFull => "QUIC full handshake",
+            Mode::QuicResumed => "QUIC resumed",
+            Mode::QuicZeroRtt => "QUIC 0-RTT",
+            Mode::QuicKeepAlive => "QUIC keep-alive",
+        }
+    }
+
+    /// Requests per connection (0: kept alive), the share resumed, and
+    /// whether the first request goes in 0-RTT.
+    fn pattern(self) -> (u32, f64, bool) {
+        match self {
+            Mode::PlainNewConn | Mode::TlsFull | Mode::QuicFull => (1, 0.0, false),
+            Mode::TlsResumed | Mode::QuicResumed => (1, 1.0, false),
+            Mode::TlsZeroRtt | Mode::QuicZeroRtt => (1, 1.0, true),
+            Mode::PlainKeepAlive | Mode::TlsKeepAlive | Mode::QuicKeepAlive => (0, 0.0, false),
+        }
+    }
+
+    fn transport(self) -> Transport {
+        match self {
+            Mode::QuicFull | Mode::QuicResumed | Mode::QuicZeroRtt | Mode::QuicKeepAlive => {
+                Transport::Quic
+            }
+            _ => Transport::Tcp,
         }
     }
 }
@@ -72,6 +116,8 @@ impl Mode {
 pub struct CellResult {
     /// The connection pattern.
     pub mode: Mode,
+    /// `tcp` or `quic`.
+    pub transport: &'static str,
     /// The TLS version, for TLS cells.
     pub version: Option<Version>,
     /// The certificate key type, for TLS cells.
@@ -98,8 +144,15 @@ pub struct CellResult {
     pub errors: u64,
     /// The cipher suite most handshakes negotiated, for TLS cells.
     pub suite: Option<String>,
-    /// The key-exchange group most handshakes negotiated, for TLS cells.
+    /// The key-exchange group most handshakes negotiated, for TLS cells;
+    /// for QUIC cells the one group the load offered (the matching TCP
+    /// cell's), which every completed handshake therefore used.
     pub group: Option<String>,
+    /// Handshakes by kind, server-observed over the client's window (from
+    /// the end of the warm-up to the end of the run), for TLS cells.
+    pub server_handshakes: Option<Handshakes>,
+    /// Handshakes by kind, client-observed over the same window.
+    pub client_handshakes: Option<Handshakes>,
 }
 
 /// Ratios for one version and key type.
@@ -140,6 +193,11 @@ pub struct LabReport {
     pub cells: Vec<CellResult>,
     /// Ratios per version and key type.
     pub ratios: Vec<Ratios>,
+    /// Measurement time of each QUIC cell and of the TCP 0-RTT cell,
+    /// seconds (two thirds of `cell_s`).
+    pub quic_cell_s: f64,
+    /// QUIC against TCP+TLS 1.3, per connection pattern.
+    pub quic_ratios: Vec<QuicRatio>,
     /// With `--path`: the path's conditions and its forwarder's counters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wan_path: Option<tlslab_path::PathReport>,
@@ -151,10 +209,22 @@ struct Embedded {
     rig: Rig,
 }
 
+/// The listeners and resumption of an embedded server.
+#[derive(Clone, Copy)]
+struct Listeners {
+    /// A plain-HTTP listener beside the TLS one.
+    http: bool,
+    /// An HTTP/3 listener on the TLS one's port.
+    h3: bool,
+    /// Stateful tickets and 0-RTT (up to 16 KiB) instead of stateless
+    /// tickets.
+    early: bool,
+}
+
 fn start_server(
     key: KeyType,
     placement: &Placement,
-    with_http: bool,
+    l: Listeners,
     path: Option<&PathHandle>,
 ) -> Result<Embedded, Error> {
     // The server's runtime threads are spawned on the server's end, so
@@ -166,8 +236,16 @@ fn start_server(
         // On the path, the listeners are on the server namespace's address.
         let addr = rig::server_bind(path);
         c.https = Some(addr);
-        c.http = with_http.then_some(addr);
-        let server = Server::start(c)?;
+        c.http = l.http.then_some(addr);
+        if l.early {
+            c.tls.tickets = false;
+            c.tls.max_early_data = 16384;
+        }
+        let server = if l.h3 {
+            rig::start_with_h3(c)?
+        } else {
+            Server::start(c)?
+        };
         Ok(Embedded { key, server, rig })
     })
 }
@@ -192,15 +270,43 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
             c.down
         ));
     }
+    let quic_cell = quic::cell(cfg.cell);
     progress(&format!(
-        "tlslab lab: {} cells of {:.1} s each, {} clients; {}",
+        "tlslab lab: {} cells of {:.1} s each, then {} of {:.1} s (0-RTT over TCP, and \
+         HTTP/3 over QUIC), {} clients; {}",
         2 + 12,
         cfg.cell.as_secs_f64(),
+        quic::MODES.len() + 1,
+        quic_cell.as_secs_f64(),
         cfg.clients,
         placement.describe()
     ));
-    let ecdsa = start_server(KeyType::EcdsaP256, &placement, true, handle.as_ref())?;
-    let rsa = start_server(KeyType::Rsa2048, &placement, false, handle.as_ref())?;
+    let listeners = Listeners {
+        http: true,
+        h3: true,
+        early: false,
+    };
+    let ecdsa = start_server(KeyType::EcdsaP256, &placement, listeners, handle.as_ref())?;
+    let rsa = start_server(
+        KeyType::Rsa2048,
+        &placement,
+        Listeners {
+            http: false,
+            h3: false,
+            ..listeners
+        },
+        handle.as_ref(),
+    )?;
+    let early = start_server(
+        KeyType::EcdsaP256,
+        &placement,
+        Listeners {
+            http: false,
+            early: true,
+            ..listeners
+        },
+        handle.as_ref(),
+    )?;
 
     let mut cells = Vec::new();
     let http = ecdsa
@@ -209,7 +315,8 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         .map(|a| format!("http://{a}{PATH}"));
     if let Some(url) = &http {
         for mode in [Mode::PlainNewConn, Mode::PlainKeepAlive] {
-            let c = run_cell(cfg, &ecdsa, url, mode, None, handle.as_ref())?;
+            let cell = Cell::new(url, mode, None, cfg.cell);
+            let c = run_cell(cfg, &ecdsa, &cell, handle.as_ref())?;
             progress(&progress_line(&c));
             cells.push(c);
         }
@@ -222,19 +329,30 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
             let host = rig::server_host(handle.as_ref());
             let url = format!("https://{host}:{}{PATH}", addr.port());
             for mode in [Mode::TlsFull, Mode::TlsResumed, Mode::TlsKeepAlive] {
-                let c = run_cell(cfg, emb, &url, mode, Some(version), handle.as_ref())?;
+                let cell = Cell::new(&url, mode, Some(version), cfg.cell);
+                let c = run_cell(cfg, emb, &cell, handle.as_ref())?;
                 progress(&progress_line(&c));
                 cells.push(c);
             }
         }
     }
+    let quic_cells = quic::run_cells(
+        cfg,
+        [&ecdsa, &early],
+        &cells,
+        handle.as_ref(),
+        &mut progress,
+    );
     ecdsa.server.shutdown();
     rsa.server.shutdown();
+    early.server.shutdown();
+    cells.extend(quic_cells?);
     let wan_path = path.map(tlslab_path::Path::stop).transpose()?;
 
     let ratios = ratios(&cells);
+    let quic_ratios = quic::ratios(&cells);
     Ok(LabReport {
-        schema_version: 1,
+        schema_version: 2,
         quick: cfg.quick,
         placement,
         clients: cfg.clients,
@@ -242,6 +360,8 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         path: PATH.into(),
         cells,
         ratios,
+        quic_cell_s: quic_cell.as_secs_f64(),
+        quic_ratios,
         wan_path,
     })
 }
@@ -256,23 +376,45 @@ fn progress_line(c: &CellResult) -> String {
     )
 }
 
+/// What one cell runs.
+struct Cell<'a> {
+    url: &'a str,
+    mode: Mode,
+    version: Option<Version>,
+    window: Duration,
+    /// The one key-exchange group the load offers (default: rustls's).
+    group: Option<String>,
+}
+
+impl<'a> Cell<'a> {
+    fn new(url: &'a str, mode: Mode, version: Option<Version>, window: Duration) -> Self {
+        Cell {
+            url,
+            mode,
+            version,
+            window,
+            group: None,
+        }
+    }
+}
+
 fn run_cell(
     cfg: &LabConfig,
     emb: &Embedded,
-    url: &str,
-    mode: Mode,
-    version: Option<Version>,
+    cell: &Cell<'_>,
     path: Option<&PathHandle>,
 ) -> Result<CellResult, Error> {
-    let (k, reuse) = match mode {
-        Mode::PlainNewConn | Mode::TlsFull => (1, 0.0),
-        Mode::TlsResumed => (1, 1.0),
-        Mode::PlainKeepAlive | Mode::TlsKeepAlive => (0, 0.0),
-    };
+    let (mode, version) = (cell.mode, cell.version);
+    let (k, reuse, early_data) = mode.pattern();
     let versions = version.map_or_else(|| vec![Version::Tls12, Version::Tls13], |v| vec![v]);
-    let load = emb
+    let mut load = emb
         .rig
-        .cell_load(url, cfg.cell, cfg.clients, versions, k, reuse)?;
+        .cell_load(cell.url, cell.window, cfg.clients, versions, k, reuse)?;
+    load.early_data = early_data;
+    if let Some(g) = &cell.group {
+        load.algorithms.groups = Some(vec![g.clone()]);
+    }
+    let transport = mode.transport();
     let label = format!(
         "{} {} {}",
         mode.label(),
@@ -285,15 +427,28 @@ fn run_cell(
     );
     // The load engine's runtime is built on the client's end, so its
     // threads and sockets live in the path's client namespace.
-    let m = rig::on_client(path, || rig::measure(&emb.server, &load, label.trim()))?;
+    let m = rig::on_client(path, || {
+        rig::measure_over(&emb.server, &load, transport, label.trim())
+    })?;
     let report = m.report;
     let hs = match mode {
-        Mode::TlsFull => report.latency.handshake_full.p50_us,
-        Mode::TlsResumed => report.latency.handshake_resumed.p50_us,
+        Mode::TlsFull | Mode::QuicFull => report.latency.handshake_full.p50_us,
+        Mode::TlsResumed | Mode::TlsZeroRtt | Mode::QuicResumed | Mode::QuicZeroRtt => {
+            report.latency.handshake_resumed.p50_us
+        }
         _ => None,
     };
+    let (group, server_hs) = match transport {
+        Transport::Quic => (cell.group.clone(), m.window.quic),
+        Transport::Tcp => (most_common(&report.handshake.groups), m.window.tcp),
+    };
+    let tls = version.is_some();
     Ok(CellResult {
         mode,
+        transport: match transport {
+            Transport::Tcp => "tcp",
+            Transport::Quic => "quic",
+        },
         version,
         key: version.map(|_| emb.key.name().to_string()),
         requests_per_s: report.throughput.requests_per_s,
@@ -305,8 +460,14 @@ fn run_cell(
         client_busy: report.client_cpu.busy_fraction,
         client_saturated: report.client_cpu.saturated,
         errors: report.requests.errors,
-        suite: most_common(&report.handshake.suites),
-        group: most_common(&report.handshake.groups),
+        // `load --h3` does not record the suite.
+        suite: match transport {
+            Transport::Quic => None,
+            Transport::Tcp => most_common(&report.handshake.suites),
+        },
+        group,
+        server_handshakes: tls.then_some(server_hs),
+        client_handshakes: tls.then(|| Handshakes::of_report(&report)),
     })
 }
 
@@ -436,6 +597,7 @@ impl LabReport {
             "ratios of req/s: below 1 means the first mode is slower. CPU ratios: how many times \
              the server CPU per request of the first mode is the second's."
         );
+        quic::render(self, &mut s);
         if let Some(p) = &self.wan_path {
             let _ = writeln!(
                 s,
