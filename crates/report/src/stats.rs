@@ -283,7 +283,10 @@ impl Stats {
                     self.by_version.insert(h.version.clone(), add);
                 }
             }
-            bump(&mut self.suites, &h.suite, 1);
+            // Empty: not known (QUIC: quinn does not expose them).
+            if !h.suite.is_empty() {
+                bump(&mut self.suites, &h.suite, 1);
+            }
             if !h.group.is_empty() {
                 bump(&mut self.groups, &h.group, 1);
             }

@@ -458,11 +458,14 @@ impl ClusterReport {
                 rows.push(row);
             }
             o.push_str(&columns("", &widths, &rows));
-            let _ = writeln!(
-                o,
-                "  throughput against reuse (each # = {:.0} req/s):",
-                max_rps / 50.0
-            );
+            // Below 10 req/s a whole number would read "each # = 0".
+            let per = max_rps / 50.0;
+            let per = if per >= 10.0 {
+                format!("{per:.0}")
+            } else {
+                format!("{per:.2}")
+            };
+            let _ = writeln!(o, "  throughput against reuse (each # = {per} req/s):");
             let mut bars = Vec::new();
             for &r in &reuses {
                 for a in &arms {

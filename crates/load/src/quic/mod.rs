@@ -309,6 +309,9 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         run.unfinished.load(Ordering::Relaxed),
         cpu,
     );
+    // Round trips are not counted over QUIC (see client.rs): no mean.
+    report.handshake.full.round_trips_mean = None;
+    report.handshake.resumed.round_trips_mean = None;
     report.crypto = tlslab_report::CryptoPerHandshake::from_totals(
         report.reuse.handshakes,
         Op::ALL.into_iter().map(|op| {
