@@ -1,6 +1,7 @@
 //! Formatting shared by the HTML page and the Markdown version: numbers,
 //! escapes, links to cells and the columns of the cell table.
 
+use crate::interval::median;
 use crate::study::{Cell, CellMetrics};
 
 pub(super) fn esc(s: &str) -> String {
@@ -95,4 +96,15 @@ pub(super) fn cell_columns(c: &Cell) -> Vec<(&'static str, String)> {
         ("client busy %", fmt_num(m.client_busy * 100.0)),
         ("errors", m.errors.to_string()),
     ]
+}
+
+/// Median of `f` over `cells` matching `keep`, and their ids.
+pub(crate) fn med(
+    cells: &[&Cell],
+    keep: impl Fn(&Cell) -> bool,
+    f: impl Fn(&Cell) -> Option<f64>,
+) -> Option<(f64, Vec<String>)> {
+    let sel: Vec<&&Cell> = cells.iter().filter(|c| keep(c) && f(c).is_some()).collect();
+    let v: Vec<f64> = sel.iter().filter_map(|c| f(c)).collect();
+    (!v.is_empty()).then(|| (median(&v), sel.iter().map(|c| c.id.clone()).collect()))
 }

@@ -3,8 +3,8 @@
 //! time to first byte against RTT with the protocol arithmetic's lines
 //! (the study's curves on [`QUIC_TTFB_CHART`]) beside the measured points.
 
-use super::svg::{Chart, DataPoint, bar_chart, line_chart, to_series};
-use crate::interval::median;
+use super::cells::med;
+use super::svg::{Chart, DataPoint, line_chart, push_bars, to_series};
 use crate::study::{Cell, CellMetrics, StudyResults};
 
 /// The chart the study's arithmetic curves belong to: drawn here with the
@@ -21,17 +21,6 @@ fn label(transport: &str) -> &'static str {
         "quic" => "QUIC",
         _ => "TCP+TLS 1.3",
     }
-}
-
-/// Median of `f` over `cells` matching `keep`, and their ids.
-fn med(
-    cells: &[&Cell],
-    keep: impl Fn(&Cell) -> bool,
-    f: impl Fn(&Cell) -> Option<f64>,
-) -> Option<(f64, Vec<String>)> {
-    let sel: Vec<&&Cell> = cells.iter().filter(|c| keep(c) && f(c).is_some()).collect();
-    let v: Vec<f64> = sel.iter().filter_map(|c| f(c)).collect();
-    (!v.is_empty()).then(|| (median(&v), sel.iter().map(|c| c.id.clone()).collect()))
 }
 
 fn cpu_chart(cells: &[&Cell], out: &mut Vec<Chart>, missing: &mut Vec<String>) {
@@ -59,32 +48,24 @@ fn cpu_chart(cells: &[&Cell], out: &mut Vec<Chart>, missing: &mut Vec<String>) {
             }
         }
     }
-    let bars: Vec<(String, f64, f64)> = rows.iter().map(|r| (r.0.clone(), r.1, 0.0)).collect();
-    match bar_chart(title, "server CPU per request, µs", &bars) {
-        Some(svg) => out.push(Chart {
-            title: title.into(),
-            caption: "Server-observed: the server worker's CPU time over the whole cell divided \
+    push_bars(
+        out,
+        missing,
+        (
+            title,
+            "Server-observed: the server worker's CPU time over the whole cell divided \
                       by the requests it served (median over repeats); a new connection per \
                       request at 0, 50 and 100 % reuse, and keep-alive. Same certificate, group, \
                       provider and server for both transports; the document's comparisons give \
-                      the QUIC/TCP ratios."
-                .into(),
-            svg,
-            x_label: "connection pattern and transport".into(),
-            y_label: "server CPU per request, µs".into(),
-            data: rows
-                .into_iter()
-                .enumerate()
-                .map(|(i, (series, y, cells))| DataPoint {
-                    series,
-                    x: i as f64,
-                    y,
-                    cells,
-                })
-                .collect(),
-        }),
-        None => missing.push(format!("{title}: no cells with server CPU")),
-    }
+                      the QUIC/TCP ratios.",
+        ),
+        (
+            "connection pattern and transport",
+            "server CPU per request, µs",
+        ),
+        rows,
+        "no cells with server CPU",
+    );
 }
 
 fn ttfb_chart(r: &StudyResults, cells: &[&Cell], out: &mut Vec<Chart>, missing: &mut Vec<String>) {

@@ -3,8 +3,8 @@
 //! 004's "about 2 KB", server CPU per full handshake with the signature's
 //! part, and time to first byte against RTT beside its "4 RTTs".
 
-use super::svg::{Chart, DataPoint, Series, bar_chart, line_chart};
-use crate::interval::median;
+use super::cells::med;
+use super::svg::{Chart, DataPoint, Series, line_chart, push_bars};
 use crate::study::{Cell, CellMetrics, StudyResults};
 
 fn pq_cells(r: &StudyResults) -> Vec<&Cell> {
@@ -30,17 +30,6 @@ fn chains(cells: &[&Cell]) -> Vec<String> {
     out
 }
 
-/// Median of `f` over the cells matching `keep`, and their ids.
-fn med(
-    cells: &[&Cell],
-    keep: impl Fn(&Cell) -> bool,
-    f: impl Fn(&Cell) -> Option<f64>,
-) -> Option<(f64, Vec<String>)> {
-    let sel: Vec<&&Cell> = cells.iter().filter(|c| keep(c) && f(c).is_some()).collect();
-    let v: Vec<f64> = sel.iter().filter_map(|c| f(c)).collect();
-    (!v.is_empty()).then(|| (median(&v), sel.iter().map(|c| c.id.clone()).collect()))
-}
-
 fn full_bytes(c: &Cell) -> Option<f64> {
     Some(c.metrics.full_bytes_in? + c.metrics.full_bytes_out?)
 }
@@ -48,37 +37,6 @@ fn full_bytes(c: &Cell) -> Option<f64> {
 fn ttfb_ms(c: &Cell) -> Option<f64> {
     let hs = CellMetrics::at(&c.metrics.handshake_full_us, 50.0)?;
     Some((c.metrics.connect_p50_us? + hs + c.metrics.ttfb_p50_us?) as f64 / 1000.0)
-}
-
-fn bars(
-    out: &mut Vec<Chart>,
-    missing: &mut Vec<String>,
-    title: &str,
-    y_label: &str,
-    caption: &str,
-    rows: Vec<(String, f64, Vec<String>)>,
-) {
-    let b: Vec<(String, f64, f64)> = rows.iter().map(|r| (r.0.clone(), r.1, 0.0)).collect();
-    match bar_chart(title, y_label, &b) {
-        Some(svg) => out.push(Chart {
-            title: title.into(),
-            caption: caption.into(),
-            svg,
-            x_label: "chain (leaf/intermediate)".into(),
-            y_label: y_label.into(),
-            data: rows
-                .into_iter()
-                .enumerate()
-                .map(|(i, (series, y, cells))| DataPoint {
-                    series,
-                    x: i as f64,
-                    y,
-                    cells,
-                })
-                .collect(),
-        }),
-        None => missing.push(format!("{title}: no data")),
-    }
 }
 
 /// Adds the sweep's charts to `out` (or a note to `missing`).
@@ -101,16 +59,19 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
                 rows.push((ch, v, ids));
             }
         }
-        bars(
+        push_bars(
             out,
             missing,
-            &format!("Bytes per full TLS 1.3 handshake, {kx}, certificate compression {comp}"),
-            "bytes, both ways",
-            "Client-observed socket bytes from the ClientHello to the end of the handshake, \
+            (
+                &format!("Bytes per full TLS 1.3 handshake, {kx}, certificate compression {comp}"),
+                "Client-observed socket bytes from the ClientHello to the end of the handshake, \
              median over repeats of each cell's mean; each chain is a leaf and an intermediate \
              (leaf/intermediate when they differ). The first bar is seed 004's \"adds ~2KBs\" \
              (SSL 3.0, RSA-1024).",
+            ),
+            ("chain (leaf/intermediate)", "bytes, both ways"),
             rows,
+            "no data",
         );
     }
     let mut rows = Vec::new();
@@ -131,15 +92,18 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
             rows.push((format!("{ch}: signature"), v, ids));
         }
     }
-    bars(
+    push_bars(
         out,
         missing,
-        "Server CPU per full handshake and its signature, X25519MLKEM768",
-        "µs",
-        "Server-observed worker CPU per request (one full TLS 1.3 handshake each) and the \
+        (
+            "Server CPU per full handshake and its signature, X25519MLKEM768",
+            "Server-observed worker CPU per request (one full TLS 1.3 handshake each) and the \
          CertificateVerify signature's time from the server's crypto meter. Seed 004 had \
          ~300 ms (session key generation and 1024-bit RSA decryption) on a 1999 server.",
+        ),
+        ("chain (leaf/intermediate)", "µs"),
         rows,
+        "no data",
     );
     // Time to first byte against RTT, one chart per path kind.
     let rtt_cells: Vec<&Cell> = cells.iter().copied().filter(|c| !loopback(c)).collect();

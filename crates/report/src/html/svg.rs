@@ -368,3 +368,37 @@ pub(super) fn push_line(
         None => missing.push(format!("{title}: the chart could not be drawn")),
     }
 }
+
+/// A bar per row (its label, its value and the cells behind it) as a
+/// [`Chart`] with its title and caption and its x and y labels, into `out`;
+/// or, when no row has a value, "{title}: {none}" into `missing`.
+pub(crate) fn push_bars(
+    out: &mut Vec<Chart>,
+    missing: &mut Vec<String>,
+    (title, caption): (&str, &str),
+    (x_label, y_label): (&str, &str),
+    rows: Vec<(String, f64, Vec<String>)>,
+    none: &str,
+) {
+    let b: Vec<(String, f64, f64)> = rows.iter().map(|r| (r.0.clone(), r.1, 0.0)).collect();
+    match bar_chart(title, y_label, &b) {
+        Some(svg) => out.push(Chart {
+            title: title.into(),
+            caption: caption.into(),
+            svg,
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            data: rows
+                .into_iter()
+                .enumerate()
+                .map(|(i, (series, y, cells))| DataPoint {
+                    series,
+                    x: i as f64,
+                    y,
+                    cells,
+                })
+                .collect(),
+        }),
+        None => missing.push(format!("{title}: {none}")),
+    }
+}
