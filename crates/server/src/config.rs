@@ -274,9 +274,9 @@ pub struct TlsSettings {
     /// and a memory session cache ([`Server::start`](crate::Server::start) refuses otherwise);
     /// single-use stateful tickets make each 0-RTT flight unreplayable.
     /// Accepted early data is handed to the HTTP layer ahead of the
-    /// post-handshake bytes, in order, never dropped; but tokio-rustls has
-    /// no server 0.5-RTT path, so the server answers only once the
-    /// handshake is complete and 0-RTT saves the client no round trip here.
+    /// post-handshake bytes, in order, never dropped, and its responses
+    /// leave as 0.5-RTT data before the client's Finished (`early.rs`), so
+    /// a 0-RTT request costs the client one round trip fewer.
     pub max_early_data: u32,
     /// ALPN protocols offered, in preference order (default `h2`,
     /// `http/1.1`). Empty: no ALPN (HTTP version found from the first bytes).
