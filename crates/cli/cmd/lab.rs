@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tlslab_crypto::provider;
+use tlslab_experiment::breakdown::BreakdownText;
 use tlslab_experiment::cluster::{self, ClusterConfig};
 
 use crate::args::lab::{BreakdownArgs, BreakdownWorkload, ClusterArgs, LabArgs, OverloadArgs};

@@ -9,13 +9,18 @@
 //!
 //! - [`load`]: `tlslab load --json` ([`load::LoadReport`]), with the
 //!   `distributed` section that `tlslab merge` adds.
+//! - [`breakdown`]: `tlslab breakdown --json`
+//!   ([`breakdown::BreakdownReport`]).
 //! - [`agent`]: an agent's `complete.json` and `counters.json` (`load --out`).
 //! - [`sweep`]: `tlslab sweep --json` ([`sweep::SweepReport`]).
 //! - [`study`]: `tlslab experiment`'s results document
 //!   ([`study::StudyResults`]).
 
 pub mod agent;
+pub mod breakdown;
+pub mod float;
 pub mod load;
+pub mod placement;
 pub mod study;
 pub mod sweep;
 pub mod transport;

@@ -280,7 +280,22 @@ impl CellMetrics {
     }
 }
 
+impl Cell {
+    /// The cell's `tlslab load --json` report, when it carries one that
+    /// reads as [`crate::load::LoadReport`].
+    pub fn load_report(&self) -> Option<crate::load::LoadReport> {
+        crate::load::LoadReport::deserialize(self.load.as_ref()?).ok()
+    }
+}
+
 impl StudyResults {
+    /// The engine's own report read as `T` (for example
+    /// [`crate::breakdown::BreakdownReport`]); `None` when there is none or
+    /// it is another engine's.
+    pub fn engine_report_as<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        T::deserialize(self.engine_report.as_ref()?).ok()
+    }
+
     /// A results document holding one `load --json` report as its only cell,
     /// so `tlslab report` can chart it.
     pub fn from_load(r: &crate::load::LoadReport, name: &str) -> StudyResults {

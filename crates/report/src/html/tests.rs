@@ -96,12 +96,12 @@ pub(crate) fn sample_study() -> StudyResults {
         cells: vec!["reuse1-c16-r1".into(), "reuse0-c16-r1".into()],
         reason: "ECDHE instead of RSA key transport; AES-NI".into(),
     });
-    d.engine_report = Some(serde_json::json!({
-        "shares": [
-            {"stage": "sign", "fraction": 0.4, "ci95": 0.05},
-            {"stage": "kx", "fraction": 0.2, "ci95": 0.02}
-        ]
-    }));
+    // A breakdown report as `tlslab breakdown` wrote it (seed001's).
+    let seed001: StudyResults = serde_json::from_str(include_str!(
+        "../../../../docs/results/full/seed001-breakdown/results.json"
+    ))
+    .unwrap();
+    d.engine_report = seed001.engine_report;
     d.curves.push(Curve {
         name: "300/(1-ρ)".into(),
         chart: "Response time model".into(),
