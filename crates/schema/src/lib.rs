@@ -11,6 +11,8 @@
 //!   `distributed` section that `tlslab merge` adds.
 //! - [`breakdown`]: `tlslab breakdown --json`
 //!   ([`breakdown::BreakdownReport`]).
+//! - [`overload`]: `tlslab overload --json` ([`overload::OverloadReport`])
+//!   and the user-session figures of `tlslab load --users`.
 //! - [`agent`]: an agent's `complete.json` and `counters.json` (`load --out`).
 //! - [`sweep`]: `tlslab sweep --json` ([`sweep::SweepReport`]).
 //! - [`study`]: `tlslab experiment`'s results document
@@ -20,6 +22,7 @@ pub mod agent;
 pub mod breakdown;
 pub mod float;
 pub mod load;
+pub mod overload;
 pub mod placement;
 pub mod study;
 pub mod sweep;
