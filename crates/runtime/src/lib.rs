@@ -33,6 +33,7 @@
 
 pub mod cork;
 mod cpu;
+mod date;
 pub mod idle;
 mod io;
 mod limits;
@@ -42,6 +43,7 @@ pub mod tcp_info;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
 pub use cpu::{CpuTime, Threads, process_cpu, process_cpu_time, thread_cpu_time};
+pub use date::civil_from_days;
 pub use io::{ByteCount, CountingIo, IoObserver};
 pub use limits::{NofileLimit, raise_nofile_limit};
 pub use pin::{CpuPin, allowed_cpus};

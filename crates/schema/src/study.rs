@@ -369,7 +369,10 @@ impl StudyResults {
         StudyResults::imported(name, "a `tlslab sweep --json` report", cells)
     }
 
-    fn imported(name: &str, what: &str, cells: Vec<Cell>) -> StudyResults {
+    /// A complete document of `cells` alone, titled `name: what`: no
+    /// matrix, comparisons, engine report or curves (a report read from
+    /// another file, or a hand-built one).
+    pub fn imported(name: &str, what: &str, cells: Vec<Cell>) -> StudyResults {
         StudyResults {
             kind: STUDY_KIND.into(),
             schema_version: STUDY_SCHEMA_VERSION,

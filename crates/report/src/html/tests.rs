@@ -3,7 +3,7 @@
 use super::svg::{legend_place, legend_size, tick};
 use super::*;
 use crate::study::{Cell, CellMetrics, StudyResults};
-use crate::study::{Comparison, Curve, Environment, STUDY_KIND, STUDY_SCHEMA_VERSION};
+use crate::study::{Comparison, Curve};
 
 fn cell(id: &str, point: &str, factors: &[(&str, &str)], rps: f64, p50_us: u64) -> Cell {
     Cell {
@@ -33,25 +33,10 @@ fn cell(id: &str, point: &str, factors: &[(&str, &str)], rps: f64, p50_us: u64) 
 }
 
 fn doc(study: &str, cells: Vec<Cell>) -> StudyResults {
-    StudyResults {
-        kind: STUDY_KIND.into(),
-        schema_version: STUDY_SCHEMA_VERSION,
-        study: study.into(),
-        title: format!("{study}: hand-built test document"),
-        seed: String::new(),
-        quick: true,
-        command_line: vec!["tlslab".into(), "experiment".into()],
-        environment: Environment::default(),
-        matrix: serde_json::Value::Null,
-        started_unix_ms: 0,
-        finished_unix_ms: 0,
-        complete: true,
-        cells,
-        comparisons: vec![],
-        engine_report: None,
-        curves: vec![],
-        notes: vec![],
-    }
+    let mut d = StudyResults::imported(study, "hand-built test document", cells);
+    d.quick = true;
+    d.command_line = vec!["tlslab".into(), "experiment".into()];
+    d
 }
 
 /// A seed000-reuse-like document: reuse × clients × 2 repeats, plus
