@@ -40,6 +40,8 @@ mod limits;
 mod pin;
 mod runtime;
 pub mod tcp_info;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
 pub use cpu::{CpuTime, Threads, process_cpu, process_cpu_time, thread_cpu_time};
