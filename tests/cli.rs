@@ -35,20 +35,6 @@ fn load(
     (out, report)
 }
 
-/// Polls the server's metrics (≤ 3 s) until `ok` holds; returns the last
-/// scrape either way so the caller's assertion shows it.
-fn metrics_until(serve: &Serve, ok: impl Fn(&Metrics) -> bool) -> (Metrics, String) {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let text = serve.metrics_text();
-        let m = Metrics::parse(&text);
-        if ok(&m) || Instant::now() >= deadline {
-            return (m, text);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 const HANDSHAKES: &str = "tlslab_handshakes_total";
 const FAILURES: &str = "tlslab_handshake_failures_total";
 
@@ -343,7 +329,7 @@ fn load_achieves_requested_reuse_and_server_metrics_agree() {
             let resumed_before = handshakes(&before, tls, "resumed");
             let full_before =
                 handshakes(&before, tls, "full") + handshakes(&before, tls, "full_hrr");
-            let (after, text) = metrics_until(&serve, |m| {
+            let (after, text) = serve.metrics_until(|m| {
                 handshakes(m, tls, "resumed") - resumed_before == resumed
                     && handshakes(m, tls, "full") + handshakes(m, tls, "full_hrr") - full_before
                         == full
@@ -433,7 +419,7 @@ fn garbage_and_truncated_hellos_are_closed_counted_and_survived() {
             "{reason}: serve did not close the connection within {limit:?}"
         );
     }
-    let (m, text) = metrics_until(&serve, |m| {
+    let (m, text) = serve.metrics_until(|m| {
         cases
             .iter()
             .all(|(reason, _, _)| m.count(FAILURES, &[("reason", reason)]) >= 1.0)
