@@ -11,6 +11,7 @@
 //!   `distributed` section that `tlslab merge` adds.
 //! - [`breakdown`]: `tlslab breakdown --json`
 //!   ([`breakdown::BreakdownReport`]).
+//! - [`lab`]: `tlslab lab --json` ([`lab::LabReport`]).
 //! - [`overload`]: `tlslab overload --json` ([`overload::OverloadReport`])
 //!   and the user-session figures of `tlslab load --users`.
 //! - [`agent`]: an agent's `complete.json` and `counters.json` (`load --out`).
@@ -21,6 +22,7 @@
 pub mod agent;
 pub mod breakdown;
 pub mod float;
+pub mod lab;
 pub mod load;
 pub mod overload;
 pub mod placement;
