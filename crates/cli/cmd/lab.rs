@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tlslab_crypto::provider;
 use tlslab_experiment::breakdown::BreakdownText;
-use tlslab_experiment::cluster::{self, ClusterConfig};
+use tlslab_experiment::cluster::{self, ClusterConfig, ClusterText};
 use tlslab_experiment::lab::LabText;
 use tlslab_experiment::overload::OverloadText;
 

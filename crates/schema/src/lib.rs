@@ -11,6 +11,7 @@
 //!   `distributed` section that `tlslab merge` adds.
 //! - [`breakdown`]: `tlslab breakdown --json`
 //!   ([`breakdown::BreakdownReport`]).
+//! - [`cluster`]: `tlslab cluster --json` ([`cluster::ClusterReport`]).
 //! - [`lab`]: `tlslab lab --json` ([`lab::LabReport`]).
 //! - [`overload`]: `tlslab overload --json` ([`overload::OverloadReport`])
 //!   and the user-session figures of `tlslab load --users`.
@@ -21,6 +22,7 @@
 
 pub mod agent;
 pub mod breakdown;
+pub mod cluster;
 pub mod float;
 pub mod lab;
 pub mod load;
