@@ -45,9 +45,10 @@ impl Slowloris {
                         }
                         // An answer (a 408 or 503, an alert) is followed by
                         // the close; a read error or EOF is the close.
-                        match tokio::time::timeout(BYTE_EVERY, s.read(&mut buf)).await {
-                            Ok(Ok(0) | Err(_)) => break,
-                            Ok(Ok(_)) | Err(_) => {}
+                        if let Ok(Ok(0) | Err(_)) =
+                            tokio::time::timeout(BYTE_EVERY, s.read(&mut buf)).await
+                        {
+                            break;
                         }
                         if start.elapsed() > GIVE_UP {
                             return;
