@@ -580,6 +580,10 @@ fn lab_quick_prints_its_table_in_reasonable_time() {
     );
     let r = load_json(&json);
     assert!(r.is_object(), "{r:#}");
+    // Writer and readers share one type: the report reads back as
+    // tlslab-schema's and writes the same JSON.
+    let typed: tlslab_schema::lab::LabReport = serde_json::from_value(r.clone()).expect("lab");
+    assert_eq!(serde_json::to_value(&typed).expect("lab"), r);
     lab_has_quic_cells_whose_counts_agree(&r);
     assert!(
         stdout.contains("HTTP/3 over QUIC against TCP+TLS 1.3"),
@@ -688,6 +692,11 @@ fn breakdown_needs_confirmation_and_reports_a_cost_table() {
     assert!(stdout.contains("server-observed"), "{stdout}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("WARNING"));
     let r = load_json(&json);
+    // The report reads back as tlslab-schema's type and writes the same JSON
+    // (a breakdown of two rounds has non-finite figures: written as null).
+    let typed: tlslab_schema::breakdown::BreakdownReport =
+        serde_json::from_value(r.clone()).expect("breakdown");
+    assert_eq!(serde_json::to_value(&typed).expect("breakdown"), r);
     let rows = r["rows"].as_array().expect("rows");
     // plain, baseline, six single stages (no cache without resumption),
     // PKX, PKX + rng + cache, skeleton, minimal.
