@@ -35,20 +35,6 @@ fn load(
     (out, report)
 }
 
-/// Polls the server's metrics (≤ 3 s) until `ok` holds; returns the last
-/// scrape either way so the caller's assertion shows it.
-fn metrics_until(serve: &Serve, ok: impl Fn(&Metrics) -> bool) -> (Metrics, String) {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let text = serve.metrics_text();
-        let m = Metrics::parse(&text);
-        if ok(&m) || Instant::now() >= deadline {
-            return (m, text);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 const HANDSHAKES: &str = "tlslab_handshakes_total";
 const FAILURES: &str = "tlslab_handshake_failures_total";
 
@@ -343,7 +329,7 @@ fn load_achieves_requested_reuse_and_server_metrics_agree() {
             let resumed_before = handshakes(&before, tls, "resumed");
             let full_before =
                 handshakes(&before, tls, "full") + handshakes(&before, tls, "full_hrr");
-            let (after, text) = metrics_until(&serve, |m| {
+            let (after, text) = serve.metrics_until(|m| {
                 handshakes(m, tls, "resumed") - resumed_before == resumed
                     && handshakes(m, tls, "full") + handshakes(m, tls, "full_hrr") - full_before
                         == full
@@ -433,7 +419,7 @@ fn garbage_and_truncated_hellos_are_closed_counted_and_survived() {
             "{reason}: serve did not close the connection within {limit:?}"
         );
     }
-    let (m, text) = metrics_until(&serve, |m| {
+    let (m, text) = serve.metrics_until(|m| {
         cases
             .iter()
             .all(|(reason, _, _)| m.count(FAILURES, &[("reason", reason)]) >= 1.0)
@@ -594,6 +580,10 @@ fn lab_quick_prints_its_table_in_reasonable_time() {
     );
     let r = load_json(&json);
     assert!(r.is_object(), "{r:#}");
+    // Writer and readers share one type: the report reads back as
+    // tlslab-schema's and writes the same JSON.
+    let typed: tlslab_schema::lab::LabReport = serde_json::from_value(r.clone()).expect("lab");
+    assert_eq!(serde_json::to_value(&typed).expect("lab"), r);
     lab_has_quic_cells_whose_counts_agree(&r);
     assert!(
         stdout.contains("HTTP/3 over QUIC against TCP+TLS 1.3"),
@@ -702,6 +692,11 @@ fn breakdown_needs_confirmation_and_reports_a_cost_table() {
     assert!(stdout.contains("server-observed"), "{stdout}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("WARNING"));
     let r = load_json(&json);
+    // The report reads back as tlslab-schema's type and writes the same JSON
+    // (a breakdown of two rounds has non-finite figures: written as null).
+    let typed: tlslab_schema::breakdown::BreakdownReport =
+        serde_json::from_value(r.clone()).expect("breakdown");
+    assert_eq!(serde_json::to_value(&typed).expect("breakdown"), r);
     let rows = r["rows"].as_array().expect("rows");
     // plain, baseline, six single stages (no cache without resumption),
     // PKX, PKX + rng + cache, skeleton, minimal.

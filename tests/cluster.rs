@@ -118,15 +118,7 @@ fn bad_flags_are_usage_errors() {
         (vec!["cluster", "--key", "dsa"], "--key"),
         (vec!["cluster", "--groups", "ffdhe9"], "--groups ffdhe9"),
     ] {
-        let out = run_tlslab(&args, Duration::from_secs(30));
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            common::show(&out)
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(needle), "{args:?}: {err}");
+        common::assert_usage_error(&args, needle, Duration::from_secs(30));
     }
 }
 

@@ -31,20 +31,6 @@ fn all_handshakes(m: &Metrics, version: &str) -> f64 {
     m.count(HANDSHAKES, &[("version", version)])
 }
 
-/// Polls the server's metrics (≤ 3 s) until `ok` holds; returns the last
-/// scrape either way.
-fn metrics_until(serve: &Serve, ok: impl Fn(&Metrics) -> bool) -> (Metrics, String) {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let text = serve.metrics_text();
-        let m = Metrics::parse(&text);
-        if ok(&m) || Instant::now() >= deadline {
-            return (m, text);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }
@@ -190,7 +176,7 @@ fn curl_resumes(tls: &str) {
         show(&out)
     );
 
-    let (m, text) = metrics_until(&serve, |m| handshakes(m, tls, "resumed") >= 1.0);
+    let (m, text) = serve.metrics_until(|m| handshakes(m, tls, "resumed") >= 1.0);
     assert_eq!(
         all_handshakes(&m, tls),
         2.0,
@@ -251,7 +237,7 @@ fn openssl_s_client_reconnect_resumes_tls12() {
     let reused = sessions.iter().filter(|(r, _)| *r).count() as f64;
     assert_eq!(reused, 5.0, "{out}");
 
-    let (m, text) = metrics_until(&serve, |m| handshakes(m, "1.2", "resumed") >= reused);
+    let (m, text) = serve.metrics_until(|m| handshakes(m, "1.2", "resumed") >= reused);
     assert_eq!(handshakes(&m, "1.2", "resumed"), reused, "{text}");
     assert_eq!(all_handshakes(&m, "1.2"), sessions.len() as f64, "{text}");
 }
@@ -304,7 +290,7 @@ fn openssl_s_client_sess_out_in_resumes_tls13() {
             "tickets {tickets}: {second}"
         );
 
-        let (m, text) = metrics_until(&serve, |m| handshakes(m, "1.3", "resumed") >= 1.0);
+        let (m, text) = serve.metrics_until(|m| handshakes(m, "1.3", "resumed") >= 1.0);
         assert_eq!(
             handshakes(&m, "1.3", "resumed"),
             1.0,

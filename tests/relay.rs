@@ -105,14 +105,6 @@ fn bad_relay_flags_are_usage_errors() {
             "--max-queued",
         ),
     ] {
-        let out = run_tlslab(&args, LIMIT);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            common::show(&out)
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(says), "{args:?}: {err}");
+        common::assert_usage_error(&args, says, LIMIT);
     }
 }

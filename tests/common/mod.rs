@@ -123,6 +123,15 @@ pub fn show(out: &Output) -> String {
     )
 }
 
+/// Runs `tlslab args` and asserts a usage error (exit 2) whose stderr
+/// says `says`.
+pub fn assert_usage_error(args: &[&str], says: &str, limit: Duration) {
+    let out = run_tlslab(args, limit);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(says), "{args:?}: {err}");
+}
+
 /// Asserts a command exited 0 and returns its stdout.
 pub fn expect_ok(out: &Output) -> String {
     assert!(out.status.success(), "command failed: {}", show(out));
@@ -380,6 +389,20 @@ impl Serve {
     /// The current metrics, parsed.
     pub fn metrics(&self) -> Metrics {
         Metrics::parse(&self.metrics_text())
+    }
+
+    /// Polls the metrics (≤ 3 s) until `ok` holds; returns the last scrape
+    /// either way (parsed and as text), so the caller's assertion shows it.
+    pub fn metrics_until(&self, ok: impl Fn(&Metrics) -> bool) -> (Metrics, String) {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let text = self.metrics_text();
+            let m = Metrics::parse(&text);
+            if ok(&m) || Instant::now() >= deadline {
+                return (m, text);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 

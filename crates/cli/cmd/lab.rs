@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tlslab_crypto::provider;
-use tlslab_experiment::cluster::{self, ClusterConfig};
+use tlslab_experiment::breakdown::BreakdownText;
+use tlslab_experiment::cluster::{self, ClusterConfig, ClusterText};
+use tlslab_experiment::lab::LabText;
+use tlslab_experiment::overload::OverloadText;
 
 use crate::args::lab::{BreakdownArgs, BreakdownWorkload, ClusterArgs, LabArgs, OverloadArgs};
 use crate::output::print_and_save;

@@ -9,10 +9,10 @@
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tlslab_dispatch::{BadInputAction, Config, Dispatcher, HealthCheck, Policy};
+use tlslab_runtime::testkit::{Slowloris, served};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -161,39 +161,11 @@ async fn a_slowloris_is_closed_by_the_hello_timeout_while_real_clients_are_serve
     )
     .await;
     let hello = real_hello();
-    let closed_in_time = Arc::new(AtomicU64::new(0));
-    let mut slow = Vec::new();
-    for _ in 0..SLOW {
-        let addr = d.addr;
-        let closed_in_time = closed_in_time.clone();
-        slow.push(tokio::spawn(async move {
-            let mut s = TcpStream::connect(addr).await.unwrap();
-            let start = Instant::now();
-            // A handshake record announcing 16 KiB that never comes.
-            let bytes = [22u8, 3, 1, 0x40, 0x00, 1, 0, 0x3f, 0xfc, 3, 3];
-            let mut i = 0;
-            let mut buf = [0u8; 64];
-            loop {
-                let b = [bytes[i % bytes.len()]];
-                i += 1;
-                if s.write_all(&b).await.is_err() {
-                    break;
-                }
-                // Between bytes, watch for the close.
-                match tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await {
-                    Ok(Ok(0)) | Ok(Err(_)) => break,
-                    Ok(Ok(_)) => {}
-                    Err(_) => {}
-                }
-                if start.elapsed() > Duration::from_secs(8) {
-                    return;
-                }
-            }
-            if start.elapsed() < Duration::from_secs(3) {
-                closed_in_time.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
+    // A handshake record announcing 16 KiB that never comes.
+    let slow = Slowloris::start(d.addr, SLOW, |i| {
+        const BYTES: [u8; 11] = [22, 3, 1, 0x40, 0x00, 1, 0, 0x3f, 0xfc, 3, 3];
+        BYTES[i % BYTES.len()]
+    });
     // Real clients all the while: each served at once.
     let t0 = Instant::now();
     let mut times = Vec::new();
@@ -204,12 +176,8 @@ async fn a_slowloris_is_closed_by_the_hello_timeout_while_real_clients_are_serve
         times.push(took);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    times.sort();
-    let (served, worst, median) = (times.len(), times[times.len() - 1], times[times.len() / 2]);
-    for t in slow {
-        t.await.unwrap();
-    }
-    let closed = closed_in_time.load(Ordering::Relaxed);
+    let (served, median, worst) = served(times);
+    let closed = slow.closed_in_time().await;
     eprintln!(
         "{served} real clients served (median {median:?}, slowest {worst:?}); \
          {closed}/{SLOW} slow clients closed"

@@ -32,13 +32,14 @@ impl Placement {
 
     /// A sentence saying where each side ran.
     pub fn describe(&self) -> String {
-        if self.server.is_empty() {
-            "server and client share the only CPU (not pinned)".into()
-        } else {
-            format!(
-                "server pinned to CPU {:?}, client pinned to CPU {:?}",
-                self.server, self.client
-            )
+        self.to_schema().describe()
+    }
+
+    /// The placement as the reports record it.
+    pub fn to_schema(&self) -> tlslab_schema::placement::Placement {
+        tlslab_schema::placement::Placement {
+            server: self.server.clone(),
+            client: self.client.clone(),
         }
     }
 }

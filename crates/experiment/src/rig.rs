@@ -128,48 +128,7 @@ impl Transport {
     }
 }
 
-/// Handshakes by kind on one transport.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Handshakes {
-    /// Full handshakes.
-    pub full: u64,
-    /// Resumed handshakes (0-RTT ones included).
-    pub resumed: u64,
-    /// Of the resumed, those whose 0-RTT data the server accepted.
-    pub zero_rtt: u64,
-}
-
-impl Handshakes {
-    fn since(&self, before: &Handshakes) -> Handshakes {
-        Handshakes {
-            full: self.full.saturating_sub(before.full),
-            resumed: self.resumed.saturating_sub(before.resumed),
-            zero_rtt: self.zero_rtt.saturating_sub(before.zero_rtt),
-        }
-    }
-
-    /// The client's counts in a load report: over QUIC its `transport`
-    /// section, over TCP its `reuse` and `handshake.early_data`.
-    pub fn of_report(r: &LoadReport) -> Handshakes {
-        match &r.transport {
-            Some(t) => Handshakes {
-                full: t.full.count,
-                resumed: t.resumed.count + t.zero_rtt.count,
-                zero_rtt: t.zero_rtt.count,
-            },
-            None => Handshakes {
-                full: r.reuse.handshakes.saturating_sub(r.reuse.resumed_count),
-                resumed: r.reuse.resumed_count,
-                zero_rtt: r.handshake.early_data.accepted,
-            },
-        }
-    }
-
-    /// All handshakes.
-    pub fn total(&self) -> u64 {
-        self.full + self.resumed
-    }
-}
+pub use tlslab_schema::lab::Handshakes;
 
 /// `cpus` as a pin set: `None` when empty (not pinned).
 pub(crate) fn pin(cpus: &[usize]) -> Option<Vec<usize>> {

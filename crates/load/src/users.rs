@@ -50,7 +50,6 @@ use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use rustls::pki_types::ServerName;
-use serde::Serialize;
 use tlslab_crypto::meter::Meter;
 use tlslab_crypto::store::ClientSessions;
 use tlslab_runtime::{CpuPin, RuntimeSpec};
@@ -84,73 +83,7 @@ pub struct Users {
     pub retry_backoff: Duration,
 }
 
-/// One second of a run, by completion time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Second {
-    /// Responses completed in this second.
-    pub responses: u64,
-    /// Sessions completed in this second.
-    pub sessions_completed: u64,
-    /// Users that arrived in this second.
-    pub users_arrived: u64,
-    /// Of those users, how many completed their session (at any time):
-    /// with `users_arrived`, whether a user arriving then was served.
-    pub arrivals_completed: u64,
-}
-
-/// What a user-session run measured (client-observed).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct UsersReport {
-    /// The arrival window, seconds.
-    pub window_secs: f64,
-    /// Users that arrived in the window.
-    pub users_arrived: u64,
-    /// Arrivals dropped because `max_users` were running.
-    pub users_dropped: u64,
-    /// Sessions started: arrivals plus the new users that replaced
-    /// failed ones (without retry on failure).
-    pub sessions_started: u64,
-    /// Sessions whose K requests all completed, inside the window or in the
-    /// drain after it.
-    pub sessions_completed: u64,
-    /// Sessions abandoned after a failure: by a new client replacing the
-    /// user (without retry on failure), or because the failure came after
-    /// the window ended.
-    pub sessions_abandoned: u64,
-    /// Sessions still running when the drain ended.
-    pub sessions_unfinished: u64,
-    /// Responses completed (any session), the drain included.
-    pub responses: u64,
-    /// Requests that failed, by reason: `timeout`, `connect`, `tls`
-    /// (handshake refused or closed, as a shed connection is), `http`.
-    pub failures: std::collections::BTreeMap<String, u64>,
-    /// Connections whose handshake was full.
-    pub handshakes_full: u64,
-    /// Connections whose handshake resumed a session.
-    pub handshakes_resumed: u64,
-    /// Responses completed inside the window, per second of window (raw
-    /// throughput). `responses` also counts those of the drain.
-    pub throughput_rps: f64,
-    /// Requests of the sessions completed inside the window, per second of
-    /// window (goodput).
-    pub goodput_rps: f64,
-    /// Sessions completed inside the window, per second of window.
-    /// `sessions_completed` also counts those the drain let finish.
-    pub goodput_sessions_per_sec: f64,
-    /// Median latency of completed requests (connect to last byte), ms.
-    pub latency_p50_ms: f64,
-    /// 99th percentile of that latency, ms.
-    pub latency_p99_ms: f64,
-    /// CPU time the client's own threads used, seconds.
-    pub client_cpu_secs: f64,
-    /// That CPU time over the run's wall time (window and drain) times the
-    /// CPUs its threads could use, 0–1: at 0.9 or more the client, not the
-    /// server, may have set the pace.
-    pub client_busy: f64,
-    /// Per second from the window's start (drain included), by completion
-    /// time.
-    pub timeline: Vec<Second>,
-}
+pub use tlslab_schema::overload::{Second, UsersReport};
 
 #[derive(Default)]
 struct Counters {

@@ -104,14 +104,7 @@ pub fn target_svg(t: &TargetReport) -> Option<String> {
         chart
             .configure_mesh()
             .x_labels(days.len().clamp(1, 12))
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
-                    labels[i as usize].clone()
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&|x| tlslab_report::html::category_label(&labels, *x))
             .y_desc("median, ms")
             .draw()?;
         for (name, color, pick) in [

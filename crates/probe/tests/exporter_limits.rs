@@ -5,12 +5,11 @@
 //! because at the limit the connection idle longest is closed. Times are
 //! scaled down (a 1 s timeout, a byte every 200 ms).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tlslab_probe::ProbeConfig;
 use tlslab_probe::exporter::{Limits, serve_with};
+use tlslab_runtime::testkit::{Slowloris, served};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -58,37 +57,10 @@ async fn slowloris_clients_are_closed_and_cannot_lock_a_scraper_out() {
         request_timeout: Duration::from_secs(1),
     })
     .await;
-    let closed_in_time = Arc::new(AtomicU64::new(0));
-    let mut slow = Vec::new();
-    for _ in 0..SLOW {
-        let closed_in_time = closed_in_time.clone();
-        slow.push(tokio::spawn(async move {
-            let Ok(mut s) = TcpStream::connect(addr).await else {
-                return;
-            };
-            let start = Instant::now();
-            let head = b"GET /probe?target=https://a.test/ HTTP/1.1\r\nX-Slow: ";
-            let mut buf = [0u8; 256];
-            for i in 0.. {
-                let b = [head.get(i).copied().unwrap_or(b'a')];
-                if s.write_all(&b).await.is_err() {
-                    break;
-                }
-                match tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await {
-                    Ok(Ok(0)) | Ok(Err(_)) => break,
-                    // A 408 or 503 answer: the close follows.
-                    Ok(Ok(_)) => {}
-                    Err(_) => {}
-                }
-                if start.elapsed() > Duration::from_secs(8) {
-                    return;
-                }
-            }
-            if start.elapsed() < Duration::from_secs(3) {
-                closed_in_time.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
+    let slow = Slowloris::start(addr, SLOW, |i| {
+        const HEAD: &[u8] = b"GET /probe?target=https://a.test/ HTTP/1.1\r\nX-Slow: ";
+        HEAD.get(i).copied().unwrap_or(b'a')
+    });
     // Once the slow clients hold every slot, each scraper closes the one
     // idle longest. (During the burst itself a scraper is just one more
     // new connection and may be the one closed.)
@@ -102,12 +74,8 @@ async fn slowloris_clients_are_closed_and_cannot_lock_a_scraper_out() {
         times.push(took);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    times.sort();
-    let (served, worst, median) = (times.len(), times[times.len() - 1], times[times.len() / 2]);
-    for t in slow {
-        t.await.unwrap();
-    }
-    let closed = closed_in_time.load(Ordering::Relaxed);
+    let (served, median, worst) = served(times);
+    let closed = slow.closed_in_time().await;
     eprintln!(
         "{served} scrapes answered (median {median:?}, slowest {worst:?}); \
          {closed}/{SLOW} slow clients closed"

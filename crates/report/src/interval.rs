@@ -121,47 +121,24 @@ impl Interval {
     }
 }
 
-/// Whether an estimate converged, and if not, why.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Convergence {
-    /// The 95 % half-width is at most the target.
-    Converged,
-    /// Not yet, and more samples at this variance would get there: the
-    /// time cap stopped the run.
-    CapHit,
-    /// The variance is too large: at this rate it would take more than
-    /// [`VARIANCE_FACTOR`] times the samples taken.
-    Variance,
-    /// Fewer than two samples: no interval.
-    TooFewSamples,
-}
+pub use tlslab_schema::breakdown::Convergence;
 
 /// An unconverged estimate needing more than this many times the samples
 /// already taken is blamed on its variance rather than on the time cap.
 pub const VARIANCE_FACTOR: usize = 4;
 
-impl Convergence {
-    /// The stopping rule's verdict on `iv` for a half-width `target`.
-    pub fn of(iv: &Interval, target: f64) -> Convergence {
-        if iv.n < 2 {
+impl Interval {
+    /// The stopping rule's verdict on this interval for a half-width
+    /// `target`.
+    pub fn convergence(&self, target: f64) -> Convergence {
+        if self.n < 2 {
             Convergence::TooFewSamples
-        } else if iv.half_width <= target {
+        } else if self.half_width <= target {
             Convergence::Converged
-        } else if iv.samples_needed(target) > VARIANCE_FACTOR.saturating_mul(iv.n) {
+        } else if self.samples_needed(target) > VARIANCE_FACTOR.saturating_mul(self.n) {
             Convergence::Variance
         } else {
             Convergence::CapHit
-        }
-    }
-
-    /// The JSON and table word.
-    pub fn name(self) -> &'static str {
-        match self {
-            Convergence::Converged => "converged",
-            Convergence::CapHit => "cap_hit",
-            Convergence::Variance => "variance",
-            Convergence::TooFewSamples => "too_few_samples",
         }
     }
 }
@@ -223,11 +200,11 @@ mod tests {
         // Few samples: wide.
         let few = Interval::of(&noise(3, 0.03));
         assert!(few.half_width > target);
-        assert_eq!(Convergence::of(&few, target), Convergence::CapHit);
+        assert_eq!(few.convergence(target), Convergence::CapHit);
         // Enough samples of the same noise: converged.
         let many = Interval::of(&noise(20, 0.03));
         assert!(many.half_width <= target, "{many:?}");
-        assert_eq!(Convergence::of(&many, target), Convergence::Converged);
+        assert_eq!(many.convergence(target), Convergence::Converged);
         assert!(all_converged(&[many, many], target, 3));
         assert!(!all_converged(&[many, few], target, 3));
         assert!(!all_converged(&[many], target, 30));
@@ -236,9 +213,9 @@ mod tests {
         assert!(need > 3 && need <= 20, "{need}");
         // Huge noise: blamed on variance.
         let wild = Interval::of(&noise(5, 1.0));
-        assert_eq!(Convergence::of(&wild, target), Convergence::Variance);
+        assert_eq!(wild.convergence(target), Convergence::Variance);
         assert_eq!(
-            Convergence::of(&Interval::of(&[0.1]), target),
+            Interval::of(&[0.1]).convergence(target),
             Convergence::TooFewSamples
         );
         // An estimate within noise of 0, and disagreement between two.

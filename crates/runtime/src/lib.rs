@@ -33,15 +33,19 @@
 
 pub mod cork;
 mod cpu;
+mod date;
 pub mod idle;
 mod io;
 mod limits;
 mod pin;
 mod runtime;
 pub mod tcp_info;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
 pub use cpu::{CpuTime, Threads, process_cpu, process_cpu_time, thread_cpu_time};
+pub use date::civil_from_days;
 pub use io::{ByteCount, CountingIo, IoObserver};
 pub use limits::{NofileLimit, raise_nofile_limit};
 pub use pin::{CpuPin, allowed_cpus};

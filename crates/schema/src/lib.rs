@@ -9,13 +9,25 @@
 //!
 //! - [`load`]: `tlslab load --json` ([`load::LoadReport`]), with the
 //!   `distributed` section that `tlslab merge` adds.
+//! - [`breakdown`]: `tlslab breakdown --json`
+//!   ([`breakdown::BreakdownReport`]).
+//! - [`cluster`]: `tlslab cluster --json` ([`cluster::ClusterReport`]).
+//! - [`lab`]: `tlslab lab --json` ([`lab::LabReport`]).
+//! - [`overload`]: `tlslab overload --json` ([`overload::OverloadReport`])
+//!   and the user-session figures of `tlslab load --users`.
 //! - [`agent`]: an agent's `complete.json` and `counters.json` (`load --out`).
 //! - [`sweep`]: `tlslab sweep --json` ([`sweep::SweepReport`]).
 //! - [`study`]: `tlslab experiment`'s results document
 //!   ([`study::StudyResults`]).
 
 pub mod agent;
+pub mod breakdown;
+pub mod cluster;
+pub mod float;
+pub mod lab;
 pub mod load;
+pub mod overload;
+pub mod placement;
 pub mod study;
 pub mod sweep;
 pub mod transport;

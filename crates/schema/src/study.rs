@@ -280,7 +280,22 @@ impl CellMetrics {
     }
 }
 
+impl Cell {
+    /// The cell's `tlslab load --json` report, when it carries one that
+    /// reads as [`crate::load::LoadReport`].
+    pub fn load_report(&self) -> Option<crate::load::LoadReport> {
+        crate::load::LoadReport::deserialize(self.load.as_ref()?).ok()
+    }
+}
+
 impl StudyResults {
+    /// The engine's own report read as `T` (for example
+    /// [`crate::breakdown::BreakdownReport`]); `None` when there is none or
+    /// it is another engine's.
+    pub fn engine_report_as<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        T::deserialize(self.engine_report.as_ref()?).ok()
+    }
+
     /// A results document holding one `load --json` report as its only cell,
     /// so `tlslab report` can chart it.
     pub fn from_load(r: &crate::load::LoadReport, name: &str) -> StudyResults {
@@ -354,7 +369,10 @@ impl StudyResults {
         StudyResults::imported(name, "a `tlslab sweep --json` report", cells)
     }
 
-    fn imported(name: &str, what: &str, cells: Vec<Cell>) -> StudyResults {
+    /// A complete document of `cells` alone, titled `name: what`: no
+    /// matrix, comparisons, engine report or curves (a report read from
+    /// another file, or a hand-built one).
+    pub fn imported(name: &str, what: &str, cells: Vec<Cell>) -> StudyResults {
         StudyResults {
             kind: STUDY_KIND.into(),
             schema_version: STUDY_SCHEMA_VERSION,

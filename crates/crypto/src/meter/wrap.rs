@@ -76,61 +76,57 @@ pub fn metered(base: CryptoProvider, meter: Arc<Meter>) -> CryptoProvider {
 }
 
 fn wrap_suite(s: SupportedCipherSuite, meter: &Arc<Meter>) -> SupportedCipherSuite {
+    let common = |c: &CipherSuiteCommon| CipherSuiteCommon {
+        suite: c.suite,
+        hash_provider: leak(MeteredHash {
+            inner: c.hash_provider,
+            meter: meter.clone(),
+        }),
+        confidentiality_limit: c.confidentiality_limit,
+    };
     match s {
-        SupportedCipherSuite::Tls13(t) => {
-            let common = CipherSuiteCommon {
-                suite: t.common.suite,
-                hash_provider: leak(MeteredHash {
-                    inner: t.common.hash_provider,
-                    meter: meter.clone(),
-                }),
-                confidentiality_limit: t.common.confidentiality_limit,
-            };
-            SupportedCipherSuite::Tls13(leak(Tls13CipherSuite {
-                common,
-                hkdf_provider: leak(MeteredHkdf {
-                    inner: t.hkdf_provider,
-                    meter: meter.clone(),
-                }),
-                aead_alg: leak(MeteredAead {
-                    inner: t.aead_alg,
-                    meter: meter.clone(),
-                }),
-                quic: t.quic,
-            }))
-        }
-        SupportedCipherSuite::Tls12(t) => {
-            let common = CipherSuiteCommon {
-                suite: t.common.suite,
-                hash_provider: leak(MeteredHash {
-                    inner: t.common.hash_provider,
-                    meter: meter.clone(),
-                }),
-                confidentiality_limit: t.common.confidentiality_limit,
-            };
-            SupportedCipherSuite::Tls12(leak(Tls12CipherSuite {
-                common,
-                prf_provider: leak(MeteredPrf {
-                    inner: t.prf_provider,
-                    meter: meter.clone(),
-                }),
-                kx: t.kx,
-                sign: t.sign,
-                aead_alg: leak(MeteredAead {
-                    inner: t.aead_alg,
-                    meter: meter.clone(),
-                }),
-            }))
-        }
+        SupportedCipherSuite::Tls13(t) => SupportedCipherSuite::Tls13(leak(Tls13CipherSuite {
+            common: common(&t.common),
+            hkdf_provider: leak(MeteredHkdf {
+                inner: t.hkdf_provider,
+                meter: meter.clone(),
+            }),
+            aead_alg: leak(MeteredAead {
+                inner: t.aead_alg,
+                meter: meter.clone(),
+            }),
+            quic: t.quic,
+        })),
+        SupportedCipherSuite::Tls12(t) => SupportedCipherSuite::Tls12(leak(Tls12CipherSuite {
+            common: common(&t.common),
+            prf_provider: leak(MeteredPrf {
+                inner: t.prf_provider,
+                meter: meter.clone(),
+            }),
+            kx: t.kx,
+            sign: t.sign,
+            aead_alg: leak(MeteredAead {
+                inner: t.aead_alg,
+                meter: meter.clone(),
+            }),
+        })),
     }
+}
+
+/// A wrapper whose methods time `inner`'s and record them into `meter`.
+macro_rules! metered {
+    ($(#[$a:meta])* struct $name:ident($inner:ty);) => {
+        $(#[$a])*
+        struct $name {
+            inner: $inner,
+            meter: Arc<Meter>,
+        }
+    };
 }
 
 // ---------------------------------------------------------------- hash
 
-struct MeteredHash {
-    inner: &'static dyn hash::Hash,
-    meter: Arc<Meter>,
-}
+metered! { struct MeteredHash(&'static dyn hash::Hash); }
 
 impl hash::Hash for MeteredHash {
     fn start(&self) -> Box<dyn hash::Context> {
@@ -156,10 +152,7 @@ impl hash::Hash for MeteredHash {
     }
 }
 
-struct MeteredHashContext {
-    inner: Box<dyn hash::Context>,
-    meter: Arc<Meter>,
-}
+metered! { struct MeteredHashContext(Box<dyn hash::Context>); }
 
 impl hash::Context for MeteredHashContext {
     fn fork_finish(&self) -> hash::Output {
@@ -189,10 +182,7 @@ impl hash::Context for MeteredHashContext {
 
 // ---------------------------------------------------------------- hkdf
 
-struct MeteredHkdf {
-    inner: &'static dyn Hkdf,
-    meter: Arc<Meter>,
-}
+metered! { struct MeteredHkdf(&'static dyn Hkdf); }
 
 impl MeteredHkdf {
     fn expander(&self, inner: Box<dyn HkdfExpander>) -> Box<dyn HkdfExpander> {
@@ -233,10 +223,7 @@ impl Hkdf for MeteredHkdf {
     }
 }
 
-struct MeteredExpander {
-    inner: Box<dyn HkdfExpander>,
-    meter: Arc<Meter>,
-}
+metered! { struct MeteredExpander(Box<dyn HkdfExpander>); }
 
 impl HkdfExpander for MeteredExpander {
     fn expand_slice(&self, info: &[&[u8]], output: &mut [u8]) -> Result<(), OutputLengthError> {
@@ -258,10 +245,7 @@ impl HkdfExpander for MeteredExpander {
 
 // ---------------------------------------------------------------- prf
 
-struct MeteredPrf {
-    inner: &'static dyn tls12::Prf,
-    meter: Arc<Meter>,
-}
+metered! { struct MeteredPrf(&'static dyn tls12::Prf); }
 
 /// A key exchange that has already been completed, so the PRF's own timing
 /// does not include the (separately metered) key-exchange completion.
@@ -393,10 +377,7 @@ impl Tls12AeadAlgorithm for MeteredAead<dyn Tls12AeadAlgorithm> {
     }
 }
 
-struct MeteredEncrypter {
-    inner: Box<dyn MessageEncrypter>,
-    meter: Arc<Meter>,
-}
+metered! { struct MeteredEncrypter(Box<dyn MessageEncrypter>); }
 
 impl MessageEncrypter for MeteredEncrypter {
     fn encrypt(
@@ -420,10 +401,7 @@ impl MessageEncrypter for MeteredEncrypter {
     }
 }
 
-struct MeteredDecrypter {
-    inner: Box<dyn MessageDecrypter>,
-    meter: Arc<Meter>,
-}
+metered! { struct MeteredDecrypter(Box<dyn MessageDecrypter>); }
 
 impl MessageDecrypter for MeteredDecrypter {
     fn decrypt<'a>(
@@ -446,11 +424,7 @@ impl MessageDecrypter for MeteredDecrypter {
 
 // ---------------------------------------------------------------- kx
 
-#[derive(Debug)]
-struct MeteredKxGroup {
-    inner: &'static dyn SupportedKxGroup,
-    meter: Arc<Meter>,
-}
+metered! { #[derive(Debug)] struct MeteredKxGroup(&'static dyn SupportedKxGroup); }
 
 impl SupportedKxGroup for MeteredKxGroup {
     fn start(&self) -> Result<Box<dyn ActiveKeyExchange>, Error> {
@@ -543,11 +517,7 @@ impl ActiveKeyExchange for MeteredActiveKx {
 
 // ---------------------------------------------------------------- random
 
-#[derive(Debug)]
-struct MeteredRandom {
-    inner: &'static dyn SecureRandom,
-    meter: Arc<Meter>,
-}
+metered! { #[derive(Debug)] struct MeteredRandom(&'static dyn SecureRandom); }
 
 impl SecureRandom for MeteredRandom {
     fn fill(&self, buf: &mut [u8]) -> Result<(), GetRandomFailed> {
@@ -563,11 +533,7 @@ impl SecureRandom for MeteredRandom {
 
 // ---------------------------------------------------------------- signing
 
-#[derive(Debug)]
-struct MeteredKeyProvider {
-    inner: &'static dyn KeyProvider,
-    meter: Arc<Meter>,
-}
+metered! { #[derive(Debug)] struct MeteredKeyProvider(&'static dyn KeyProvider); }
 
 impl KeyProvider for MeteredKeyProvider {
     fn load_private_key(
@@ -607,11 +573,7 @@ impl SigningKey for MeteredSigningKey {
     }
 }
 
-#[derive(Debug)]
-struct MeteredSigner {
-    inner: Box<dyn Signer>,
-    meter: Arc<Meter>,
-}
+metered! { #[derive(Debug)] struct MeteredSigner(Box<dyn Signer>); }
 
 impl Signer for MeteredSigner {
     fn sign(&self, message: &[u8]) -> Result<Vec<u8>, Error> {

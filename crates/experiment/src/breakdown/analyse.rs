@@ -50,7 +50,7 @@ pub(super) fn paired_fractions(s: &[Sample]) -> Vec<f64> {
 
 fn share(stage: &str, xs: &[f64], target: f64) -> Share {
     let iv = Interval::of(xs);
-    let status = Convergence::of(&iv, target);
+    let status = iv.convergence(target);
     Share {
         stage: stage.into(),
         fraction: iv.mean,
@@ -86,7 +86,7 @@ pub(super) fn analyse(
         .min()
         .unwrap_or(0);
     let mut rows = Vec::new();
-    for (config, ss) in configs.into_iter().zip(&samples) {
+    for (config, ss) in configs.iter().zip(&samples) {
         let cpus: Vec<f64> = ss.iter().map(|x| x.cell.cpu_us).collect();
         let rps: Vec<f64> = ss.iter().map(|x| x.cell.requests_per_s).collect();
         let is_base = config.ablation == Some(AblationSet::NONE);
@@ -112,7 +112,7 @@ pub(super) fn analyse(
             server_busy_median: median(&ss.iter().map(|x| x.cell.server_busy).collect::<Vec<_>>()),
             paired_fractions: if is_base { Vec::new() } else { fr },
             cpu_us: cpus,
-            config,
+            config: config.to_schema(),
         });
     }
     // The meter's direct attribution, from the baseline cells.
@@ -143,9 +143,10 @@ pub(super) fn analyse(
     // non-TLS = plain ÷ baseline; TLS protocol = (skeleton − plain) ÷
     // baseline; other TLS = 1 − named − skeleton ÷ baseline.
     let ratio_of = |pred: &dyn Fn(&Configuration) -> bool| -> Option<Vec<f64>> {
-        rows.iter()
-            .find(|r| pred(&r.config))
-            .map(|r| r.paired_fractions.iter().map(|f| 1.0 - f).collect())
+        configs
+            .iter()
+            .position(pred)
+            .map(|i| rows[i].paired_fractions.iter().map(|f| 1.0 - f).collect())
     };
     let skel = ratio_of(&|c| c.ablation == Some(AblationSet::skeleton()));
     let plain = ratio_of(&|c| c.ablation.is_none());
@@ -183,7 +184,7 @@ pub(super) fn analyse(
         schema_version: 3,
         workload: cfg.workload,
         file_size: cfg.file_size,
-        version: cfg.version,
+        version: cfg.version.name().into(),
         key: cfg.key.name().into(),
         cell_s: cfg.cell.as_secs_f64(),
         clients: cfg.clients,
@@ -199,7 +200,7 @@ pub(super) fn analyse(
         } else {
             f64::NAN
         },
-        placement,
+        placement: placement.to_schema(),
         rows,
         shares,
         meter_overhead_ns: f64::NAN,
@@ -214,6 +215,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::breakdown::BreakdownText;
     use crate::breakdown::plan::{Workload, configurations};
     use tlslab_crypto::pki::KeyType;
     use tlslab_crypto::provider::Version;

@@ -41,5 +41,5 @@ mod report;
 mod run;
 
 pub use plan::{BreakdownConfig, Configuration, Workload, configurations, meter_ops};
-pub use report::{BreakdownReport, Row, Share};
+pub use report::{BreakdownReport, BreakdownText, Row, Share};
 pub use run::run;

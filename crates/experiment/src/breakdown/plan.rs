@@ -8,27 +8,7 @@ use tlslab_crypto::meter::{Ablation, AblationSet, Op};
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 
-/// The request pattern of every cell.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind", content = "reuse")]
-pub enum Workload {
-    /// A new connection and a full handshake per request.
-    NewConn,
-    /// A new connection per request; this share (0–1) of them resumed.
-    Reuse(f64),
-    /// Connections kept alive.
-    KeepAlive,
-}
-
-impl Workload {
-    pub(super) fn describe(self) -> String {
-        match self {
-            Workload::NewConn => "new connection and full handshake per request".into(),
-            Workload::Reuse(r) => format!("new connection per request, {:.0}% resumed", r * 100.0),
-            Workload::KeepAlive => "keep-alive connections".into(),
-        }
-    }
-}
+pub use tlslab_schema::breakdown::Workload;
 
 /// What `breakdown` runs.
 #[derive(Clone, Debug)]
@@ -57,7 +37,7 @@ pub struct BreakdownConfig {
 }
 
 /// One configuration of the breakdown.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug)]
 pub struct Configuration {
     /// Its label, after seed 001 where one exists.
     pub name: String,
@@ -66,6 +46,19 @@ pub struct Configuration {
     /// Whether this row is a single stage whose Amdahl fraction is part of
     /// the cost table.
     pub stage: Option<String>,
+}
+
+impl Configuration {
+    /// The configuration as the report records it.
+    pub fn to_schema(&self) -> tlslab_schema::breakdown::Configuration {
+        tlslab_schema::breakdown::Configuration {
+            name: self.name.clone(),
+            ablation: self
+                .ablation
+                .map(|set| set.iter().map(|a| a.name().to_string()).collect()),
+            stage: self.stage.clone(),
+        }
+    }
 }
 
 /// The configurations run, in order: plain HTTP, the TLS baseline, each

@@ -1,135 +1,10 @@
 //! What `tlslab breakdown` measured: a row per configuration, the cost
 //! table, and their text.
 
-use tlslab_crypto::provider::Version;
-use tlslab_report::interval::Convergence;
+pub use tlslab_schema::breakdown::{BreakdownReport, Row, Share};
+use tlslab_schema::breakdown::{Convergence, Workload};
+
 use tlslab_report::{columns, header};
-
-use super::plan::{Configuration, Workload};
-use crate::pin::Placement;
-
-/// The measurements of one configuration.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Row {
-    /// The configuration.
-    pub config: Configuration,
-    /// Server CPU per request in µs for each repeat (server-observed).
-    pub cpu_us: Vec<f64>,
-    /// Client-observed requests/s for each repeat.
-    pub requests_per_s: Vec<f64>,
-    /// Median server CPU per request, µs.
-    pub cpu_us_median: f64,
-    /// Median client-observed requests/s.
-    pub requests_per_s_median: f64,
-    /// (max − min) / median of `cpu_us`.
-    pub spread: f64,
-    /// cost(baseline) / cost(this configuration).
-    pub speedup: f64,
-    /// Amdahl: 1 − 1/speedup, the share of the baseline cost this
-    /// configuration removed.
-    pub fraction_removed: f64,
-    /// Returns true if and only if the spread of this row (or of the
-    /// baseline) is larger than the effect measured, so the fraction is
-    /// not distinguishable from noise.
-    pub noisy: bool,
-    /// Returns true if and only if the client was ≥ 90 % busy in some repeat.
-    pub client_saturated: bool,
-    /// In how many of this row's cells the client was ≥ 90 % busy.
-    pub client_saturated_cells: usize,
-    /// Median share of the server's one pinned CPU that the server used
-    /// (server CPU time ÷ wall time of the cell): near 1 means the server
-    /// was the bottleneck.
-    pub server_busy_median: f64,
-    /// Each round's `1 − cost / cost(adjacent baseline)` (paired ratios).
-    pub paired_fractions: Vec<f64>,
-    /// 95 % half-width of `fraction_removed` (the mean of the paired
-    /// fractions); infinite with fewer than two rounds.
-    pub fraction_ci95: f64,
-}
-
-/// One line of the cost table.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Share {
-    /// The stage (`sig`, `kx`, …), `other TLS`, `TLS protocol` or `non-TLS`.
-    pub stage: String,
-    /// Its share of the baseline server CPU per request, 0–1 (mean of the
-    /// paired per-round shares).
-    pub fraction: f64,
-    /// 95 % half-width of `fraction` (infinite with fewer than two rounds).
-    pub ci95: f64,
-    /// Whether the interval contains 0: the share is within noise of 0.
-    pub noisy: bool,
-    /// The stopping rule's verdict: `converged`, `cap_hit` (more rounds
-    /// would have narrowed it), `variance` (too variable to converge in
-    /// reasonable time) or `too_few_samples`.
-    pub status: Convergence,
-    /// Rounds the current variance needs for the target half-width.
-    pub rounds_needed: Option<usize>,
-    /// The crypto meter's direct attribution: server time inside the
-    /// stage's operations per request ÷ server CPU per request, in the
-    /// baseline cells; `None` where the meter cannot isolate the stage
-    /// (`mac`: the AEAD is timed as one operation) and for derived rows.
-    pub meter_fraction: Option<f64>,
-    /// 95 % half-width of `meter_fraction`.
-    pub meter_ci95: Option<f64>,
-    /// Whether the two methods disagree beyond both intervals.
-    pub disagrees: Option<bool>,
-}
-
-/// The result of a breakdown.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct BreakdownReport {
-    /// Schema version of this JSON.
-    pub schema_version: u32,
-    /// The workload.
-    pub workload: Workload,
-    /// Response body size in bytes.
-    pub file_size: u64,
-    /// TLS version.
-    pub version: Version,
-    /// Certificate key type.
-    pub key: String,
-    /// Seconds per cell.
-    pub cell_s: f64,
-    /// Clients per cell.
-    pub clients: usize,
-    /// The minimum number of rounds (`--repeats`).
-    pub repeats: usize,
-    /// Rounds run: each configuration ran this many times.
-    pub rounds: usize,
-    /// The time cap, seconds (`--max-time`).
-    pub max_time_s: f64,
-    /// The target 95 % half-width, as a fraction of the baseline.
-    pub target_ci95: f64,
-    /// Wall-clock seconds the rounds took.
-    pub elapsed_s: f64,
-    /// Whether every named stage converged.
-    pub converged: bool,
-    /// Why the run stopped: `converged` or `time_cap`.
-    pub stop_reason: String,
-    /// (max − min) / median of all baseline cells: how far the baseline
-    /// drifted over the run (paired ratios cancel it out).
-    pub baseline_drift: f64,
-    /// Where server and client ran.
-    pub placement: Placement,
-    /// Every configuration.
-    pub rows: Vec<Row>,
-    /// The Amdahl cost table: each stage, other TLS, TLS protocol, non-TLS.
-    pub shares: Vec<Share>,
-    /// The crypto meter's own cost per recorded operation, in ns, measured
-    /// at the start of this run (client and server always meter).
-    pub meter_overhead_ns: f64,
-    /// Median over all pairs of the server CPU's busy share (both servers'
-    /// worker CPU ÷ the window; server-observed).
-    pub server_cpu_busy: f64,
-    /// Median over all pairs of the client CPU's busy share (both load
-    /// engines' CPU ÷ the window; client-observed).
-    pub client_cpu_busy: f64,
-    /// Which side was saturated: `server` (server CPU ≥ 85 % busy), `client`
-    /// (client CPU ≥ 85 % busy, server not), or `neither` (both waited for
-    /// a CPU the machine's other load held).
-    pub bottleneck: String,
-}
 
 fn pct_pm(f: f64, hw: f64) -> String {
     if hw.is_finite() {
@@ -139,9 +14,14 @@ fn pct_pm(f: f64, hw: f64) -> String {
     }
 }
 
-impl BreakdownReport {
+/// The text of a breakdown report.
+pub trait BreakdownText {
     /// The human tables.
-    pub fn render(&self) -> String {
+    fn render(&self) -> String;
+}
+
+impl BreakdownText for BreakdownReport {
+    fn render(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
         let _ = writeln!(

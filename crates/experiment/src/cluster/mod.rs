@@ -41,5 +41,7 @@ mod run;
 
 pub use nodes::{find_tool, openssl_groups};
 pub use plan::{ClusterConfig, ClusterPlacement, DispatcherKind, Mechanism, NodeKind, Sharing};
-pub use report::{ClusterCell, ClusterReport, RedisGets, SCHEMA_VERSION, Skipped, TargetCheck};
+pub use report::{
+    ClusterCell, ClusterReport, ClusterText, RedisGets, SCHEMA_VERSION, Skipped, TargetCheck,
+};
 pub use run::run;

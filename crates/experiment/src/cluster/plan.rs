@@ -13,130 +13,14 @@ use super::nodes::openssl_groups;
 use crate::Error;
 use crate::pin::Placement;
 
-/// The resumption mechanism of a cell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mechanism {
-    /// TLS 1.2, session IDs (nodes issue no tickets; the client sends none).
-    Tls12Id,
-    /// TLS 1.2, session tickets sealed with the node's ticket keys.
-    Tls12Ticket,
-    /// TLS 1.3, tickets sealed with the node's ticket keys (stateless); in
-    /// the `redis-cache` arm, stateful tickets held in the shared cache.
-    Tls13Ticket,
-}
+pub use tlslab_schema::cluster::{DispatcherKind, Mechanism, NodeKind, Sharing};
 
-impl Mechanism {
-    /// All three, in table order.
-    pub const ALL: [Mechanism; 3] = [
-        Mechanism::Tls12Id,
-        Mechanism::Tls12Ticket,
-        Mechanism::Tls13Ticket,
-    ];
-
-    /// The flag spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mechanism::Tls12Id => "tls12-id",
-            Mechanism::Tls12Ticket => "tls12-ticket",
-            Mechanism::Tls13Ticket => "tls13-ticket",
-        }
+/// The TLS version a mechanism runs.
+pub(super) fn version_of(m: Mechanism) -> Version {
+    match m {
+        Mechanism::Tls13Ticket => Version::Tls13,
+        _ => Version::Tls12,
     }
-
-    pub(super) fn version(self) -> Version {
-        match self {
-            Mechanism::Tls13Ticket => Version::Tls13,
-            _ => Version::Tls12,
-        }
-    }
-}
-
-impl std::str::FromStr for Mechanism {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Mechanism::ALL
-            .into_iter()
-            .find(|m| m.name() == s.trim())
-            .ok_or_else(|| {
-                format!("mechanism {s:?} is unknown; choose tls12-id, tls12-ticket or tls13-ticket")
-            })
-    }
-}
-
-/// How the nodes share session state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Sharing {
-    /// Each node its own cache and its own ticket keys.
-    None,
-    /// One Redis-shared session cache (`memory:N+redis://…` on every node).
-    RedisCache,
-    /// One ticket-key file for every node.
-    SharedTicketKeys,
-}
-
-impl Sharing {
-    /// All three.
-    pub const ALL: [Sharing; 3] = [
-        Sharing::None,
-        Sharing::RedisCache,
-        Sharing::SharedTicketKeys,
-    ];
-
-    /// The flag spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Sharing::None => "none",
-            Sharing::RedisCache => "redis-cache",
-            Sharing::SharedTicketKeys => "shared-ticket-keys",
-        }
-    }
-}
-
-impl std::str::FromStr for Sharing {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Sharing::ALL
-            .into_iter()
-            .find(|m| m.name() == s.trim())
-            .ok_or_else(|| {
-                format!("sharing {s:?} is unknown; choose none, redis-cache or shared-ticket-keys")
-            })
-    }
-}
-
-/// What the nodes are.
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum NodeKind {
-    /// `tlslab serve` engines embedded in this process.
-    Tlslab,
-    /// nginx processes.
-    #[cfg_attr(
-        feature = "clap",
-        value(
-            help = "nginx processes (`nginx -p DIR`, one config, session cache zone and ticket key file each)"
-        )
-    )]
-    Nginx,
-}
-
-/// What the dispatcher is.
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DispatcherKind {
-    /// `tlslab dispatch`, embedded.
-    Tlslab,
-    /// An `haproxy` process in TCP mode.
-    #[cfg_attr(
-        feature = "clap",
-        value(
-            help = "`haproxy` in TCP mode; `--policy session` is the stick-table recipe on the TLS 1.2 session ID"
-        )
-    )]
-    Haproxy,
 }
 
 /// What `tlslab cluster` runs.
@@ -263,23 +147,12 @@ impl ClusterConfig {
     }
 }
 
-/// Where each part ran.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct ClusterPlacement {
-    /// CPUs of every node (empty: not pinned).
-    pub nodes: Vec<usize>,
-    /// CPUs of the load engine (empty: not pinned).
-    pub load: Vec<usize>,
-    /// CPUs of the dispatcher (empty: not pinned).
-    pub dispatcher: Vec<usize>,
-    /// CPUs of `redis-server`, when one runs (empty: not pinned).
-    pub redis: Vec<usize>,
-    /// A sentence saying so.
-    pub description: String,
-}
+pub use tlslab_schema::cluster::ClusterPlacement;
 
-impl ClusterPlacement {
-    pub(super) fn plan() -> ClusterPlacement {
+/// Where each part runs: the nodes on the server's CPU, the rest on the
+/// client's.
+pub(super) fn placement_plan() -> ClusterPlacement {
+    {
         let p = Placement::split();
         let description = if p.server.is_empty() {
             "nodes, dispatcher and load share the only CPU (not pinned)".to_string()

@@ -1,162 +1,17 @@
 //! What `tlslab cluster` measured: the cells, the targets checked, and
 //! the text (every cell, then Fig. 9's shape).
 
-use std::collections::BTreeMap;
-
 use tlslab_report::{columns, header};
 
-use super::plan::{ClusterConfig, ClusterPlacement, DispatcherKind, Mechanism, NodeKind, Sharing};
+use super::plan::{ClusterConfig, DispatcherKind, Mechanism, NodeKind};
 
 /// Schema version of [`ClusterReport`]'s JSON.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// One measured cell.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct ClusterCell {
-    /// The resumption mechanism.
-    pub mechanism: Mechanism,
-    /// The dispatch policy (`session` for HAProxy is its stick-table recipe).
-    pub policy: String,
-    /// How the nodes share session state.
-    pub sharing: Sharing,
-    /// `policy` or, for a sharing arm, `round-robin+<sharing>`.
-    pub arm: String,
-    /// Requested reuse, 0–1 (the load steers its resumed share to it).
-    pub reuse_requested: f64,
-    /// The window of every figure, seconds: the cell's load run.
-    pub window_s: f64,
-    /// Requests completed in the window (client-observed).
-    pub requests: u64,
-    /// Failed requests (client-observed).
-    pub errors: u64,
-    /// Requests per second (client-observed).
-    pub throughput_rps: f64,
-    /// Median TCP connect to the dispatcher, µs (client-observed).
-    pub connect_p50_us: Option<u64>,
-    /// Median request latency, µs (client-observed; one request per
-    /// connection, so connect, handshake and GET).
-    pub latency_p50_us: Option<u64>,
-    /// The nodes' CPU time summed over the nodes ÷ the requests they
-    /// served, µs (server-observed).
-    pub cluster_cpu_us_per_request: f64,
-    /// The nodes' CPU time ÷ the window (1.0 = one CPU busy).
-    pub nodes_busy: f64,
-    /// Each node's CPU seconds in the window (server-observed).
-    pub node_cpu_s: Vec<f64>,
-    /// Each node's requests served in the window (server-observed).
-    pub node_requests: Vec<u64>,
-    /// Handshakes the nodes completed (server-observed).
-    pub handshakes: u64,
-    /// Of them, resumed (server-observed).
-    pub resumed: u64,
-    /// `resumed / handshakes` (server-observed).
-    pub resumption_achieved: f64,
-    /// `resumption_achieved / reuse_requested` (null at reuse 0).
-    pub achieved_over_requested: Option<f64>,
-    /// Connections on which the client offered a session (client-observed).
-    pub client_offers: u64,
-    /// Share of resumption attempts the chosen node accepted: for `tlslab
-    /// dispatch` dispatcher-observed (its `/metrics`), for HAProxy the
-    /// nodes' resumed handshakes ÷ the client's offers. Null without attempts.
-    pub routing_efficiency: Option<f64>,
-    /// `dispatcher` or `nodes/client-offers`: where `routing_efficiency` came from.
-    pub routing_efficiency_source: String,
-    /// The dispatcher's CPU per proxied connection, µs.
-    pub dispatcher_cpu_us_per_conn: Option<f64>,
-    /// `redis-server`'s CPU per request, µs (redis-cache arm only).
-    pub redis_cpu_us_per_request: Option<f64>,
-    /// The nodes' pre-handshake Redis GETs in the window, summed over the
-    /// nodes (redis-cache arm only; server-observed): hits, misses,
-    /// timeouts (over `redis_timeout_ms`, each a full handshake), errors.
-    pub redis_gets: Option<RedisGets>,
-    /// The load engine's CPU busy fraction (client-observed).
-    pub client_busy: f64,
-    /// True when the load engine was ≥ 90 % busy: throughput then measures
-    /// the client side, not the cluster.
-    pub client_saturated: bool,
-    /// What the cell changed from the mechanism's usual setup, if anything.
-    pub note: Option<String>,
-}
+pub use tlslab_schema::cluster::{ClusterCell, RedisGets, Skipped, TargetCheck};
 
-/// The nodes' Redis GETs in a cell.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct RedisGets {
-    /// GETs that found the session.
-    pub hits: u64,
-    /// GETs that found nothing.
-    pub misses: u64,
-    /// GETs not answered within the bound.
-    pub timeouts: u64,
-    /// GETs that failed.
-    pub errors: u64,
-}
-
-/// An arm that was not run, and why.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Skipped {
-    /// The mechanism.
-    pub mechanism: Mechanism,
-    /// The arm.
-    pub arm: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// A target checked against the cells.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct TargetCheck {
-    /// What is checked.
-    pub target: String,
-    /// The measured figure.
-    pub measured: Option<f64>,
-    /// The bound.
-    pub bound: f64,
-    /// `met`, `missed` or `not run`.
-    pub verdict: String,
-}
-
-/// What `tlslab cluster` measured.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct ClusterReport {
-    /// Schema version of this JSON.
-    pub schema_version: u32,
-    /// Whether this was `--quick`.
-    pub quick: bool,
-    /// Number of nodes.
-    pub nodes: usize,
-    /// What the nodes were.
-    pub node_kind: NodeKind,
-    /// What the dispatcher was.
-    pub dispatcher: DispatcherKind,
-    /// Where each part ran.
-    pub placement: ClusterPlacement,
-    /// Closed-loop clients.
-    pub clients: usize,
-    /// Length of each cell's load run, seconds.
-    pub cell_s: f64,
-    /// The certificate's key type.
-    pub key: String,
-    /// The key-exchange groups given (`--groups`); `None`: each side's
-    /// defaults.
-    pub groups: Option<Vec<String>>,
-    /// The nodes' Redis GET bound in the redis-cache arm, ms.
-    pub redis_timeout_ms: f64,
-    /// The path requested (one request per connection).
-    pub path: String,
-    /// How the figures were taken.
-    pub method: String,
-    /// Versions of the peers used (nginx, HAProxy, redis-server).
-    pub peers: BTreeMap<String, String>,
-    /// Every cell, in run order.
-    pub cells: Vec<ClusterCell>,
-    /// Arms not run, with the reason.
-    pub skipped: Vec<Skipped>,
-    /// The issue 10 and 11 targets, checked.
-    pub targets: Vec<TargetCheck>,
-    /// With `--path`: the path's conditions and its forwarder's counters.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wan_path: Option<tlslab_path::PathReport>,
-}
+/// The cluster's results, with the packet-level path's own report.
+pub type ClusterReport = tlslab_schema::cluster::ClusterReport<tlslab_path::PathReport>;
 
 pub(super) const METHOD: &str = "one connection per request, closed loop; every figure over the cell's load \
 run (no warm-up): throughput client-observed; CPU per request and achieved resumption \
@@ -244,11 +99,21 @@ fn check(target: String, measured: Option<f64>, bound: f64, at_most: bool) -> Ta
     }
 }
 
-impl ClusterReport {
+/// The text of a cluster report.
+pub trait ClusterText {
+    /// Every cell, then Fig. 9's shape.
+    fn render(&self) -> String;
+
+    /// Fig. 9's shape: per mechanism, throughput and CPU per request
+    /// against reuse for each arm, and a bar chart of throughput.
+    fn render_fig9(&self) -> String;
+}
+
+impl ClusterText for ClusterReport {
     /// The human report: every cell, then Fig. 9's shape per mechanism
     /// (throughput and CPU per request against reuse, blind against
     /// session-aware and shared state), then the targets.
-    pub fn render(&self) -> String {
+    fn render(&self) -> String {
         use std::fmt::Write as _;
         let mut o = String::new();
         let _ = writeln!(
@@ -379,9 +244,7 @@ impl ClusterReport {
         o
     }
 
-    /// Fig. 9's shape: per mechanism, throughput and CPU per request
-    /// against reuse for each arm, and a bar chart of throughput.
-    pub fn render_fig9(&self) -> String {
+    fn render_fig9(&self) -> String {
         use std::fmt::Write as _;
         let mut o = String::new();
         let mut mechs: Vec<Mechanism> = self.cells.iter().map(|c| c.mechanism).collect();
@@ -503,6 +366,7 @@ fn short(arm: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::Sharing;
 
     #[test]
     fn targets_compare_session_with_round_robin() {

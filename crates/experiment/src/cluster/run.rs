@@ -146,7 +146,7 @@ fn start_nodes(env: &Env, kind: NodeKind, n: usize, setup: NodeSetup) -> Result<
                     dir: env.dir.path(),
                     chain: &env.chain_pem,
                     key: &env.key_pem,
-                    version: setup.mechanism.version(),
+                    version: super::plan::version_of(setup.mechanism),
                     ticket_key: setup.tickets().then_some(keys.as_path()),
                     groups: env.groups.as_deref(),
                     body_bytes: env.body_bytes,
@@ -180,7 +180,7 @@ fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf, prefix: &str) -> R
     };
     let mut cfg = env.rig.server(Content::Empty);
     let tls = &mut cfg.tls;
-    tls.versions = vec![setup.mechanism.version()];
+    tls.versions = vec![super::plan::version_of(setup.mechanism)];
     tls.algorithms = Algorithms {
         groups: env.groups.clone(),
         ..Algorithms::default()
@@ -201,7 +201,7 @@ impl Env {
         needs_redis: bool,
         path: Option<&PathHandle>,
     ) -> Result<Env, Error> {
-        let placement = ClusterPlacement::plan();
+        let placement = super::plan::placement_plan();
         let nginx = match cfg.node_kind {
             NodeKind::Nginx => Some(nodes::need_tool("nginx", "--nodes nginx")?),
             NodeKind::Tlslab => None,
@@ -631,7 +631,7 @@ fn measure(
     load.clients = cfg.clients;
     load.reuse = f64::from(reuse) / 100.0;
     load.resume_with = setup.resume_with();
-    load.versions = vec![setup.mechanism.version()];
+    load.versions = vec![super::plan::version_of(setup.mechanism)];
     load.algorithms.groups = cfg.groups.clone();
 
     let redis_cpu = || env.redis.as_ref().and_then(Redis::proc).map(nodes::cpu_ns);

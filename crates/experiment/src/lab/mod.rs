@@ -47,51 +47,21 @@ pub struct LabConfig {
     pub path: Option<tlslab_path::PathConfig>,
 }
 
-/// The connection pattern of a cell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Plain HTTP, a new TCP connection per request.
-    PlainNewConn,
-    /// Plain HTTP, connections kept alive.
-    PlainKeepAlive,
-    /// TLS, a new connection and a full handshake per request.
-    TlsFull,
-    /// TLS, a new connection per request, every one but the first resumed.
-    TlsResumed,
-    /// TLS, connections kept alive.
-    TlsKeepAlive,
-    /// TLS 1.3, a new connection per request, resumed with the request in
-    /// 0-RTT early data (stateful tickets).
-    TlsZeroRtt,
-    /// HTTP/3 over QUIC, a new connection and a full handshake per request.
-    QuicFull,
-    /// HTTP/3 over QUIC, a new connection per request, resumed.
-    QuicResumed,
-    /// HTTP/3 over QUIC, resumed with the request in 0-RTT.
-    QuicZeroRtt,
-    /// HTTP/3 over QUIC, connections kept alive (one stream at a time).
-    QuicKeepAlive,
-}
+pub use tlslab_schema::lab::{CellResult, Mode, Ratios};
 
-impl Mode {
-    fn label(self) -> &'static str {
-        match self {
-            Mode::PlainNewConn => "plain HTTP, new conn",
-            Mode::PlainKeepAlive => "plain HTTP, keep-alive",
-            Mode::TlsFull => "TLS full handshake",
-            Mode::TlsResumed => "TLS resumed",
-            Mode::TlsKeepAlive => "TLS keep-alive",
-            Mode::TlsZeroRtt => "TLS 0-RTT",
-            Mode::QuicFull => "QUIC full handshake",
-            Mode::QuicResumed => "QUIC resumed",
-            Mode::QuicZeroRtt => "QUIC 0-RTT",
-            Mode::QuicKeepAlive => "QUIC keep-alive",
-        }
-    }
+/// The lab's results, with the packet-level path's own report.
+pub type LabReport = tlslab_schema::lab::LabReport<tlslab_path::PathReport>;
 
+/// How a cell's mode runs.
+trait Pattern {
     /// Requests per connection (0: kept alive), the share resumed, and
     /// whether the first request goes in 0-RTT.
+    fn pattern(self) -> (u32, f64, bool);
+    /// The transport the mode runs over.
+    fn transport(self) -> Transport;
+}
+
+impl Pattern for Mode {
     fn pattern(self) -> (u32, f64, bool) {
         match self {
             Mode::PlainNewConn | Mode::TlsFull | Mode::QuicFull => (1, 0.0, false),
@@ -109,98 +79,6 @@ impl Mode {
             _ => Transport::Tcp,
         }
     }
-}
-
-/// One measured cell.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct CellResult {
-    /// The connection pattern.
-    pub mode: Mode,
-    /// `tcp` or `quic`.
-    pub transport: &'static str,
-    /// The TLS version, for TLS cells.
-    pub version: Option<Version>,
-    /// The certificate key type, for TLS cells.
-    pub key: Option<String>,
-    /// Requests per second, client-observed over `window_s`.
-    pub requests_per_s: f64,
-    /// The client's measurement window in seconds.
-    pub window_s: f64,
-    /// Requests completed in the window.
-    pub requests: u64,
-    /// Server CPU time per request served in microseconds (server-observed,
-    /// whole run including warm-up).
-    pub server_cpu_us_per_request: f64,
-    /// Median handshake time in microseconds (client-observed), for TLS cells.
-    pub handshake_p50_us: Option<f64>,
-    /// Share of connections whose resumption the server accepted.
-    pub reuse_achieved: f64,
-    /// The client's CPU busy fraction over the window.
-    pub client_busy: f64,
-    /// Returns true if and only if the client was ≥ 90 % busy: the cell's
-    /// throughput then measures the client, not the server.
-    pub client_saturated: bool,
-    /// Failed requests in the window.
-    pub errors: u64,
-    /// The cipher suite most handshakes negotiated, for TLS cells.
-    pub suite: Option<String>,
-    /// The key-exchange group most handshakes negotiated, for TLS cells;
-    /// for QUIC cells the one group the load offered (the matching TCP
-    /// cell's), which every completed handshake therefore used.
-    pub group: Option<String>,
-    /// Handshakes by kind, server-observed over the client's window (from
-    /// the end of the warm-up to the end of the run), for TLS cells.
-    pub server_handshakes: Option<Handshakes>,
-    /// Handshakes by kind, client-observed over the same window.
-    pub client_handshakes: Option<Handshakes>,
-}
-
-/// Ratios for one version and key type.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Ratios {
-    /// TLS version.
-    pub version: Version,
-    /// Certificate key type.
-    pub key: String,
-    /// Requests/s with a full handshake per request ÷ plain HTTP new-connection requests/s.
-    pub full_over_plain: f64,
-    /// Resumed ÷ full requests/s.
-    pub resumed_over_full: f64,
-    /// Keep-alive ÷ full requests/s.
-    pub keepalive_over_full: f64,
-    /// Server CPU per request, full handshake ÷ plain HTTP new connection.
-    pub cpu_full_over_plain: f64,
-    /// Server CPU per request, resumed ÷ full.
-    pub cpu_resumed_over_full: f64,
-}
-
-/// The lab's results.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct LabReport {
-    /// Schema version of this JSON.
-    pub schema_version: u32,
-    /// Whether this was `--quick`.
-    pub quick: bool,
-    /// Where server and client ran.
-    pub placement: Placement,
-    /// Concurrent clients per cell.
-    pub clients: usize,
-    /// Measurement time per cell, seconds.
-    pub cell_s: f64,
-    /// The path requested.
-    pub path: String,
-    /// Every cell, in run order.
-    pub cells: Vec<CellResult>,
-    /// Ratios per version and key type.
-    pub ratios: Vec<Ratios>,
-    /// Measurement time of each QUIC cell and of the TCP 0-RTT cell,
-    /// seconds (two thirds of `cell_s`).
-    pub quic_cell_s: f64,
-    /// QUIC against TCP+TLS 1.3, per connection pattern.
-    pub quic_ratios: Vec<QuicRatio>,
-    /// With `--path`: the path's conditions and its forwarder's counters.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wan_path: Option<tlslab_path::PathReport>,
 }
 
 struct Embedded {
@@ -354,7 +232,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
     Ok(LabReport {
         schema_version: 2,
         quick: cfg.quick,
-        placement,
+        placement: placement.to_schema(),
         clients: cfg.clients,
         cell_s: cfg.cell.as_secs_f64(),
         path: PATH.into(),
@@ -370,7 +248,7 @@ fn progress_line(c: &CellResult) -> String {
     format!(
         "  {:<24} {:<8} {:<11} {:>9.0} req/s",
         c.mode.label(),
-        c.version.map_or("-", |v| v.name()),
+        c.version.as_deref().unwrap_or("-"),
         c.key.as_deref().unwrap_or("-"),
         c.requests_per_s
     )
@@ -448,8 +326,9 @@ fn run_cell(
         transport: match transport {
             Transport::Tcp => "tcp",
             Transport::Quic => "quic",
-        },
-        version,
+        }
+        .into(),
+        version: version.map(|v| v.name().into()),
         key: version.map(|_| emb.key.name().to_string()),
         requests_per_s: report.throughput.requests_per_s,
         window_s: report.window.measured_s,
@@ -477,9 +356,11 @@ fn find<'a>(
     version: Option<Version>,
     key: Option<&str>,
 ) -> Option<&'a CellResult> {
-    cells
-        .iter()
-        .find(|c| c.mode == mode && c.version == version && c.key.as_deref() == key)
+    cells.iter().find(|c| {
+        c.mode == mode
+            && c.version.as_deref() == version.map(Version::name)
+            && c.key.as_deref() == key
+    })
 }
 
 fn ratios(cells: &[CellResult]) -> Vec<Ratios> {
@@ -497,7 +378,7 @@ fn ratios(cells: &[CellResult]) -> Vec<Ratios> {
                 continue;
             };
             out.push(Ratios {
-                version,
+                version: version.name().into(),
                 key: key.to_string(),
                 full_over_plain: full.requests_per_s / plain.requests_per_s,
                 resumed_over_full: res.requests_per_s / full.requests_per_s,
@@ -512,9 +393,14 @@ fn ratios(cells: &[CellResult]) -> Vec<Ratios> {
     out
 }
 
-impl LabReport {
+/// The text of a lab report.
+pub trait LabText {
     /// The human table.
-    pub fn render(&self) -> String {
+    fn render(&self) -> String;
+}
+
+impl LabText for LabReport {
+    fn render(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
         let _ = writeln!(
@@ -542,7 +428,7 @@ impl LabReport {
         rows.extend(self.cells.iter().map(|c| {
             vec![
                 c.mode.label().into(),
-                c.version.map_or("-", |v| v.name()).into(),
+                c.version.as_deref().unwrap_or("-").into(),
                 c.key.as_deref().unwrap_or("-").into(),
                 format!("{:.0}", c.requests_per_s),
                 format!("{:.1} µs", c.server_cpu_us_per_request),
@@ -556,7 +442,7 @@ impl LabReport {
         s.push_str(&columns("", &[-24, -8, -11, 10, 15, 10, 8, 12, 0], &rows));
         let mut negotiated: Vec<String> = Vec::new();
         for c in &self.cells {
-            if let (Some(v), Some(suite), Some(group)) = (c.version, &c.suite, &c.group) {
+            if let (Some(v), Some(suite), Some(group)) = (&c.version, &c.suite, &c.group) {
                 let line = format!("{v}: {suite} with {group}");
                 if !negotiated.contains(&line) {
                     negotiated.push(line);
@@ -578,7 +464,7 @@ impl LabReport {
             "version|key|full/plain|resumed/full|keep-alive/full|CPU full/plain|CPU resumed/full",
         )];
         rows.extend(self.ratios.iter().map(|r| {
-            let mut row = vec![r.version.name().to_string(), r.key.clone()];
+            let mut row = vec![r.version.clone(), r.key.clone()];
             row.extend(
                 [
                     r.full_over_plain,

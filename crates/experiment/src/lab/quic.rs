@@ -30,27 +30,7 @@ pub(super) const MODES: [(Mode, Mode); 4] = [
     (Mode::QuicZeroRtt, Mode::TlsZeroRtt),
 ];
 
-/// QUIC against TCP+TLS 1.3 for one connection pattern.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct QuicRatio {
-    /// The QUIC cell's mode (`quic_full`, `quic_resumed`, `quic_zero_rtt`,
-    /// `quic_keep_alive`).
-    pub mode: Mode,
-    /// The TCP cell it is compared with (TLS 1.3).
-    pub tcp_mode: Mode,
-    /// Certificate key type of both.
-    pub key: String,
-    /// Key-exchange group of both.
-    pub group: Option<String>,
-    /// Server CPU per request over QUIC, µs (server-observed).
-    pub quic_cpu_us_per_request: f64,
-    /// Server CPU per request over TCP, µs (server-observed).
-    pub tcp_cpu_us_per_request: f64,
-    /// `quic_cpu_us_per_request / tcp_cpu_us_per_request`.
-    pub cpu_quic_over_tcp: f64,
-    /// Requests/s over QUIC ÷ over TCP (client-observed).
-    pub requests_per_s_quic_over_tcp: f64,
-}
+pub use tlslab_schema::lab::QuicRatio;
 
 /// The window of the QUIC cells and of the TCP 0-RTT cell: two thirds of
 /// the TCP cells'.

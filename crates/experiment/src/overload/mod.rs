@@ -36,5 +36,7 @@ mod report;
 mod run;
 
 pub use plan::{Arm, NGINX_LIMIT_CONN, NginxPlan, OverloadPlan, Peer, RETRY_BACKOFF};
-pub use report::{CLIENT_SATURATED, OverloadReport, Point, Robustness, ServerSide, ShedCost};
+pub use report::{
+    CLIENT_SATURATED, OverloadReport, OverloadText, Point, Robustness, ServerSide, ShedCost,
+};
 pub use run::run;

@@ -3,32 +3,21 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
 use tlslab_crypto::pki::KeyType;
 use tlslab_server::AdmissionMode;
 
 use crate::pin::Placement;
 
-/// Which server a point runs against.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Peer {
-    /// The embedded `tlslab serve` engine.
-    #[default]
-    Tlslab,
-    /// nginx with `limit_conn` (the unprotected reference).
-    Nginx,
-}
+pub use tlslab_schema::overload::Peer;
 
 /// One client behaviour and server protection.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Arm {
     /// The server: the embedded one or nginx.
     pub server: Peer,
     /// Server admission control.
     pub admission: AdmissionMode,
     /// Client timeout per request; `None`: infinite.
-    #[serde(serialize_with = "opt_secs")]
     pub timeout: Option<Duration>,
     /// Retry a failed request in the same session (else a new client).
     pub retry: bool,
@@ -36,14 +25,18 @@ pub struct Arm {
     pub reuse: f64,
 }
 
-fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.serialize_some(&d.as_secs_f64()),
-        None => s.serialize_none(),
-    }
-}
-
 impl Arm {
+    /// The arm as the report records it.
+    pub fn to_schema(&self) -> tlslab_schema::overload::Arm {
+        tlslab_schema::overload::Arm {
+            server: self.server,
+            admission: self.admission.name().into(),
+            timeout: self.timeout.map(|t| t.as_secs_f64()),
+            retry: self.retry,
+            reuse: self.reuse,
+        }
+    }
+
     /// A short name: `admission/timeout/retry/reuse` (`nginx-limit_conn`
     /// in place of the admission for nginx).
     pub fn name(&self) -> String {

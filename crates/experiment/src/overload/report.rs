@@ -1,156 +1,22 @@
 //! What `tlslab overload` measured, and its text.
 
-use serde::Serialize;
-use tlslab_load::UsersReport;
+use tlslab_schema::overload::Peer;
+pub use tlslab_schema::overload::{OverloadReport, Point, Robustness, ServerSide, ShedCost};
+
 use tlslab_report::{columns, header};
-use tlslab_server::AdmissionMode;
-
-use super::plan::{Arm, Peer};
-
-/// One point: an arm at one offered load.
-#[derive(Clone, Debug, Serialize)]
-pub struct Point {
-    /// The arm.
-    pub arm: Arm,
-    /// The arm's name.
-    pub arm_name: String,
-    /// Offered load as a multiple of the capacity.
-    pub multiplier: f64,
-    /// Offered new users per second.
-    pub offered_users_per_sec: f64,
-    /// What the client measured.
-    pub client: UsersReport,
-    /// What the server measured over the same run.
-    pub server: ServerSide,
-}
-
-/// Server-observed figures of one point (the server's whole life, which
-/// is the point: a fresh server per point). For nginx: from its access log
-/// and `/proc`; what it cannot give is `null` and named in `unavailable`.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ServerSide {
-    /// Where the figures come from.
-    pub source: String,
-    /// Requests the server answered with 200 (tlslab: every request it
-    /// served; nginx: status-200 lines of its access log).
-    pub requests_served: u64,
-    /// Full handshakes completed (nginx: connections whose first request
-    /// it logged on a new session; a handshake with no request is not
-    /// logged).
-    pub handshakes_full: u64,
-    /// Resumed handshakes completed (nginx: as above, `$ssl_session_reused`).
-    pub handshakes_resumed: u64,
-    /// Failed or abandoned handshakes (sheds included as `admission_shed`);
-    /// `null` for nginx (its access log has no line for them).
-    pub handshake_failures: Option<u64>,
-    /// Full handshakes shed (tlslab: closed after the ClientHello; nginx:
-    /// requests `limit_conn` answered 503 on a full handshake, which nginx
-    /// completed first).
-    pub full_shed: u64,
-    /// Resumptions shed (nginx: `limit_conn` 503s on a resumed session).
-    pub resume_shed: u64,
-    /// The controller's last limit (full handshakes/s; static: in-flight
-    /// cap; nginx: its `limit_conn`), if any.
-    pub limit: Option<f64>,
-    /// Server CPU seconds (tlslab: its worker thread; nginx: its one
-    /// process, `/proc/PID/schedstat`, over the load run).
-    pub worker_cpu_secs: f64,
-    /// Resident set size at the end of the point, KiB (tlslab: this
-    /// process, server and client; nginx: the nginx process alone).
-    pub rss_kib: u64,
-    /// Figures this server cannot give, and why.
-    pub unavailable: Vec<String>,
-}
-
-/// What shedding costs the server against a full handshake.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct ShedCost {
-    /// Connections in each of the two runs.
-    pub connections: u64,
-    /// Concurrent blocking clients in each run (the server stays busy).
-    pub clients: usize,
-    /// Server worker CPU per full handshake (admission off), µs.
-    pub full_handshake_us: f64,
-    /// Server worker CPU per shed connection (accept, read and parse the
-    /// ClientHello, close), µs.
-    pub shed_us: f64,
-    /// `shed_us / full_handshake_us`.
-    pub ratio: f64,
-}
-
-/// The whole study.
-#[derive(Clone, Debug, Serialize)]
-pub struct OverloadReport {
-    /// Where the server and client ran.
-    pub placement: String,
-    /// The server certificate's key.
-    pub key: String,
-    /// The clients' backoff base after a failure, ms (0: at once).
-    pub retry_backoff_ms: f64,
-    /// The most users the client holds at once (a quarter of the
-    /// file-descriptor limit, which the server in this process shares);
-    /// arrivals beyond it are dropped and counted (`users_dropped`).
-    pub max_users: usize,
-    /// The cost of a shed against a full handshake (server-observed).
-    pub shed_cost: ShedCost,
-    /// Requests per session.
-    pub requests_per_session: u32,
-    /// Capacity found by the sweep: completed user sessions per second.
-    pub capacity_users_per_sec: f64,
-    /// `sweep` (found by the sweep) or `given` (`--capacity`).
-    pub capacity_from: String,
-    /// The sweep: (offered users/s, completed sessions/s); empty if given.
-    pub sweep: Vec<(f64, f64)>,
-    /// Every point.
-    pub points: Vec<Point>,
-    /// The robustness runs (`--robustness`; empty otherwise).
-    pub robustness: Vec<Robustness>,
-    /// What was not run, said plainly.
-    pub not_run: Vec<String>,
-}
 
 /// Client busy fraction (CPU over wall time, client-observed) from which a
 /// point's figures may describe the load generator rather than the server.
 pub const CLIENT_SATURATED: f64 = 0.9;
 
-/// The robustness run of one admission mode.
-#[derive(Clone, Debug, Serialize)]
-pub struct Robustness {
-    /// The server's admission control.
-    pub admission: AdmissionMode,
-    /// Offered users/s during the overload phase (3x capacity).
-    pub high_users_per_sec: f64,
-    /// Length of the overload phase (s).
-    pub high_secs: u64,
-    /// Offered users/s after the drop (0.5x capacity).
-    pub low_users_per_sec: f64,
-    /// Length of the low phase (s).
-    pub low_secs: u64,
-    /// The server kept answering: it was alive (`/health`) after the run.
-    pub survived: bool,
-    /// The most RSS of the process (server and client) seen, sampled
-    /// every 500 ms (KiB).
-    pub rss_max_kib: u64,
-    /// Seconds from the drop until the first second whose arriving users
-    /// all but 10 % completed their sessions, two seconds in a row; null:
-    /// not within the low phase.
-    pub recovery_secs: Option<u64>,
-    /// Seconds from the drop until the first second whose completed
-    /// sessions reach 90 % of the low phase's arrival rate, two seconds in
-    /// a row: goodput back to the offered load (whoever's sessions they
-    /// are; a backlog of users from the overload counts). Null: not within
-    /// the low phase.
-    pub goodput_recovery_secs: Option<u64>,
-    /// Goodput during the overload phase: requests of completed sessions
-    /// per second of the phase (by completion time).
-    pub high_goodput_rps: f64,
-    /// The client's per-second timeline.
-    pub timeline: Vec<tlslab_load::Second>,
+/// The text of an overload report.
+pub trait OverloadText {
+    /// The table a person reads: one block per arm, one row per load.
+    fn render(&self) -> String;
 }
 
-impl OverloadReport {
-    /// The table a person reads: one block per arm, one row per load.
-    pub fn render(&self) -> String {
+impl OverloadText for OverloadReport {
+    fn render(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
         let _ = writeln!(
@@ -270,7 +136,7 @@ impl OverloadReport {
             let _ = writeln!(
                 out,
                 "\nrobustness, admission {}: {} s at {:.0} users/s (3x), then {} s at {:.0}: goodput {:.0} req/s during overload, max RSS {} KiB, server {}; after the drop, goodput back to the offered load {}, new arrivals served {}",
-                r.admission.name(),
+                r.admission,
                 r.high_secs,
                 r.high_users_per_sec,
                 r.low_secs,
@@ -300,6 +166,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::overload::plan::Arm;
+    use tlslab_load::UsersReport;
+    use tlslab_server::AdmissionMode;
 
     fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
         match v {
@@ -348,7 +217,8 @@ mod tests {
                     timeout: Some(Duration::from_secs(1)),
                     retry: true,
                     reuse: 0.8,
-                },
+                }
+                .to_schema(),
                 arm_name: "a".into(),
                 multiplier: 1.0,
                 offered_users_per_sec: 1.0,
@@ -359,7 +229,7 @@ mod tests {
                 server: ServerSide::default(),
             }],
             robustness: vec![Robustness {
-                admission: AdmissionMode::Off,
+                admission: AdmissionMode::Off.name().into(),
                 high_users_per_sec: 1.0,
                 high_secs: 60,
                 low_users_per_sec: 1.0,

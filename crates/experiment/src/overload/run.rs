@@ -80,7 +80,7 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
                 server.resume_shed
             ));
             points.push(Point {
-                arm: *arm,
+                arm: arm.to_schema(),
                 arm_name: arm.name(),
                 multiplier: m,
                 offered_users_per_sec: rate,
@@ -319,7 +319,7 @@ fn robust(
         )
     ));
     Ok(Robustness {
-        admission,
+        admission: admission.name().into(),
         high_users_per_sec: 3.0 * capacity,
         high_secs: high.as_secs(),
         low_users_per_sec: 0.5 * capacity,

@@ -175,33 +175,18 @@ fn breakdown_cells(r: &BreakdownReport, command: &str, started: u64) -> Vec<Cell
 
 fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
     let mut out = Vec::new();
-    let rows = doc
-        .engine_report
-        .as_ref()
-        .and_then(|e| e.get("rows"))
-        .and_then(|r| r.as_array())
-        .cloned()
-        .unwrap_or_default();
+    let report = doc.engine_report_as::<BreakdownReport>();
     let row = |name: &str| -> (Option<f64>, Vec<String>) {
-        let found = rows.iter().find(|r| {
-            r.pointer("/config/name")
-                .and_then(|n| n.as_str())
-                .is_some_and(|n| n.starts_with(name))
-        });
-        match found {
+        match report.as_ref().and_then(|r| r.row(name)) {
             Some(r) => {
-                let n = r
-                    .pointer("/config/name")
-                    .and_then(|n| n.as_str())
-                    .unwrap_or("");
-                let point = format!("breakdown-{}", slug(n));
+                let point = format!("breakdown-{}", slug(&r.config.name));
                 let ids = doc
                     .cells
                     .iter()
                     .filter(|c| c.point == point)
                     .map(|c| c.id.clone())
                     .collect();
-                (r.get("cpu_us_median").and_then(|v| v.as_f64()), ids)
+                (Some(r.cpu_us_median).filter(|x| x.is_finite()), ids)
             }
             None => (None, vec![]),
         }
@@ -262,14 +247,7 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
          serving a 4 KiB file than 1024-bit RSA was on a 500-933 MHz Pentium III",
     ));
     let share = |stage: &str| -> Option<f64> {
-        doc.engine_report
-            .as_ref()?
-            .get("shares")?
-            .as_array()?
-            .iter()
-            .find(|s| s.get("stage").and_then(|x| x.as_str()) == Some(stage))?
-            .get("fraction")?
-            .as_f64()
+        Some(report.as_ref()?.share(stage)?.fraction).filter(|x| x.is_finite())
     };
     let all_bd: Vec<String> = doc
         .cells
@@ -345,6 +323,23 @@ mod tests {
             slug("PKX, no randomness, perfect cache"),
             "pkx-no-randomness-perfect-cache"
         );
+    }
+
+    #[test]
+    fn comparisons_read_the_recorded_breakdown_report() {
+        let doc: StudyResults = serde_json::from_str(include_str!(
+            "../../../../docs/results/full/seed001-breakdown/results.json"
+        ))
+        .unwrap();
+        let now = comparisons(&doc);
+        // Every figure the breakdown report gives is found, and equals the
+        // one the run that wrote the document computed.
+        for was in &doc.comparisons {
+            let c = now.iter().find(|c| c.quantity == was.quantity).unwrap();
+            assert_eq!(c.today, was.today, "{}", c.quantity);
+            assert_eq!(c.cells, was.cells, "{}", c.quantity);
+        }
+        assert!(now.iter().filter(|c| c.today.is_some()).count() >= 5);
     }
 
     #[test]

@@ -89,7 +89,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
 fn cells(r: &OverloadReport, command: &str, started: u64) -> Vec<Cell> {
     let mut out = Vec::new();
     for p in &r.points {
-        let arm = p.arm.name();
+        let arm = p.arm_name.clone();
         let point = format!(
             "{}-x{}",
             arm.replace('/', "-"),
@@ -103,7 +103,7 @@ fn cells(r: &OverloadReport, command: &str, started: u64) -> Vec<Cell> {
             point,
             factors: BTreeMap::from([
                 ("arm".to_string(), arm.clone()),
-                ("admission".to_string(), p.arm.admission.name().to_string()),
+                ("admission".to_string(), p.arm.admission.clone()),
                 (
                     "multiplier".to_string(),
                     tlslab_report::study::fmt_level(p.multiplier),
@@ -153,12 +153,10 @@ fn cells(r: &OverloadReport, command: &str, started: u64) -> Vec<Cell> {
 
 fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
     let mut out = Vec::new();
-    let shed = doc
-        .engine_report
+    let report = doc.engine_report_as::<OverloadReport>();
+    let shed = report
         .as_ref()
-        .and_then(|e| e.get("shed_cost"))
-        .and_then(|s| s.get("full_handshake_us"))
-        .and_then(|v| v.as_f64())
+        .map(|r| r.shed_cost.full_handshake_us)
         .filter(|v| *v > 0.0);
     out.push(compare(
         "server CPU per full handshake",
@@ -186,30 +184,16 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
     cells.extend(b.clone());
     // Seed 002's collapse needs timeouts: whether this run's unprotected
     // 3x point had any, and whether the client's user cap held the queue.
-    let off3_point = doc
-        .engine_report
-        .as_ref()
-        .and_then(|e| e.get("points"))
-        .and_then(|p| p.as_array())
-        .and_then(|ps| {
-            ps.iter().find(|p| {
-                p.pointer("/arm/admission").and_then(|v| v.as_str()) == Some("off")
-                    && p.get("multiplier").and_then(|v| v.as_f64()) == Some(3.0)
-            })
-        });
+    let off3_point = report.as_ref().and_then(|r| {
+        r.points
+            .iter()
+            .find(|p| p.arm.admission == "off" && p.multiplier == 3.0)
+    });
     let timeouts = off3_point
-        .and_then(|p| p.pointer("/client/failures/timeout"))
-        .and_then(|v| v.as_u64())
+        .and_then(|p| p.client.failures.get("timeout").copied())
         .unwrap_or(0);
-    let dropped = off3_point
-        .and_then(|p| p.pointer("/client/users_dropped"))
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0);
-    let max_users = doc
-        .engine_report
-        .as_ref()
-        .and_then(|e| e.get("max_users"))
-        .and_then(|v| v.as_u64());
+    let dropped = off3_point.map_or(0, |p| p.client.users_dropped);
+    let max_users = report.as_ref().map(|r| r.max_users);
     let collapse_reason = match (off3_point, timeouts, max_users) {
         (Some(_), 0, Some(n)) if dropped > 0 => format!(
             "not seed 002's collapse in this run: no request timed out at 3x. The client holds \
@@ -274,4 +258,31 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparisons_read_the_recorded_overload_report() {
+        let doc: StudyResults = serde_json::from_str(include_str!(
+            "../../../../docs/results/full/seed002-overload/results.json"
+        ))
+        .unwrap();
+        let now = comparisons(&doc);
+        // Every figure, and the collapse's reason (from the 3x point's
+        // timeouts and the user cap), equals what the run that wrote the
+        // document computed.
+        for was in &doc.comparisons {
+            let c = now.iter().find(|c| c.quantity == was.quantity).unwrap();
+            assert_eq!(c.today, was.today, "{}", c.quantity);
+            assert_eq!(c.reason, was.reason, "{}", c.quantity);
+        }
+        let shed = now
+            .iter()
+            .find(|c| c.quantity == "server CPU per full handshake")
+            .unwrap();
+        assert!(shed.today.is_some_and(|ms| ms > 0.0));
+    }
 }

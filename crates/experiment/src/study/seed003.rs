@@ -127,6 +127,7 @@ pub const TABLE2_PAPER: [PaperRow; 5] = [
 fn run(s: &mut Session) -> Result<(), StudyError> {
     let p = plan(s.quick);
     let kinds = s.wan.kinds();
+    s.set_planned(p.rtts_ms.len() * p.versions.len() * kinds.len());
     s.say(&format!(
         "seed003-table2: {} probes per cell over {} at RTT {:?} ms; times are client-observed by \
          the probe",

@@ -287,6 +287,17 @@ impl Session {
         Ok(s)
     }
 
+    /// Sets the progress bar's total to `planned` units: a study's plan
+    /// counts its round-trip cells over one path kind, and `--path both`
+    /// runs them once per kind, so a path study sets its total once it
+    /// knows the kinds.
+    pub fn set_planned(&mut self, planned: usize) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(planned as u64);
+            bar.set_position(self.skipped.min(planned) as u64);
+        }
+    }
+
     /// Prints a line (above the bar, if there is one).
     pub fn say(&mut self, line: &str) {
         match &self.bar {
@@ -500,7 +511,7 @@ pub(crate) fn best(
 
 /// The cell's load report, read back typed.
 pub(crate) fn load_report(c: &Cell) -> Option<tlslab_report::LoadReport> {
-    serde::Deserialize::deserialize(c.load.as_ref()?).ok()
+    c.load_report()
 }
 
 /// `a / b` when both are there.

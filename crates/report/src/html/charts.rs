@@ -10,6 +10,7 @@ use super::cells::ms;
 use super::svg::{Chart, DataPoint, bar_chart, line_chart, push_line, to_series};
 use crate::interval::median;
 use crate::study::{Cell, CellMetrics, StudyResults};
+use tlslab_schema::breakdown::BreakdownReport;
 
 /// Groups cells by the value of `factor`, keeping the order of first sight.
 fn group_by<'a>(cells: &[&'a Cell], factor: &str) -> Vec<(String, Vec<&'a Cell>)> {
@@ -109,14 +110,10 @@ fn best_per_reuse(
 /// its window when the cell carries it, else completed requests/s less the
 /// error share.
 pub fn goodput(c: &Cell) -> f64 {
-    if let Some(l) = &c.load {
-        let ok = l.pointer("/requests/succeeded").and_then(|v| v.as_f64());
-        let secs = l.pointer("/window/measured_s").and_then(|v| v.as_f64());
-        if let (Some(ok), Some(secs)) = (ok, secs)
-            && secs > 0.0
-        {
-            return ok / secs;
-        }
+    if let Some(l) = c.load_report()
+        && l.window.measured_s > 0.0
+    {
+        return l.requests.succeeded as f64 / l.window.measured_s;
     }
     let m = &c.metrics;
     if m.requests == 0 {
@@ -295,20 +292,14 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
     }
 
     // The breakdown bar chart.
-    let shares = r
-        .engine_report
-        .as_ref()
-        .and_then(|e| e.get("shares"))
-        .and_then(|s| s.as_array());
-    if let Some(shares) = shares {
-        let bars: Vec<(String, f64, f64)> = shares
+    if let Some(report) = r.engine_report_as::<BreakdownReport>() {
+        let bars: Vec<(String, f64, f64)> = report
+            .shares
             .iter()
-            .filter_map(|s| {
-                Some((
-                    s.get("stage")?.as_str()?.to_string(),
-                    s.get("fraction")?.as_f64()? * 100.0,
-                    s.get("ci95").and_then(|v| v.as_f64()).unwrap_or(0.0) * 100.0,
-                ))
+            .filter(|s| s.fraction.is_finite())
+            .map(|s| {
+                let ci95 = if s.ci95.is_finite() { s.ci95 } else { 0.0 };
+                (s.stage.clone(), s.fraction * 100.0, ci95 * 100.0)
             })
             .collect();
         let data = bars

@@ -21,4 +21,4 @@ pub use charts::{charts, goodput};
 pub use h3::QUIC_TTFB_CHART;
 pub use markdown::render_markdown;
 pub use page::render_html;
-pub use svg::{Chart, DataPoint, Series, bar_chart, line_chart};
+pub use svg::{Chart, DataPoint, Series, bar_chart, category_label, line_chart};

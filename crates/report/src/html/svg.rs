@@ -23,6 +23,26 @@ pub struct Chart {
     pub data: Vec<DataPoint>,
 }
 
+impl Chart {
+    /// A drawn chart with its title and caption, its axis names and its
+    /// points.
+    pub fn new(
+        (title, caption): (&str, &str),
+        (x_label, y_label): (&str, &str),
+        svg: String,
+        data: Vec<DataPoint>,
+    ) -> Chart {
+        Chart {
+            title: title.into(),
+            caption: caption.into(),
+            svg,
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            data,
+        }
+    }
+}
+
 /// One line of a chart.
 pub type Series = (String, Vec<(f64, f64)>);
 
@@ -244,6 +264,17 @@ fn draw_lines(
     })
 }
 
+/// The label of category `x` on an axis whose categories sit at 0, 1, 2,
+/// …: `labels[x]` at a whole `x`, empty between categories.
+pub fn category_label(labels: &[String], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
+        labels[i as usize].clone()
+    } else {
+        String::new()
+    }
+}
+
 /// Draws a bar chart with ± error bars (`(label, value, half-width)`).
 pub fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64, f64)]) -> Option<String> {
     let bars: Vec<&(String, f64, f64)> = bars.iter().filter(|b| b.1.is_finite()).collect();
@@ -277,14 +308,7 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64, f64)]) -> Opt
             .disable_x_mesh()
             .x_labels(n)
             .y_label_formatter(&tick)
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
-                    labels[i as usize].clone()
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&|x| category_label(&labels, *x))
             .y_desc(y_label)
             .draw()?;
         chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
@@ -357,14 +381,7 @@ pub(super) fn push_line(
         return;
     }
     match line_chart(title, x_label, y_label, &series, false) {
-        Some(svg) => out.push(Chart {
-            title: title.into(),
-            caption: caption.into(),
-            svg,
-            x_label: x_label.into(),
-            y_label: y_label.into(),
-            data,
-        }),
+        Some(svg) => out.push(Chart::new((title, caption), (x_label, y_label), svg, data)),
         None => missing.push(format!("{title}: the chart could not be drawn")),
     }
 }
@@ -382,13 +399,8 @@ pub(crate) fn push_bars(
 ) {
     let b: Vec<(String, f64, f64)> = rows.iter().map(|r| (r.0.clone(), r.1, 0.0)).collect();
     match bar_chart(title, y_label, &b) {
-        Some(svg) => out.push(Chart {
-            title: title.into(),
-            caption: caption.into(),
-            svg,
-            x_label: x_label.into(),
-            y_label: y_label.into(),
-            data: rows
+        Some(svg) => {
+            let data = rows
                 .into_iter()
                 .enumerate()
                 .map(|(i, (series, y, cells))| DataPoint {
@@ -397,8 +409,9 @@ pub(crate) fn push_bars(
                     y,
                     cells,
                 })
-                .collect(),
-        }),
+                .collect();
+            out.push(Chart::new((title, caption), (x_label, y_label), svg, data));
+        }
         None => missing.push(format!("{title}: {none}")),
     }
 }

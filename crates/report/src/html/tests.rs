@@ -3,7 +3,7 @@
 use super::svg::{legend_place, legend_size, tick};
 use super::*;
 use crate::study::{Cell, CellMetrics, StudyResults};
-use crate::study::{Comparison, Curve, Environment, STUDY_KIND, STUDY_SCHEMA_VERSION};
+use crate::study::{Comparison, Curve};
 
 fn cell(id: &str, point: &str, factors: &[(&str, &str)], rps: f64, p50_us: u64) -> Cell {
     Cell {
@@ -33,25 +33,10 @@ fn cell(id: &str, point: &str, factors: &[(&str, &str)], rps: f64, p50_us: u64) 
 }
 
 fn doc(study: &str, cells: Vec<Cell>) -> StudyResults {
-    StudyResults {
-        kind: STUDY_KIND.into(),
-        schema_version: STUDY_SCHEMA_VERSION,
-        study: study.into(),
-        title: format!("{study}: hand-built test document"),
-        seed: String::new(),
-        quick: true,
-        command_line: vec!["tlslab".into(), "experiment".into()],
-        environment: Environment::default(),
-        matrix: serde_json::Value::Null,
-        started_unix_ms: 0,
-        finished_unix_ms: 0,
-        complete: true,
-        cells,
-        comparisons: vec![],
-        engine_report: None,
-        curves: vec![],
-        notes: vec![],
-    }
+    let mut d = StudyResults::imported(study, "hand-built test document", cells);
+    d.quick = true;
+    d.command_line = vec!["tlslab".into(), "experiment".into()];
+    d
 }
 
 /// A seed000-reuse-like document: reuse × clients × 2 repeats, plus
@@ -96,12 +81,12 @@ pub(crate) fn sample_study() -> StudyResults {
         cells: vec!["reuse1-c16-r1".into(), "reuse0-c16-r1".into()],
         reason: "ECDHE instead of RSA key transport; AES-NI".into(),
     });
-    d.engine_report = Some(serde_json::json!({
-        "shares": [
-            {"stage": "sign", "fraction": 0.4, "ci95": 0.05},
-            {"stage": "kx", "fraction": 0.2, "ci95": 0.02}
-        ]
-    }));
+    // A breakdown report as `tlslab breakdown` wrote it (seed001's).
+    let seed001: StudyResults = serde_json::from_str(include_str!(
+        "../../../../docs/results/full/seed001-breakdown/results.json"
+    ))
+    .unwrap();
+    d.engine_report = seed001.engine_report;
     d.curves.push(Curve {
         name: "300/(1-ρ)".into(),
         chart: "Response time model".into(),

@@ -76,6 +76,18 @@ pub(crate) fn ablate_suite(
         },
         confidentiality_limit: c.confidentiality_limit,
     };
+    // The suite's AEAD, wrapped in `$wrap` (`Ablated13`, `Ablated12`) when
+    // the record layer is ablated.
+    macro_rules! ablated_aead {
+        ($t:expr, $m:expr, $wrap:ident) => {
+            $m.map_or($t.aead_alg, |mode| {
+                leak($wrap {
+                    inner: $t.aead_alg,
+                    mode,
+                })
+            })
+        };
+    }
     Some(match s {
         SupportedCipherSuite::Tls13(t) => {
             let hkdf_provider: &'static dyn Hkdf = if set.contains(Ablation::Kdf) {
@@ -87,16 +99,10 @@ pub(crate) fn ablate_suite(
             } else {
                 t.hkdf_provider
             };
-            let aead_alg: &'static dyn Tls13AeadAlgorithm = m.map_or(t.aead_alg, |mode| {
-                leak(Ablated13 {
-                    inner: t.aead_alg,
-                    mode,
-                })
-            });
             SupportedCipherSuite::Tls13(leak(Tls13CipherSuite {
                 common: common(&t.common),
                 hkdf_provider,
-                aead_alg,
+                aead_alg: ablated_aead!(t, m, Ablated13),
                 quic: None,
             }))
         }
@@ -106,18 +112,12 @@ pub(crate) fn ablate_suite(
             } else {
                 t.prf_provider
             };
-            let aead_alg: &'static dyn Tls12AeadAlgorithm = m.map_or(t.aead_alg, |mode| {
-                leak(Ablated12 {
-                    inner: t.aead_alg,
-                    mode,
-                })
-            });
             SupportedCipherSuite::Tls12(leak(Tls12CipherSuite {
                 common: common(&t.common),
                 prf_provider,
                 kx: t.kx,
                 sign: t.sign,
-                aead_alg,
+                aead_alg: ablated_aead!(t, m, Ablated12),
             }))
         }
     })
