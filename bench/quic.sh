@@ -7,7 +7,8 @@
 # BODY is the response size in bytes (default 100: GET /bytes/100).
 # QUIC_SERVE_ARGS adds flags to `serve` (e.g. QUIC_SERVE_ARGS="--quic-new-tokens 2"
 # to send quinn's two NEW_TOKEN frames per connection, off by default with
-# --quic-retry off).
+# --quic-retry off). QUIC_CELLS limits the run to some cells (e.g.
+# QUIC_CELLS="tcp-full quic-full" for an A/B of the full-handshake ratio).
 #
 # The server (`serve --h3`, one worker, ECDSA P-256 key, group x25519, TLS
 # 1.3, stateless tickets) runs pinned to CPU 0; `load` runs pinned to CPU 1
@@ -93,13 +94,15 @@ EOF
 
 start
 echo "# $(date -u +%FT%TZ) $("$BIN" --version 2>/dev/null || echo tlslab) body $BODY B, serve extra: ${QUIC_SERVE_ARGS:-none}, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$dir/results"
+CELLS=${QUIC_CELLS:-tcp-full quic-full tcp-ka tcp-ka1460 quic-ka quic-r50}
+want() { [[ " $CELLS " == *" $1 "* ]]; }
 for run in $(seq "$RUNS"); do
-  cell tcp-full "$run"
-  cell quic-full "$run" --h3
-  cell tcp-ka "$run" --requests-per-conn 0
-  cell tcp-ka1460 "$run" --requests-per-conn 0 --mss 1460
-  cell quic-ka "$run" --h3 --requests-per-conn 0
-  cell quic-r50 "$run" --h3 --reuse 50
+  want tcp-full && cell tcp-full "$run"
+  want quic-full && cell quic-full "$run" --h3
+  want tcp-ka && cell tcp-ka "$run" --requests-per-conn 0
+  want tcp-ka1460 && cell tcp-ka1460 "$run" --requests-per-conn 0 --mss 1460
+  want quic-ka && cell quic-ka "$run" --h3 --requests-per-conn 0
+  want quic-r50 && cell quic-r50 "$run" --h3 --reuse 50
 done
 kill -TERM "$pid"; wait "$pid" || true; pid=""
 python3 - "$dir/results" <<'EOF'
@@ -113,13 +116,22 @@ for line in open(sys.argv[1]):
     cells.setdefault(name, []).append(d)
 med = lambda name, key: statistics.median(float(d[key]) for d in cells[name])
 span = lambda name, key: "–".join(f"{f(float(d[key]) for d in cells[name]):.1f}" for f in (min, max))
-print("\nmedians over", len(cells["tcp-full"]), "runs:")
+print("\nmedians over", len(next(iter(cells.values()))), "runs:")
 for name in cells:
     print(f"  {name:9} server {med(name, 'server_us'):7.1f} us ({span(name, 'server_us')})"
           f"  client {med(name, 'client_us'):7.1f} us ({span(name, 'client_us')})")
-print(f"serve CPU per full handshake, QUIC / TCP: {med('quic-full', 'server_us') / med('tcp-full', 'server_us'):.2f}  (target <= 1.3)")
-print(f"serve CPU per keep-alive request, QUIC / TCP: {med('quic-ka', 'server_us') / med('tcp-ka', 'server_us'):.2f}  (target <= 2)")
-print(f"serve CPU per keep-alive request, QUIC / TCP at MSS 1460: {med('quic-ka', 'server_us') / med('tcp-ka1460', 'server_us'):.2f}")
-print(f"load CPU per full handshake, QUIC / TCP: {med('quic-full', 'client_us') / med('tcp-full', 'client_us'):.2f}  (target <= 1.2)")
-print(f"server-observed reuse at --reuse 50 over QUIC: {med('quic-r50', 'server_reuse'):.2f} % ({span('quic-r50', 'server_reuse')})  (target 49-51)")
+have = lambda *names: all(n in cells for n in names)
+if have('tcp-full', 'quic-full'):
+  print(f"serve CPU per full handshake, QUIC / TCP: {med('quic-full', 'server_us') / med('tcp-full', 'server_us'):.2f}  (target <= 1.3)")
+if have('tcp-ka', 'quic-ka'):
+  print(f"serve CPU per keep-alive request, QUIC / TCP: {med('quic-ka', 'server_us') / med('tcp-ka', 'server_us'):.2f}  (target <= 2)")
+if have('tcp-ka1460', 'quic-ka'):
+  print(f"serve CPU per keep-alive request, QUIC / TCP at MSS 1460: {med('quic-ka', 'server_us') / med('tcp-ka1460', 'server_us'):.2f}")
+per_run = lambda q, t, key: ", ".join(f"{float(a[key]) / float(b[key]):.2f}" for a, b in zip(cells[q], cells[t]))
+if have('tcp-full', 'quic-full'):
+  print(f"  per run: serve {per_run('quic-full', 'tcp-full', 'server_us')}; load {per_run('quic-full', 'tcp-full', 'client_us')}")
+if have('tcp-full', 'quic-full'):
+  print(f"load CPU per full handshake, QUIC / TCP: {med('quic-full', 'client_us') / med('tcp-full', 'client_us'):.2f}  (target <= 1.2)")
+if have('quic-r50'):
+  print(f"server-observed reuse at --reuse 50 over QUIC: {med('quic-r50', 'server_reuse'):.2f} % ({span('quic-r50', 'server_reuse')})  (target 49-51)")
 EOF

@@ -311,13 +311,16 @@ fn new_tokens_are_sent_only_with_retry_on_or_when_asked() {
     let s = Serve::start(&["--h3"]);
     assert_eq!(new_tokens_after_three_connections(&s), Some(0.0));
     drop(s);
-    // Asked for: two per connection (quinn's default), a retransmission aside.
+    // Asked for: at least two per connection. quinn 0.11 queues the N
+    // tokens again on each Handshake packet it receives, so a connection
+    // whose client sent two (its Finished, then an ACK) gets 2N: bounded
+    // here at 3N per connection.
     let s = Serve::start(&["--h3", "--quic-new-tokens", "2"]);
     let n = new_tokens_after_three_connections(&s).expect("the NEW_TOKEN counter");
-    assert!((6.0..=8.0).contains(&n), "{n} NEW_TOKEN frames on 3 connections");
+    assert!((6.0..=18.0).contains(&n), "{n} NEW_TOKEN frames on 3 connections");
     drop(s);
     // Retry on: quinn's 2 by default.
     let s = Serve::start(&["--h3", "--quic-retry", "always"]);
     let n = new_tokens_after_three_connections(&s).expect("the NEW_TOKEN counter");
-    assert!((6.0..=8.0).contains(&n), "{n} NEW_TOKEN frames on 3 connections");
+    assert!((6.0..=18.0).contains(&n), "{n} NEW_TOKEN frames on 3 connections");
 }
