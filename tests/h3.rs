@@ -179,7 +179,10 @@ fn bad_quic_flags_are_usage_errors() {
             "--requests-per-conn 2 closes",
         ),
         (&["serve", "--quic-new-tokens", "2"], "need --h3"),
-        (&["serve", "--h3", "--quic-new-tokens", "17"], "give 0 to 16"),
+        (
+            &["serve", "--h3", "--quic-new-tokens", "17"],
+            "give 0 to 16",
+        ),
     ];
     for (args, why) in cases {
         let out = run_tlslab(args, Duration::from_secs(30));
@@ -300,7 +303,9 @@ fn warm_up_requests_do_not_spend_the_request_budget_as_over_tcp() {
     let hs = num(&r, "transport/full/count") + num(&r, "transport/resumed/count");
     assert_eq!(hs, 40.0, "{r:#}");
     // The server answered the warm-up's requests too.
-    let served = s.metrics().count("tlslab_transport_requests_total", &[("transport", "quic")]);
+    let served = s
+        .metrics()
+        .count("tlslab_transport_requests_total", &[("transport", "quic")]);
     assert!(served > 40.0, "the server answered {served} requests");
 
     // Keep-alive with -m 2: the same budget, on connections kept open.

@@ -317,10 +317,16 @@ fn new_tokens_are_sent_only_with_retry_on_or_when_asked() {
     // here at 3N per connection.
     let s = Serve::start(&["--h3", "--quic-new-tokens", "2"]);
     let n = new_tokens_after_three_connections(&s).expect("the NEW_TOKEN counter");
-    assert!((6.0..=18.0).contains(&n), "{n} NEW_TOKEN frames on 3 connections");
+    assert!(
+        (6.0..=18.0).contains(&n),
+        "{n} NEW_TOKEN frames on 3 connections"
+    );
     drop(s);
     // Retry on: quinn's 2 by default.
     let s = Serve::start(&["--h3", "--quic-retry", "always"]);
     let n = new_tokens_after_three_connections(&s).expect("the NEW_TOKEN counter");
-    assert!((6.0..=18.0).contains(&n), "{n} NEW_TOKEN frames on 3 connections");
+    assert!(
+        (6.0..=18.0).contains(&n),
+        "{n} NEW_TOKEN frames on 3 connections"
+    );
 }
