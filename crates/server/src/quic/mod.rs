@@ -84,11 +84,12 @@ impl H3Settings {
 
     /// NEW_TOKEN tokens per connection: as set, else none with Retry off
     /// and quinn's default of 2 with Retry on. A token spares a returning
-    /// client the Retry's round trip; with Retry off it would only lift
+    /// client the Retry's round trip; with Retry off it could only lift
     /// the 3× anti-amplification limit from a returning client's first
     /// flight (RFC 9000 §8.1.3), which matters only when the server's
-    /// first flight is larger than 3 × 1,200 B (a post-quantum chain):
-    /// give `--quic-new-tokens 2` then.
+    /// first flight is larger than 3 × 1,200 B (a post-quantum chain; a
+    /// hand check through `tlslab path` found no round trip saved there,
+    /// see BENCHMARKS.md, issue 23).
     pub fn new_tokens(&self) -> u32 {
         self.new_tokens.unwrap_or(match self.retry {
             QuicRetry::Off => 0,
