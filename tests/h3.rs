@@ -159,6 +159,30 @@ fn bad_quic_flags_are_usage_errors() {
             "one request per arrival",
         ),
         (&["load", "--h3", "--tls", "1.2", url, "-n", "1"], "TLS 1.3"),
+        // -m streams need as many requests on the connection.
+        (
+            &["load", "--h3", "-m", "4", url, "-n", "1"],
+            "give --requests-per-conn 0 (keep-alive) or at least 4",
+        ),
+        (
+            &[
+                "load",
+                "--h3",
+                "-m",
+                "4",
+                "--requests-per-conn",
+                "2",
+                url,
+                "-n",
+                "1",
+            ],
+            "--requests-per-conn 2 closes",
+        ),
+        (&["serve", "--quic-new-tokens", "2"], "need --h3"),
+        (
+            &["serve", "--h3", "--quic-new-tokens", "17"],
+            "give 0 to 16",
+        ),
     ];
     for (args, why) in cases {
         let out = run_tlslab(args, Duration::from_secs(30));
@@ -258,4 +282,49 @@ fn h3_binds_to_the_source_ip() {
         &["--source-ip", "127.0.0.1", "-c", "2", "-n", "6"],
     );
     assert_eq!(num(&r, "requests/succeeded"), 6.0, "{r:#}");
+}
+
+#[test]
+fn warm_up_requests_do_not_spend_the_request_budget_as_over_tcp() {
+    let s = serve();
+    let dir = tempdir();
+    // 0.5 s of warm-up on loopback is hundreds of requests: taken from -n
+    // (the old behaviour), none of the 40 would be measured.
+    let r = load(
+        &s,
+        dir.path(),
+        "warmup",
+        &["-c", "2", "-n", "40", "--warmup", "500ms"],
+    );
+    assert_eq!(num(&r, "requests/attempted"), 40.0, "{r:#}");
+    assert_eq!(num(&r, "requests/succeeded"), 40.0, "{r:#}");
+    // Every measured request had its own connection (one per request).
+    assert_eq!(num(&r, "http/connections"), 40.0, "{r:#}");
+    let hs = num(&r, "transport/full/count") + num(&r, "transport/resumed/count");
+    assert_eq!(hs, 40.0, "{r:#}");
+    // The server answered the warm-up's requests too.
+    let served = s
+        .metrics()
+        .count("tlslab_transport_requests_total", &[("transport", "quic")]);
+    assert!(served > 40.0, "the server answered {served} requests");
+
+    // Keep-alive with -m 2: the same budget, on connections kept open.
+    let r = load(
+        &s,
+        dir.path(),
+        "warmup-ka",
+        &[
+            "-c",
+            "1",
+            "-n",
+            "30",
+            "--warmup",
+            "300ms",
+            "--requests-per-conn",
+            "0",
+            "-m",
+            "2",
+        ],
+    );
+    assert_eq!(num(&r, "requests/succeeded"), 30.0, "{r:#}");
 }

@@ -269,3 +269,64 @@ fn tcp_responses_advertise_h3_in_alt_svc_only_with_h3() {
     let head = https_head(without.https, without.ca.as_ref().unwrap());
     assert!(!head.contains("alt-svc"), "Alt-Svc without --h3:\n{head}");
 }
+
+/// `load --h3 -c 1 -n 3` against `s`; the NEW_TOKEN frames the server
+/// sent, read once its three connections are closed.
+fn new_tokens_after_three_connections(s: &Serve) -> Option<f64> {
+    let dir = tempdir();
+    let json = dir.path().join("tokens.json");
+    let url = s.url("/bytes/100");
+    let ca = s.ca.as_ref().unwrap().to_str().unwrap();
+    expect_ok(&run_tlslab(
+        &[
+            "load",
+            &url,
+            "--h3",
+            "--cacert",
+            ca,
+            "-c",
+            "1",
+            "-n",
+            "3",
+            "--no-progress",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    ));
+    assert_eq!(num(&load_json(&json), "requests/succeeded"), 3.0);
+    let m = metrics_until(s, |m| {
+        quic(m, "tlslab_transport_connections_total") >= 3.0
+            && quic(m, "tlslab_transport_open_connections") == 0.0
+    });
+    m.get(
+        "tlslab_transport_new_tokens_total",
+        &[("transport", "quic")],
+    )
+}
+
+#[test]
+fn new_tokens_are_sent_only_with_retry_on_or_when_asked() {
+    // Retry off: no NEW_TOKEN (the default), so no HKDF and seal per token.
+    let s = Serve::start(&["--h3"]);
+    assert_eq!(new_tokens_after_three_connections(&s), Some(0.0));
+    drop(s);
+    // Asked for: at least two per connection. quinn 0.11 queues the N
+    // tokens again on each Handshake packet it receives, so a connection
+    // whose client sent two (its Finished, then an ACK) gets 2N: bounded
+    // here at 3N per connection.
+    let s = Serve::start(&["--h3", "--quic-new-tokens", "2"]);
+    let n = new_tokens_after_three_connections(&s).expect("the NEW_TOKEN counter");
+    assert!(
+        (6.0..=18.0).contains(&n),
+        "{n} NEW_TOKEN frames on 3 connections"
+    );
+    drop(s);
+    // Retry on: quinn's 2 by default.
+    let s = Serve::start(&["--h3", "--quic-retry", "always"]);
+    let n = new_tokens_after_three_connections(&s).expect("the NEW_TOKEN counter");
+    assert!(
+        (6.0..=18.0).contains(&n),
+        "{n} NEW_TOKEN frames on 3 connections"
+    );
+}

@@ -38,6 +38,13 @@ pub struct ServeH3Args {
     /// With --h3: address validation by Retry packets (off, always, under-load).
     #[arg(long, value_enum, value_name = "WHEN")]
     pub quic_retry: Option<Retry>,
+
+    /// With --h3: NEW_TOKEN address-validation tokens sent to each client
+    /// (0 to 16; default: 0 with --quic-retry off, 2 with Retry on). A
+    /// token lets a returning client skip the Retry, and may lift the 3x
+    /// anti-amplification limit from its first flight.
+    #[arg(long, value_name = "N")]
+    pub quic_new_tokens: Option<u32>,
 }
 
 /// `load --h3`.

@@ -19,9 +19,10 @@ impl ServeH3Args {
             if self.quic_idle_timeout.is_some()
                 || self.quic_max_connections.is_some()
                 || self.quic_retry.is_some()
+                || self.quic_new_tokens.is_some()
             {
                 return Err(usage(
-                    "--quic-idle-timeout, --quic-max-connections and --quic-retry need --h3; add --h3",
+                    "--quic-idle-timeout, --quic-max-connections, --quic-retry and --quic-new-tokens need --h3; add --h3",
                 ));
             }
             return Ok(None);
@@ -65,9 +66,20 @@ impl ServeH3Args {
             Some(Retry::Always) => tlslab_server::QuicRetry::Always,
             Some(Retry::UnderLoad) => tlslab_server::QuicRetry::UnderLoad,
         };
+        if let Some(n) = self.quic_new_tokens {
+            if n > MAX_NEW_TOKENS {
+                return Err(usage(format!(
+                    "--quic-new-tokens {n}: give 0 to {MAX_NEW_TOKENS} (a client keeps one token per server; quinn sends 2)"
+                )));
+            }
+            s.new_tokens = Some(n);
+        }
         Ok(Some(s))
     }
 }
+
+/// The most NEW_TOKEN tokens `--quic-new-tokens` sends per connection.
+const MAX_NEW_TOKENS: u32 = 16;
 
 impl LoadH3Args {
     /// Runs the load over HTTP/3 with --h3, else over TCP.

@@ -15,6 +15,7 @@ use tlslab_crypto::store::ClientSessions;
 use tlslab_report::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
 
 use super::{Hs, Kind, Run};
+use crate::engine::Slot;
 use crate::reuse::ReusePlanner;
 
 /// The client's certificate verifier, counting its calls: a resumed TLS
@@ -97,7 +98,7 @@ pub(super) struct Me {
     planner: Mutex<ReusePlanner>,
     conn_no: AtomicU64,
     next_path: AtomicUsize,
-    /// Requests taken from the budget and not yet recorded.
+    /// Measured requests (taken from the budget) not yet recorded.
     taken: Arc<AtomicU64>,
 }
 
@@ -171,11 +172,18 @@ impl Me {
     }
 
     async fn run_loop(self) {
-        while self.run.take_request() {
-            self.taken.fetch_add(1, Ordering::Relaxed);
-            self.connection(None).await;
+        while let Some(slot) = self.run.next_slot() {
+            self.take(slot);
+            self.connection(None, slot).await;
         }
         self.close();
+    }
+
+    /// Counts a measured request as taken until [`Me::record`] sees it.
+    fn take(&self, slot: Slot) {
+        if slot == Slot::Measured {
+            self.taken.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Closes the endpoint: its connections are done.
@@ -187,8 +195,13 @@ impl Me {
     /// request timed from `intended`; cut off at the run's deadline (and
     /// counted unfinished if `measured`).
     pub(super) async fn arrival(&self, intended: Instant, measured: bool) {
-        self.taken.fetch_add(1, Ordering::Relaxed);
-        let work = self.connection(Some(intended));
+        let slot = if measured {
+            Slot::Measured
+        } else {
+            Slot::Warmup
+        };
+        self.take(slot);
+        let work = self.connection(Some(intended), slot);
         let Some(d) = self.run.deadline else {
             return work.await;
         };
@@ -197,9 +210,10 @@ impl Me {
         }
     }
 
-    fn record(&self, rec: &RequestRecord, start: Instant) {
-        self.taken.fetch_sub(1, Ordering::Relaxed);
-        if start >= self.run.window_start {
+    /// Records a measured request; a warm-up one is dropped.
+    fn record(&self, rec: &RequestRecord, slot: Slot) {
+        if slot == Slot::Measured {
+            self.taken.fetch_sub(1, Ordering::Relaxed);
             self.run.collector.record(rec);
         }
     }
@@ -225,8 +239,9 @@ impl Me {
     /// One connection: the handshake (0-RTT when allowed), then its
     /// requests. With `intended` (an open loop's arrival time) the first
     /// request's start and total time count from then; the handshake's
-    /// times are always its own.
-    async fn connection(&self, intended: Option<Instant>) {
+    /// times are always its own. `slot` is the first request's: a warm-up
+    /// connection's handshake is not measured either.
+    async fn connection(&self, intended: Option<Instant>, slot: Slot) {
         let run = self.run.clone();
         let t0 = Instant::now();
         let start = intended.unwrap_or(t0);
@@ -251,7 +266,7 @@ impl Me {
                 Err(e) => {
                     rec.error = Some(format!("quic_connect: {e}"));
                     rec.total_us = start.elapsed().as_micros() as u64;
-                    return self.record(&rec, start);
+                    return self.record(&rec, slot);
                 }
             };
         let mut early = EarlyData::NotSent;
@@ -318,12 +333,12 @@ impl Me {
                         {
                             self.sessions.clear();
                         }
-                        return self.record(&rec, start);
+                        return self.record(&rec, slot);
                     }
                     Err(_) => {
                         rec.error = Some("timeout".into());
                         rec.total_us = start.elapsed().as_micros() as u64;
-                        return self.record(&rec, start);
+                        return self.record(&rec, slot);
                     }
                 };
                 let done = Instant::now();
@@ -368,9 +383,9 @@ impl Me {
             early_data: early,
             wire: None,
         });
-        run.connections.fetch_add(1, Ordering::Relaxed);
         let ttfb_first = first.as_ref().ok().map(|r| r.ttfb_at);
-        if start >= run.window_start {
+        if slot == Slot::Measured {
+            run.connections.fetch_add(1, Ordering::Relaxed);
             run.handshakes.lock().push(Hs {
                 kind,
                 handshake_us: hs_us,
@@ -384,7 +399,7 @@ impl Me {
         }
         fill(&mut rec, &first, start);
         let first_ok = first.is_ok();
-        self.record(&rec, start);
+        self.record(&rec, slot);
         if let (true, Ok(h3)) = (first_ok, &h3) {
             self.more_requests(&h3.send, conn_no).await;
         }
@@ -412,28 +427,29 @@ impl Me {
         let mut set = tokio::task::JoinSet::new();
         let mut on_conn = 1u32;
         loop {
-            while set.len() < run.streams as usize && on_conn < limit && run.take_request() {
-                self.taken.fetch_add(1, Ordering::Relaxed);
+            while set.len() < run.streams as usize && on_conn < limit {
+                let Some(slot) = run.next_slot() else { break };
+                self.take(slot);
                 let start = Instant::now();
                 let (rec, uri) = self.blank(start, conn_no, on_conn);
                 on_conn += 1;
                 let (send, timeout) = (send.clone(), run.timeout);
                 set.spawn(async move {
                     let r = request(send, uri, timeout).await;
-                    (rec, r, start)
+                    (rec, r, start, slot)
                 });
             }
-            let Some(Ok((mut rec, r, start))) = set.join_next().await else {
+            let Some(Ok((mut rec, r, start, slot))) = set.join_next().await else {
                 return;
             };
             let failed = r.is_err();
             fill(&mut rec, &r, start);
-            self.record(&rec, start);
+            self.record(&rec, slot);
             if failed {
                 // The rest are counted as they end; no new ones here.
-                while let Some(Ok((mut rec, r, start))) = set.join_next().await {
+                while let Some(Ok((mut rec, r, start, slot))) = set.join_next().await {
                     fill(&mut rec, &r, start);
-                    self.record(&rec, start);
+                    self.record(&rec, slot);
                 }
                 return;
             }

@@ -82,18 +82,17 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    /// Takes one request from the `-n` budget; false when it is spent or
-    /// the duration is over.
-    pub(crate) fn take_request(&self) -> bool {
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            return false;
-        }
-        match &self.budget {
-            None => true,
-            Some(b) => b
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .is_ok(),
-        }
+    /// The slot of a request starting now, as over TCP: a warm-up request
+    /// before the window (not taken from the `-n` budget), else a measured
+    /// one taken from it; `None` when the budget is spent or the duration
+    /// is over.
+    pub(crate) fn next_slot(&self) -> Option<Slot> {
+        slot_at(
+            Instant::now(),
+            self.window_start,
+            self.deadline,
+            self.budget.as_ref(),
+        )
     }
 
     /// Microseconds from the window's start to `t` (0 before it).
@@ -124,6 +123,14 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
         .contains(&tlslab_crypto::provider::Version::Tls13)
     {
         return bad("QUIC needs TLS 1.3; use --tls 1.3 or 1.2,1.3");
+    }
+    if cfg.requests_per_conn > 0 && h3.max_concurrent_streams > cfg.requests_per_conn {
+        let (m, k) = (h3.max_concurrent_streams, cfg.requests_per_conn);
+        return Err(Error::Invalid(format!(
+            "-m {m} keeps {m} streams in flight, but --requests-per-conn {k} closes each HTTP/3 \
+             connection after {k} request(s); give --requests-per-conn 0 (keep-alive) or at \
+             least {m}, or -m {k}"
+        )));
     }
     if cfg.mss.is_some() {
         return bad(

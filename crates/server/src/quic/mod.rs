@@ -14,8 +14,11 @@
 //!
 //! Address validation (`--quic-retry`): `off` (none), `always` (a Retry
 //! before every handshake without a token) or `under-load` (a Retry while
-//! half of `--quic-max-connections` are open). quinn also hands out
-//! NEW_TOKEN tokens, which validate a returning client without a Retry.
+//! half of `--quic-max-connections` are open). NEW_TOKEN tokens
+//! (`--quic-new-tokens`, each an HKDF and an AEAD seal to make, and one
+//! more to check when a client returns with it) validate a returning
+//! client without a Retry; the listener sends quinn's 2 per connection
+//! with Retry on, and none with Retry off (see [`H3Settings::new_tokens`]).
 
 mod session;
 mod stats;
@@ -62,6 +65,9 @@ pub struct H3Settings {
     pub max_connections: usize,
     /// Address validation (`--quic-retry`).
     pub retry: QuicRetry,
+    /// NEW_TOKEN tokens sent to each client once its handshake completes
+    /// (`--quic-new-tokens`); `None`: [`H3Settings::new_tokens`]'s default.
+    pub new_tokens: Option<u32>,
 }
 
 impl H3Settings {
@@ -72,9 +78,28 @@ impl H3Settings {
             idle_timeout: Duration::from_secs(30),
             max_connections: 10_000,
             retry: QuicRetry::Off,
+            new_tokens: None,
         }
     }
+
+    /// NEW_TOKEN tokens per connection: as set, else none with Retry off
+    /// and quinn's default of 2 with Retry on. A token spares a returning
+    /// client the Retry's round trip; with Retry off it could only lift
+    /// the 3× anti-amplification limit from a returning client's first
+    /// flight (RFC 9000 §8.1.3), which matters only when the server's
+    /// first flight is larger than 3 × 1,200 B (a post-quantum chain; a
+    /// hand check through `tlslab path` found no round trip saved there,
+    /// see BENCHMARKS.md, issue 23).
+    pub fn new_tokens(&self) -> u32 {
+        self.new_tokens.unwrap_or(match self.retry {
+            QuicRetry::Off => 0,
+            QuicRetry::Always | QuicRetry::UnderLoad => QUINN_NEW_TOKENS,
+        })
+    }
 }
+
+/// quinn's default number of NEW_TOKEN tokens per connection.
+const QUINN_NEW_TOKENS: u32 = 2;
 
 /// What answers a request: the TCP listener's handler, shared.
 pub(crate) type Handler = Arc<dyn Fn(&Request<()>) -> Handled + Send + Sync>;
@@ -134,6 +159,9 @@ pub(crate) fn prepare(
     let _ = handshake_timeout;
     server.transport_config(Arc::new(transport));
     server.max_incoming(settings.max_connections.saturating_mul(2).max(64));
+    let mut tokens = quinn::ValidationTokenConfig::default();
+    tokens.sent(settings.new_tokens());
+    server.validation_token_config(tokens);
     Ok(Prepared {
         settings: settings.clone(),
         server,
@@ -348,6 +376,8 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>) {
         .fetch_add(s.udp_rx.datagrams, Ordering::Relaxed);
     st.datagrams_sent
         .fetch_add(s.udp_tx.datagrams, Ordering::Relaxed);
+    st.new_tokens
+        .fetch_add(s.frame_tx.new_token, Ordering::Relaxed);
 }
 
 async fn serve_h3(conn: quinn::Connection, c: &Arc<Conn>, handshaking: &Arc<AtomicBool>) {

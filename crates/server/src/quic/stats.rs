@@ -30,6 +30,7 @@ pub(crate) struct QuicStats {
     pub(crate) bytes_sent: AtomicU64,
     pub(crate) datagrams_received: AtomicU64,
     pub(crate) datagrams_sent: AtomicU64,
+    pub(crate) new_tokens: AtomicU64,
     pub(crate) failures: Mutex<BTreeMap<String, u64>>,
     /// quinn-udp's segments per `sendmsg` (1: no GSO).
     pub(crate) gso_segments: AtomicU64,
@@ -67,6 +68,7 @@ impl QuicStats {
             bytes_sent: get(&self.bytes_sent),
             datagrams_received: get(&self.datagrams_received),
             datagrams_sent: get(&self.datagrams_sent),
+            new_tokens_sent: get(&self.new_tokens),
             gso_segments: get(&self.gso_segments),
             gro_segments: get(&self.gro_segments),
         }
@@ -121,6 +123,8 @@ pub struct QuicSnapshot {
     pub datagrams_received: u64,
     /// Datagrams sent on closed connections.
     pub datagrams_sent: u64,
+    /// NEW_TOKEN frames sent on closed connections (`--quic-new-tokens`).
+    pub new_tokens_sent: u64,
     /// quinn-udp's GSO segments per send: 1 means GSO is not in use.
     pub gso_segments: u64,
     /// quinn-udp's GRO segments per receive: 1 means GRO is not in use.
@@ -236,6 +240,11 @@ impl Collector for QuicCollector {
                 "tlslab_transport_retries",
                 "QUIC Retry packets sent (address validation).",
                 s.retries_sent,
+            ),
+            (
+                "tlslab_transport_new_tokens",
+                "QUIC NEW_TOKEN frames sent on closed connections (--quic-new-tokens).",
+                s.new_tokens_sent,
             ),
             (
                 "tlslab_transport_bytes_received",
