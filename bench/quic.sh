@@ -5,9 +5,8 @@
 #   bench/quic.sh TLSLAB [RUNS] [SECONDS] [CLIENTS] [BODY]
 #
 # BODY is the response size in bytes (default 100: GET /bytes/100).
-# QUIC_SERVE_ARGS adds flags to `serve` (e.g. QUIC_SERVE_ARGS="--quic-new-tokens 2"
-# to send quinn's two NEW_TOKEN frames per connection, off by default with
-# --quic-retry off). QUIC_CELLS limits the run to some cells (e.g.
+# QUIC_SERVE_ARGS adds flags to `serve` (e.g. QUIC_SERVE_ARGS="--quic-new-tokens 0"
+# to send none of quinn's two NEW_TOKEN frames per connection). QUIC_CELLS limits the run to some cells (e.g.
 # QUIC_CELLS="tcp-full quic-full" for an A/B of the full-handshake ratio).
 #
 # The server (`serve --h3`, one worker, ECDSA P-256 key, group x25519, TLS

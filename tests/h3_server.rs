@@ -306,16 +306,16 @@ fn new_tokens_after_three_connections(s: &Serve) -> Option<f64> {
 }
 
 #[test]
-fn new_tokens_are_sent_only_with_retry_on_or_when_asked() {
-    // Retry off: no NEW_TOKEN (the default), so no HKDF and seal per token.
-    let s = Serve::start(&["--h3"]);
+fn new_tokens_are_quinns_two_by_default_and_none_when_asked() {
+    // Asked for none: no NEW_TOKEN, so no HKDF and seal per token.
+    let s = Serve::start(&["--h3", "--quic-new-tokens", "0"]);
     assert_eq!(new_tokens_after_three_connections(&s), Some(0.0));
     drop(s);
-    // Asked for: at least two per connection. quinn 0.11 queues the N
-    // tokens again on each Handshake packet it receives, so a connection
-    // whose client sent two (its Finished, then an ACK) gets 2N: bounded
-    // here at 3N per connection.
-    let s = Serve::start(&["--h3", "--quic-new-tokens", "2"]);
+    // The default, quinn's 2: at least two per connection. quinn 0.11
+    // queues the N tokens again on each Handshake packet it receives, so a
+    // connection whose client sent two (its Finished, then an ACK) gets
+    // 2N: bounded here at 3N per connection.
+    let s = Serve::start(&["--h3"]);
     let n = new_tokens_after_three_connections(&s).expect("the NEW_TOKEN counter");
     assert!(
         (6.0..=18.0).contains(&n),

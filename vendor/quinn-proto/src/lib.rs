@@ -68,6 +68,8 @@ pub mod crypto;
 mod frame;
 use crate::frame::Frame;
 pub use crate::frame::{ApplicationClose, ConnectionClose, Datagram, FrameType};
+#[doc(hidden)]
+pub use crate::frame::tlslab_frames_in;
 
 mod endpoint;
 pub use crate::endpoint::{
