@@ -172,11 +172,20 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         p.utils,
         s.placement.describe()
     ));
-    for &k in s.wan.kinds() {
-        let note = super::pq::trust_note(k);
+    let quic_note = super::pq::quic_relay_note(s.wan.kinds());
+    for note in s
+        .wan
+        .kinds()
+        .iter()
+        .map(|&k| super::pq::trust_note(k))
+        .chain(quic_note)
+    {
         if !s.doc.notes.iter().any(|n| n == note) {
             s.doc.notes.push(note.to_string());
         }
+    }
+    if let Some(note) = quic_note {
+        s.say(&format!("seed004-handshake: {note}"));
     }
     let mut rig = LoadRig::new(s.placement.clone());
     let r = run_cells(s, &p, &mut rig);
@@ -221,7 +230,7 @@ fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyEr
     rig.run_cells(s, &open, p.repeats)?;
     s.say(&format!(
         "seed004-handshake: the post-quantum sweep, {} cells x {} repeat(s) (chains, \
-         compression, groups; TTFB over {} at {:?} ms RTT)",
+         compression, groups, over TCP and QUIC; TTFB over {} at {:?} ms RTT)",
         p.pq.len(),
         p.pq_repeats,
         match s.wan {
