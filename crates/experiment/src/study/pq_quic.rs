@@ -62,25 +62,39 @@ fn pct(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{:.0} %", v * 100.0))
 }
 
-/// The client's Initial bytes for `kx`: its first flight, the datagrams
-/// before the server's first reply, padded to [`MIN_INITIAL`] each. A
-/// handshake of one round trip has the client send its Initial
-/// datagrams and then one more (its ACKs and Finished), so the Initial
-/// datagrams are the fewest datagrams any of the group's QUIC loopback
-/// cells sent, less one. `None` without QUIC cells of the group.
-pub(super) fn client_initial(doc: &StudyResults, kx: &str) -> Option<(f64, f64)> {
-    let fewest = doc
+/// ClientHello bytes an Initial datagram of [`MIN_INITIAL`] bytes carries:
+/// less QUIC's long header (with a 20-byte destination and an 8-byte
+/// source connection ID, token and length fields, a 4-byte packet number),
+/// the CRYPTO frame's header and the 16-byte AEAD tag.
+pub(super) const INITIAL_CRYPTO: f64 = 1130.0;
+
+/// What the client's TLS 1.3 full handshake writes besides its ClientHello
+/// over TCP: the ClientHello's record header (5 B), the
+/// middlebox-compatibility ChangeCipherSpec record (6 B) and the Finished
+/// record (at most 74 B, SHA-384).
+pub(super) const TCP_CLIENT_EXTRA: f64 = 85.0;
+
+/// The client's Initial for `kx`: (datagrams, bytes, the ClientHello's
+/// bytes). The ClientHello is measured: the client's bytes per full
+/// handshake in the group's TCP loopback cells (the same ClientHello, any
+/// chain) less [`TCP_CLIENT_EXTRA`]; over QUIC it goes in Initial
+/// datagrams of [`INITIAL_CRYPTO`] bytes each, every one padded to
+/// [`MIN_INITIAL`]. `None` without TCP cells of the group.
+pub(super) fn client_initial(doc: &StudyResults, kx: &str) -> Option<(f64, f64, f64)> {
+    let written = doc
         .cells
         .iter()
         .filter(|c| {
-            is_quic(c)
+            tcp(c)
+                && c.factors.get("sweep").is_some_and(|s| s == "pq")
                 && !c.factors.contains_key("rtt_ms")
                 && c.factors.get("kx").is_some_and(|k| k == kx)
         })
-        .filter_map(|c| quic_full(c)?.datagrams_out)
+        .filter_map(|c| c.metrics.full_bytes_out)
         .min_by(f64::total_cmp)?;
-    let datagrams = (fewest.round() - 1.0).max(1.0);
-    Some((datagrams, datagrams * MIN_INITIAL))
+    let hello = (written - TCP_CLIENT_EXTRA).max(1.0);
+    let datagrams = (hello / INITIAL_CRYPTO).ceil();
+    Some((datagrams, datagrams * MIN_INITIAL, hello))
 }
 
 /// One chain's QUIC cell across the packet path at one RTT.
@@ -111,7 +125,7 @@ pub(super) struct QuicFlight {
 /// client's Initial bytes are those of X25519MLKEM768 (the RTT cells'
 /// group), from [`client_initial`].
 pub(super) fn flights(doc: &StudyResults, rtt_ms: u64) -> Vec<QuicFlight> {
-    let Some((_, initial)) = client_initial(doc, "X25519MLKEM768") else {
+    let Some((_, initial, _)) = client_initial(doc, "X25519MLKEM768") else {
         return Vec::new();
     };
     let allowance = AMPLIFICATION * initial;
@@ -376,7 +390,7 @@ fn threshold_row(doc: &StudyResults) -> Option<Comparison> {
     let f = flights(doc, THRESHOLD_RTT_MS);
     let (within, beyond) = threshold(&f);
     let b = beyond?;
-    let (idg, initial) = client_initial(doc, "X25519MLKEM768")?;
+    let (idg, initial, hello) = client_initial(doc, "X25519MLKEM768")?;
     let matches = within.is_none_or(|w| w.server_bytes <= b.allowance) && b.server_bytes > b.allowance;
     let agree = f
         .iter()
@@ -396,8 +410,9 @@ fn threshold_row(doc: &StudyResults) -> Option<Comparison> {
         &format!(
             "client-observed across the packet-level path: chain {}, {:.1} datagrams, \
              handshake {:.2} RTTs; the largest flight timed within one round trip: {}; \
-             arithmetic: 3 × the client's Initial ({idg:.0} datagram(s) of 1,200 B = \
-             {initial:.0} B) = {:.0} B; the measured transition {} it; timed and predicted \
+             arithmetic: 3 × the client's Initial (its {hello:.0} B ClientHello, measured \
+             over TCP, in {idg:.0} datagram(s) padded to 1,200 B = {initial:.0} B) = {:.0} B; \
+             the measured transition {} it; timed and predicted \
              round trips agree for {agree} of {} chains; over TCP (initial window 10 \
              segments) the first chain timed with an extra round trip is {}",
             b.chain,

@@ -82,18 +82,11 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    /// Takes one request from the `-n` budget; false when it is spent or
-    /// the duration is over.
+    /// Takes one request from the `-n` budget (warm-up requests take none,
+    /// as over TCP); false when it is spent or the duration is over.
     pub(crate) fn take_request(&self) -> bool {
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            return false;
-        }
-        match &self.budget {
-            None => true,
-            Some(b) => b
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .is_ok(),
-        }
+        let now = Instant::now();
+        slot_at(now, self.window_start, self.deadline, self.budget.as_ref()).is_some()
     }
 
     /// Microseconds from the window's start to `t` (0 before it).
