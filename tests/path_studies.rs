@@ -30,9 +30,9 @@ use common::{load_json, run_tlslab, show, skip_or_fail, tempdir};
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_experiment::pin::Placement;
-use tlslab_experiment::study::{LoadRig, Transport};
 use tlslab_experiment::study::matrix::CellSpec;
 use tlslab_experiment::study::rtt_path::{ByteCheck, PathKind};
+use tlslab_experiment::study::{LoadRig, Transport};
 use tlslab_report::study::CellMetrics;
 
 fn root(test: &str) -> bool {
@@ -256,7 +256,11 @@ fn a_pq_chain_above_the_anti_amplification_limit_costs_quic_one_more_rtt() {
         assert!(c.command_line.contains("--h3 -m 1"), "{}", c.command_line);
         // ECDSA's flight is within 3 × 1,200 B (and its hybrid ClientHello's
         // two Initial datagrams), ML-DSA-44's far beyond 3 × 2,400 B.
-        assert!((bytes_in > 7_200.0) == (extra > 0.0), "{}: {bytes_in} B", c.id);
+        assert!(
+            (bytes_in > 7_200.0) == (extra > 0.0),
+            "{}: {bytes_in} B",
+            c.id
+        );
         // No connect: the handshake from the first datagram, the first
         // byte one RTT later.
         rounds(&format!("{} handshake", c.id), hs, 1.0 + extra, RTT);

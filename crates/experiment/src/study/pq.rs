@@ -28,8 +28,8 @@ use tlslab_report::{HandshakeKindSummary, HandshakeTcp};
 
 use super::matrix::CellSpec;
 use super::rtt_path::PathKind;
-use crate::rig::Transport;
 use super::session::{compare, one};
+use crate::rig::Transport;
 
 /// The chains: (leaf, intermediate).
 pub(super) const CHAINS: [(KeyType, KeyType); 7] = [
@@ -104,7 +104,8 @@ fn spec(
     s.rtt = rtt_ms.map(|(r, _)| Duration::from_millis(r));
     s.transport = transport;
     if transport == Transport::Quic {
-        s.factors.insert("transport".into(), transport.name().into());
+        s.factors
+            .insert("transport".into(), transport.name().into());
     }
     s.factors.insert("sweep".into(), "pq".into());
     s.factors.insert("chain".into(), chain);
@@ -508,7 +509,11 @@ mod tests {
         // TCP: loopback and relay; QUIC: loopback only (the relay is TCP).
         assert_eq!(over(&p, Transport::Tcp).len(), loopback + 3 * 7);
         assert_eq!(over(&p, Transport::Quic).len(), loopback);
-        assert!(quic_relay_note(&[PathKind::Relay]).unwrap().contains("NOT RUN"));
+        assert!(
+            quic_relay_note(&[PathKind::Relay])
+                .unwrap()
+                .contains("NOT RUN")
+        );
         assert!(quic_relay_note(&[PathKind::Packet]).is_none());
         let both = plan(true, &[PathKind::Relay, PathKind::Packet]);
         assert_eq!(over(&both, Transport::Tcp).len(), loopback + 2 * 3 * 7);

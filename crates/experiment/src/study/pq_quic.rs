@@ -140,9 +140,8 @@ pub(super) fn flights(doc: &StudyResults, rtt_ms: u64) -> Vec<QuicFlight> {
             ("rtt_ms", rtt.as_str()),
             ("path", "packet"),
         ];
-        let get = |f: &dyn Fn(&TransportPhase) -> Option<f64>| {
-            one(doc, &filter, |c| f(&quic_full(c)?))
-        };
+        let get =
+            |f: &dyn Fn(&TransportPhase) -> Option<f64>| one(doc, &filter, |c| f(&quic_full(c)?));
         let (hs, cells) = get(&|t| t.handshake_p50_us.map(|v| v as f64));
         let (Some(hs), Some(bytes), Some(dgrams)) =
             (hs, get(&|t| t.bytes_in).0, get(&|t| t.datagrams_in).0)
@@ -284,9 +283,14 @@ fn compression_row(doc: &StudyResults, chain: &str) -> Option<Comparison> {
     cells.extend(c1);
     let t_in = |f: &[(&str, &str)]| pick(doc, f, false, |c| c.metrics.full_bytes_in).0;
     let tcp_saved = t_in(&none).zip(t_in(&brotli)).map(|(a, b)| a - b);
-    let cert_ratio = pick(doc, &brotli, false, |c| full(c, |k| k.cert_compression_ratio)).0;
+    let cert_ratio = pick(doc, &brotli, false, |c| {
+        full(c, |k| k.cert_compression_ratio)
+    })
+    .0;
     Some(compare(
-        &format!("server handshake flight over QUIC with brotli certificate compression ÷ without, chain {chain}"),
+        &format!(
+            "server handshake flight over QUIC with brotli certificate compression ÷ without, chain {chain}"
+        ),
         "no certificate compression in SSL 3.0 (its record-layer compression was removed from \
          TLS); RFC 8879 shrinks classical chains to 41–97 % (nginx)",
         "seed 004, SSL Record Layer",
@@ -323,9 +327,8 @@ fn rtt_rows(doc: &StudyResults, rtt_ms: u64) -> Vec<Comparison> {
             let t = quic_full(c)?.first_byte_p50_us? as f64 / 1000.0;
             (is_quic(c) && packet(c)).then_some(t)
         });
-        let (tcp_ttfb, tcp_cells) = one(doc, &filter, |c| {
-            ttfb_ms(c).filter(|_| tcp(c) && packet(c))
-        });
+        let (tcp_ttfb, tcp_cells) =
+            one(doc, &filter, |c| ttfb_ms(c).filter(|_| tcp(c) && packet(c)));
         out.push(compare(
             &format!(
                 "handshake round trips over QUIC at {rtt_ms} ms RTT against the \
@@ -391,7 +394,8 @@ fn threshold_row(doc: &StudyResults) -> Option<Comparison> {
     let (within, beyond) = threshold(&f);
     let b = beyond?;
     let (idg, initial, hello) = client_initial(doc, "X25519MLKEM768")?;
-    let matches = within.is_none_or(|w| w.server_bytes <= b.allowance) && b.server_bytes > b.allowance;
+    let matches =
+        within.is_none_or(|w| w.server_bytes <= b.allowance) && b.server_bytes > b.allowance;
     let agree = f
         .iter()
         .filter(|x| (x.timed.round() - x.predicted).abs() < 0.5)

@@ -45,7 +45,12 @@ fn is_quic(c: &Cell) -> bool {
 /// A figure of the full handshakes of a QUIC cell's load report
 /// (`transport.full.<field>`).
 fn quic_full(c: &Cell, field: &str) -> Option<f64> {
-    c.load.as_ref()?.get("transport")?.get("full")?.get(field)?.as_f64()
+    c.load
+        .as_ref()?
+        .get("transport")?
+        .get("full")?
+        .get(field)?
+        .as_f64()
 }
 
 /// Time to first byte, ms: over TCP the medians of connect + full
@@ -210,7 +215,9 @@ fn round_trips_chart(rtt_cells: &[&Cell], out: &mut Vec<Chart>, missing: &mut Ve
         out,
         missing,
         (
-            &format!("Full handshake in round trips at {rtt} ms RTT, TCP and QUIC, packet-level path"),
+            &format!(
+                "Full handshake in round trips at {rtt} ms RTT, TCP and QUIC, packet-level path"
+            ),
             "Client-observed median of the full handshake (TCP: after the connect; QUIC: from \
              the connection's start) ÷ the RTT, across `tlslab path` (the kernel's TCP, Reno, \
              initial window 10; QUIC by quinn). One round trip, and one more where the server's \

@@ -418,7 +418,11 @@ fn the_pq_sweep_charts_quic_beside_tcp() {
             }
             let id = format!("pq-{transport}-{chain}-r1");
             let mut c = cell(&id, id.trim_end_matches("-r1"), &f, 2000.0, 1000);
-            c.metrics.full_bytes_in = Some(if transport == "quic" { 12728.0 } else { 11886.0 });
+            c.metrics.full_bytes_in = Some(if transport == "quic" {
+                12728.0
+            } else {
+                11886.0
+            });
             c.metrics.full_bytes_out = Some(1500.0);
             cells.push(c);
             // At 100 ms RTT over the packet path: ML-DSA-44 costs QUIC an
@@ -445,7 +449,8 @@ fn the_pq_sweep_charts_quic_beside_tcp() {
             .find(|c| c.title.starts_with(t))
             .unwrap_or_else(|| panic!("no chart {t}: {missing:?}"))
     };
-    let bytes = find("Bytes per full TLS 1.3 handshake, X25519MLKEM768, certificate compression none");
+    let bytes =
+        find("Bytes per full TLS 1.3 handshake, X25519MLKEM768, certificate compression none");
     let bar = |c: &Chart, s: &str| c.data.iter().find(|p| p.series == s).map(|p| p.y);
     assert_eq!(bar(bytes, "mldsa44"), Some(11886.0 + 1500.0));
     assert_eq!(bar(bytes, "mldsa44 over QUIC"), Some(12728.0 + 1500.0));

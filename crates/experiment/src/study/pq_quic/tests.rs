@@ -148,7 +148,16 @@ fn sample() -> StudyResults {
         let q = phase(out_dg * 1200.0, out_dg, bytes, dg, 400);
         cells.push(cell(chain, "none", KX, None, Some(q), 0.0, 800.0, 400));
         let x = phase(2400.0, 2.0, bytes - 1088.0, dg, 400);
-        cells.push(cell(chain, "none", "x25519", None, Some(x), 0.0, 700.0, 400));
+        cells.push(cell(
+            chain,
+            "none",
+            "x25519",
+            None,
+            Some(x),
+            0.0,
+            700.0,
+            400,
+        ));
         let q = phase(out_dg * 1200.0, out_dg, bytes, dg, hs);
         cells.push(cell(chain, "none", KX, Some(100), Some(q), 0.0, 800.0, hs));
     }
@@ -163,12 +172,23 @@ fn sample() -> StudyResults {
         800.0,
         400,
     ));
-    for (chain, tcp_in, hs) in [("ecdsa-p256", 2_352.0, 100_500), ("mldsa44", 11_886.0, 101_000)]
-    {
+    for (chain, tcp_in, hs) in [
+        ("ecdsa-p256", 2_352.0, 100_500),
+        ("mldsa44", 11_886.0, 101_000),
+    ] {
         cells.push(cell(chain, "none", KX, None, None, tcp_in, 400.0, 300));
         let x = tcp_in - 1088.0;
         cells.push(cell(chain, "none", "x25519", None, None, x, 380.0, 300));
-        cells.push(cell(chain, "brotli", KX, None, None, tcp_in - 284.0, 400.0, 300));
+        cells.push(cell(
+            chain,
+            "brotli",
+            KX,
+            None,
+            None,
+            tcp_in - 284.0,
+            400.0,
+            300,
+        ));
         cells.push(cell(chain, "none", KX, Some(100), None, tcp_in, 400.0, hs));
     }
     doc(cells)
@@ -177,7 +197,12 @@ fn sample() -> StudyResults {
 fn row<'a>(rows: &'a [Comparison], q: &str) -> &'a Comparison {
     rows.iter()
         .find(|r| r.quantity.starts_with(q))
-        .unwrap_or_else(|| panic!("no row {q}: {:#?}", rows.iter().map(|r| &r.quantity).collect::<Vec<_>>()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no row {q}: {:#?}",
+                rows.iter().map(|r| &r.quantity).collect::<Vec<_>>()
+            )
+        })
 }
 
 #[test]
@@ -194,37 +219,84 @@ fn quic_rows_come_from_quic_cells_and_the_arithmetic_predicts_the_extra_rtt() {
     let d = sample();
     let rows = analyse(&d);
     // Bytes both ways: the QUIC cell's, not TCP's 1,511 + 2,352.
-    let b = row(&rows, "bytes per full handshake over QUIC, both ways, chain ecdsa-p256, X25519MLKEM768");
+    let b = row(
+        &rows,
+        "bytes per full handshake over QUIC, both ways, chain ecdsa-p256, X25519MLKEM768",
+    );
     assert_eq!(b.today, Some(3600.0 + 2826.0));
-    assert!(b.measured.contains("3 datagrams") || b.measured.contains("3.0 datagrams"), "{}", b.measured);
+    assert!(
+        b.measured.contains("3 datagrams") || b.measured.contains("3.0 datagrams"),
+        "{}",
+        b.measured
+    );
     assert!(b.measured.contains("3863 B both ways"), "{}", b.measured);
     // CPU: 0.8 ms over QUIC, twice TCP's, a quarter of it the signature.
-    let c = row(&rows, "server CPU per full handshake over QUIC, chain mldsa44");
+    let c = row(
+        &rows,
+        "server CPU per full handshake over QUIC, chain mldsa44",
+    );
     assert_eq!(c.today, Some(0.8));
     assert!(c.measured.contains("QUIC ÷ TCP = 2.00"), "{}", c.measured);
     assert!(c.measured.contains("200.0 µs, 25 %"), "{}", c.measured);
     // Compression: 12,428 ÷ 12,728, 300 B saved against TCP's 284.
     let z = row(&rows, "server handshake flight over QUIC with brotli");
     assert!((z.today.unwrap() - 12_428.0 / 12_728.0 * 100.0).abs() < 1e-9);
-    assert!(z.measured.contains("300 B saved over QUIC against 284 B"), "{}", z.measured);
+    assert!(
+        z.measured.contains("300 B saved over QUIC against 284 B"),
+        "{}",
+        z.measured
+    );
     // Round trips at 100 ms: allowance 3 × 2,400 B.
-    let r = row(&rows, "handshake round trips over QUIC at 100 ms RTT against the anti-amplification arithmetic, chain mldsa44,");
+    let r = row(
+        &rows,
+        "handshake round trips over QUIC at 100 ms RTT against the anti-amplification arithmetic, chain mldsa44,",
+    );
     assert_eq!(r.today, Some(2.03));
-    assert!(r.measured.contains("7200 B") && r.measured.contains("predicts 2 RTT"), "{}", r.measured);
+    assert!(
+        r.measured.contains("7200 B") && r.measured.contains("predicts 2 RTT"),
+        "{}",
+        r.measured
+    );
     assert!(r.measured.contains("agree"), "{}", r.measured);
-    let small = row(&rows, "handshake round trips over QUIC at 100 ms RTT against the anti-amplification arithmetic, chain mldsa44/ecdsa-p256");
-    assert!(small.measured.contains("predicts 1 RTT"), "{}", small.measured);
+    let small = row(
+        &rows,
+        "handshake round trips over QUIC at 100 ms RTT against the anti-amplification arithmetic, chain mldsa44/ecdsa-p256",
+    );
+    assert!(
+        small.measured.contains("predicts 1 RTT"),
+        "{}",
+        small.measured
+    );
     // TTFB: QUIC's first byte beside TCP's connect + handshake + request.
-    let t = row(&rows, "time to first byte over QUIC at 100 ms RTT, chain mldsa44,");
+    let t = row(
+        &rows,
+        "time to first byte over QUIC at 100 ms RTT, chain mldsa44,",
+    );
     assert_eq!(t.today, Some(303.0));
-    assert!(t.measured.contains("303.0 ms (3.03 RTTs)"), "{}", t.measured);
+    assert!(
+        t.measured.contains("303.0 ms (3.03 RTTs)"),
+        "{}",
+        t.measured
+    );
     // The threshold: ML-DSA-44 (12,728 B) costs the extra RTT, the mixed
     // chain (6,600 B) does not; 7,200 B between them; TCP's first is none.
-    let th = row(&rows, "smallest server flight timed to cost QUIC an extra round trip");
+    let th = row(
+        &rows,
+        "smallest server flight timed to cost QUIC an extra round trip",
+    );
     assert_eq!(th.today, Some(12_728.0));
     assert!(th.measured.contains("chain mldsa44,"), "{}", th.measured);
-    assert!(th.measured.contains("6600 B in 6.0 datagrams (mldsa44/ecdsa-p256"), "{}", th.measured);
-    assert!(th.measured.contains("the measured transition matches it"), "{}", th.measured);
+    assert!(
+        th.measured
+            .contains("6600 B in 6.0 datagrams (mldsa44/ecdsa-p256"),
+        "{}",
+        th.measured
+    );
+    assert!(
+        th.measured.contains("the measured transition matches it"),
+        "{}",
+        th.measured
+    );
     assert!(th.measured.contains("agree for 3 of 3"), "{}", th.measured);
 }
 
@@ -233,14 +305,31 @@ fn tcp_rows_ignore_quic_cells() {
     let d = sample();
     let rows = super::super::pq::analyse(&d);
     // TCP's bytes row for ECDSA: its own cell (1,511 + 2,352 B).
-    let b = row(&rows, "bytes per full handshake, both ways, TLS 1.3, chain ecdsa-p256, X25519MLKEM768");
+    let b = row(
+        &rows,
+        "bytes per full handshake, both ways, TLS 1.3, chain ecdsa-p256, X25519MLKEM768",
+    );
     assert_eq!(b.today, Some(3863.0));
     // No TCP row for a chain that only has QUIC cells.
-    assert!(!rows.iter().any(|r| r.quantity.starts_with("bytes per full handshake, both ways, TLS 1.3, chain mldsa44/ecdsa-p256")));
-    assert!(!rows.iter().any(|r| r.quantity.starts_with("time to first byte at 100 ms RTT, chain mldsa44/ecdsa-p256")));
+    assert!(
+        !rows.iter().any(|r| r
+            .quantity
+            .starts_with("bytes per full handshake, both ways, TLS 1.3, chain mldsa44/ecdsa-p256"))
+    );
+    assert!(!rows.iter().any(|r| {
+        r.quantity
+            .starts_with("time to first byte at 100 ms RTT, chain mldsa44/ecdsa-p256")
+    }));
     // TCP's packet-path threshold has no QUIC cell either: both TCP chains
     // are timed within one RTT, so there is no TCP threshold row.
-    assert!(!rows.iter().any(|r| r.quantity.starts_with("smallest server first flight timed")));
-    let t = row(&rows, "time to first byte at 100 ms RTT, chain mldsa44, path packet");
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r.quantity.starts_with("smallest server first flight timed"))
+    );
+    let t = row(
+        &rows,
+        "time to first byte at 100 ms RTT, chain mldsa44, path packet",
+    );
     assert_eq!(t.today, Some(303.0));
 }
