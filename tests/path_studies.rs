@@ -223,7 +223,7 @@ fn handshake_bytes_match_the_packet_count_on_the_path_within_one_percent() {
 
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
-fn a_pq_chain_above_the_anti_amplification_limit_costs_quic_one_more_rtt() {
+fn a_pq_chain_above_quics_first_flight_limit_costs_quic_one_more_rtt() {
     if !root("pq over QUIC across the packet path") {
         return;
     }
