@@ -21,11 +21,11 @@ use super::session::{Builtin, Session, StudyError, compare, one, ratio};
 /// `seed004-handshake`.
 pub const HANDSHAKE: Builtin = Builtin {
     name: "seed004-handshake",
-    title: "Bytes and round trips per handshake (RSA, ECDSA, ML-DSA chains, X25519MLKEM768, certificate compression) and the 300/(1-ρ) response-time model",
+    title: "Bytes and round trips per handshake (RSA, ECDSA, ML-DSA chains, X25519MLKEM768, certificate compression, over TCP and QUIC) and the 300/(1-ρ) response-time model",
     seed: "seed 004, Factors Affecting Performance I-II",
     engine: "load",
     landed: true,
-    duration: "quick ~2 min, full ~10 min",
+    duration: "quick ~2 min, ~3 min with --path both; full ~15 min",
     not_landed: "",
     insecure_ablation: false,
     run,
