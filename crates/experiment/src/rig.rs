@@ -104,8 +104,9 @@ pub(crate) fn start_with_h3(c: ServeConfig) -> Result<Server, Error> {
 }
 
 /// How a cell's load reaches the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Transport {
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transport {
+    #[default]
     /// TCP: HTTP/1.1 over TLS (`tlslab load`).
     Tcp,
     /// HTTP/3 over QUIC, one stream in flight per connection (`tlslab
@@ -114,6 +115,14 @@ pub(crate) enum Transport {
 }
 
 impl Transport {
+    /// The level of a `transport` factor: `tcp` or `quic`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Quic => "quic",
+        }
+    }
+
     /// Runs `load` over this transport.
     pub(crate) fn run(self, load: &LoadConfig) -> Result<LoadReport, Error> {
         Ok(match self {

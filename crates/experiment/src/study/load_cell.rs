@@ -1,6 +1,7 @@
 //! The load engine's cells: embedded servers (one per certificate key type,
-//! loopback, one worker pinned to the server CPU) and one `tlslab load` run
-//! per cell, pinned to the client CPU.
+//! loopback, one worker pinned to the server CPU; with an HTTP/3 listener
+//! for QUIC cells) and one `tlslab load` run per cell (`load --h3 -m 1`
+//! for QUIC cells), pinned to the client CPU.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,7 @@ use super::matrix::{CellSpec, Matrix};
 use super::rtt_path::{ByteCheck, PathKind, RttPath, Stopped};
 use super::session::{Session, StudyError, flag_duration, now_ms};
 use crate::pin::Placement;
-use crate::rig::{self, Rig};
+use crate::rig::{self, Rig, Transport};
 
 struct Embedded {
     server: Server,
@@ -41,16 +42,18 @@ impl LoadRig {
         }
     }
 
+    /// The cell's server: QUIC cells get servers of their own, with an
+    /// HTTP/3 listener (TCP cells' servers have none, as before).
     fn server(&mut self, spec: &CellSpec) -> Result<&Embedded, StudyError> {
-        let name = spec.server_key();
+        let name = match spec.transport {
+            Transport::Tcp => spec.server_key(),
+            Transport::Quic => format!("{}/h3", spec.server_key()),
+        };
         if !self.servers.contains_key(&name) {
             let generated = pki::generate_chain(spec.key, spec.intermediate, &[])
                 .map_err(crate::Error::from)?;
-            let rig = Rig::new(generated, self.placement.clone())?;
-            let mut serve = rig.server(Content::Specweb96);
-            serve.tls.cert_compression = spec.cert_compression.clone();
-            let server = Server::start(serve).map_err(crate::Error::from)?;
-            self.servers.insert(name.clone(), Embedded { server, rig });
+            let emb = start(generated, self.placement.clone(), spec, None)?;
+            self.servers.insert(name.clone(), emb);
         }
         Ok(&self.servers[&name])
     }
@@ -61,11 +64,14 @@ impl LoadRig {
         if spec.rtt.is_some() && spec.wan == PathKind::Packet {
             return self.run_packet(spec, repeat, id);
         }
+        if spec.rtt.is_some() && spec.transport == Transport::Quic {
+            return Err(StudyError::Usage(format!(
+                "{id}: a QUIC cell cannot cross tlslab relay (TCP only); run it over the \
+                 packet-level path (--path packet, root)"
+            )));
+        }
         let emb = self.server(spec)?;
-        let upstream = emb
-            .server
-            .https_addr()
-            .unwrap_or_else(|| ([127, 0, 0, 1], 0).into());
+        let upstream = listener(&emb.server, spec.transport);
         // With a round-trip time, through `tlslab relay`.
         let path = match spec.rtt {
             Some(rtt) => Some(RttPath::relay(rtt, upstream, &id)?),
@@ -77,7 +83,7 @@ impl LoadRig {
         };
         let load = cell_load(&emb.rig, spec, repeat, &url)?;
         let started = now_ms();
-        let m = rig::measure(&emb.server, &load, &id);
+        let m = rig::measure_over(&emb.server, &load, spec.transport, &id);
         if let Some(p) = path {
             p.stop()?;
         }
@@ -99,21 +105,14 @@ impl LoadRig {
                 .map(|h| vec![h.server_ip().to_string()])
                 .unwrap_or_default();
             let generated = pki::generate_chain(spec.key, spec.intermediate, &sans)?;
-            let rig = Rig::new(generated, placement)?;
-            let mut serve = rig.server(Content::Specweb96);
-            serve.tls.cert_compression = spec.cert_compression.clone();
-            serve.https = Some(rig::server_bind(h));
-            Ok(Embedded {
-                server: Server::start(serve)?,
-                rig,
-            })
+            start(generated, placement, spec, h)
         })?;
-        let port = emb.server.https_addr().map_or(0, |a| a.port());
+        let port = listener(&emb.server, spec.transport).port();
         let url = path.url(port, &spec.path);
         let m = cell_load(&emb.rig, spec, repeat, &url).and_then(|load| {
             let started = now_ms();
             rig::on_client(h, || {
-                let m = rig::measure(&emb.server, &load, &id)?;
+                let m = rig::measure_over(&emb.server, &load, spec.transport, &id)?;
                 Ok((started, m, super::rtt_path::timestamps_on()))
             })
             .map_err(StudyError::from)
@@ -155,6 +154,11 @@ impl LoadRig {
         metrics.server_cpu_us_per_request = m.server_cpu_us_per_request;
         metrics.server_busy = m.server_busy;
         metrics.server_sign_us = m.server_sign.map(|(us, _)| us);
+        if spec.transport == Transport::Quic {
+            // quinn does not say which group was negotiated; `load --h3`
+            // offered only the cell's, so every handshake used it.
+            metrics.group = spec.group.clone();
+        }
         Cell {
             id,
             point: spec.point.clone(),
@@ -227,6 +231,35 @@ impl LoadRig {
     }
 }
 
+/// An embedded server for `spec`'s chain (`generated`) and compression,
+/// with an HTTP/3 listener on its TLS port for a QUIC cell; on `path`'s
+/// server address, or loopback.
+fn start(
+    generated: pki::Generated,
+    placement: Placement,
+    spec: &CellSpec,
+    path: Option<&tlslab_path::PathHandle>,
+) -> Result<Embedded, crate::Error> {
+    let rig = Rig::new(generated, placement)?;
+    let mut serve = rig.server(Content::Specweb96);
+    serve.tls.cert_compression = spec.cert_compression.clone();
+    serve.https = Some(rig::server_bind(path));
+    let server = match spec.transport {
+        Transport::Tcp => Server::start(serve)?,
+        Transport::Quic => rig::start_with_h3(serve)?,
+    };
+    Ok(Embedded { server, rig })
+}
+
+/// The address of `server`'s listener for `transport`.
+fn listener(server: &Server, transport: Transport) -> std::net::SocketAddr {
+    match transport {
+        Transport::Tcp => server.https_addr(),
+        Transport::Quic => server.h3_addr(),
+    }
+    .unwrap_or_else(|| ([127, 0, 0, 1], 0).into())
+}
+
 /// The load of one cell against `url`.
 fn cell_load(rig: &Rig, spec: &CellSpec, repeat: u32, url: &str) -> Result<LoadConfig, StudyError> {
     let mut load = rig.cell_load(
@@ -239,7 +272,8 @@ fn cell_load(rig: &Rig, spec: &CellSpec, repeat: u32, url: &str) -> Result<LoadC
     )?;
     load.warmup = spec.warmup;
     load.cert_compression = spec.cert_compression.clone();
-    load.mss = spec.mss;
+    // `--mss` is a TCP socket option (`load --h3` refuses it).
+    load.mss = spec.mss.filter(|_| spec.transport == Transport::Tcp);
     if let Some(n) = spec.requests {
         load.requests = Some(n);
         load.duration = None;
@@ -319,9 +353,17 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
         load.push_str(&format!(" --rate {r}"));
     }
     load.push_str(&comp);
-    if let Some(m) = spec.mss {
+    if let Some(m) = spec.mss.filter(|_| spec.transport == Transport::Tcp) {
         load.push_str(&format!(" --mss {m}"));
     }
+    // Over QUIC: HTTP/3 to the server's UDP listener on the same port, one
+    // stream in flight per connection.
+    let h3 = if spec.transport == Transport::Quic {
+        load.push_str(" --h3 -m 1");
+        " --h3"
+    } else {
+        ""
+    };
     if let Some(n) = spec.requests {
         load = load.replacen(
             &format!(" -d {}", flag_duration(spec.cell)),
@@ -335,7 +377,7 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
         return format!(
             "tlslab certs --key {key}{certs_extra} --san 10.201.0.1 --out {dir} && sudo tlslab \
              path --delay {}ms --cc reno -- {}tlslab serve --cert {dir}/{} --key {dir}/{} \
-             --listen 10.201.0.1:8443 --threads 1{comp} ::: {load}",
+             --listen 10.201.0.1:8443{h3} --threads 1{comp} ::: {load}",
             rtt.as_millis() / 2,
             taskset(&placement.server),
             pki::CHAIN_FILE,
@@ -355,9 +397,46 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
     };
     format!(
         "tlslab certs --key {key}{certs_extra} --out {dir} && {}tlslab serve --cert {dir}/{} \
-         --key {dir}/{} --listen 127.0.0.1:8443 --threads 1{comp} & {relay}{load}",
+         --key {dir}/{} --listen 127.0.0.1:8443{h3} --threads 1{comp} & {relay}{load}",
         taskset(&placement.server),
         pki::CHAIN_FILE,
         pki::KEY_FILE,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn quic_cells_have_h3_command_lines_without_mss() {
+        let mut tcp = CellSpec::new("pq-x", Duration::from_secs(1));
+        tcp.mss = Some(1460);
+        let mut quic = tcp.clone();
+        quic.transport = Transport::Quic;
+        let placement = Placement::split();
+        let t = command_line(&tcp, &placement);
+        assert!(t.contains(" --mss 1460") && !t.contains("--h3"), "{t}");
+        // The spec's MSS is never passed to `load --h3` (it refuses it).
+        let q = command_line(&quic, &placement);
+        assert!(!q.contains("--mss"), "{q}");
+        assert!(
+            q.contains("--listen 127.0.0.1:8443 --h3 --threads 1"),
+            "{q}"
+        );
+        assert!(q.ends_with(" --h3 -m 1"), "{q}");
+        quic.rtt = Some(Duration::from_millis(100));
+        quic.wan = PathKind::Packet;
+        let p = command_line(&quic, &placement);
+        assert!(p.contains("tlslab path --delay 50ms"), "{p}");
+        assert!(
+            p.contains("--listen 10.201.0.1:8443 --h3 --threads 1"),
+            "{p}"
+        );
+        assert!(
+            p.contains("https://10.201.0.1:8443/") && p.contains("--h3 -m 1"),
+            "{p}"
+        );
+    }
 }

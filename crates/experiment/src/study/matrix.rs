@@ -204,6 +204,9 @@ pub struct CellSpec {
     pub wan: super::rtt_path::PathKind,
     /// Measured requests (`load -n`) instead of the cell's duration.
     pub requests: Option<u64>,
+    /// TCP+TLS (the default), or HTTP/3 over QUIC (`load --h3 -m 1`
+    /// against the server's HTTP/3 listener; no `mss`).
+    pub transport: crate::rig::Transport,
 }
 
 impl CellSpec {
@@ -229,6 +232,7 @@ impl CellSpec {
             rtt: None,
             wan: super::rtt_path::PathKind::Relay,
             requests: None,
+            transport: crate::rig::Transport::Tcp,
         }
     }
 

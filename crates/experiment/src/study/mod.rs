@@ -24,6 +24,7 @@ mod load_cell;
 pub mod matrix;
 mod pq;
 mod pq_path;
+mod pq_quic;
 mod quic;
 pub mod rtt_path;
 mod seed000;
@@ -33,6 +34,7 @@ mod seed003;
 mod seed004;
 mod session;
 
+pub use crate::rig::Transport;
 pub use load_cell::LoadRig;
 pub use matrix::{Matrix, MatrixError};
 pub use rtt_path::{PathChoice, PathKind};

@@ -6,7 +6,12 @@
 //! TCP segments and the slow-start round trips it needs from an initial
 //! window of 10, server CPU per full handshake with the signature's share
 //! (the server's crypto meter), and time to first byte at 20, 50 and
-//! 100 ms RTT. QUIC is not run yet (no QUIC load engine).
+//! 100 ms RTT. The same over HTTP/3 on QUIC (`load --h3 -m 1`, factor
+//! `transport = quic`; TCP cells have no `transport` factor, as in
+//! documents from before QUIC): every chain, compression and group on
+//! loopback, and time to first byte at each RTT over the packet-level
+//! path (QUIC's analysis, with the anti-amplification limit, is
+//! `super::pq_quic`).
 //!
 //! Every chain is a leaf and an intermediate (the root is the trust anchor,
 //! not sent), as in the Web PKI. The client announces an MSS of 1460
@@ -24,6 +29,7 @@ use tlslab_report::{HandshakeKindSummary, HandshakeTcp};
 use super::matrix::CellSpec;
 use super::rtt_path::PathKind;
 use super::session::{compare, one};
+use crate::rig::Transport;
 
 /// The chains: (leaf, intermediate).
 pub(super) const CHAINS: [(KeyType, KeyType); 7] = [
@@ -65,16 +71,22 @@ fn spec(
     comp: &[CertCompression],
     group: &str,
     rtt_ms: Option<(u64, PathKind)>,
+    transport: Transport,
     cell: Duration,
 ) -> CellSpec {
     let chain = chain_name(leaf, mid);
+    // TCP cells keep the names of documents from before QUIC.
+    let t = match transport {
+        Transport::Tcp => "",
+        Transport::Quic => "quic-",
+    };
     let point = match rtt_ms {
         Some((r, k)) => format!(
-            "pq-rtt{r}-{chain}-{}-{group}{}",
+            "pq-{t}rtt{r}-{chain}-{}-{group}{}",
             comp_name(comp),
             k.suffix()
         ),
-        None => format!("pq-{chain}-{}-{group}", comp_name(comp)),
+        None => format!("pq-{t}{chain}-{}-{group}", comp_name(comp)),
     }
     .to_ascii_lowercase()
     .replace('/', "-under-");
@@ -87,8 +99,14 @@ fn spec(
     s.cert_compression = comp.to_vec();
     s.reuse = 0.0;
     s.clients = 2;
-    s.mss = Some(MSS);
+    // QUIC has no segments: `--mss` is a TCP socket option.
+    s.mss = (transport == Transport::Tcp).then_some(MSS);
     s.rtt = rtt_ms.map(|(r, _)| Duration::from_millis(r));
+    s.transport = transport;
+    if transport == Transport::Quic {
+        s.factors
+            .insert("transport".into(), transport.name().into());
+    }
     s.factors.insert("sweep".into(), "pq".into());
     s.factors.insert("chain".into(), chain);
     s.factors
@@ -105,7 +123,9 @@ fn spec(
 /// The sweep's cells: bytes, segments and CPU over loopback for every
 /// chain, compression and group; time to first byte at each RTT for every
 /// chain (no compression, X25519MLKEM768, tlslab's default group) over
-/// each path kind in `kinds`.
+/// each path kind in `kinds`. Then the same over QUIC: loopback, and the
+/// RTT cells over the packet path only (`tlslab relay` is TCP only; see
+/// [`quic_relay_note`]).
 pub(super) fn plan(quick: bool, kinds: &[PathKind]) -> Vec<CellSpec> {
     // At least 1 s: the first handshakes of a server with compression wait
     // for its one brotli compression of the chain (quality 11), which the
@@ -113,27 +133,56 @@ pub(super) fn plan(quick: bool, kinds: &[PathKind]) -> Vec<CellSpec> {
     let cell = Duration::from_millis(if quick { 1000 } else { 2000 });
     let rtt_cell = Duration::from_millis(if quick { 1200 } else { 3000 });
     let mut out = Vec::new();
-    for (leaf, mid) in CHAINS {
-        for comp in [vec![], vec![CertCompression::Brotli]] {
-            for g in GROUPS {
-                out.push(spec(leaf, mid, &comp, g, None, cell));
+    for t in [Transport::Tcp, Transport::Quic] {
+        for (leaf, mid) in CHAINS {
+            for comp in [vec![], vec![CertCompression::Brotli]] {
+                for g in GROUPS {
+                    out.push(spec(leaf, mid, &comp, g, None, t, cell));
+                }
             }
         }
-    }
-    for &k in kinds {
-        for r in RTTS_MS {
-            for (leaf, mid) in CHAINS {
-                let mut c = spec(leaf, mid, &[], "X25519MLKEM768", Some((r, k)), rtt_cell);
-                if k == PathKind::Packet {
-                    // Count-bounded: every connection ends whole, so the
-                    // path's byte count matches the sockets'.
-                    c.requests = Some(if quick { 8 } else { 16 });
+        for &k in kinds {
+            if t == Transport::Quic && k == PathKind::Relay {
+                continue;
+            }
+            for r in RTTS_MS {
+                for (leaf, mid) in CHAINS {
+                    let at = Some((r, k));
+                    let mut c = spec(leaf, mid, &[], "X25519MLKEM768", at, t, rtt_cell);
+                    if k == PathKind::Packet {
+                        // Count-bounded: every connection ends whole, so
+                        // the path's byte count matches the sockets'.
+                        c.requests = Some(if quick { 8 } else { 16 });
+                    }
+                    out.push(c);
                 }
-                out.push(c);
             }
         }
     }
     out
+}
+
+/// Why the sweep has no QUIC round-trip cells over `path = relay`, when
+/// `kinds` has the relay.
+pub(super) fn quic_relay_note(kinds: &[PathKind]) -> Option<&'static str> {
+    if !kinds.contains(&PathKind::Relay) {
+        return None;
+    }
+    Some(if kinds.contains(&PathKind::Packet) {
+        "post-quantum QUIC round-trip cells: over path = packet only; tlslab relay is a TCP \
+         relay (it cannot carry QUIC's UDP datagrams)"
+    } else {
+        "post-quantum QUIC round-trip cells: NOT RUN: tlslab relay (--path relay) is a TCP \
+         relay and cannot carry QUIC's UDP datagrams; run with --path packet or both (root) \
+         for QUIC's time to first byte and its anti-amplification round trip. QUIC's loopback \
+         cells (bytes, datagrams, server CPU) ran"
+    })
+}
+
+/// Whether the cell ran over QUIC (`transport = quic`); TCP cells have no
+/// `transport` factor (or `tcp`).
+pub(super) fn is_quic(c: &Cell) -> bool {
+    c.factors.get("transport").is_some_and(|t| t == "quic")
 }
 
 /// What to trust the sweep's round-trip cells over `kind` for.
@@ -202,7 +251,7 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
     let pick = |filter: &[(&str, String)], g: &dyn Fn(&Cell) -> Option<f64>| {
         let filter: Vec<(&str, &str)> = filter.iter().map(|(a, b)| (*a, b.as_str())).collect();
         one(doc, &filter, |c| {
-            if c.factors.contains_key("rtt_ms") {
+            if c.factors.contains_key("rtt_ms") || is_quic(c) {
                 None
             } else {
                 g(c)
@@ -382,7 +431,7 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
                     ("chain", chain.as_str()),
                     ("rtt_ms", rs.as_str()),
                 ];
-                let of_kind = |c: &Cell| kind_of(c) == kind.name();
+                let of_kind = |c: &Cell| kind_of(c) == kind.name() && !is_quic(c);
                 let (t, cells) = one(doc, &filter, |c| ttfb_ms(c).filter(|_| of_kind(c)));
                 let Some(t) = t else { continue };
                 let extra = one(doc, &filter, |c| {
@@ -437,6 +486,7 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
         }
     }
     out.extend(super::pq_path::analyse(doc));
+    out.extend(super::pq_quic::analyse(doc));
     out
 }
 
@@ -448,18 +498,52 @@ fn fmt(v: Option<f64>, digits: usize) -> String {
 mod tests {
     use super::*;
 
+    fn over(p: &[CellSpec], t: Transport) -> Vec<&CellSpec> {
+        p.iter().filter(|c| c.transport == t).collect()
+    }
+
     #[test]
     fn the_sweep_covers_every_chain_compression_group_and_rtt() {
+        let loopback = 7 * 2 * 2;
         let p = plan(true, &[PathKind::Relay]);
-        assert_eq!(p.len(), 7 * 2 * 2 + 3 * 7);
+        // TCP: loopback and relay; QUIC: loopback only (the relay is TCP).
+        assert_eq!(over(&p, Transport::Tcp).len(), loopback + 3 * 7);
+        assert_eq!(over(&p, Transport::Quic).len(), loopback);
+        assert!(
+            quic_relay_note(&[PathKind::Relay])
+                .unwrap()
+                .contains("NOT RUN")
+        );
+        assert!(quic_relay_note(&[PathKind::Packet]).is_none());
         let both = plan(true, &[PathKind::Relay, PathKind::Packet]);
-        assert_eq!(both.len(), 7 * 2 * 2 + 2 * 3 * 7);
+        assert_eq!(over(&both, Transport::Tcp).len(), loopback + 2 * 3 * 7);
+        assert_eq!(over(&both, Transport::Quic).len(), loopback + 3 * 7);
+        assert_eq!(
+            plan(false, &[PathKind::Packet]).len(),
+            2 * (loopback + 3 * 7)
+        );
         let packet: Vec<&CellSpec> = both.iter().filter(|c| c.wan == PathKind::Packet).collect();
-        assert_eq!(packet.len(), 3 * 7);
+        assert_eq!(packet.len(), 2 * 3 * 7);
         assert!(packet.iter().all(|c| c.point.ends_with("-packet")
             && c.factors["path"] == "packet"
             && c.requests.is_some()
             && c.rtt.is_some()));
+        // QUIC cells: `transport = quic`, no MSS (a TCP option), never the
+        // relay; TCP cells keep their factors (no `transport`) and MSS.
+        for c in over(&both, Transport::Quic) {
+            assert_eq!(c.factors["transport"], "quic", "{}", c.point);
+            assert!(c.point.starts_with("pq-quic-"), "{}", c.point);
+            assert_eq!(c.mss, None, "{}", c.point);
+            assert!(c.rtt.is_none() || c.wan == PathKind::Packet, "{}", c.point);
+        }
+        for c in over(&both, Transport::Tcp) {
+            assert!(!c.factors.contains_key("transport"), "{}", c.point);
+            assert_eq!(c.mss, Some(MSS), "{}", c.point);
+        }
+        let mut names: Vec<&str> = both.iter().map(|c| c.point.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), both.len());
         assert!(p.iter().all(|c| c.excluded().is_none()));
         assert!(p.iter().all(|c| c.versions == [Version::Tls13]));
         assert_eq!(p[0].point, "pq-ecdsa-p256-none-x25519");

@@ -9,7 +9,7 @@
 use tlslab_report::HandshakeTcp;
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
-use super::pq::{CHAINS, MSS, chain_name, full};
+use super::pq::{CHAINS, MSS, chain_name, full, is_quic};
 use super::rtt_path::ByteCheck;
 use super::session::{compare, one};
 
@@ -44,7 +44,10 @@ pub(super) fn flights(doc: &StudyResults) -> Vec<Flight> {
             ("rtt_ms", rtt.as_str()),
             ("path", "packet"),
         ];
-        let get = |f: &dyn Fn(&Cell) -> Option<f64>| one(doc, &filter, f).0;
+        // TCP cells (the QUIC cells' are `super::pq_quic`'s).
+        let get = |f: &dyn Fn(&Cell) -> Option<f64>| {
+            one(doc, &filter, |c| if is_quic(c) { None } else { f(c) }).0
+        };
         let hs = get(&|c| CellMetrics::at(&c.metrics.handshake_full_us, 50.0).map(|v| v as f64));
         let (Some(hs), Some(bytes), Some(segments), Some(rounds)) = (
             hs,
@@ -97,7 +100,7 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
                 ("rtt_ms", &THRESHOLD_RTT_MS.to_string()),
                 ("path", "packet"),
             ],
-            |c| c.metrics.full_bytes_in,
+            |c| c.metrics.full_bytes_in.filter(|_| !is_quic(c)),
         )
         .1;
         out.push(compare(
@@ -174,7 +177,7 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
                  and read on its sockets (client-observed, warm-up included; each cell \
                  count-bounded, so every connection ends whole); {ok} of {} cells within 1 %; \
                  worst {worst_id}: {:+.3} % up, {:+.3} % down; full handshakes were {} of \
-                 the socket bytes",
+                 the socket bytes{}",
                 checks.len(),
                 worst.diff_up_pct,
                 worst.diff_down_pct,
@@ -182,6 +185,18 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
                     format!("{:.0} %", hs / sock as f64 * 100.0)
                 } else {
                     "-".into()
+                },
+                if doc
+                    .cells
+                    .iter()
+                    .any(|c| is_quic(c) && c.factors.contains_key("rtt_ms"))
+                {
+                    "; TCP cells only: the QUIC cells are NOT cross-checked (`load --h3` \
+                     reports each handshake's UDP bytes, not its sockets' totals, and the \
+                     forwarder counts every datagram of a cell: requests, responses, ACKs and \
+                     closes too)"
+                } else {
+                    ""
                 }
             ),
             checks.iter().map(|c| c.0.clone()).collect(),

@@ -75,10 +75,7 @@ pub(crate) struct Point {
 }
 
 fn transport_name(t: Transport) -> &'static str {
-    match t {
-        Transport::Tcp => "tcp",
-        Transport::Quic => "quic",
-    }
+    t.name()
 }
 
 impl Point {

@@ -21,11 +21,11 @@ use super::session::{Builtin, Session, StudyError, compare, one, ratio};
 /// `seed004-handshake`.
 pub const HANDSHAKE: Builtin = Builtin {
     name: "seed004-handshake",
-    title: "Bytes and round trips per handshake (RSA, ECDSA, ML-DSA chains, X25519MLKEM768, certificate compression) and the 300/(1-ρ) response-time model",
+    title: "Bytes and round trips per handshake (RSA, ECDSA, ML-DSA chains, X25519MLKEM768, certificate compression, over TCP and QUIC) and the 300/(1-ρ) response-time model",
     seed: "seed 004, Factors Affecting Performance I-II",
     engine: "load",
     landed: true,
-    duration: "quick ~2 min, full ~10 min",
+    duration: "quick ~2 min, ~3 min with --path both; full ~15 min",
     not_landed: "",
     insecure_ablation: false,
     run,
@@ -172,11 +172,20 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         p.utils,
         s.placement.describe()
     ));
-    for &k in s.wan.kinds() {
-        let note = super::pq::trust_note(k);
+    let quic_note = super::pq::quic_relay_note(s.wan.kinds());
+    for note in s
+        .wan
+        .kinds()
+        .iter()
+        .map(|&k| super::pq::trust_note(k))
+        .chain(quic_note)
+    {
         if !s.doc.notes.iter().any(|n| n == note) {
             s.doc.notes.push(note.to_string());
         }
+    }
+    if let Some(note) = quic_note {
+        s.say(&format!("seed004-handshake: {note}"));
     }
     let mut rig = LoadRig::new(s.placement.clone());
     let r = run_cells(s, &p, &mut rig);
@@ -221,7 +230,7 @@ fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyEr
     rig.run_cells(s, &open, p.repeats)?;
     s.say(&format!(
         "seed004-handshake: the post-quantum sweep, {} cells x {} repeat(s) (chains, \
-         compression, groups; TTFB over {} at {:?} ms RTT)",
+         compression, groups, over TCP and QUIC; TTFB over {} at {:?} ms RTT)",
         p.pq.len(),
         p.pq_repeats,
         match s.wan {

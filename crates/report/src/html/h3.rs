@@ -142,7 +142,9 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
     let cells: Vec<&Cell> = r
         .cells
         .iter()
-        .filter(|c| c.factors.contains_key("transport"))
+        // Not seed004-handshake's post-quantum QUIC cells (`sweep = pq`,
+        // charted by `super::pq`).
+        .filter(|c| c.factors.contains_key("transport") && !c.factors.contains_key("sweep"))
         .collect();
     if cells.is_empty() {
         return;

@@ -377,6 +377,84 @@ fn the_pq_sweep_charts_relay_and_packet_side_by_side() {
         .count();
     assert_eq!(relay_points, 3);
     assert!(ttfb[1].data.iter().all(|p| !p.series.contains("(relay)")));
+    // Without QUIC cells: no QUIC chart.
+    assert!(!charts.iter().any(|c| c.title.contains("QUIC")));
+}
+
+#[test]
+fn the_pq_sweep_charts_quic_beside_tcp() {
+    let quic_load = |first_byte_us: u64| {
+        serde_json::json!({ "transport": { "full": {
+            "count": 4, "first_byte_p50_us": first_byte_us,
+            "bytes_in": 12728.0, "bytes_out": 3600.0
+        } } })
+    };
+    let mut cells = Vec::new();
+    for transport in ["tcp", "quic"] {
+        for chain in ["ecdsa-p256", "mldsa44"] {
+            let mut f = vec![
+                ("sweep", "pq"),
+                ("chain", chain),
+                ("compression", "none"),
+                ("kx", "X25519MLKEM768"),
+            ];
+            if transport == "quic" {
+                f.push(("transport", "quic"));
+            }
+            let id = format!("pq-{transport}-{chain}-r1");
+            let mut c = cell(&id, id.trim_end_matches("-r1"), &f, 2000.0, 1000);
+            c.metrics.full_bytes_in = Some(if transport == "quic" {
+                12728.0
+            } else {
+                11886.0
+            });
+            c.metrics.full_bytes_out = Some(1500.0);
+            cells.push(c);
+            // At 100 ms RTT over the packet path: ML-DSA-44 costs QUIC an
+            // extra round trip (2 RTT handshake), not TCP.
+            let extra = transport == "quic" && chain == "mldsa44";
+            f.extend([("rtt_ms", "100"), ("path", "packet")]);
+            let id = format!("pq-{transport}-rtt100-{chain}-packet-r1");
+            let mut c = cell(&id, id.trim_end_matches("-r1"), &f, 10.0, 1000);
+            let hs = if extra { 203_000 } else { 101_000 };
+            c.metrics.handshake_full_us = vec![(50.0, hs)];
+            c.metrics.connect_p50_us = Some(100_000);
+            c.metrics.ttfb_p50_us = Some(100_000);
+            if transport == "quic" {
+                c.load = Some(quic_load(hs + 100_000));
+            }
+            cells.push(c);
+        }
+    }
+    let d = doc("seed004-handshake", cells);
+    let (charts, missing) = charts(&d);
+    let find = |t: &str| {
+        charts
+            .iter()
+            .find(|c| c.title.starts_with(t))
+            .unwrap_or_else(|| panic!("no chart {t}: {missing:?}"))
+    };
+    let bytes =
+        find("Bytes per full TLS 1.3 handshake, X25519MLKEM768, certificate compression none");
+    let bar = |c: &Chart, s: &str| c.data.iter().find(|p| p.series == s).map(|p| p.y);
+    assert_eq!(bar(bytes, "mldsa44"), Some(11886.0 + 1500.0));
+    assert_eq!(bar(bytes, "mldsa44 over QUIC"), Some(12728.0 + 1500.0));
+    let cpu = find("Server CPU per full handshake");
+    assert_eq!(bar(cpu, "ecdsa-p256 over QUIC: all"), Some(500.0));
+    // TTFB: TCP's chart has no QUIC series; QUIC's has only QUIC series,
+    // from the transport section (first byte), beside seed 004's 4 RTTs.
+    let tcp = find("Time to first byte against RTT, TLS 1.3, X25519MLKEM768, packet-level path");
+    assert!(tcp.data.iter().all(|p| !p.series.contains("QUIC")));
+    assert_eq!(bar(tcp, "mldsa44 (packet)"), Some(301.0));
+    let quic = find("Time to first byte against RTT over QUIC");
+    assert_eq!(bar(quic, "mldsa44 over QUIC (packet)"), Some(303.0));
+    assert_eq!(bar(quic, "ecdsa-p256 over QUIC (packet)"), Some(201.0));
+    assert_eq!(bar(quic, "seed 004: 4 RTTs (SSL over TCP)"), Some(400.0));
+    // Round trips at 100 ms: QUIC's extra one for ML-DSA-44 only.
+    let rt = find("Full handshake in round trips at 100 ms RTT");
+    assert_eq!(bar(rt, "mldsa44 over QUIC"), Some(2.03));
+    assert_eq!(bar(rt, "mldsa44"), Some(1.01));
+    assert_eq!(bar(rt, "ecdsa-p256 over QUIC"), Some(1.01));
 }
 
 #[test]
