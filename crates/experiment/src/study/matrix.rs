@@ -201,7 +201,7 @@ pub struct CellSpec {
     /// ([`super::rtt_path::RttPath`]).
     pub rtt: Option<Duration>,
     /// Which kind of path (with `rtt`).
-    pub wan: super::rtt_path::PathKind,
+    pub wan: super::path_kind::PathKind,
     /// Measured requests (`load -n`) instead of the cell's duration.
     pub requests: Option<u64>,
     /// TCP+TLS (the default), or HTTP/3 over QUIC (`load --h3 -m 1`
@@ -230,7 +230,7 @@ impl CellSpec {
             cert_compression: Vec::new(),
             mss: None,
             rtt: None,
-            wan: super::rtt_path::PathKind::Relay,
+            wan: super::path_kind::PathKind::Relay,
             requests: None,
             transport: crate::rig::Transport::Tcp,
         }

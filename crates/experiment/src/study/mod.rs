@@ -22,9 +22,8 @@ use crate::pin::Placement;
 
 mod load_cell;
 pub mod matrix;
+mod path_kind;
 mod pq;
-mod pq_path;
-mod pq_quic;
 mod quic;
 pub mod rtt_path;
 mod seed000;

@@ -23,36 +23,8 @@ use serde::{Deserialize, Serialize};
 use tlslab_path::{PathConfig, PathHandle, PathReport};
 use tlslab_relay::{Conditions, RelayConfig, RelayThread};
 
+pub use super::path_kind::PathKind;
 use super::session::StudyError;
-
-/// One kind of path.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum PathKind {
-    /// `tlslab relay`: a user-space TCP relay on loopback.
-    #[default]
-    Relay,
-    /// `tlslab path`: packets between two network namespaces.
-    Packet,
-}
-
-impl PathKind {
-    /// The level of the `path` factor: `relay` or `packet`.
-    pub fn name(self) -> &'static str {
-        match self {
-            PathKind::Relay => "relay",
-            PathKind::Packet => "packet",
-        }
-    }
-
-    /// What a cell's point name ends with: nothing for the relay (the
-    /// names of runs before `--path`), `-packet` for the packet path.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            PathKind::Relay => "",
-            PathKind::Packet => "-packet",
-        }
-    }
-}
 
 /// What `--path` asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -47,14 +47,17 @@ pub const HANDSHAKE: Builtin = Builtin {
                 "cell_s": p.cell.as_secs_f64(),
                 "open_loop_cell_s": p.open_cell.as_secs_f64(),
             }),
-            (p.bytes.iter().filter(|c| c.excluded().is_none()).count()
-                + p.closed.len()
-                + p.utils.len())
-                * p.repeats as usize
-                + p.pq.len() * p.pq_repeats as usize,
+            units(&p),
         )
     },
 };
+
+/// The cells `p` runs (the progress bar's total).
+fn units(p: &Plan) -> usize {
+    (p.bytes.iter().filter(|c| c.excluded().is_none()).count() + p.closed.len() + p.utils.len())
+        * p.repeats as usize
+        + p.pq.len() * p.pq_repeats as usize
+}
 
 struct Plan {
     bytes: Vec<CellSpec>,
@@ -159,6 +162,8 @@ fn mean_latency_ms(c: &Cell) -> Option<f64> {
 
 fn run(s: &mut Session) -> Result<(), StudyError> {
     let p = plan_over(s.quick, s.wan.kinds());
+    // The plan above counts the round-trip cells over the relay only.
+    s.set_planned(units(&p));
     for c in &p.bytes {
         if let Some(why) = c.excluded()
             && !s.doc.notes.contains(&why)
@@ -460,5 +465,9 @@ mod tests {
         let (_, units) = (HANDSHAKE.plan)(true);
         assert_eq!(units, 6 + 2 + 2 + p.pq.len());
         assert_eq!(p.bytes[0].point, "tls1.2-rsa2048-x25519-reuse0.5");
+        // `--path both` adds the round-trip cells over the packet path (TCP
+        // and QUIC, 3 RTTs x 7 chains each) to the progress bar's total.
+        let both = plan_over(true, &[PathKind::Relay, PathKind::Packet]);
+        assert_eq!(super::units(&both), units + 2 * 3 * 7);
     }
 }

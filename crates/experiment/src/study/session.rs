@@ -279,7 +279,7 @@ impl Session {
         };
         if skipped > 0 {
             s.say(&format!(
-                "resuming {}: {skipped} of {planned} cells already measured, skipped",
+                "resuming {}: {skipped} cells already measured, skipped",
                 s.path.display()
             ));
         }

@@ -9,9 +9,9 @@
 use tlslab_report::HandshakeTcp;
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
-use super::pq::{CHAINS, MSS, chain_name, full, is_quic};
-use super::rtt_path::ByteCheck;
-use super::session::{compare, one};
+use super::cells::{CHAINS, MSS, chain_name, full, is_quic};
+use crate::study::rtt_path::ByteCheck;
+use crate::study::session::{compare, one};
 
 /// The RTT at which the extra round trip is looked for, ms.
 pub(super) const THRESHOLD_RTT_MS: u64 = 100;
@@ -44,7 +44,7 @@ pub(super) fn flights(doc: &StudyResults) -> Vec<Flight> {
             ("rtt_ms", rtt.as_str()),
             ("path", "packet"),
         ];
-        // TCP cells (the QUIC cells' are `super::pq_quic`'s).
+        // TCP cells (the QUIC cells' are `super::quic`'s).
         let get = |f: &dyn Fn(&Cell) -> Option<f64>| {
             one(doc, &filter, |c| if is_quic(c) { None } else { f(c) }).0
         };

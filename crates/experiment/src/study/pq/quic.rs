@@ -23,9 +23,9 @@
 use tlslab_report::quic::TransportPhase;
 use tlslab_report::study::{Cell, Comparison, StudyResults};
 
-use super::pq::{CHAINS, GROUPS, RTTS_MS, chain_name, full, is_quic, kind_of, ttfb_ms};
-use super::pq_path::THRESHOLD_RTT_MS;
-use super::session::{compare, load_report, one, ratio};
+use super::cells::{CHAINS, GROUPS, RTTS_MS, chain_name, full, is_quic, kind_of, ttfb_ms};
+use super::path::THRESHOLD_RTT_MS;
+use crate::study::session::{compare, load_report, one, ratio};
 
 /// Bytes a client pads every datagram that carries an Initial packet to
 /// (RFC 9000 §14.1; quinn's initial MTU).
@@ -425,8 +425,8 @@ fn threshold_row(doc: &StudyResults) -> Option<Comparison> {
         .iter()
         .filter(|x| (x.timed.round() - x.predicted).abs() < 0.5)
         .count();
-    let tcp = super::pq_path::flights(doc);
-    let (_, tcp_beyond) = super::pq_path::threshold(&tcp);
+    let tcp = super::path::flights(doc);
+    let (_, tcp_beyond) = super::path::threshold(&tcp);
     Some(compare(
         &format!(
             "smallest server flight timed to cost QUIC an extra round trip at \

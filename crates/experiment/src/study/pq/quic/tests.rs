@@ -312,7 +312,7 @@ fn quic_rows_come_from_quic_cells_and_the_arithmetic_predicts_the_extra_rtt() {
 #[test]
 fn tcp_rows_ignore_quic_cells() {
     let d = sample();
-    let rows = super::super::pq::analyse(&d);
+    let rows = super::super::analyse(&d);
     // TCP's bytes row for ECDSA: its own cell (1,511 + 2,352 B).
     let b = row(
         &rows,
