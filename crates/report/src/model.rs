@@ -81,6 +81,23 @@ pub trait LoadReportBuild {
         unfinished: u64,
         cpu: CpuUsage,
     ) -> LoadReport;
+
+    /// The report of a client-observed window of `measured_s` seconds in
+    /// which nothing was measured: what a hand-built document (a test, an
+    /// example) starts from.
+    fn empty(measured_s: f64) -> LoadReport {
+        LoadReport::build(
+            ConfigEcho::default(),
+            Window {
+                start_unix_ms: 0,
+                measured_s,
+                observed: "client-observed".into(),
+            },
+            &Stats::default(),
+            0,
+            CpuUsage::default(),
+        )
+    }
 }
 
 impl LoadReportBuild for LoadReport {
@@ -338,17 +355,7 @@ pub(crate) mod tests {
 
     #[test]
     fn empty_phases_are_null_not_zero() {
-        let r = LoadReport::build(
-            ConfigEcho::default(),
-            Window {
-                start_unix_ms: 0,
-                measured_s: 1.0,
-                observed: "client-observed".into(),
-            },
-            &Stats::default(),
-            0,
-            CpuUsage::default(),
-        );
+        let r = LoadReport::empty(1.0);
         let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
         assert_eq!(v["latency"]["total"]["count"], 0);
         assert!(v["latency"]["total"]["p50_us"].is_null());

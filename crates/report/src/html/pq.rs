@@ -42,15 +42,14 @@ fn is_quic(c: &Cell) -> bool {
     factor(c, "transport") == "quic"
 }
 
-/// A figure of the full handshakes of a QUIC cell's load report
-/// (`transport.full.<field>`).
-fn quic_full(c: &Cell, field: &str) -> Option<f64> {
-    c.load
-        .as_ref()?
-        .get("transport")?
-        .get("full")?
-        .get(field)?
-        .as_f64()
+/// A loopback cell (no `rtt_ms`) of the chain, compression and group, over
+/// QUIC or TCP.
+fn loopback_cell(c: &Cell, quic: bool, chain: &str, comp: &str, kx: &str) -> bool {
+    !c.factors.contains_key("rtt_ms")
+        && is_quic(c) == quic
+        && factor(c, "chain") == chain
+        && factor(c, "compression") == comp
+        && factor(c, "kx") == kx
 }
 
 /// Time to first byte, ms: over TCP the medians of connect + full
@@ -58,7 +57,8 @@ fn quic_full(c: &Cell, field: &str) -> Option<f64> {
 /// connection's start to the first response byte.
 fn ttfb_ms(c: &Cell) -> Option<f64> {
     if is_quic(c) {
-        return Some(quic_full(c, "first_byte_p50_us")? / 1000.0);
+        let us = c.load_report()?.transport?.full.first_byte_p50_us?;
+        return Some(us as f64 / 1000.0);
     }
     let hs = CellMetrics::at(&c.metrics.handshake_full_us, 50.0)?;
     Some((c.metrics.connect_p50_us? + hs + c.metrics.ttfb_p50_us?) as f64 / 1000.0)
@@ -80,18 +80,11 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
     if cells.is_empty() {
         return;
     }
-    let loopback = |c: &Cell| !c.factors.contains_key("rtt_ms");
     for (comp, kx) in [("none", "X25519MLKEM768"), ("brotli", "X25519MLKEM768")] {
         let mut rows = vec![("seed 004 (2000)".to_string(), 2000.0, Vec::<String>::new())];
         for ch in chains(&cells) {
             for quic in [false, true] {
-                let keep = |c: &Cell| {
-                    loopback(c)
-                        && is_quic(c) == quic
-                        && factor(c, "chain") == ch
-                        && factor(c, "compression") == comp
-                        && factor(c, "kx") == kx
-                };
+                let keep = |c: &Cell| loopback_cell(c, quic, &ch, comp, kx);
                 if let Some((v, ids)) = med(&cells, keep, full_bytes) {
                     rows.push((label(&ch, quic), v, ids));
                 }
@@ -116,13 +109,7 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
     let mut rows = Vec::new();
     for ch in chains(&cells) {
         for quic in [false, true] {
-            let keep = |c: &Cell| {
-                loopback(c)
-                    && is_quic(c) == quic
-                    && factor(c, "chain") == ch
-                    && factor(c, "compression") == "none"
-                    && factor(c, "kx") == "X25519MLKEM768"
-            };
+            let keep = |c: &Cell| loopback_cell(c, quic, &ch, "none", "X25519MLKEM768");
             let name = label(&ch, quic);
             if let Some((v, ids)) = med(&cells, keep, |c| {
                 (c.metrics.server_cpu_us_per_request > 0.0)
@@ -150,7 +137,11 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
         "no data",
     );
     // Time to first byte against RTT, one chart per path kind.
-    let rtt_cells: Vec<&Cell> = cells.iter().copied().filter(|c| !loopback(c)).collect();
+    let rtt_cells: Vec<&Cell> = cells
+        .iter()
+        .copied()
+        .filter(|c| c.factors.contains_key("rtt_ms"))
+        .collect();
     let mut kinds: Vec<&str> = rtt_cells.iter().map(|c| path_kind(c)).collect();
     kinds.sort_unstable();
     kinds.dedup();

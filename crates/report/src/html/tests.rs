@@ -384,10 +384,19 @@ fn the_pq_sweep_charts_relay_and_packet_side_by_side() {
 #[test]
 fn the_pq_sweep_charts_quic_beside_tcp() {
     let quic_load = |first_byte_us: u64| {
-        serde_json::json!({ "transport": { "full": {
-            "count": 4, "first_byte_p50_us": first_byte_us,
-            "bytes_in": 12728.0, "bytes_out": 3600.0
-        } } })
+        let mut r = <crate::LoadReport as crate::LoadReportBuild>::empty(1.0);
+        r.transport = Some(crate::quic::Transport {
+            name: "quic".into(),
+            full: crate::quic::TransportPhase {
+                count: 4,
+                first_byte_p50_us: Some(first_byte_us),
+                bytes_in: Some(12728.0),
+                bytes_out: Some(3600.0),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        serde_json::to_value(&r).unwrap()
     };
     let mut cells = Vec::new();
     for transport in ["tcp", "quic"] {

@@ -3,29 +3,13 @@
 //! QUIC's.
 
 use tlslab_report::quic::{Transport as QuicSection, TransportPhase};
-use tlslab_report::study::{
-    Cell, CellMetrics, Environment, STUDY_KIND, STUDY_SCHEMA_VERSION, StudyResults,
-};
-use tlslab_report::{ConfigEcho, CpuUsage, LoadReport, LoadReportBuild, Stats, Window};
+use tlslab_report::study::{Cell, CellMetrics, StudyResults};
+use tlslab_report::{LoadReport, LoadReportBuild};
 
 use super::*;
 
 fn report(transport: Option<TransportPhase>) -> serde_json::Value {
-    let mut r = LoadReport::build(
-        ConfigEcho::default(),
-        Window {
-            start_unix_ms: 0,
-            measured_s: 1.0,
-            observed: "client-observed".into(),
-        },
-        &Stats::default(),
-        0,
-        CpuUsage {
-            user_s: 0.1,
-            sys_s: 0.0,
-            capacity: 1,
-        },
-    );
+    let mut r = LoadReport::empty(1.0);
     r.transport = transport.map(|full| QuicSection {
         name: "quic".into(),
         max_concurrent_streams: 1,
@@ -111,23 +95,8 @@ fn phase(out: f64, dg_out: f64, bytes_in: f64, dg_in: f64, hs_us: u64) -> Transp
 
 fn doc(cells: Vec<Cell>) -> StudyResults {
     StudyResults {
-        kind: STUDY_KIND.into(),
-        schema_version: STUDY_SCHEMA_VERSION,
-        study: "seed004-handshake".into(),
-        title: String::new(),
-        seed: String::new(),
         quick: true,
-        command_line: vec![],
-        environment: Environment::default(),
-        matrix: serde_json::Value::Null,
-        started_unix_ms: 0,
-        finished_unix_ms: 0,
-        complete: true,
-        cells,
-        comparisons: vec![],
-        engine_report: None,
-        curves: vec![],
-        notes: vec![],
+        ..StudyResults::imported("seed004-handshake", "the post-quantum sweep", cells)
     }
 }
 
