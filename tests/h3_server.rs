@@ -89,29 +89,7 @@ fn quic_retry_always_sends_a_retry_and_the_handshake_still_completes() {
 
     // load --h3 goes through it too, each client's first connection with
     // a Retry (later ones may carry the server's NEW_TOKEN instead).
-    let dir = tempdir();
-    let json = dir.path().join("retry.json");
-    let url = s.url("/bytes/100");
-    let ca = s.ca.as_ref().unwrap().to_str().unwrap();
-    expect_ok(&run_tlslab(
-        &[
-            "load",
-            &url,
-            "--h3",
-            "--cacert",
-            ca,
-            "-c",
-            "2",
-            "-n",
-            "8",
-            "--no-progress",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    ));
-    let r = load_json(&json);
-    assert_eq!(num(&r, "requests/succeeded"), 8.0, "{r:#}");
+    load_h3(&s, 2, 8);
     let retries = quic(&s.metrics(), "tlslab_transport_retries_total");
     assert!(
         (3.0..=9.0).contains(&retries),
@@ -270,31 +248,26 @@ fn tcp_responses_advertise_h3_in_alt_svc_only_with_h3() {
     assert!(!head.contains("alt-svc"), "Alt-Svc without --h3:\n{head}");
 }
 
+/// `load --h3 -c CLIENTS -n N` of `/bytes/100` against `s`; every request
+/// must succeed.
+fn load_h3(s: &Serve, clients: u32, n: u32) {
+    let dir = tempdir();
+    let json = dir.path().join("load.json");
+    let (url, c, n_arg) = (s.url("/bytes/100"), clients.to_string(), n.to_string());
+    let ca = s.ca.as_ref().unwrap().to_str().unwrap();
+    let args = ["load", &url, "--h3", "--cacert", ca, "-c", &c, "-n", &n_arg];
+    let json_arg = json.to_str().unwrap();
+    let mut all = args.to_vec();
+    all.extend(["--no-progress", "--json", json_arg]);
+    expect_ok(&run_tlslab(&all, Duration::from_secs(60)));
+    let r = load_json(&json);
+    assert_eq!(num(&r, "requests/succeeded"), f64::from(n), "{r:#}");
+}
+
 /// `load --h3 -c 1 -n 3` against `s`; the NEW_TOKEN frames the server
 /// sent, read once its three connections are closed.
 fn new_tokens_after_three_connections(s: &Serve) -> Option<f64> {
-    let dir = tempdir();
-    let json = dir.path().join("tokens.json");
-    let url = s.url("/bytes/100");
-    let ca = s.ca.as_ref().unwrap().to_str().unwrap();
-    expect_ok(&run_tlslab(
-        &[
-            "load",
-            &url,
-            "--h3",
-            "--cacert",
-            ca,
-            "-c",
-            "1",
-            "-n",
-            "3",
-            "--no-progress",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    ));
-    assert_eq!(num(&load_json(&json), "requests/succeeded"), 3.0);
+    load_h3(s, 1, 3);
     let m = metrics_until(s, |m| {
         quic(m, "tlslab_transport_connections_total") >= 3.0
             && quic(m, "tlslab_transport_open_connections") == 0.0
