@@ -25,7 +25,7 @@ pub const HANDSHAKE: Builtin = Builtin {
     seed: "seed 004, Factors Affecting Performance I-II",
     engine: "load",
     landed: true,
-    duration: "quick ~2 min, ~3 min with --path both; full ~15 min",
+    duration: "quick ~2 min, ~3 min with --path both; full ~11 min with --path both",
     not_landed: "",
     insecure_ablation: false,
     run,
