@@ -155,6 +155,7 @@ impl Me {
         };
         let endpoint =
             quinn::Endpoint::client(local).map_err(|e| format!("UDP bind {local}: {e}"))?;
+        run.endpoints.lock().push(endpoint.clone());
         let reuse = run.reuse;
         Ok(Me {
             next_path: AtomicUsize::new(id as usize % run.paths.len()),

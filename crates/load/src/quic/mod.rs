@@ -79,6 +79,9 @@ pub(crate) struct Run {
     pub(crate) zero_rtt_rejected: AtomicU64,
     pub(crate) base: rustls::ClientConfig,
     pub(crate) verifier: Arc<dyn ServerCertVerifier>,
+    /// Every client identity's UDP endpoint, to let their CONNECTION_CLOSE
+    /// frames out before the runtime stops.
+    pub(crate) endpoints: Mutex<Vec<quinn::Endpoint>>,
 }
 
 impl Run {
@@ -247,6 +250,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         zero_rtt_rejected: AtomicU64::new(0),
         base,
         verifier,
+        endpoints: Mutex::default(),
     });
     let open_loop = cfg
         .open_loop
@@ -286,6 +290,18 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
             }
         }
         let end = Instant::now();
+        // After the window: the endpoints send their connections'
+        // CONNECTION_CLOSE frames from their driver tasks, which stop with
+        // the runtime. Without this wait the last connection's close could
+        // be lost and the server would hold it until its idle timeout.
+        let endpoints = std::mem::take(&mut *run.endpoints.lock());
+        let idle = async {
+            // They drain at once; waiting on each in turn takes the longest.
+            for e in &endpoints {
+                e.wait_idle().await;
+            }
+        };
+        let _ = tokio::time::timeout(run.timeout.min(Duration::from_secs(1)), idle).await;
         Ok::<_, Error>((
             threads.cpu_time().since(cpu0),
             meter.snapshot().diff(&crypto0),

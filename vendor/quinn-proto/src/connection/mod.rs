@@ -2556,7 +2556,11 @@ impl Connection {
                     );
                     return Ok(());
                 }
-                self.on_path_validated();
+                // tlslab: validate the path (and queue its NEW_TOKEN frames) once, on the
+                // first Handshake packet; each later one re-queued every token.
+                if !self.path.validated {
+                    self.on_path_validated();
+                }
 
                 self.process_early_payload(now, packet)?;
                 if self.state.is_closed() {
