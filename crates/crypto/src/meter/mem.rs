@@ -101,6 +101,11 @@ pub fn pump(
     Err(PumpError::Stalled(MAX_ROUNDS))
 }
 
+/// An I/O error on one side's plaintext stream, as that side's failure.
+fn io_error(side: fn(rustls::Error) -> PumpError) -> impl FnOnce(std::io::Error) -> PumpError {
+    move |e| side(rustls::Error::General(e.to_string()))
+}
+
 /// Completes a handshake, then sends `request` client→server and
 /// `response` server→client as application data and reads them back.
 /// Returns the bytes each side received.
@@ -115,23 +120,23 @@ pub fn exchange(
     client
         .writer()
         .write_all(request)
-        .map_err(|e| PumpError::Client(rustls::Error::General(e.to_string())))?;
+        .map_err(io_error(PumpError::Client))?;
     pump(client, server, wire)?;
     let mut got_req = vec![0u8; request.len()];
     server
         .reader()
         .read_exact(&mut got_req)
-        .map_err(|e| PumpError::Server(rustls::Error::General(e.to_string())))?;
+        .map_err(io_error(PumpError::Server))?;
     server
         .writer()
         .write_all(response)
-        .map_err(|e| PumpError::Server(rustls::Error::General(e.to_string())))?;
+        .map_err(io_error(PumpError::Server))?;
     pump(client, server, wire)?;
     let mut got_resp = vec![0u8; response.len()];
     client
         .reader()
         .read_exact(&mut got_resp)
-        .map_err(|e| PumpError::Client(rustls::Error::General(e.to_string())))?;
+        .map_err(io_error(PumpError::Client))?;
     Ok((got_req, got_resp))
 }
 
