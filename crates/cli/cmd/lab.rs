@@ -15,19 +15,27 @@ use crate::args::lab::{BreakdownArgs, BreakdownWorkload, ClusterArgs, LabArgs, O
 use crate::output::print_and_save;
 use crate::usage::{bail, usage};
 
+/// `--cell`, by default `quick_ms` ms under --quick and `full_ms` ms
+/// without; it must be above 0.
+fn cell_length(
+    cell: Option<Duration>,
+    quick: bool,
+    [quick_ms, full_ms]: [u64; 2],
+) -> anyhow::Result<Duration> {
+    let default = Duration::from_millis(if quick { quick_ms } else { full_ms });
+    let cell = cell.unwrap_or(default);
+    if cell.is_zero() {
+        return bail("--cell must be above 0");
+    }
+    Ok(cell)
+}
+
 /// Turns `tlslab lab` flags into its configuration.
 pub fn lab_config(a: &LabArgs) -> anyhow::Result<tlslab_experiment::lab::LabConfig> {
     if a.clients == 0 {
         return bail("-c/--clients must be at least 1");
     }
-    let cell = a.cell.unwrap_or(if a.quick {
-        Duration::from_millis(700)
-    } else {
-        Duration::from_millis(4500)
-    });
-    if cell.is_zero() {
-        return bail("--cell must be above 0");
-    }
+    let cell = cell_length(a.cell, a.quick, [700, 4500])?;
     Ok(tlslab_experiment::lab::LabConfig {
         cell,
         clients: a.clients,
@@ -78,14 +86,7 @@ pub fn breakdown_config(
             Workload::Reuse(a.reuse / 100.0)
         }
     };
-    let cell = a.cell.unwrap_or(if a.quick {
-        Duration::from_millis(500)
-    } else {
-        Duration::from_secs(1)
-    });
-    if cell.is_zero() {
-        return bail("--cell must be above 0");
-    }
+    let cell = cell_length(a.cell, a.quick, [500, 1000])?;
     let max_time = a.max_time.unwrap_or(if a.quick {
         Duration::from_secs(40)
     } else {

@@ -12,7 +12,7 @@ use rcgen::{
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
@@ -473,11 +473,47 @@ mod tests {
 /// explicit insecure modes: `load --insecure` and the dispatcher's TLS
 /// liveness check without `--health-cacert`.
 pub fn any_certificate(provider: Arc<CryptoProvider>) -> Arc<dyn ServerCertVerifier> {
-    Arc::new(AnyCertificate(provider))
+    any_certificate_checked(&provider, |_| Ok(()))
+}
+
+/// A check on a handshake signature's bytes, run before the signature is
+/// verified with the certificate's key.
+pub(crate) type SigCheck = fn(&[u8]) -> std::result::Result<(), rustls::Error>;
+
+/// [`any_certificate`] that also runs `check` on each handshake signature
+/// before verifying it through `provider`'s algorithms (the `sig`
+/// ablation accepts only its constant signature this way).
+pub(crate) fn any_certificate_checked(
+    provider: &Arc<CryptoProvider>,
+    check: SigCheck,
+) -> Arc<dyn ServerCertVerifier> {
+    Arc::new(AnyCertificate {
+        algs: provider.signature_verification_algorithms,
+        check,
+    })
+}
+
+/// A `ServerCertVerifier` signature method named like the rustls
+/// function it ends in: `check`, then the real verification.
+macro_rules! verify_signature {
+    ($name:ident) => {
+        fn $name(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+            (self.check)(dss.signature())?;
+            rustls::crypto::$name(message, cert, dss, &self.algs)
+        }
+    };
 }
 
 #[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
+struct AnyCertificate {
+    algs: WebPkiSupportedAlgorithms,
+    check: SigCheck,
+}
 
 impl ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(
@@ -491,35 +527,10 @@ impl ServerCertVerifier for AnyCertificate {
         Ok(ServerCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
+    verify_signature!(verify_tls12_signature);
+    verify_signature!(verify_tls13_signature);
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.algs.supported_schemes()
     }
 }

@@ -211,42 +211,52 @@ impl rustls::crypto::SecureRandom for PrefixedRandom {
     }
 }
 
+/// The items of `from` named by `names`, in their order (names compare
+/// case-insensitively, spaces trimmed); an unknown name is an error
+/// listing `choices`.
+fn pick<T: Copy>(
+    names: &[String],
+    from: &[T],
+    name: impl Fn(&T) -> String,
+    what: &'static str,
+    choices: fn() -> Vec<String>,
+) -> Result<Vec<T>> {
+    names
+        .iter()
+        .map(|n| {
+            from.iter()
+                .find(|x| name(x).eq_ignore_ascii_case(n.trim()))
+                .copied()
+                .ok_or_else(|| Error::UnknownName {
+                    what,
+                    name: n.clone(),
+                    choices: choices().join(", "),
+                })
+        })
+        .collect()
+}
+
 /// Builds the aws-lc-rs provider restricted to `alg`, checking that at least
 /// one suite remains for each of `versions`.
 pub fn build(versions: &[Version], alg: &Algorithms) -> Result<Arc<CryptoProvider>> {
     let mut p = default_provider();
     if let Some(names) = &alg.suites {
-        let mut chosen = Vec::new();
-        for n in names {
-            let found = aws_lc_rs::ALL_CIPHER_SUITES
-                .iter()
-                .find(|s| suite_name(**s).eq_ignore_ascii_case(n.trim()))
-                .copied()
-                .ok_or_else(|| Error::UnknownName {
-                    what: "cipher suite",
-                    name: n.clone(),
-                    choices: all_suite_names().join(", "),
-                })?;
-            chosen.push(found);
-        }
-        p.cipher_suites = chosen;
+        p.cipher_suites = pick(
+            names,
+            aws_lc_rs::ALL_CIPHER_SUITES,
+            |s| suite_name(*s),
+            "cipher suite",
+            all_suite_names,
+        )?;
     }
     if let Some(names) = &alg.groups {
-        let mut chosen = Vec::new();
-        for n in names {
-            let found = p
-                .kx_groups
-                .iter()
-                .find(|g| group_name(g.name()).eq_ignore_ascii_case(n.trim()))
-                .copied()
-                .ok_or_else(|| Error::UnknownName {
-                    what: "key-exchange group",
-                    name: n.clone(),
-                    choices: all_group_names().join(", "),
-                })?;
-            chosen.push(found);
-        }
-        p.kx_groups = chosen;
+        p.kx_groups = pick(
+            names,
+            &p.kx_groups,
+            |g| group_name(g.name()),
+            "key-exchange group",
+            all_group_names,
+        )?;
     }
     for v in versions {
         let any = p.cipher_suites.iter().any(|s| s.version() == v.rustls());

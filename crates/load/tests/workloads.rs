@@ -229,6 +229,17 @@ fn open_loop_arrivals_are_deterministic_and_counted() {
     assert_eq!(clients.len(), 4);
 }
 
+/// Every scheduled arrival was attempted, left unfinished or dropped.
+fn assert_arrivals_accounted(report: &LoadReport) {
+    let ol = report.open_loop.as_ref().unwrap();
+    assert_eq!(
+        report.requests.attempted + report.requests.unfinished + ol.dropped,
+        ol.scheduled,
+        "{:?} {ol:?}",
+        report.requests
+    );
+}
+
 #[test]
 fn open_loop_above_capacity_queues_and_latency_counts_from_intended_start() {
     // One server thread, 20 ms of CPU per request: about 50 req/s at best.
@@ -247,12 +258,7 @@ fn open_loop_above_capacity_queues_and_latency_counts_from_intended_start() {
     assert!(p50 > 100_000, "p50 total {p50} µs: queueing not measured");
     assert!(report.requests.unfinished > 2, "{:?}", report.requests);
     assert!(report.requests.completed > 20, "{:?}", report.requests);
-    assert_eq!(
-        report.requests.attempted + report.requests.unfinished + ol.dropped,
-        ol.scheduled,
-        "{:?} {ol:?}",
-        report.requests
-    );
+    assert_arrivals_accounted(&report);
 }
 
 #[test]
@@ -264,10 +270,7 @@ fn open_loop_drops_arrivals_beyond_max_in_flight() {
     let report = tlslab_load::run(&cfg).unwrap();
     let ol = report.open_loop.clone().unwrap();
     assert!(ol.dropped > 30, "{ol:?}");
-    assert_eq!(
-        report.requests.attempted + report.requests.unfinished + ol.dropped,
-        ol.scheduled
-    );
+    assert_arrivals_accounted(&report);
 }
 
 #[test]

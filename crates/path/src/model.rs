@@ -396,14 +396,19 @@ mod tests {
         assert!(order.windows(2).any(|w| w[0] > w[1]), "no reordering");
     }
 
+    /// A 10 Mbit/s link behind `queue`.
+    fn ten_mbit(queue: QueueLimit) -> Direction {
+        Direction {
+            link: Some(Trace::constant(10_000_000, "10mbit").unwrap()),
+            queue,
+            ..Direction::default()
+        }
+    }
+
     #[test]
     fn constant_rate_serves_1504_bytes_per_opportunity() {
         // 10 Mbit/s: one 1504-byte opportunity every 1.2032 ms.
-        let dir = Direction {
-            link: Some(Trace::constant(10_000_000, "10mbit").unwrap()),
-            queue: QueueLimit::Packets(1000),
-            ..Direction::default()
-        };
+        let dir = ten_mbit(QueueLimit::Packets(1000));
         let mut m = Model::new(&dir, 4);
         // 100 packets of 1504 bytes arrive at once at t = 0.
         let arrivals: Vec<(u64, usize)> = (0..100).map(|_| (0, 1504)).collect();
@@ -422,11 +427,7 @@ mod tests {
 
     #[test]
     fn rate_over_a_long_run_is_exact_for_mixed_sizes() {
-        let dir = Direction {
-            link: Some(Trace::constant(10_000_000, "10mbit").unwrap()),
-            queue: QueueLimit::Packets(100_000),
-            ..Direction::default()
-        };
+        let dir = ten_mbit(QueueLimit::Packets(100_000));
         let mut m = Model::new(&dir, 5);
         // Saturate: 3000 packets of 1500 and 3000 of 52 bytes.
         let mut bytes = 0;

@@ -374,22 +374,14 @@ mod tests {
 
     #[test]
     fn queue_limits_in_packets_or_bytes() {
-        assert_eq!(
-            "100pkt".parse::<QueueLimit>().unwrap(),
-            QueueLimit::Packets(100)
-        );
-        assert_eq!(
-            "64kB".parse::<QueueLimit>().unwrap(),
-            QueueLimit::Bytes(64_000)
-        );
-        assert_eq!(
-            "64KiB".parse::<QueueLimit>().unwrap(),
-            QueueLimit::Bytes(65_536)
-        );
-        assert_eq!(
-            "1500B".parse::<QueueLimit>().unwrap(),
-            QueueLimit::Bytes(1500)
-        );
+        for (text, want) in [
+            ("100pkt", QueueLimit::Packets(100)),
+            ("64kB", QueueLimit::Bytes(64_000)),
+            ("64KiB", QueueLimit::Bytes(65_536)),
+            ("1500B", QueueLimit::Bytes(1500)),
+        ] {
+            assert_eq!(text.parse::<QueueLimit>().unwrap(), want, "{text}");
+        }
         for bad in ["", "0pkt", "10", "10 furlongs", "-1pkt"] {
             assert!(bad.parse::<QueueLimit>().is_err(), "{bad:?}");
         }

@@ -353,6 +353,13 @@ pub fn openssl_group(group: &str) -> Result<&'static str, Error> {
 mod tests {
     use super::*;
 
+    /// Asserts that the config `c` holds every line of `wants`.
+    fn has_all(c: &str, wants: &[&str]) {
+        for w in wants {
+            assert!(c.contains(w), "missing {w:?} in\n{c}");
+        }
+    }
+
     fn conf() -> NginxConf {
         NginxConf::new(
             Path::new("/tmp/x"),
@@ -365,12 +372,17 @@ mod tests {
     #[test]
     fn defaults_listen_on_loopback_with_tickets_and_no_log() {
         let c = conf().render();
-        assert!(c.contains("listen 127.0.0.1:4433 ssl;"), "{c}");
-        assert!(c.contains("ssl_protocols TLSv1.2 TLSv1.3;"));
-        assert!(c.contains("ssl_session_tickets on;"));
-        assert!(c.contains("access_log off;"));
-        assert!(c.contains("scgi_temp_path /tmp/x/tmp/scgi;"));
-        assert!(c.contains("root /tmp/x/www;"));
+        has_all(
+            &c,
+            &[
+                "listen 127.0.0.1:4433 ssl;",
+                "ssl_protocols TLSv1.2 TLSv1.3;",
+                "ssl_session_tickets on;",
+                "access_log off;",
+                "scgi_temp_path /tmp/x/tmp/scgi;",
+                "root /tmp/x/www;",
+            ],
+        );
         assert!(!c.contains("limit_conn"));
     }
 
@@ -384,16 +396,21 @@ mod tests {
         n.tickets = Tickets::Keys("/keys".into());
         n.curves = Some("X25519".into());
         let c = n.render();
-        assert!(c.contains("log_format tlslab '$status';"), "{c}");
-        assert!(c.contains("access_log /tmp/x/access.log tlslab;"));
-        assert!(c.contains("limit_conn_zone $server_name zone=perserver:1m;"));
-        assert!(c.contains("limit_conn perserver 16;"));
-        assert!(c.contains("server_name localhost;"));
-        assert!(c.contains("events { worker_connections 512; multi_accept on; }"));
-        assert!(c.contains("worker_rlimit_nofile 100;"));
-        assert!(c.contains("listen 127.0.0.1:4433 ssl backlog=4096;"));
-        assert!(c.contains("ssl_session_ticket_key /keys;"));
-        assert!(c.contains("ssl_ecdh_curve X25519;"));
+        has_all(
+            &c,
+            &[
+                "log_format tlslab '$status';",
+                "access_log /tmp/x/access.log tlslab;",
+                "limit_conn_zone $server_name zone=perserver:1m;",
+                "limit_conn perserver 16;",
+                "server_name localhost;",
+                "events { worker_connections 512; multi_accept on; }",
+                "worker_rlimit_nofile 100;",
+                "listen 127.0.0.1:4433 ssl backlog=4096;",
+                "ssl_session_ticket_key /keys;",
+                "ssl_ecdh_curve X25519;",
+            ],
+        );
     }
 
     #[test]
@@ -429,15 +446,20 @@ mod tests {
             Some(&groups),
         );
         let c = n.unwrap().render();
-        assert!(c.contains("# Written by tlslab cluster: node 2."), "{c}");
-        assert!(c.contains("ssl_protocols TLSv1.2;"));
-        assert!(c.contains("ssl_session_cache shared:node2:10m;"));
-        assert!(c.contains("ssl_session_timeout 5m;"));
-        assert!(c.contains("ssl_session_ticket_key /t;"));
-        assert!(c.contains("ssl_ecdh_curve X25519:prime256v1;"));
-        assert!(c.contains("log_format cluster '$ssl_session_reused $ssl_protocol $status';"));
-        assert!(c.contains("keepalive_timeout 5s;"));
-        assert!(c.contains("worker_connections 4096;"));
+        has_all(
+            &c,
+            &[
+                "# Written by tlslab cluster: node 2.",
+                "ssl_protocols TLSv1.2;",
+                "ssl_session_cache shared:node2:10m;",
+                "ssl_session_timeout 5m;",
+                "ssl_session_ticket_key /t;",
+                "ssl_ecdh_curve X25519:prime256v1;",
+                "log_format cluster '$ssl_session_reused $ssl_protocol $status';",
+                "keepalive_timeout 5s;",
+                "worker_connections 4096;",
+            ],
+        );
         let bad = ["ffdhe2048".to_string()];
         assert!(
             cluster_node(

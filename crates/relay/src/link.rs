@@ -153,6 +153,14 @@ mod tests {
         }
     }
 
+    /// 1 Mbit/s (an MSS takes 11.584 ms) and 10 ms of delay.
+    fn one_mbit() -> Conditions {
+        Conditions {
+            bandwidth: Some(Bandwidth::bits_per_sec(1_000_000)),
+            ..cond(10)
+        }
+    }
+
     #[test]
     fn a_read_without_bandwidth_leaves_whole_one_delay_later() {
         let t0 = Instant::now();
@@ -167,12 +175,8 @@ mod tests {
     #[test]
     fn bandwidth_serialises_segments_and_queues_behind_earlier_reads() {
         // 1 Mbit/s: an MSS takes 11.584 ms.
-        let c = Conditions {
-            bandwidth: Some(Bandwidth::bits_per_sec(1_000_000)),
-            ..cond(10)
-        };
         let t0 = Instant::now();
-        let mut link = Link::new(c, 1);
+        let mut link = Link::new(one_mbit(), 1);
         let spans = link.schedule(t0, 3 * MSS);
         assert_eq!(spans.len(), 3);
         let tx = Duration::from_nanos(11_584_000);
@@ -190,7 +194,7 @@ mod tests {
             t0 + tx * 3 + tx100 + Duration::from_millis(10)
         );
         // Throughput over a long transfer is the bandwidth.
-        let mut link = Link::new(c, 1);
+        let mut link = Link::new(one_mbit(), 1);
         let spans = link.schedule(t0, 125_000);
         let last = spans.last().unwrap().release - Duration::from_millis(10);
         let secs = (last - t0).as_secs_f64();
@@ -257,12 +261,8 @@ mod tests {
 
     #[test]
     fn a_fin_follows_the_data() {
-        let c = Conditions {
-            bandwidth: Some(Bandwidth::bits_per_sec(1_000_000)),
-            ..cond(10)
-        };
         let t0 = Instant::now();
-        let mut link = Link::new(c, 1);
+        let mut link = Link::new(one_mbit(), 1);
         let data = link.schedule(t0, 2 * MSS);
         let fin = link.schedule_fin(t0);
         assert!(fin >= data.last().unwrap().release);

@@ -12,12 +12,17 @@ use tlslab_relay::{Bandwidth, Conditions, Relay, RelayThread};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// A relay under `cond` in front of an echo server, and a client
+/// connected to it.
+async fn echo_via_relay(cond: Conditions) -> (Relay, TcpStream) {
+    let relay = Relay::start(cfg(echo_server().await, cond)).await.unwrap();
+    let c = TcpStream::connect(relay.local_addr()).await.unwrap();
+    (relay, c)
+}
+
 #[tokio::test]
 async fn every_round_trip_pays_the_rtt() {
-    let relay = Relay::start(cfg(echo_server().await, delay(30)))
-        .await
-        .unwrap();
-    let mut c = TcpStream::connect(relay.local_addr()).await.unwrap();
+    let (relay, mut c) = echo_via_relay(delay(30)).await;
     c.set_nodelay(true).unwrap();
     let mut buf = [0u8; 5];
     for _ in 0..3 {
@@ -44,8 +49,7 @@ async fn bandwidth_bounds_a_transfer() {
         bandwidth: Some(Bandwidth::bits_per_sec(8_000_000)),
         ..delay(5)
     };
-    let relay = Relay::start(cfg(echo_server().await, cond)).await.unwrap();
-    let mut c = TcpStream::connect(relay.local_addr()).await.unwrap();
+    let (_relay, mut c) = echo_via_relay(cond).await;
     let data = vec![7u8; 160_000];
     let t = Instant::now();
     let (mut r, mut w) = c.split();
@@ -66,10 +70,7 @@ async fn bandwidth_bounds_a_transfer() {
 
 #[tokio::test]
 async fn half_close_reaches_the_upstream_and_its_answer_comes_back() {
-    let relay = Relay::start(cfg(echo_server().await, delay(10)))
-        .await
-        .unwrap();
-    let mut c = TcpStream::connect(relay.local_addr()).await.unwrap();
+    let (_relay, mut c) = echo_via_relay(delay(10)).await;
     c.write_all(b"abc").await.unwrap();
     c.shutdown().await.unwrap();
     let mut got = Vec::new();

@@ -17,7 +17,7 @@ use tlslab_crypto::meter::{AblationSet, ablated};
 use tlslab_crypto::pki::Generated;
 use tlslab_crypto::provider::{self, Algorithms, Version};
 use tlslab_crypto::store::ClientSessions;
-use tlslab_server::{Content, Op, Server, SessionCache};
+use tlslab_server::{Content, Op, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -49,13 +49,7 @@ fn ablated_client(
 #[test]
 fn metered_handshakes_count_signatures_key_exchanges_and_records() {
     let g = generated();
-    let mut cfg = config(&g, Content::Empty);
-    cfg.tls.versions = vec![Version::Tls13];
-    cfg.tls.session_cache = SessionCache::Memory {
-        capacity: 100,
-        ttl: Duration::from_secs(60),
-    };
-    cfg.metrics = Some(loopback());
+    let cfg = tls13_cached(&g, 100);
     let server = Server::start(cfg).unwrap();
     assert!(server.warnings().is_empty(), "{:?}", server.warnings());
     let addr = server.https_addr().unwrap();

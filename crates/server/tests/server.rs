@@ -43,16 +43,9 @@ fn resume_case(
     (a.kind.unwrap(), b.kind.unwrap(), snap, text)
 }
 
-fn memory() -> SessionCache {
-    SessionCache::Memory {
-        capacity: 100,
-        ttl: Duration::from_secs(60),
-    }
-}
-
 #[test]
 fn tls13_resumes_with_stateful_tickets_in_the_cache() {
-    let (a, b, snap, _) = resume_case(&[Version::Tls13], memory(), false);
+    let (a, b, snap, _) = resume_case(&[Version::Tls13], memory_cache(100), false);
     assert_eq!((a, b), (HandshakeKind::Full, HandshakeKind::Resumed));
     assert_eq!(snap.handshakes.tls13.full, 1);
     assert_eq!(snap.handshakes.tls13.resumed, 1);
@@ -66,7 +59,7 @@ fn tls13_resumes_with_stateful_tickets_in_the_cache() {
 
 #[test]
 fn tls13_resumes_with_stateless_tickets() {
-    let (a, b, snap, text) = resume_case(&[Version::Tls13], memory(), true);
+    let (a, b, snap, text) = resume_case(&[Version::Tls13], memory_cache(100), true);
     assert_eq!((a, b), (HandshakeKind::Full, HandshakeKind::Resumed));
     assert_eq!(snap.handshakes.tls13.resumed, 1);
     let t = snap.tickets.unwrap();
@@ -84,7 +77,7 @@ fn tls13_resumes_with_stateless_tickets() {
 
 #[test]
 fn tls12_resumes_by_session_id_in_the_cache() {
-    let (a, b, snap, _) = resume_case(&[Version::Tls12], memory(), false);
+    let (a, b, snap, _) = resume_case(&[Version::Tls12], memory_cache(100), false);
     assert_eq!((a, b), (HandshakeKind::Full, HandshakeKind::Resumed));
     assert_eq!(snap.handshakes.tls12.full, 1);
     assert_eq!(snap.handshakes.tls12.resumed, 1);
@@ -94,7 +87,7 @@ fn tls12_resumes_by_session_id_in_the_cache() {
 
 #[test]
 fn tls12_resumes_by_ticket() {
-    let (a, b, snap, _) = resume_case(&[Version::Tls12], memory(), true);
+    let (a, b, snap, _) = resume_case(&[Version::Tls12], memory_cache(100), true);
     assert_eq!((a, b), (HandshakeKind::Full, HandshakeKind::Resumed));
     assert_eq!(snap.handshakes.tls12.resumed, 1);
     let t = snap.tickets.unwrap();
@@ -117,13 +110,7 @@ fn without_cache_or_tickets_nothing_resumes() {
 #[test]
 fn cache_capacity_bounds_size_and_counts_evictions() {
     let g = generated();
-    let mut cfg = config(&g, Content::Empty);
-    cfg.tls.versions = vec![Version::Tls13];
-    cfg.tls.session_cache = SessionCache::Memory {
-        capacity: 2,
-        ttl: Duration::from_secs(60),
-    };
-    cfg.metrics = Some(loopback());
+    let cfg = tls13_cached(&g, 2);
     let server = Server::start(cfg).unwrap();
     let addr = server.https_addr().unwrap();
     // A client that never offers resumption: four full handshakes.

@@ -80,14 +80,7 @@ impl HandshakeType {
     }
 }
 
-impl std::fmt::Debug for HandshakeType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "HandshakeType({})", self.0),
-        }
-    }
-}
+debug_by_name!(HandshakeType);
 
 /// A handshake message header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -127,6 +127,21 @@ fn read_extensions<'a>(r: &mut Reader<'a>) -> Result<Extensions<'a>, Error> {
     Ok(exts)
 }
 
+/// What both hellos start with: `legacy_version`, `random` and a
+/// `session_id` of at most 32 bytes (`too_long` names the error).
+fn read_head<'a>(
+    r: &mut Reader<'a>,
+    too_long: &'static str,
+) -> Result<(u16, &'a [u8; 32], &'a [u8]), Error> {
+    let legacy_version = r.u16()?;
+    let random = r.array::<32>()?;
+    let session_id = r.vec8()?;
+    if session_id.len() > 32 {
+        return Err(Error::Malformed { what: too_long });
+    }
+    Ok((legacy_version, random, session_id))
+}
+
 fn empty_ext(data: &[u8], what: &'static str) -> Result<bool, Error> {
     if data.is_empty() {
         Ok(true)
@@ -149,14 +164,8 @@ impl<'a> ClientHello<'a> {
     /// is complete by definition, so short data is [`Error::Malformed`].
     pub fn parse_body(body: &'a [u8]) -> Result<Self, Error> {
         let mut r = Reader::inner(body, "truncated ClientHello");
-        let legacy_version = r.u16()?;
-        let random = r.array::<32>()?;
-        let session_id = r.vec8()?;
-        if session_id.len() > 32 {
-            return Err(Error::Malformed {
-                what: "ClientHello session_id longer than 32 bytes",
-            });
-        }
+        let (legacy_version, random, session_id) =
+            read_head(&mut r, "ClientHello session_id longer than 32 bytes")?;
         let cipher_suites = List::new(r.vec16()?, 1, "ClientHello cipher_suites")?;
         let compression_methods = r.vec8()?;
         if compression_methods.is_empty() {
@@ -361,14 +370,8 @@ impl<'a> ServerHello<'a> {
     /// Parses a ServerHello body (the message without its header).
     pub fn parse_body(body: &'a [u8]) -> Result<Self, Error> {
         let mut r = Reader::inner(body, "truncated ServerHello");
-        let legacy_version = r.u16()?;
-        let random = r.array::<32>()?;
-        let session_id = r.vec8()?;
-        if session_id.len() > 32 {
-            return Err(Error::Malformed {
-                what: "ServerHello session_id longer than 32 bytes",
-            });
-        }
+        let (legacy_version, random, session_id) =
+            read_head(&mut r, "ServerHello session_id longer than 32 bytes")?;
         let cipher_suite = r.u16()?;
         let compression_method = r.u8()?;
         let extensions = read_extensions(&mut r)?;

@@ -18,6 +18,21 @@
 //! take `&[u8]`, borrow from it, never panic, and report
 //! [`Error::Incomplete`] when the bytes stop before the structure ends.
 
+/// `Debug` for a code-point newtype with a `name()`: the RFC name, or
+/// `Type(value)` for values TLS does not define.
+macro_rules! debug_by_name {
+    ($t:ident) => {
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self.name() {
+                    Some(n) => f.write_str(n),
+                    None => write!(f, concat!(stringify!($t), "({})"), self.0),
+                }
+            }
+        }
+    };
+}
+
 mod ext;
 mod handshake;
 mod hello;

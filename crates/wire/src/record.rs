@@ -41,14 +41,7 @@ impl ContentType {
     }
 }
 
-impl std::fmt::Debug for ContentType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "ContentType({})", self.0),
-        }
-    }
-}
+debug_by_name!(ContentType);
 
 /// A record header: the first five bytes of every TLS record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

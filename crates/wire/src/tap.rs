@@ -11,6 +11,19 @@ const COUNTED_TYPES: usize = 32;
 /// whether it is a plaintext hello (see [`Tap`]).
 const PEEK_LEN: usize = 6;
 
+/// Moves bytes from the front of `data` into the header `buf`, of which
+/// `len` are filled; true once it is full.
+fn fill<const N: usize>(buf: &mut [u8; N], len: &mut usize, data: &mut &[u8]) -> bool {
+    let n = (N - *len).min(data.len());
+    let (head, tail) = data.split_at(n);
+    if let Some(dst) = buf.get_mut(*len..*len + n) {
+        dst.copy_from_slice(head);
+    }
+    *len += n;
+    *data = tail;
+    *len == N
+}
+
 /// What a [`Tap`] has seen so far.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -143,14 +156,7 @@ impl Tap {
     fn feed_inner(&mut self, mut data: &[u8]) -> Result<(), Error> {
         while !data.is_empty() {
             if self.hdr_len < RECORD_HEADER_LEN {
-                let n = (RECORD_HEADER_LEN - self.hdr_len).min(data.len());
-                let (head, tail) = data.split_at(n);
-                if let Some(dst) = self.hdr.get_mut(self.hdr_len..self.hdr_len + n) {
-                    dst.copy_from_slice(head);
-                }
-                self.hdr_len += n;
-                data = tail;
-                if self.hdr_len == RECORD_HEADER_LEN {
+                if fill(&mut self.hdr, &mut self.hdr_len, &mut data) {
                     let h = parse_record_header(&self.hdr)?;
                     self.start_record(h)?;
                     if self.remaining == 0 {
@@ -257,14 +263,7 @@ impl Tap {
     fn messages(&mut self, mut chunk: &[u8]) {
         while !chunk.is_empty() {
             if self.msg_hdr_len < HANDSHAKE_HEADER_LEN {
-                let n = (HANDSHAKE_HEADER_LEN - self.msg_hdr_len).min(chunk.len());
-                let (head, tail) = chunk.split_at(n);
-                if let Some(dst) = self.msg_hdr.get_mut(self.msg_hdr_len..self.msg_hdr_len + n) {
-                    dst.copy_from_slice(head);
-                }
-                self.msg_hdr_len += n;
-                chunk = tail;
-                if self.msg_hdr_len == HANDSHAKE_HEADER_LEN {
+                if fill(&mut self.msg_hdr, &mut self.msg_hdr_len, &mut chunk) {
                     let [_, a, b, c] = self.msg_hdr;
                     self.msg_remaining = u32::from_be_bytes([0, a, b, c]) as usize;
                     if self.msg_remaining == 0 {

@@ -1,7 +1,6 @@
 //! Parses real handshake bytes produced by rustls, driven in memory.
 
 use rustls::HandshakeKind;
-use rustls::crypto::aws_lc_rs;
 use tlslab_wire::{
     ClientHello, DEFAULT_MAX_MESSAGE_LEN, Error, HandshakeType, NewSessionTicket, ServerHello,
     Sniff, Tap, first_handshake_message, sniff, version,
@@ -78,14 +77,8 @@ fn tls13_full_then_resumed() {
 
 #[test]
 fn tls13_hello_retry_request() {
-    let mut setup = Setup::new(TLS13);
     // The client sends an x25519 share; the server only accepts P-256.
-    setup.client_groups = Some(vec![
-        aws_lc_rs::kx_group::X25519,
-        aws_lc_rs::kx_group::SECP256R1,
-    ]);
-    setup.server_groups = Some(vec![aws_lc_rs::kx_group::SECP256R1]);
-    let (cc, sc) = setup.configs();
+    let (cc, sc) = Setup::hello_retry().configs();
     let t = handshake(&cc, &sc);
     assert_eq!(t.kind, Some(HandshakeKind::FullWithHelloRetryRequest));
 

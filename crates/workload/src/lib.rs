@@ -131,22 +131,11 @@ mod tests {
 
     #[test]
     fn rng_streams_are_reproducible_and_independent() {
-        let a: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(rng(7, 1), |r, _: u64| Some(r.next_u64()))
-            .collect();
-        let b: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(rng(7, 1), |r, _: u64| Some(r.next_u64()))
-            .collect();
-        let c: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(rng(7, 2), |r, _: u64| Some(r.next_u64()))
-            .collect();
-        let d: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(rng(8, 1), |r, _: u64| Some(r.next_u64()))
-            .collect();
+        let draws = |seed, stream| -> Vec<u64> {
+            let mut r = rng(seed, stream);
+            (0..4).map(|_| r.next_u64()).collect()
+        };
+        let (a, b, c, d) = (draws(7, 1), draws(7, 1), draws(7, 2), draws(8, 1));
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a, d);

@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 
-use rustls::{ClientConnection, ServerConnection};
+use rustls::{ClientConnection, ConnectionCommon, ServerConnection};
 
 /// Which side of an in-memory connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -39,46 +39,25 @@ pub struct Wire {
 
 const MAX_ROUNDS: usize = 64;
 
-fn flush_client(c: &mut ClientConnection, out: &mut Vec<u8>) -> usize {
+/// Appends what `conn` wants to write to `out`; returns how many bytes.
+fn flush<D>(conn: &mut ConnectionCommon<D>, out: &mut Vec<u8>) -> usize {
     let start = out.len();
-    while c.wants_write() {
+    while conn.wants_write() {
         // Writing into a Vec cannot fail.
-        if c.write_tls(out).is_err() {
+        if conn.write_tls(out).is_err() {
             break;
         }
     }
     out.len() - start
 }
 
-fn flush_server(s: &mut ServerConnection, out: &mut Vec<u8>) -> usize {
-    let start = out.len();
-    while s.wants_write() {
-        if s.write_tls(out).is_err() {
-            break;
-        }
-    }
-    out.len() - start
-}
-
-fn feed_server(s: &mut ServerConnection, mut bytes: &[u8]) -> Result<(), rustls::Error> {
+/// Reads `bytes` into `conn` and processes them.
+fn feed<D>(conn: &mut ConnectionCommon<D>, mut bytes: &[u8]) -> Result<(), rustls::Error> {
     while !bytes.is_empty() {
-        match s.read_tls(&mut bytes) {
+        match conn.read_tls(&mut bytes) {
             Ok(0) => break,
             Ok(_) => {
-                s.process_new_packets()?;
-            }
-            Err(e) => return Err(rustls::Error::General(e.to_string())),
-        }
-    }
-    Ok(())
-}
-
-fn feed_client(c: &mut ClientConnection, mut bytes: &[u8]) -> Result<(), rustls::Error> {
-    while !bytes.is_empty() {
-        match c.read_tls(&mut bytes) {
-            Ok(0) => break,
-            Ok(_) => {
-                c.process_new_packets()?;
+                conn.process_new_packets()?;
             }
             Err(e) => return Err(rustls::Error::General(e.to_string())),
         }
@@ -97,19 +76,19 @@ pub fn pump(
 ) -> Result<(), PumpError> {
     for _ in 0..MAX_ROUNDS {
         let from = wire.client_to_server.len();
-        let c2s = flush_client(client, &mut wire.client_to_server);
-        if let Err(e) = feed_server(server, &wire.client_to_server[from..]) {
+        let c2s = flush(client, &mut wire.client_to_server);
+        if let Err(e) = feed(server, &wire.client_to_server[from..]) {
             let from = wire.server_to_client.len();
-            flush_server(server, &mut wire.server_to_client);
-            let _ = feed_client(client, &wire.server_to_client[from..]);
+            flush(server, &mut wire.server_to_client);
+            let _ = feed(client, &wire.server_to_client[from..]);
             return Err(PumpError::Server(e));
         }
         let from = wire.server_to_client.len();
-        let s2c = flush_server(server, &mut wire.server_to_client);
-        if let Err(e) = feed_client(client, &wire.server_to_client[from..]) {
+        let s2c = flush(server, &mut wire.server_to_client);
+        if let Err(e) = feed(client, &wire.server_to_client[from..]) {
             let from = wire.client_to_server.len();
-            flush_client(client, &mut wire.client_to_server);
-            let _ = feed_server(server, &wire.client_to_server[from..]);
+            flush(client, &mut wire.client_to_server);
+            let _ = feed(server, &wire.client_to_server[from..]);
             return Err(PumpError::Client(e));
         }
         if c2s == 0 && s2c == 0 {
@@ -120,6 +99,11 @@ pub fn pump(
         }
     }
     Err(PumpError::Stalled(MAX_ROUNDS))
+}
+
+/// An I/O error on one side's plaintext stream, as that side's failure.
+fn io_error(side: fn(rustls::Error) -> PumpError) -> impl FnOnce(std::io::Error) -> PumpError {
+    move |e| side(rustls::Error::General(e.to_string()))
 }
 
 /// Completes a handshake, then sends `request` client→server and
@@ -136,23 +120,23 @@ pub fn exchange(
     client
         .writer()
         .write_all(request)
-        .map_err(|e| PumpError::Client(rustls::Error::General(e.to_string())))?;
+        .map_err(io_error(PumpError::Client))?;
     pump(client, server, wire)?;
     let mut got_req = vec![0u8; request.len()];
     server
         .reader()
         .read_exact(&mut got_req)
-        .map_err(|e| PumpError::Server(rustls::Error::General(e.to_string())))?;
+        .map_err(io_error(PumpError::Server))?;
     server
         .writer()
         .write_all(response)
-        .map_err(|e| PumpError::Server(rustls::Error::General(e.to_string())))?;
+        .map_err(io_error(PumpError::Server))?;
     pump(client, server, wire)?;
     let mut got_resp = vec![0u8; response.len()];
     client
         .reader()
         .read_exact(&mut got_resp)
-        .map_err(|e| PumpError::Client(rustls::Error::General(e.to_string())))?;
+        .map_err(io_error(PumpError::Client))?;
     Ok((got_req, got_resp))
 }
 

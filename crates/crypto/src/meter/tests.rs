@@ -179,6 +179,13 @@ fn connect_twice(sc: ServerConfig, v: &[Version], g: &pki::Generated, m: &Meter)
     m.snapshot()
 }
 
+fn metered_cache(m: &Arc<Meter>) -> Arc<MeteredStore> {
+    MeteredStore::new(
+        ServerSessionCache::new(64, Duration::from_secs(60)),
+        m.clone(),
+    )
+}
+
 #[test]
 fn store_and_ticketer_are_metered() {
     // TLS 1.2 session-ID resumption through a metered ServerSessionCache.
@@ -186,10 +193,7 @@ fn store_and_ticketer_are_metered() {
     let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
     let m = Meter::new();
     let mut sc = server_config(base(&v), &v, &g);
-    sc.session_storage = MeteredStore::new(
-        ServerSessionCache::new(64, Duration::from_secs(60)),
-        m.clone(),
-    );
+    sc.session_storage = metered_cache(&m);
     let snap = connect_twice(sc, &v, &g, &m);
     assert_eq!(snap.total(Op::StorePut).calls, 1, "{snap:?}");
     assert_eq!(snap.total(Op::StoreGet).calls, 1);
@@ -199,10 +203,7 @@ fn store_and_ticketer_are_metered() {
     let v = [Version::Tls13];
     let m = Meter::new();
     let mut sc = server_config(base(&v), &v, &g);
-    sc.session_storage = MeteredStore::new(
-        ServerSessionCache::new(64, Duration::from_secs(60)),
-        m.clone(),
-    );
+    sc.session_storage = metered_cache(&m);
     sc.send_tls13_tickets = 1;
     let snap = connect_twice(sc, &v, &g, &m);
     assert_eq!(snap.total(Op::StorePut).calls, 2, "{snap:?}");

@@ -148,6 +148,16 @@ mod tests {
         c
     }
 
+    /// TLS 1.3 on, no tickets, and a session cache holding `key`.
+    fn cached(key: &[u8]) -> Resumable {
+        Resumable {
+            cache: Some(cache_with(key)),
+            tickets: false,
+            ring: None,
+            tls13: true,
+        }
+    }
+
     #[test]
     fn a_fresh_client_hello_is_full() {
         let r = Resumable {
@@ -166,12 +176,7 @@ mod tests {
     #[test]
     fn a_cached_tls12_session_id_resumes_an_unknown_one_does_not() {
         let id = [5u8; 32];
-        let r = Resumable {
-            cache: Some(cache_with(&id)),
-            tickets: false,
-            ring: None,
-            tls13: true,
-        };
+        let r = cached(&id);
         assert_eq!(kind(&crafted(&id, &[]), &r), HelloKind::Resume);
         assert_eq!(kind(&crafted(&[6u8; 32], &[]), &r), HelloKind::Full);
         // The same ID as a TLS 1.3 legacy session ID is not a session.
@@ -188,12 +193,7 @@ mod tests {
     #[test]
     fn tls13_psk_resumes_when_cached_or_when_tickets_are_sealed_here() {
         let ticket = [8u8; 64];
-        let stateful = Resumable {
-            cache: Some(cache_with(&ticket)),
-            tickets: false,
-            ring: None,
-            tls13: true,
-        };
+        let stateful = cached(&ticket);
         let m = crafted(&[1u8; 32], &[supported_versions_13(), psk(&ticket)]);
         assert_eq!(kind(&m, &stateful), HelloKind::Resume);
         let other = crafted(&[1u8; 32], &[supported_versions_13(), psk(&[3u8; 64])]);

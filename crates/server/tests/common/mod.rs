@@ -16,7 +16,7 @@ use rustls::{ClientConfig, HandshakeKind, ProtocolVersion};
 use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_crypto::provider::{self, Algorithms, Version};
 use tlslab_crypto::store::ClientSessions;
-use tlslab_server::{CertSource, Content, ServeConfig, TlsSettings};
+use tlslab_server::{CertSource, Content, ServeConfig, SessionCache, TlsSettings};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -37,6 +37,24 @@ pub fn config(g: &Generated, content: Content) -> ServeConfig {
     );
     c.threads = 2;
     c
+}
+
+/// A session cache in memory holding `capacity` sessions for a minute.
+pub fn memory_cache(capacity: usize) -> SessionCache {
+    SessionCache::Memory {
+        capacity,
+        ttl: Duration::from_secs(60),
+    }
+}
+
+/// A TLS 1.3-only config of empty responses with a memory session cache
+/// of `capacity` and metrics on a loopback port.
+pub fn tls13_cached(g: &Generated, capacity: usize) -> ServeConfig {
+    let mut cfg = config(g, Content::Empty);
+    cfg.tls.versions = vec![Version::Tls13];
+    cfg.tls.session_cache = memory_cache(capacity);
+    cfg.metrics = Some(loopback());
+    cfg
 }
 
 /// `cfg` with a plain-HTTP listener on a loopback port and no TLS one.

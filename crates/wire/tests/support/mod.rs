@@ -8,8 +8,8 @@ use std::sync::Arc;
 use rustls::crypto::{CryptoProvider, SupportedKxGroup, aws_lc_rs};
 use rustls::pki_types::ServerName;
 use rustls::{
-    ClientConfig, ClientConnection, HandshakeKind, ServerConfig, ServerConnection,
-    SupportedProtocolVersion,
+    ClientConfig, ClientConnection, ConnectionCommon, HandshakeKind, ServerConfig,
+    ServerConnection, SupportedProtocolVersion,
 };
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_wire::{
@@ -60,6 +60,18 @@ impl Setup {
         }
     }
 
+    /// TLS 1.3 where the client sends an x25519 share and the server only
+    /// accepts P-256: a HelloRetryRequest.
+    pub fn hello_retry() -> Self {
+        let mut setup = Setup::new(TLS13);
+        setup.client_groups = Some(vec![
+            aws_lc_rs::kx_group::X25519,
+            aws_lc_rs::kx_group::SECP256R1,
+        ]);
+        setup.server_groups = Some(vec![aws_lc_rs::kx_group::SECP256R1]);
+        setup
+    }
+
     pub fn configs(&self) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
         let p = pki();
         let mut client = ClientConfig::builder_with_provider(provider(self.client_groups.clone()))
@@ -86,6 +98,21 @@ impl Setup {
     }
 }
 
+/// Moves what `from` wants to write into `to`, processing it there;
+/// returns the bytes moved.
+fn pump<A, B>(from: &mut ConnectionCommon<A>, to: &mut ConnectionCommon<B>) -> Vec<u8> {
+    let mut out = Vec::new();
+    while from.wants_write() {
+        from.write_tls(&mut out).unwrap();
+    }
+    let mut rd = &out[..];
+    while !rd.is_empty() {
+        to.read_tls(&mut rd).unwrap();
+        to.process_new_packets().unwrap();
+    }
+    out
+}
+
 /// The bytes each side sent during one handshake.
 pub struct Transcript {
     pub c2s: Vec<u8>,
@@ -101,29 +128,11 @@ pub fn handshake(client: &Arc<ClientConfig>, server: &Arc<ServerConfig>) -> Tran
     let mut s = ServerConnection::new(server.clone()).unwrap();
     let (mut c2s, mut s2c) = (Vec::new(), Vec::new());
     for _ in 0..20 {
-        let mut out = Vec::new();
-        while c.wants_write() {
-            c.write_tls(&mut out).unwrap();
-        }
-        let mut rd = &out[..];
-        while !rd.is_empty() {
-            s.read_tls(&mut rd).unwrap();
-            s.process_new_packets().unwrap();
-        }
+        let out = pump(&mut c, &mut s);
         c2s.extend_from_slice(&out);
-        let moved = !out.is_empty();
-
-        let mut back = Vec::new();
-        while s.wants_write() {
-            s.write_tls(&mut back).unwrap();
-        }
-        let mut rd = &back[..];
-        while !rd.is_empty() {
-            c.read_tls(&mut rd).unwrap();
-            c.process_new_packets().unwrap();
-        }
+        let back = pump(&mut s, &mut c);
         s2c.extend_from_slice(&back);
-        if !moved && back.is_empty() {
+        if out.is_empty() && back.is_empty() {
             break;
         }
     }
@@ -188,13 +197,7 @@ pub fn corpus() -> &'static [Vec<u8>] {
         let (cc, sc) = Setup::new(TLS13).configs();
         let full = handshake(&cc, &sc);
         let resumed = handshake(&cc, &sc);
-        let mut hrr = Setup::new(TLS13);
-        hrr.client_groups = Some(vec![
-            aws_lc_rs::kx_group::X25519,
-            aws_lc_rs::kx_group::SECP256R1,
-        ]);
-        hrr.server_groups = Some(vec![aws_lc_rs::kx_group::SECP256R1]);
-        let (hc, hs) = hrr.configs();
+        let (hc, hs) = Setup::hello_retry().configs();
         let hrr = handshake(&hc, &hs);
         let mut t12 = Setup::new(TLS12);
         t12.tickets = true;

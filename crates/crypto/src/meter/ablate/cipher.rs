@@ -193,15 +193,17 @@ struct Ablated13 {
 
 impl Tls13AeadAlgorithm for Ablated13 {
     fn encrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageEncrypter> {
-        Box::new(Enc13 {
+        Box::new(Enc {
             body: Body::new(self.mode, &key),
             iv,
+            layout: Layout::Tls13,
         })
     }
     fn decrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageDecrypter> {
-        Box::new(Dec13 {
+        Box::new(Dec {
             body: Body::new(self.mode, &key),
             iv,
+            layout: Layout::Tls13,
         })
     }
     fn key_len(&self) -> usize {
@@ -216,55 +218,63 @@ impl Tls13AeadAlgorithm for Ablated13 {
     }
 }
 
-struct Enc13 {
-    body: Body,
-    iv: Iv,
+/// How a record lays out around its encrypted body.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// TLS 1.3: the content type is encrypted after the data, and the
+    /// record goes out as application data.
+    Tls13,
+    /// TLS 1.2: `explicit` bytes of the nonce lead the record in clear.
+    Tls12 { explicit: usize },
 }
 
-impl MessageEncrypter for Enc13 {
+impl Layout {
+    /// The bytes a record carries besides the data and the tag: the
+    /// encrypted content type (1.3) or the explicit nonce (1.2).
+    fn overhead(self) -> usize {
+        match self {
+            Layout::Tls13 => 1,
+            Layout::Tls12 { explicit } => explicit,
+        }
+    }
+}
+
+/// The ablated record encrypter of either version: the body under
+/// `body` and a zero tag in place of the AEAD's.
+struct Enc {
+    body: Body,
+    iv: Iv,
+    layout: Layout,
+}
+
+impl MessageEncrypter for Enc {
     fn encrypt(
         &mut self,
         msg: OutboundPlainMessage<'_>,
         seq: u64,
     ) -> Result<OutboundOpaqueMessage, Error> {
         let total = self.encrypted_payload_len(msg.payload.len());
+        let nonce = Nonce::new(&self.iv, seq);
         let mut payload = PrefixedPayload::with_capacity(total);
-        payload.extend_from_chunks(&msg.payload);
-        payload.extend_from_slice(&msg.typ.to_array());
-        self.body
-            .apply(&Nonce::new(&self.iv, seq), payload.as_mut())?;
+        let (typ, version) = match self.layout {
+            Layout::Tls13 => {
+                payload.extend_from_chunks(&msg.payload);
+                payload.extend_from_slice(&msg.typ.to_array());
+                self.body.apply(&nonce, payload.as_mut())?;
+                (ContentType::ApplicationData, ProtocolVersion::TLSv1_2)
+            }
+            Layout::Tls12 { explicit } => {
+                payload.extend_from_slice(&nonce.0[12 - explicit..]);
+                payload.extend_from_chunks(&msg.payload);
+                self.body.apply(&nonce, &mut payload.as_mut()[explicit..])?;
+                (msg.typ, msg.version)
+            }
+        };
         payload.extend_from_slice(&[0u8; TAG_LEN]);
-        Ok(OutboundOpaqueMessage::new(
-            ContentType::ApplicationData,
-            ProtocolVersion::TLSv1_2,
-            payload,
-        ))
+        Ok(OutboundOpaqueMessage::new(typ, version, payload))
     }
     fn encrypted_payload_len(&self, payload_len: usize) -> usize {
-        payload_len + 1 + TAG_LEN
-    }
-}
-
-struct Dec13 {
-    body: Body,
-    iv: Iv,
-}
-
-impl MessageDecrypter for Dec13 {
-    fn decrypt<'a>(
-        &mut self,
-        mut msg: InboundOpaqueMessage<'a>,
-        seq: u64,
-    ) -> Result<InboundPlainMessage<'a>, Error> {
-        let len = msg.payload.len();
-        if len < TAG_LEN + 1 {
-            return Err(Error::DecryptError);
-        }
-        tag_ok(&msg.payload[len - TAG_LEN..])?;
-        msg.payload.truncate(len - TAG_LEN);
-        self.body
-            .apply(&Nonce::new(&self.iv, seq), &mut msg.payload)?;
-        msg.into_tls13_unpadded_message()
+        payload_len + self.layout.overhead() + TAG_LEN
     }
 }
 
@@ -284,18 +294,20 @@ fn full_iv(iv: &[u8], extra: &[u8]) -> Iv {
 
 impl Tls12AeadAlgorithm for Ablated12 {
     fn encrypter(&self, key: AeadKey, iv: &[u8], extra: &[u8]) -> Box<dyn MessageEncrypter> {
-        Box::new(Enc12 {
+        Box::new(Enc {
             body: Body::new(self.mode, &key),
             iv: full_iv(iv, extra),
-            explicit: self.inner.key_block_shape().explicit_nonce_len,
+            layout: Layout::Tls12 {
+                explicit: self.inner.key_block_shape().explicit_nonce_len,
+            },
         })
     }
     fn decrypter(&self, key: AeadKey, iv: &[u8]) -> Box<dyn MessageDecrypter> {
         let explicit = self.inner.key_block_shape().explicit_nonce_len;
-        Box::new(Dec12 {
+        Box::new(Dec {
             body: Body::new(self.mode, &key),
-            salt: iv.to_vec(),
-            explicit,
+            iv: full_iv(iv, &[0u8; 12][..explicit]),
+            layout: Layout::Tls12 { explicit },
         })
     }
     fn key_block_shape(&self) -> KeyBlockShape {
@@ -311,67 +323,49 @@ impl Tls12AeadAlgorithm for Ablated12 {
     }
 }
 
-struct Enc12 {
+/// The ablated record decrypter of either version: it checks the zero
+/// tag and undoes `body`. `iv` is the TLS 1.2 salt followed by zeros where
+/// the record carries an explicit nonce.
+struct Dec {
     body: Body,
     iv: Iv,
-    explicit: usize,
+    layout: Layout,
 }
 
-impl MessageEncrypter for Enc12 {
-    fn encrypt(
-        &mut self,
-        msg: OutboundPlainMessage<'_>,
-        seq: u64,
-    ) -> Result<OutboundOpaqueMessage, Error> {
-        let total = self.encrypted_payload_len(msg.payload.len());
-        let nonce = Nonce::new(&self.iv, seq);
-        let mut payload = PrefixedPayload::with_capacity(total);
-        payload.extend_from_slice(&nonce.0[12 - self.explicit..]);
-        payload.extend_from_chunks(&msg.payload);
-        self.body
-            .apply(&nonce, &mut payload.as_mut()[self.explicit..])?;
-        payload.extend_from_slice(&[0u8; TAG_LEN]);
-        Ok(OutboundOpaqueMessage::new(msg.typ, msg.version, payload))
-    }
-    fn encrypted_payload_len(&self, payload_len: usize) -> usize {
-        payload_len + self.explicit + TAG_LEN
-    }
-}
-
-struct Dec12 {
-    body: Body,
-    salt: Vec<u8>,
-    explicit: usize,
-}
-
-impl MessageDecrypter for Dec12 {
+impl MessageDecrypter for Dec {
     fn decrypt<'a>(
         &mut self,
         mut msg: InboundOpaqueMessage<'a>,
         seq: u64,
     ) -> Result<InboundPlainMessage<'a>, Error> {
         let len = msg.payload.len();
-        if len < self.explicit + TAG_LEN {
+        if len < self.layout.overhead() + TAG_LEN {
             return Err(Error::DecryptError);
         }
-        if len - self.explicit - TAG_LEN > MAX_FRAGMENT {
+        if let Layout::Tls12 { explicit } = self.layout
+            && len - explicit - TAG_LEN > MAX_FRAGMENT
+        {
             return Err(Error::PeerSentOversizedRecord);
         }
         tag_ok(&msg.payload[len - TAG_LEN..])?;
-        let nonce = if self.explicit == 0 {
-            Nonce::new(&full_iv(&self.salt, &[]), seq)
-        } else {
-            let mut n = [0u8; 12];
-            let salt_len = 12 - self.explicit;
-            if self.salt.len() == salt_len {
-                n[..salt_len].copy_from_slice(&self.salt);
+        let end = len - TAG_LEN;
+        let (start, nonce) = match self.layout {
+            Layout::Tls12 { explicit } if explicit > 0 => {
+                let mut n = [0u8; 12];
+                n.copy_from_slice(self.iv.as_ref());
+                n[12 - explicit..].copy_from_slice(&msg.payload[..explicit]);
+                (explicit, Nonce(n))
             }
-            n[salt_len..].copy_from_slice(&msg.payload[..self.explicit]);
-            Nonce(n)
+            _ => (0, Nonce::new(&self.iv, seq)),
         };
-        self.body
-            .apply(&nonce, &mut msg.payload[self.explicit..len - TAG_LEN])?;
-        Ok(msg.into_plain_message_range(self.explicit..len - TAG_LEN))
+        self.body.apply(&nonce, &mut msg.payload[start..end])?;
+        match self.layout {
+            Layout::Tls13 => {
+                msg.payload.truncate(end);
+                msg.into_tls13_unpadded_message()
+            }
+            Layout::Tls12 { .. } => Ok(msg.into_plain_message_range(start..end)),
+        }
     }
 }
 

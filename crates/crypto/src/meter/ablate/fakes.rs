@@ -5,19 +5,16 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::danger::ServerCertVerifier;
 use rustls::crypto::{
     ActiveKeyExchange, CompletedKeyExchange, CryptoProvider, GetRandomFailed, KeyProvider,
     SecureRandom, SharedSecret, SupportedKxGroup, WebPkiSupportedAlgorithms,
 };
 use rustls::pki_types::{
-    AlgorithmIdentifier, CertificateDer, InvalidSignature, PrivateKeyDer, ServerName,
-    SignatureVerificationAlgorithm, UnixTime,
+    AlgorithmIdentifier, InvalidSignature, PrivateKeyDer, SignatureVerificationAlgorithm,
 };
 use rustls::sign::{Signer, SigningKey};
-use rustls::{
-    DigitallySignedStruct, Error, NamedGroup, ProtocolVersion, SignatureAlgorithm, SignatureScheme,
-};
+use rustls::{Error, NamedGroup, ProtocolVersion, SignatureAlgorithm, SignatureScheme};
 
 use crate::Result;
 
@@ -149,60 +146,17 @@ pub(crate) fn const_sig_algorithms(base: WebPkiSupportedAlgorithms) -> WebPkiSup
 /// handshake signature only if it is the ablation constant, checked here
 /// and then through the provider's (metered) algorithms. Private: only
 /// [`AblationSet::server_cert_verifier`](super::AblationSet::server_cert_verifier) builds it.
-#[derive(Debug)]
-pub(crate) struct ConstSigVerifier {
-    algs: WebPkiSupportedAlgorithms,
+pub(crate) fn const_sig_verifier(provider: &Arc<CryptoProvider>) -> Arc<dyn ServerCertVerifier> {
+    crate::pki::any_certificate_checked(provider, check_const_sig)
 }
 
-impl ConstSigVerifier {
-    pub(crate) fn new_arc(provider: &Arc<CryptoProvider>) -> Arc<dyn ServerCertVerifier> {
-        Arc::new(ConstSigVerifier {
-            algs: provider.signature_verification_algorithms,
-        })
-    }
-
-    fn check(&self, sig: &[u8]) -> std::result::Result<(), Error> {
-        if is_const_sig(sig) {
-            Ok(())
-        } else {
-            Err(Error::General(
-                "sig ablation: the server's signature is real, not the ablation constant; start the server with the same --ablate set (it must include sig)".into(),
-            ))
-        }
-    }
-}
-
-impl ServerCertVerifier for ConstSigVerifier {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, Error> {
-        self.check(dss.signature())?;
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, Error> {
-        self.check(dss.signature())?;
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
+fn check_const_sig(sig: &[u8]) -> std::result::Result<(), Error> {
+    if is_const_sig(sig) {
+        Ok(())
+    } else {
+        Err(Error::General(
+            "sig ablation: the server's signature is real, not the ablation constant; start the server with the same --ablate set (it must include sig)".into(),
+        ))
     }
 }
 

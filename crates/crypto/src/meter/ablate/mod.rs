@@ -159,7 +159,7 @@ impl AblationSet {
         roots: RootCertStore,
     ) -> Result<Arc<dyn ServerCertVerifier>> {
         if self.contains(Ablation::Sig) {
-            return Ok(fakes::ConstSigVerifier::new_arc(provider));
+            return Ok(fakes::const_sig_verifier(provider));
         }
         let v = rustls::client::WebPkiServerVerifier::builder_with_provider(
             Arc::new(roots),

@@ -110,6 +110,11 @@ fn run(s: &Side) -> Result<Wire, PumpError> {
     Ok(wire)
 }
 
+/// One exchange with the ablations `a` on both sides.
+fn run_both(a: AblationSet, v: &[Version], g: &Generated) -> Wire {
+    run(&setup(a, a, v, g, None)).unwrap()
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -165,8 +170,8 @@ fn every_ablation_handshakes_on_both_versions() {
 fn null_cipher_sends_plaintext_with_real_sizes() {
     let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
     for v in BOTH {
-        let real = run(&setup(AblationSet::NONE, AblationSet::NONE, v, &g, None)).unwrap();
-        let null = run(&setup(set("cipher"), set("cipher"), v, &g, None)).unwrap();
+        let real = run_both(AblationSet::NONE, v, &g);
+        let null = run_both(set("cipher"), v, &g);
         assert!(!contains(&real.server_to_client, SECRET), "{v:?}");
         assert!(
             contains(&null.server_to_client, SECRET),
@@ -190,8 +195,8 @@ fn null_cipher_sends_plaintext_with_real_sizes() {
 fn mac_ablation_encrypts_without_a_tag() {
     let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
     for v in BOTH {
-        let real = run(&setup(AblationSet::NONE, AblationSet::NONE, v, &g, None)).unwrap();
-        let mac = run(&setup(set("mac"), set("mac"), v, &g, None)).unwrap();
+        let real = run_both(AblationSet::NONE, v, &g);
+        let mac = run_both(set("mac"), v, &g);
         assert!(
             !contains(&mac.server_to_client, SECRET),
             "{v:?}: mac must still encrypt"
@@ -218,21 +223,14 @@ fn sig_ablation_sends_the_constant() {
     ] {
         let on = set(&format!("sig{extra}"));
         let off = set(extra.trim_start_matches(','));
-        let a = run(&setup(on, on, v, &g, None)).unwrap();
-        let b = run(&setup(off, off, v, &g, None)).unwrap();
+        let a = run_both(on, v, &g);
+        let b = run_both(off, v, &g);
         assert!(contains(&a.server_to_client, &marker), "{v:?}");
         assert!(!contains(&b.server_to_client, &marker), "{v:?}");
     }
     // RSA: the constant has the modulus length (256 bytes for RSA-2048).
     let rsa = pki::generate(KeyType::Rsa2048, &[]).unwrap();
-    let w = run(&setup(
-        set("sig"),
-        set("sig"),
-        &[Version::Tls12],
-        &rsa,
-        None,
-    ))
-    .unwrap();
+    let w = run_both(set("sig"), &[Version::Tls12], &rsa);
     assert!(contains(&w.server_to_client, &[SIG_FILL; 256]));
     assert!(!contains(&w.server_to_client, &[SIG_FILL; 257]));
 }
@@ -303,16 +301,9 @@ fn rng_ablation_makes_the_random_a_counter() {
             .collect();
         w.windows(2).all(|p| p[1] == p[0] + 1)
     };
-    let a = run(&setup(set("rng"), set("rng"), &[Version::Tls13], &g, None)).unwrap();
+    let a = run_both(set("rng"), &[Version::Tls13], &g);
     assert!(is_counter(client_random(&a)), "{:?}", client_random(&a));
-    let b = run(&setup(
-        AblationSet::NONE,
-        AblationSet::NONE,
-        &[Version::Tls13],
-        &g,
-        None,
-    ))
-    .unwrap();
+    let b = run_both(AblationSet::NONE, &[Version::Tls13], &g);
     assert!(!is_counter(client_random(&b)));
 }
 
@@ -384,14 +375,7 @@ fn perfect_cache_always_hits() {
 fn minimal_setup_uses_zero_keys_and_real_encryption() {
     use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
     let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
-    let w = run(&setup(
-        set("minimal"),
-        set("minimal"),
-        &[Version::Tls13],
-        &g,
-        None,
-    ))
-    .unwrap();
+    let w = run_both(set("minimal"), &[Version::Tls13], &g);
     assert!(
         !contains(&w.server_to_client, SECRET),
         "minimal still encrypts"
