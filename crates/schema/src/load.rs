@@ -289,6 +289,15 @@ pub struct ConfigEcho {
     /// client, sessions kept.
     #[serde(default)]
     pub retry_on_failure: bool,
+    /// `--source-ip` as given (`load --json` only, when given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ip: Option<String>,
+    /// `--clients-per-ip` (with `source_ip`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients_per_ip: Option<u64>,
+    /// Source addresses the clients used (with `source_ip`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_addresses_used: Option<u64>,
 }
 
 /// The measurement window.
