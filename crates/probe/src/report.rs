@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use tlslab_report::{columns, header};
+use tlslab_report::{columns, header, quantile};
 
 use crate::sample::{Phase, Sample};
 
@@ -117,12 +117,8 @@ fn ms(us: i64) -> f64 {
     us as f64 / 1000.0
 }
 
-/// The nearest-rank `q` quantile of sorted `v`.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let rank = (q * v.len() as f64).ceil().max(1.0) as usize;
-    v[rank.min(v.len()) - 1]
-}
-
+/// The nearest-rank median of `v` (the lower middle value of an even
+/// count), `None` when empty.
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
