@@ -640,3 +640,32 @@ impl LoadReport {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ConfigEcho;
+
+    #[test]
+    fn the_source_address_echo_is_written_only_when_given() {
+        let plain = serde_json::to_value(ConfigEcho::default()).unwrap();
+        for k in ["source_ip", "clients_per_ip", "source_addresses_used"] {
+            assert!(plain.get(k).is_none(), "{k} in {plain}");
+        }
+        let given = ConfigEcho {
+            source_ip: Some("127.0.0.2-127.0.0.5".into()),
+            clients_per_ip: Some(2),
+            source_addresses_used: Some(3),
+            ..ConfigEcho::default()
+        };
+        let v = serde_json::to_value(&given).unwrap();
+        assert_eq!(v["source_ip"], "127.0.0.2-127.0.0.5");
+        assert_eq!(
+            (
+                v["clients_per_ip"].as_u64(),
+                v["source_addresses_used"].as_u64()
+            ),
+            (Some(2), Some(3))
+        );
+        assert_eq!(serde_json::from_value::<ConfigEcho>(v).unwrap(), given);
+    }
+}
