@@ -167,8 +167,7 @@ fn a_chain_above_the_initial_window_costs_one_more_rtt_over_the_packet_path_only
             let m = &c.metrics;
             let hs = CellMetrics::at(&m.handshake_full_us, 50.0).unwrap() as f64 / 1000.0;
             let t = m.connect_p50_us.unwrap() as f64 / 1000.0;
-            let load: tlslab_report::LoadReport =
-                serde_json::from_value(c.load.clone().unwrap()).unwrap();
+            let load: tlslab_report::LoadReport = c.load_report().unwrap().clone();
             let segs = load.handshake.full.data_segs_in_mean.unwrap();
             eprintln!(
                 "{}: connect {t:.2} ms, handshake {hs:.2} ms, {segs:.1} segments in, {} B in",
@@ -237,8 +236,7 @@ fn a_pq_chain_above_quics_first_flight_limit_costs_quic_one_more_rtt() {
         let c = rig
             .run(&spec, 1)
             .unwrap_or_else(|e| panic!("{}: {e}", spec.point));
-        let load: tlslab_report::LoadReport =
-            serde_json::from_value(c.load.clone().unwrap()).unwrap();
+        let load: tlslab_report::LoadReport = c.load_report().unwrap().clone();
         let t = load.transport.expect("a QUIC cell's transport section");
         let hs = t.full.handshake_p50_us.unwrap() as f64 / 1000.0;
         let first = t.full.first_byte_p50_us.unwrap() as f64 / 1000.0;

@@ -353,20 +353,16 @@ pub fn run(a: LoadArgs) -> anyhow::Result<ExitCode> {
             .context("running the load")?;
     print!("{}", report.render_table());
     if let Some(path) = &a.json {
-        let mut json = serde_json::to_value(&report)?;
         // The echo of --source-ip / --clients-per-ip (not part of the
-        // report crate's config echo, so added here, only when given).
-        if let (Some(s), Some(c)) = (&cfg.source_ip, json.get_mut("config"))
-            && let Some(c) = c.as_object_mut()
-        {
-            c.insert("source_ip".into(), a.source_ip.clone().into());
-            c.insert("clients_per_ip".into(), s.per_ip().into());
-            c.insert(
-                "source_addresses_used".into(),
-                (s.used(cfg.clients) as u64).into(),
-            );
+        // load crate's config echo, so added here, only when given).
+        let mut json = report.clone();
+        if let Some(s) = &cfg.source_ip {
+            json.config.source_ip = a.source_ip.clone();
+            json.config.clients_per_ip = Some(s.per_ip() as u64);
+            json.config.source_addresses_used = Some(s.used(cfg.clients) as u64);
         }
-        write_json(path, &json)?;
+        // Through `Value`: the file's keys are sorted, as they always were.
+        write_json(path, &serde_json::to_value(&json)?)?;
     }
     agent.finish(&report)?;
     if let Some(why) = report.failed_gate(a.max_error_rate.unwrap_or(100.0)) {

@@ -356,6 +356,7 @@ impl LoadConfig {
             seed: self.seed,
             think_time: self.think_time.to_string(),
             retry_on_failure: self.retry_on_failure,
+            ..ConfigEcho::default()
         }
     }
 }

@@ -53,45 +53,42 @@ pub fn metrics(s: &Sample) -> String {
             );
         }
     }
-    let gauge = |out: &mut String, name: &str, help: &str, v: Option<f64>| {
-        labelled_gauge(out, name, help, "", v);
-    };
-    gauge(
-        &mut out,
-        "tlslab_probe_resumption_accepted",
-        "1 if the server accepted the session offered on the second connection.",
-        s.resumption_accepted.map(|a| f64::from(u8::from(a))),
-    );
-    gauge(
-        &mut out,
-        "tlslab_probe_success",
-        "1 if every phase of the probe succeeded.",
-        Some(if s.error_kind.is_none() { 1.0 } else { 0.0 }),
-    );
-    gauge(
-        &mut out,
-        "tlslab_probe_http_body_bytes",
-        "Body bytes of the GET response on the first connection.",
-        s.body_bytes.map(|b| b as f64),
-    );
-    gauge(
-        &mut out,
-        "tlslab_probe_ssl_earliest_cert_expiry",
-        "The leaf certificate's not-after, Unix seconds.",
-        s.cert_not_after.map(|t| t as f64),
-    );
-    gauge(
-        &mut out,
-        "tlslab_probe_handshake_round_trips",
-        "Round trips of the full handshake.",
-        s.full_handshake_round_trips.map(|t| t as f64),
-    );
-    gauge(
-        &mut out,
-        "tlslab_probe_handshake_bytes",
-        "Socket bytes, both ways, of the full handshake.",
-        s.full_handshake_bytes.map(|t| t as f64),
-    );
+    // Plain gauges: name, help, value (absent when not measured).
+    let gauges = [
+        (
+            "tlslab_probe_resumption_accepted",
+            "1 if the server accepted the session offered on the second connection.",
+            s.resumption_accepted.map(|a| f64::from(u8::from(a))),
+        ),
+        (
+            "tlslab_probe_success",
+            "1 if every phase of the probe succeeded.",
+            Some(if s.error_kind.is_none() { 1.0 } else { 0.0 }),
+        ),
+        (
+            "tlslab_probe_http_body_bytes",
+            "Body bytes of the GET response on the first connection.",
+            s.body_bytes.map(|b| b as f64),
+        ),
+        (
+            "tlslab_probe_ssl_earliest_cert_expiry",
+            "The leaf certificate's not-after, Unix seconds.",
+            s.cert_not_after.map(|t| t as f64),
+        ),
+        (
+            "tlslab_probe_handshake_round_trips",
+            "Round trips of the full handshake.",
+            s.full_handshake_round_trips.map(|t| t as f64),
+        ),
+        (
+            "tlslab_probe_handshake_bytes",
+            "Socket bytes, both ways, of the full handshake.",
+            s.full_handshake_bytes.map(|t| t as f64),
+        ),
+    ];
+    for (name, help, v) in gauges {
+        labelled_gauge(&mut out, name, help, "", v);
+    }
     if let Some(v) = &s.version {
         let labels = format!(
             "{{version=\"{}\",suite=\"{}\",group=\"{}\"}}",

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use tlslab_report::{columns, header, quantile};
 
 use crate::sample::{Phase, Sample};
 
@@ -116,12 +117,8 @@ fn ms(us: i64) -> f64 {
     us as f64 / 1000.0
 }
 
-/// The nearest-rank `q` quantile of sorted `v`.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let rank = (q * v.len() as f64).ceil().max(1.0) as usize;
-    v[rank.min(v.len()) - 1]
-}
-
+/// The nearest-rank median of `v` (the lower middle value of an even
+/// count), `None` when empty.
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -333,23 +330,13 @@ impl Report {
                 let es: Vec<String> = t.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
                 let _ = writeln!(out, "  errors: {}", es.join(", "));
             }
-            let _ = writeln!(
-                out,
-                "  {:<12} {:>6} {:>9} {:>9} {:>9} {:>9}",
-                "phase", "count", "min ms", "median", "p90", "p99"
-            );
-            for p in &t.phases {
-                let _ = writeln!(
-                    out,
-                    "  {:<12} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
-                    p.phase.name(),
-                    p.count,
-                    p.min_ms,
-                    p.median_ms,
-                    p.p90_ms,
-                    p.p99_ms
-                );
-            }
+            let mut rows = vec![header("phase|count|min ms|median|p90|p99")];
+            rows.extend(t.phases.iter().map(|p| {
+                let mut row = vec![p.phase.name().to_string(), p.count.to_string()];
+                row.extend([p.min_ms, p.median_ms, p.p90_ms, p.p99_ms].map(|v| format!("{v:.2}")));
+                row
+            }));
+            out.push_str(&columns("  ", &[-12, 6, 9, 9, 9, 9], &rows));
             for p in &t.phases {
                 if matches!(p.phase, Phase::TlsFull | Phase::TlsResumed) {
                     chart(&mut out, p.phase.name(), &p.histogram_10ms);
@@ -371,24 +358,21 @@ impl Report {
                     |s| format!("{:.1} %", s * 100.0)
                 )
             );
-            let _ = writeln!(
-                out,
-                "  {:<10} {:>7} {:>6} {:>13} {:>16} {:>9}",
-                "day (UTC)", "samples", "errors", "full med ms", "resumed med ms", "accepted"
-            );
-            for d in &t.days {
-                let _ = writeln!(
-                    out,
-                    "  {:<10} {:>7} {:>6} {:>13} {:>16} {:>9}",
-                    d.day,
-                    d.samples,
-                    d.errors,
+            let mut rows = vec![header(
+                "day (UTC)|samples|errors|full med ms|resumed med ms|accepted",
+            )];
+            rows.extend(t.days.iter().map(|d| {
+                vec![
+                    d.day.clone(),
+                    d.samples.to_string(),
+                    d.errors.to_string(),
                     opt(d.tls_full_median_ms),
                     opt(d.tls_resumed_median_ms),
                     d.resumption_accepted_share
-                        .map_or_else(|| "-".into(), |s| format!("{:.0} %", s * 100.0))
-                );
-            }
+                        .map_or_else(|| "-".into(), |s| format!("{:.0} %", s * 100.0)),
+                ]
+            }));
+            out.push_str(&columns("  ", &[-10, 7, 6, 13, 16, 9], &rows));
         }
         out
     }

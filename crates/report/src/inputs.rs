@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
+
 use crate::study::{Cell, STUDY_KIND, StudyResults, fmt_level};
 use crate::{LoadReport, SweepReport};
 
@@ -90,11 +92,27 @@ impl InputError {
     }
 }
 
+/// The top of an input: the `kind` a results document names itself by.
+#[derive(Default, serde::Deserialize)]
+struct Head {
+    /// `tlslab-experiment` for a results document; absent in `load` and
+    /// `sweep` reports.
+    kind: Option<String>,
+}
+
+impl Head {
+    /// The head of `v` (no kind when `v` is no object, or its `kind` no
+    /// string).
+    fn of(v: &serde_json::Value) -> Head {
+        Head::deserialize(v).unwrap_or_default()
+    }
+}
+
 /// The kind of a parsed JSON input, by its shape; `None` if it is none of
 /// the three.
 pub fn detect(v: &serde_json::Value) -> Option<InputKind> {
     let o = v.as_object()?;
-    if o.get("kind").and_then(|k| k.as_str()) == Some(STUDY_KIND) {
+    if Head::of(v).kind.as_deref() == Some(STUDY_KIND) {
         Some(InputKind::Study)
     } else if o.contains_key("over") && o.contains_key("series") {
         Some(InputKind::Sweep)
@@ -110,7 +128,7 @@ fn describe(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::Object(o) => {
             let keys: Vec<&str> = o.keys().take(8).map(|k| k.as_str()).collect();
-            match o.get("kind").and_then(|k| k.as_str()) {
+            match Head::of(v).kind {
                 Some(kind) => format!("its kind is \"{kind}\""),
                 None if keys.is_empty() => "an empty object".into(),
                 None => format!("an object with keys {}", keys.join(", ")),

@@ -308,6 +308,7 @@ pub(crate) mod tests {
                 seed: 1,
                 think_time: "0".into(),
                 retry_on_failure: false,
+                ..ConfigEcho::default()
             },
             Window {
                 start_unix_ms: 1_700_000_000_000,

@@ -4,20 +4,8 @@
 
 pub use tlslab_schema::study::*;
 
-/// The median of `v` (NaN when empty).
-pub fn median(v: &[f64]) -> f64 {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
+/// The median of `v` (NaN when empty): [`crate::interval::median`].
+pub use crate::interval::median;
 
 #[cfg(test)]
 mod tests {

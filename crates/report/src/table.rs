@@ -42,30 +42,28 @@ fn opt_f(v: Option<f64>, prec: usize) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.prec$}"))
 }
 
-fn phase_row(out: &mut String, name: &str, p: &Phase) {
-    let _ = writeln!(
-        out,
-        "  {name:<18} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        p.count,
+fn phase_row(name: &str, p: &Phase) -> Vec<String> {
+    vec![
+        name.into(),
+        p.count.to_string(),
         p.mean_us.map_or_else(|| "-".into(), dur),
         opt_dur(p.p50_us),
         opt_dur(p.p90_us),
         opt_dur(p.p99_us),
         opt_dur(p.p999_us),
         opt_dur(p.max_us),
-    );
+    ]
 }
 
-fn kind_row(out: &mut String, name: &str, k: &HandshakeKindSummary, per_s: f64) {
-    let _ = writeln!(
-        out,
-        "  {name:<18} {:>8} {:>10.1} {:>10} {:>10} {:>11}",
-        k.count,
-        per_s,
+fn kind_row(name: &str, k: &HandshakeKindSummary, per_s: f64) -> Vec<String> {
+    vec![
+        name.into(),
+        k.count.to_string(),
+        format!("{per_s:.1}"),
         opt_f(k.bytes_out_mean, 0),
         opt_f(k.bytes_in_mean, 0),
         opt_f(k.round_trips_mean, 2),
-    );
+    ]
 }
 
 /// The full handshakes' records, certificate and TCP segments, when measured.
@@ -244,29 +242,27 @@ impl LoadReportText for LoadReport {
         );
 
         let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "  {:<18} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "latency", "count", "mean", "p50", "p90", "p99", "p99.9", "max"
-        );
         let l = &self.latency;
-        phase_row(&mut out, "connect", &l.connect);
-        phase_row(&mut out, "handshake full", &l.handshake_full);
-        phase_row(&mut out, "handshake resumed", &l.handshake_resumed);
-        phase_row(&mut out, "ttfb", &l.ttfb);
-        phase_row(&mut out, "transfer", &l.transfer);
-        phase_row(&mut out, "total", &l.total);
+        let rows = [
+            header("latency|count|mean|p50|p90|p99|p99.9|max"),
+            phase_row("connect", &l.connect),
+            phase_row("handshake full", &l.handshake_full),
+            phase_row("handshake resumed", &l.handshake_resumed),
+            phase_row("ttfb", &l.ttfb),
+            phase_row("transfer", &l.transfer),
+            phase_row("total", &l.total),
+        ];
+        out.push_str(&columns("  ", &[-18, 8, 9, 9, 9, 9, 9, 9], &rows));
 
         let h = &self.handshake;
         if h.full.count + h.resumed.count > 0 {
             let _ = writeln!(out);
-            let _ = writeln!(
-                out,
-                "  {:<18} {:>8} {:>10} {:>10} {:>10} {:>11}",
-                "handshakes", "count", "per s", "bytes out", "bytes in", "round trips"
-            );
-            kind_row(&mut out, "full", &h.full, t.full_handshakes_per_s);
-            kind_row(&mut out, "resumed", &h.resumed, t.resumed_handshakes_per_s);
+            let rows = [
+                header("handshakes|count|per s|bytes out|bytes in|round trips"),
+                kind_row("full", &h.full, t.full_handshakes_per_s),
+                kind_row("resumed", &h.resumed, t.resumed_handshakes_per_s),
+            ];
+            out.push_str(&columns("  ", &[-18, 8, 10, 10, 10, 11], &rows));
             wire_row(&mut out, &h.full);
             let _ = writeln!(
                 out,
@@ -305,24 +301,28 @@ impl LoadReportText for LoadReport {
         }
         if let Some(c) = self.crypto.as_ref().filter(|c| !c.ops.is_empty()) {
             let _ = writeln!(out);
-            let _ = writeln!(
-                out,
-                "  {:<18} {:>10} {:>12}   (client crypto per handshake, {} handshakes)",
-                "crypto op", "calls", "time", c.handshakes
-            );
-            for o in &c.ops {
-                let _ = writeln!(
-                    out,
-                    "  {:<18} {:>10.2} {:>12}",
-                    o.op,
-                    o.calls_per_handshake,
+            let mut rows = vec![vec![
+                "crypto op".into(),
+                "calls".into(),
+                "time".into(),
+                format!(
+                    "   (client crypto per handshake, {} handshakes)",
+                    c.handshakes
+                ),
+            ]];
+            rows.extend(c.ops.iter().map(|o| {
+                vec![
+                    o.op.clone(),
+                    format!("{:.2}", o.calls_per_handshake),
                     if o.us_per_handshake < 10.0 {
                         format!("{:.2}µs", o.us_per_handshake)
                     } else {
                         dur(o.us_per_handshake)
-                    }
-                );
-            }
+                    },
+                    String::new(),
+                ]
+            }));
+            out.push_str(&columns("  ", &[-18, 10, 12, 0], &rows));
         }
 
         let _ = writeln!(out);
@@ -379,25 +379,21 @@ impl LoadReportText for LoadReport {
             "agents: {} of {} merged; start skew {} ms (latest minus earliest window start, agents' own clocks)",
             d.agents_merged, d.agents_expected, d.start_skew_ms
         );
-        let _ = writeln!(
-            out,
-            "  {:<7} {:<20} {:>10} {:>10} {:>10} {:>9}  dir",
-            "shard", "host", "offset ms", "attempted", "completed", "cpu busy"
-        );
-        for a in &d.agents {
-            let _ = writeln!(
-                out,
-                "  {:<7} {:<20} {:>10} {:>10} {:>10} {:>8.0}%{}  {}",
-                a.shard,
-                a.host,
-                a.start_offset_ms,
-                a.attempted,
-                a.completed,
-                a.busy_fraction * 100.0,
-                if a.saturated { "!" } else { " " },
-                a.dir
-            );
-        }
+        let mut rows = vec![header(
+            "shard|host|offset ms|attempted|completed|cpu busy|  dir",
+        )];
+        rows.extend(d.agents.iter().map(|a| {
+            vec![
+                a.shard.to_string(),
+                a.host.clone(),
+                a.start_offset_ms.to_string(),
+                a.attempted.to_string(),
+                a.completed.to_string(),
+                format!("{:.0}%", a.busy_fraction * 100.0),
+                format!("{}  {}", if a.saturated { "!" } else { " " }, a.dir),
+            ]
+        }));
+        out.push_str(&columns("  ", &[-7, -20, 10, 10, 10, 9, 0], &rows));
         for m in &d.missing {
             let _ = writeln!(
                 out,

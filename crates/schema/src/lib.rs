@@ -18,16 +18,18 @@
 //! - [`agent`]: an agent's `complete.json` and `counters.json` (`load --out`).
 //! - [`sweep`]: `tlslab sweep --json` ([`sweep::SweepReport`]).
 //! - [`study`]: `tlslab experiment`'s results document
-//!   ([`study::StudyResults`]).
+//!   ([`study::StudyResults`]), and its [`engine`] report.
 
 pub mod agent;
 pub mod breakdown;
 pub mod cluster;
+pub mod engine;
 pub mod float;
 pub mod lab;
 pub mod load;
 pub mod overload;
 pub mod placement;
 pub mod study;
+mod study_docs;
 pub mod sweep;
 pub mod transport;

@@ -289,6 +289,15 @@ pub struct ConfigEcho {
     /// client, sessions kept.
     #[serde(default)]
     pub retry_on_failure: bool,
+    /// `--source-ip` as given (`load --json` only, when given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ip: Option<String>,
+    /// `--clients-per-ip` (with `source_ip`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients_per_ip: Option<u64>,
+    /// Source addresses the clients used (with `source_ip`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_addresses_used: Option<u64>,
 }
 
 /// The measurement window.
@@ -629,5 +638,34 @@ impl LoadReport {
         // Every field is a plain number, string, option or string-keyed map,
         // which serde_json always serializes.
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ConfigEcho;
+
+    #[test]
+    fn the_source_address_echo_is_written_only_when_given() {
+        let plain = serde_json::to_value(ConfigEcho::default()).unwrap();
+        for k in ["source_ip", "clients_per_ip", "source_addresses_used"] {
+            assert!(plain.get(k).is_none(), "{k} in {plain}");
+        }
+        let given = ConfigEcho {
+            source_ip: Some("127.0.0.2-127.0.0.5".into()),
+            clients_per_ip: Some(2),
+            source_addresses_used: Some(3),
+            ..ConfigEcho::default()
+        };
+        let v = serde_json::to_value(&given).unwrap();
+        assert_eq!(v["source_ip"], "127.0.0.2-127.0.0.5");
+        assert_eq!(
+            (
+                v["clients_per_ip"].as_u64(),
+                v["source_addresses_used"].as_u64()
+            ),
+            (Some(2), Some(3))
+        );
+        assert_eq!(serde_json::from_value::<ConfigEcho>(v).unwrap(), given);
     }
 }

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::engine::*;
+
 /// Schema version of [`StudyResults`].
 pub const STUDY_SCHEMA_VERSION: u32 = 1;
 
@@ -35,7 +37,10 @@ pub struct StudyResults {
     /// The machine and the software.
     pub environment: Environment,
     /// The matrix as declared (engine, factors, levels, repeats, cell
-    /// duration, pinning), in its TOML form.
+    /// duration, pinning), in its TOML form. A `Value`: each study's plan
+    /// has its own shape (a breakdown's, an overload's, a declared
+    /// matrix's), recorded for the reader and only compared whole, on
+    /// `--resume`; nothing reads a field of it.
     pub matrix: serde_json::Value,
     /// Unix time in ms when the first cell started.
     pub started_unix_ms: u64,
@@ -47,10 +52,15 @@ pub struct StudyResults {
     pub cells: Vec<Cell>,
     /// Paper against today, one row per figure compared.
     pub comparisons: Vec<Comparison>,
-    /// Results of an engine that produces its own document (for example
-    /// `breakdown`'s JSON), verbatim.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine_report: Option<serde_json::Value>,
+    /// Results of the engine beyond its cells: its own document (for
+    /// example `breakdown`'s JSON), verbatim, or the per-cell path or probe
+    /// reports. Written with sorted keys, as it always was.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "sorted"
+    )]
+    pub engine_report: Option<EngineReport>,
     /// Model curves computed from the cells (for example seed 004's
     /// 300/(1−ρ) response time).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -103,9 +113,10 @@ pub struct Cell {
     /// The figures the report uses.
     pub metrics: CellMetrics,
     /// The load engine's full report of the cell (client-observed), when the
-    /// engine is `load`.
+    /// engine is `load`, as written (an older version's report lacks the
+    /// fields added since).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load: Option<serde_json::Value>,
+    pub load: Option<Verbatim<crate::load::LoadReport>>,
 }
 
 /// What a cell measured. Client-observed unless named server.
@@ -281,10 +292,9 @@ impl CellMetrics {
 }
 
 impl Cell {
-    /// The cell's `tlslab load --json` report, when it carries one that
-    /// reads as [`crate::load::LoadReport`].
-    pub fn load_report(&self) -> Option<crate::load::LoadReport> {
-        crate::load::LoadReport::deserialize(self.load.as_ref()?).ok()
+    /// The cell's `tlslab load --json` report, when it carries one.
+    pub fn load_report(&self) -> Option<&crate::load::LoadReport> {
+        self.load.as_ref()?.get()
     }
 }
 
@@ -293,7 +303,10 @@ impl StudyResults {
     /// [`crate::breakdown::BreakdownReport`]); `None` when there is none or
     /// it is another engine's.
     pub fn engine_report_as<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
-        T::deserialize(self.engine_report.as_ref()?).ok()
+        match self.engine_report.as_ref()? {
+            EngineReport::Engine(v) => T::deserialize(v).ok(),
+            EngineReport::Path(_) | EngineReport::Probe(_) => None,
+        }
     }
 
     /// A results document holding one `load --json` report as its only cell,
@@ -313,7 +326,7 @@ impl StudyResults {
             command_line: format!("tlslab load {}", r.config.targets.join(" ")),
             started_unix_ms: r.window.start_unix_ms,
             metrics: CellMetrics::from_load(r),
-            load: serde_json::to_value(r).ok(),
+            load: Verbatim::new(r.clone()).ok(),
         };
         StudyResults::imported(name, "a `tlslab load --json` report", vec![cell])
     }

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use tlslab_crypto::pki;
 use tlslab_crypto::provider::Algorithms;
 use tlslab_load::{Arrivals, LoadConfig, OpenLoop};
-use tlslab_report::study::{Cell, CellMetrics};
+use tlslab_report::study::{Cell, CellMetrics, EngineReport, PathCell, PathCells, Verbatim};
 use tlslab_server::{Content, Server};
 
 use super::matrix::{CellSpec, Matrix};
-use super::rtt_path::{ByteCheck, PathKind, RttPath, Stopped};
+use super::rtt_path::{PathKind, RttPath, Stopped, byte_check};
 use super::session::{Session, StudyError, flag_duration, now_ms};
 use crate::pin::Placement;
 use crate::rig::{self, Rig, Transport};
@@ -27,9 +27,8 @@ struct Embedded {
 pub struct LoadRig {
     placement: Placement,
     servers: BTreeMap<String, Embedded>,
-    /// Cells' packet-path reports not yet in the document: (cell id,
-    /// `{packet_path, byte_check}`).
-    paths: Vec<(String, serde_json::Value)>,
+    /// Cells' packet-path reports not yet in the document, by cell id.
+    paths: Vec<(String, PathCell)>,
 }
 
 impl LoadRig {
@@ -126,7 +125,7 @@ impl LoadRig {
                 k.count as f64 * (k.bytes_out_mean.unwrap_or(0.0) + k.bytes_in_mean.unwrap_or(0.0))
             };
             let check = m.report.socket.as_ref().map(|sock| {
-                ByteCheck::new(
+                byte_check(
                     &report,
                     sock,
                     timestamps,
@@ -135,7 +134,11 @@ impl LoadRig {
             });
             self.paths.push((
                 id.clone(),
-                serde_json::json!({ "packet_path": report, "byte_check": check }),
+                PathCell {
+                    byte_check: check,
+                    // Plain counters and floats: serializing cannot fail.
+                    packet_path: serde_json::to_value(&report).unwrap_or_default(),
+                },
             ));
         }
         Ok(self.cell(spec, repeat, id, started, &m))
@@ -168,7 +171,7 @@ impl LoadRig {
             command_line: command_line(spec, &self.placement),
             started_unix_ms: started,
             metrics,
-            load: serde_json::to_value(&m.report).ok(),
+            load: Verbatim::new(m.report.clone()).ok(),
         }
     }
 
@@ -201,14 +204,14 @@ impl LoadRig {
                 }
                 let c = self.run(p, repeat)?;
                 s.push(c)?;
-                let paths = self.take_path_reports();
+                let paths = std::mem::take(&mut self.paths);
                 if !paths.is_empty() {
                     let engine = s
                         .doc
                         .engine_report
-                        .get_or_insert_with(|| serde_json::json!({ "path": {} }));
-                    if let Some(m) = engine.get_mut("path").and_then(|m| m.as_object_mut()) {
-                        m.extend(paths);
+                        .get_or_insert_with(|| EngineReport::Path(PathCells::default()));
+                    if let EngineReport::Path(m) = engine {
+                        m.path.extend(paths);
                     }
                     s.save()?;
                 }
@@ -218,9 +221,13 @@ impl LoadRig {
     }
 
     /// The packet-path reports of the cells run since the last call: (cell
-    /// id, `{"packet_path": PathReport, "byte_check": ByteCheck}`).
+    /// id, `{"packet_path": PathReport, "byte_check": ByteCheck}` as the
+    /// document writes it).
     pub fn take_path_reports(&mut self) -> Vec<(String, serde_json::Value)> {
         std::mem::take(&mut self.paths)
+            .into_iter()
+            .filter_map(|(id, p)| Some((id, serde_json::to_value(p).ok()?)))
+            .collect()
     }
 
     /// Stops the servers.

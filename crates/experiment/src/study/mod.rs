@@ -181,7 +181,7 @@ mod tests {
     use super::session::compare;
     use super::*;
     use tlslab_report::study::{
-        Cell, CellMetrics, Curve, STUDY_KIND, STUDY_SCHEMA_VERSION, StudyResults,
+        Cell, CellMetrics, Curve, EngineReport, STUDY_KIND, STUDY_SCHEMA_VERSION, StudyResults,
     };
 
     fn document() -> StudyResults {
@@ -207,7 +207,7 @@ mod tests {
                 suite: Some("y".into()),
                 ..CellMetrics::default()
             },
-            load: Some(serde_json::json!({})),
+            load: Some(serde_json::from_value(serde_json::json!({})).unwrap()),
         };
         StudyResults {
             kind: STUDY_KIND.into(),
@@ -224,7 +224,7 @@ mod tests {
             complete: true,
             cells: vec![cell],
             comparisons: vec![compare("q", "p", "s", Some(1.0), "u", "m", vec![], "r")],
-            engine_report: Some(serde_json::json!({})),
+            engine_report: Some(EngineReport::Engine(serde_json::json!({}))),
             curves: vec![Curve {
                 name: "n".into(),
                 chart: "c".into(),

@@ -22,7 +22,7 @@ use std::time::Duration;
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_path::PathHandle;
-use tlslab_report::study::{Cell, CellMetrics, fmt_level};
+use tlslab_report::study::{Cell, CellMetrics, Verbatim, fmt_level};
 use tlslab_server::{Content, Server};
 
 use super::session::{Builtin, Session, StudyError, flag_duration, now_ms};
@@ -257,7 +257,7 @@ fn run_point(
         command_line: command_line(p, &load, &s.placement),
         started_unix_ms: started,
         metrics,
-        load: serde_json::to_value(&m.report).ok(),
+        load: Verbatim::new(m.report.clone()).ok(),
     })
 }
 

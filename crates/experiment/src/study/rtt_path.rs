@@ -19,7 +19,6 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tlslab_path::{PathConfig, PathHandle, PathReport};
 use tlslab_relay::{Conditions, RelayConfig, RelayThread};
 
@@ -198,89 +197,45 @@ pub const TIMESTAMPS: u64 = 12;
 /// data segment's 12.
 pub const SYN_EXTRA: u64 = 8;
 
-/// The packet path's bytes against the load's socket bytes, for one cell
-/// with nothing else on the path: each direction's forwarded bytes less the
-/// IP and TCP headers of its packets is the TCP payload, which is what the
-/// client wrote (up) and read (down).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ByteCheck {
-    /// TCP connections the load made.
-    pub connections: u64,
-    /// Whether TCP timestamps were on (12 option bytes a segment).
-    pub timestamps: bool,
-    /// Packets the forwarder forwarded, client → server.
-    pub packets_up: u64,
-    /// Their bytes (IP packets).
-    pub bytes_up: u64,
-    /// Packets forwarded, server → client.
-    pub packets_down: u64,
-    /// Their bytes.
-    pub bytes_down: u64,
-    /// TCP payload up: `bytes_up` less the headers.
-    pub payload_up: u64,
-    /// TCP payload down.
-    pub payload_down: u64,
-    /// Bytes the load wrote on its sockets (client-observed).
-    pub socket_out: u64,
-    /// Bytes it read.
-    pub socket_in: u64,
-    /// Of those, full-handshake bytes both ways (count × mean over the
-    /// window's full handshakes).
-    pub handshake_bytes: f64,
-    /// (payload − socket) ÷ socket, up, %.
-    pub diff_up_pct: f64,
-    /// The same, down, %.
-    pub diff_down_pct: f64,
-}
+pub use tlslab_report::study::ByteCheck;
 
-impl ByteCheck {
-    /// The check's figures from the forwarder's counts and the load's.
-    pub fn new(
-        path: &PathReport,
-        socket: &tlslab_report::SocketBytes,
-        timestamps: bool,
-        handshake_bytes: f64,
-    ) -> ByteCheck {
-        let per_packet = IP_HEADER + TCP_HEADER + if timestamps { TIMESTAMPS } else { 0 };
-        let syn = if timestamps { SYN_EXTRA } else { 12 };
-        // Each connection has one SYN up and one SYN-ACK down.
-        let payload = |bytes: u64, packets: u64| {
-            bytes.saturating_sub(per_packet * packets + syn * socket.connections)
-        };
-        let payload_up = payload(path.up.bytes_forwarded, path.up.packets_forwarded);
-        let payload_down = payload(path.down.bytes_forwarded, path.down.packets_forwarded);
-        let pct = |a: u64, b: u64| {
-            if b == 0 {
-                f64::INFINITY
-            } else {
-                (a as f64 - b as f64) / b as f64 * 100.0
-            }
-        };
-        ByteCheck {
-            connections: socket.connections,
-            timestamps,
-            packets_up: path.up.packets_forwarded,
-            bytes_up: path.up.bytes_forwarded,
-            packets_down: path.down.packets_forwarded,
-            bytes_down: path.down.bytes_forwarded,
-            payload_up,
-            payload_down,
-            socket_out: socket.bytes_out,
-            socket_in: socket.bytes_in,
-            handshake_bytes,
-            diff_up_pct: pct(payload_up, socket.bytes_out),
-            diff_down_pct: pct(payload_down, socket.bytes_in),
+/// The check's figures for one cell from the forwarder's counts and the
+/// load's.
+pub fn byte_check(
+    path: &PathReport,
+    socket: &tlslab_report::SocketBytes,
+    timestamps: bool,
+    handshake_bytes: f64,
+) -> ByteCheck {
+    let per_packet = IP_HEADER + TCP_HEADER + if timestamps { TIMESTAMPS } else { 0 };
+    let syn = if timestamps { SYN_EXTRA } else { 12 };
+    // Each connection has one SYN up and one SYN-ACK down.
+    let payload = |bytes: u64, packets: u64| {
+        bytes.saturating_sub(per_packet * packets + syn * socket.connections)
+    };
+    let payload_up = payload(path.up.bytes_forwarded, path.up.packets_forwarded);
+    let payload_down = payload(path.down.bytes_forwarded, path.down.packets_forwarded);
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            f64::INFINITY
+        } else {
+            (a as f64 - b as f64) / b as f64 * 100.0
         }
-    }
-
-    /// The larger of the two directions' differences, %.
-    pub fn worst_pct(&self) -> f64 {
-        self.diff_up_pct.abs().max(self.diff_down_pct.abs())
-    }
-
-    /// Returns true if and only if both directions agree within 1 %.
-    pub fn within_1pct(&self) -> bool {
-        self.worst_pct() <= 1.0
+    };
+    ByteCheck {
+        connections: socket.connections,
+        timestamps,
+        packets_up: path.up.packets_forwarded,
+        bytes_up: path.up.bytes_forwarded,
+        packets_down: path.down.packets_forwarded,
+        bytes_down: path.down.bytes_forwarded,
+        payload_up,
+        payload_down,
+        socket_out: socket.bytes_out,
+        socket_in: socket.bytes_in,
+        handshake_bytes,
+        diff_up_pct: pct(payload_up, socket.bytes_out),
+        diff_down_pct: pct(payload_down, socket.bytes_in),
     }
 }
 
@@ -357,16 +312,16 @@ mod tests {
             bytes_out: 1580,
             bytes_in: 3000,
         };
-        let c = ByteCheck::new(&report(up, down), &socket, true, 4000.0);
+        let c = byte_check(&report(up, down), &socket, true, 4000.0);
         assert_eq!((c.payload_up, c.payload_down), (1580, 3000));
         assert_eq!(c.worst_pct(), 0.0);
         assert!(c.within_1pct());
         // Twenty bytes the client never counted: 1.27 % up.
-        let c = ByteCheck::new(&report((5, up.1 + 20), down), &socket, true, 4000.0);
+        let c = byte_check(&report((5, up.1 + 20), down), &socket, true, 4000.0);
         assert!((c.diff_up_pct - 20.0 / 1580.0 * 100.0).abs() < 1e-9);
         assert!(!c.within_1pct());
         // Without timestamps: 40-byte headers, SYNs 12 bytes more.
-        let c = ByteCheck::new(
+        let c = byte_check(
             &report((2, 52 + 40 + 100), (1, 52)),
             &tlslab_report::SocketBytes {
                 connections: 1,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
-use tlslab_report::study::{Cell, CellMetrics, Comparison};
+use tlslab_report::study::{Cell, CellMetrics, Comparison, EngineReport};
 
 use crate::cluster::{self, ClusterConfig, ClusterReport};
 
@@ -131,7 +131,7 @@ fn run_cluster(s: &mut Session) -> Result<(), StudyError> {
                 k.reason
             ));
         }
-        s.doc.engine_report = serde_json::to_value(&report).ok();
+        s.doc.engine_report = EngineReport::engine(&report);
         s.save()?;
         s.tick();
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
-use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
+use tlslab_report::study::{Cell, CellMetrics, Comparison, EngineReport, StudyResults};
 
 use super::load_cell::LoadRig;
 use super::matrix::CellSpec;
@@ -132,7 +132,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         for c in breakdown_cells(&report, &command, started) {
             s.doc.cells.push(c);
         }
-        s.doc.engine_report = serde_json::to_value(&report).ok();
+        s.doc.engine_report = EngineReport::engine(&report);
         s.save()?;
         s.tick();
     }

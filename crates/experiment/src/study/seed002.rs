@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
+use tlslab_report::study::{Cell, CellMetrics, Comparison, EngineReport, StudyResults};
 
 use super::session::{Builtin, Session, StudyError, compare, flag_duration, now_ms, one, ratio};
 use crate::overload::{self, OverloadPlan, OverloadReport};
@@ -77,7 +77,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
             s.doc.cells.push(c);
         }
         s.doc.notes.extend(report.not_run.iter().cloned());
-        s.doc.engine_report = serde_json::to_value(&report).ok();
+        s.doc.engine_report = EngineReport::engine(&report);
         s.save()?;
         s.tick();
     }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_probe::{ProbeConfig, Sample, probe_target};
-use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
+use tlslab_report::study::{
+    Cell, CellMetrics, Comparison, EngineReport, ProbeCell, ProbeCells, RelayCounts, StudyResults,
+};
 use tlslab_server::{Content, Server};
 
 use super::rtt_path::{PathKind, RttPath, Stopped};
@@ -388,29 +390,29 @@ fn cell(
         },
         load: None,
     };
-    let path = match stopped {
-        Stopped::Relay(stats) => serde_json::json!({
-            "relay": {
-                "connections": stats.connections,
-                "bytes_up": stats.bytes_up,
-                "bytes_down": stats.bytes_down,
-            },
-        }),
-        Stopped::Packet(r) => serde_json::json!({ "packet_path": r }),
+    let (relay, packet_path) = match stopped {
+        Stopped::Relay(stats) => (
+            Some(RelayCounts {
+                bytes_down: stats.bytes_down,
+                bytes_up: stats.bytes_up,
+                connections: stats.connections,
+            }),
+            None,
+        ),
+        Stopped::Packet(r) => (None, Some(json(&r))),
     };
-    let mut engine = s
+    let engine = s
         .doc
         .engine_report
-        .take()
-        .unwrap_or_else(|| serde_json::json!({ "probe": {} }));
-    if let Some(map) = engine.get_mut("probe").and_then(|m| m.as_object_mut()) {
-        let mut entry = serde_json::json!({ "target": t });
-        if let (Some(e), Some(p)) = (entry.as_object_mut(), path.as_object()) {
-            e.extend(p.clone());
-        }
-        map.insert(id.to_string(), entry);
+        .get_or_insert_with(|| EngineReport::Probe(ProbeCells::default()));
+    if let EngineReport::Probe(map) = engine {
+        let entry = ProbeCell {
+            packet_path,
+            relay,
+            target: json(t),
+        };
+        map.probe.insert(id.to_string(), entry);
     }
-    s.doc.engine_report = Some(engine);
     Ok(cell)
 }
 
@@ -543,4 +545,10 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         ));
     }
     out
+}
+
+/// A report of another crate as the document's JSON (plain counters and
+/// floats: serializing cannot fail).
+fn json(r: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(r).unwrap_or_default()
 }

@@ -510,7 +510,7 @@ pub(crate) fn best(
 }
 
 /// The cell's load report, read back typed.
-pub(crate) fn load_report(c: &Cell) -> Option<tlslab_report::LoadReport> {
+pub(crate) fn load_report(c: &Cell) -> Option<&tlslab_report::LoadReport> {
     c.load_report()
 }
 

@@ -57,7 +57,12 @@ fn loopback_cell(c: &Cell, quic: bool, chain: &str, comp: &str, kx: &str) -> boo
 /// connection's start to the first response byte.
 fn ttfb_ms(c: &Cell) -> Option<f64> {
     if is_quic(c) {
-        let us = c.load_report()?.transport?.full.first_byte_p50_us?;
+        let us = c
+            .load_report()?
+            .transport
+            .as_ref()?
+            .full
+            .first_byte_p50_us?;
         return Some(us as f64 / 1000.0);
     }
     let hs = CellMetrics::at(&c.metrics.handshake_full_us, 50.0)?;

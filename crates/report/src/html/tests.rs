@@ -396,7 +396,7 @@ fn the_pq_sweep_charts_quic_beside_tcp() {
             },
             ..Default::default()
         });
-        serde_json::to_value(&r).unwrap()
+        crate::study::Verbatim::new(r).unwrap()
     };
     let mut cells = Vec::new();
     for transport in ["tcp", "quic"] {

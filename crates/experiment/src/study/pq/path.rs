@@ -7,7 +7,7 @@
 //! `engine_report.path`).
 
 use tlslab_report::HandshakeTcp;
-use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
+use tlslab_report::study::{Cell, CellMetrics, Comparison, EngineReport, StudyResults};
 
 use super::cells::{CHAINS, MSS, chain_name, full, is_quic};
 use crate::study::rtt_path::ByteCheck;
@@ -143,20 +143,16 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
         ));
     }
     // The byte cross-check.
-    let checks: Vec<(String, ByteCheck)> = doc
-        .engine_report
-        .as_ref()
-        .and_then(|e| e.get("path"))
-        .and_then(|p| p.as_object())
-        .map(|m| {
-            m.iter()
-                .filter_map(|(id, v)| {
-                    let c = serde_json::from_value(v.get("byte_check")?.clone()).ok()?;
-                    Some((id.clone(), c))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    // A check without socket bytes (its differences infinite) says nothing.
+    let checks: Vec<(String, ByteCheck)> = match &doc.engine_report {
+        Some(EngineReport::Path(p)) => p
+            .path
+            .iter()
+            .filter_map(|(id, c)| Some((id.clone(), c.byte_check.clone()?)))
+            .filter(|(_, c)| c.worst_pct().is_finite())
+            .collect(),
+        _ => Vec::new(),
+    };
     if let Some((worst_id, worst)) = checks
         .iter()
         .max_by(|a, b| a.1.worst_pct().total_cmp(&b.1.worst_pct()))

@@ -42,7 +42,7 @@ pub(super) const INITIAL_WINDOW: f64 = 12_000.0;
 
 /// The full handshakes of a QUIC cell (its load report's `transport`).
 pub(super) fn quic_full(c: &Cell) -> Option<TransportPhase> {
-    Some(load_report(c)?.transport?.full)
+    Some(load_report(c)?.transport.as_ref()?.full.clone())
 }
 
 fn tcp(c: &Cell) -> bool {

@@ -258,7 +258,7 @@ pub(crate) fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Comparison>, Vec<Str
     out.extend(rows);
     for c in doc.select(&[("kind", "0-rtt")]) {
         let accepted = super::super::session::load_report(c)
-            .map(|r| crate::rig::Handshakes::of_report(&r).zero_rtt);
+            .map(|r| crate::rig::Handshakes::of_report(r).zero_rtt);
         if accepted == Some(0) {
             notes.push(format!(
                 "{}: no request went in accepted 0-RTT; its time is that of a resumed request",

@@ -3,12 +3,12 @@
 //! QUIC's.
 
 use tlslab_report::quic::{Transport as QuicSection, TransportPhase};
-use tlslab_report::study::{Cell, CellMetrics, StudyResults};
+use tlslab_report::study::{Cell, CellMetrics, StudyResults, Verbatim};
 use tlslab_report::{LoadReport, LoadReportBuild};
 
 use super::*;
 
-fn report(transport: Option<TransportPhase>) -> serde_json::Value {
+fn report(transport: Option<TransportPhase>) -> Verbatim<LoadReport> {
     let mut r = LoadReport::empty(1.0);
     r.transport = transport.map(|full| QuicSection {
         name: "quic".into(),
@@ -16,7 +16,7 @@ fn report(transport: Option<TransportPhase>) -> serde_json::Value {
         full,
         ..QuicSection::default()
     });
-    serde_json::to_value(&r).unwrap()
+    Verbatim::new(r).unwrap()
 }
 
 /// A cell of the sweep: `quic` with its transport section, else TCP with
