@@ -11,6 +11,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::load::load_run;
 use common::nginx;
 use common::{
     Certs, Proc, assert_no_panic, certs, errors, expect_ok, free_port, load_json, run_tlslab, show,
@@ -56,22 +57,8 @@ fn refused_target_is_reported_not_fatal() {
     let dir = tempdir();
     let url = format!("https://127.0.0.1:{}/", free_port());
     let json = dir.path().join("refused.json");
-    let json_s = json.to_str().expect("utf-8 temp path");
-    let out = run_tlslab(
-        &[
-            "load",
-            &url,
-            "--insecure",
-            "-c",
-            "1",
-            "-n",
-            "3",
-            "--json",
-            json_s,
-        ],
-        LIMIT,
-    );
-    let report = json.is_file().then(|| load_json(&json));
+    let args = [url.as_str(), "--insecure", "-c", "1", "-n", "3"];
+    let (out, report) = load_run(&json, &args, LIMIT);
     // Every request failed → exit 1, but the run completed and reported.
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert_no_panic(&out.stderr);

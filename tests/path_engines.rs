@@ -20,7 +20,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::netpath::{serve_across, unprivileged};
+use common::netpath::{root, serve_across, unprivileged};
 use common::{run_tlslab, show, skip_or_fail, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -137,14 +137,6 @@ fn probe_and_cluster_over_a_path_without_root_point_to_relay() {
 }
 
 // ---- root: the round trips -------------------------------------------------
-
-fn root(test: &str) -> bool {
-    if tlslab_path::privileged() {
-        return true;
-    }
-    skip_or_fail(test, "needs root (network namespaces, TUN devices)");
-    false
-}
 
 /// Probe rounds per run.
 const ROUNDS: &str = "7";

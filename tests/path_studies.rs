@@ -26,7 +26,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{load_json, run_tlslab, show, skip_or_fail, tempdir};
+use common::netpath::root;
+use common::{experiment_run, load_json, run_tlslab, show, tempdir};
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_experiment::pin::Placement;
@@ -34,14 +35,6 @@ use tlslab_experiment::study::matrix::CellSpec;
 use tlslab_experiment::study::rtt_path::{ByteCheck, PathKind};
 use tlslab_experiment::study::{LoadRig, Transport};
 use tlslab_report::study::CellMetrics;
-
-fn root(test: &str) -> bool {
-    if tlslab_path::privileged() {
-        return true;
-    }
-    skip_or_fail(test, "needs root (network namespaces, TUN devices)");
-    false
-}
 
 /// Asserts `v` ms is `rtts` round trips of `rtt` ms, within a quarter RTT
 /// above (and 0.1 ms below: a path never delivers early).
@@ -60,22 +53,14 @@ fn seed003_connect_is_one_rtt_over_the_packet_path_and_local_through_the_relay()
     }
     let dir = tempdir();
     let out_dir = dir.path().join("s3");
-    let out = run_tlslab(
-        &[
-            "experiment",
-            "run",
-            "seed003-table2",
-            "--quick",
-            "--path",
-            "both",
-            "--no-progress",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
-        Duration::from_secs(120),
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    let doc = load_json(&out_dir.join("results.json"));
+    let args = [
+        "seed003-table2",
+        "--quick",
+        "--path",
+        "both",
+        "--no-progress",
+    ];
+    let (_, doc) = experiment_run(&args, &out_dir, Duration::from_secs(120));
     let cells = doc["cells"].as_array().unwrap();
     // 2 RTTs × 2 versions × 2 paths.
     assert_eq!(cells.len(), 8, "{doc}");

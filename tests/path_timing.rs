@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
-use common::netpath::{on_client, on_server, start, tcp_server};
+use common::netpath::{on_client, on_server, root, start, tcp_server};
 use common::{run_tlslab, show, skip_or_fail, tempdir};
 use tlslab_path::PathHandle;
 
@@ -562,8 +562,7 @@ fn mahimahi_cellular_traces_parse_and_drive_the_model() {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn lab_runs_its_cells_across_the_path() {
-    if !tlslab_path::privileged() {
-        skip_or_fail("lab_runs_its_cells_across_the_path", "needs root");
+    if !root("lab_runs_its_cells_across_the_path") {
         return;
     }
     let dir = tempdir();

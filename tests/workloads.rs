@@ -11,16 +11,21 @@ use common::{Serve, expect_ok, load_json, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `tlslab load ARGS --json DIR/NAME.json --no-progress`; returns the
+/// Runs `tlslab load URL --cacert CA ARGS --json DIR/NAME.json
+/// --no-progress` against `serve`'s `path` ([`Serve::load`]); returns the
 /// output and the report.
-fn load(dir: &Path, name: &str, args: &[&str]) -> (std::process::Output, serde_json::Value) {
+fn load(
+    serve: &Serve,
+    path: &str,
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+) -> (std::process::Output, serde_json::Value) {
     let json = dir.join(format!("{name}.json"));
-    let mut full = vec!["load"];
-    full.extend_from_slice(args);
-    full.extend(["--json", json.to_str().unwrap(), "--no-progress"]);
-    let out = run_tlslab(&full, LIMIT);
-    assert!(json.is_file(), "no report: {}", show(&out));
-    (out, load_json(&json))
+    let full = [args, &["--no-progress"]].concat();
+    let (out, r) = serve.load(path, &full, &json, LIMIT);
+    let r = r.unwrap_or_else(|| panic!("no report: {}", show(&out)));
+    (out, r)
 }
 
 #[test]
@@ -55,14 +60,12 @@ fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
 
     // A server holding the written files answers the SPECweb96 workload.
     let serve = Serve::start(&["--root", www_s, "--threads", "1"]);
-    let ca = serve.ca.clone().unwrap();
     let (out, r) = load(
+        &serve,
+        "",
         dir.path(),
         "specweb",
         &[
-            &serve.url(""),
-            "--cacert",
-            ca.to_str().unwrap(),
             "--workload",
             "specweb96",
             "--seed",
@@ -92,14 +95,12 @@ fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
 fn open_loop_reports_its_arrivals() {
     let dir = tempdir();
     let serve = Serve::start(&["--threads", "1"]);
-    let ca = serve.ca.clone().unwrap();
     let (out, r) = load(
+        &serve,
+        "/health",
         dir.path(),
         "open",
         &[
-            &serve.url("/health"),
-            "--cacert",
-            ca.to_str().unwrap(),
             "--rate",
             "100",
             "--arrivals",
@@ -197,14 +198,12 @@ fn ecommerce_model_from_toml() {
     )
     .unwrap();
     let serve = Serve::start(&["--threads", "1"]);
-    let ca = serve.ca.clone().unwrap();
     let (out, r) = load(
+        &serve,
+        "",
         dir.path(),
         "shop",
         &[
-            &serve.url(""),
-            "--cacert",
-            ca.to_str().unwrap(),
             "--workload",
             "ecommerce",
             "--workload-config",
@@ -270,14 +269,12 @@ fn replay_of_an_access_log_with_filters() {
     let proxies = dir.path().join("proxies");
     std::fs::write(&proxies, "10.9.9.9\n").unwrap();
     let serve = Serve::start(&["--threads", "1"]);
-    let ca = serve.ca.clone().unwrap();
     let (out, r) = load(
+        &serve,
+        "",
         dir.path(),
         "replay",
         &[
-            &serve.url(""),
-            "--cacert",
-            ca.to_str().unwrap(),
             "--workload",
             "replay",
             "--access-log",
