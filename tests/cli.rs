@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::load::{load_ok_in, load_run, reuse_case};
+use common::load::{load_ok_in, load_run, reuse_case, run_json};
 use common::{
     Metrics, Proc, Serve, assert_no_panic, certs, errors, expect_ok, http_get, load_json, num,
     run_tlslab, show, tempdir, tlslab,
@@ -621,23 +621,19 @@ fn breakdown_needs_confirmation_and_reports_a_cost_table() {
 
     let dir = tempdir();
     let json = dir.path().join("breakdown.json");
-    let out = run_tlslab(
-        &[
-            "breakdown",
-            "--insecure-ablation",
-            "--cell",
-            "0.3s",
-            "--repeats",
-            "2",
-            "--max-time",
-            "1s",
-            "-c",
-            "4",
-            "--json",
-            json.to_str().expect("utf-8"),
-        ],
-        Duration::from_secs(180),
-    );
+    let args = [
+        "breakdown",
+        "--insecure-ablation",
+        "--cell",
+        "0.3s",
+        "--repeats",
+        "2",
+        "--max-time",
+        "1s",
+        "-c",
+        "4",
+    ];
+    let (out, _) = run_json(&json, &args, Duration::from_secs(180));
     let stdout = expect_ok(&out);
     assert_no_panic(&out.stderr);
     assert!(stdout.contains("Cost table"), "{stdout}");

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::load::{H2_TWO_CLIENTS_TEN_STREAMS, load_ok};
 use common::nginx;
-use common::{Serve, assert_no_panic, free_port, num, run_tlslab, show, tempdir};
+use common::{Serve, assert_no_panic, assert_nums, free_port, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -46,10 +46,15 @@ fn load_h2_two_clients_ten_streams_two_connections_server_logs_http2() {
         stdout.contains("http: h2 (up to 10 streams per connection); 2 connection(s)"),
         "{stdout}"
     );
-    assert_eq!(num(&r, "requests/succeeded"), 200.0, "{r:#}");
-    assert_eq!(num(&r, "http/connections"), 2.0, "{r:#}");
-    assert_eq!(num(&r, "http/max_concurrent_streams"), 10.0, "{r:#}");
-    assert_eq!(num(&r, "http/handshakes_per_request"), 0.01, "{r:#}");
+    assert_nums(
+        &r,
+        &[
+            ("requests/succeeded", 200.0),
+            ("http/connections", 2.0),
+            ("http/max_concurrent_streams", 10.0),
+            ("http/handshakes_per_request", 0.01),
+        ],
+    );
     assert_eq!(r["http"]["protocol"], "h2", "{r:#}");
     assert!(num(&r, "client_cpu/per_request_us") > 0.0, "{r:#}");
     let rows = std::fs::read_to_string(&csv).expect("the request log");

@@ -17,7 +17,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::netpath::{netns_exists, root, serve_across, start, unprivileged};
+use common::netpath::{netns_exists, root, root_tempdir, serve_across, start, unprivileged};
 use common::{run_tlslab, show, tempdir, tlslab};
 use tlslab_path::Path;
 
@@ -97,10 +97,9 @@ fn failed_and_removed(done: &common::Finished, says: &str, srv: &str, cli: &str)
 
 #[test]
 fn path_sigint_removes_namespaces_and_stops_the_commands() {
-    if !root("path_sigint_removes_namespaces_and_stops_the_commands") {
+    let Some(dir) = root_tempdir("path_sigint_removes_namespaces_and_stops_the_commands") else {
         return;
-    }
-    let dir = tempdir();
+    };
     let marker = dir.path().join("client-started");
     let script = format!("touch {}; exec sleep 30", marker.display());
     let p = common::Proc::spawn(tlslab([
@@ -203,10 +202,10 @@ fn path_cleanup_removes_namespaces_of_dead_runs_only() {
 
 #[test]
 fn path_cli_carries_tlslab_serve_and_load_and_reports_counters() {
-    if !root("path_cli_carries_tlslab_serve_and_load_and_reports_counters") {
+    let Some(dir) = root_tempdir("path_cli_carries_tlslab_serve_and_load_and_reports_counters")
+    else {
         return;
-    }
-    let dir = tempdir();
+    };
     let json = dir.path().join("path.json");
     let out = common::run(
         tlslab(serve_across(

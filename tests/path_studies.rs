@@ -26,7 +26,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::netpath::root;
+use common::netpath::{root, root_tempdir};
 use common::{experiment_run, load_json, run_tlslab, show, tempdir};
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
@@ -48,10 +48,9 @@ fn rounds(what: &str, v: f64, rtts: f64, rtt: f64) {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn seed003_connect_is_one_rtt_over_the_packet_path_and_local_through_the_relay() {
-    if !root("seed003 over the packet path") {
+    let Some(dir) = root_tempdir("seed003 over the packet path") else {
         return;
-    }
-    let dir = tempdir();
+    };
     let out_dir = dir.path().join("s3");
     let args = [
         "seed003-table2",

@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::netpath::root;
+use common::netpath::root_tempdir;
 use common::{experiment_run, load_json, num, run_tlslab, show, tempdir};
 
 /// The protocol arithmetic: round trips from a connection's start to the
@@ -29,10 +29,10 @@ fn arithmetic(transport: &str, kind: &str) -> f64 {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn quick_study_counts_the_arithmetics_round_trips_and_compares_cpu() {
-    if !root("quick_study_counts_the_arithmetics_round_trips_and_compares_cpu") {
+    let Some(dir) = root_tempdir("quick_study_counts_the_arithmetics_round_trips_and_compares_cpu")
+    else {
         return;
-    }
-    let dir = tempdir();
+    };
     let out = dir.path().join("quic");
     let started = Instant::now();
     let args = ["quic-vs-tcp", "--quick", "--no-progress"];

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::load::replay_on_serve;
-use common::{expect_ok, num, run_tlslab, show, tempdir};
+use common::{assert_nums, expect_ok, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -59,11 +59,16 @@ fn host_name_trace_replays_with_a_host_name_excluded() {
     );
 
     // 19 parsed; the proxy's 4 requests dropped: 15 requests from 6 clients.
-    assert_eq!(num(&report, "replay/skipped_lines"), 2.0);
-    assert_eq!(num(&report, "replay/excluded_ips"), 1.0);
-    assert_eq!(num(&report, "replay/excluded_requests"), 4.0);
-    assert_eq!(num(&report, "replay/log_requests"), 15.0);
-    assert_eq!(num(&report, "replay/log_sessions"), 6.0);
+    assert_nums(
+        &report,
+        &[
+            ("replay/skipped_lines", 2.0),
+            ("replay/excluded_ips", 1.0),
+            ("replay/excluded_requests", 4.0),
+            ("replay/log_requests", 15.0),
+            ("replay/log_sessions", 6.0),
+        ],
+    );
     assert_eq!(num(&report, "requests/succeeded"), 15.0, "{}", show(&out));
 
     let (sizes, full, resumed) = served_sizes(&log);

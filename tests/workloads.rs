@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Serve, expect_ok, load_json, num, run_tlslab, show, tempdir};
+use common::{Serve, assert_nums, expect_ok, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -116,9 +116,14 @@ fn open_loop_reports_its_arrivals() {
         text.contains("open loop: constant arrivals at 100 /s"),
         "{text}"
     );
-    assert_eq!(num(&r, "open_loop/scheduled"), 30.0, "{r:#}");
-    assert_eq!(num(&r, "open_loop/rate"), 100.0);
-    assert_eq!(num(&r, "open_loop/max_in_flight"), 10_000.0);
+    assert_nums(
+        &r,
+        &[
+            ("open_loop/scheduled", 30.0),
+            ("open_loop/rate", 100.0),
+            ("open_loop/max_in_flight", 10_000.0),
+        ],
+    );
     assert_eq!(r["open_loop"]["arrivals"], "constant");
     assert_eq!(num(&r, "open_loop/dropped"), 0.0);
     assert_eq!(num(&r, "requests/succeeded"), 30.0);
@@ -220,9 +225,14 @@ fn ecommerce_model_from_toml() {
         text.contains("e-commerce: 2 purchase sessions (2 new, 0 returning customers), 14 pages"),
         "{text}"
     );
-    assert_eq!(num(&r, "ecommerce/sessions"), 2.0, "{r:#}");
-    assert_eq!(num(&r, "handshake/full/count"), 2.0, "{r:#}");
-    assert_eq!(num(&r, "handshake/resumed/count"), 32.0, "{r:#}");
+    assert_nums(
+        &r,
+        &[
+            ("ecommerce/sessions", 2.0),
+            ("handshake/full/count", 2.0),
+            ("handshake/resumed/count", 32.0),
+        ],
+    );
     assert_eq!(r["config"]["workload"], "ecommerce");
 
     std::fs::write(&model, "new_customer_percent = 150\n").unwrap();
@@ -290,11 +300,16 @@ fn replay_of_an_access_log_with_filters() {
         text.contains("replay: 5 of 5 sessions and 36 of 36 requests"),
         "{text}"
     );
-    assert_eq!(num(&r, "replay/excluded_ips"), 1.0, "{r:#}");
-    assert_eq!(num(&r, "replay/excluded_requests"), 4.0);
-    assert_eq!(num(&r, "replay/skipped_lines"), 1.0);
-    assert_eq!(num(&r, "requests/succeeded"), 36.0);
-    assert_eq!(num(&r, "handshake/full/count"), 5.0);
+    assert_nums(
+        &r,
+        &[
+            ("replay/excluded_ips", 1.0),
+            ("replay/excluded_requests", 4.0),
+            ("replay/skipped_lines", 1.0),
+            ("requests/succeeded", 36.0),
+            ("handshake/full/count", 5.0),
+        ],
+    );
     let implied = num(&r, "replay/implied_resumption");
     assert!((implied - 31.0 / 36.0).abs() < 1e-9, "{implied}");
     assert!((num(&r, "replay/achieved_resumption") - implied).abs() < 1e-9);

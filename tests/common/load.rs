@@ -9,20 +9,28 @@ use super::{Serve, assert_no_panic, errors, expect_ok, load_json, run_tlslab, sh
 /// How long [`replay_on_serve`]'s load may take.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `tlslab load ARGS --json JSON` within `limit`; returns its output
-/// and the report, if it wrote one.
-pub fn load_run(
+/// Runs `tlslab ARGS --json JSON` within `limit`; returns its output and
+/// the report, if it wrote one.
+pub fn run_json(
     json: &Path,
     args: &[&str],
     limit: Duration,
 ) -> (Output, Option<serde_json::Value>) {
     let json_s = json.to_str().expect("utf-8 temp path");
-    let mut full = vec!["load"];
-    full.extend_from_slice(args);
+    let mut full = args.to_vec();
     full.extend(["--json", json_s]);
     let out = run_tlslab(&full, limit);
     let report = json.is_file().then(|| load_json(json));
     (out, report)
+}
+
+/// `tlslab load ARGS --json JSON` ([`run_json`]).
+pub fn load_run(
+    json: &Path,
+    args: &[&str],
+    limit: Duration,
+) -> (Output, Option<serde_json::Value>) {
+    run_json(json, &[&["load"][..], args].concat(), limit)
 }
 
 /// [`load_run`] that must succeed: exit 0, no panic, and a report that

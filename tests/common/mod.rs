@@ -255,6 +255,14 @@ pub fn num(v: &serde_json::Value, path: &str) -> f64 {
         .unwrap_or_else(|| panic!("report has no number at {path}:\n{v:#}"))
 }
 
+/// Asserts [`num`] at each `(path, value)` of `want`, naming the path and
+/// showing the whole report on a mismatch.
+pub fn assert_nums(v: &serde_json::Value, want: &[(&str, f64)]) {
+    for &(path, value) in want {
+        assert_eq!(num(v, path), value, "{path}: {v:#}");
+    }
+}
+
 /// The `errors` object of a load report as kind → count.
 pub fn errors(v: &serde_json::Value) -> BTreeMap<String, u64> {
     let e = v

@@ -21,6 +21,11 @@ pub fn root(test: &str) -> bool {
     false
 }
 
+/// A temporary directory for a root test; `None` after [`root`]'s skip.
+pub fn root_tempdir(test: &str) -> Option<tempfile::TempDir> {
+    root(test).then(super::tempdir)
+}
+
 /// Starts a path, or skips the test (loudly) without root.
 pub fn start(test: &str, spec: &str) -> Option<Path> {
     let cfg: PathConfig = spec.parse().expect("test spec parses");
