@@ -239,38 +239,20 @@ fn openssl_s_client_sess_out_in_resumes_tls13() {
         let sess = dir.path().join("sess.pem");
         let req = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
 
-        let first = s_client(
-            &serve,
-            &ca,
-            &["-tls1_3", "-ign_eof", "-sess_out", s(&sess)],
-            req,
-        );
-        assert_eq!(
-            s_client_sessions(&first),
-            [(false, "TLSv1.3".to_string())],
-            "tickets {tickets}: {first}"
-        );
-        assert!(first.contains("HTTP/1.1 200"), "tickets {tickets}: {first}");
-        assert!(
-            sess.is_file(),
-            "tickets {tickets}: s_client wrote no session"
-        );
-
-        let second = s_client(
-            &serve,
-            &ca,
-            &["-tls1_3", "-ign_eof", "-sess_in", s(&sess)],
-            req,
-        );
-        assert_eq!(
-            s_client_sessions(&second),
-            [(true, "TLSv1.3".to_string())],
-            "tickets {tickets}: {second}"
-        );
-        assert!(
-            second.contains("HTTP/1.1 200"),
-            "tickets {tickets}: {second}"
-        );
+        // The first connection saves its session, the second resumes it.
+        for (flag, resumed) in [("-sess_out", false), ("-sess_in", true)] {
+            let out = s_client(&serve, &ca, &["-tls1_3", "-ign_eof", flag, s(&sess)], req);
+            assert_eq!(
+                s_client_sessions(&out),
+                [(resumed, "TLSv1.3".to_string())],
+                "tickets {tickets}: {out}"
+            );
+            assert!(out.contains("HTTP/1.1 200"), "tickets {tickets}: {out}");
+            assert!(
+                sess.is_file(),
+                "tickets {tickets}: s_client wrote no session"
+            );
+        }
 
         let (m, text) = serve.metrics_until(|m| handshakes(m, "1.3", "resumed") >= 1.0);
         assert_eq!(

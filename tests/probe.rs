@@ -44,7 +44,8 @@ fn target<'a>(r: &'a serde_json::Value, url: &str) -> &'a serde_json::Value {
 /// A `tlslab serve` to probe: its `/bytes/1024` URL, the CA it printed and
 /// a temporary directory for the databases.
 struct Probed {
-    serve: Serve,
+    /// Kept running while the probe runs.
+    _serve: Serve,
     url: String,
     ca: std::path::PathBuf,
     dir: tempfile::TempDir,
@@ -57,7 +58,7 @@ impl Probed {
         let ca = serve.ca.clone().expect("serve prints its CA");
         let url = serve.url("/bytes/1024");
         Probed {
-            serve,
+            _serve: serve,
             url,
             ca,
             dir: tempdir(),

@@ -30,11 +30,14 @@ use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore, Strea
 /// temporary directory.
 struct Redis {
     peer: tlslab_peers::redis::Redis,
+    /// An ECDSA P-256 chain (`tlslab certs`) for the servers that use it.
+    certs: Certs,
     _dir: tempfile::TempDir,
+    _certs_dir: tempfile::TempDir,
 }
 
 impl Redis {
-    /// Starts one, or returns `None` (after a loud skip message) when
+    /// Starts one (and writes its [`Redis::certs`]), or returns `None` (after a loud skip message) when
     /// redis-server is not installed; with `CI=true` that fails the test.
     fn start() -> Option<Redis> {
         if !common::require("redis-server") {
@@ -43,7 +46,13 @@ impl Redis {
         let dir = tempdir();
         let peer =
             tlslab_peers::redis::Redis::start(dir.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
-        Some(Redis { peer, _dir: dir })
+        let certs_dir = tempdir();
+        Some(Redis {
+            peer,
+            certs: certs(certs_dir.path(), "ecdsa-p256", &[]),
+            _dir: dir,
+            _certs_dir: certs_dir,
+        })
     }
 
     fn addr(&self) -> SocketAddr {
@@ -163,8 +172,7 @@ fn alternate(client: &Client, servers: &[SocketAddr], n: usize) -> (usize, Vec<S
 #[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn sessions_resume_across_two_servers_through_redis() {
     let Some(redis) = Redis::start() else { return };
-    let dir = tempdir();
-    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let c = redis.certs.clone();
     for (tls, tls13) in [("1.2", false), ("1.3", true)] {
         let url = redis.url();
         let prefix = format!("t{tls}:");
@@ -206,8 +214,7 @@ fn redis_killed_mid_run_means_full_handshakes_then_resumption_recovers() {
     let Some(mut redis) = Redis::start() else {
         return;
     };
-    let dir = tempdir();
-    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let c = redis.certs.clone();
     let url = redis.url();
     let args = redis_cache_flags("1.2", &url, "200ms");
     let (a, b) = (serve(&c, &args), serve(&c, &args));
@@ -334,8 +341,7 @@ impl Drop for SlowProxy {
 fn a_slow_redis_times_out_at_the_bound_and_the_handshake_completes() {
     let Some(redis) = Redis::start() else { return };
     let proxy = SlowProxy::start(redis.addr(), Duration::from_millis(1000));
-    let dir = tempdir();
-    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let c = redis.certs.clone();
     let url = format!("redis://{}", proxy.addr);
     let args = redis_cache_flags("1.2", &url, "20ms");
     let (a, b) = (serve(&c, &args), serve(&c, &args));
@@ -449,8 +455,7 @@ fn shared_ticket_key_files_resume_across_servers_and_rotate_by_reload() {
 #[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn ticket_keys_rotate_through_redis_under_load_with_no_failed_resumption() {
     let Some(redis) = Redis::start() else { return };
-    let dir = tempdir();
-    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let c = redis.certs.clone();
     let url = redis.url();
     let args = [
         "--tls",
