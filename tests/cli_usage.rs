@@ -194,14 +194,7 @@ fn conflicting_flags_are_usage_errors() {
         ),
     ];
     for (why, args) in cases {
-        let out = run_tlslab(&args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(why),
-            "{args:?}: a usage error must say why (mention {why}): {}",
-            show(&out)
-        );
-        assert_no_panic(&out.stderr);
+        common::assert_usage_error(&args, why, LIMIT);
     }
 }
 

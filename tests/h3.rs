@@ -170,13 +170,7 @@ fn bad_quic_flags_are_usage_errors() {
         ),
     ];
     for (args, why) in cases {
-        let out = run_tlslab(args, Duration::from_secs(30));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(why),
-            "{args:?}: must mention {why}: {}",
-            show(&out)
-        );
+        common::assert_usage_error(args, why, Duration::from_secs(30));
     }
 }
 

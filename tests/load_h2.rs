@@ -95,14 +95,7 @@ fn load_h2_usage_errors_say_what_to_drop() {
     for (why, extra) in cases {
         let mut args = vec!["load", &url, "--insecure", "--h2", "-n", "1"];
         args.extend(extra);
-        let out = run_tlslab(&args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(why),
-            "{args:?}: must mention {why}: {}",
-            show(&out)
-        );
-        assert_no_panic(&out.stderr);
+        common::assert_usage_error(&args, why, LIMIT);
     }
     // -m needs --h2.
     let out = run_tlslab(&["load", &url, "--insecure", "-m", "4", "-n", "1"], LIMIT);

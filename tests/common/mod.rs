@@ -138,13 +138,14 @@ pub fn show(out: &Output) -> String {
     )
 }
 
-/// Runs `tlslab args` and asserts a usage error (exit 2) whose stderr
-/// says `says`.
+/// Runs `tlslab args` and asserts a usage error (exit 2, no panic) whose
+/// stderr says `says`.
 pub fn assert_usage_error(args: &[&str], says: &str, limit: Duration) {
     let out = run_tlslab(args, limit);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(says), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: must mention {says}: {err}");
+    assert_no_panic(&out.stderr);
 }
 
 /// Runs `tlslab experiment run ARGS --out OUT` within `limit`, which must
