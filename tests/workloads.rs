@@ -11,21 +11,17 @@ use common::{Serve, assert_nums, expect_ok, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `tlslab load URL --cacert CA ARGS --json DIR/NAME.json
-/// --no-progress` against `serve`'s `path` ([`Serve::load`]); returns the
-/// output and the report.
-fn load(
-    serve: &Serve,
-    path: &str,
-    dir: &Path,
-    name: &str,
-    args: &[&str],
-) -> (std::process::Output, serde_json::Value) {
-    let json = dir.join(format!("{name}.json"));
+/// Runs `tlslab load URL --cacert CA ARGS --json NAME.json --no-progress`
+/// against `serve`'s `path` ([`Serve::load`]), which must exit 0; returns
+/// its stdout and the report (written in a temporary directory).
+fn load(serve: &Serve, path: &str, name: &str, args: &[&str]) -> (String, serde_json::Value) {
+    let dir = tempdir();
+    let json = dir.path().join(format!("{name}.json"));
     let full = [args, &["--no-progress"]].concat();
     let (out, r) = serve.load(path, &full, &json, LIMIT);
+    let text = expect_ok(&out);
     let r = r.unwrap_or_else(|| panic!("no report: {}", show(&out)));
-    (out, r)
+    (text, r)
 }
 
 #[test]
@@ -60,10 +56,9 @@ fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
 
     // A server holding the written files answers the SPECweb96 workload.
     let serve = Serve::start(&["--root", www_s, "--threads", "1"]);
-    let (out, r) = load(
+    let (text, r) = load(
         &serve,
         "",
-        dir.path(),
         "specweb",
         &[
             "--workload",
@@ -80,7 +75,6 @@ fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
             "const:1ms",
         ],
     );
-    let text = expect_ok(&out);
     assert!(text.contains("workload: specweb96, seed 9"), "{text}");
     assert_eq!(num(&r, "requests/succeeded"), 120.0, "{r:#}");
     assert_eq!(r["config"]["workload"], "specweb96");
@@ -93,12 +87,10 @@ fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
 
 #[test]
 fn open_loop_reports_its_arrivals() {
-    let dir = tempdir();
     let serve = Serve::start(&["--threads", "1"]);
-    let (out, r) = load(
+    let (text, r) = load(
         &serve,
         "/health",
-        dir.path(),
         "open",
         &[
             "--rate",
@@ -111,7 +103,6 @@ fn open_loop_reports_its_arrivals() {
             "50",
         ],
     );
-    let text = expect_ok(&out);
     assert!(
         text.contains("open loop: constant arrivals at 100 /s"),
         "{text}"
@@ -203,10 +194,9 @@ fn ecommerce_model_from_toml() {
     )
     .unwrap();
     let serve = Serve::start(&["--threads", "1"]);
-    let (out, r) = load(
+    let (text, r) = load(
         &serve,
         "",
-        dir.path(),
         "shop",
         &[
             "--workload",
@@ -219,7 +209,6 @@ fn ecommerce_model_from_toml() {
             "34",
         ],
     );
-    let text = expect_ok(&out);
     // New customers only: 7 pages, 17 requests per purchase session.
     assert!(
         text.contains("e-commerce: 2 purchase sessions (2 new, 0 returning customers), 14 pages"),
@@ -279,10 +268,9 @@ fn replay_of_an_access_log_with_filters() {
     let proxies = dir.path().join("proxies");
     std::fs::write(&proxies, "10.9.9.9\n").unwrap();
     let serve = Serve::start(&["--threads", "1"]);
-    let (out, r) = load(
+    let (text, r) = load(
         &serve,
         "",
-        dir.path(),
         "replay",
         &[
             "--workload",
@@ -295,7 +283,6 @@ fn replay_of_an_access_log_with_filters() {
             "3",
         ],
     );
-    let text = expect_ok(&out);
     assert!(
         text.contains("replay: 5 of 5 sessions and 36 of 36 requests"),
         "{text}"
