@@ -440,7 +440,6 @@ fn serve_stops_gracefully_on_sigterm_with_a_summary() {
     let dir = tempdir();
     let serve = Serve::start(&[]);
     let ca = serve.ca.clone().expect("ephemeral CA");
-    let url = serve.url("/bytes/100");
     let json = dir.path().join("pre.json");
     let (out, _) = serve.load("/bytes/100", &["-c", "1", "-n", "4"], &json, LIMIT);
     expect_ok(&out);

@@ -14,8 +14,7 @@ use std::time::Duration;
 use common::load::load_run;
 use common::nginx;
 use common::{
-    Certs, Proc, assert_no_panic, certs, errors, expect_ok, free_port, load_json, run_tlslab, show,
-    tempdir,
+    Certs, Proc, assert_no_panic, certs, errors, expect_ok, free_port, run_tlslab, show, tempdir,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);

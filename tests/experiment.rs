@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{assert_no_panic, expect_ok, run_tlslab, show};
+use common::{expect_ok, run_tlslab, show};
 use serde_json::Value;
 
 fn doc(dir: &Path) -> Value {

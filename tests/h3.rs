@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::load::load_report;
-use common::{Serve, expect_ok, load_json, num, run_tlslab, show, tempdir};
+use common::{Serve, num, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

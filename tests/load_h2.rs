@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::load::{H2_TWO_CLIENTS_TEN_STREAMS, load_ok};
 use common::nginx;
-use common::{Serve, assert_no_panic, assert_nums, free_port, num, run_tlslab, show, tempdir};
+use common::{Serve, assert_nums, free_port, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::netpath::{netns_exists, root, root_tempdir, serve_across, start, unprivileged};
-use common::{run_tlslab, show, tempdir, tlslab};
+use common::{run_tlslab, show, tlslab};
 use tlslab_path::Path;
 
 const LIMIT: Duration = Duration::from_secs(60);

@@ -26,8 +26,8 @@ mod common;
 
 use std::time::Duration;
 
+use common::experiment_run;
 use common::netpath::{root, root_tempdir};
-use common::{experiment_run, load_json, run_tlslab, show, tempdir};
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_experiment::pin::Placement;

@@ -19,7 +19,7 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use common::netpath::{on_client, on_server, root_tempdir, start, tcp_server};
-use common::{run_tlslab, show, skip_or_fail, tempdir};
+use common::{show, skip_or_fail};
 use tlslab_path::PathHandle;
 
 fn ms(d: Duration) -> f64 {

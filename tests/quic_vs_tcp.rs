@@ -13,7 +13,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::netpath::root_tempdir;
-use common::{experiment_run, load_json, num, run_tlslab, show, tempdir};
+use common::{experiment_run, num};
 
 /// The protocol arithmetic: round trips from a connection's start to the
 /// response's first byte.

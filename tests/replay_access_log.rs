@@ -5,12 +5,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use common::load::replay_on_serve;
-use common::{expect_ok, num, run_tlslab, show, tempdir};
+use common::{expect_ok, num, show, tempdir};
 
-const LIMIT: Duration = Duration::from_secs(60);
 const IPS: usize = 6;
 const LINES: usize = 60;
 const WINDOW: usize = 4;
@@ -92,7 +90,8 @@ fn replay_keeps_per_ip_order_window_and_resumption_as_the_server_saw_them() {
 
     let args = ["--window", &WINDOW.to_string(), "-c", "8"];
     let run = replay_on_serve(dir.path(), "2", &input, &args);
-    let (stdout, report, log) = (expect_ok(&run.out), run.report, run.served_log);
+    let stdout = expect_ok(&run.out);
+    let (out, report, log) = (run.out, run.report, run.served_log);
     let served: Vec<Served> = log.lines().map(|l| parse(l, &by_size)).collect();
 
     // 1. Every request arrived, exactly once, completely.

@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::{Serve, assert_nums, expect_ok, num, run_tlslab, show, tempdir};
+use common::{Serve, assert_nums, expect_ok, load_json, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
