@@ -93,7 +93,7 @@ fn rounds_against_serve_are_stored_and_reported_with_table_2() {
     assert!(stdout.contains("round 3 committed"), "{}", show(&out));
     let r = report_json(&db);
     assert_eq!(r["samples"], 3, "{r:#}");
-    let t = target(&r, &url);
+    let t = target(&r, url);
     assert!(t["errors"].as_object().expect("errors").is_empty(), "{t:#}");
     assert_eq!(t["resumption_offered"], 3, "{t:#}");
     assert_eq!(t["resumption_accepted"], 3, "{t:#}");
@@ -366,7 +366,7 @@ fn a_server_that_refuses_resumption_is_stored_as_refused_without_savings() {
     );
     assert!(expect_ok(&out).contains("(refused)"), "{}", show(&out));
     let r = report_json(&db);
-    let t = target(&r, &url);
+    let t = target(&r, url);
     assert!(t["errors"].as_object().expect("errors").is_empty(), "{t:#}");
     assert_eq!(t["resumption_accepted"], 0, "{t:#}");
     assert!(t["table2"]["ssl_cached_ms"].is_null(), "{t:#}");
