@@ -11,6 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::load::{load_ok_in, load_run, reuse_case, run_json};
 use common::{
     Metrics, Proc, Serve, assert_no_panic, certs, errors, expect_ok, http_get, load_json, num,
     run_tlslab, show, tempdir, tlslab,
@@ -25,14 +26,7 @@ fn load(
     name: &str,
     args: &[&str],
 ) -> (std::process::Output, Option<serde_json::Value>) {
-    let json = dir.join(format!("{name}.json"));
-    let json_s = json.to_str().expect("utf-8 temp path");
-    let mut full = vec!["load"];
-    full.extend_from_slice(args);
-    full.extend(["--json", json_s]);
-    let out = run_tlslab(&full, LIMIT);
-    let report = json.is_file().then(|| load_json(&json));
-    (out, report)
+    load_run(&dir.join(format!("{name}.json")), args, LIMIT)
 }
 
 const HANDSHAKES: &str = "tlslab_handshakes_total";
@@ -90,19 +84,17 @@ fn certs_writes_a_usable_ca_and_chain_for_each_key_type() {
         for tls in ["1.2", "1.3"] {
             let url = serve.url("/health");
             let ca = c.ca.to_str().expect("utf-8");
-            let (out, report) = load(
+            let (_, r) = load_ok_in(
                 dir.path(),
                 &format!("{key_type}-{tls}"),
                 &[&url, "--cacert", ca, "-c", "1", "-n", "3", "--tls", tls],
+                LIMIT,
             );
-            expect_ok(&out);
-            let r = report.expect("load wrote --json");
             assert_eq!(
                 num(&r, "requests/succeeded"),
                 3.0,
                 "{key_type} TLS {tls}: {r:#}"
             );
-            assert!(errors(&r).is_empty(), "{key_type} TLS {tls}: {r:#}");
         }
     }
 }
@@ -217,7 +209,7 @@ fn certs_san_decides_which_name_verifies() {
     assert_no_panic(&out.stderr);
 
     // With the SAN as SNI/verification name it works.
-    let (out, report) = load(
+    let (_, r) = load_ok_in(
         dir.path(),
         "sni",
         &[
@@ -231,10 +223,9 @@ fn certs_san_decides_which_name_verifies() {
             "-n",
             "2",
         ],
+        LIMIT,
     );
-    expect_ok(&out);
-    let r = report.expect("load wrote --json");
-    assert!(errors(&r).is_empty(), "{r:#}");
+
     assert_eq!(num(&r, "requests/succeeded"), 2.0);
 }
 
@@ -254,29 +245,17 @@ fn load_achieves_requested_reuse_and_server_metrics_agree() {
         for reuse in [0u32, 50, 100] {
             let case = format!("TLS {tls} reuse {reuse}%");
             let before = serve.metrics();
-            let (out, report) = load(
+            let (_, r) = load_ok_in(
                 dir.path(),
                 &format!("{tls}-{reuse}"),
                 &[
-                    &url,
-                    "--cacert",
-                    ca,
-                    "-c",
-                    "2",
-                    "-n",
-                    "40",
-                    "--requests-per-conn",
-                    "1",
-                    "--tls",
-                    tls,
-                    "--reuse",
-                    &reuse.to_string(),
-                ],
+                    &[url.as_str(), "--cacert", ca, "-c", "2", "-n", "40"][..],
+                    &reuse_case(tls, &reuse.to_string()),
+                ]
+                .concat(),
+                LIMIT,
             );
-            expect_ok(&out);
-            assert_no_panic(&out.stderr);
-            let r = report.expect("load wrote --json");
-            assert!(errors(&r).is_empty(), "{case}: errors: {r:#}");
+
             assert_eq!(num(&r, "requests/succeeded"), N, "{case}: {r:#}");
 
             let full = num(&r, "handshake/full/count");
@@ -363,10 +342,7 @@ fn plain_http_listener_and_specweb96_fileset_serve_the_same_content() {
     assert_eq!(status, 404);
 
     let url = format!("http://{http}/specweb96/class0_0");
-    let (out, report) = load(dir.path(), "plain", &[&url, "-c", "1", "-n", "5"]);
-    expect_ok(&out);
-    let r = report.expect("load wrote --json");
-    assert!(errors(&r).is_empty(), "{r:#}");
+    let (_, r) = load_ok_in(dir.path(), "plain", &[&url, "-c", "1", "-n", "5"], LIMIT);
     assert_eq!(num(&r, "requests/succeeded"), 5.0);
     assert_eq!(
         num(&r, "handshake/full/count") + num(&r, "handshake/resumed/count"),
@@ -440,22 +416,14 @@ fn garbage_and_truncated_hellos_are_closed_counted_and_survived() {
     // And it still serves.
     let ca = serve.ca.clone().expect("ephemeral CA");
     let url = serve.url("/health");
-    let (out, report) = load(
+    let ca = ca.to_str().expect("utf-8");
+    load_ok_in(
         dir.path(),
         "after",
-        &[
-            &url,
-            "--cacert",
-            ca.to_str().expect("utf-8"),
-            "-c",
-            "1",
-            "-n",
-            "3",
-        ],
+        &[&url, "--cacert", ca, "-c", "1", "-n", "3"],
+        LIMIT,
     );
-    expect_ok(&out);
-    let r = report.expect("load wrote --json");
-    assert!(errors(&r).is_empty(), "{r:#}");
+
     let mut proc = serve.proc;
     assert!(
         proc.try_status().is_none(),
@@ -472,20 +440,8 @@ fn serve_stops_gracefully_on_sigterm_with_a_summary() {
     let dir = tempdir();
     let serve = Serve::start(&[]);
     let ca = serve.ca.clone().expect("ephemeral CA");
-    let url = serve.url("/bytes/100");
-    let (out, _) = load(
-        dir.path(),
-        "pre",
-        &[
-            &url,
-            "--cacert",
-            ca.to_str().expect("utf-8"),
-            "-c",
-            "1",
-            "-n",
-            "4",
-        ],
-    );
+    let json = dir.path().join("pre.json");
+    let (out, _) = serve.load("/bytes/100", &["-c", "1", "-n", "4"], &json, LIMIT);
     expect_ok(&out);
     let start_lines = serve.proc.stdout_lines().len();
     let done = serve.proc.terminate(Duration::from_secs(15));
@@ -664,23 +620,19 @@ fn breakdown_needs_confirmation_and_reports_a_cost_table() {
 
     let dir = tempdir();
     let json = dir.path().join("breakdown.json");
-    let out = run_tlslab(
-        &[
-            "breakdown",
-            "--insecure-ablation",
-            "--cell",
-            "0.3s",
-            "--repeats",
-            "2",
-            "--max-time",
-            "1s",
-            "-c",
-            "4",
-            "--json",
-            json.to_str().expect("utf-8"),
-        ],
-        Duration::from_secs(180),
-    );
+    let args = [
+        "breakdown",
+        "--insecure-ablation",
+        "--cell",
+        "0.3s",
+        "--repeats",
+        "2",
+        "--max-time",
+        "1s",
+        "-c",
+        "4",
+    ];
+    let (out, _) = run_json(&json, &args, Duration::from_secs(180));
     let stdout = expect_ok(&out);
     assert_no_panic(&out.stderr);
     assert!(stdout.contains("Cost table"), "{stdout}");

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::load::load_run;
 use common::{
     Serve, assert_no_panic, errors, free_port, load_json, num, run_tlslab, show, tempdir,
 };
@@ -85,12 +86,9 @@ fn load_exits_1_when_every_response_is_an_http_500() {
     let srv = Http500::start();
     let json = dir.path().join("r.json");
     let url = format!("http://{}/", srv.addr);
-    let out = run_tlslab(
-        &["load", &url, "-c", "2", "-n", "10", "--json", s(&json)],
-        LIMIT,
-    );
+    let (out, r) = load_run(&json, &[&url, "-c", "2", "-n", "10"], LIMIT);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let r = load_json(&json);
+    let r = r.expect("load wrote --json");
     assert_eq!(num(&r, "requests/completed"), 10.0, "{r:#}");
     assert_eq!(num(&r, "requests/succeeded"), 0.0, "{r:#}");
     assert_eq!(errors(&r).get("http_500"), Some(&10), "{r:#}");
@@ -111,12 +109,9 @@ fn load_exits_1_when_every_request_is_unfinished() {
     let silent = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
     let url = format!("http://{}/", silent.local_addr().expect("addr"));
     let json = dir.path().join("r.json");
-    let out = run_tlslab(
-        &["load", &url, "-c", "2", "-d", "1s", "--json", s(&json)],
-        LIMIT,
-    );
+    let (out, r) = load_run(&json, &[&url, "-c", "2", "-d", "1s"], LIMIT);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let r = load_json(&json);
+    let r = r.expect("load wrote --json");
     assert_eq!(num(&r, "requests/attempted"), 0.0, "{r:#}");
     assert_eq!(num(&r, "requests/unfinished"), 2.0, "{r:#}");
     assert!(
@@ -165,13 +160,19 @@ fn max_error_rate_gates_the_exit_code_and_says_the_rate() {
 /// Runs `args`; asserts exit 2 within a few seconds (no run was made) and
 /// that stderr mentions `want`.
 fn usage_error(args: &[&str], want: &str) {
+    fails_fast(args, 2, want, Duration::from_secs(5));
+}
+
+/// Runs `args`; asserts exit `code` within `bound` (before any real work),
+/// no panic, and that stderr mentions `want`.
+fn fails_fast(args: &[&str], code: i32, want: &str, bound: Duration) {
     let t0 = Instant::now();
     let out = run_tlslab(args, LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", show(&out));
     let err = stderr(&out);
     assert!(err.contains(want), "{args:?}: want {want:?} in: {err}");
     assert!(
-        t0.elapsed() < Duration::from_secs(5),
+        t0.elapsed() < bound,
         "{args:?} took {:?}: a usage error must come before any work",
         t0.elapsed()
     );
@@ -290,7 +291,7 @@ fn access_log_lines_are_capped_and_an_endless_line_stops() {
     );
     std::fs::write(&log, text).expect("write log");
     let json = dir.path().join("r.json");
-    let replay = |extra: &[&str]| {
+    let replay_of = |log: &str, extra: &[&str]| {
         let mut args = vec![
             "load",
             &base,
@@ -299,13 +300,12 @@ fn access_log_lines_are_capped_and_an_endless_line_stops() {
             "--workload",
             "replay",
             "--access-log",
-            s(&log),
-            "--json",
-            s(&json),
+            log,
         ];
         args.extend_from_slice(extra);
         run_tlslab(&args, LIMIT)
     };
+    let replay = |extra: &[&str]| replay_of(s(&log), &[&["--json", s(&json)][..], extra].concat());
     // The over-long line is skipped, counted and named with its reason.
     let out = replay(&[]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -325,19 +325,7 @@ fn access_log_lines_are_capped_and_an_endless_line_stops() {
 
     // /dev/zero: one endless line. It stops at once, in bounded memory.
     let t0 = Instant::now();
-    let out = run_tlslab(
-        &[
-            "load",
-            &base,
-            "--cacert",
-            s(&ca),
-            "--workload",
-            "replay",
-            "--access-log",
-            "/dev/zero",
-        ],
-        LIMIT,
-    );
+    let out = replay_of("/dev/zero", &[]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let err = stderr(&out);
     assert!(
@@ -392,17 +380,7 @@ fn other_user_files_are_read_with_a_size_cap() {
         ),
     ];
     for (args, code, want) in cases {
-        let t0 = Instant::now();
-        let out = run_tlslab(&args, LIMIT);
-        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", show(&out));
-        let err = stderr(&out);
-        assert!(err.contains(want), "{args:?}: want {want:?} in: {err}");
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "{args:?}: {:?}",
-            t0.elapsed()
-        );
-        assert_no_panic(&out.stderr);
+        fails_fast(&args, code, want, Duration::from_secs(10));
     }
     assert!(!html.exists());
 }
@@ -416,22 +394,10 @@ fn load_backs_off_a_closed_port_and_reports_the_refusals() {
     let dir = tempdir();
     let json = dir.path().join("r.json");
     let url = format!("https://127.0.0.1:{}/", free_port());
-    let out = run_tlslab(
-        &[
-            "load",
-            &url,
-            "--insecure",
-            "-c",
-            "4",
-            "-d",
-            "2s",
-            "--json",
-            s(&json),
-        ],
-        LIMIT,
-    );
+    let args = [url.as_str(), "--insecure", "-c", "4", "-d", "2s"];
+    let (out, r) = load_run(&json, &args, LIMIT);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let r = load_json(&json);
+    let r = r.expect("load wrote --json");
     let attempted = num(&r, "requests/attempted");
     // With the 10 ms base, 4 clients make about 60 attempts in 2 s; a
     // tight loop made tens of thousands.
@@ -449,23 +415,13 @@ fn load_backs_off_a_closed_port_and_reports_the_refusals() {
         "{text}"
     );
     // --retry-backoff 0 restores the tight loop (for comparison).
-    let out = run_tlslab(
-        &[
-            "load",
-            &url,
-            "--insecure",
-            "-c",
-            "1",
-            "-d",
-            "500ms",
-            "--retry-backoff",
-            "0",
-            "--json",
-            s(&json),
-        ],
+    let args = [url.as_str(), "--insecure", "-c", "1", "-d", "500ms"];
+    let (out, r) = load_run(
+        &json,
+        &[&args[..], &["--retry-backoff", "0"]].concat(),
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let tight = num(&load_json(&json), "requests/attempted");
+    let tight = num(&r.expect("load wrote --json"), "requests/attempted");
     assert!(tight > 200.0, "without backoff: {tight} attempts in 0.5 s");
 }

@@ -11,10 +11,10 @@ mod common;
 
 use std::time::Duration;
 
+use common::load::load_run;
 use common::nginx;
 use common::{
-    Certs, Proc, assert_no_panic, certs, errors, expect_ok, free_port, load_json, run_tlslab, show,
-    tempdir,
+    Certs, Proc, assert_no_panic, certs, errors, expect_ok, free_port, run_tlslab, show, tempdir,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -56,22 +56,8 @@ fn refused_target_is_reported_not_fatal() {
     let dir = tempdir();
     let url = format!("https://127.0.0.1:{}/", free_port());
     let json = dir.path().join("refused.json");
-    let json_s = json.to_str().expect("utf-8 temp path");
-    let out = run_tlslab(
-        &[
-            "load",
-            &url,
-            "--insecure",
-            "-c",
-            "1",
-            "-n",
-            "3",
-            "--json",
-            json_s,
-        ],
-        LIMIT,
-    );
-    let report = json.is_file().then(|| load_json(&json));
+    let args = [url.as_str(), "--insecure", "-c", "1", "-n", "3"];
+    let (out, report) = load_run(&json, &args, LIMIT);
     // Every request failed → exit 1, but the run completed and reported.
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert_no_panic(&out.stderr);
@@ -207,14 +193,7 @@ fn conflicting_flags_are_usage_errors() {
         ),
     ];
     for (why, args) in cases {
-        let out = run_tlslab(&args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(why),
-            "{args:?}: a usage error must say why (mention {why}): {}",
-            show(&out)
-        );
-        assert_no_panic(&out.stderr);
+        common::assert_usage_error(&args, why, LIMIT);
     }
 }
 

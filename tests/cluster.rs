@@ -48,6 +48,25 @@ fn run_cluster(dir: &Path, args: &[&str]) -> (String, serde_json::Value) {
     (text, load_json(&json))
 }
 
+/// The suites with an outside peer: `None` (a skip, see
+/// [`common::require`]) without `peer`; else [`run_cluster`] at 80 % reuse,
+/// 3 s cells, TLS 1.2 IDs and TLS 1.3 tickets, plus `args`.
+fn peer_cluster(peer: &str, args: &[&str]) -> Option<(String, serde_json::Value)> {
+    if !require(peer) {
+        return None;
+    }
+    let dir = tempdir();
+    let at_80 = [
+        "--reuse",
+        "80",
+        "--cell",
+        "3s",
+        "--mechanism",
+        "tls12-id,tls13-ticket",
+    ];
+    Some(run_cluster(dir.path(), &[&at_80[..], args].concat()))
+}
+
 /// Session-aware routing at 80 % reuse sends ≥ 99 % of resumption attempts
 /// to the node that holds the session and resumes about the requested
 /// share; round-robin resumes clearly less; each cell's figures are there
@@ -129,21 +148,11 @@ fn bad_flags_are_usage_errors() {
 #[test]
 #[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn sharing_arms_resume_across_nodes() {
-    if !require("redis-server") {
-        return;
-    }
-    let dir = tempdir();
-    let (text, report) = run_cluster(
-        dir.path(),
+    let Some((text, report)) = peer_cluster(
+        "redis-server",
         &[
-            "--reuse",
-            "80",
-            "--cell",
-            "3s",
             "--policy",
             "round-robin",
-            "--mechanism",
-            "tls12-id,tls13-ticket",
             "--sharing",
             "none,redis-cache,shared-ticket-keys",
             // Sharing, not the GET bound, is under test here (tests/redis.rs
@@ -151,7 +160,9 @@ fn sharing_arms_resume_across_nodes() {
             "--redis-timeout",
             "100ms",
         ],
-    );
+    ) else {
+        return;
+    };
     assert!(text.contains("rr+redis-cache"), "{text}");
     for (m, arm) in [
         ("tls12-id", "round-robin+redis-cache"),
@@ -182,27 +193,17 @@ fn sharing_arms_resume_across_nodes() {
 #[test]
 #[ignore = "needs nginx; .ci/run runs it with --ignored"]
 fn nginx_nodes() {
-    if !require("nginx") {
-        return;
-    }
-    let dir = tempdir();
-    let (_, report) = run_cluster(
-        dir.path(),
+    let Some((_, report)) = peer_cluster(
+        "nginx",
         &[
-            "--nodes",
-            "nginx",
-            "--reuse",
-            "80",
-            "--cell",
-            "3s",
-            "--mechanism",
-            "tls12-id,tls13-ticket",
+            "--nodes", "nginx",
             // nginx's ssl_ecdh_curve, spelled for OpenSSL: nginx refuses
             // to start on a name it does not know.
-            "--groups",
-            "x25519",
+            "--groups", "x25519",
         ],
-    );
+    ) else {
+        return;
+    };
     assert_eq!(report["node_kind"], "nginx");
     assert_eq!(report["groups"], serde_json::json!(["x25519"]));
     for m in ["tls12-id", "tls13-ticket"] {
@@ -224,23 +225,9 @@ fn nginx_nodes() {
 #[test]
 #[ignore = "needs haproxy; .ci/run runs it with --ignored"]
 fn haproxy_dispatcher() {
-    if !require("haproxy") {
+    let Some((_, report)) = peer_cluster("haproxy", &["--dispatcher", "haproxy"]) else {
         return;
-    }
-    let dir = tempdir();
-    let (_, report) = run_cluster(
-        dir.path(),
-        &[
-            "--dispatcher",
-            "haproxy",
-            "--reuse",
-            "80",
-            "--cell",
-            "3s",
-            "--mechanism",
-            "tls12-id,tls13-ticket",
-        ],
-    );
+    };
     assert_eq!(report["dispatcher"], "haproxy");
     let se = cell(&report, "tls12-id", "session", 0.8);
     let rr = cell(&report, "tls12-id", "round-robin", 0.8);

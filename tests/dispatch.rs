@@ -14,6 +14,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use common::load::load_report;
 use common::{
     Proc, Serve, expect_ok, http_get, load_json, num, run_tlslab, tempdir, tlslab, url_addr,
 };
@@ -104,29 +105,10 @@ fn nodes(args: &[&str]) -> Vec<Serve> {
     (0..3).map(|_| Serve::start(args)).collect()
 }
 
-/// Loads through the dispatcher: 300 one-request connections, 90 % reuse.
-fn load(d: &Dispatch, tls: &str, resume: &str) -> String {
-    let url = format!("https://{}/health", d.listen);
-    let out = run_tlslab(
-        &[
-            "load",
-            &url,
-            "-c",
-            "4",
-            "-n",
-            "300",
-            "--reuse",
-            "90",
-            "--insecure",
-            "--tls",
-            tls,
-            "--resume-with",
-            resume,
-            "--no-progress",
-        ],
-        LIMIT,
-    );
-    expect_ok(&out)
+/// Loads through the dispatcher: 300 one-request connections, 90 % reuse
+/// (see [`load_at`]).
+fn load(d: &Dispatch, tls: &str, resume: &str) {
+    load_at(d.listen, tls, resume, 90, 300, &[]);
 }
 
 fn efficiency(serve: &[&str], tls: &str, resume: &str, policy: &str) -> f64 {
@@ -340,7 +322,6 @@ fn load_at(
     let url = format!("https://{target}/health");
     let (reuse, n) = (reuse.to_string(), n.to_string());
     let mut args = vec![
-        "load",
         url.as_str(),
         "-c",
         "4",
@@ -354,12 +335,9 @@ fn load_at(
         "--resume-with",
         resume,
         "--no-progress",
-        "--json",
-        json.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    expect_ok(&run_tlslab(&args, LIMIT));
-    load_json(&json)
+    load_report(&json, &args, LIMIT)
 }
 
 /// `serve --node-tag` prints the SHA-256 prefix; with it, TLS 1.2 session

@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{
-    Metrics, Proc, Serve, assert_no_panic, bin, expect_ok, http_get, load_json, num,
+    Metrics, Proc, Serve, assert_no_panic, assert_nums, bin, expect_ok, http_get, load_json, num,
     parse_serve_line, run_tlslab, show, tempdir, tlslab, url_addr,
 };
 
@@ -626,8 +626,13 @@ fn replay_shards_split_client_ips_and_merge_to_the_whole_log() {
     assert!(agent_of_ip.len() == IPS, "{agent_of_ip:?}");
     let (out, merged) = merge(dir.path(), &dirs, &[]);
     expect_ok(&out);
-    assert_eq!(num(&merged, "requests/attempted"), LINES as f64);
-    assert_eq!(num(&merged, "replay/log_requests"), LINES as f64);
-    assert_eq!(num(&merged, "replay/log_sessions"), IPS as f64);
-    assert_eq!(num(&merged, "replay/requests_replayed"), LINES as f64);
+    assert_nums(
+        &merged,
+        &[
+            ("requests/attempted", LINES as f64),
+            ("replay/log_requests", LINES as f64),
+            ("replay/log_sessions", IPS as f64),
+            ("replay/requests_replayed", LINES as f64),
+        ],
+    );
 }

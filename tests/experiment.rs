@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{assert_no_panic, expect_ok, run_tlslab, show};
+use common::{expect_ok, run_tlslab, show};
 use serde_json::Value;
 
 fn doc(dir: &Path) -> Value {
@@ -226,21 +226,9 @@ fn a_matrix_runs_interleaved_and_an_interrupted_run_resumes_without_rerunning_ce
 fn seed004_handshake_quick_measures_bytes_round_trips_and_the_response_time_model() {
     let tmp = common::tempdir();
     let dir = tmp.path().join("s4");
-    let out = run_tlslab(
-        &[
-            "experiment",
-            "run",
-            "seed004-handshake",
-            "--quick",
-            "--out",
-            dir.to_str().unwrap(),
-        ],
-        Duration::from_secs(360),
-    );
-    let stdout = expect_ok(&out);
-    assert_no_panic(&out.stderr);
+    let args = ["seed004-handshake", "--quick"];
+    let (stdout, d) = common::experiment_run(&args, &dir, Duration::from_secs(360));
     assert!(stdout.contains("Paper against today"), "{stdout}");
-    let d = doc(&dir);
     assert_eq!(d["complete"], true);
     assert_eq!(d["quick"], true);
     let env = &d["environment"];

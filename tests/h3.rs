@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::{Serve, expect_ok, load_json, num, run_tlslab, show, tempdir};
+use common::load::load_report;
+use common::{Serve, num, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -16,39 +16,26 @@ fn serve() -> Serve {
     Serve::start(&["--tickets", "off", "--max-early-data", "16384", "--h3"])
 }
 
-fn load(s: &Serve, dir: &Path, name: &str, extra: &[&str]) -> serde_json::Value {
-    load_path(s, dir, name, "/bytes/100", extra)
+fn load(s: &Serve, name: &str, extra: &[&str]) -> serde_json::Value {
+    load_path(s, name, "/bytes/100", extra)
 }
 
-fn load_path(s: &Serve, dir: &Path, name: &str, path: &str, extra: &[&str]) -> serde_json::Value {
-    let json = dir.join(format!("{name}.json"));
+/// `tlslab load URL(path) --h3 --cacert CA EXTRA`, which must succeed;
+/// its report (written in a temporary directory).
+fn load_path(s: &Serve, name: &str, path: &str, extra: &[&str]) -> serde_json::Value {
+    let dir = tempdir();
+    let json = dir.path().join(format!("{name}.json"));
     let url = s.url(path);
     let ca = s.ca.as_ref().expect("an ephemeral CA").to_str().unwrap();
-    let mut args = vec![
-        "load",
-        &url,
-        "--h3",
-        "--cacert",
-        ca,
-        "--no-progress",
-        "--json",
-        json.to_str().unwrap(),
-    ];
+    let mut args = vec![url.as_str(), "--h3", "--cacert", ca, "--no-progress"];
     args.extend_from_slice(extra);
-    expect_ok(&run_tlslab(&args, LIMIT));
-    load_json(&json)
+    load_report(&json, &args, LIMIT)
 }
 
 #[test]
 fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
     let s = serve();
-    let dir = tempdir();
-    let r = load(
-        &s,
-        dir.path(),
-        "reuse",
-        &["--reuse", "50", "-c", "2", "-n", "240"],
-    );
+    let r = load(&s, "reuse", &["--reuse", "50", "-c", "2", "-n", "240"]);
     assert_eq!(r["transport"]["name"], "quic", "{r:#}");
     assert_eq!(r["http"]["protocol"], "h3", "{r:#}");
     let full = num(&r, "transport/full/count");
@@ -88,10 +75,8 @@ fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
 #[test]
 fn zero_rtt_is_accepted_and_counted_on_both_sides() {
     let s = serve();
-    let dir = tempdir();
     let r = load(
         &s,
-        dir.path(),
         "early",
         &["--reuse", "100", "--early-data", "-c", "1", "-n", "40"],
     );
@@ -185,13 +170,7 @@ fn bad_quic_flags_are_usage_errors() {
         ),
     ];
     for (args, why) in cases {
-        let out = run_tlslab(args, Duration::from_secs(30));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(why),
-            "{args:?}: must mention {why}: {}",
-            show(&out)
-        );
+        common::assert_usage_error(args, why, Duration::from_secs(30));
     }
 }
 
@@ -200,10 +179,8 @@ fn handshake_bytes_and_datagrams_are_the_handshakes_not_the_response() {
     // Regression: they were read after the first response, so a 200 kB
     // body counted as handshake bytes.
     let s = serve();
-    let dir = tempdir();
     let r = load_path(
         &s,
-        dir.path(),
         "big",
         "/bytes/200000",
         &["--reuse", "50", "-c", "1", "-n", "4"],
@@ -237,10 +214,8 @@ fn handshake_bytes_and_datagrams_are_the_handshakes_not_the_response() {
 #[test]
 fn h3_open_loop_arrives_at_the_rate_and_reports_like_tcp() {
     let s = serve();
-    let dir = tempdir();
     let r = load(
         &s,
-        dir.path(),
         "open",
         &["--rate", "100", "-d", "2s", "-c", "4", "--reuse", "50"],
     );
@@ -274,10 +249,8 @@ fn h3_open_loop_arrives_at_the_rate_and_reports_like_tcp() {
 #[test]
 fn h3_binds_to_the_source_ip() {
     let s = serve();
-    let dir = tempdir();
     let r = load(
         &s,
-        dir.path(),
         "src",
         &["--source-ip", "127.0.0.1", "-c", "2", "-n", "6"],
     );
@@ -287,15 +260,9 @@ fn h3_binds_to_the_source_ip() {
 #[test]
 fn warm_up_requests_do_not_spend_the_request_budget_as_over_tcp() {
     let s = serve();
-    let dir = tempdir();
     // 0.5 s of warm-up on loopback is hundreds of requests: taken from -n
     // (the old behaviour), none of the 40 would be measured.
-    let r = load(
-        &s,
-        dir.path(),
-        "warmup",
-        &["-c", "2", "-n", "40", "--warmup", "500ms"],
-    );
+    let r = load(&s, "warmup", &["-c", "2", "-n", "40", "--warmup", "500ms"]);
     assert_eq!(num(&r, "requests/attempted"), 40.0, "{r:#}");
     assert_eq!(num(&r, "requests/succeeded"), 40.0, "{r:#}");
     // Every measured request had its own connection (one per request).
@@ -311,7 +278,6 @@ fn warm_up_requests_do_not_spend_the_request_budget_as_over_tcp() {
     // Keep-alive with -m 2: the same budget, on connections kept open.
     let r = load(
         &s,
-        dir.path(),
         "warmup-ka",
         &[
             "-c",

@@ -7,6 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::load::load_run;
 use common::{
     Proc, Serve, expect_ok, free_port, have, run, run_tlslab, skip_or_fail, tempdir, tool,
 };
@@ -59,6 +60,24 @@ fn gtlsclient_resumes_against_serve_h3() {
     );
 }
 
+/// `tlslab load https://localhost:PORT{path} --h3 --cacert DIR/certs/ca.pem
+/// EXTRA -c 1` against a peer, which must succeed; its stdout and report.
+fn load_h3_peer(
+    dir: &std::path::Path,
+    port: &str,
+    path: &str,
+    extra: &[&str],
+) -> (String, serde_json::Value) {
+    let url = format!("https://localhost:{port}{path}");
+    let ca = dir.join("certs").join("ca.pem");
+    let mut args = vec![url.as_str(), "--h3", "--cacert", ca.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend(["-c", "1", "--no-progress"]);
+    let (out, r) = load_run(&dir.join("r.json"), &args, LIMIT);
+    let text = expect_ok(&out);
+    (text, r.expect("load wrote --json"))
+}
+
 /// `load --h3` against `gtlsserver` completes, and resumes as asked.
 #[test]
 #[ignore = "needs gtlsserver (apt-get install ngtcp2-server); run by .ci/run"]
@@ -95,31 +114,8 @@ fn load_h3_completes_against_gtlsserver() {
     while Instant::now() < ready {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let json = dir.path().join("r.json");
-    let url = format!("https://localhost:{port}/f.bin");
-    let ca = certs.join("ca.pem");
-    let out = run_tlslab(
-        &[
-            "load",
-            &url,
-            "--h3",
-            "--cacert",
-            ca.to_str().unwrap(),
-            "--reuse",
-            "50",
-            "-n",
-            "20",
-            "-c",
-            "1",
-            "--no-progress",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        LIMIT,
-    );
-    let text = expect_ok(&out);
+    let (text, r) = load_h3_peer(dir.path(), &port, "/f.bin", &["--reuse", "50", "-n", "20"]);
     drop(server);
-    let r = common::load_json(&json);
     assert_eq!(common::num(&r, "requests/succeeded"), 20.0, "{text}");
     assert_eq!(common::num(&r, "transport/resumed/count"), 10.0, "{text}");
 }
@@ -195,30 +191,8 @@ fn load_h3_zero_rtt_against_aioquic_server() {
         "{}",
         server.describe()
     );
-    let json = dir.path().join("r.json");
-    let url = format!("https://localhost:{port}/x");
-    let ca = certs.join("ca.pem");
-    let text = expect_ok(&run_tlslab(
-        &[
-            "load",
-            &url,
-            "--h3",
-            "--cacert",
-            ca.to_str().unwrap(),
-            "--reuse",
-            "100",
-            "--early-data",
-            "-n",
-            "10",
-            "-c",
-            "1",
-            "--no-progress",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        LIMIT,
-    ));
-    let r = common::load_json(&json);
+    let extra = ["--reuse", "100", "--early-data", "-n", "10"];
+    let (text, r) = load_h3_peer(dir.path(), &port, "/x", &extra);
     assert_eq!(common::num(&r, "requests/succeeded"), 10.0, "{text}");
     assert_eq!(common::num(&r, "transport/zero_rtt/count"), 9.0, "{text}");
     assert_eq!(

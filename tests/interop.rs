@@ -11,12 +11,13 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::load::{H2_TWO_CLIENTS_TEN_STREAMS, load_ok, load_run, reuse_case};
 use common::nginx::Nginx;
 use common::peers::{h2load_protocol, parse_h2load, s_client_sessions};
 use common::{
-    Metrics, Serve, assert_no_panic, certs, errors, expect_ok, load_json, num, run, run_tlslab,
+    Metrics, Serve, assert_no_panic, certs, errors, expect_ok, num, run, run_tlslab,
     run_with_input, show, tempdir, tool,
 };
 
@@ -53,31 +54,17 @@ fn nginx_reuse_matches_access_log(tickets: bool) {
             // A distinct query string per case separates the cases in one log.
             let uri = format!("/4k.bin?tickets={t}&tls={tls}&reuse={reuse}");
             let json = dir.path().join(format!("{t}-{tls}-{reuse}.json"));
-            let out = run_tlslab(
+            let (url, n) = (nginx.url(&uri), N.to_string());
+            let (_, r) = load_ok(
+                &json,
                 &[
-                    "load",
-                    &nginx.url(&uri),
-                    "--cacert",
-                    s(&c.ca),
-                    "-c",
-                    "4",
-                    "-n",
-                    &N.to_string(),
-                    "--requests-per-conn",
-                    "1",
-                    "--tls",
-                    tls,
-                    "--reuse",
-                    &reuse.to_string(),
-                    "--json",
-                    s(&json),
-                ],
+                    &[url.as_str(), "--cacert", s(&c.ca), "-c", "4", "-n", &n][..],
+                    &reuse_case(tls, &reuse.to_string()),
+                ]
+                .concat(),
+                &case,
                 LIMIT,
             );
-            expect_ok(&out);
-            assert_no_panic(&out.stderr);
-            let r = load_json(&json);
-            assert!(errors(&r).is_empty(), "{case}: {r:#}");
             assert_eq!(num(&r, "requests/succeeded"), N as f64, "{case}: {r:#}");
             let requested = num(&r, "reuse/requested");
             let achieved = num(&r, "reuse/achieved");
@@ -88,12 +75,7 @@ fn nginx_reuse_matches_access_log(tickets: bool) {
 
             // nginx logs a request when it completes, before the client has
             // the last byte; still, allow the log a moment.
-            let deadline = Instant::now() + Duration::from_secs(3);
-            let mut lines = nginx.log_for(&uri);
-            while lines.len() < N && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-                lines = nginx.log_for(&uri);
-            }
+            let lines = nginx.log_for_at_least(&uri, N);
             assert_eq!(
                 lines.len(),
                 N,
@@ -257,38 +239,20 @@ fn openssl_s_client_sess_out_in_resumes_tls13() {
         let sess = dir.path().join("sess.pem");
         let req = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
 
-        let first = s_client(
-            &serve,
-            &ca,
-            &["-tls1_3", "-ign_eof", "-sess_out", s(&sess)],
-            req,
-        );
-        assert_eq!(
-            s_client_sessions(&first),
-            [(false, "TLSv1.3".to_string())],
-            "tickets {tickets}: {first}"
-        );
-        assert!(first.contains("HTTP/1.1 200"), "tickets {tickets}: {first}");
-        assert!(
-            sess.is_file(),
-            "tickets {tickets}: s_client wrote no session"
-        );
-
-        let second = s_client(
-            &serve,
-            &ca,
-            &["-tls1_3", "-ign_eof", "-sess_in", s(&sess)],
-            req,
-        );
-        assert_eq!(
-            s_client_sessions(&second),
-            [(true, "TLSv1.3".to_string())],
-            "tickets {tickets}: {second}"
-        );
-        assert!(
-            second.contains("HTTP/1.1 200"),
-            "tickets {tickets}: {second}"
-        );
+        // The first connection saves its session, the second resumes it.
+        for (flag, resumed) in [("-sess_out", false), ("-sess_in", true)] {
+            let out = s_client(&serve, &ca, &["-tls1_3", "-ign_eof", flag, s(&sess)], req);
+            assert_eq!(
+                s_client_sessions(&out),
+                [(resumed, "TLSv1.3".to_string())],
+                "tickets {tickets}: {out}"
+            );
+            assert!(out.contains("HTTP/1.1 200"), "tickets {tickets}: {out}");
+            assert!(
+                sess.is_file(),
+                "tickets {tickets}: s_client wrote no session"
+            );
+        }
 
         let (m, text) = serve.metrics_until(|m| handshakes(m, "1.3", "resumed") >= 1.0);
         assert_eq!(
@@ -364,19 +328,24 @@ fn nginx_on_fileset(dir: &Path, c: &common::Certs, fileset: &[&str]) -> Nginx {
     Nginx::start(&prefix, c, true)
 }
 
-/// Runs `tlslab load` with `args` and `--json`, expecting success, and
-/// returns the report.
-fn load_ok(dir: &Path, name: &str, args: &[&str]) -> serde_json::Value {
+/// Starts nginx on `tlslab fileset FILESET` ([`nginx_on_fileset`]) and
+/// runs `tlslab load URL --cacert CA LOAD --json DIR/NAME.json` against
+/// it, expecting success (see [`common::load::load_ok`]); returns nginx
+/// and the report.
+fn load_on_fileset(
+    dir: &Path,
+    c: &common::Certs,
+    name: &str,
+    fileset: &[&str],
+    load: &[&str],
+) -> (Nginx, serde_json::Value) {
+    let nginx = nginx_on_fileset(dir, c, fileset);
+    let url = nginx.url("");
+    let mut args = vec![url.as_str(), "--cacert", s(&c.ca)];
+    args.extend_from_slice(load);
     let json = dir.join(format!("{name}.json"));
-    let mut argv = vec!["load"];
-    argv.extend_from_slice(args);
-    argv.extend_from_slice(&["--json", s(&json)]);
-    let out = run_tlslab(&argv, LIMIT);
-    expect_ok(&out);
-    assert_no_panic(&out.stderr);
-    let r = load_json(&json);
-    assert!(errors(&r).is_empty(), "{name}: {r:#}");
-    r
+    let (_, r) = load_ok(&json, &args, name, LIMIT);
+    (nginx, r)
 }
 
 /// The multiset of `items`, for order-free comparison.
@@ -396,22 +365,9 @@ fn nginx_serves_the_specweb96_workload_from_fileset() {
     const N: usize = 200;
     let dir = tempdir();
     let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
-    let nginx = nginx_on_fileset(dir.path(), &c, &[]);
-    let r = load_ok(
-        dir.path(),
-        "specweb96",
-        &[
-            &nginx.url(""),
-            "--cacert",
-            s(&c.ca),
-            "--workload",
-            "specweb96",
-            "-c",
-            "4",
-            "-n",
-            &N.to_string(),
-        ],
-    );
+    let n = N.to_string();
+    let load = ["--workload", "specweb96", "-c", "4", "-n", &n];
+    let (nginx, r) = load_on_fileset(dir.path(), &c, "specweb96", &[], &load);
     assert_eq!(num(&r, "requests/succeeded"), N as f64, "{r:#}");
 
     let lines = nginx.log_at_least(N);
@@ -449,28 +405,9 @@ fn nginx_serves_the_ecommerce_workload_from_fileset() {
     )
     .expect("write model");
     let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
-    let nginx = nginx_on_fileset(
-        dir.path(),
-        &c,
-        &["--workload", "ecommerce", "--workload-config", s(&model)],
-    );
-    let r = load_ok(
-        dir.path(),
-        "ecommerce",
-        &[
-            &nginx.url(""),
-            "--cacert",
-            s(&c.ca),
-            "--workload",
-            "ecommerce",
-            "--workload-config",
-            s(&model),
-            "-c",
-            "3",
-            "-n",
-            "150",
-        ],
-    );
+    let workload = ["--workload", "ecommerce", "--workload-config", s(&model)];
+    let load = [&workload[..], &["-c", "3", "-n", "150"]].concat();
+    let (nginx, r) = load_on_fileset(dir.path(), &c, "ecommerce", &workload, &load);
     let n = num(&r, "requests/succeeded") as usize;
     assert_eq!(n, 150, "{r:#}");
     let sessions = num(&r, "ecommerce/sessions");
@@ -532,28 +469,9 @@ fn nginx_serves_a_replayed_access_log_from_fileset() {
     }
     std::fs::write(&log, text).expect("write log");
     let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
-    let nginx = nginx_on_fileset(
-        dir.path(),
-        &c,
-        &["--workload", "replay", "--access-log", s(&log)],
-    );
-    let r = load_ok(
-        dir.path(),
-        "replay",
-        &[
-            &nginx.url(""),
-            "--cacert",
-            s(&c.ca),
-            "--workload",
-            "replay",
-            "--access-log",
-            s(&log),
-            "--replay-paths",
-            "original",
-            "-c",
-            "3",
-        ],
-    );
+    let workload = ["--workload", "replay", "--access-log", s(&log)];
+    let load = [&workload[..], &["--replay-paths", "original", "-c", "3"]].concat();
+    let (nginx, r) = load_on_fileset(dir.path(), &c, "replay", &workload, &load);
     assert_eq!(num(&r, "requests/succeeded"), N as f64, "{r:#}");
 
     let lines = nginx.log_at_least(N);
@@ -607,49 +525,24 @@ fn nginx_http2_log_shows_load_h2_requests_protocol_and_connections() {
     for (k, want) in [("0", 2..=2usize), ("50", 4..=5)] {
         let uri = format!("/4k.bin?k={k}");
         let json = dir.path().join(format!("h2-{k}.json"));
-        let out = run_tlslab(
+        let url = nginx.url(&uri);
+        let (_, r) = load_ok(
+            &json,
             &[
-                "load",
-                &nginx.url(&uri),
-                "--cacert",
-                s(&c.ca),
-                "--h2",
-                "-c",
-                "2",
-                "-m",
-                "10",
-                "-n",
-                "200",
-                "--requests-per-conn",
-                k,
-                "--json",
-                s(&json),
-            ],
+                &[url.as_str(), "--cacert", s(&c.ca)][..],
+                &H2_TWO_CLIENTS_TEN_STREAMS,
+                &["--requests-per-conn", k],
+            ]
+            .concat(),
+            &format!("K={k}"),
             LIMIT,
         );
-        expect_ok(&out);
-        assert_no_panic(&out.stderr);
-        let r = load_json(&json);
-        assert!(errors(&r).is_empty(), "K={k}: {r:#}");
         assert_eq!(num(&r, "requests/succeeded"), 200.0, "K={k}: {r:#}");
         let conns = num(&r, "http/connections") as usize;
         assert!(want.contains(&conns), "K={k}: {r:#}");
 
         // nginx logs a request when it completes: poll until all are in.
-        let deadline = Instant::now() + Duration::from_secs(3);
-        let mut lines = Vec::new();
-        while Instant::now() < deadline {
-            lines = nginx
-                .config
-                .h2_lines()
-                .into_iter()
-                .filter(|l| l.3 == uri)
-                .collect();
-            if lines.len() >= 200 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let lines = nginx.h2_lines_for(&uri, 200);
         assert_eq!(
             lines.len(),
             200,
@@ -668,23 +561,15 @@ fn nginx_http2_log_shows_load_h2_requests_protocol_and_connections() {
     // nginx without HTTP/2 refuses a client that offers only h2.
     let plain = Nginx::start(&dir.path().join("nginx-h1"), &c, true);
     let json = dir.path().join("h1-only.json");
-    let out = run_tlslab(
-        &[
-            "load",
-            &plain.url("/4k.bin"),
-            "--cacert",
-            s(&c.ca),
-            "--h2",
-            "-n",
-            "5",
-            "--json",
-            s(&json),
-        ],
+    let url = plain.url("/4k.bin");
+    let (out, r) = load_run(
+        &json,
+        &[&url, "--cacert", s(&c.ca), "--h2", "-n", "5"],
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert_no_panic(&out.stderr);
-    let r = load_json(&json);
+    let r = r.expect("load wrote --json");
     let e = errors(&r);
     assert_eq!(e.values().sum::<u64>(), 5, "{r:#}");
     assert!(

@@ -9,27 +9,22 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::load::{H2_TWO_CLIENTS_TEN_STREAMS, load_ok};
 use common::nginx;
-use common::{
-    Serve, assert_no_panic, errors, expect_ok, free_port, load_json, num, run_tlslab, show, tempdir,
-};
+use common::{Serve, assert_nums, free_port, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// The access log's lines once it holds `n` (≤ 3 s: serve flushes it
 /// within 100 ms).
 fn access_log(path: &Path, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
+    let read = || {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(String::from).collect();
-        if lines.len() >= n || Instant::now() >= deadline {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        text.lines().map(String::from).collect::<Vec<_>>()
+    };
+    common::poll(Duration::from_secs(3), read, |l| l.len() >= n)
 }
 
 #[test]
@@ -40,40 +35,26 @@ fn load_h2_two_clients_ten_streams_two_connections_server_logs_http2() {
     let ca = serve.ca.clone().expect("ephemeral CA path");
     let json = dir.path().join("h2.json");
     let csv = dir.path().join("h2.csv");
-    let out = run_tlslab(
-        &[
-            "load",
-            &serve.url("/bytes/512"),
-            "--cacert",
-            ca.to_str().expect("utf-8"),
-            "--h2",
-            "-c",
-            "2",
-            "-m",
-            "10",
-            "-n",
-            "200",
-            "--requests-per-conn",
-            "0",
-            "--json",
-            json.to_str().expect("utf-8"),
-            "--log",
-            csv.to_str().expect("utf-8"),
-        ],
-        LIMIT,
-    );
-    let stdout = expect_ok(&out);
-    assert_no_panic(&out.stderr);
+    let url = serve.url("/bytes/512");
+    let ca = ca.to_str().expect("utf-8");
+    let csv_s = csv.to_str().expect("utf-8");
+    let mut args = vec![url.as_str(), "--cacert", ca];
+    args.extend(H2_TWO_CLIENTS_TEN_STREAMS);
+    args.extend(["--requests-per-conn", "0", "--log", csv_s]);
+    let (stdout, r) = load_ok(&json, &args, "h2", LIMIT);
     assert!(
         stdout.contains("http: h2 (up to 10 streams per connection); 2 connection(s)"),
         "{stdout}"
     );
-    let r = load_json(&json);
-    assert!(errors(&r).is_empty(), "{r:#}");
-    assert_eq!(num(&r, "requests/succeeded"), 200.0, "{r:#}");
-    assert_eq!(num(&r, "http/connections"), 2.0, "{r:#}");
-    assert_eq!(num(&r, "http/max_concurrent_streams"), 10.0, "{r:#}");
-    assert_eq!(num(&r, "http/handshakes_per_request"), 0.01, "{r:#}");
+    assert_nums(
+        &r,
+        &[
+            ("requests/succeeded", 200.0),
+            ("http/connections", 2.0),
+            ("http/max_concurrent_streams", 10.0),
+            ("http/handshakes_per_request", 0.01),
+        ],
+    );
     assert_eq!(r["http"]["protocol"], "h2", "{r:#}");
     assert!(num(&r, "client_cpu/per_request_us") > 0.0, "{r:#}");
     let rows = std::fs::read_to_string(&csv).expect("the request log");
@@ -114,14 +95,7 @@ fn load_h2_usage_errors_say_what_to_drop() {
     for (why, extra) in cases {
         let mut args = vec!["load", &url, "--insecure", "--h2", "-n", "1"];
         args.extend(extra);
-        let out = run_tlslab(&args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(why),
-            "{args:?}: must mention {why}: {}",
-            show(&out)
-        );
-        assert_no_panic(&out.stderr);
+        common::assert_usage_error(&args, why, LIMIT);
     }
     // -m needs --h2.
     let out = run_tlslab(&["load", &url, "--insecure", "-m", "4", "-n", "1"], LIMIT);

@@ -17,8 +17,8 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::netpath::{netns_exists, serve_across, start, unprivileged};
-use common::{run_tlslab, show, skip_or_fail, tempdir, tlslab};
+use common::netpath::{netns_exists, root, root_tempdir, serve_across, start, unprivileged};
+use common::{run_tlslab, show, tlslab};
 use tlslab_path::Path;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -79,16 +79,27 @@ fn read_netns_names(p: &common::Proc) -> (String, String) {
     }
 }
 
+/// A `tlslab path` run ended with exit 1, saying `says`, and left neither
+/// of its namespaces behind.
+fn failed_and_removed(done: &common::Finished, says: &str, srv: &str, cli: &str) {
+    assert_eq!(
+        done.status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        done.stderr
+    );
+    assert!(done.stderr.contains(says), "{}", done.stderr);
+    assert!(
+        !netns_exists(srv) && !netns_exists(cli),
+        "namespaces left behind"
+    );
+}
+
 #[test]
 fn path_sigint_removes_namespaces_and_stops_the_commands() {
-    if !tlslab_path::privileged() {
-        skip_or_fail(
-            "path_sigint_removes_namespaces_and_stops_the_commands",
-            "needs root",
-        );
+    let Some(dir) = root_tempdir("path_sigint_removes_namespaces_and_stops_the_commands") else {
         return;
-    }
-    let dir = tempdir();
+    };
     let marker = dir.path().join("client-started");
     let script = format!("touch {}; exec sleep 30", marker.display());
     let p = common::Proc::spawn(tlslab([
@@ -103,31 +114,17 @@ fn path_sigint_removes_namespaces_and_stops_the_commands() {
     }
     p.signal(nix::sys::signal::Signal::SIGINT);
     let done = p.wait(Duration::from_secs(20));
-    assert_eq!(
-        done.status.and_then(|s| s.code()),
-        Some(1),
-        "{}",
-        done.stderr
-    );
-    assert!(done.stderr.contains("interrupted"), "{}", done.stderr);
     assert!(
         done.stderr.contains("path up (client → server)"),
         "{}",
         done.stderr
     );
-    assert!(
-        !netns_exists(&srv) && !netns_exists(&cli),
-        "namespaces left behind"
-    );
+    failed_and_removed(&done, "interrupted", &srv, &cli);
 }
 
 #[test]
 fn path_survives_kill_9_of_a_child_and_removes_namespaces() {
-    if !tlslab_path::privileged() {
-        skip_or_fail(
-            "path_survives_kill_9_of_a_child_and_removes_namespaces",
-            "needs root",
-        );
+    if !root("path_survives_kill_9_of_a_child_and_removes_namespaces") {
         return;
     }
     let p = common::Proc::spawn(tlslab([
@@ -144,21 +141,7 @@ fn path_survives_kill_9_of_a_child_and_removes_namespaces() {
     ]));
     let (srv, cli) = read_netns_names(&p);
     let done = p.wait(Duration::from_secs(30));
-    assert_eq!(
-        done.status.and_then(|s| s.code()),
-        Some(1),
-        "{}",
-        done.stderr
-    );
-    assert!(
-        done.stderr.contains("killed by signal 9"),
-        "{}",
-        done.stderr
-    );
-    assert!(
-        !netns_exists(&srv) && !netns_exists(&cli),
-        "namespaces left behind"
-    );
+    failed_and_removed(&done, "killed by signal 9", &srv, &cli);
 }
 
 #[test]
@@ -184,11 +167,7 @@ fn path_removes_namespaces_on_a_panic() {
 
 #[test]
 fn path_cleanup_removes_namespaces_of_dead_runs_only() {
-    if !tlslab_path::privileged() {
-        skip_or_fail(
-            "path_cleanup_removes_namespaces_of_dead_runs_only",
-            "needs root",
-        );
+    if !root("path_cleanup_removes_namespaces_of_dead_runs_only") {
         return;
     }
     // A run that died (pid 4194304 is above Linux's largest pid_max) and
@@ -223,14 +202,10 @@ fn path_cleanup_removes_namespaces_of_dead_runs_only() {
 
 #[test]
 fn path_cli_carries_tlslab_serve_and_load_and_reports_counters() {
-    if !tlslab_path::privileged() {
-        skip_or_fail(
-            "path_cli_carries_tlslab_serve_and_load_and_reports_counters",
-            "needs root",
-        );
+    let Some(dir) = root_tempdir("path_cli_carries_tlslab_serve_and_load_and_reports_counters")
+    else {
         return;
-    }
-    let dir = tempdir();
+    };
     let json = dir.path().join("path.json");
     let out = common::run(
         tlslab(serve_across(

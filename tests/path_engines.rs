@@ -20,7 +20,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::netpath::{serve_across, unprivileged};
+use common::netpath::{root, root_tempdir, serve_across, unprivileged};
 use common::{run_tlslab, show, skip_or_fail, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -138,14 +138,6 @@ fn probe_and_cluster_over_a_path_without_root_point_to_relay() {
 
 // ---- root: the round trips -------------------------------------------------
 
-fn root(test: &str) -> bool {
-    if tlslab_path::privileged() {
-        return true;
-    }
-    skip_or_fail(test, "needs root (network namespaces, TUN devices)");
-    false
-}
-
 /// Probe rounds per run.
 const ROUNDS: &str = "7";
 
@@ -245,10 +237,10 @@ fn probe_over_a_path_reads_one_rtt_connect_and_the_handshake_round_trips() {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn probe_under_tlslab_path_times_an_outside_server_across_it() {
-    if !root("probe_under_tlslab_path_times_an_outside_server_across_it") {
+    let Some(dir) = root_tempdir("probe_under_tlslab_path_times_an_outside_server_across_it")
+    else {
         return;
-    }
-    let dir = tempdir();
+    };
     let db = dir.path().join("wrapped.sqlite");
     let out = common::run(
         common::tlslab(serve_across(

@@ -26,7 +26,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{load_json, run_tlslab, show, skip_or_fail, tempdir};
+use common::experiment_run;
+use common::netpath::{root, root_tempdir};
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_experiment::pin::Placement;
@@ -34,14 +35,6 @@ use tlslab_experiment::study::matrix::CellSpec;
 use tlslab_experiment::study::rtt_path::{ByteCheck, PathKind};
 use tlslab_experiment::study::{LoadRig, Transport};
 use tlslab_report::study::CellMetrics;
-
-fn root(test: &str) -> bool {
-    if tlslab_path::privileged() {
-        return true;
-    }
-    skip_or_fail(test, "needs root (network namespaces, TUN devices)");
-    false
-}
 
 /// Asserts `v` ms is `rtts` round trips of `rtt` ms, within a quarter RTT
 /// above (and 0.1 ms below: a path never delivers early).
@@ -55,27 +48,18 @@ fn rounds(what: &str, v: f64, rtts: f64, rtt: f64) {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn seed003_connect_is_one_rtt_over_the_packet_path_and_local_through_the_relay() {
-    if !root("seed003 over the packet path") {
+    let Some(dir) = root_tempdir("seed003 over the packet path") else {
         return;
-    }
-    let dir = tempdir();
+    };
     let out_dir = dir.path().join("s3");
-    let out = run_tlslab(
-        &[
-            "experiment",
-            "run",
-            "seed003-table2",
-            "--quick",
-            "--path",
-            "both",
-            "--no-progress",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
-        Duration::from_secs(120),
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    let doc = load_json(&out_dir.join("results.json"));
+    let args = [
+        "seed003-table2",
+        "--quick",
+        "--path",
+        "both",
+        "--no-progress",
+    ];
+    let (_, doc) = experiment_run(&args, &out_dir, Duration::from_secs(120));
     let cells = doc["cells"].as_array().unwrap();
     // 2 RTTs × 2 versions × 2 paths.
     assert_eq!(cells.len(), 8, "{doc}");

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
-use common::netpath::{on_client, on_server, start, tcp_server};
-use common::{run_tlslab, show, skip_or_fail, tempdir};
+use common::netpath::{on_client, on_server, root_tempdir, start, tcp_server};
+use common::{show, skip_or_fail};
 use tlslab_path::PathHandle;
 
 fn ms(d: Duration) -> f64 {
@@ -562,29 +562,23 @@ fn mahimahi_cellular_traces_parse_and_drive_the_model() {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn lab_runs_its_cells_across_the_path() {
-    if !tlslab_path::privileged() {
-        skip_or_fail("lab_runs_its_cells_across_the_path", "needs root");
+    let Some(dir) = root_tempdir("lab_runs_its_cells_across_the_path") else {
         return;
-    }
-    let dir = tempdir();
+    };
     let json = dir.path().join("lab.json");
-    let out = run_tlslab(
-        &[
-            "lab",
-            "--quick",
-            "--cell",
-            "300ms",
-            "-c",
-            "1",
-            "--path",
-            "delay=5ms",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(300),
-    );
+    let args = [
+        "lab",
+        "--quick",
+        "--cell",
+        "300ms",
+        "-c",
+        "1",
+        "--path",
+        "delay=5ms",
+    ];
+    let (out, v) = common::load::run_json(&json, &args, Duration::from_secs(300));
     assert!(out.status.success(), "{}", show(&out));
-    let v = common::load_json(&json);
+    let v = v.expect("lab wrote --json");
     // RTT 10 ms: a full TLS 1.2 handshake takes two, TLS 1.3 and a
     // resumption one (plus the handshake's CPU).
     for c in v["cells"].as_array().unwrap() {

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    Proc, Serve, assert_no_panic, expect_ok, free_port, http_get, run_tlslab, show, tempdir, tlslab,
+    Proc, Serve, assert_no_panic, expect_ok, free_port, http_get, run, run_tlslab, show, tempdir,
+    tlslab,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -40,33 +41,59 @@ fn target<'a>(r: &'a serde_json::Value, url: &str) -> &'a serde_json::Value {
         .unwrap_or_else(|| panic!("no target {url} in {r:#}"))
 }
 
-#[test]
-fn rounds_against_serve_are_stored_and_reported_with_table_2() {
-    let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("serve prints its CA");
-    let dir = tempdir();
-    let db = dir.path().join("p.sqlite");
-    let url = serve.url("/bytes/1024");
-    let out = run_tlslab(
-        &[
+/// A `tlslab serve` to probe: its `/bytes/1024` URL, the CA it printed and
+/// a temporary directory for the databases.
+struct Probed {
+    /// Kept running while the probe runs.
+    _serve: Serve,
+    url: String,
+    ca: std::path::PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Probed {
+    /// Starts `tlslab serve ARGS`.
+    fn start(args: &[&str]) -> Probed {
+        let serve = Serve::start(args);
+        let ca = serve.ca.clone().expect("serve prints its CA");
+        let url = serve.url("/bytes/1024");
+        Probed {
+            _serve: serve,
+            url,
+            ca,
+            dir: tempdir(),
+        }
+    }
+
+    /// `tlslab probe URL --cacert CA --db DB EXTRA`.
+    fn probe(&self, db: &Path, extra: &[&str]) -> std::process::Command {
+        let mut cmd = tlslab([
             "probe",
-            &url,
+            &self.url,
             "--cacert",
-            ca.to_str().expect("utf-8"),
+            self.ca.to_str().expect("utf-8"),
             "--db",
             db.to_str().expect("utf-8"),
-            "--rounds",
-            "3",
-            "--interval",
-            "50ms",
-        ],
+        ]);
+        cmd.args(extra);
+        cmd
+    }
+}
+
+#[test]
+fn rounds_against_serve_are_stored_and_reported_with_table_2() {
+    let p = Probed::start(&[]);
+    let (dir, url) = (&p.dir, &p.url);
+    let db = dir.path().join("p.sqlite");
+    let out = run(
+        p.probe(&db, &["--rounds", "3", "--interval", "50ms"]),
         LIMIT,
     );
     let stdout = expect_ok(&out);
     assert!(stdout.contains("round 3 committed"), "{}", show(&out));
     let r = report_json(&db);
     assert_eq!(r["samples"], 3, "{r:#}");
-    let t = target(&r, &url);
+    let t = target(&r, url);
     assert!(t["errors"].as_object().expect("errors").is_empty(), "{t:#}");
     assert_eq!(t["resumption_offered"], 3, "{t:#}");
     assert_eq!(t["resumption_accepted"], 3, "{t:#}");
@@ -190,23 +217,10 @@ fn failing_targets_are_stored_as_classified_errors_and_the_probe_goes_on() {
 
 #[test]
 fn kill_9_loses_no_committed_round_and_sigterm_exits_cleanly() {
-    let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("ca");
-    let dir = tempdir();
+    let probed = Probed::start(&[]);
+    let dir = &probed.dir;
     let db = dir.path().join("k.sqlite");
-    let url = serve.url("/bytes/1024");
-    let args = |db: &Path| {
-        tlslab([
-            "probe",
-            &url,
-            "--cacert",
-            ca.to_str().expect("utf-8"),
-            "--db",
-            db.to_str().expect("utf-8"),
-            "--interval",
-            "10ms",
-        ])
-    };
+    let args = |db: &Path| probed.probe(db, &["--interval", "10ms"]);
     let p = Proc::spawn(args(&db));
     let deadline = Instant::now() + LIMIT;
     let mut committed = Vec::new();
@@ -343,29 +357,16 @@ fn the_exporter_answers_one_round_per_scrape() {
 
 #[test]
 fn a_server_that_refuses_resumption_is_stored_as_refused_without_savings() {
-    let serve = Serve::start(&["--session-cache", "none", "--tickets", "off"]);
-    let ca = serve.ca.clone().expect("ca");
-    let dir = tempdir();
+    let p = Probed::start(&["--session-cache", "none", "--tickets", "off"]);
+    let (dir, url) = (&p.dir, &p.url);
     let db = dir.path().join("r.sqlite");
-    let url = serve.url("/bytes/1024");
-    let out = run_tlslab(
-        &[
-            "probe",
-            &url,
-            "--cacert",
-            ca.to_str().expect("utf-8"),
-            "--db",
-            db.to_str().expect("utf-8"),
-            "--rounds",
-            "2",
-            "--interval",
-            "10ms",
-        ],
+    let out = run(
+        p.probe(&db, &["--rounds", "2", "--interval", "10ms"]),
         LIMIT,
     );
     assert!(expect_ok(&out).contains("(refused)"), "{}", show(&out));
     let r = report_json(&db);
-    let t = target(&r, &url);
+    let t = target(&r, url);
     assert!(t["errors"].as_object().expect("errors").is_empty(), "{t:#}");
     assert_eq!(t["resumption_accepted"], 0, "{t:#}");
     assert!(t["table2"]["ssl_cached_ms"].is_null(), "{t:#}");

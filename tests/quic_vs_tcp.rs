@@ -12,7 +12,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{load_json, num, run_tlslab, show, skip_or_fail, tempdir};
+use common::netpath::root_tempdir;
+use common::{experiment_run, num};
 
 /// The protocol arithmetic: round trips from a connection's start to the
 /// response's first byte.
@@ -28,31 +29,15 @@ fn arithmetic(transport: &str, kind: &str) -> f64 {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn quick_study_counts_the_arithmetics_round_trips_and_compares_cpu() {
-    if !tlslab_path::privileged() {
-        skip_or_fail(
-            "quick_study_counts_the_arithmetics_round_trips_and_compares_cpu",
-            "needs root (the packet-level path)",
-        );
+    let Some(dir) = root_tempdir("quick_study_counts_the_arithmetics_round_trips_and_compares_cpu")
+    else {
         return;
-    }
-    let dir = tempdir();
+    };
     let out = dir.path().join("quic");
     let started = Instant::now();
-    let run = run_tlslab(
-        &[
-            "experiment",
-            "run",
-            "quic-vs-tcp",
-            "--quick",
-            "--no-progress",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(240),
-    );
+    let args = ["quic-vs-tcp", "--quick", "--no-progress"];
+    let (_, d) = experiment_run(&args, &out, Duration::from_secs(240));
     let took = started.elapsed();
-    assert!(run.status.success(), "{}", show(&run));
-    let d = load_json(&out.join("results.json"));
     assert_eq!(d["complete"], true, "{d:#}");
     let cells = d["cells"].as_array().unwrap();
     // Server CPU on both transports at every pattern.

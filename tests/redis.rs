@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Certs, Metrics, Serve, certs, tempdir};
+use common::{Certs, Metrics, Serve, certs, redis_cache_flags, tempdir};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore, StreamOwned};
@@ -30,11 +30,14 @@ use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore, Strea
 /// temporary directory.
 struct Redis {
     peer: tlslab_peers::redis::Redis,
+    /// An ECDSA P-256 chain (`tlslab certs`) for the servers that use it.
+    certs: Certs,
     _dir: tempfile::TempDir,
+    _certs_dir: tempfile::TempDir,
 }
 
 impl Redis {
-    /// Starts one, or returns `None` (after a loud skip message) when
+    /// Starts one (and writes its [`Redis::certs`]), or returns `None` (after a loud skip message) when
     /// redis-server is not installed; with `CI=true` that fails the test.
     fn start() -> Option<Redis> {
         if !common::require("redis-server") {
@@ -43,7 +46,13 @@ impl Redis {
         let dir = tempdir();
         let peer =
             tlslab_peers::redis::Redis::start(dir.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
-        Some(Redis { peer, _dir: dir })
+        let certs_dir = tempdir();
+        Some(Redis {
+            peer,
+            certs: certs(certs_dir.path(), "ecdsa-p256", &[]),
+            _dir: dir,
+            _certs_dir: certs_dir,
+        })
     }
 
     fn addr(&self) -> SocketAddr {
@@ -133,6 +142,17 @@ fn counter(m: &Metrics, name: &str) -> f64 {
     m.count(&format!("{name}_total"), &[])
 }
 
+/// Waits (≤ 10 s) until every server's `tlslab_ticket_key_version` is
+/// `version`; fails the test with `what` if one does not get there.
+fn wait_key_version(servers: &[&Serve], version: f64, what: &str) {
+    let at = |s: &&Serve| s.metrics().get("tlslab_ticket_key_version", &[]) == Some(version);
+    let read = || servers.iter().all(at);
+    assert!(
+        common::poll(Duration::from_secs(10), read, |ok| *ok),
+        "{what}"
+    );
+}
+
 /// Alternates `n` connections between the servers; (resumed, failed).
 fn alternate(client: &Client, servers: &[SocketAddr], n: usize) -> (usize, Vec<String>) {
     let (mut resumed, mut failed) = (0, Vec::new());
@@ -152,25 +172,14 @@ fn alternate(client: &Client, servers: &[SocketAddr], n: usize) -> (usize, Vec<S
 #[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn sessions_resume_across_two_servers_through_redis() {
     let Some(redis) = Redis::start() else { return };
-    let dir = tempdir();
-    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let c = redis.certs.clone();
     for (tls, tls13) in [("1.2", false), ("1.3", true)] {
         let url = redis.url();
         let prefix = format!("t{tls}:");
-        let args = [
-            "--tls",
-            tls,
-            "--tickets",
-            "off",
-            "--session-cache",
-            &url,
-            "--redis-prefix",
-            &prefix,
-            // Generous: the test machine is shared; the bound itself is
-            // tested with the slow proxy below.
-            "--redis-timeout",
-            "200ms",
-        ];
+        // A generous timeout: the test machine is shared; the bound
+        // itself is tested with the slow proxy below.
+        let cache = redis_cache_flags(tls, &url, "200ms");
+        let args = [&cache[..], &["--redis-prefix", &prefix]].concat();
         let (a, b) = (serve(&c, &args), serve(&c, &args));
         let client = Client::new(&c.ca, tls13);
         let (resumed, failed) = alternate(&client, &[a.https, b.https], 20);
@@ -205,19 +214,9 @@ fn redis_killed_mid_run_means_full_handshakes_then_resumption_recovers() {
     let Some(mut redis) = Redis::start() else {
         return;
     };
-    let dir = tempdir();
-    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let c = redis.certs.clone();
     let url = redis.url();
-    let args = [
-        "--tls",
-        "1.2",
-        "--tickets",
-        "off",
-        "--session-cache",
-        &url,
-        "--redis-timeout",
-        "200ms",
-    ];
+    let args = redis_cache_flags("1.2", &url, "200ms");
     let (a, b) = (serve(&c, &args), serve(&c, &args));
     let servers = [a.https, b.https];
     let client = Client::new(&c.ca, false);
@@ -342,19 +341,9 @@ impl Drop for SlowProxy {
 fn a_slow_redis_times_out_at_the_bound_and_the_handshake_completes() {
     let Some(redis) = Redis::start() else { return };
     let proxy = SlowProxy::start(redis.addr(), Duration::from_millis(1000));
-    let dir = tempdir();
-    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let c = redis.certs.clone();
     let url = format!("redis://{}", proxy.addr);
-    let args = [
-        "--tls",
-        "1.2",
-        "--tickets",
-        "off",
-        "--session-cache",
-        &url,
-        "--redis-timeout",
-        "20ms",
-    ];
+    let args = redis_cache_flags("1.2", &url, "20ms");
     let (a, b) = (serve(&c, &args), serve(&c, &args));
     let client = Client::new(&c.ca, false);
     let mut times = Vec::new();
@@ -446,41 +435,17 @@ fn shared_ticket_key_files_resume_across_servers_and_rotate_by_reload() {
     for s in [&a, &b] {
         s.proc.signal(nix::sys::signal::Signal::SIGHUP);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while [&a, &b]
-        .iter()
-        .any(|s| s.metrics().get("tlslab_ticket_key_version", &[]) != Some(2.0))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the servers did not reload the key file"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_key_version(&[&a, &b], 2.0, "the servers did not reload the key file");
     // The ticket sealed with key 1 still resumes; the new one is sealed with key 3.
     assert_eq!(client.get(b.https), Ok(HandshakeKind::Resumed));
     // Key 1 ages out (the file changes; no signal this time).
     std::thread::sleep(Duration::from_millis(1100));
     let old_ticket_client = Client::new(&c.ca, true);
     write_keys(&shared, &[key(1)]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while a.metrics().get("tlslab_ticket_key_version", &[]) != Some(3.0) {
-        assert!(
-            Instant::now() < deadline,
-            "A did not notice the changed key file"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_key_version(&[&a], 3.0, "A did not notice the changed key file");
     assert!(old_ticket_client.get(a.https).is_ok());
     write_keys(&shared, &[key(3)]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while a.metrics().get("tlslab_ticket_key_version", &[]) != Some(4.0) {
-        assert!(
-            Instant::now() < deadline,
-            "A did not notice the changed key file"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_key_version(&[&a], 4.0, "A did not notice the changed key file");
     let before = counter(&a.metrics(), "tlslab_ticket_key_name_mismatches");
     assert_eq!(old_ticket_client.get(a.https), Ok(HandshakeKind::Full));
     assert!(counter(&a.metrics(), "tlslab_ticket_key_name_mismatches") > before);
@@ -490,8 +455,7 @@ fn shared_ticket_key_files_resume_across_servers_and_rotate_by_reload() {
 #[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn ticket_keys_rotate_through_redis_under_load_with_no_failed_resumption() {
     let Some(redis) = Redis::start() else { return };
-    let dir = tempdir();
-    let c = certs(dir.path(), "ecdsa-p256", &[]);
+    let c = redis.certs.clone();
     let url = redis.url();
     let args = [
         "--tls",
@@ -560,13 +524,10 @@ fn ticket_keys_rotate_through_redis_under_load_with_no_failed_resumption() {
     let (resumed, failed) = alternate(&client, &[a.https, b.https], 10);
     assert!(failed.is_empty(), "{failed:?}");
     assert_eq!(resumed, 10, "tickets stopped crossing nodes without Redis");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !a.proc.stderr_text().contains("keeping the keys in use") {
-        assert!(
-            Instant::now() < deadline,
-            "no warning about Redis:\n{}",
-            a.proc.stderr_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert!(
+        a.proc
+            .stderr_shows("keeping the keys in use", Duration::from_secs(10)),
+        "no warning about Redis:\n{}",
+        a.proc.stderr_text()
+    );
 }

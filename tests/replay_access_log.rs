@@ -5,11 +5,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use common::{Serve, expect_ok, load_json, num, run_tlslab, show, tempdir};
+use common::load::replay_on_serve;
+use common::{expect_ok, num, show, tempdir};
 
-const LIMIT: Duration = Duration::from_secs(60);
 const IPS: usize = 6;
 const LINES: usize = 60;
 const WINDOW: usize = 4;
@@ -75,7 +74,6 @@ fn parse(line: &str, by_size: &HashMap<u64, usize>) -> Served {
 fn replay_keeps_per_ip_order_window_and_resumption_as_the_server_saw_them() {
     let dir = tempdir();
     let input = dir.path().join("input.log");
-    let served_log = dir.path().join("served.log");
     let mut text = String::new();
     for i in 0..LINES {
         text += &format!(
@@ -90,46 +88,10 @@ fn replay_keeps_per_ip_order_window_and_resumption_as_the_server_saw_them() {
     let by_size: HashMap<u64, usize> = (0..LINES).map(|i| (size_of(i), i)).collect();
     assert_eq!(by_size.len(), LINES, "sizes must be distinct");
 
-    let serve = Serve::start(&[
-        "--threads",
-        "2",
-        "--access-log",
-        served_log.to_str().unwrap(),
-    ]);
-    let ca = serve.ca.clone().unwrap();
-    let json = dir.path().join("replay.json");
-    let out = run_tlslab(
-        &[
-            "load",
-            &serve.url(""),
-            "--cacert",
-            ca.to_str().unwrap(),
-            "--workload",
-            "replay",
-            "--access-log",
-            input.to_str().unwrap(),
-            "--window",
-            &WINDOW.to_string(),
-            "-c",
-            "8",
-            "--json",
-            json.to_str().unwrap(),
-            "--no-progress",
-        ],
-        LIMIT,
-    );
-    let stdout = expect_ok(&out);
-    let report = load_json(&json);
-    // SIGTERM: graceful shutdown flushes the access log.
-    let Serve { proc, tmp, .. } = serve;
-    let fin = proc.terminate(Duration::from_secs(10));
-    drop(tmp);
-    assert!(
-        fin.status.is_some_and(|s| s.success()),
-        "serve did not stop cleanly: {fin:?}"
-    );
-
-    let log = std::fs::read_to_string(&served_log).unwrap();
+    let args = ["--window", &WINDOW.to_string(), "-c", "8"];
+    let run = replay_on_serve(dir.path(), "2", &input, &args);
+    let stdout = expect_ok(&run.out);
+    let (out, report, log) = (run.out, run.report, run.served_log);
     let served: Vec<Served> = log.lines().map(|l| parse(l, &by_size)).collect();
 
     // 1. Every request arrived, exactly once, completely.

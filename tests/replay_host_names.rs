@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Serve, expect_ok, load_json, num, run_tlslab, show, tempdir};
+use common::load::replay_on_serve;
+use common::{assert_nums, expect_ok, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -41,37 +42,11 @@ fn served_sizes(log: &str) -> (BTreeMap<u64, usize>, usize, usize) {
 #[test]
 fn host_name_trace_replays_with_a_host_name_excluded() {
     let dir = tempdir();
-    let served_log = dir.path().join("served.log");
     let proxies = dir.path().join("proxies");
     std::fs::write(&proxies, "# AOL's proxy, by name\nWWW-B4.proxy.aol.com\n").unwrap();
-    let serve = Serve::start(&[
-        "--threads",
-        "1",
-        "--access-log",
-        served_log.to_str().unwrap(),
-    ]);
-    let ca = serve.ca.clone().unwrap();
-    let json = dir.path().join("replay.json");
-    let out = run_tlslab(
-        &[
-            "load",
-            &serve.url(""),
-            "--cacert",
-            ca.to_str().unwrap(),
-            "--workload",
-            "replay",
-            "--access-log",
-            fixture().to_str().unwrap(),
-            "--exclude-clients",
-            proxies.to_str().unwrap(),
-            "-c",
-            "4",
-            "--json",
-            json.to_str().unwrap(),
-            "--no-progress",
-        ],
-        LIMIT,
-    );
+    let args = ["--exclude-clients", proxies.to_str().unwrap(), "-c", "4"];
+    let run = replay_on_serve(dir.path(), "1", &fixture(), &args);
+    let (out, report, log) = (run.out, run.report, run.served_log);
     expect_ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // 2 of 21 lines are malformed: more than 1 %, so a warning with reasons.
@@ -82,21 +57,20 @@ fn host_name_trace_replays_with_a_host_name_excluded() {
         "{}",
         show(&out)
     );
-    let report = load_json(&json);
-    let Serve { proc, tmp, .. } = serve;
-    let fin = proc.terminate(Duration::from_secs(10));
-    drop(tmp);
-    assert!(fin.status.is_some_and(|s| s.success()), "{fin:?}");
 
     // 19 parsed; the proxy's 4 requests dropped: 15 requests from 6 clients.
-    assert_eq!(num(&report, "replay/skipped_lines"), 2.0);
-    assert_eq!(num(&report, "replay/excluded_ips"), 1.0);
-    assert_eq!(num(&report, "replay/excluded_requests"), 4.0);
-    assert_eq!(num(&report, "replay/log_requests"), 15.0);
-    assert_eq!(num(&report, "replay/log_sessions"), 6.0);
+    assert_nums(
+        &report,
+        &[
+            ("replay/skipped_lines", 2.0),
+            ("replay/excluded_ips", 1.0),
+            ("replay/excluded_requests", 4.0),
+            ("replay/log_requests", 15.0),
+            ("replay/log_sessions", 6.0),
+        ],
+    );
     assert_eq!(num(&report, "requests/succeeded"), 15.0, "{}", show(&out));
 
-    let log = std::fs::read_to_string(&served_log).unwrap();
     let (sizes, full, resumed) = served_sizes(&log);
     // The logged sizes of the kept lines (`-` is 0), each as often as logged.
     let want: BTreeMap<u64, usize> = [

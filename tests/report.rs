@@ -326,6 +326,24 @@ fn plan_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
 }
 
+/// The costs `plan` is given by hand: 1000 µs a full handshake, 100 µs a
+/// resumed one, 50 µs a request.
+const COSTS: [&str; 6] = [
+    "--full-us",
+    "1000",
+    "--resumed-us",
+    "100",
+    "--request-us",
+    "50",
+];
+
+/// [`plan_json`] of [`COSTS`] at 25 % reuse and 2 requests per connection,
+/// plus `args`.
+fn plan_at_25(args: &[&str]) -> serde_json::Value {
+    let shape = ["--reuse", "25", "--requests-per-conn", "2"];
+    plan_json(&[&COSTS[..], &shape, args].concat())
+}
+
 fn close(v: &serde_json::Value, want: f64) {
     let got = v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
     assert!(
@@ -336,17 +354,7 @@ fn close(v: &serde_json::Value, want: f64) {
 
 #[test]
 fn plan_figures_match_hand_computed_values() {
-    let v = plan_json(&[
-        "--full-us",
-        "1000",
-        "--resumed-us",
-        "100",
-        "--request-us",
-        "50",
-        "--reuse",
-        "25",
-        "--requests-per-conn",
-        "2",
+    let v = plan_at_25(&[
         "--utilisation",
         "50",
         "--load",
@@ -373,17 +381,7 @@ fn plan_figures_match_hand_computed_values() {
     assert!(v["check"].is_null());
 
     // A latency target adds cores: M/M/c mean ≤ 0.5 ms with s = 0.4375 ms.
-    let v = plan_json(&[
-        "--full-us",
-        "1000",
-        "--resumed-us",
-        "100",
-        "--request-us",
-        "50",
-        "--reuse",
-        "25",
-        "--requests-per-conn",
-        "2",
+    let v = plan_at_25(&[
         "--utilisation",
         "95",
         "--load",
@@ -423,17 +421,9 @@ fn plan_bad_flags_exit_2_with_the_fix() {
     let dir = tempdir();
     let junk = dir.path().join("junk.json");
     std::fs::write(&junk, "{").unwrap();
-    let costs = [
-        "--full-us",
-        "1000",
-        "--resumed-us",
-        "100",
-        "--request-us",
-        "50",
-    ];
     let with = |extra: &[&str]| {
         let mut v = vec!["plan"];
-        v.extend_from_slice(&costs);
+        v.extend_from_slice(&COSTS);
         v.extend_from_slice(extra);
         v.into_iter().map(String::from).collect::<Vec<_>>()
     };

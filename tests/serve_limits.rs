@@ -196,11 +196,11 @@ fn out_of_descriptors_the_accept_loops_back_off_and_keep_serving() {
         .unwrap_or_else(|e| panic!("{e}\n{}", proc.describe()));
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     assert!(t.elapsed() < Duration::from_secs(3));
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while !proc.stderr_text().contains("accepting connections again") {
-        assert!(Instant::now() < deadline, "{}", proc.describe());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        proc.stderr_shows("accepting connections again", Duration::from_secs(3)),
+        "{}",
+        proc.describe()
+    );
 }
 
 #[test]
@@ -212,22 +212,10 @@ fn a_redis_session_cache_that_is_down_is_reported_once() {
     let dir = tempdir();
     let c = certs(dir.path(), "ecdsa-p256", &[]);
     let (chain, key) = (c.chain.to_str().unwrap(), c.key.to_str().unwrap());
-    let s = Serve::start(&[
-        "--cert",
-        chain,
-        "--key",
-        key,
-        "--tls",
-        "1.2",
-        "--tickets",
-        "off",
-        "--session-cache",
-        &url,
-        "--redis-timeout",
-        "200ms",
-        "--threads",
-        "1",
-    ]);
+    let cache = redis_cache_flags("1.2", &url, "200ms");
+    let mut args = vec!["--cert", chain, "--key", key, "--threads", "1"];
+    args.extend(cache);
+    let s = Serve::start(&args);
     let ca: PathBuf = c.ca.clone();
     // Full handshakes store sessions (the writes fail), resumptions ask
     // Redis first (the GETs fail).
@@ -251,15 +239,12 @@ fn a_redis_session_cache_that_is_down_is_reported_once() {
         Duration::from_secs(30),
     );
     assert!(out.status.success(), "{}", show(&out));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !s.proc.stderr_text().contains("is unreachable") {
-        assert!(
-            Instant::now() < deadline,
-            "no warning:\n{}",
-            s.proc.describe()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        s.proc
+            .stderr_shows("is unreachable", Duration::from_secs(5)),
+        "no warning:\n{}",
+        s.proc.describe()
+    );
     std::thread::sleep(Duration::from_millis(500));
     let err = s.proc.stderr_text();
     let lines = err

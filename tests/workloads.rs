@@ -4,23 +4,23 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::{Serve, expect_ok, load_json, num, run_tlslab, show, tempdir};
+use common::{Serve, assert_nums, expect_ok, load_json, num, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `tlslab load ARGS --json DIR/NAME.json --no-progress`; returns the
-/// output and the report.
-fn load(dir: &Path, name: &str, args: &[&str]) -> (std::process::Output, serde_json::Value) {
-    let json = dir.join(format!("{name}.json"));
-    let mut full = vec!["load"];
-    full.extend_from_slice(args);
-    full.extend(["--json", json.to_str().unwrap(), "--no-progress"]);
-    let out = run_tlslab(&full, LIMIT);
-    assert!(json.is_file(), "no report: {}", show(&out));
-    (out, load_json(&json))
+/// Runs `tlslab load URL --cacert CA ARGS --json NAME.json --no-progress`
+/// against `serve`'s `path` ([`Serve::load`]), which must exit 0; returns
+/// its stdout and the report (written in a temporary directory).
+fn load(serve: &Serve, path: &str, name: &str, args: &[&str]) -> (String, serde_json::Value) {
+    let dir = tempdir();
+    let json = dir.path().join(format!("{name}.json"));
+    let full = [args, &["--no-progress"]].concat();
+    let (out, r) = serve.load(path, &full, &json, LIMIT);
+    let text = expect_ok(&out);
+    let r = r.unwrap_or_else(|| panic!("no report: {}", show(&out)));
+    (text, r)
 }
 
 #[test]
@@ -55,14 +55,11 @@ fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
 
     // A server holding the written files answers the SPECweb96 workload.
     let serve = Serve::start(&["--root", www_s, "--threads", "1"]);
-    let ca = serve.ca.clone().unwrap();
-    let (out, r) = load(
-        dir.path(),
+    let (text, r) = load(
+        &serve,
+        "",
         "specweb",
         &[
-            &serve.url(""),
-            "--cacert",
-            ca.to_str().unwrap(),
             "--workload",
             "specweb96",
             "--seed",
@@ -77,7 +74,6 @@ fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
             "const:1ms",
         ],
     );
-    let text = expect_ok(&out);
     assert!(text.contains("workload: specweb96, seed 9"), "{text}");
     assert_eq!(num(&r, "requests/succeeded"), 120.0, "{r:#}");
     assert_eq!(r["config"]["workload"], "specweb96");
@@ -90,16 +86,12 @@ fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
 
 #[test]
 fn open_loop_reports_its_arrivals() {
-    let dir = tempdir();
     let serve = Serve::start(&["--threads", "1"]);
-    let ca = serve.ca.clone().unwrap();
-    let (out, r) = load(
-        dir.path(),
+    let (text, r) = load(
+        &serve,
+        "/health",
         "open",
         &[
-            &serve.url("/health"),
-            "--cacert",
-            ca.to_str().unwrap(),
             "--rate",
             "100",
             "--arrivals",
@@ -110,14 +102,18 @@ fn open_loop_reports_its_arrivals() {
             "50",
         ],
     );
-    let text = expect_ok(&out);
     assert!(
         text.contains("open loop: constant arrivals at 100 /s"),
         "{text}"
     );
-    assert_eq!(num(&r, "open_loop/scheduled"), 30.0, "{r:#}");
-    assert_eq!(num(&r, "open_loop/rate"), 100.0);
-    assert_eq!(num(&r, "open_loop/max_in_flight"), 10_000.0);
+    assert_nums(
+        &r,
+        &[
+            ("open_loop/scheduled", 30.0),
+            ("open_loop/rate", 100.0),
+            ("open_loop/max_in_flight", 10_000.0),
+        ],
+    );
     assert_eq!(r["open_loop"]["arrivals"], "constant");
     assert_eq!(num(&r, "open_loop/dropped"), 0.0);
     assert_eq!(num(&r, "requests/succeeded"), 30.0);
@@ -197,14 +193,11 @@ fn ecommerce_model_from_toml() {
     )
     .unwrap();
     let serve = Serve::start(&["--threads", "1"]);
-    let ca = serve.ca.clone().unwrap();
-    let (out, r) = load(
-        dir.path(),
+    let (text, r) = load(
+        &serve,
+        "",
         "shop",
         &[
-            &serve.url(""),
-            "--cacert",
-            ca.to_str().unwrap(),
             "--workload",
             "ecommerce",
             "--workload-config",
@@ -215,15 +208,19 @@ fn ecommerce_model_from_toml() {
             "34",
         ],
     );
-    let text = expect_ok(&out);
     // New customers only: 7 pages, 17 requests per purchase session.
     assert!(
         text.contains("e-commerce: 2 purchase sessions (2 new, 0 returning customers), 14 pages"),
         "{text}"
     );
-    assert_eq!(num(&r, "ecommerce/sessions"), 2.0, "{r:#}");
-    assert_eq!(num(&r, "handshake/full/count"), 2.0, "{r:#}");
-    assert_eq!(num(&r, "handshake/resumed/count"), 32.0, "{r:#}");
+    assert_nums(
+        &r,
+        &[
+            ("ecommerce/sessions", 2.0),
+            ("handshake/full/count", 2.0),
+            ("handshake/resumed/count", 32.0),
+        ],
+    );
     assert_eq!(r["config"]["workload"], "ecommerce");
 
     std::fs::write(&model, "new_customer_percent = 150\n").unwrap();
@@ -270,14 +267,11 @@ fn replay_of_an_access_log_with_filters() {
     let proxies = dir.path().join("proxies");
     std::fs::write(&proxies, "10.9.9.9\n").unwrap();
     let serve = Serve::start(&["--threads", "1"]);
-    let ca = serve.ca.clone().unwrap();
-    let (out, r) = load(
-        dir.path(),
+    let (text, r) = load(
+        &serve,
+        "",
         "replay",
         &[
-            &serve.url(""),
-            "--cacert",
-            ca.to_str().unwrap(),
             "--workload",
             "replay",
             "--access-log",
@@ -288,16 +282,20 @@ fn replay_of_an_access_log_with_filters() {
             "3",
         ],
     );
-    let text = expect_ok(&out);
     assert!(
         text.contains("replay: 5 of 5 sessions and 36 of 36 requests"),
         "{text}"
     );
-    assert_eq!(num(&r, "replay/excluded_ips"), 1.0, "{r:#}");
-    assert_eq!(num(&r, "replay/excluded_requests"), 4.0);
-    assert_eq!(num(&r, "replay/skipped_lines"), 1.0);
-    assert_eq!(num(&r, "requests/succeeded"), 36.0);
-    assert_eq!(num(&r, "handshake/full/count"), 5.0);
+    assert_nums(
+        &r,
+        &[
+            ("replay/excluded_ips", 1.0),
+            ("replay/excluded_requests", 4.0),
+            ("replay/skipped_lines", 1.0),
+            ("requests/succeeded", 36.0),
+            ("handshake/full/count", 5.0),
+        ],
+    );
     let implied = num(&r, "replay/implied_resumption");
     assert!((implied - 31.0 / 36.0).abs() < 1e-9, "{implied}");
     assert!((num(&r, "replay/achieved_resumption") - implied).abs() < 1e-9);

@@ -10,6 +10,7 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code, unused_imports)]
 
+pub mod load;
 pub mod netpath;
 pub mod nginx;
 pub mod peers;
@@ -24,6 +25,20 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use tlslab_peers::{Finished, wait_for_port, wait_timeout};
+
+/// Calls `read` every 50 ms until `done` holds of what it returned or
+/// `limit` has passed; returns the last value either way, so the caller's
+/// assertion shows it.
+pub fn poll<T>(limit: Duration, mut read: impl FnMut() -> T, done: impl Fn(&T) -> bool) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        let v = read();
+        if done(&v) || Instant::now() >= deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 /// The `tlslab` binary cargo built for this test run.
 pub fn bin() -> PathBuf {
@@ -123,13 +138,26 @@ pub fn show(out: &Output) -> String {
     )
 }
 
-/// Runs `tlslab args` and asserts a usage error (exit 2) whose stderr
-/// says `says`.
+/// Runs `tlslab args` and asserts a usage error (exit 2, no panic) whose
+/// stderr says `says`.
 pub fn assert_usage_error(args: &[&str], says: &str, limit: Duration) {
     let out = run_tlslab(args, limit);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(says), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: must mention {says}: {err}");
+    assert_no_panic(&out.stderr);
+}
+
+/// Runs `tlslab experiment run ARGS --out OUT` within `limit`, which must
+/// succeed without a panic; returns its stdout and `OUT/results.json`.
+pub fn experiment_run(args: &[&str], out: &Path, limit: Duration) -> (String, serde_json::Value) {
+    let mut full = vec!["experiment", "run"];
+    full.extend_from_slice(args);
+    full.extend(["--out", out.to_str().expect("utf-8 temp path")]);
+    let run = run_tlslab(&full, limit);
+    let stdout = expect_ok(&run);
+    assert_no_panic(&run.stderr);
+    (stdout, load_json(&out.join("results.json")))
 }
 
 /// Asserts a command exited 0 and returns its stdout.
@@ -190,6 +218,21 @@ pub fn certs(dir: &Path, key_type: &str, extra: &[&str]) -> Certs {
     c
 }
 
+/// `tlslab serve` flags for TLS `tls` without tickets, its session cache
+/// the Redis at `url` with GETs bounded by `timeout`.
+pub fn redis_cache_flags<'a>(tls: &'a str, url: &'a str, timeout: &'a str) -> [&'a str; 8] {
+    [
+        "--tls",
+        tls,
+        "--tickets",
+        "off",
+        "--session-cache",
+        url,
+        "--redis-timeout",
+        timeout,
+    ]
+}
+
 /// A port on 127.0.0.1 that was free a moment ago. For peers that cannot
 /// be told to pick their own port.
 pub fn free_port() -> u16 {
@@ -211,6 +254,14 @@ pub fn num(v: &serde_json::Value, path: &str) -> f64 {
     v.pointer(&ptr)
         .and_then(serde_json::Value::as_f64)
         .unwrap_or_else(|| panic!("report has no number at {path}:\n{v:#}"))
+}
+
+/// Asserts [`num`] at each `(path, value)` of `want`, naming the path and
+/// showing the whole report on a mismatch.
+pub fn assert_nums(v: &serde_json::Value, want: &[(&str, f64)]) {
+    for &(path, value) in want {
+        assert_eq!(num(v, path), value, "{path}: {v:#}");
+    }
 }
 
 /// The `errors` object of a load report as kind → count.
@@ -267,6 +318,11 @@ impl Proc {
     /// Everything on stderr so far.
     pub fn stderr_text(&self) -> String {
         self.0.log_text()
+    }
+
+    /// Polls stderr (≤ `limit`) until it contains `needle`; whether it did.
+    pub fn stderr_shows(&self, needle: &str, limit: Duration) -> bool {
+        poll(limit, || self.stderr_text(), |t| t.contains(needle)).contains(needle)
     }
 }
 
@@ -394,15 +450,14 @@ impl Serve {
     /// Polls the metrics (≤ 3 s) until `ok` holds; returns the last scrape
     /// either way (parsed and as text), so the caller's assertion shows it.
     pub fn metrics_until(&self, ok: impl Fn(&Metrics) -> bool) -> (Metrics, String) {
-        let deadline = Instant::now() + Duration::from_secs(3);
-        loop {
-            let text = self.metrics_text();
-            let m = Metrics::parse(&text);
-            if ok(&m) || Instant::now() >= deadline {
-                return (m, text);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        poll(
+            Duration::from_secs(3),
+            || {
+                let text = self.metrics_text();
+                (Metrics::parse(&text), text)
+            },
+            |(m, _)| ok(m),
+        )
     }
 }
 

@@ -11,6 +11,21 @@ use tlslab_path::{Path, PathConfig, PathHandle};
 
 use super::skip_or_fail;
 
+/// Whether this process may build a packet-level path (root); without, a
+/// loud skip of `test` (a failure under CI=true).
+pub fn root(test: &str) -> bool {
+    if tlslab_path::privileged() {
+        return true;
+    }
+    skip_or_fail(test, "needs root (network namespaces, TUN devices)");
+    false
+}
+
+/// A temporary directory for a root test; `None` after [`root`]'s skip.
+pub fn root_tempdir(test: &str) -> Option<tempfile::TempDir> {
+    root(test).then(super::tempdir)
+}
+
 /// Starts a path, or skips the test (loudly) without root.
 pub fn start(test: &str, spec: &str) -> Option<Path> {
     let cfg: PathConfig = spec.parse().expect("test spec parses");

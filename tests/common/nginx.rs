@@ -5,12 +5,16 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tlslab_peers::nginx::{NginxConf, Tickets};
 pub use tlslab_peers::nginx::{parse_version, version};
 
-use super::{Certs, tool};
+use super::{Certs, poll, tool};
+
+/// How long the log helpers wait for nginx to log a request: it logs one
+/// when it completes, which may be just after the client has its last byte.
+const LOG_WAIT: Duration = Duration::from_secs(3);
 
 /// The access-log format: one line per request, space separated.
 pub const LOG_FORMAT: &str = "$ssl_session_reused $ssl_protocol $status $request_uri";
@@ -191,13 +195,23 @@ impl Nginx {
     /// nginx logs a request when it completes, which may be just after the
     /// client has its last byte — and returns the lines.
     pub fn log_at_least(&self, n: usize) -> Vec<LogLine> {
-        let deadline = Instant::now() + Duration::from_secs(3);
-        let mut lines = self.log();
-        while lines.len() < n && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-            lines = self.log();
-        }
-        lines
+        poll(LOG_WAIT, || self.log(), |l| l.len() >= n)
+    }
+
+    /// [`Nginx::log_for`] once it holds `n` lines (polled like
+    /// [`Nginx::log_at_least`]).
+    pub fn log_for_at_least(&self, uri: &str, n: usize) -> Vec<LogLine> {
+        poll(LOG_WAIT, || self.log_for(uri), |l| l.len() >= n)
+    }
+
+    /// The [`H2_FORMAT`] lines ([`Config::h2_lines`]) whose URI is `uri`,
+    /// once there are `n` (polled like [`Nginx::log_at_least`]).
+    pub fn h2_lines_for(&self, uri: &str, n: usize) -> Vec<(String, u16, u64, String)> {
+        let read = || {
+            let all = self.config.h2_lines().into_iter();
+            all.filter(|l| l.3 == uri).collect::<Vec<_>>()
+        };
+        poll(LOG_WAIT, read, |l| l.len() >= n)
     }
 
     /// Every line of the sizes log: `(request URI, body bytes sent)`.
