@@ -93,33 +93,36 @@ fn open_loop_reports_its_arrivals() {
         "open",
         &[
             "--rate",
-            "100",
+            "20",
             "--arrivals",
             "constant",
             "-n",
-            "30",
+            "20",
             "--reuse",
             "50",
         ],
     );
     assert!(
-        text.contains("open loop: constant arrivals at 100 /s"),
+        text.contains("open loop: constant arrivals at 20 /s"),
         "{text}"
     );
     assert_nums(
         &r,
         &[
-            ("open_loop/scheduled", 30.0),
-            ("open_loop/rate", 100.0),
+            ("open_loop/scheduled", 20.0),
+            ("open_loop/rate", 20.0),
             ("open_loop/max_in_flight", 10_000.0),
         ],
     );
     assert_eq!(r["open_loop"]["arrivals"], "constant");
     assert_eq!(num(&r, "open_loop/dropped"), 0.0);
-    assert_eq!(num(&r, "requests/succeeded"), 30.0);
-    // At 100/s over 30 arrivals the window is about 0.3 s: the arrivals
-    // were paced, not fired at once.
-    assert!(num(&r, "window/measured_s") >= 0.28, "{r:#}");
+    assert_eq!(num(&r, "requests/succeeded"), 20.0);
+    // At 20/s over 20 arrivals the window is about 0.95 s: the arrivals
+    // were paced, not fired at once. 50 ms apart, each handshake has
+    // finished (and left its session) before the next arrival unless the
+    // client stalls that long; at 100/s a loaded machine bunched them all,
+    // and a client cannot resume before it holds a session (7 of 30).
+    assert!(num(&r, "window/measured_s") >= 0.9, "{r:#}");
     assert!(num(&r, "reuse/achieved") > 0.3, "{r:#}");
 }
 

@@ -399,6 +399,13 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         p.mean_seed004_ms = base_mean_004 + seed004(p.target_utilisation);
     };
     predict(&mut unloaded);
+    if !unloaded.p50_measured_ms.is_finite() {
+        progress(
+            "  the unloaded point completed no request, so there is no latency \
+             baseline: the p50 predictions are left out (null in the JSON). The \
+             machine was too busy; rerun on a quieter one or with a longer --cell.",
+        );
+    }
     progress(&format!(
         "  unloaded point ({:.0} req/s): p50 {:.3} ms, mean {:.3} ms, server {:.0} % busy",
         unloaded.offered_per_s,
