@@ -69,12 +69,22 @@ fn tcp_connect_takes_one_rtt() {
     srv.join().unwrap();
     let report = p.stop().unwrap();
     eprintln!("connect times (ms): {times:?}\n{report}");
+    // No connect beats the delay, and the fastest is the path's own time
+    // (the host's noise only adds): within 1 ms of the RTT. The median is
+    // held to a quarter RTT: a shared host's stalls moved it 1.3 ms once
+    // (a full .ci/run), where a missing or doubled delay is 10 ms or more.
+    // The sub-millisecond figure is BENCHMARKS.md's, on a quiet machine.
     let m = median(times.clone());
+    let fastest = times.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(times.iter().all(|&t| t >= RTT_MS - 0.05), "{times:?}");
     assert!(
-        (m - RTT_MS).abs() <= 1.0,
+        fastest <= RTT_MS + 1.0,
+        "fastest connect {fastest} ms, RTT {RTT_MS} ms"
+    );
+    assert!(
+        m <= RTT_MS + RTT_MS / 4.0,
         "median connect {m} ms, RTT {RTT_MS} ms"
     );
-    assert!(times.iter().all(|&t| t >= RTT_MS - 0.05), "{times:?}");
 }
 
 /// One TLS handshake and GET over the path; returns (handshake, handshake
@@ -190,10 +200,12 @@ fn tls13_full_handshake_and_get_take_two_rtt_and_tls12_three() {
 }
 
 /// The time from sending a request to the last byte of an `n`-byte
-/// response on a fresh connection, in ms.
+/// response on a fresh connection, in ms: the fastest of three (sizes
+/// interleaved), since the host's noise only adds to a round-trip count.
 fn first_flight(h: &PathHandle, port: u16, sizes: &'static [usize]) -> Vec<f64> {
+    const TRIES: usize = 3;
     let (addr, srv) = tcp_server(h, port, move |l| {
-        for _ in sizes {
+        for _ in 0..TRIES * sizes.len() {
             let (mut s, _) = l.accept().unwrap();
             s.set_nodelay(true).unwrap();
             let mut req = [0u8; 8];
@@ -204,9 +216,9 @@ fn first_flight(h: &PathHandle, port: u16, sizes: &'static [usize]) -> Vec<f64> 
         }
     });
     let times = on_client(h, move || {
-        sizes
-            .iter()
-            .map(|&n| {
+        let mut best = vec![f64::INFINITY; sizes.len()];
+        for _ in 0..TRIES {
+            for (i, &n) in sizes.iter().enumerate() {
                 let mut s = connect(addr);
                 let mut buf = vec![0u8; 65_536];
                 let t = Instant::now();
@@ -217,9 +229,10 @@ fn first_flight(h: &PathHandle, port: u16, sizes: &'static [usize]) -> Vec<f64> 
                     assert!(k > 0);
                     got += k;
                 }
-                ms(t.elapsed())
-            })
-            .collect()
+                best[i] = best[i].min(ms(t.elapsed()));
+            }
+        }
+        best
     });
     srv.join().unwrap();
     times
@@ -503,7 +516,11 @@ fn udp_echo_sees_the_configured_delay_and_loss() {
     let (p50, p99) = (s[s.len() / 2], s[s.len() * 99 / 100]);
     eprintln!("UDP echo: {got} of {N} back; RTT p50 {p50:.3} ms, p99 {p99:.3} ms\n{r}");
     assert!(s[0] >= 10.0 - 0.01, "an echo beat the delay: {} ms", s[0]);
-    assert!((p50 - 10.0).abs() <= 0.5, "p50 {p50}");
+    // The fastest echo is the path's own time (within 0.5 ms); the median
+    // within a quarter of the delay, for the reason given at the TCP
+    // connect (a stalled host moved it 0.6 ms once).
+    assert!(s[0] <= 10.5, "fastest echo {} ms", s[0]);
+    assert!(p50 <= 10.0 + 2.5, "p50 {p50}");
     // The tail is a timing target, measured by `path_bench.rs` against the
     // forwarder's own clock (BENCHMARKS.md); here, where the echo's own
     // polling and the VM's scheduling add to it, only a gross error (a
