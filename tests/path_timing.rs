@@ -31,6 +31,31 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Checks that `times` (ms) took `rtts` round trips of the path: none beats
+/// them, the fastest is within a quarter RTT above them (the host's noise
+/// only adds, so the fastest is the path's own time plus the work), and the
+/// median rounds to the same count (one more round trip is a whole RTT). A
+/// shared host's stalls moved medians by 2-3 ms per round in full runs of
+/// .ci/run; the sub-millisecond figures are BENCHMARKS.md's, measured on a
+/// quiet machine.
+fn assert_rtts(what: &str, times: &[f64], rtts: f64) {
+    let want = rtts * RTT_MS;
+    let fastest = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let m = median(times.to_vec());
+    assert!(
+        fastest >= want - 0.1,
+        "{what}: {times:?} ms, {rtts} RTT is {want} ms"
+    );
+    assert!(
+        fastest <= want + RTT_MS / 4.0,
+        "{what}: fastest {fastest} ms, {rtts} RTT is {want} ms"
+    );
+    assert!(
+        (m / RTT_MS - rtts).abs() < 0.5,
+        "{what}: median {m} ms, {rtts} RTT is {want} ms"
+    );
+}
+
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -69,22 +94,10 @@ fn tcp_connect_takes_one_rtt() {
     srv.join().unwrap();
     let report = p.stop().unwrap();
     eprintln!("connect times (ms): {times:?}\n{report}");
-    // No connect beats the delay, and the fastest is the path's own time
-    // (the host's noise only adds): within 1 ms of the RTT. The median is
-    // held to a quarter RTT: a shared host's stalls moved it 1.3 ms once
-    // (a full .ci/run), where a missing or doubled delay is 10 ms or more.
-    // The sub-millisecond figure is BENCHMARKS.md's, on a quiet machine.
-    let m = median(times.clone());
+    // Within 1 ms, the fastest connect: BENCHMARKS.md's target for the path.
     let fastest = times.iter().copied().fold(f64::INFINITY, f64::min);
-    assert!(times.iter().all(|&t| t >= RTT_MS - 0.05), "{times:?}");
-    assert!(
-        fastest <= RTT_MS + 1.0,
-        "fastest connect {fastest} ms, RTT {RTT_MS} ms"
-    );
-    assert!(
-        m <= RTT_MS + RTT_MS / 4.0,
-        "median connect {m} ms, RTT {RTT_MS} ms"
-    );
+    assert!(fastest <= RTT_MS + 1.0, "fastest connect {fastest} ms");
+    assert_rtts("connect", &times, 1.0);
 }
 
 /// One TLS handshake and GET over the path; returns (handshake, handshake
@@ -180,21 +193,13 @@ fn tls13_full_handshake_and_get_take_two_rtt_and_tls12_three() {
     ] {
         let runs = tls_exchange(&h, port, version);
         eprintln!("{version:?}: (handshake, +GET) ms {runs:?}");
-        let hs = median(runs.iter().map(|r| r.0).collect());
-        let all = median(runs.iter().map(|r| r.1).collect());
-        // The round trips are what is checked: the median within a quarter
-        // RTT above the count. The crypto and each round's release jitter
-        // add a little (CI saw a median of 63.9 ms for TLS 1.2's three
-        // rounds, 3.9 ms over, with the forwarder's p99 lateness at 4.9 ms
-        // on a shared host); a fourth round trip would be 80 ms.
-        assert!(
-            hs >= hs_rtts * RTT_MS - 0.1 && hs <= hs_rtts * RTT_MS + RTT_MS / 4.0,
-            "{version:?} handshake {hs} ms"
-        );
-        assert!(
-            all >= all_rtts * RTT_MS - 0.1 && all <= all_rtts * RTT_MS + RTT_MS / 4.0,
-            "{version:?} handshake + GET {all} ms"
-        );
+        // The round trips are what is checked (CI once saw a median of
+        // 63.9 ms for TLS 1.2's three rounds, and a noisy host 47.1 ms for
+        // TLS 1.3's two; a fourth round trip would be 80 ms).
+        let hs: Vec<f64> = runs.iter().map(|r| r.0).collect();
+        let all: Vec<f64> = runs.iter().map(|r| r.1).collect();
+        assert_rtts(&format!("{version:?} handshake"), &hs, hs_rtts);
+        assert_rtts(&format!("{version:?} handshake + GET"), &all, all_rtts);
     }
     eprintln!("{}", p.stop().unwrap());
 }
@@ -434,11 +439,11 @@ fn one_percent_loss_makes_the_kernel_retransmit_and_shows_in_timings() {
         ));
     }
     let (clean, lossy) = (runs[0], runs[1]);
-    assert_eq!(
-        (clean.0, clean.2, clean.3),
-        (0, 0, 0),
-        "the loss-free run: {clean:?}"
-    );
+    // Without loss: no packet dropped, nothing retransmitted, and (but for
+    // a stall of the host: one exchange of 200 took 81 ms in a noisy run,
+    // with nothing retransmitted) no exchange past two round trips.
+    assert_eq!((clean.2, clean.3), (0, 0), "the loss-free run: {clean:?}");
+    assert!(clean.0 <= 2, "the loss-free run: {clean:?}");
     // One RTT, not two: within a quarter RTT (the 10 KB response's seven
     // segments and a wake-up of an idle vCPU add a little; CI once failed a
     // ±1 ms bound here on a shared host).
@@ -451,7 +456,10 @@ fn one_percent_loss_makes_the_kernel_retransmit_and_shows_in_timings() {
         lossy.3 > 0 && lossy.2 > 0,
         "no loss or no retransmission: {lossy:?}"
     );
-    assert!(lossy.0 > 0, "no exchange shows a recovery: {lossy:?}");
+    assert!(
+        lossy.0 > clean.0 + 10,
+        "no exchange shows a recovery: {lossy:?}"
+    );
     assert!(
         lossy.1 > clean.1 + 1.0,
         "loss did not slow the exchanges: {runs:?}"
@@ -528,8 +536,9 @@ fn udp_echo_sees_the_configured_delay_and_loss() {
     // host p99 was 11.6, 13.2 and 15.02 ms in three runs: at 2,000
     // packets/s the vCPUs idle between packets, and waking one costs the
     // forwarder up to 2-4 ms now and then (its own lateness p99 read 1.5
-    // and 2.2 ms in the 15.02 ms run). A second delay would be 20 ms.
-    assert!(p99 <= 17.5, "p99 {p99}");
+    // and 2.2 ms in the 15.02 ms run; a noisy host passed 17.5 ms once). A
+    // second delay would be 20 ms.
+    assert!(p99 < 20.0, "p99 {p99}");
     // 5 % loss on the way up: 1900 ± 1.96 √(2000 × 0.05 × 0.95) = 1900 ± 19.1.
     let half = 1.96 * (N as f64 * 0.05 * 0.95).sqrt();
     assert!((got as f64 - 1900.0).abs() <= half, "{got} echoes");
