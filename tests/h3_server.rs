@@ -355,17 +355,16 @@ fn new_tokens_are_quinns_two_by_default_and_none_when_asked() {
     let s = Serve::start(&["--h3", "--quic-new-tokens", "0"]);
     assert_eq!(new_tokens_after_three_connections(&s), Some(0.0));
     drop(s);
-    // The default, quinn's 2: two per connection. quinn 0.11 queued the N
-    // tokens again on each Handshake packet it received (a client usually
-    // sends two, its Finished then an ACK), so 2N; the vendored quinn-proto
-    // queues them once (vendor/README.md), and this fails without that
-    // patch. A probe timeout on a loaded machine (about 26 ms after the
-    // handshake on loopback) may resend one: up to 3 more on 3 connections.
+    // The default, quinn's 2: at least two per connection. quinn 0.11
+    // queues the N tokens again on each Handshake packet it receives, so a
+    // connection whose client sent two (its Finished, then an ACK) gets
+    // 2N: bounded here at 3N per connection (BENCHMARKS.md, issue 23,
+    // round 3: queuing them once was tried and reverted).
     for args in [&["--h3"][..], &["--h3", "--quic-retry", "always"]] {
         let s = Serve::start(args);
         let n = new_tokens_after_three_connections(&s).expect("the NEW_TOKEN counter");
         assert!(
-            (6.0..=9.0).contains(&n),
+            (6.0..=18.0).contains(&n),
             "{n} NEW_TOKEN frames on 3 connections with {args:?}"
         );
     }

@@ -2556,11 +2556,7 @@ impl Connection {
                     );
                     return Ok(());
                 }
-                // tlslab: validate the path (and queue its NEW_TOKEN frames) once, on the
-                // first Handshake packet; each later one re-queued every token.
-                if !self.path.validated {
-                    self.on_path_validated();
-                }
+                self.on_path_validated();
 
                 self.process_early_payload(now, packet)?;
                 if self.state.is_closed() {
