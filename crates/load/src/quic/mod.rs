@@ -290,7 +290,11 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
             }
         }
         let end = Instant::now();
-        // After the window: the endpoints send their connections'
+        let (cpu, crypto) = (
+            threads.cpu_time().since(cpu0),
+            meter.snapshot().diff(&crypto0),
+        );
+        // After the window (and its CPU reading): the endpoints send their connections'
         // CONNECTION_CLOSE frames from their driver tasks, which stop with
         // the runtime. Without this wait the last connection's close could
         // be lost and the server would hold it until its idle timeout.
@@ -303,8 +307,8 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         };
         let _ = tokio::time::timeout(run.timeout.min(Duration::from_secs(1)), idle).await;
         Ok::<_, Error>((
-            threads.cpu_time().since(cpu0),
-            meter.snapshot().diff(&crypto0),
+            cpu,
+            crypto,
             end.saturating_duration_since(window_start),
             start_unix_ms,
         ))
