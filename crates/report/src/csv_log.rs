@@ -14,8 +14,10 @@ use serde::Serialize;
 
 use crate::record::RequestRecord;
 
-/// The columns of the request log, in order.
-pub const CSV_COLUMNS: [&str; 24] = [
+/// The columns of the request log, in order: the 24 of layout 1, then the
+/// handshake's wire figures ([`WIRE_COLUMNS`]), so that a merge of agents
+/// keeps them.
+pub const CSV_COLUMNS: [&str; 33] = [
     "t_start_us",
     "client",
     "conn",
@@ -40,7 +42,20 @@ pub const CSV_COLUMNS: [&str; 24] = [
     "hrr",
     "early_data",
     "retry",
+    "hs_records_out",
+    "hs_records_in",
+    "cert_bytes",
+    "cert_compressed_bytes",
+    "cert_compression",
+    "tcp_data_segs_in",
+    "tcp_data_segs_out",
+    "tcp_rcv_mss",
+    "tcp_total_retrans",
 ];
+
+/// The columns a log of layout 1 lacks: empty where the handshake's wire
+/// figures were not measured (or on rows without a handshake).
+pub const WIRE_COLUMNS: usize = 9;
 
 /// Records queued between the clients and the writer thread.
 const QUEUE: usize = 16 * 1024;
@@ -72,11 +87,22 @@ struct Row<'a> {
     hrr: u8,
     early_data: &'a str,
     retry: u8,
+    hs_records_out: Option<u32>,
+    hs_records_in: Option<u32>,
+    cert_bytes: Option<u32>,
+    cert_compressed_bytes: Option<u32>,
+    cert_compression: &'a str,
+    tcp_data_segs_in: Option<u32>,
+    tcp_data_segs_out: Option<u32>,
+    tcp_rcv_mss: Option<u32>,
+    tcp_total_retrans: Option<u32>,
 }
 
 impl<'a> Row<'a> {
     fn new(r: &'a RequestRecord, targets: &'a [String]) -> Self {
         let h = r.handshake.as_ref();
+        let w = h.and_then(|h| h.wire.as_ref());
+        let tcp = w.and_then(|w| w.tcp.as_ref());
         Row {
             t_start_us: r.t_start_us,
             client: r.client,
@@ -102,6 +128,15 @@ impl<'a> Row<'a> {
             hrr: h.map_or(0, |h| u8::from(h.hrr)),
             early_data: h.map_or("", |h| h.early_data.name()),
             retry: u8::from(r.retry),
+            hs_records_out: w.map(|w| w.records_out),
+            hs_records_in: w.map(|w| w.records_in),
+            cert_bytes: w.and_then(|w| w.cert_bytes),
+            cert_compressed_bytes: w.and_then(|w| w.cert_compressed_bytes),
+            cert_compression: w.and_then(|w| w.cert_compression.as_deref()).unwrap_or(""),
+            tcp_data_segs_in: tcp.map(|t| t.data_segs_in),
+            tcp_data_segs_out: tcp.map(|t| t.data_segs_out),
+            tcp_rcv_mss: tcp.map(|t| t.rcv_mss),
+            tcp_total_retrans: tcp.map(|t| t.total_retrans),
         }
     }
 }

@@ -45,7 +45,7 @@ pub mod study;
 mod sweep;
 mod table;
 
-pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink, Error, Result};
+pub use csv_log::{CSV_COLUMNS, CsvLog, CsvSink, Error, Result, WIRE_COLUMNS};
 pub use interval::{Interval, median, quantile};
 pub use model::{
     Backoff, ClientCpu, ConfigEcho, CpuUsage, CryptoOp, CryptoPerHandshake, EarlyDataCounts,
@@ -56,7 +56,8 @@ pub use model::{
 pub use record::{
     EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire, RequestRecord,
 };
-pub use stats::{Collector, KindTotals, MAX_US, PhaseStats, Stats};
+pub use stats::{Collector, MAX_US, PhaseStats, Stats};
 pub use sweep::{SweepReport, SweepSeries, SweepStep, SweepStepText, SweepText};
 pub use table::LoadReportText;
 pub use table::{columns, header};
+pub use tlslab_schema::counters::{Counters, KindTotals};

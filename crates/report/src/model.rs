@@ -5,7 +5,8 @@
 
 pub use tlslab_schema::load::*;
 
-use crate::stats::{KindTotals, PhaseStats, Stats};
+use crate::stats::{PhaseStats, Stats};
+use tlslab_schema::counters::KindTotals;
 
 impl From<&PhaseStats> for Phase {
     fn from(p: &PhaseStats) -> Self {
@@ -21,26 +22,25 @@ impl From<&PhaseStats> for Phase {
     }
 }
 
-impl From<&KindTotals> for HandshakeKindSummary {
-    fn from(k: &KindTotals) -> Self {
-        let mean = |sum: u64| (k.count > 0).then(|| sum as f64 / k.count as f64);
-        let per = |sum: u64, n: u64| (n > 0).then(|| sum as f64 / n as f64);
-        HandshakeKindSummary {
-            count: k.count,
-            bytes_out_mean: mean(k.bytes_out),
-            bytes_in_mean: mean(k.bytes_in),
-            round_trips_mean: mean(k.round_trips),
-            records_out_mean: per(k.records_out, k.records_count),
-            records_in_mean: per(k.records_in, k.records_count),
-            cert_bytes_mean: per(k.cert_bytes, k.cert_count),
-            cert_compressed_count: k.compressed_count,
-            cert_compressed_bytes_mean: per(k.compressed_bytes, k.compressed_count),
-            cert_compression_ratio: per(k.compressed_bytes, k.compressed_from_bytes),
-            data_segs_in_mean: per(k.data_segs_in, k.tcp_count),
-            rcv_mss_mean: per(k.rcv_mss, k.tcp_count),
-            beyond_initial_window: per(k.beyond_initial_window, k.tcp_count),
-            slow_start_rounds_mean: per(k.slow_start_rounds, k.tcp_count),
-        }
+/// One handshake kind's means, from its sums.
+fn kind_summary(k: &KindTotals) -> HandshakeKindSummary {
+    let mean = |sum: u64| (k.count > 0).then(|| sum as f64 / k.count as f64);
+    let per = |sum: u64, n: u64| (n > 0).then(|| sum as f64 / n as f64);
+    HandshakeKindSummary {
+        count: k.count,
+        bytes_out_mean: mean(k.bytes_out),
+        bytes_in_mean: mean(k.bytes_in),
+        round_trips_mean: mean(k.round_trips),
+        records_out_mean: per(k.records_out, k.records_count),
+        records_in_mean: per(k.records_in, k.records_count),
+        cert_bytes_mean: per(k.cert_bytes, k.cert_count),
+        cert_compressed_count: k.compressed_count,
+        cert_compressed_bytes_mean: per(k.compressed_bytes, k.compressed_count),
+        cert_compression_ratio: per(k.compressed_bytes, k.compressed_from_bytes),
+        data_segs_in_mean: per(k.data_segs_in, k.tcp_count),
+        rcv_mss_mean: per(k.rcv_mss, k.tcp_count),
+        beyond_initial_window: per(k.beyond_initial_window, k.tcp_count),
+        slow_start_rounds_mean: per(k.slow_start_rounds, k.tcp_count),
     }
 }
 
@@ -109,7 +109,7 @@ impl LoadReportBuild for LoadReport {
         cpu: CpuUsage,
     ) -> LoadReport {
         let secs = window.measured_s;
-        let handshakes = stats.handshakes();
+        let handshakes = stats.counts.handshakes();
         let cpu_s = cpu.user_s + cpu.sys_s;
         let per = |n: u64| (n > 0).then(|| cpu_s * 1e6 / n as f64);
         let busy = if secs > 0.0 && cpu.capacity > 0 {
@@ -129,19 +129,19 @@ impl LoadReportBuild for LoadReport {
         LoadReport {
             schema_version: SCHEMA_VERSION,
             requests: Requests {
-                attempted: stats.attempted,
-                completed: stats.completed,
-                succeeded: stats.succeeded,
-                errors: stats.error_count(),
+                attempted: stats.counts.attempted,
+                completed: stats.counts.completed,
+                succeeded: stats.counts.succeeded,
+                errors: stats.counts.error_count(),
                 unfinished,
-                retries: stats.retries,
-                refused: stats.errors.get("refused").copied().unwrap_or(0),
+                retries: stats.counts.retries,
+                refused: stats.counts.errors.get("refused").copied().unwrap_or(0),
             },
             throughput: Throughput {
-                requests_per_s: per_s(stats.completed, secs),
-                full_handshakes_per_s: per_s(stats.full.count, secs),
-                resumed_handshakes_per_s: per_s(stats.resumed.count, secs),
-                bytes_per_s: per_s(stats.body_bytes, secs),
+                requests_per_s: per_s(stats.counts.completed, secs),
+                full_handshakes_per_s: per_s(stats.counts.full.count, secs),
+                resumed_handshakes_per_s: per_s(stats.counts.resumed.count, secs),
+                bytes_per_s: per_s(stats.counts.body_bytes, secs),
             },
             latency: Latency {
                 connect: (&stats.connect).into(),
@@ -153,30 +153,32 @@ impl LoadReportBuild for LoadReport {
             },
             reuse: Reuse {
                 requested: config.reuse,
-                offered: ratio(stats.offered, handshakes),
-                achieved: ratio(stats.resumed.count, handshakes),
+                offered: ratio(stats.counts.offered, handshakes),
+                achieved: ratio(stats.counts.resumed.count, handshakes),
                 handshakes,
-                offered_count: stats.offered,
-                resumed_count: stats.resumed.count,
+                offered_count: stats.counts.offered,
+                resumed_count: stats.counts.resumed.count,
             },
             handshake: HandshakeSummary {
-                full: (&stats.full).into(),
-                resumed: (&stats.resumed).into(),
-                hello_retry_requests: stats.hrr,
+                full: kind_summary(&stats.counts.full),
+                resumed: kind_summary(&stats.counts.resumed),
+                hello_retry_requests: stats.counts.hrr,
                 versions: stats
+                    .counts
                     .by_version
                     .iter()
                     .map(|(k, &(full, resumed))| (k.clone(), KindCounts { full, resumed }))
                     .collect(),
-                suites: stats.suites.clone(),
-                groups: stats.groups.clone(),
+                suites: stats.counts.suites.clone(),
+                groups: stats.counts.groups.clone(),
                 early_data: EarlyDataCounts {
-                    sent: stats.early_data_sent,
-                    accepted: stats.early_data_accepted,
+                    sent: stats.counts.early_data_sent,
+                    accepted: stats.counts.early_data_accepted,
                 },
             },
-            errors: stats.errors.clone(),
+            errors: stats.counts.errors.clone(),
             status: stats
+                .counts
                 .status
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
@@ -185,7 +187,7 @@ impl LoadReportBuild for LoadReport {
                 user_s: cpu.user_s,
                 sys_s: cpu.sys_s,
                 per_handshake_us: per(handshakes),
-                per_request_us: per(stats.completed),
+                per_request_us: per(stats.counts.completed),
                 capacity: cpu.capacity,
                 busy_fraction: busy,
                 saturated,

@@ -1,9 +1,9 @@
 //! Histograms and counters, and a sharded collector many tasks record into.
 
-use std::collections::BTreeMap;
-
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
+
+use tlslab_schema::counters::{Counters, KindTotals, bump};
 
 use crate::record::{EarlyData, HandshakeKind, RequestRecord};
 
@@ -95,94 +95,31 @@ impl PhaseStats {
     }
 }
 
-/// Counters for one handshake kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KindTotals {
-    /// Handshakes of this kind.
-    pub count: u64,
-    /// Sum of bytes written during them.
-    pub bytes_out: u64,
-    /// Sum of bytes read during them.
-    pub bytes_in: u64,
-    /// Sum of their round trips.
-    pub round_trips: u64,
-    /// Handshakes whose TLS records were counted, and the sums of records
-    /// written and read.
-    pub records_count: u64,
-    /// Sum of TLS records written.
-    pub records_out: u64,
-    /// Sum of TLS records read.
-    pub records_in: u64,
-    /// Handshakes that received a certificate, and the sum of its
-    /// uncompressed message bodies.
-    pub cert_count: u64,
-    /// Sum of uncompressed certificate message bodies.
-    pub cert_bytes: u64,
-    /// Handshakes whose certificate came compressed, and the sums of the
-    /// compressed data and of what it decompressed to.
-    pub compressed_count: u64,
-    /// Sum of compressed certificate data.
-    pub compressed_bytes: u64,
-    /// Sum of the uncompressed bodies of the compressed certificates.
-    pub compressed_from_bytes: u64,
-    /// Handshakes with TCP_INFO, and the sums over them.
-    pub tcp_count: u64,
-    /// Sum of data segments received during the handshake.
-    pub data_segs_in: u64,
-    /// Sum of the peer MSS estimates.
-    pub rcv_mss: u64,
-    /// Handshakes whose received data segments exceeded the initial window
-    /// of [`HandshakeTcp::INITIAL_WINDOW`](crate::record::HandshakeTcp::INITIAL_WINDOW).
-    pub beyond_initial_window: u64,
-    /// Sum of slow-start rounds the received segments need from that window.
-    pub slow_start_rounds: u64,
-}
-
-impl KindTotals {
-    fn merge(&mut self, o: &KindTotals) {
-        self.count += o.count;
-        self.bytes_out += o.bytes_out;
-        self.bytes_in += o.bytes_in;
-        self.round_trips += o.round_trips;
-        self.records_count += o.records_count;
-        self.records_out += o.records_out;
-        self.records_in += o.records_in;
-        self.cert_count += o.cert_count;
-        self.cert_bytes += o.cert_bytes;
-        self.compressed_count += o.compressed_count;
-        self.compressed_bytes += o.compressed_bytes;
-        self.compressed_from_bytes += o.compressed_from_bytes;
-        self.tcp_count += o.tcp_count;
-        self.data_segs_in += o.data_segs_in;
-        self.rcv_mss += o.rcv_mss;
-        self.beyond_initial_window += o.beyond_initial_window;
-        self.slow_start_rounds += o.slow_start_rounds;
+/// Adds one handshake's wire figures (records, certificate, TCP_INFO) to
+/// its kind's sums.
+fn add_wire(k: &mut KindTotals, w: &crate::record::HandshakeWire) {
+    use crate::record::HandshakeTcp;
+    k.records_count += 1;
+    k.records_out += u64::from(w.records_out);
+    k.records_in += u64::from(w.records_in);
+    if let Some(c) = w.cert_bytes {
+        k.cert_count += 1;
+        k.cert_bytes += u64::from(c);
     }
-
-    fn add_wire(&mut self, w: &crate::record::HandshakeWire) {
-        use crate::record::HandshakeTcp;
-        self.records_count += 1;
-        self.records_out += u64::from(w.records_out);
-        self.records_in += u64::from(w.records_in);
-        if let Some(c) = w.cert_bytes {
-            self.cert_count += 1;
-            self.cert_bytes += u64::from(c);
-        }
-        if let (Some(c), Some(u)) = (w.cert_compressed_bytes, w.cert_bytes) {
-            self.compressed_count += 1;
-            self.compressed_bytes += u64::from(c);
-            self.compressed_from_bytes += u64::from(u);
-        }
-        if let Some(t) = &w.tcp {
-            self.tcp_count += 1;
-            self.data_segs_in += u64::from(t.data_segs_in);
-            self.rcv_mss += u64::from(t.rcv_mss);
-            self.beyond_initial_window += u64::from(t.data_segs_in > HandshakeTcp::INITIAL_WINDOW);
-            self.slow_start_rounds += u64::from(HandshakeTcp::slow_start_rounds(
-                t.data_segs_in,
-                HandshakeTcp::INITIAL_WINDOW,
-            ));
-        }
+    if let (Some(c), Some(u)) = (w.cert_compressed_bytes, w.cert_bytes) {
+        k.compressed_count += 1;
+        k.compressed_bytes += u64::from(c);
+        k.compressed_from_bytes += u64::from(u);
+    }
+    if let Some(t) = &w.tcp {
+        k.tcp_count += 1;
+        k.data_segs_in += u64::from(t.data_segs_in);
+        k.rcv_mss += u64::from(t.rcv_mss);
+        k.beyond_initial_window += u64::from(t.data_segs_in > HandshakeTcp::INITIAL_WINDOW);
+        k.slow_start_rounds += u64::from(HandshakeTcp::slow_start_rounds(
+            t.data_segs_in,
+            HandshakeTcp::INITIAL_WINDOW,
+        ));
     }
 }
 
@@ -202,63 +139,23 @@ pub struct Stats {
     pub transfer: PhaseStats,
     /// Total time of completed requests.
     pub total: PhaseStats,
-    /// Requests attempted (one per record).
-    pub attempted: u64,
-    /// Requests whose response arrived completely (any status).
-    pub completed: u64,
-    /// Completed requests without error (2xx).
-    pub succeeded: u64,
-    /// Response body bytes received.
-    pub body_bytes: u64,
-    /// Responses by HTTP status.
-    pub status: BTreeMap<u16, u64>,
-    /// Errors by kind.
-    pub errors: BTreeMap<String, u64>,
-    /// Full handshakes: counts and byte/round-trip sums.
-    pub full: KindTotals,
-    /// Resumed handshakes: counts and byte/round-trip sums.
-    pub resumed: KindTotals,
-    /// Full handshakes that needed a HelloRetryRequest.
-    pub hrr: u64,
-    /// Handshakes that offered a stored session.
-    pub offered: u64,
-    /// Handshakes by version: (full, resumed).
-    pub by_version: BTreeMap<String, (u64, u64)>,
-    /// Handshakes by cipher suite.
-    pub suites: BTreeMap<String, u64>,
-    /// Handshakes by key-exchange group (TLS 1.2 resumptions use none and
-    /// are not counted here).
-    pub groups: BTreeMap<String, u64>,
-    /// Connections that sent early data, and of those, how many the server
-    /// accepted.
-    pub early_data_sent: u64,
-    /// Connections whose early data the server accepted.
-    pub early_data_accepted: u64,
-    /// Requests that repeated a failed one (`--retry-on-failure`).
-    pub retries: u64,
-}
-
-fn bump(map: &mut BTreeMap<String, u64>, key: &str, by: u64) {
-    match map.get_mut(key) {
-        Some(v) => *v += by,
-        None => {
-            map.insert(key.to_owned(), by);
-        }
-    }
+    /// Every other counter: requests, statuses, errors and handshake
+    /// sums (the fields an agent writes to `counters.json`).
+    pub counts: Counters,
 }
 
 impl Stats {
     /// Adds one request.
     pub fn record(&mut self, r: &RequestRecord) {
-        self.attempted += 1;
-        self.retries += u64::from(r.retry);
+        self.counts.attempted += 1;
+        self.counts.retries += u64::from(r.retry);
         if let Some(c) = r.connect_us {
             self.connect.record(c);
         }
         if let Some(h) = &r.handshake {
             let (hist, totals) = match h.kind {
-                HandshakeKind::Full => (&mut self.handshake_full, &mut self.full),
-                HandshakeKind::Resumed => (&mut self.handshake_resumed, &mut self.resumed),
+                HandshakeKind::Full => (&mut self.handshake_full, &mut self.counts.full),
+                HandshakeKind::Resumed => (&mut self.handshake_resumed, &mut self.counts.resumed),
             };
             hist.record(h.duration_us);
             totals.count += 1;
@@ -266,58 +163,58 @@ impl Stats {
             totals.bytes_in += h.bytes_in;
             totals.round_trips += u64::from(h.round_trips);
             if let Some(w) = &h.wire {
-                totals.add_wire(w);
+                add_wire(totals, w);
             }
-            self.hrr += u64::from(h.hrr);
-            self.offered += u64::from(h.offered);
+            self.counts.hrr += u64::from(h.hrr);
+            self.counts.offered += u64::from(h.offered);
             let add = match h.kind {
                 HandshakeKind::Full => (1, 0),
                 HandshakeKind::Resumed => (0, 1),
             };
-            match self.by_version.get_mut(h.version.as_str()) {
+            match self.counts.by_version.get_mut(h.version.as_str()) {
                 Some(e) => {
                     e.0 += add.0;
                     e.1 += add.1;
                 }
                 None => {
-                    self.by_version.insert(h.version.clone(), add);
+                    self.counts.by_version.insert(h.version.clone(), add);
                 }
             }
             // Empty: not known (QUIC: quinn does not expose them).
             if !h.suite.is_empty() {
-                bump(&mut self.suites, &h.suite, 1);
+                bump(&mut self.counts.suites, &h.suite, 1);
             }
             if !h.group.is_empty() {
-                bump(&mut self.groups, &h.group, 1);
+                bump(&mut self.counts.groups, &h.group, 1);
             }
             match h.early_data {
                 EarlyData::NotSent => {}
                 EarlyData::Accepted => {
-                    self.early_data_sent += 1;
-                    self.early_data_accepted += 1;
+                    self.counts.early_data_sent += 1;
+                    self.counts.early_data_accepted += 1;
                 }
-                EarlyData::Rejected => self.early_data_sent += 1,
+                EarlyData::Rejected => self.counts.early_data_sent += 1,
             }
         }
         if let Some(s) = r.status {
-            *self.status.entry(s).or_default() += 1;
+            *self.counts.status.entry(s).or_default() += 1;
             if let Some(t) = r.ttfb_us {
                 self.ttfb.record(t);
             }
         }
-        self.body_bytes += r.body_bytes;
+        self.counts.body_bytes += r.body_bytes;
         if r.completed() {
-            self.completed += 1;
+            self.counts.completed += 1;
             if let Some(t) = r.transfer_us {
                 self.transfer.record(t);
             }
             self.total.record(r.total_us);
             if r.error.is_none() {
-                self.succeeded += 1;
+                self.counts.succeeded += 1;
             }
         }
         if let Some(e) = &r.error {
-            bump(&mut self.errors, e, 1);
+            bump(&mut self.counts.errors, e, 1);
         }
     }
 
@@ -329,44 +226,7 @@ impl Stats {
         self.ttfb.merge(&other.ttfb);
         self.transfer.merge(&other.transfer);
         self.total.merge(&other.total);
-        self.attempted += other.attempted;
-        self.completed += other.completed;
-        self.succeeded += other.succeeded;
-        self.body_bytes += other.body_bytes;
-        for (k, v) in &other.status {
-            *self.status.entry(*k).or_default() += v;
-        }
-        for (k, v) in &other.errors {
-            bump(&mut self.errors, k, *v);
-        }
-        self.full.merge(&other.full);
-        self.resumed.merge(&other.resumed);
-        self.hrr += other.hrr;
-        self.offered += other.offered;
-        for (k, (f, r)) in &other.by_version {
-            let e = self.by_version.entry(k.clone()).or_default();
-            e.0 += f;
-            e.1 += r;
-        }
-        for (k, v) in &other.suites {
-            bump(&mut self.suites, k, *v);
-        }
-        for (k, v) in &other.groups {
-            bump(&mut self.groups, k, *v);
-        }
-        self.early_data_sent += other.early_data_sent;
-        self.early_data_accepted += other.early_data_accepted;
-        self.retries += other.retries;
-    }
-
-    /// Completed handshakes of either kind.
-    pub fn handshakes(&self) -> u64 {
-        self.full.count + self.resumed.count
-    }
-
-    /// Errors of every kind.
-    pub fn error_count(&self) -> u64 {
-        self.errors.values().sum()
+        self.counts.merge(&other.counts);
     }
 }
 
@@ -462,21 +322,21 @@ pub(crate) mod tests {
             };
             s.record(&record(0, i, Some(kind)));
         }
-        assert_eq!(s.attempted, 20);
-        assert_eq!(s.completed, 20);
-        assert_eq!(s.succeeded, 18);
-        assert_eq!(s.errors.get("http_404"), Some(&2));
-        assert_eq!(s.status.get(&200), Some(&18));
-        assert_eq!((s.full.count, s.resumed.count), (10, 10));
-        assert_eq!(s.offered, 10);
-        assert_eq!(s.by_version.get("TLSv1.3"), Some(&(10, 10)));
-        assert_eq!(s.full.bytes_in, 20_000);
-        assert_eq!(s.resumed.bytes_in, 4_000);
+        assert_eq!(s.counts.attempted, 20);
+        assert_eq!(s.counts.completed, 20);
+        assert_eq!(s.counts.succeeded, 18);
+        assert_eq!(s.counts.errors.get("http_404"), Some(&2));
+        assert_eq!(s.counts.status.get(&200), Some(&18));
+        assert_eq!((s.counts.full.count, s.counts.resumed.count), (10, 10));
+        assert_eq!(s.counts.offered, 10);
+        assert_eq!(s.counts.by_version.get("TLSv1.3"), Some(&(10, 10)));
+        assert_eq!(s.counts.full.bytes_in, 20_000);
+        assert_eq!(s.counts.resumed.bytes_in, 4_000);
         assert_eq!(s.connect.count(), 20);
         assert_eq!(s.connect.max_us(), Some(119));
         assert_eq!(s.connect.mean_us(), Some(109.5));
-        assert_eq!(s.body_bytes, 20 * 1024);
-        assert_eq!(s.retries, 2);
+        assert_eq!(s.counts.body_bytes, 20 * 1024);
+        assert_eq!(s.counts.retries, 2);
     }
 
     #[test]
@@ -495,10 +355,10 @@ pub(crate) mod tests {
         let c = Collector::new(4);
         recs.iter().for_each(|r| c.record(r));
         let merged = c.merged();
-        assert_eq!(merged.attempted, whole.attempted);
-        assert_eq!(merged.full, whole.full);
-        assert_eq!(merged.errors, whole.errors);
-        assert_eq!(merged.status, whole.status);
+        assert_eq!(merged.counts.attempted, whole.counts.attempted);
+        assert_eq!(merged.counts.full, whole.counts.full);
+        assert_eq!(merged.counts.errors, whole.counts.errors);
+        assert_eq!(merged.counts.status, whole.counts.status);
         assert_eq!(merged.total.count(), whole.total.count());
         assert_eq!(merged.total.mean_us(), whole.total.mean_us());
         assert_eq!(
@@ -519,7 +379,14 @@ pub(crate) mod tests {
             total_us: 80,
             ..RequestRecord::default()
         });
-        assert_eq!((s.attempted, s.completed, s.error_count()), (1, 0, 1));
+        assert_eq!(
+            (
+                s.counts.attempted,
+                s.counts.completed,
+                s.counts.error_count()
+            ),
+            (1, 0, 1)
+        );
         assert_eq!(s.total.count(), 0);
         assert_eq!(s.total.quantile_us(0.5), None);
     }

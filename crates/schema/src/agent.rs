@@ -3,9 +3,10 @@
 //! completion marker) and `counters.json` (every counter but the
 //! histograms).
 
-use std::collections::BTreeMap;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 
-use serde::{Deserialize, Serialize};
+use crate::counters::Counters;
 
 /// One agent's place in a sharded run: agent `index` (1-based) of `count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,7 +26,8 @@ impl std::fmt::Display for ShardId {
 /// `complete.json`: what an agent says about its finished run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentMarker {
-    /// Layout version of the agent directory (1).
+    /// Layout version of the agent directory: 2 since `counters.json`
+    /// keeps every handshake sum (1 kept four); a merge reads both.
     pub schema_version: u32,
     /// Which agent this is.
     pub shard: ShardId,
@@ -62,44 +64,41 @@ pub struct RunFlags {
 }
 
 /// `counters.json`: the counters of an agent's statistics other than its
-/// histograms, so that a merge adds them exactly.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// histograms, so that a merge adds them exactly. Layout 1 kept only
+/// `[count, bytes_out, bytes_in, round_trips]` of each handshake kind (and
+/// so lost the record, certificate and TCP sums); both forms read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct AgentCounters {
     /// Exact sums per phase, µs, in the order connect, handshake_full,
     /// handshake_resumed, ttfb, transfer, total.
     pub phase_sum_us: Vec<u64>,
     /// Exact maxima per phase, µs, in the same order.
     pub phase_max_us: Vec<u64>,
-    /// Requests attempted.
-    pub attempted: u64,
-    /// Requests completed.
-    pub completed: u64,
-    /// Requests with a 2xx status.
-    pub succeeded: u64,
-    /// Response body bytes.
-    pub body_bytes: u64,
-    /// Responses by HTTP status.
-    pub status: BTreeMap<u16, u64>,
-    /// Errors by kind.
-    pub errors: BTreeMap<String, u64>,
-    /// Full handshakes: count, bytes out, bytes in, round trips.
-    pub full: [u64; 4],
-    /// Resumed handshakes, as `full`.
-    pub resumed: [u64; 4],
-    /// HelloRetryRequests.
-    pub hrr: u64,
-    /// Handshakes that offered a stored session.
-    pub offered: u64,
-    /// (full, resumed) handshakes by protocol version.
-    pub by_version: BTreeMap<String, (u64, u64)>,
-    /// Handshakes by cipher suite.
-    pub suites: BTreeMap<String, u64>,
-    /// Handshakes by key-exchange group.
-    pub groups: BTreeMap<String, u64>,
-    /// Connections that sent early data.
-    pub early_data_sent: u64,
-    /// Of those, the ones accepted.
-    pub early_data_accepted: u64,
-    /// Retried attempts.
-    pub retries: u64,
+    /// Every other counter, at the top level of the JSON.
+    #[serde(flatten)]
+    pub counts: Counters,
+}
+
+impl<'de> Deserialize<'de> for AgentCounters {
+    /// By hand: serde's `flatten` buffers the document and then cannot read
+    /// `status`'s numeric keys ("200"), so the phases are taken off a JSON
+    /// value and the rest is read as [`Counters`].
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut v = serde_json::Value::deserialize(d)?;
+        let mut phases = |key: &'static str| -> Result<Vec<u64>, D::Error> {
+            let x = v
+                .as_object_mut()
+                .and_then(|o| o.remove(key))
+                .ok_or_else(|| D::Error::missing_field(key))?;
+            serde_json::from_value(x).map_err(D::Error::custom)
+        };
+        let phase_sum_us = phases("phase_sum_us")?;
+        let phase_max_us = phases("phase_max_us")?;
+        let counts = serde_json::from_value(v).map_err(D::Error::custom)?;
+        Ok(AgentCounters {
+            phase_sum_us,
+            phase_max_us,
+            counts,
+        })
+    }
 }

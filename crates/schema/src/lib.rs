@@ -23,6 +23,7 @@
 pub mod agent;
 pub mod breakdown;
 pub mod cluster;
+pub mod counters;
 pub mod engine;
 pub mod float;
 pub mod lab;

@@ -16,27 +16,15 @@ use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use tlslab_schema::agent::{AgentCounters, AgentMarker, RunFlags, ShardId};
 
 use crate::model::LoadReport;
-use crate::record::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
-use crate::stats::{KindTotals, PhaseStats, Stats};
+use crate::record::{
+    EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire, RequestRecord,
+};
+use crate::stats::{PhaseStats, Stats};
 
 use super::error::{
     COUNTERS_FILE, CSV_FILE, HLOG_FILE, MARKER_FILE, PHASE_TAGS, REPORT_FILE, Result, corrupt,
     io_err, read_input,
 };
-
-fn kind_arr(k: &KindTotals) -> [u64; 4] {
-    [k.count, k.bytes_out, k.bytes_in, k.round_trips]
-}
-
-fn arr_kind(a: [u64; 4]) -> KindTotals {
-    KindTotals {
-        count: a[0],
-        bytes_out: a[1],
-        bytes_in: a[2],
-        round_trips: a[3],
-        ..KindTotals::default()
-    }
-}
 
 pub(super) fn phases(s: &Stats) -> [&PhaseStats; 6] {
     [
@@ -67,22 +55,7 @@ fn counters_of(s: &Stats) -> AgentCounters {
             .map(|p| u64::try_from(p.sum_us()).unwrap_or(u64::MAX))
             .collect(),
         phase_max_us: phases(s).iter().map(|p| p.max_us().unwrap_or(0)).collect(),
-        attempted: s.attempted,
-        completed: s.completed,
-        succeeded: s.succeeded,
-        body_bytes: s.body_bytes,
-        status: s.status.clone(),
-        errors: s.errors.clone(),
-        full: kind_arr(&s.full),
-        resumed: kind_arr(&s.resumed),
-        hrr: s.hrr,
-        offered: s.offered,
-        by_version: s.by_version.clone(),
-        suites: s.suites.clone(),
-        groups: s.groups.clone(),
-        early_data_sent: s.early_data_sent,
-        early_data_accepted: s.early_data_accepted,
-        retries: s.retries,
+        counts: s.counts.clone(),
     }
 }
 
@@ -96,7 +69,9 @@ pub fn read_csv_log(path: &Path) -> Result<Vec<RequestRecord>> {
         .iter()
         .map(String::from)
         .collect();
-    if header != crate::CSV_COLUMNS {
+    // Layout 1 ended before the wire columns; its rows read without them.
+    let layout1 = &crate::CSV_COLUMNS[..crate::CSV_COLUMNS.len() - crate::WIRE_COLUMNS];
+    if header != crate::CSV_COLUMNS && header != layout1 {
         return Err(corrupt(
             path,
             "not a tlslab request log (unexpected header)",
@@ -113,7 +88,7 @@ pub fn read_csv_log(path: &Path) -> Result<Vec<RequestRecord>> {
         let row = row.map_err(|e| corrupt(path, e))?;
         let bad = |what: &str| corrupt(path, format!("row {}: bad {what}", line + 2));
         let opt = |name: &str| -> Result<Option<u64>> {
-            let v = &row[col(name)];
+            let v = row.get(col(name)).unwrap_or("");
             if v.is_empty() {
                 Ok(None)
             } else {
@@ -121,7 +96,32 @@ pub fn read_csv_log(path: &Path) -> Result<Vec<RequestRecord>> {
             }
         };
         let num = |name: &str| -> Result<u64> { opt(name)?.ok_or_else(|| bad(name)) };
-        let text = |name: &str| row[col(name)].to_string();
+        let text = |name: &str| row.get(col(name)).unwrap_or("").to_string();
+        let small = |name: &str| -> Result<Option<u32>> {
+            opt(name)?
+                .map(|v| u32::try_from(v).map_err(|_| bad(name)))
+                .transpose()
+        };
+        let tcp = match small("tcp_data_segs_in")? {
+            None => None,
+            Some(data_segs_in) => Some(HandshakeTcp {
+                data_segs_in,
+                data_segs_out: small("tcp_data_segs_out")?.unwrap_or(0),
+                rcv_mss: small("tcp_rcv_mss")?.unwrap_or(0),
+                total_retrans: small("tcp_total_retrans")?.unwrap_or(0),
+            }),
+        };
+        let wire = match small("hs_records_out")? {
+            None => None,
+            Some(records_out) => Some(HandshakeWire {
+                records_out,
+                records_in: small("hs_records_in")?.unwrap_or(0),
+                cert_bytes: small("cert_bytes")?,
+                cert_compressed_bytes: small("cert_compressed_bytes")?,
+                cert_compression: Some(text("cert_compression")).filter(|c| !c.is_empty()),
+                tcp,
+            }),
+        };
         let kind = match &row[col("kind")] {
             "full" => Some(HandshakeKind::Full),
             "resumed" => Some(HandshakeKind::Resumed),
@@ -147,7 +147,7 @@ pub fn read_csv_log(path: &Path) -> Result<Vec<RequestRecord>> {
                     "rejected" => EarlyData::Rejected,
                     _ => return Err(bad("early_data")),
                 },
-                wire: None,
+                wire,
             }),
         };
         let error = text("error");
@@ -219,14 +219,15 @@ pub fn write_agent_dir(
     let records = read_csv_log(&csv)?;
     let mut stats = Stats::default();
     records.iter().for_each(|r| stats.record(r));
-    if stats.attempted != report.requests.attempted || stats.completed != report.requests.completed
+    if stats.counts.attempted != report.requests.attempted
+        || stats.counts.completed != report.requests.completed
     {
         return Err(corrupt(
             &csv,
             format!(
                 "holds {} requests ({} completed) but the run reported {} ({}); the log is incomplete",
-                stats.attempted,
-                stats.completed,
+                stats.counts.attempted,
+                stats.counts.completed,
                 report.requests.attempted,
                 report.requests.completed
             ),
@@ -258,7 +259,7 @@ pub fn write_agent_dir(
         .map_err(|e| corrupt(&dir.join(COUNTERS_FILE), e))?;
     write_atomic(dir, COUNTERS_FILE, &counters)?;
     let marker = AgentMarker {
-        schema_version: 1,
+        schema_version: 2,
         shard,
         start_at_unix_ms,
         window_start_unix_ms: report.window.start_unix_ms,
@@ -344,22 +345,7 @@ pub fn read_agent_dir(dir: &Path) -> Result<Option<AgentOutput>> {
     let hpath = dir.join(HLOG_FILE);
     let mut hists = read_hlog(&hpath)?;
     let mut stats = Stats {
-        attempted: c.attempted,
-        completed: c.completed,
-        succeeded: c.succeeded,
-        body_bytes: c.body_bytes,
-        status: c.status,
-        errors: c.errors,
-        full: arr_kind(c.full),
-        resumed: arr_kind(c.resumed),
-        hrr: c.hrr,
-        offered: c.offered,
-        by_version: c.by_version,
-        suites: c.suites,
-        groups: c.groups,
-        early_data_sent: c.early_data_sent,
-        early_data_accepted: c.early_data_accepted,
-        retries: c.retries,
+        counts: c.counts,
         ..Stats::default()
     };
     for (i, (tag, p)) in PHASE_TAGS.iter().zip(phases_mut(&mut stats)).enumerate() {
@@ -369,12 +355,12 @@ pub fn read_agent_dir(dir: &Path) -> Result<Option<AgentOutput>> {
         *p = PhaseStats::from_parts(h, u128::from(c.phase_sum_us[i]), c.phase_max_us[i])
             .map_err(|e| corrupt(&hpath, e))?;
     }
-    if stats.attempted != report.requests.attempted {
+    if stats.counts.attempted != report.requests.attempted {
         return Err(corrupt(
             &cpath,
             format!(
                 "counts {} requests but {} says {}",
-                stats.attempted, REPORT_FILE, report.requests.attempted
+                stats.counts.attempted, REPORT_FILE, report.requests.attempted
             ),
         ));
     }

@@ -232,8 +232,8 @@ pub fn merge_with(dirs: &[PathBuf], force: bool) -> Result<LoadReport> {
                 window_start_unix_ms: a.marker.window_start_unix_ms,
                 start_offset_ms: a.marker.window_start_unix_ms as i64 - t0 as i64,
                 measured_s: a.marker.measured_s,
-                attempted: a.stats.attempted,
-                completed: a.stats.completed,
+                attempted: a.stats.counts.attempted,
+                completed: a.stats.counts.completed,
                 busy_fraction: a.report.client_cpu.busy_fraction,
                 saturated: a.report.client_cpu.saturated
                     || a.report.client_cpu.busy_fraction >= SATURATION_THRESHOLD,

@@ -7,7 +7,7 @@ use super::agent_dir::phases;
 use super::*;
 use crate::model::ConfigEcho;
 use crate::model::{CpuUsage, LoadReport, LoadReportBuild, Window};
-use crate::record::RequestRecord;
+use crate::record::{HandshakeTcp, HandshakeWire, RequestRecord};
 use crate::stats::Stats;
 use crate::stats::tests::record;
 use crate::{CsvLog, HandshakeKind};
@@ -25,6 +25,23 @@ fn recs(range: std::ops::Range<u64>) -> Vec<RequestRecord> {
             };
             let mut r = record((i % 5) as u32, i, kind);
             r.total_us = 100 + i * i % 50_000;
+            // Full handshakes carry wire figures (some compressed, some
+            // with TCP_INFO), which the merge must keep.
+            if let (Some(HandshakeKind::Full), Some(h)) = (kind, r.handshake.as_mut()) {
+                h.wire = Some(HandshakeWire {
+                    records_out: 3,
+                    records_in: 5 + (i % 2) as u32,
+                    cert_bytes: Some(4_000 + i as u32),
+                    cert_compressed_bytes: (i % 2 == 0).then_some(2_000),
+                    cert_compression: (i % 2 == 0).then(|| "brotli".into()),
+                    tcp: (i % 4 == 0).then_some(HandshakeTcp {
+                        data_segs_in: 4 + (i % 13) as u32,
+                        data_segs_out: 2,
+                        rcv_mss: 1_448,
+                        total_retrans: (i % 7 == 0).into(),
+                    }),
+                });
+            }
             r
         })
         .collect()
@@ -94,9 +111,12 @@ fn agent_directory_round_trips_exactly() {
     let stats = agent(&d, ShardId { index: 1, count: 1 }, &records, 1000);
     let back = read_agent_dir(&d).unwrap().expect("complete");
     assert_eq!(back.marker.csv_rows, 500);
-    assert_eq!(back.stats.attempted, stats.attempted);
-    assert_eq!(back.stats.full, stats.full);
-    assert_eq!(back.stats.by_version, stats.by_version);
+    assert_eq!(back.stats.counts.attempted, stats.counts.attempted);
+    assert_eq!(back.stats.counts.full, stats.counts.full);
+    assert!(back.stats.counts.full.records_count > 100);
+    assert!(back.stats.counts.full.compressed_count > 0);
+    assert!(back.stats.counts.full.tcp_count > 0);
+    assert_eq!(back.stats.counts.by_version, stats.counts.by_version);
     for (a, b) in phases(&back.stats).iter().zip(phases(&stats)) {
         assert_eq!(a.count(), b.count());
         assert_eq!(a.mean_us(), b.mean_us());
@@ -131,7 +151,7 @@ fn merge_of_agents_equals_one_run_and_names_the_missing() {
     }
     let m = merge(&dirs).unwrap();
     assert_eq!(m.requests.attempted, 900);
-    assert_eq!(m.reuse.resumed_count, whole.resumed.count);
+    assert_eq!(m.reuse.resumed_count, whole.counts.resumed.count);
     assert_eq!(m.latency.total.p99_us, whole.total.quantile_us(0.99));
     assert_eq!(m.latency.total.p50_us, whole.total.quantile_us(0.5));
     assert_eq!(m.latency.total.mean_us, whole.total.mean_us());
@@ -242,4 +262,22 @@ fn saturated_agents_are_named() {
     let w = m.client_cpu.warning.unwrap();
     assert!(w.contains("agent(s) 2/2 were saturated"), "{w}");
     assert_eq!(m.distributed.unwrap().saturated_agents, ["2/2"]);
+}
+
+#[test]
+fn a_layout_1_request_log_still_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("old.csv");
+    let cols = &crate::CSV_COLUMNS[..crate::CSV_COLUMNS.len() - crate::WIRE_COLUMNS];
+    let row = "7,0,0,0,https://h/,200,,90,400,full,0,TLSv1.3,TLS13_AES_128_GCM_SHA256,X25519,\
+               300,2000,1,50,10,600,1024,0,,0";
+    fs::write(&path, format!("{}\n{row}\n", cols.join(","))).unwrap();
+    let recs = read_csv_log(&path).unwrap();
+    assert_eq!(recs.len(), 1);
+    let h = recs[0].handshake.as_ref().unwrap();
+    assert_eq!((h.bytes_in, h.round_trips), (2000, 1));
+    assert_eq!(h.wire, None);
+    // A header that is neither layout is refused.
+    fs::write(&path, format!("{},extra\n", cols.join(","))).unwrap();
+    assert!(read_csv_log(&path).is_err());
 }
