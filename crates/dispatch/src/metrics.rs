@@ -228,49 +228,16 @@ pub fn render(e: &Exposition<'_>) -> String {
         ),
     ];
     type Get = fn(&NodeStats) -> u64;
+    // One row a family: name, type, help, and the node counter it reads.
+    #[rustfmt::skip]
     let per_node: [(&str, &str, &str, Get); 7] = [
-        (
-            "node_connections_total",
-            "counter",
-            "Connections proxied to each node.",
-            |s| s.connections.load(Relaxed),
-        ),
-        (
-            "node_active_connections",
-            "gauge",
-            "Connections open to each node now.",
-            |s| s.active.load(Relaxed),
-        ),
-        (
-            "node_received_bytes_total",
-            "counter",
-            "Bytes from clients forwarded to each node.",
-            |s| s.bytes_up.load(Relaxed),
-        ),
-        (
-            "node_sent_bytes_total",
-            "counter",
-            "Bytes from each node forwarded to clients.",
-            |s| s.bytes_down.load(Relaxed),
-        ),
-        (
-            "node_connect_errors_total",
-            "counter",
-            "Failed connects to each node.",
-            |s| s.connect_errors.load(Relaxed),
-        ),
-        (
-            "node_up",
-            "gauge",
-            "1 when the node passed its last health check, else 0.",
-            |s| u64::from(s.healthy.load(Relaxed)),
-        ),
-        (
-            "node_health_check_failures_total",
-            "counter",
-            "Failed health checks of each node (TCP connect or TLS handshake).",
-            |s| s.health_failures.load(Relaxed),
-        ),
+        ("node_connections_total", "counter", "Connections proxied to each node.", |s| s.connections.load(Relaxed)),
+        ("node_active_connections", "gauge", "Connections open to each node now.", |s| s.active.load(Relaxed)),
+        ("node_received_bytes_total", "counter", "Bytes from clients forwarded to each node.", |s| s.bytes_up.load(Relaxed)),
+        ("node_sent_bytes_total", "counter", "Bytes from each node forwarded to clients.", |s| s.bytes_down.load(Relaxed)),
+        ("node_connect_errors_total", "counter", "Failed connects to each node.", |s| s.connect_errors.load(Relaxed)),
+        ("node_up", "gauge", "1 when the node passed its last health check, else 0.", |s| u64::from(s.healthy.load(Relaxed))),
+        ("node_health_check_failures_total", "counter", "Failed health checks of each node (TCP connect or TLS handshake).", |s| s.health_failures.load(Relaxed)),
     ];
     families.extend(per_node.map(|(name, typ, help, get)| {
         let samples = e

@@ -54,37 +54,14 @@ pub fn metrics(s: &Sample) -> String {
         }
     }
     // Plain gauges: name, help, value (absent when not measured).
+    #[rustfmt::skip]
     let gauges = [
-        (
-            "tlslab_probe_resumption_accepted",
-            "1 if the server accepted the session offered on the second connection.",
-            s.resumption_accepted.map(|a| f64::from(u8::from(a))),
-        ),
-        (
-            "tlslab_probe_success",
-            "1 if every phase of the probe succeeded.",
-            Some(if s.error_kind.is_none() { 1.0 } else { 0.0 }),
-        ),
-        (
-            "tlslab_probe_http_body_bytes",
-            "Body bytes of the GET response on the first connection.",
-            s.body_bytes.map(|b| b as f64),
-        ),
-        (
-            "tlslab_probe_ssl_earliest_cert_expiry",
-            "The leaf certificate's not-after, Unix seconds.",
-            s.cert_not_after.map(|t| t as f64),
-        ),
-        (
-            "tlslab_probe_handshake_round_trips",
-            "Round trips of the full handshake.",
-            s.full_handshake_round_trips.map(|t| t as f64),
-        ),
-        (
-            "tlslab_probe_handshake_bytes",
-            "Socket bytes, both ways, of the full handshake.",
-            s.full_handshake_bytes.map(|t| t as f64),
-        ),
+        ("tlslab_probe_resumption_accepted", "1 if the server accepted the session offered on the second connection.", s.resumption_accepted.map(|a| f64::from(u8::from(a)))),
+        ("tlslab_probe_success", "1 if every phase of the probe succeeded.", Some(if s.error_kind.is_none() { 1.0 } else { 0.0 })),
+        ("tlslab_probe_http_body_bytes", "Body bytes of the GET response on the first connection.", s.body_bytes.map(|b| b as f64)),
+        ("tlslab_probe_ssl_earliest_cert_expiry", "The leaf certificate's not-after, Unix seconds.", s.cert_not_after.map(|t| t as f64)),
+        ("tlslab_probe_handshake_round_trips", "Round trips of the full handshake.", s.full_handshake_round_trips.map(|t| t as f64)),
+        ("tlslab_probe_handshake_bytes", "Socket bytes, both ways, of the full handshake.", s.full_handshake_bytes.map(|t| t as f64)),
     ];
     for (name, help, v) in gauges {
         labelled_gauge(&mut out, name, help, "", v);

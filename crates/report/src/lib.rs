@@ -9,7 +9,7 @@
 //! - [`LoadReport`]: the serde model of a finished run (`--json`), whose
 //!   field names are a documented contract (docs/schema.md); its types
 //!   live in `tlslab-schema` and are re-exported here. This crate builds
-//!   it from [`Stats`] ([`LoadReportBuild`]) and renders its human table
+//!   it from [`Stats`] ([`build_report`]) and renders its human table
 //!   ([`LoadReportText`]).
 //! - [`interval`]: the statistics of a sample, written once: [`median`],
 //!   [`quantile`], 95 % confidence intervals ([`Interval`]) and the
@@ -50,8 +50,8 @@ pub use interval::{Interval, median, quantile};
 pub use model::{
     Backoff, ClientCpu, ConfigEcho, CpuUsage, CryptoOp, CryptoPerHandshake, EarlyDataCounts,
     Ecommerce, HandshakeKindSummary, HandshakeSummary, Http, KindCounts, Latency, LoadReport,
-    LoadReportBuild, OpenLoop, Phase, Replay, Requests, Reuse, SATURATION_THRESHOLD,
-    SCHEMA_VERSION, SocketBytes, Throughput, Window,
+    OpenLoop, Phase, Replay, Requests, Reuse, SATURATION_THRESHOLD, SCHEMA_VERSION, SocketBytes,
+    Throughput, Window, build_report, empty_report,
 };
 pub use record::{
     EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire, RequestRecord,

@@ -66,147 +66,131 @@ fn ratio(n: u64, d: u64) -> f64 {
     if d > 0 { n as f64 / d as f64 } else { 0.0 }
 }
 
-/// [`LoadReport::build`]: a report from a run's measurements. A trait
-/// because the report's type lives in `tlslab-schema`, below the
-/// statistics.
-pub trait LoadReportBuild {
-    /// Builds the report of a run from its merged statistics.
-    ///
-    /// `unfinished` is the number of requests cut off when the duration ran
-    /// out; `cpu` is what the process used over the window.
-    fn build(
-        config: ConfigEcho,
-        window: Window,
-        stats: &Stats,
-        unfinished: u64,
-        cpu: CpuUsage,
-    ) -> LoadReport;
-
-    /// The report of a client-observed window of `measured_s` seconds in
-    /// which nothing was measured: what a hand-built document (a test, an
-    /// example) starts from.
-    fn empty(measured_s: f64) -> LoadReport {
-        LoadReport::build(
-            ConfigEcho::default(),
-            Window {
-                start_unix_ms: 0,
-                measured_s,
-                observed: "client-observed".into(),
-            },
-            &Stats::default(),
-            0,
-            CpuUsage::default(),
-        )
-    }
+/// The report of a client-observed window of `measured_s` seconds in
+/// which nothing was measured: what a hand-built document (a test, an
+/// example) starts from.
+pub fn empty_report(measured_s: f64) -> LoadReport {
+    build_report(
+        ConfigEcho::default(),
+        Window {
+            start_unix_ms: 0,
+            measured_s,
+            observed: "client-observed".into(),
+        },
+        &Stats::default(),
+        0,
+        CpuUsage::default(),
+    )
 }
 
-impl LoadReportBuild for LoadReport {
-    fn build(
-        config: ConfigEcho,
-        window: Window,
-        stats: &Stats,
-        unfinished: u64,
-        cpu: CpuUsage,
-    ) -> LoadReport {
-        let secs = window.measured_s;
-        let handshakes = stats.counts.handshakes();
-        let cpu_s = cpu.user_s + cpu.sys_s;
-        let per = |n: u64| (n > 0).then(|| cpu_s * 1e6 / n as f64);
-        let busy = if secs > 0.0 && cpu.capacity > 0 {
-            cpu_s / (secs * cpu.capacity as f64)
-        } else {
-            0.0
-        };
-        let saturated = busy >= SATURATION_THRESHOLD;
-        let warning = saturated.then(|| {
-            format!(
-                "the client was {:.0}% busy on {} CPU(s): the result measures the client, not the server; \
-                 add --threads, give the client more CPUs, or lower --clients",
-                busy * 100.0,
-                cpu.capacity
-            )
-        });
-        LoadReport {
-            schema_version: SCHEMA_VERSION,
-            requests: Requests {
-                attempted: stats.counts.attempted,
-                completed: stats.counts.completed,
-                succeeded: stats.counts.succeeded,
-                errors: stats.counts.error_count(),
-                unfinished,
-                retries: stats.counts.retries,
-                refused: stats.counts.errors.get("refused").copied().unwrap_or(0),
-            },
-            throughput: Throughput {
-                requests_per_s: per_s(stats.counts.completed, secs),
-                full_handshakes_per_s: per_s(stats.counts.full.count, secs),
-                resumed_handshakes_per_s: per_s(stats.counts.resumed.count, secs),
-                bytes_per_s: per_s(stats.counts.body_bytes, secs),
-            },
-            latency: Latency {
-                connect: (&stats.connect).into(),
-                handshake_full: (&stats.handshake_full).into(),
-                handshake_resumed: (&stats.handshake_resumed).into(),
-                ttfb: (&stats.ttfb).into(),
-                transfer: (&stats.transfer).into(),
-                total: (&stats.total).into(),
-            },
-            reuse: Reuse {
-                requested: config.reuse,
-                offered: ratio(stats.counts.offered, handshakes),
-                achieved: ratio(stats.counts.resumed.count, handshakes),
-                handshakes,
-                offered_count: stats.counts.offered,
-                resumed_count: stats.counts.resumed.count,
-            },
-            handshake: HandshakeSummary {
-                full: kind_summary(&stats.counts.full),
-                resumed: kind_summary(&stats.counts.resumed),
-                hello_retry_requests: stats.counts.hrr,
-                versions: stats
-                    .counts
-                    .by_version
-                    .iter()
-                    .map(|(k, &(full, resumed))| (k.clone(), KindCounts { full, resumed }))
-                    .collect(),
-                suites: stats.counts.suites.clone(),
-                groups: stats.counts.groups.clone(),
-                early_data: EarlyDataCounts {
-                    sent: stats.counts.early_data_sent,
-                    accepted: stats.counts.early_data_accepted,
-                },
-            },
-            errors: stats.counts.errors.clone(),
-            status: stats
+/// A run's report from its merged statistics. `unfinished` is the number
+/// of requests cut off when the duration ran out; `cpu` is what the
+/// process used over the window.
+pub fn build_report(
+    config: ConfigEcho,
+    window: Window,
+    stats: &Stats,
+    unfinished: u64,
+    cpu: CpuUsage,
+) -> LoadReport {
+    let secs = window.measured_s;
+    let handshakes = stats.counts.handshakes();
+    let cpu_s = cpu.user_s + cpu.sys_s;
+    let per = |n: u64| (n > 0).then(|| cpu_s * 1e6 / n as f64);
+    let busy = if secs > 0.0 && cpu.capacity > 0 {
+        cpu_s / (secs * cpu.capacity as f64)
+    } else {
+        0.0
+    };
+    let saturated = busy >= SATURATION_THRESHOLD;
+    let warning = saturated.then(|| {
+        format!(
+            "the client was {:.0}% busy on {} CPU(s): the result measures the client, not the server; \
+             add --threads, give the client more CPUs, or lower --clients",
+            busy * 100.0,
+            cpu.capacity
+        )
+    });
+    LoadReport {
+        schema_version: SCHEMA_VERSION,
+        requests: Requests {
+            attempted: stats.counts.attempted,
+            completed: stats.counts.completed,
+            succeeded: stats.counts.succeeded,
+            errors: stats.counts.error_count(),
+            unfinished,
+            retries: stats.counts.retries,
+            refused: stats.counts.errors.get("refused").copied().unwrap_or(0),
+        },
+        throughput: Throughput {
+            requests_per_s: per_s(stats.counts.completed, secs),
+            full_handshakes_per_s: per_s(stats.counts.full.count, secs),
+            resumed_handshakes_per_s: per_s(stats.counts.resumed.count, secs),
+            bytes_per_s: per_s(stats.counts.body_bytes, secs),
+        },
+        latency: Latency {
+            connect: (&stats.connect).into(),
+            handshake_full: (&stats.handshake_full).into(),
+            handshake_resumed: (&stats.handshake_resumed).into(),
+            ttfb: (&stats.ttfb).into(),
+            transfer: (&stats.transfer).into(),
+            total: (&stats.total).into(),
+        },
+        reuse: Reuse {
+            requested: config.reuse,
+            offered: ratio(stats.counts.offered, handshakes),
+            achieved: ratio(stats.counts.resumed.count, handshakes),
+            handshakes,
+            offered_count: stats.counts.offered,
+            resumed_count: stats.counts.resumed.count,
+        },
+        handshake: HandshakeSummary {
+            full: kind_summary(&stats.counts.full),
+            resumed: kind_summary(&stats.counts.resumed),
+            hello_retry_requests: stats.counts.hrr,
+            versions: stats
                 .counts
-                .status
+                .by_version
                 .iter()
-                .map(|(k, v)| (k.to_string(), *v))
+                .map(|(k, &(full, resumed))| (k.clone(), KindCounts { full, resumed }))
                 .collect(),
-            client_cpu: ClientCpu {
-                user_s: cpu.user_s,
-                sys_s: cpu.sys_s,
-                per_handshake_us: per(handshakes),
-                per_request_us: per(stats.counts.completed),
-                capacity: cpu.capacity,
-                busy_fraction: busy,
-                saturated,
-                warning,
+            suites: stats.counts.suites.clone(),
+            groups: stats.counts.groups.clone(),
+            early_data: EarlyDataCounts {
+                sent: stats.counts.early_data_sent,
+                accepted: stats.counts.early_data_accepted,
             },
-            config,
-            window,
-            open_loop: None,
-            ecommerce: None,
-            replay: None,
-            crypto: None,
-            ablation: Vec::new(),
-            ablation_hint: None,
-            distributed: None,
-            http: None,
-            backoff: None,
-            transport: None,
-            socket: None,
-        }
+        },
+        errors: stats.counts.errors.clone(),
+        status: stats
+            .counts
+            .status
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        client_cpu: ClientCpu {
+            user_s: cpu.user_s,
+            sys_s: cpu.sys_s,
+            per_handshake_us: per(handshakes),
+            per_request_us: per(stats.counts.completed),
+            capacity: cpu.capacity,
+            busy_fraction: busy,
+            saturated,
+            warning,
+        },
+        config,
+        window,
+        open_loop: None,
+        ecommerce: None,
+        replay: None,
+        crypto: None,
+        ablation: Vec::new(),
+        ablation_hint: None,
+        distributed: None,
+        http: None,
+        backoff: None,
+        transport: None,
+        socket: None,
     }
 }
 
@@ -292,7 +276,7 @@ pub(crate) mod tests {
             };
             s.record(&record((i % 2) as u32, i, Some(kind)));
         }
-        LoadReport::build(
+        build_report(
             ConfigEcho {
                 targets: vec!["https://127.0.0.1:8443/".into()],
                 clients: 2,
@@ -358,7 +342,7 @@ pub(crate) mod tests {
 
     #[test]
     fn empty_phases_are_null_not_zero() {
-        let r = LoadReport::empty(1.0);
+        let r = empty_report(1.0);
         let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
         assert_eq!(v["latency"]["total"]["count"], 0);
         assert!(v["latency"]["total"]["p50_us"].is_null());

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
 use tlslab_crypto::store::ClientSessions;
-use tlslab_report::{Collector, CpuUsage, CsvLog, LoadReport, LoadReportBuild, Window};
+use tlslab_report::{Collector, CpuUsage, CsvLog, LoadReport, Window};
 use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
 use tlslab_workload::ecommerce::Generator;
 use tlslab_workload::replay::Scheduler;
@@ -218,7 +218,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         sys_s: out.cpu.sys.as_secs_f64(),
         capacity,
     };
-    let mut report = LoadReport::build(config, window, &out.stats, out.unfinished, cpu);
+    let mut report = tlslab_report::build_report(config, window, &out.stats, out.unfinished, cpu);
     report.crypto = tlslab_report::CryptoPerHandshake::from_totals(
         report.reuse.handshakes,
         Op::ALL.into_iter().map(|op| {

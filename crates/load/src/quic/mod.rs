@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use rustls::client::danger::ServerCertVerifier;
 use tlslab_crypto::meter::{Meter, Op};
 use tlslab_report::quic::{Transport, TransportPhase};
-use tlslab_report::{Collector, CpuUsage, LoadReport, LoadReportBuild, Window};
+use tlslab_report::{Collector, CpuUsage, LoadReport, Window};
 use tlslab_runtime::{CpuPin, RuntimeSpec, allowed_cpus};
 
 use crate::engine::{Clock, OpenLoopRun, Slot, arrivals, slot_at};
@@ -329,7 +329,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         capacity,
     };
     let stats = run.collector.merged();
-    let mut report = LoadReport::build(
+    let mut report = tlslab_report::build_report(
         config,
         window,
         &stats,

@@ -9,8 +9,7 @@ use tlslab_schema::load::{AgentSummary, Distributed, MissingAgent};
 use super::agent_dir::{AgentOutput, read_agent_dir};
 use super::error::{DistributedError, MARKER_FILE, Result};
 use crate::model::{
-    ClientCpu, CpuUsage, CryptoOp, CryptoPerHandshake, LoadReport, LoadReportBuild,
-    SATURATION_THRESHOLD, Window,
+    ClientCpu, CpuUsage, CryptoOp, CryptoPerHandshake, LoadReport, SATURATION_THRESHOLD, Window,
 };
 use crate::stats::Stats;
 
@@ -136,7 +135,7 @@ pub fn merge_with(dirs: &[PathBuf], force: bool) -> Result<LoadReport> {
         capacity: agents.iter().map(|a| a.report.client_cpu.capacity).sum(),
     };
     let unfinished = agents.iter().map(|a| a.report.requests.unfinished).sum();
-    let mut report = LoadReport::build(config, window, &stats, unfinished, cpu);
+    let mut report = crate::build_report(config, window, &stats, unfinished, cpu);
 
     // CPU: busy over each agent's own window and capacity.
     let cpu_capacity_s: f64 = agents

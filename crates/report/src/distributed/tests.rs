@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::agent_dir::phases;
 use super::*;
 use crate::model::ConfigEcho;
-use crate::model::{CpuUsage, LoadReport, LoadReportBuild, Window};
+use crate::model::{CpuUsage, LoadReport, Window};
 use crate::record::{HandshakeTcp, HandshakeWire, RequestRecord};
 use crate::stats::Stats;
 use crate::stats::tests::record;
@@ -86,7 +86,7 @@ fn agent_of_run(
         sys_s: 0.1,
         capacity: 1,
     };
-    let report = LoadReport::build(config, window, &stats, 0, cpu);
+    let report = crate::build_report(config, window, &stats, 0, cpu);
     write_agent_dir(
         dir,
         &report,

@@ -384,7 +384,7 @@ fn the_pq_sweep_charts_relay_and_packet_side_by_side() {
 #[test]
 fn the_pq_sweep_charts_quic_beside_tcp() {
     let quic_load = |first_byte_us: u64| {
-        let mut r = <crate::LoadReport as crate::LoadReportBuild>::empty(1.0);
+        let mut r = crate::empty_report(1.0);
         r.transport = Some(crate::quic::Transport {
             name: "quic".into(),
             full: crate::quic::TransportPhase {

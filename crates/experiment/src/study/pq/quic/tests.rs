@@ -2,14 +2,14 @@
 //! cells it names, QUIC cells kept out of TCP's rows and TCP's out of
 //! QUIC's.
 
+use tlslab_report::LoadReport;
 use tlslab_report::quic::{Transport as QuicSection, TransportPhase};
 use tlslab_report::study::{Cell, CellMetrics, StudyResults, Verbatim};
-use tlslab_report::{LoadReport, LoadReportBuild};
 
 use super::*;
 
 fn report(transport: Option<TransportPhase>) -> Verbatim<LoadReport> {
-    let mut r = LoadReport::empty(1.0);
+    let mut r = tlslab_report::empty_report(1.0);
     r.transport = transport.map(|full| QuicSection {
         name: "quic".into(),
         max_concurrent_streams: 1,
