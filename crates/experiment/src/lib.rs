@@ -71,3 +71,13 @@ pub enum Error {
     #[error("nginx: {0}")]
     Nginx(String),
 }
+
+impl Error {
+    /// [`Error::EmptyCell`] of `cell`, with the `errors` the run saw.
+    pub(crate) fn empty(cell: impl Into<String>, errors: impl Into<String>) -> Error {
+        Error::EmptyCell {
+            cell: cell.into(),
+            errors: errors.into(),
+        }
+    }
+}

@@ -202,10 +202,10 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
     serve.tls.versions = vec![cfg.version];
     let server = Server::start(serve)?;
     let Some(addr) = server.https_addr() else {
-        return Err(Error::EmptyCell {
-            cell: "start-up".into(),
-            errors: "the embedded server has no HTTPS listener".into(),
-        });
+        return Err(Error::empty(
+            "start-up",
+            "the embedded server has no HTTPS listener",
+        ));
     };
     let url = format!("https://localhost:{}{}", addr.port(), crate::lab::PATH);
 
@@ -227,10 +227,8 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         requests_per_conn: 1.0,
     };
     let model = |costs: UnitCosts| {
-        capacity::plan(costs, mix, 0.5, None, None, 0.0).map_err(|e| Error::EmptyCell {
-            cell: "the model".into(),
-            errors: e.to_string(),
-        })
+        capacity::plan(costs, mix, 0.5, None, None, 0.0)
+            .map_err(|e| Error::empty("the model", e.to_string()))
     };
 
     let mut calibration = None;
@@ -286,10 +284,10 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
             )?;
             let open_us = m.server_cpu_us_per_request;
             if !open_us.is_finite() {
-                return Err(Error::EmptyCell {
-                    cell: "open-loop calibration".into(),
-                    errors: "the server answered no request".into(),
-                });
+                return Err(Error::empty(
+                    "open-loop calibration",
+                    "the server answered no request",
+                ));
             }
             // One request per connection: per request is per connection.
             let overhead = (open_us - closed_plan.cpu_per_request_us).max(0.0);

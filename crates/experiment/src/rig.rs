@@ -361,10 +361,7 @@ pub(crate) fn measure_over(
 ) -> Result<Measured, Error> {
     let m = run_measured_over(server, load, transport)?;
     if m.report.requests.completed == 0 || m.server_cpu_us_per_request.is_nan() {
-        return Err(Error::EmptyCell {
-            cell: label.to_string(),
-            errors: m.report.error_summary(),
-        });
+        return Err(Error::empty(label, m.report.error_summary()));
     }
     Ok(m)
 }

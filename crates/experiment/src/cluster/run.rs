@@ -666,10 +666,7 @@ fn measure(
     let handshakes: u64 = diff.iter().map(|d| d.handshakes).sum();
     let resumed: u64 = diff.iter().map(|d| d.resumed).sum();
     if report.requests.completed == 0 || served == 0 {
-        return Err(Error::EmptyCell {
-            cell: label.to_string(),
-            errors: report.error_summary(),
-        });
+        return Err(Error::empty(label, report.error_summary()));
     }
     let window = report.window.measured_s.max(1e-9);
     let achieved = if handshakes == 0 {

@@ -200,10 +200,10 @@ fn find_capacity(
         }
     }
     if capacity <= 0.0 {
-        return Err(Error::EmptyCell {
-            cell: "capacity sweep".into(),
-            errors: "no step completed a session in the second half of its window".into(),
-        });
+        return Err(Error::empty(
+            "capacity sweep",
+            "no step completed a session in the second half of its window",
+        ));
     }
     progress(&format!(
         "overload: capacity {capacity:.1} user sessions/s (K = {}), found in {:.0} s",
@@ -404,12 +404,8 @@ fn hammer(
         handles
             .into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::EmptyCell {
-                        cell: "shed cost".into(),
-                        errors: "a client thread panicked".into(),
-                    })
-                })
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::empty("shed cost", "a client thread panicked")))
             })
             .collect::<Result<Vec<()>, Error>>()
             .map(|_| ())
@@ -430,10 +426,7 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     c.resumption = rustls::client::Resumption::disabled();
     let cfg = std::sync::Arc::new(c);
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
-    let io_err = |e: std::io::Error| Error::EmptyCell {
-        cell: "shed cost".into(),
-        errors: e.to_string(),
-    };
+    let io_err = |e: std::io::Error| Error::empty("shed cost", e.to_string());
     // Full handshakes.
     let server = start_server(rig, plan, AdmissionMode::Off)?;
     let addr = server.https_addr().expect("an HTTPS listener");
@@ -485,12 +478,12 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     let s = server.shutdown();
     let shed_n = s.admission.map_or(0, |a| a.full_shed);
     if shed_n != n || full_n != n {
-        return Err(Error::EmptyCell {
-            cell: "shed cost".into(),
-            errors: format!(
+        return Err(Error::empty(
+            "shed cost",
+            format!(
                 "{shed_n} of {n} connections were shed, {full_n} of {n} full handshakes completed"
             ),
-        });
+        ));
     }
     let (f, sh) = (
         full.as_secs_f64() * 1e6 / n as f64,

@@ -118,10 +118,7 @@ pub(super) enum Stopped {
 }
 
 fn failed(cell: &str, what: String) -> StudyError {
-    StudyError::Run(crate::Error::EmptyCell {
-        cell: cell.to_string(),
-        errors: what,
-    })
+    StudyError::Run(crate::Error::empty(cell, what))
 }
 
 impl RttPath {

@@ -171,10 +171,7 @@ fn probes(cfg: &ProbeConfig, url: &str, n: usize, id: &str) -> Result<Vec<Sample
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| crate::Error::EmptyCell {
-            cell: id.to_string(),
-            errors: format!("tokio runtime: {e}"),
-        })?;
+        .map_err(|e| crate::Error::empty(id, format!("tokio runtime: {e}")))?;
     Ok(rt.block_on(async {
         let mut out = Vec::new();
         for _ in 0..n {
@@ -205,10 +202,10 @@ fn run_cells(
             let (samples, stopped) = match loopback {
                 Some((server, rig)) => {
                     let Some(upstream) = server.https_addr() else {
-                        return Err(StudyError::Run(crate::Error::EmptyCell {
-                            cell: id,
-                            errors: "the embedded server has no HTTPS listener".into(),
-                        }));
+                        return Err(StudyError::Run(crate::Error::empty(
+                            id,
+                            "the embedded server has no HTTPS listener",
+                        )));
                     };
                     let path = RttPath::relay(rtt_d, upstream, &id)?;
                     let url = path.url(upstream.port(), crate::lab::PATH);
@@ -333,14 +330,14 @@ fn cell(
         .first()
         .filter(|t| t.table2.ssl_new_ms.is_some())
     else {
-        return Err(StudyError::Run(crate::Error::EmptyCell {
-            cell: id.to_string(),
-            errors: format!(
+        return Err(StudyError::Run(crate::Error::empty(
+            id,
+            format!(
                 "{errors} of {} probes failed: {:?}",
                 p.samples,
                 report.targets.first().map(|t| &t.errors)
             ),
-        }));
+        )));
     };
     let mean = |f: fn(&Sample) -> Option<i64>| {
         let v: Vec<f64> = samples.iter().filter_map(f).map(|x| x as f64).collect();

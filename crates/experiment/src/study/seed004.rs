@@ -214,10 +214,10 @@ fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyEr
         Some(c.metrics.requests_per_s)
     });
     let Some(capacity) = capacity.filter(|c| *c > 0.0) else {
-        return Err(StudyError::Run(crate::Error::EmptyCell {
-            cell: "model-c8".into(),
-            errors: "no capacity measured".into(),
-        }));
+        return Err(StudyError::Run(crate::Error::empty(
+            "model-c8",
+            "no capacity measured",
+        )));
     };
     let mut open = Vec::new();
     for &u in &p.utils {
