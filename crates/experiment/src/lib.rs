@@ -72,6 +72,12 @@ pub enum Error {
     Nginx(String),
 }
 
+/// `items` as text, `sep` between them (`2,4,8`).
+pub(crate) fn join<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
+    let v: Vec<String> = items.into_iter().map(|x| x.to_string()).collect();
+    v.join(sep)
+}
+
 impl Error {
     /// [`Error::EmptyCell`] of `cell`, with the `errors` the run saw.
     pub(crate) fn empty(cell: impl Into<String>, errors: impl Into<String>) -> Error {

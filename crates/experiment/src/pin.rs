@@ -35,6 +35,16 @@ impl Placement {
         self.to_schema().describe()
     }
 
+    /// `taskset -c 0,1 ` for `cpus`, to prefix a command line; nothing when
+    /// not pinned.
+    pub(crate) fn taskset(cpus: &[usize]) -> String {
+        if cpus.is_empty() {
+            String::new()
+        } else {
+            format!("taskset -c {} ", crate::join(cpus, ","))
+        }
+    }
+
     /// The placement as the reports record it.
     pub fn to_schema(&self) -> tlslab_schema::placement::Placement {
         tlslab_schema::placement::Placement {

@@ -306,19 +306,7 @@ fn cell_load(rig: &Rig, spec: &CellSpec, repeat: u32, url: &str) -> Result<LoadC
 /// An equivalent pair of command lines (certificates, server, load) for a
 /// cell: what to type to reproduce it outside the experiment.
 pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
-    let taskset = |cpus: &[usize]| {
-        if cpus.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "taskset -c {} ",
-                cpus.iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            )
-        }
-    };
+    let taskset = Placement::taskset;
     let key = spec.key.name();
     let dir = match spec.intermediate {
         Some(m) => format!("certs-{key}-{}", m.name()),
@@ -332,11 +320,7 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
     } else {
         format!(
             " --cert-compression {}",
-            spec.cert_compression
-                .iter()
-                .map(|c| c.name())
-                .collect::<Vec<_>>()
-                .join(",")
+            crate::join(spec.cert_compression.iter().map(|c| c.name()), ",")
         )
     };
     let versions: Vec<&str> = spec.versions.iter().map(|v| v.short()).collect();

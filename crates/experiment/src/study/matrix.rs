@@ -243,11 +243,7 @@ impl CellSpec {
             "{}/{}/{}",
             self.key.name(),
             self.intermediate.map_or("-", |k| k.name()),
-            self.cert_compression
-                .iter()
-                .map(|c| c.name())
-                .collect::<Vec<_>>()
-                .join(",")
+            crate::join(self.cert_compression.iter().map(|c| c.name()), ",")
         )
     }
 

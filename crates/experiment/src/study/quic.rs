@@ -264,16 +264,7 @@ fn run_point(
 /// Equivalent command lines: certificates, the server, the load (and the
 /// path for the RTT cells).
 fn command_line(p: &Point, load: &tlslab_load::LoadConfig, placement: &Placement) -> String {
-    let taskset = |cpus: &[usize]| match cpus {
-        [] => String::new(),
-        c => format!(
-            "taskset -c {} ",
-            c.iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    };
+    let taskset = Placement::taskset;
     let key = KEY.name();
     let path = p.rtt_ms.map_or(String::new(), |rtt| {
         format!(

@@ -8,15 +8,13 @@ use std::time::Duration;
 
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
-use tlslab_report::study::{Cell, CellMetrics, Comparison, EngineReport};
+use tlslab_report::study::{Cell, CellMetrics, Comparison};
 
 use crate::cluster::{self, ClusterConfig, ClusterReport};
 
 use super::load_cell::LoadRig;
 use super::matrix::{Engine, Level, Matrix, Pin};
-use super::session::{
-    Builtin, Session, StudyError, best, compare, flag_duration, now_ms, one, ratio,
-};
+use super::session::{Builtin, Session, StudyError, best, compare, flag_duration, one, ratio};
 
 /// `seed000-reuse`.
 pub const REUSE: Builtin = Builtin {
@@ -103,38 +101,22 @@ fn run_cluster(s: &mut Session) -> Result<(), StudyError> {
         cfg.mechanisms.len(),
         cfg.cell.as_secs_f64()
     ));
-    if s.doc.engine_report.is_none() {
-        let started = now_ms();
-        let mut lines = Vec::new();
-        let report = cluster::run(&cfg, |l| lines.push(l.to_string()))?;
-        for l in &lines {
-            s.say(l);
-        }
-        let command = format!(
-            "tlslab cluster{} --reuse {} --cell {}",
-            if s.quick { " --quick" } else { "" },
-            cfg.reuse
-                .iter()
-                .map(|r| r.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            flag_duration(cfg.cell)
-        );
-        for c in cluster_cells(&report, &command, started) {
-            s.doc.cells.push(c);
-        }
-        for k in &report.skipped {
-            s.doc.notes.push(format!(
-                "not run: {} {}: {}",
-                k.mechanism.name(),
-                k.arm,
-                k.reason
-            ));
-        }
-        s.doc.engine_report = EngineReport::engine(&report);
-        s.save()?;
-        s.tick();
-    }
+    let command = format!(
+        "tlslab cluster{} --reuse {} --cell {}",
+        if s.quick { " --quick" } else { "" },
+        crate::join(&cfg.reuse, ","),
+        flag_duration(cfg.cell)
+    );
+    s.engine_once(
+        |progress| cluster::run(&cfg, progress),
+        |report, doc, started| {
+            doc.cells.extend(cluster_cells(report, &command, started));
+            for k in &report.skipped {
+                let (m, arm, why) = (k.mechanism.name(), &k.arm, &k.reason);
+                doc.notes.push(format!("not run: {m} {arm}: {why}"));
+            }
+        },
+    )?;
     let c = cluster_comparisons(&s.doc);
     s.finish(c)
 }

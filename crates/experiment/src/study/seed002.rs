@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use tlslab_report::study::{Cell, CellMetrics, Comparison, EngineReport, StudyResults};
+use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
-use super::session::{Builtin, Session, StudyError, compare, flag_duration, now_ms, one, ratio};
+use super::session::{Builtin, Session, StudyError, compare, flag_duration, one, ratio};
 use crate::overload::{self, OverloadPlan, OverloadReport};
 use crate::pin::Placement;
 
@@ -55,32 +55,20 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         p.window.as_secs_f64(),
         s.placement.describe()
     ));
-    if s.doc.engine_report.is_none() {
-        let started = now_ms();
-        let mut lines = Vec::new();
-        let report = overload::run(&p, |l| lines.push(l.to_string()))?;
-        for l in &lines {
-            s.say(l);
-        }
-        let command = format!(
-            "tlslab overload{} --window {} --loads {} --requests {}",
-            if s.quick { " --quick" } else { "" },
-            flag_duration(p.window),
-            p.multipliers
-                .iter()
-                .map(|m| m.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            p.requests
-        );
-        for c in cells(&report, &command, started) {
-            s.doc.cells.push(c);
-        }
-        s.doc.notes.extend(report.not_run.iter().cloned());
-        s.doc.engine_report = EngineReport::engine(&report);
-        s.save()?;
-        s.tick();
-    }
+    let command = format!(
+        "tlslab overload{} --window {} --loads {} --requests {}",
+        if s.quick { " --quick" } else { "" },
+        flag_duration(p.window),
+        crate::join(&p.multipliers, ","),
+        p.requests
+    );
+    s.engine_once(
+        |progress| overload::run(&p, progress),
+        |report, doc, started| {
+            doc.cells.extend(cells(report, &command, started));
+            doc.notes.extend(report.not_run.iter().cloned());
+        },
+    )?;
     let c = comparisons(&s.doc);
     s.finish(c)
 }

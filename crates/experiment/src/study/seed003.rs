@@ -120,14 +120,13 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         "seed003-table2: {} probes per cell over {} at RTT {:?} ms; times are client-observed by \
          the probe",
         p.samples,
-        kinds
-            .iter()
-            .map(|k| match k {
+        crate::join(
+            kinds.iter().map(|k| match k {
                 PathKind::Relay => "tlslab relay",
                 PathKind::Packet => "the packet-level tlslab path",
-            })
-            .collect::<Vec<_>>()
-            .join(" and "),
+            }),
+            " and "
+        ),
         p.rtts_ms
     ));
     for &kind in kinds {

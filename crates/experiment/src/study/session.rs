@@ -358,6 +358,31 @@ impl Session {
         }
     }
 
+    /// Runs a study's engine, one unit of the progress bar, unless a
+    /// resumed document has its report already: its progress lines are
+    /// printed when it ends, `record` adds its cells and notes (given the
+    /// start time), and the document keeps its report.
+    pub(crate) fn engine_once<R: serde::Serialize>(
+        &mut self,
+        run: impl FnOnce(&mut dyn FnMut(&str)) -> Result<R, crate::Error>,
+        record: impl FnOnce(&R, &mut StudyResults, u64),
+    ) -> Result<(), StudyError> {
+        if self.doc.engine_report.is_some() {
+            return Ok(());
+        }
+        let started = now_ms();
+        let mut lines = Vec::new();
+        let report = run(&mut |l| lines.push(l.to_string()))?;
+        for l in &lines {
+            self.say(l);
+        }
+        record(&report, &mut self.doc, started);
+        self.doc.engine_report = tlslab_report::study::EngineReport::engine(&report);
+        self.save()?;
+        self.tick();
+        Ok(())
+    }
+
     /// Writes the document: a temporary file in the same directory, then a
     /// rename over `results.json`, so a reader (or a resume) never sees half
     /// a document.
