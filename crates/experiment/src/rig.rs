@@ -89,6 +89,12 @@ pub(crate) fn server_host(path: Option<&PathHandle>) -> String {
     path.map_or_else(|| "localhost".to_string(), |h| h.server_ip().to_string())
 }
 
+/// The names a rig's certificate gives its server besides `localhost`:
+/// the path's server address, or none without a path.
+pub(crate) fn server_sans(path: Option<&PathHandle>) -> Vec<String> {
+    path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()])
+}
+
 /// The address a rig's server listens on: loopback, or the path's server
 /// address; port 0.
 pub(crate) fn server_bind(path: Option<&PathHandle>) -> SocketAddr {

@@ -221,10 +221,9 @@ impl Env {
             .map_err(|e| Error::Cluster(format!("cannot create a temporary directory: {e}")))?;
         // On a path the load reaches the nodes (through the dispatcher)
         // by the server namespace's address, which the certificate names.
-        let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
         let rig = Rig::generate(
             cfg.key,
-            &sans,
+            &rig::server_sans(path),
             Placement {
                 server: placement.nodes.clone(),
                 client: placement.load.clone(),

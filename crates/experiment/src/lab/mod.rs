@@ -108,8 +108,7 @@ fn start_server(
     // The server's runtime threads are spawned on the server's end, so
     // they live in the path's server namespace too.
     rig::on_server(path, move || {
-        let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
-        let rig = Rig::generate(key, &sans, placement.clone())?;
+        let rig = Rig::generate(key, &rig::server_sans(path), placement.clone())?;
         let mut c = rig.server(Content::Specweb96);
         // On the path, the listeners are on the server namespace's address.
         let addr = rig::server_bind(path);
@@ -323,11 +322,7 @@ fn run_cell(
     let tls = version.is_some();
     Ok(CellResult {
         mode,
-        transport: match transport {
-            Transport::Tcp => "tcp",
-            Transport::Quic => "quic",
-        }
-        .into(),
+        transport: transport.name().into(),
         version: version.map(|v| v.name().into()),
         key: version.map(|_| emb.key.name().to_string()),
         requests_per_s: report.throughput.requests_per_s,

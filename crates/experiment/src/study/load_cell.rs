@@ -100,9 +100,7 @@ impl LoadRig {
         let h = h.as_ref();
         let placement = self.placement.clone();
         let emb = rig::on_server(h, move || {
-            let sans: Vec<String> = h
-                .map(|h| vec![h.server_ip().to_string()])
-                .unwrap_or_default();
+            let sans = rig::server_sans(h);
             let generated = pki::generate_chain(spec.key, spec.intermediate, &sans)?;
             start(generated, placement, spec, h)
         })?;
@@ -179,12 +177,8 @@ impl LoadRig {
     /// interleaved (round 1 over every point, then round 2, …).
     pub fn run_matrix(&mut self, s: &mut Session, m: &Matrix) -> Result<(), StudyError> {
         let points = m.points();
-        for p in &points {
-            if let Some(why) = p.excluded()
-                && !s.doc.notes.contains(&why)
-            {
-                s.doc.notes.push(why);
-            }
+        for why in points.iter().filter_map(CellSpec::excluded) {
+            s.note(why);
         }
         self.run_cells(s, &points, m.repeats)
     }

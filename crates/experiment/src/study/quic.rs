@@ -74,13 +74,9 @@ pub(crate) struct Point {
     pub factors: BTreeMap<String, String>,
 }
 
-fn transport_name(t: Transport) -> &'static str {
-    t.name()
-}
-
 impl Point {
     fn new(transport: Transport, reuse: f64, k: u32, early: bool, cell: Duration) -> Point {
-        let t = transport_name(transport);
+        let t = transport.name();
         let mut factors: BTreeMap<String, String> = [
             ("transport", t.to_string()),
             ("version", "1.3".to_string()),
@@ -117,7 +113,7 @@ impl Point {
         p.factors.remove("reuse");
         p.factors.insert("kind".into(), kind.name().into());
         p.factors.insert("rtt_ms".into(), rtt_ms.to_string());
-        p.point = format!("{}-{}-rtt{rtt_ms}", transport_name(transport), kind.name());
+        p.point = format!("{}-{}-rtt{rtt_ms}", transport.name(), kind.name());
         p.rtt_ms = Some(rtt_ms);
         p.clients = 1;
         p
@@ -203,8 +199,7 @@ struct Embedded {
 
 fn start(placement: &Placement, path: Option<&PathHandle>) -> Result<Embedded, StudyError> {
     Ok(rig::on_server(path, || {
-        let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
-        let rig = Rig::generate(KEY, &sans, placement.clone())?;
+        let rig = Rig::generate(KEY, &rig::server_sans(path), placement.clone())?;
         let mut c = rig.server(Content::Empty);
         c.https = Some(rig::server_bind(path));
         c.tls.versions = vec![Version::Tls13];
@@ -354,9 +349,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     match ttfb_blocked() {
         Some(why) => {
             s.say(&format!("quic-vs-tcp: {why}"));
-            if !s.doc.notes.contains(&why) {
-                s.doc.notes.push(why);
-            }
+            s.note(why);
         }
         None => {
             for &rtt in &p.rtts_ms {
@@ -390,9 +383,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     let (comparisons, notes) = analyse(&s.doc, &p);
     s.doc.curves = arithmetic_curves(&s.doc, &p);
     for n in notes {
-        if !s.doc.notes.contains(&n) {
-            s.doc.notes.push(n);
-        }
+        s.note(n);
     }
     s.finish(comparisons)
 }

@@ -172,28 +172,17 @@ fn cluster_cells(r: &ClusterReport, command: &str, started: u64) -> Vec<Cell> {
 fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison> {
     const CPS: &str = "client-observed connections/s (one request per connection) over the \
                        cell's load run, TLS 1.2 session IDs";
-    let at = |policy: &str, reuse: &str| {
-        one(
-            doc,
-            &[
-                ("mechanism", "tls12-id"),
-                ("policy", policy),
-                ("reuse", reuse),
-            ],
-            |c| Some(c.metrics.connections_per_s),
-        )
+    // The TLS 1.2 session-ID cell of `policy` at `reuse`: its `f`.
+    let of = |policy: &str, reuse: &str, f: fn(&CellMetrics) -> f64| {
+        let filter = [
+            ("mechanism", "tls12-id"),
+            ("policy", policy),
+            ("reuse", reuse),
+        ];
+        one(doc, &filter, |c| Some(f(&c.metrics)))
     };
-    let cpu = |policy: &str, reuse: &str| {
-        one(
-            doc,
-            &[
-                ("mechanism", "tls12-id"),
-                ("policy", policy),
-                ("reuse", reuse),
-            ],
-            |c| Some(c.metrics.server_cpu_us_per_request),
-        )
-    };
+    let at = |policy: &str, reuse: &str| of(policy, reuse, |m| m.connections_per_s);
+    let cpu = |policy: &str, reuse: &str| of(policy, reuse, |m| m.server_cpu_us_per_request);
     let (blind, blind_cells) = best(
         doc,
         &[("mechanism", "tls12-id"), ("policy", "round-robin")],
@@ -205,10 +194,7 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
     let (s100, s100_cells) = at("session", "1");
     let (crr80, _) = cpu("round-robin", "0.8");
     let (cs80, _) = cpu("session", "0.8");
-    let both = |mut a: Vec<String>, b: Vec<String>| {
-        a.extend(b);
-        a
-    };
+    let both = |a: Vec<String>, b: Vec<String>| [a, b].concat();
     let why_tput = "three nodes share one CPU here (the load and dispatcher the other) on a \
                     2-CPU machine, against three 1999 servers with RSA key transport: absolute \
                     rates differ by hardware; on a shared machine throughput also measures the \

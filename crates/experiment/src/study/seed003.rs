@@ -143,9 +143,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
                  connect of one RTT, so W and C are as on a WAN; trust every column there"
             }
         };
-        if !s.doc.notes.iter().any(|n| n == note) {
-            s.doc.notes.push(note.to_string());
-        }
+        s.note(note);
     }
     for &kind in kinds {
         match kind {
@@ -218,9 +216,7 @@ fn run_cells(
                     let h = h.as_ref();
                     let placement = s.placement.clone();
                     let server = rig::on_server(h, move || {
-                        let sans: Vec<String> = h
-                            .map(|h| vec![h.server_ip().to_string()])
-                            .unwrap_or_default();
+                        let sans = rig::server_sans(h);
                         let rig = Rig::generate(KeyType::Rsa2048, &sans, placement)?;
                         let mut c = rig.server(Content::Specweb96);
                         c.https = Some(rig::server_bind(h));

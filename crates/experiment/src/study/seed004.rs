@@ -164,12 +164,8 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     let p = plan_over(s.quick, s.wan.kinds());
     // The plan above counts the round-trip cells over the relay only.
     s.set_planned(units(&p));
-    for c in &p.bytes {
-        if let Some(why) = c.excluded()
-            && !s.doc.notes.contains(&why)
-        {
-            s.doc.notes.push(why);
-        }
+    for why in p.bytes.iter().filter_map(CellSpec::excluded) {
+        s.note(why);
     }
     s.say(&format!(
         "seed004-handshake: handshake bytes and round trips (client-observed by the load \
@@ -185,9 +181,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         .map(|&k| super::pq::trust_note(k))
         .chain(quic_note)
     {
-        if !s.doc.notes.iter().any(|n| n == note) {
-            s.doc.notes.push(note.to_string());
-        }
+        s.note(note);
     }
     if let Some(note) = quic_note {
         s.say(&format!("seed004-handshake: {note}"));

@@ -306,6 +306,14 @@ impl Session {
         }
     }
 
+    /// Adds `note` to the document's notes unless it is there already.
+    pub fn note(&mut self, note: impl Into<String>) {
+        let note = note.into();
+        if !self.doc.notes.contains(&note) {
+            self.doc.notes.push(note);
+        }
+    }
+
     /// Whether the cell `id` is already in the document (a resumed run).
     pub fn has(&self, id: &str) -> bool {
         self.doc.cells.iter().any(|c| c.id == id)
