@@ -31,6 +31,7 @@ use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_load::{Arrivals, OpenLoop};
 use tlslab_report::capacity::{self, Mix, UnitCosts};
+use tlslab_report::{columns, header};
 use tlslab_server::{Content, Server};
 
 use crate::Error;
@@ -508,50 +509,46 @@ impl CheckReport {
              system at ρ (simulated, service times from the costs). Means: M/M/1 and seed \
              004's request CPU + H/(1−ρ), each anchored at the unloaded mean the same way."
         );
-        let _ = writeln!(
-            s,
-            "\n{:>6} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {:>7}",
-            "ρ",
-            "pred/s",
-            "meas/s",
-            "Δ",
-            "busy",
-            "p50 pred",
-            "p50 meas",
-            "Δ",
-            "mean M/M1",
-            "mean 004",
-            "mean meas",
-            "p99 meas",
-            "client"
+        let mut rows = vec![header(
+            "ρ|pred/s|meas/s|Δ|busy|p50 pred|p50 meas|Δ|mean M/M1|mean 004|mean meas|p99 meas|client",
+        )];
+        rows.extend(
+            std::iter::once(&self.unloaded)
+                .chain(&self.points)
+                .map(|p| {
+                    let pct = |x: f64, digits: usize| format!("{:.*}%", digits, x * 100.0);
+                    let ms = |x: f64| format!("{x:.3}");
+                    vec![
+                        pct(p.target_utilisation, 0),
+                        format!("{:.0}", p.predicted_per_s),
+                        format!("{:.0}", p.measured_per_s),
+                        pct(p.throughput_error, 1),
+                        pct(p.server_busy, 0),
+                        ms(p.p50_predicted_ms),
+                        ms(p.p50_measured_ms),
+                        pct(p.p50_error, 1),
+                        ms(p.mean_mm1_ms),
+                        ms(p.mean_seed004_ms),
+                        ms(p.mean_measured_ms),
+                        ms(p.p99_measured_ms),
+                        pct(p.client_busy, 0),
+                        if p.late > 0 || p.dropped > 0 || p.errors > 0 {
+                            format!(
+                                " ({} late, {} dropped, {} errors)",
+                                p.late, p.dropped, p.errors
+                            )
+                        } else {
+                            String::new()
+                        },
+                    ]
+                }),
         );
-        for p in std::iter::once(&self.unloaded).chain(&self.points) {
-            let _ = writeln!(
-                s,
-                "{:>5.0}% {:>9.0} {:>9.0} {:>6.1}% {:>6.0}% {:>9.3} {:>9.3} {:>6.1}% {:>9.3} {:>9.3} {:>9.3} {:>8.3} {:>6.0}%{}",
-                p.target_utilisation * 100.0,
-                p.predicted_per_s,
-                p.measured_per_s,
-                p.throughput_error * 100.0,
-                p.server_busy * 100.0,
-                p.p50_predicted_ms,
-                p.p50_measured_ms,
-                p.p50_error * 100.0,
-                p.mean_mm1_ms,
-                p.mean_seed004_ms,
-                p.mean_measured_ms,
-                p.p99_measured_ms,
-                p.client_busy * 100.0,
-                if p.late > 0 || p.dropped > 0 || p.errors > 0 {
-                    format!(
-                        " ({} late, {} dropped, {} errors)",
-                        p.late, p.dropped, p.errors
-                    )
-                } else {
-                    String::new()
-                }
-            );
-        }
+        s.push('\n');
+        s.push_str(&columns(
+            "",
+            &[6, 9, 9, 7, 7, 9, 9, 7, 9, 9, 9, 8, 7, 0],
+            &rows,
+        ));
         let _ = writeln!(
             s,
             "(latencies in ms; the 5 % row is the unloaded point the latency model is anchored at)"

@@ -284,17 +284,20 @@ fn robust(
         })
     };
     let end = drop_at + low.as_secs() as usize;
-    let recovery_secs = (drop_at..end.saturating_sub(1))
-        .find(|&i| served(i) && served(i + 1))
-        .map(|i| (i - drop_at) as u64);
+    // Seconds after the drop until `ok` holds for two seconds in a row.
+    let recovered = |ok: &dyn Fn(usize) -> bool| {
+        (drop_at..end.saturating_sub(1))
+            .find(|&i| ok(i) && ok(i + 1))
+            .map(|i| (i - drop_at) as u64)
+    };
+    let recovery_secs = recovered(&served);
     let low_rate = 0.5 * capacity;
-    let full = |i: usize| {
+    let goodput_recovery_secs = recovered(&|i| {
         t.get(i)
             .is_some_and(|s| s.sessions_completed as f64 >= 0.9 * low_rate)
-    };
-    let goodput_recovery_secs = (drop_at..end.saturating_sub(1))
-        .find(|&i| full(i) && full(i + 1))
-        .map(|i| (i - drop_at) as u64);
+    });
+    let within =
+        |s: Option<u64>| s.map_or_else(|| "not within the low phase".into(), |s| format!("{s} s"));
     let high_goodput_rps = t
         .iter()
         .take(drop_at)
@@ -309,14 +312,8 @@ fn robust(
         3.0 * capacity,
         0.5 * capacity,
         if survived { "alive" } else { "NOT answering" },
-        goodput_recovery_secs.map_or_else(
-            || "not within the low phase".to_string(),
-            |s| format!("{s} s")
-        ),
-        recovery_secs.map_or_else(
-            || "not within the low phase".to_string(),
-            |s| format!("{s} s")
-        )
+        within(goodput_recovery_secs),
+        within(recovery_secs)
     ));
     Ok(Robustness {
         admission: admission.name().into(),
