@@ -163,26 +163,23 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         h3: true,
         early: false,
     };
-    let ecdsa = start_server(KeyType::EcdsaP256, &placement, listeners, handle.as_ref())?;
-    let rsa = start_server(
+    let start = |key, l| start_server(key, &placement, l, handle.as_ref());
+    let ecdsa = start(KeyType::EcdsaP256, listeners)?;
+    let rsa = start(
         KeyType::Rsa2048,
-        &placement,
         Listeners {
             http: false,
             h3: false,
             ..listeners
         },
-        handle.as_ref(),
     )?;
-    let early = start_server(
+    let early = start(
         KeyType::EcdsaP256,
-        &placement,
         Listeners {
             http: false,
             early: true,
             ..listeners
         },
-        handle.as_ref(),
     )?;
 
     let mut cells = Vec::new();

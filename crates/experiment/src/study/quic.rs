@@ -25,7 +25,7 @@ use tlslab_path::PathHandle;
 use tlslab_report::study::{Cell, CellMetrics, Verbatim, fmt_level};
 use tlslab_server::{Content, Server};
 
-use super::session::{Builtin, Session, StudyError, flag_duration, now_ms};
+use super::session::{Builtin, Session, StudyError, factor_map, flag_duration, now_ms};
 use crate::pin::Placement;
 use crate::rig::{self, Rig, Transport};
 
@@ -77,16 +77,13 @@ pub(crate) struct Point {
 impl Point {
     fn new(transport: Transport, reuse: f64, k: u32, early: bool, cell: Duration) -> Point {
         let t = transport.name();
-        let mut factors: BTreeMap<String, String> = [
+        let mut factors = factor_map([
             ("transport", t.to_string()),
             ("version", "1.3".to_string()),
             ("key", KEY.name().to_string()),
             ("group", GROUP.to_string()),
             ("requests_per_conn", k.to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        ]);
         let point = if k == 0 {
             format!("{t}-keepalive")
         } else {

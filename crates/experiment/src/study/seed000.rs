@@ -194,7 +194,6 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
     let (s100, s100_cells) = at("session", "1");
     let (crr80, _) = cpu("round-robin", "0.8");
     let (cs80, _) = cpu("session", "0.8");
-    let both = |a: Vec<String>, b: Vec<String>| [a, b].concat();
     let why_tput = "three nodes share one CPU here (the load and dispatcher the other) on a \
                     2-CPU machine, against three 1999 servers with RSA key transport: absolute \
                     rates differ by hardware; on a shared machine throughput also measures the \
@@ -218,7 +217,7 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
             s80,
             "conn/s",
             CPS,
-            both(s80_cells.clone(), rr80_cells.clone()),
+            [s80_cells.clone(), rr80_cells.clone()].concat(),
             why_tput,
         ),
         compare(
@@ -228,7 +227,7 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
             ratio(s80, rr80),
             "x",
             CPS,
-            both(s80_cells, rr80_cells),
+            [s80_cells, rr80_cells].concat(),
             "the gain is bounded by how much cheaper a resumed handshake is than a full one \
              (R/F): SSL 3.0 resumption skipped all public-key work; TLS 1.2 resumption here \
              does too, but per-connection work (TCP, HTTP) stays in every request",
@@ -240,7 +239,7 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
             ratio(s100, rr100),
             "x",
             CPS,
-            both(s100_cells, rr100_cells),
+            [s100_cells, rr100_cells].concat(),
             "blind dispatch still resumes about a third here (a refused offer is re-offered \
              and lands on the issuing node one time in three), and resumption saves a smaller \
              share of a request than RSA key transport did in 1999",
@@ -305,10 +304,6 @@ fn rps(c: &Cell) -> Option<f64> {
     Some(c.metrics.requests_per_s)
 }
 
-fn cpu(c: &Cell) -> Option<f64> {
-    (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
-}
-
 fn run_reuse(s: &mut Session) -> Result<(), StudyError> {
     let m = reuse_matrix(s.quick);
     s.say(&format!(
@@ -363,8 +358,6 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
         for key in ["rsa2048", "ecdsa-p256"] {
             let (full, c0) = best(doc, &[("reuse", "0"), ("version", v), ("key", key)], rps);
             let (res, c1) = best(doc, &[("reuse", "1"), ("version", v), ("key", key)], rps);
-            let mut cells = c0;
-            cells.extend(c1);
             out.push(compare(
                 &format!("requests/s at 100 % reuse ÷ at 0 % reuse, TLS {v}, {key}"),
                 "≈5x: Apache at most 13 requests/s with no reuse, 60-70 connections/s at \
@@ -373,7 +366,7 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
                 ratio(res, full),
                 "x",
                 MEASURED_RPS,
-                cells,
+                [c0, c1].concat(),
                 if key == "rsa2048" {
                     "a resumption skips the private-key operation, which still dominates a full \
                      RSA handshake today; what is left (TCP, symmetric crypto, HTTP) bounds the gain"
@@ -387,10 +380,9 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
     for v in ["1.2", "1.3"] {
         let f0 = [("reuse", "0"), ("version", v), ("key", "rsa2048")];
         let f1 = [("reuse", "1"), ("version", v), ("key", "rsa2048")];
-        let (c_full, ids0) = best(doc, &f0, |c| cpu(c).map(|x| -x));
-        let (c_res, ids1) = best(doc, &f1, |c| cpu(c).map(|x| -x));
-        let mut cells = ids0.clone();
-        cells.extend(ids1);
+        let least_cpu = |c: &Cell| super::session::cpu_us(c).map(|x| -x);
+        let (c_full, ids0) = best(doc, &f0, least_cpu);
+        let (c_res, ids1) = best(doc, &f1, least_cpu);
         out.push(compare(
             &format!("server CPU per full-handshake request, TLS {v}, rsa2048"),
             "45 ms for SSL handshake (1024-bit RSA)",
@@ -399,7 +391,7 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
             "ms",
             "server-observed: worker CPU time ÷ requests served over each cell (warm-up \
              included); lowest median over client counts",
-            ids0,
+            ids0.clone(),
             "RSA-2048 private-key operations take about 1 ms on one modern core with \
              aws-lc-rs; the paper's 1024-bit RSA on a 1999 PowerPC took tens of ms",
         ));
@@ -411,7 +403,7 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
             ratio(c_full, c_res),
             "x",
             "server-observed CPU per request, median over repeats, lowest over client counts",
-            cells,
+            [ids0, ids1].concat(),
             "the ratio still shows the private-key operation dominating; today's resumed \
              connection also pays for TCP set-up and HTTP, which the paper's 3-4 ms excluded",
         ));

@@ -184,11 +184,7 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
     let (plain, c_plain) = row("plain HTTP");
     let (tls, c_tls) = row("TLS (baseline)");
     let (minimal, c_min) = row("minimal setup");
-    let joined = |a: &[String], b: &[String]| {
-        let mut v = a.to_vec();
-        v.extend_from_slice(b);
-        v
-    };
+    let joined = |a: &[String], b: &[String]| [a, b].concat();
     const CPU: &str = "server-observed CPU per request (worker CPU ÷ requests served), median over \
                        the breakdown's rounds; throughput of a CPU-bound server is its inverse";
     out.push(compare(

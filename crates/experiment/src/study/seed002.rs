@@ -2,8 +2,6 @@
 //! Dynamic Web Applications"): the collapse of a TLS server under overload
 //! and how client behaviour shapes it (Figs. 3-7), through `overload`.
 
-use std::collections::BTreeMap;
-
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
 use super::session::{Builtin, Session, StudyError, compare, flag_duration, one, ratio};
@@ -86,24 +84,16 @@ fn cells(r: &OverloadReport, command: &str, started: u64) -> Vec<Cell> {
         let c = &p.client;
         let w = c.window_secs.max(1e-9);
         let failures: u64 = c.failures.values().sum();
+        // Offered requests/s: users/s × requests per session.
+        let rate = p.offered_users_per_sec * f64::from(r.requests_per_session);
         out.push(Cell {
             id: format!("{point}-r1"),
             point,
-            factors: BTreeMap::from([
-                ("arm".to_string(), arm.clone()),
-                ("admission".to_string(), p.arm.admission.clone()),
-                (
-                    "multiplier".to_string(),
-                    tlslab_report::study::fmt_level(p.multiplier),
-                ),
-                // Offered requests/s: users/s × requests per session.
-                (
-                    "rate".to_string(),
-                    format!(
-                        "{:.1}",
-                        p.offered_users_per_sec * f64::from(r.requests_per_session)
-                    ),
-                ),
+            factors: super::session::factor_map([
+                ("arm", arm.clone()),
+                ("admission", p.arm.admission.clone()),
+                ("multiplier", tlslab_report::study::fmt_level(p.multiplier)),
+                ("rate", format!("{rate:.1}")),
             ]),
             repeat: 1,
             order: out.len(),
@@ -168,8 +158,6 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
     let (off1, a) = gp("off", "1");
     let (off3, b) = gp("off", "3");
     let (ses3, c) = gp("session", "3");
-    let mut cells = a.clone();
-    cells.extend(b.clone());
     // Seed 002's collapse needs timeouts: whether this run's unprotected
     // 3x point had any, and whether the client's user cap held the queue.
     let off3_point = report.as_ref().and_then(|r| {
@@ -204,11 +192,9 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         "x",
         "client-observed goodput (requests of completed user sessions per second) over each \
          point's window, fresh server per point",
-        cells,
+        [a, b.clone()].concat(),
         &collapse_reason,
     ));
-    let mut cells = b;
-    cells.extend(c);
     out.push(compare(
         "goodput at 3x capacity: session-aware admission ÷ none",
         "proposed, not measured: limit the number of SSL connections admitted near \
@@ -217,7 +203,7 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         ratio(ses3, off3),
         "x",
         "client-observed goodput at 3x capacity, each arm on a fresh server",
-        cells,
+        [b, c].concat(),
         "the paper's future work, built: resumptions are always admitted and new full \
          handshakes are shed before any public-key work",
     ));
@@ -232,8 +218,6 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         |c| Some(c.metrics.requests_per_s),
     );
     if r0.is_some() {
-        let mut cells = c0;
-        cells.extend(c80);
         out.push(compare(
             "goodput at 2x capacity: no session reuse ÷ 80 % reuse",
             "a great performance degradation without reuse (Fig. 5; no figure printed)",
@@ -241,7 +225,7 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
             ratio(r0, r80),
             "x",
             "client-observed goodput over each point's window",
-            cells,
+            [c0, c80].concat(),
             "a full handshake costs the server far more than a resumption, then and now",
         ));
     }

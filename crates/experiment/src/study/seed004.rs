@@ -16,7 +16,7 @@ use tlslab_report::study::{Cell, Comparison, Curve, StudyResults, fmt_level};
 use super::load_cell::LoadRig;
 use super::matrix::{CellSpec, point_name};
 use super::rtt_path::{PathChoice, PathKind};
-use super::session::{Builtin, Session, StudyError, compare, one, ratio};
+use super::session::{Builtin, Session, StudyError, compare, cpu_us, one, ratio};
 
 /// `seed004-handshake`.
 pub const HANDSHAKE: Builtin = Builtin {
@@ -148,10 +148,6 @@ fn plan_over(quick: bool, kinds: &[PathKind]) -> Plan {
     }
 }
 
-fn cpu_us(c: &Cell) -> Option<f64> {
-    (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
-}
-
 fn mean_latency_ms(c: &Cell) -> Option<f64> {
     super::session::load_report(c)?
         .latency
@@ -197,8 +193,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
 }
 
 fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyError> {
-    let mut closed_first: Vec<CellSpec> = p.bytes.clone();
-    closed_first.extend(p.closed.iter().cloned());
+    let closed_first = [p.bytes.clone(), p.closed.clone()].concat();
     rig.run_cells(s, &closed_first, p.repeats)?;
     // The capacity: requests/s of the closed loop with 8 clients (every
     // request a full handshake), client-observed. Its inverse is the
@@ -289,8 +284,6 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
                 full_bytes,
             );
             if let (Some(a), Some(b)) = (classic, pq) {
-                let mut cells = c0;
-                cells.extend(c1);
                 out.push(compare(
                     &format!(
                         "post-quantum handshake: X25519MLKEM768 bytes − X25519 bytes, TLS {v}, {key}"
@@ -304,7 +297,7 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
                          (client-observed); {:.0} % more",
                         (b / a - 1.0) * 100.0
                     ),
-                    cells,
+                    [c0, c1].concat(),
                     pq_reason,
                 ));
             }

@@ -479,6 +479,13 @@ pub(crate) fn compare(
     }
 }
 
+/// A cell's factors (factor → level) from `(factor, level)` pairs.
+pub(crate) fn factor_map<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, String)>,
+) -> std::collections::BTreeMap<String, String> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
 /// A duration as `tlslab`'s flags write it (`500ms`, `2s`).
 pub(crate) fn flag_duration(d: Duration) -> String {
     let ms = d.as_millis();
@@ -545,6 +552,11 @@ pub(crate) fn best(
 /// The cell's load report, read back typed.
 pub(crate) fn load_report(c: &Cell) -> Option<&tlslab_report::LoadReport> {
     c.load_report()
+}
+
+/// The cell's server CPU per request, µs, when it measured one.
+pub(crate) fn cpu_us(c: &Cell) -> Option<f64> {
+    (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
 }
 
 /// `a / b` when both are there.

@@ -7,7 +7,7 @@ use tlslab_report::study::{Cell, CellMetrics, Comparison, Curve, StudyResults, f
 
 use super::{GROUP, KEY, Plan};
 use crate::rig::Transport;
-use crate::study::session::{compare, one, ratio};
+use crate::study::session::{compare, cpu_us, one, ratio};
 
 /// The kind of a time-to-first-byte request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,10 +64,6 @@ fn name(t: Transport) -> &'static str {
         Transport::Tcp => "TCP+TLS 1.3",
         Transport::Quic => "QUIC",
     }
-}
-
-fn cpu_us(c: &Cell) -> Option<f64> {
-    (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
 }
 
 /// Client-observed median from a connection's start to the response's

@@ -59,10 +59,7 @@ fn cell(
     Cell {
         id: format!("{point}-r1"),
         point,
-        factors: factors
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        factors: crate::study::session::factor_map(factors),
         repeat: 1,
         order: 0,
         command_line: String::new(),
