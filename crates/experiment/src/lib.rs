@@ -72,6 +72,15 @@ pub enum Error {
     Nginx(String),
 }
 
+/// Fails, showing `text`, unless it contains every one of `parts`.
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_has(text: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(text.contains(p), "no {p:?} in:\n{text}");
+    }
+}
+
 /// `items` as text, `sep` between them (`2,4,8`).
 pub(crate) fn join<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
     let v: Vec<String> = items.into_iter().map(|x| x.to_string()).collect();

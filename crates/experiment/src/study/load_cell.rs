@@ -406,22 +406,19 @@ mod tests {
         // The spec's MSS is never passed to `load --h3` (it refuses it).
         let q = command_line(&quic, &placement);
         assert!(!q.contains("--mss"), "{q}");
-        assert!(
-            q.contains("--listen 127.0.0.1:8443 --h3 --threads 1"),
-            "{q}"
-        );
+        crate::assert_has(&q, &["--listen 127.0.0.1:8443 --h3 --threads 1"]);
         assert!(q.ends_with(" --h3 -m 1"), "{q}");
         quic.rtt = Some(Duration::from_millis(100));
         quic.wan = PathKind::Packet;
         let p = command_line(&quic, &placement);
-        assert!(p.contains("tlslab path --delay 50ms"), "{p}");
-        assert!(
-            p.contains("--listen 10.201.0.1:8443 --h3 --threads 1"),
-            "{p}"
-        );
-        assert!(
-            p.contains("https://10.201.0.1:8443/") && p.contains("--h3 -m 1"),
-            "{p}"
+        crate::assert_has(
+            &p,
+            &[
+                "tlslab path --delay 50ms",
+                "--listen 10.201.0.1:8443 --h3 --threads 1",
+                "https://10.201.0.1:8443/",
+                "--h3 -m 1",
+            ],
         );
     }
 }

@@ -256,10 +256,7 @@ mod tests {
             [PathKind::Relay, PathKind::Packet]
         );
         let e = "netem".parse::<PathChoice>().unwrap_err();
-        assert!(
-            e.contains("relay") && e.contains("packet") && e.contains("both"),
-            "{e}"
-        );
+        crate::assert_has(&e, &["relay", "packet", "both"]);
         assert!(PathChoice::Relay.check().is_ok());
         if !tlslab_path::privileged() {
             let e = PathChoice::Both.check().unwrap_err();
