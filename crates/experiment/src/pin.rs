@@ -3,8 +3,9 @@
 use tlslab_runtime::allowed_cpus;
 
 /// The CPU plan of an experiment: the server on one CPU, the client on
-/// another, when the process may use at least two.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// another, when the process may use at least two (the default: neither
+/// pinned).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Placement {
     /// CPUs for the server's worker threads (empty: not pinned).
     pub server: Vec<usize>,
@@ -23,10 +24,7 @@ impl Placement {
                 client: vec![cpus[1]],
             }
         } else {
-            Placement {
-                server: vec![],
-                client: vec![],
-            }
+            Placement::default()
         }
     }
 

@@ -148,13 +148,9 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         "RSA-4096 with aws-lc-rs on one modern core against JSSE (Java) RSA on a 2000s \
          Xeon; a resumption (the paper's around 2 ms) is measured by seed000-reuse",
     ));
-    let gp = |admission: &str, mult: &str| {
-        one(
-            doc,
-            &[("admission", admission), ("multiplier", mult)],
-            |c| Some(c.metrics.requests_per_s),
-        )
-    };
+    let goodput = |f: &[(&str, &str)]| one(doc, f, |c| Some(c.metrics.requests_per_s));
+    let gp =
+        |admission: &str, mult: &str| goodput(&[("admission", admission), ("multiplier", mult)]);
     let (off1, a) = gp("off", "1");
     let (off3, b) = gp("off", "3");
     let (ses3, c) = gp("session", "3");
@@ -207,16 +203,9 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         "the paper's future work, built: resumptions are always admitted and new full \
          handshakes are shed before any public-key work",
     ));
-    let (r0, c0) = one(
-        doc,
-        &[("arm", "off/timeout10s/retry/reuse0"), ("multiplier", "2")],
-        |c| Some(c.metrics.requests_per_s),
-    );
-    let (r80, c80) = one(
-        doc,
-        &[("arm", "off/timeout10s/retry/reuse80"), ("multiplier", "2")],
-        |c| Some(c.metrics.requests_per_s),
-    );
+    let at_2x = |arm: &str| goodput(&[("arm", arm), ("multiplier", "2")]);
+    let (r0, c0) = at_2x("off/timeout10s/retry/reuse0");
+    let (r80, c80) = at_2x("off/timeout10s/retry/reuse80");
     if r0.is_some() {
         out.push(compare(
             "goodput at 2x capacity: no session reuse ÷ 80 % reuse",

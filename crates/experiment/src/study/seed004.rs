@@ -303,11 +303,8 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
             }
         }
     }
-    let (srv_in, c_in) = one(
-        doc,
-        &[("version", "1.2"), ("key", "rsa2048"), ("group", "x25519")],
-        |c| c.metrics.full_bytes_in,
-    );
+    let tls12_rsa = [("version", "1.2"), ("key", "rsa2048"), ("group", "x25519")];
+    let (srv_in, c_in) = one(doc, &tls12_rsa, |c| c.metrics.full_bytes_in);
     out.push(compare(
         "bytes the server sends in a full handshake, TLS 1.2, rsa2048",
         "about 750 bytes with a self-signed certificate, each further certificate about \
@@ -320,11 +317,7 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
         "a two-certificate chain (leaf and CA) with RSA-2048 keys, and an ECDHE key share \
          and signature the paper's RSA key transport did not send",
     ));
-    let (cli_out, _) = one(
-        doc,
-        &[("version", "1.2"), ("key", "rsa2048"), ("group", "x25519")],
-        |c| c.metrics.full_bytes_out,
-    );
+    let (cli_out, _) = one(doc, &tls12_rsa, |c| c.metrics.full_bytes_out);
     out.push(compare(
         "bytes the client sends in a full handshake, TLS 1.2, rsa2048",
         "about 250 bytes",
@@ -405,15 +398,13 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
         for &u in &p.utils {
             let lvl = fmt_level(u);
             let f = [("utilisation", lvl.as_str())];
-            let (lat, mut cells) = one(doc, &f, mean_latency_ms);
+            let (lat, cells) = one(doc, &f, mean_latency_ms);
             let (thr, _) = one(doc, &f, |c| Some(c.metrics.requests_per_s));
             let (Some(lat), Some(thr)) = (lat, thr) else {
                 continue;
             };
             let rho = (thr / capacity).min(0.99);
             let model = base + seed004_response(s_ms, rho);
-            cells.extend(cap_cells.iter().cloned());
-            cells.extend(r1_cells.iter().cloned());
             out.push(compare(
                 &format!("mean response time at ρ = {rho:.2} (target {u})"),
                 &format!(
@@ -431,7 +422,7 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
                     u * capacity,
                     ratio(Some(lat), Some(model)).map_or(0.0, |x| (x - 1.0) * 100.0)
                 ),
-                cells,
+                [cells, cap_cells.clone(), r1_cells.clone()].concat(),
                 "the same queueing form with today's service time S (about 1 ms, not 300 ms); \
                  the measured curve also carries the client's and the loopback's time",
             ));
