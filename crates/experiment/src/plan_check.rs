@@ -36,7 +36,7 @@ use tlslab_server::{Content, Server};
 
 use crate::Error;
 use crate::pin::Placement;
-use crate::rig::{self, Rig};
+use crate::rig::{self, Rig, Transport};
 
 /// What the check runs.
 #[derive(Clone, Debug)]
@@ -250,7 +250,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
                     k,
                     reuse,
                 )?;
-                let m = rig::measure(&server, &load, name)?;
+                let m = rig::measure_over(&server, &load, Transport::Tcp, name)?;
                 progress(&format!(
                     "  calibration, {name}: {:.1} µs server CPU per request, {:.0} req/s, \
                      server {:.0} % busy",
@@ -276,13 +276,9 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
             );
             let closed_plan = model(closed)?;
             const OPEN_LOOP_RHO: f64 = 0.6;
-            let m = rig::run_measured(
-                &server,
-                &open_loop(
-                    closed_plan.requests_per_s_per_core_max * OPEN_LOOP_RHO,
-                    cfg.calibration_cell,
-                )?,
-            )?;
+            let rate = closed_plan.requests_per_s_per_core_max * OPEN_LOOP_RHO;
+            let load = open_loop(rate, cfg.calibration_cell)?;
+            let m = rig::run_measured_over(&server, &load, Transport::Tcp)?;
             let open_us = m.server_cpu_us_per_request;
             if !open_us.is_finite() {
                 return Err(Error::empty(
@@ -343,47 +339,44 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         "  model: {s_us:.1} µs server CPU per request → {cap:.0} req/s per core at 100 %"
     ));
 
-    let run_point =
-        |rho: f64, label: &str| -> Result<(CheckPoint, tlslab_report::LoadReport), Error> {
-            let rate = cap * rho;
-            let _ = label;
-            // A point that completes nothing (the model offered more than the
-            // server or the client could take) is a result, not an error.
-            let m = rig::run_measured(&server, &open_loop(rate, cfg.cell)?)?;
-            let r = &m.report;
-            let ol = r.open_loop.as_ref();
-            let goodput = if r.window.measured_s > 0.0 {
-                r.requests.succeeded as f64 / r.window.measured_s
-            } else {
-                0.0
-            };
-            let p = CheckPoint {
-                target_utilisation: rho,
-                offered_per_s: rate,
-                predicted_per_s: rate,
-                measured_per_s: r.throughput.requests_per_s,
-                goodput_per_s: goodput,
-                throughput_error: rel(r.throughput.requests_per_s, rate),
-                server_busy: m.server_busy,
-                server_cpu_us_per_request: m.server_cpu_us_per_request,
-                p50_predicted_ms: f64::NAN,
-                p50_measured_ms: ms(r.latency.total.p50_us),
-                p50_error: f64::NAN,
-                mean_mm1_ms: f64::NAN,
-                mean_seed004_ms: f64::NAN,
-                mean_measured_ms: r.latency.total.mean_us.map_or(f64::NAN, |v| v / 1000.0),
-                p99_measured_ms: ms(r.latency.total.p99_us),
-                late: ol.map_or(0, |o| o.late),
-                dropped: ol.map_or(0, |o| o.dropped),
-                errors: r.requests.errors,
-                client_busy: r.client_cpu.busy_fraction,
-                window_s: r.window.measured_s,
-            };
-            Ok((p, m.report))
+    let run_point = |rho: f64| -> Result<CheckPoint, Error> {
+        let rate = cap * rho;
+        // A point that completes nothing (the model offered more than the
+        // server or the client could take) is a result, not an error.
+        let m = rig::run_measured_over(&server, &open_loop(rate, cfg.cell)?, Transport::Tcp)?;
+        let r = &m.report;
+        let ol = r.open_loop.as_ref();
+        let goodput = if r.window.measured_s > 0.0 {
+            r.requests.succeeded as f64 / r.window.measured_s
+        } else {
+            0.0
         };
+        Ok(CheckPoint {
+            target_utilisation: rho,
+            offered_per_s: rate,
+            predicted_per_s: rate,
+            measured_per_s: r.throughput.requests_per_s,
+            goodput_per_s: goodput,
+            throughput_error: rel(r.throughput.requests_per_s, rate),
+            server_busy: m.server_busy,
+            server_cpu_us_per_request: m.server_cpu_us_per_request,
+            p50_predicted_ms: f64::NAN,
+            p50_measured_ms: ms(r.latency.total.p50_us),
+            p50_error: f64::NAN,
+            mean_mm1_ms: f64::NAN,
+            mean_seed004_ms: f64::NAN,
+            mean_measured_ms: r.latency.total.mean_us.map_or(f64::NAN, |v| v / 1000.0),
+            p99_measured_ms: ms(r.latency.total.p99_us),
+            late: ol.map_or(0, |o| o.late),
+            dropped: ol.map_or(0, |o| o.dropped),
+            errors: r.requests.errors,
+            client_busy: r.client_cpu.busy_fraction,
+            window_s: r.window.measured_s,
+        })
+    };
 
     const UNLOADED: f64 = 0.05;
-    let (mut unloaded, _) = run_point(UNLOADED, "unloaded (5 %)")?;
+    let mut unloaded = run_point(UNLOADED)?;
     // The load-independent part of the latency: what the unloaded point
     // measured less what the model puts in the server there.
     let base_p50 = unloaded.p50_measured_ms - sim_p50(UNLOADED);
@@ -414,7 +407,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
     ));
     let mut points = Vec::new();
     for &rho in &cfg.levels {
-        let (mut p, _) = run_point(rho, &format!("utilisation {:.0} %", rho * 100.0))?;
+        let mut p = run_point(rho)?;
         predict(&mut p);
         progress(&format!(
             "  {:.0} %: offered {:.0} req/s, measured {:.0} req/s, server {:.0} % busy, \

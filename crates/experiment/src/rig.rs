@@ -5,7 +5,7 @@
 //!
 //! `lab`, `breakdown`, `overload`, `cluster` (its embedded nodes), `plan
 //! --check` and the studies start from [`Rig::server`] and [`Rig::load`]
-//! and change only what their experiment varies; [`measure`] and
+//! and change only what their experiment varies; [`measure_over`] and
 //! [`Reading`] are the CPU accounting.
 
 use std::net::{IpAddr, SocketAddr};
@@ -310,13 +310,9 @@ pub(crate) struct Measured {
     pub window: Reading,
 }
 
-/// Runs `load` against `server` and measures the server's CPU per request
-/// served (NaN when it served none) and its busy share over the run.
-pub(crate) fn run_measured(server: &Server, load: &LoadConfig) -> Result<Measured, Error> {
-    run_measured_over(server, load, Transport::Tcp)
-}
-
-/// [`run_measured`] over `transport`.
+/// Runs `load` over `transport` against `server` and measures the
+/// server's CPU per request served (NaN when it served none) and its busy
+/// share over the run.
 pub(crate) fn run_measured_over(
     server: &Server,
     load: &LoadConfig,
@@ -352,13 +348,8 @@ pub(crate) fn run_measured_over(
     })
 }
 
-/// [`run_measured`], where a cell in which nothing was served is an error
-/// naming `label`.
-pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result<Measured, Error> {
-    measure_over(server, load, Transport::Tcp, label)
-}
-
-/// [`measure`] over `transport`.
+/// [`run_measured_over`], where a cell in which nothing was served is an
+/// error naming `label`.
 pub(crate) fn measure_over(
     server: &Server,
     load: &LoadConfig,
