@@ -71,3 +71,28 @@ pub enum Error {
     #[error("nginx: {0}")]
     Nginx(String),
 }
+
+/// Fails, showing `text`, unless it contains every one of `parts`.
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_has(text: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(text.contains(p), "no {p:?} in:\n{text}");
+    }
+}
+
+/// `items` as text, `sep` between them (`2,4,8`).
+pub(crate) fn join<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
+    let v: Vec<String> = items.into_iter().map(|x| x.to_string()).collect();
+    v.join(sep)
+}
+
+impl Error {
+    /// [`Error::EmptyCell`] of `cell`, with the `errors` the run saw.
+    pub(crate) fn empty(cell: impl Into<String>, errors: impl Into<String>) -> Error {
+        Error::EmptyCell {
+            cell: cell.into(),
+            errors: errors.into(),
+        }
+    }
+}

@@ -3,8 +3,9 @@
 use tlslab_runtime::allowed_cpus;
 
 /// The CPU plan of an experiment: the server on one CPU, the client on
-/// another, when the process may use at least two.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// another, when the process may use at least two (the default: neither
+/// pinned).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Placement {
     /// CPUs for the server's worker threads (empty: not pinned).
     pub server: Vec<usize>,
@@ -23,16 +24,23 @@ impl Placement {
                 client: vec![cpus[1]],
             }
         } else {
-            Placement {
-                server: vec![],
-                client: vec![],
-            }
+            Placement::default()
         }
     }
 
     /// A sentence saying where each side ran.
     pub fn describe(&self) -> String {
         self.to_schema().describe()
+    }
+
+    /// `taskset -c 0,1 ` for `cpus`, to prefix a command line; nothing when
+    /// not pinned.
+    pub(crate) fn taskset(cpus: &[usize]) -> String {
+        if cpus.is_empty() {
+            String::new()
+        } else {
+            format!("taskset -c {} ", crate::join(cpus, ","))
+        }
     }
 
     /// The placement as the reports record it.

@@ -31,11 +31,12 @@ use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_load::{Arrivals, OpenLoop};
 use tlslab_report::capacity::{self, Mix, UnitCosts};
+use tlslab_report::{columns, header};
 use tlslab_server::{Content, Server};
 
 use crate::Error;
 use crate::pin::Placement;
-use crate::rig::{self, Rig};
+use crate::rig::{self, Rig, Transport};
 
 /// What the check runs.
 #[derive(Clone, Debug)]
@@ -202,10 +203,10 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
     serve.tls.versions = vec![cfg.version];
     let server = Server::start(serve)?;
     let Some(addr) = server.https_addr() else {
-        return Err(Error::EmptyCell {
-            cell: "start-up".into(),
-            errors: "the embedded server has no HTTPS listener".into(),
-        });
+        return Err(Error::empty(
+            "start-up",
+            "the embedded server has no HTTPS listener",
+        ));
     };
     let url = format!("https://localhost:{}{}", addr.port(), crate::lab::PATH);
 
@@ -227,10 +228,8 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         requests_per_conn: 1.0,
     };
     let model = |costs: UnitCosts| {
-        capacity::plan(costs, mix, 0.5, None, None, 0.0).map_err(|e| Error::EmptyCell {
-            cell: "the model".into(),
-            errors: e.to_string(),
-        })
+        capacity::plan(costs, mix, 0.5, None, None, 0.0)
+            .map_err(|e| Error::empty("the model", e.to_string()))
     };
 
     let mut calibration = None;
@@ -251,7 +250,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
                     k,
                     reuse,
                 )?;
-                let m = rig::measure(&server, &load, name)?;
+                let m = rig::measure_over(&server, &load, Transport::Tcp, name)?;
                 progress(&format!(
                     "  calibration, {name}: {:.1} µs server CPU per request, {:.0} req/s, \
                      server {:.0} % busy",
@@ -277,19 +276,15 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
             );
             let closed_plan = model(closed)?;
             const OPEN_LOOP_RHO: f64 = 0.6;
-            let m = rig::run_measured(
-                &server,
-                &open_loop(
-                    closed_plan.requests_per_s_per_core_max * OPEN_LOOP_RHO,
-                    cfg.calibration_cell,
-                )?,
-            )?;
+            let rate = closed_plan.requests_per_s_per_core_max * OPEN_LOOP_RHO;
+            let load = open_loop(rate, cfg.calibration_cell)?;
+            let m = rig::run_measured_over(&server, &load, Transport::Tcp)?;
             let open_us = m.server_cpu_us_per_request;
             if !open_us.is_finite() {
-                return Err(Error::EmptyCell {
-                    cell: "open-loop calibration".into(),
-                    errors: "the server answered no request".into(),
-                });
+                return Err(Error::empty(
+                    "open-loop calibration",
+                    "the server answered no request",
+                ));
             }
             // One request per connection: per request is per connection.
             let overhead = (open_us - closed_plan.cpu_per_request_us).max(0.0);
@@ -344,47 +339,44 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         "  model: {s_us:.1} µs server CPU per request → {cap:.0} req/s per core at 100 %"
     ));
 
-    let run_point =
-        |rho: f64, label: &str| -> Result<(CheckPoint, tlslab_report::LoadReport), Error> {
-            let rate = cap * rho;
-            let _ = label;
-            // A point that completes nothing (the model offered more than the
-            // server or the client could take) is a result, not an error.
-            let m = rig::run_measured(&server, &open_loop(rate, cfg.cell)?)?;
-            let r = &m.report;
-            let ol = r.open_loop.as_ref();
-            let goodput = if r.window.measured_s > 0.0 {
-                r.requests.succeeded as f64 / r.window.measured_s
-            } else {
-                0.0
-            };
-            let p = CheckPoint {
-                target_utilisation: rho,
-                offered_per_s: rate,
-                predicted_per_s: rate,
-                measured_per_s: r.throughput.requests_per_s,
-                goodput_per_s: goodput,
-                throughput_error: rel(r.throughput.requests_per_s, rate),
-                server_busy: m.server_busy,
-                server_cpu_us_per_request: m.server_cpu_us_per_request,
-                p50_predicted_ms: f64::NAN,
-                p50_measured_ms: ms(r.latency.total.p50_us),
-                p50_error: f64::NAN,
-                mean_mm1_ms: f64::NAN,
-                mean_seed004_ms: f64::NAN,
-                mean_measured_ms: r.latency.total.mean_us.map_or(f64::NAN, |v| v / 1000.0),
-                p99_measured_ms: ms(r.latency.total.p99_us),
-                late: ol.map_or(0, |o| o.late),
-                dropped: ol.map_or(0, |o| o.dropped),
-                errors: r.requests.errors,
-                client_busy: r.client_cpu.busy_fraction,
-                window_s: r.window.measured_s,
-            };
-            Ok((p, m.report))
+    let run_point = |rho: f64| -> Result<CheckPoint, Error> {
+        let rate = cap * rho;
+        // A point that completes nothing (the model offered more than the
+        // server or the client could take) is a result, not an error.
+        let m = rig::run_measured_over(&server, &open_loop(rate, cfg.cell)?, Transport::Tcp)?;
+        let r = &m.report;
+        let ol = r.open_loop.as_ref();
+        let goodput = if r.window.measured_s > 0.0 {
+            r.requests.succeeded as f64 / r.window.measured_s
+        } else {
+            0.0
         };
+        Ok(CheckPoint {
+            target_utilisation: rho,
+            offered_per_s: rate,
+            predicted_per_s: rate,
+            measured_per_s: r.throughput.requests_per_s,
+            goodput_per_s: goodput,
+            throughput_error: rel(r.throughput.requests_per_s, rate),
+            server_busy: m.server_busy,
+            server_cpu_us_per_request: m.server_cpu_us_per_request,
+            p50_predicted_ms: f64::NAN,
+            p50_measured_ms: ms(r.latency.total.p50_us),
+            p50_error: f64::NAN,
+            mean_mm1_ms: f64::NAN,
+            mean_seed004_ms: f64::NAN,
+            mean_measured_ms: r.latency.total.mean_us.map_or(f64::NAN, |v| v / 1000.0),
+            p99_measured_ms: ms(r.latency.total.p99_us),
+            late: ol.map_or(0, |o| o.late),
+            dropped: ol.map_or(0, |o| o.dropped),
+            errors: r.requests.errors,
+            client_busy: r.client_cpu.busy_fraction,
+            window_s: r.window.measured_s,
+        })
+    };
 
     const UNLOADED: f64 = 0.05;
-    let (mut unloaded, _) = run_point(UNLOADED, "unloaded (5 %)")?;
+    let mut unloaded = run_point(UNLOADED)?;
     // The load-independent part of the latency: what the unloaded point
     // measured less what the model puts in the server there.
     let base_p50 = unloaded.p50_measured_ms - sim_p50(UNLOADED);
@@ -415,7 +407,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
     ));
     let mut points = Vec::new();
     for &rho in &cfg.levels {
-        let (mut p, _) = run_point(rho, &format!("utilisation {:.0} %", rho * 100.0))?;
+        let mut p = run_point(rho)?;
         predict(&mut p);
         progress(&format!(
             "  {:.0} %: offered {:.0} req/s, measured {:.0} req/s, server {:.0} % busy, \
@@ -510,50 +502,46 @@ impl CheckReport {
              system at ρ (simulated, service times from the costs). Means: M/M/1 and seed \
              004's request CPU + H/(1−ρ), each anchored at the unloaded mean the same way."
         );
-        let _ = writeln!(
-            s,
-            "\n{:>6} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {:>7}",
-            "ρ",
-            "pred/s",
-            "meas/s",
-            "Δ",
-            "busy",
-            "p50 pred",
-            "p50 meas",
-            "Δ",
-            "mean M/M1",
-            "mean 004",
-            "mean meas",
-            "p99 meas",
-            "client"
+        let mut rows = vec![header(
+            "ρ|pred/s|meas/s|Δ|busy|p50 pred|p50 meas|Δ|mean M/M1|mean 004|mean meas|p99 meas|client",
+        )];
+        rows.extend(
+            std::iter::once(&self.unloaded)
+                .chain(&self.points)
+                .map(|p| {
+                    let pct = |x: f64, digits: usize| format!("{:.*}%", digits, x * 100.0);
+                    let ms = |x: f64| format!("{x:.3}");
+                    vec![
+                        pct(p.target_utilisation, 0),
+                        format!("{:.0}", p.predicted_per_s),
+                        format!("{:.0}", p.measured_per_s),
+                        pct(p.throughput_error, 1),
+                        pct(p.server_busy, 0),
+                        ms(p.p50_predicted_ms),
+                        ms(p.p50_measured_ms),
+                        pct(p.p50_error, 1),
+                        ms(p.mean_mm1_ms),
+                        ms(p.mean_seed004_ms),
+                        ms(p.mean_measured_ms),
+                        ms(p.p99_measured_ms),
+                        pct(p.client_busy, 0),
+                        if p.late > 0 || p.dropped > 0 || p.errors > 0 {
+                            format!(
+                                " ({} late, {} dropped, {} errors)",
+                                p.late, p.dropped, p.errors
+                            )
+                        } else {
+                            String::new()
+                        },
+                    ]
+                }),
         );
-        for p in std::iter::once(&self.unloaded).chain(&self.points) {
-            let _ = writeln!(
-                s,
-                "{:>5.0}% {:>9.0} {:>9.0} {:>6.1}% {:>6.0}% {:>9.3} {:>9.3} {:>6.1}% {:>9.3} {:>9.3} {:>9.3} {:>8.3} {:>6.0}%{}",
-                p.target_utilisation * 100.0,
-                p.predicted_per_s,
-                p.measured_per_s,
-                p.throughput_error * 100.0,
-                p.server_busy * 100.0,
-                p.p50_predicted_ms,
-                p.p50_measured_ms,
-                p.p50_error * 100.0,
-                p.mean_mm1_ms,
-                p.mean_seed004_ms,
-                p.mean_measured_ms,
-                p.p99_measured_ms,
-                p.client_busy * 100.0,
-                if p.late > 0 || p.dropped > 0 || p.errors > 0 {
-                    format!(
-                        " ({} late, {} dropped, {} errors)",
-                        p.late, p.dropped, p.errors
-                    )
-                } else {
-                    String::new()
-                }
-            );
-        }
+        s.push('\n');
+        s.push_str(&columns(
+            "",
+            &[6, 9, 9, 7, 7, 9, 9, 7, 9, 9, 9, 8, 7, 0],
+            &rows,
+        ));
         let _ = writeln!(
             s,
             "(latencies in ms; the 5 % row is the unloaded point the latency model is anchored at)"

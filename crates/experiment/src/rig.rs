@@ -5,7 +5,7 @@
 //!
 //! `lab`, `breakdown`, `overload`, `cluster` (its embedded nodes), `plan
 //! --check` and the studies start from [`Rig::server`] and [`Rig::load`]
-//! and change only what their experiment varies; [`measure`] and
+//! and change only what their experiment varies; [`measure_over`] and
 //! [`Reading`] are the CPU accounting.
 
 use std::net::{IpAddr, SocketAddr};
@@ -87,6 +87,12 @@ pub(crate) fn on_end<T: Send, E: Send + From<tlslab_path::Error>>(
 /// the rig's certificates name (see [`Rig::generate`]), or `localhost`.
 pub(crate) fn server_host(path: Option<&PathHandle>) -> String {
     path.map_or_else(|| "localhost".to_string(), |h| h.server_ip().to_string())
+}
+
+/// The names a rig's certificate gives its server besides `localhost`:
+/// the path's server address, or none without a path.
+pub(crate) fn server_sans(path: Option<&PathHandle>) -> Vec<String> {
+    path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()])
 }
 
 /// The address a rig's server listens on: loopback, or the path's server
@@ -304,13 +310,9 @@ pub(crate) struct Measured {
     pub window: Reading,
 }
 
-/// Runs `load` against `server` and measures the server's CPU per request
-/// served (NaN when it served none) and its busy share over the run.
-pub(crate) fn run_measured(server: &Server, load: &LoadConfig) -> Result<Measured, Error> {
-    run_measured_over(server, load, Transport::Tcp)
-}
-
-/// [`run_measured`] over `transport`.
+/// Runs `load` over `transport` against `server` and measures the
+/// server's CPU per request served (NaN when it served none) and its busy
+/// share over the run.
 pub(crate) fn run_measured_over(
     server: &Server,
     load: &LoadConfig,
@@ -346,13 +348,8 @@ pub(crate) fn run_measured_over(
     })
 }
 
-/// [`run_measured`], where a cell in which nothing was served is an error
-/// naming `label`.
-pub(crate) fn measure(server: &Server, load: &LoadConfig, label: &str) -> Result<Measured, Error> {
-    measure_over(server, load, Transport::Tcp, label)
-}
-
-/// [`measure`] over `transport`.
+/// [`run_measured_over`], where a cell in which nothing was served is an
+/// error naming `label`.
 pub(crate) fn measure_over(
     server: &Server,
     load: &LoadConfig,
@@ -361,10 +358,7 @@ pub(crate) fn measure_over(
 ) -> Result<Measured, Error> {
     let m = run_measured_over(server, load, transport)?;
     if m.report.requests.completed == 0 || m.server_cpu_us_per_request.is_nan() {
-        return Err(Error::EmptyCell {
-            cell: label.to_string(),
-            errors: m.report.error_summary(),
-        });
+        return Err(Error::empty(label, m.report.error_summary()));
     }
     Ok(m)
 }

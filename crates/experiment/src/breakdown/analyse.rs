@@ -256,13 +256,6 @@ mod tests {
         }
     }
 
-    fn no_pin() -> Placement {
-        Placement {
-            server: vec![],
-            client: vec![],
-        }
-    }
-
     #[test]
     fn amdahl_fractions_and_residuals() {
         let cfg = cfg(Workload::NewConn);
@@ -288,7 +281,7 @@ mod tests {
                     .collect()
             })
             .collect();
-        let r = analyse(&cfg, no_pin(), configs, samples);
+        let r = analyse(&cfg, Placement::default(), configs, samples);
         assert_eq!(r.rounds, 3);
         let share = |n: &str| r.shares.iter().find(|s| s.stage == n).unwrap();
         assert!((share("sig").fraction - 0.25).abs() < 1e-9);
@@ -314,8 +307,7 @@ mod tests {
         assert_eq!(sig.disagrees, Some(true));
         assert_eq!(share("mac").meter_fraction, None);
         let text = r.render();
-        assert!(text.contains("every share converged"), "{text}");
-        assert!(text.contains("≠ disagree"), "{text}");
+        crate::assert_has(&text, &["every share converged", "≠ disagree"]);
     }
 
     #[test]
@@ -340,7 +332,7 @@ mod tests {
                 _ => vec![sample(100.0, 100.0, 0.0); 3],
             })
             .collect();
-        let r = analyse(&cfg, no_pin(), configs, samples);
+        let r = analyse(&cfg, Placement::default(), configs, samples);
         let share = |n: &str| r.shares.iter().find(|s| s.stage == n).unwrap();
         let rng = share("rng");
         assert!(rng.noisy);
@@ -354,11 +346,8 @@ mod tests {
         assert_eq!(sig.status, Convergence::Converged);
         assert!(!r.converged);
         let text = r.render();
-        assert!(
-            text.contains("not converged: hash (the time cap was hit"),
-            "{text}"
-        );
-        assert!(text.contains("rng (variance"), "{text}");
+        let hash = "not converged: hash (the time cap was hit";
+        crate::assert_has(&text, &[hash, "rng (variance"]);
     }
 
     #[test]
@@ -369,7 +358,7 @@ mod tests {
             .iter()
             .map(|_| vec![sample(100.0, 100.0, 1.0); 2])
             .collect();
-        let r = analyse(&cfg, no_pin(), configs, samples);
+        let r = analyse(&cfg, Placement::default(), configs, samples);
         let v = serde_json::to_value(&r).unwrap();
         let readme = include_str!("../../../../docs/schema.md");
         let start = readme

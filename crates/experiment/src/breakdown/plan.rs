@@ -64,17 +64,14 @@ impl Configuration {
 /// The configurations run, in order: plain HTTP, the TLS baseline, each
 /// stage alone, seed 001's cumulative configurations, skeleton, minimal.
 pub fn configurations(workload: Workload) -> Vec<Configuration> {
+    let config = |name: &str, ablation, stage: Option<&str>| Configuration {
+        name: name.into(),
+        ablation,
+        stage: stage.map(Into::into),
+    };
     let mut out = vec![
-        Configuration {
-            name: "plain HTTP".into(),
-            ablation: None,
-            stage: None,
-        },
-        Configuration {
-            name: "TLS (baseline)".into(),
-            ablation: Some(AblationSet::NONE),
-            stage: None,
-        },
+        config("plain HTTP", None, None),
+        config("TLS (baseline)", Some(AblationSet::NONE), None),
     ];
     let resumes = matches!(workload, Workload::Reuse(r) if r > 0.0);
     for (a, label) in [
@@ -90,11 +87,11 @@ pub fn configurations(workload: Workload) -> Vec<Configuration> {
         if a == Ablation::Cache && !resumes {
             continue;
         }
-        out.push(Configuration {
-            name: label.into(),
-            ablation: Some(AblationSet::NONE.with(a)),
-            stage: Some(a.name().into()),
-        });
+        out.push(config(
+            label,
+            Some(AblationSet::NONE.with(a)),
+            Some(a.name()),
+        ));
     }
     let pkx = AblationSet::NONE.with(Ablation::Sig).with(Ablation::Kx);
     let pkx_rng_cache = pkx.with(Ablation::Rng).with(Ablation::Cache);
@@ -110,11 +107,7 @@ pub fn configurations(workload: Workload) -> Vec<Configuration> {
         ),
         ("minimal setup, encrypted data", AblationSet::minimal()),
     ] {
-        out.push(Configuration {
-            name: name.into(),
-            ablation: Some(set),
-            stage: None,
-        });
+        out.push(config(name, Some(set), None));
     }
     out
 }

@@ -195,10 +195,7 @@ fn run_pair(
      -> Result<tlslab_report::LoadReport, Error> {
         match r {
             Ok(r) => Ok(r?),
-            Err(_) => Err(Error::EmptyCell {
-                cell: name.into(),
-                errors: "the load engine panicked".into(),
-            }),
+            Err(_) => Err(Error::empty(name, "the load engine panicked")),
         }
     };
     let ra = joined(ra, &base.name)?;
@@ -213,10 +210,10 @@ fn run_pair(
         .filter(|t| t[0].unix_ms >= from && t[1].unix_ms <= to)
         .collect();
     let (Some(first), Some(last)) = (inside.first(), inside.last()) else {
-        return Err(Error::EmptyCell {
-            cell: format!("{} beside the baseline", other.name),
-            errors: "no reading of the servers' counters fell inside the measurement window".into(),
-        });
+        return Err(Error::empty(
+            format!("{} beside the baseline", other.name),
+            "no reading of the servers' counters fell inside the measurement window",
+        ));
     };
     let wall_s = ((last[0].unix_ms - first[0].unix_ms) / 1e3).max(1e-9);
     let d = [last[0].since(&first[0]), last[1].since(&first[1])];
@@ -225,10 +222,7 @@ fn run_pair(
     let cell_of = |k: usize, report: &tlslab_report::LoadReport, c: &Configuration| {
         let (served, cpu) = (d[k].served, d[k].cpu);
         if served == 0 || report.requests.completed == 0 {
-            return Err(Error::EmptyCell {
-                cell: c.name.clone(),
-                errors: report.error_summary(),
-            });
+            return Err(Error::empty(c.name.clone(), report.error_summary()));
         }
         let crypto = &d[k].crypto;
         let mut meter_us = BTreeMap::new();

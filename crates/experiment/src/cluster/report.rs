@@ -292,11 +292,7 @@ impl ClusterText for ClusterReport {
             }
             let mut rows = vec![head];
             for &r in &reuses {
-                let get = |a: &str| {
-                    cells
-                        .iter()
-                        .find(|c| c.arm == a && (c.reuse_requested - r).abs() < 1e-9)
-                };
+                let get = |a: &str| cell_at(&self.cells, m, a, r);
                 let mut row = vec![format!("{:.0}%", r * 100.0)];
                 row.extend(
                     arms.iter()
@@ -332,10 +328,7 @@ impl ClusterText for ClusterReport {
             let mut bars = Vec::new();
             for &r in &reuses {
                 for a in &arms {
-                    if let Some(c) = cells
-                        .iter()
-                        .find(|c| c.arm == *a && (c.reuse_requested - r).abs() < 1e-9)
-                    {
+                    if let Some(c) = cell_at(&self.cells, m, a, r) {
                         let n = ((c.throughput_rps / max_rps) * 50.0).round() as usize;
                         bars.push(vec![
                             format!("{:.0}%", r * 100.0),

@@ -221,10 +221,9 @@ impl Env {
             .map_err(|e| Error::Cluster(format!("cannot create a temporary directory: {e}")))?;
         // On a path the load reaches the nodes (through the dispatcher)
         // by the server namespace's address, which the certificate names.
-        let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
         let rig = Rig::generate(
             cfg.key,
-            &sans,
+            &rig::server_sans(path),
             Placement {
                 server: placement.nodes.clone(),
                 client: placement.load.clone(),
@@ -666,10 +665,7 @@ fn measure(
     let handshakes: u64 = diff.iter().map(|d| d.handshakes).sum();
     let resumed: u64 = diff.iter().map(|d| d.resumed).sum();
     if report.requests.completed == 0 || served == 0 {
-        return Err(Error::EmptyCell {
-            cell: label.to_string(),
-            errors: report.error_summary(),
-        });
+        return Err(Error::empty(label, report.error_summary()));
     }
     let window = report.window.measured_s.max(1e-9);
     let achieved = if handshakes == 0 {

@@ -108,8 +108,7 @@ fn start_server(
     // The server's runtime threads are spawned on the server's end, so
     // they live in the path's server namespace too.
     rig::on_server(path, move || {
-        let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
-        let rig = Rig::generate(key, &sans, placement.clone())?;
+        let rig = Rig::generate(key, &rig::server_sans(path), placement.clone())?;
         let mut c = rig.server(Content::Specweb96);
         // On the path, the listeners are on the server namespace's address.
         let addr = rig::server_bind(path);
@@ -164,26 +163,23 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         h3: true,
         early: false,
     };
-    let ecdsa = start_server(KeyType::EcdsaP256, &placement, listeners, handle.as_ref())?;
-    let rsa = start_server(
+    let start = |key, l| start_server(key, &placement, l, handle.as_ref());
+    let ecdsa = start(KeyType::EcdsaP256, listeners)?;
+    let rsa = start(
         KeyType::Rsa2048,
-        &placement,
         Listeners {
             http: false,
             h3: false,
             ..listeners
         },
-        handle.as_ref(),
     )?;
-    let early = start_server(
+    let early = start(
         KeyType::EcdsaP256,
-        &placement,
         Listeners {
             http: false,
             early: true,
             ..listeners
         },
-        handle.as_ref(),
     )?;
 
     let mut cells = Vec::new();
@@ -323,11 +319,7 @@ fn run_cell(
     let tls = version.is_some();
     Ok(CellResult {
         mode,
-        transport: match transport {
-            Transport::Tcp => "tcp",
-            Transport::Quic => "quic",
-        }
-        .into(),
+        transport: transport.name().into(),
         version: version.map(|v| v.name().into()),
         key: version.map(|_| emb.key.name().to_string()),
         requests_per_s: report.throughput.requests_per_s,

@@ -53,8 +53,8 @@ pub(super) fn run_cells(
         .filter(|g| !g.is_empty());
     let window = cell(cfg.cell);
     let host = rig::server_host(path);
-    let url = |port: Option<u16>| {
-        port.map(|p| format!("https://{host}:{p}{PATH}"))
+    let url = |addr: Option<std::net::SocketAddr>| {
+        addr.map(|a| format!("https://{host}:{}{PATH}", a.port()))
             .ok_or_else(|| {
                 Error::Cluster("the lab's server has no HTTPS or HTTP/3 listener".into())
             })
@@ -68,20 +68,12 @@ pub(super) fn run_cells(
         out.push(r);
         Ok(())
     };
-    one(
-        early,
-        &url(early.server.https_addr().map(|a| a.port()))?,
-        Mode::TlsZeroRtt,
-    )?;
-    let h3 = url(ecdsa.server.h3_addr().map(|a| a.port()))?;
+    one(early, &url(early.server.https_addr())?, Mode::TlsZeroRtt)?;
+    let h3 = url(ecdsa.server.h3_addr())?;
     for (mode, _) in &MODES[..3] {
         one(ecdsa, &h3, *mode)?;
     }
-    one(
-        early,
-        &url(early.server.h3_addr().map(|a| a.port()))?,
-        Mode::QuicZeroRtt,
-    )?;
+    one(early, &url(early.server.h3_addr())?, Mode::QuicZeroRtt)?;
     Ok(out)
 }
 

@@ -132,6 +132,12 @@ impl OverloadText for OverloadReport {
                 capped.join(", ")
             );
         }
+        let after = |s: Option<u64>| {
+            s.map_or_else(
+                || "not within the low phase".into(),
+                |s| format!("{s} s after the drop"),
+            )
+        };
         for r in &self.robustness {
             let _ = writeln!(
                 out,
@@ -144,14 +150,8 @@ impl OverloadText for OverloadReport {
                 r.high_goodput_rps,
                 r.rss_max_kib,
                 if r.survived { "alive" } else { "NOT answering" },
-                r.goodput_recovery_secs.map_or_else(
-                    || "not within the low phase".to_string(),
-                    |s| format!("{s} s after the drop")
-                ),
-                r.recovery_secs.map_or_else(
-                    || "not within the low phase".to_string(),
-                    |s| format!("{s} s after the drop")
-                )
+                after(r.goodput_recovery_secs),
+                after(r.recovery_secs)
             );
         }
         for n in &self.not_run {

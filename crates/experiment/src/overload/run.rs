@@ -200,10 +200,10 @@ fn find_capacity(
         }
     }
     if capacity <= 0.0 {
-        return Err(Error::EmptyCell {
-            cell: "capacity sweep".into(),
-            errors: "no step completed a session in the second half of its window".into(),
-        });
+        return Err(Error::empty(
+            "capacity sweep",
+            "no step completed a session in the second half of its window",
+        ));
     }
     progress(&format!(
         "overload: capacity {capacity:.1} user sessions/s (K = {}), found in {:.0} s",
@@ -284,17 +284,20 @@ fn robust(
         })
     };
     let end = drop_at + low.as_secs() as usize;
-    let recovery_secs = (drop_at..end.saturating_sub(1))
-        .find(|&i| served(i) && served(i + 1))
-        .map(|i| (i - drop_at) as u64);
+    // Seconds after the drop until `ok` holds for two seconds in a row.
+    let recovered = |ok: &dyn Fn(usize) -> bool| {
+        (drop_at..end.saturating_sub(1))
+            .find(|&i| ok(i) && ok(i + 1))
+            .map(|i| (i - drop_at) as u64)
+    };
+    let recovery_secs = recovered(&served);
     let low_rate = 0.5 * capacity;
-    let full = |i: usize| {
+    let goodput_recovery_secs = recovered(&|i| {
         t.get(i)
             .is_some_and(|s| s.sessions_completed as f64 >= 0.9 * low_rate)
-    };
-    let goodput_recovery_secs = (drop_at..end.saturating_sub(1))
-        .find(|&i| full(i) && full(i + 1))
-        .map(|i| (i - drop_at) as u64);
+    });
+    let within =
+        |s: Option<u64>| s.map_or_else(|| "not within the low phase".into(), |s| format!("{s} s"));
     let high_goodput_rps = t
         .iter()
         .take(drop_at)
@@ -309,14 +312,8 @@ fn robust(
         3.0 * capacity,
         0.5 * capacity,
         if survived { "alive" } else { "NOT answering" },
-        goodput_recovery_secs.map_or_else(
-            || "not within the low phase".to_string(),
-            |s| format!("{s} s")
-        ),
-        recovery_secs.map_or_else(
-            || "not within the low phase".to_string(),
-            |s| format!("{s} s")
-        )
+        within(goodput_recovery_secs),
+        within(recovery_secs)
     ));
     Ok(Robustness {
         admission: admission.name().into(),
@@ -404,12 +401,8 @@ fn hammer(
         handles
             .into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::EmptyCell {
-                        cell: "shed cost".into(),
-                        errors: "a client thread panicked".into(),
-                    })
-                })
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::empty("shed cost", "a client thread panicked")))
             })
             .collect::<Result<Vec<()>, Error>>()
             .map(|_| ())
@@ -430,10 +423,7 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     c.resumption = rustls::client::Resumption::disabled();
     let cfg = std::sync::Arc::new(c);
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
-    let io_err = |e: std::io::Error| Error::EmptyCell {
-        cell: "shed cost".into(),
-        errors: e.to_string(),
-    };
+    let io_err = |e: std::io::Error| Error::empty("shed cost", e.to_string());
     // Full handshakes.
     let server = start_server(rig, plan, AdmissionMode::Off)?;
     let addr = server.https_addr().expect("an HTTPS listener");
@@ -485,12 +475,12 @@ fn shed_cost(rig: &Rig, plan: &OverloadPlan, n: u64) -> Result<ShedCost, Error> 
     let s = server.shutdown();
     let shed_n = s.admission.map_or(0, |a| a.full_shed);
     if shed_n != n || full_n != n {
-        return Err(Error::EmptyCell {
-            cell: "shed cost".into(),
-            errors: format!(
+        return Err(Error::empty(
+            "shed cost",
+            format!(
                 "{shed_n} of {n} connections were shed, {full_n} of {n} full handshakes completed"
             ),
-        });
+        ));
     }
     let (f, sh) = (
         full.as_secs_f64() * 1e6 / n as f64,

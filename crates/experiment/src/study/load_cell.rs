@@ -100,9 +100,7 @@ impl LoadRig {
         let h = h.as_ref();
         let placement = self.placement.clone();
         let emb = rig::on_server(h, move || {
-            let sans: Vec<String> = h
-                .map(|h| vec![h.server_ip().to_string()])
-                .unwrap_or_default();
+            let sans = rig::server_sans(h);
             let generated = pki::generate_chain(spec.key, spec.intermediate, &sans)?;
             start(generated, placement, spec, h)
         })?;
@@ -179,12 +177,8 @@ impl LoadRig {
     /// interleaved (round 1 over every point, then round 2, …).
     pub fn run_matrix(&mut self, s: &mut Session, m: &Matrix) -> Result<(), StudyError> {
         let points = m.points();
-        for p in &points {
-            if let Some(why) = p.excluded()
-                && !s.doc.notes.contains(&why)
-            {
-                s.doc.notes.push(why);
-            }
+        for why in points.iter().filter_map(CellSpec::excluded) {
+            s.note(why);
         }
         self.run_cells(s, &points, m.repeats)
     }
@@ -306,19 +300,7 @@ fn cell_load(rig: &Rig, spec: &CellSpec, repeat: u32, url: &str) -> Result<LoadC
 /// An equivalent pair of command lines (certificates, server, load) for a
 /// cell: what to type to reproduce it outside the experiment.
 pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
-    let taskset = |cpus: &[usize]| {
-        if cpus.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "taskset -c {} ",
-                cpus.iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            )
-        }
-    };
+    let taskset = Placement::taskset;
     let key = spec.key.name();
     let dir = match spec.intermediate {
         Some(m) => format!("certs-{key}-{}", m.name()),
@@ -332,11 +314,7 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
     } else {
         format!(
             " --cert-compression {}",
-            spec.cert_compression
-                .iter()
-                .map(|c| c.name())
-                .collect::<Vec<_>>()
-                .join(",")
+            crate::join(spec.cert_compression.iter().map(|c| c.name()), ",")
         )
     };
     let versions: Vec<&str> = spec.versions.iter().map(|v| v.short()).collect();
@@ -428,22 +406,19 @@ mod tests {
         // The spec's MSS is never passed to `load --h3` (it refuses it).
         let q = command_line(&quic, &placement);
         assert!(!q.contains("--mss"), "{q}");
-        assert!(
-            q.contains("--listen 127.0.0.1:8443 --h3 --threads 1"),
-            "{q}"
-        );
+        crate::assert_has(&q, &["--listen 127.0.0.1:8443 --h3 --threads 1"]);
         assert!(q.ends_with(" --h3 -m 1"), "{q}");
         quic.rtt = Some(Duration::from_millis(100));
         quic.wan = PathKind::Packet;
         let p = command_line(&quic, &placement);
-        assert!(p.contains("tlslab path --delay 50ms"), "{p}");
-        assert!(
-            p.contains("--listen 10.201.0.1:8443 --h3 --threads 1"),
-            "{p}"
-        );
-        assert!(
-            p.contains("https://10.201.0.1:8443/") && p.contains("--h3 -m 1"),
-            "{p}"
+        crate::assert_has(
+            &p,
+            &[
+                "tlslab path --delay 50ms",
+                "--listen 10.201.0.1:8443 --h3 --threads 1",
+                "https://10.201.0.1:8443/",
+                "--h3 -m 1",
+            ],
         );
     }
 }

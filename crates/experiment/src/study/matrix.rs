@@ -243,11 +243,7 @@ impl CellSpec {
             "{}/{}/{}",
             self.key.name(),
             self.intermediate.map_or("-", |k| k.name()),
-            self.cert_compression
-                .iter()
-                .map(|c| c.name())
-                .collect::<Vec<_>>()
-                .join(",")
+            crate::join(self.cert_compression.iter().map(|c| c.name()), ",")
         )
     }
 
@@ -625,10 +621,7 @@ impl Matrix {
     pub fn placement(&self) -> Placement {
         match self.pin {
             Pin::Split => Placement::split(),
-            Pin::None => Placement {
-                server: vec![],
-                client: vec![],
-            },
+            Pin::None => Placement::default(),
         }
     }
 
@@ -701,11 +694,7 @@ clients = 4
         // TLS 1.2 with the hybrid group is excluded, with a reason.
         let excluded: Vec<_> = points.iter().filter_map(|p| p.excluded()).collect();
         assert_eq!(excluded.len(), 3);
-        assert!(
-            excluded[0].contains("TLS 1.3 key exchange"),
-            "{}",
-            excluded[0]
-        );
+        crate::assert_has(&excluded[0], &["TLS 1.3 key exchange"]);
         assert_eq!(m.cell_count(), 9 * 2);
         assert_eq!(
             m.to_json()["factors"]["reuse"],
@@ -734,10 +723,7 @@ clients = 4
     fn bad_matrices_name_the_problem() {
         let head = "name = \"x\"\nengine = \"load\"\n";
         let e = err(&format!("{head}[factors]\nciphers = [1]\n"));
-        assert!(
-            e.contains("unknown factor 'ciphers'") && e.contains("reuse, version"),
-            "{e}"
-        );
+        crate::assert_has(&e, &["unknown factor 'ciphers'", "reuse, version"]);
         let e = err("name = \"x\"\nengine = \"cluster\"\n");
         assert!(e.contains("engine") && e.contains("\"load\""), "{e}");
         let e = err(&format!("{head}[factors]\nreuse = [50]\n"));
@@ -757,10 +743,7 @@ clients = 4
         let e = err(&format!("{head}[factors]\nreuse = [0, 0]\n"));
         assert!(e.contains("twice"), "{e}");
         let e = err(&format!("{head}colour = \"red\"\n"));
-        assert!(
-            e.contains("colour") && e.contains("docs/experiment.md"),
-            "{e}"
-        );
+        crate::assert_has(&e, &["colour", "docs/experiment.md"]);
         let e = err("engine = \"load\"\n");
         assert!(e.contains("name"), "{e}");
         let e = err("name = [\n");

@@ -69,11 +69,7 @@ pub fn builtin(name: &str) -> Result<Builtin, StudyError> {
             StudyError::Usage(format!(
                 "no built-in study '{name}'; `tlslab experiment list` lists them ({}), or run your \
              own matrix with `tlslab experiment run --config FILE.toml`",
-                builtins()
-                    .iter()
-                    .map(|b| b.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                crate::join(builtins().iter().map(|b| b.name), ", ")
             ))
         })
 }

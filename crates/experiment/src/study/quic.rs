@@ -25,7 +25,7 @@ use tlslab_path::PathHandle;
 use tlslab_report::study::{Cell, CellMetrics, Verbatim, fmt_level};
 use tlslab_server::{Content, Server};
 
-use super::session::{Builtin, Session, StudyError, flag_duration, now_ms};
+use super::session::{Builtin, Session, StudyError, factor_map, flag_duration, now_ms};
 use crate::pin::Placement;
 use crate::rig::{self, Rig, Transport};
 
@@ -74,23 +74,16 @@ pub(crate) struct Point {
     pub factors: BTreeMap<String, String>,
 }
 
-fn transport_name(t: Transport) -> &'static str {
-    t.name()
-}
-
 impl Point {
     fn new(transport: Transport, reuse: f64, k: u32, early: bool, cell: Duration) -> Point {
-        let t = transport_name(transport);
-        let mut factors: BTreeMap<String, String> = [
+        let t = transport.name();
+        let mut factors = factor_map([
             ("transport", t.to_string()),
             ("version", "1.3".to_string()),
             ("key", KEY.name().to_string()),
             ("group", GROUP.to_string()),
             ("requests_per_conn", k.to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        ]);
         let point = if k == 0 {
             format!("{t}-keepalive")
         } else {
@@ -117,7 +110,7 @@ impl Point {
         p.factors.remove("reuse");
         p.factors.insert("kind".into(), kind.name().into());
         p.factors.insert("rtt_ms".into(), rtt_ms.to_string());
-        p.point = format!("{}-{}-rtt{rtt_ms}", transport_name(transport), kind.name());
+        p.point = format!("{}-{}-rtt{rtt_ms}", transport.name(), kind.name());
         p.rtt_ms = Some(rtt_ms);
         p.clients = 1;
         p
@@ -203,8 +196,7 @@ struct Embedded {
 
 fn start(placement: &Placement, path: Option<&PathHandle>) -> Result<Embedded, StudyError> {
     Ok(rig::on_server(path, || {
-        let sans: Vec<String> = path.map_or_else(Vec::new, |h| vec![h.server_ip().to_string()]);
-        let rig = Rig::generate(KEY, &sans, placement.clone())?;
+        let rig = Rig::generate(KEY, &rig::server_sans(path), placement.clone())?;
         let mut c = rig.server(Content::Empty);
         c.https = Some(rig::server_bind(path));
         c.tls.versions = vec![Version::Tls13];
@@ -264,16 +256,7 @@ fn run_point(
 /// Equivalent command lines: certificates, the server, the load (and the
 /// path for the RTT cells).
 fn command_line(p: &Point, load: &tlslab_load::LoadConfig, placement: &Placement) -> String {
-    let taskset = |cpus: &[usize]| match cpus {
-        [] => String::new(),
-        c => format!(
-            "taskset -c {} ",
-            c.iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    };
+    let taskset = Placement::taskset;
     let key = KEY.name();
     let path = p.rtt_ms.map_or(String::new(), |rtt| {
         format!(
@@ -363,9 +346,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     match ttfb_blocked() {
         Some(why) => {
             s.say(&format!("quic-vs-tcp: {why}"));
-            if !s.doc.notes.contains(&why) {
-                s.doc.notes.push(why);
-            }
+            s.note(why);
         }
         None => {
             for &rtt in &p.rtts_ms {
@@ -399,9 +380,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     let (comparisons, notes) = analyse(&s.doc, &p);
     s.doc.curves = arithmetic_curves(&s.doc, &p);
     for n in notes {
-        if !s.doc.notes.contains(&n) {
-            s.doc.notes.push(n);
-        }
+        s.note(n);
     }
     s.finish(comparisons)
 }

@@ -118,10 +118,7 @@ pub(super) enum Stopped {
 }
 
 fn failed(cell: &str, what: String) -> StudyError {
-    StudyError::Run(crate::Error::EmptyCell {
-        cell: cell.to_string(),
-        errors: what,
-    })
+    StudyError::Run(crate::Error::empty(cell, what))
 }
 
 impl RttPath {
@@ -259,10 +256,7 @@ mod tests {
             [PathKind::Relay, PathKind::Packet]
         );
         let e = "netem".parse::<PathChoice>().unwrap_err();
-        assert!(
-            e.contains("relay") && e.contains("packet") && e.contains("both"),
-            "{e}"
-        );
+        crate::assert_has(&e, &["relay", "packet", "both"]);
         assert!(PathChoice::Relay.check().is_ok());
         if !tlslab_path::privileged() {
             let e = PathChoice::Both.check().unwrap_err();

@@ -8,15 +8,13 @@ use std::time::Duration;
 
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
-use tlslab_report::study::{Cell, CellMetrics, Comparison, EngineReport};
+use tlslab_report::study::{Cell, CellMetrics, Comparison};
 
 use crate::cluster::{self, ClusterConfig, ClusterReport};
 
 use super::load_cell::LoadRig;
 use super::matrix::{Engine, Level, Matrix, Pin};
-use super::session::{
-    Builtin, Session, StudyError, best, compare, flag_duration, now_ms, one, ratio,
-};
+use super::session::{Builtin, Session, StudyError, best, compare, flag_duration, one, ratio};
 
 /// `seed000-reuse`.
 pub const REUSE: Builtin = Builtin {
@@ -103,38 +101,22 @@ fn run_cluster(s: &mut Session) -> Result<(), StudyError> {
         cfg.mechanisms.len(),
         cfg.cell.as_secs_f64()
     ));
-    if s.doc.engine_report.is_none() {
-        let started = now_ms();
-        let mut lines = Vec::new();
-        let report = cluster::run(&cfg, |l| lines.push(l.to_string()))?;
-        for l in &lines {
-            s.say(l);
-        }
-        let command = format!(
-            "tlslab cluster{} --reuse {} --cell {}",
-            if s.quick { " --quick" } else { "" },
-            cfg.reuse
-                .iter()
-                .map(|r| r.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            flag_duration(cfg.cell)
-        );
-        for c in cluster_cells(&report, &command, started) {
-            s.doc.cells.push(c);
-        }
-        for k in &report.skipped {
-            s.doc.notes.push(format!(
-                "not run: {} {}: {}",
-                k.mechanism.name(),
-                k.arm,
-                k.reason
-            ));
-        }
-        s.doc.engine_report = EngineReport::engine(&report);
-        s.save()?;
-        s.tick();
-    }
+    let command = format!(
+        "tlslab cluster{} --reuse {} --cell {}",
+        if s.quick { " --quick" } else { "" },
+        crate::join(&cfg.reuse, ","),
+        flag_duration(cfg.cell)
+    );
+    s.engine_once(
+        |progress| cluster::run(&cfg, progress),
+        |report, doc, started| {
+            doc.cells.extend(cluster_cells(report, &command, started));
+            for k in &report.skipped {
+                let (m, arm, why) = (k.mechanism.name(), &k.arm, &k.reason);
+                doc.notes.push(format!("not run: {m} {arm}: {why}"));
+            }
+        },
+    )?;
     let c = cluster_comparisons(&s.doc);
     s.finish(c)
 }
@@ -190,28 +172,17 @@ fn cluster_cells(r: &ClusterReport, command: &str, started: u64) -> Vec<Cell> {
 fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison> {
     const CPS: &str = "client-observed connections/s (one request per connection) over the \
                        cell's load run, TLS 1.2 session IDs";
-    let at = |policy: &str, reuse: &str| {
-        one(
-            doc,
-            &[
-                ("mechanism", "tls12-id"),
-                ("policy", policy),
-                ("reuse", reuse),
-            ],
-            |c| Some(c.metrics.connections_per_s),
-        )
+    // The TLS 1.2 session-ID cell of `policy` at `reuse`: its `f`.
+    let of = |policy: &str, reuse: &str, f: fn(&CellMetrics) -> f64| {
+        let filter = [
+            ("mechanism", "tls12-id"),
+            ("policy", policy),
+            ("reuse", reuse),
+        ];
+        one(doc, &filter, |c| Some(f(&c.metrics)))
     };
-    let cpu = |policy: &str, reuse: &str| {
-        one(
-            doc,
-            &[
-                ("mechanism", "tls12-id"),
-                ("policy", policy),
-                ("reuse", reuse),
-            ],
-            |c| Some(c.metrics.server_cpu_us_per_request),
-        )
-    };
+    let at = |policy: &str, reuse: &str| of(policy, reuse, |m| m.connections_per_s);
+    let cpu = |policy: &str, reuse: &str| of(policy, reuse, |m| m.server_cpu_us_per_request);
     let (blind, blind_cells) = best(
         doc,
         &[("mechanism", "tls12-id"), ("policy", "round-robin")],
@@ -223,10 +194,6 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
     let (s100, s100_cells) = at("session", "1");
     let (crr80, _) = cpu("round-robin", "0.8");
     let (cs80, _) = cpu("session", "0.8");
-    let both = |mut a: Vec<String>, b: Vec<String>| {
-        a.extend(b);
-        a
-    };
     let why_tput = "three nodes share one CPU here (the load and dispatcher the other) on a \
                     2-CPU machine, against three 1999 servers with RSA key transport: absolute \
                     rates differ by hardware; on a shared machine throughput also measures the \
@@ -250,7 +217,7 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
             s80,
             "conn/s",
             CPS,
-            both(s80_cells.clone(), rr80_cells.clone()),
+            [s80_cells.clone(), rr80_cells.clone()].concat(),
             why_tput,
         ),
         compare(
@@ -260,7 +227,7 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
             ratio(s80, rr80),
             "x",
             CPS,
-            both(s80_cells, rr80_cells),
+            [s80_cells, rr80_cells].concat(),
             "the gain is bounded by how much cheaper a resumed handshake is than a full one \
              (R/F): SSL 3.0 resumption skipped all public-key work; TLS 1.2 resumption here \
              does too, but per-connection work (TCP, HTTP) stays in every request",
@@ -272,7 +239,7 @@ fn cluster_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparis
             ratio(s100, rr100),
             "x",
             CPS,
-            both(s100_cells, rr100_cells),
+            [s100_cells, rr100_cells].concat(),
             "blind dispatch still resumes about a third here (a refused offer is re-offered \
              and lands on the issuing node one time in three), and resumption saves a smaller \
              share of a request than RSA key transport did in 1999",
@@ -337,10 +304,6 @@ fn rps(c: &Cell) -> Option<f64> {
     Some(c.metrics.requests_per_s)
 }
 
-fn cpu(c: &Cell) -> Option<f64> {
-    (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
-}
-
 fn run_reuse(s: &mut Session) -> Result<(), StudyError> {
     let m = reuse_matrix(s.quick);
     s.say(&format!(
@@ -395,8 +358,6 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
         for key in ["rsa2048", "ecdsa-p256"] {
             let (full, c0) = best(doc, &[("reuse", "0"), ("version", v), ("key", key)], rps);
             let (res, c1) = best(doc, &[("reuse", "1"), ("version", v), ("key", key)], rps);
-            let mut cells = c0;
-            cells.extend(c1);
             out.push(compare(
                 &format!("requests/s at 100 % reuse ÷ at 0 % reuse, TLS {v}, {key}"),
                 "≈5x: Apache at most 13 requests/s with no reuse, 60-70 connections/s at \
@@ -405,7 +366,7 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
                 ratio(res, full),
                 "x",
                 MEASURED_RPS,
-                cells,
+                [c0, c1].concat(),
                 if key == "rsa2048" {
                     "a resumption skips the private-key operation, which still dominates a full \
                      RSA handshake today; what is left (TCP, symmetric crypto, HTTP) bounds the gain"
@@ -419,10 +380,9 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
     for v in ["1.2", "1.3"] {
         let f0 = [("reuse", "0"), ("version", v), ("key", "rsa2048")];
         let f1 = [("reuse", "1"), ("version", v), ("key", "rsa2048")];
-        let (c_full, ids0) = best(doc, &f0, |c| cpu(c).map(|x| -x));
-        let (c_res, ids1) = best(doc, &f1, |c| cpu(c).map(|x| -x));
-        let mut cells = ids0.clone();
-        cells.extend(ids1);
+        let least_cpu = |c: &Cell| super::session::cpu_us(c).map(|x| -x);
+        let (c_full, ids0) = best(doc, &f0, least_cpu);
+        let (c_res, ids1) = best(doc, &f1, least_cpu);
         out.push(compare(
             &format!("server CPU per full-handshake request, TLS {v}, rsa2048"),
             "45 ms for SSL handshake (1024-bit RSA)",
@@ -431,7 +391,7 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
             "ms",
             "server-observed: worker CPU time ÷ requests served over each cell (warm-up \
              included); lowest median over client counts",
-            ids0,
+            ids0.clone(),
             "RSA-2048 private-key operations take about 1 ms on one modern core with \
              aws-lc-rs; the paper's 1024-bit RSA on a 1999 PowerPC took tens of ms",
         ));
@@ -443,7 +403,7 @@ fn reuse_comparisons(doc: &tlslab_report::study::StudyResults) -> Vec<Comparison
             ratio(c_full, c_res),
             "x",
             "server-observed CPU per request, median over repeats, lowest over client counts",
-            cells,
+            [ids0, ids1].concat(),
             "the ratio still shows the private-key operation dominating; today's resumed \
              connection also pays for TCP set-up and HTTP, which the paper's 3-4 ms excluded",
         ));

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
-use tlslab_report::study::{Cell, CellMetrics, Comparison, EngineReport, StudyResults};
+use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
 use super::load_cell::LoadRig;
 use super::matrix::CellSpec;
-use super::session::{Builtin, Session, StudyError, compare, flag_duration, now_ms, one, ratio};
+use super::session::{Builtin, Session, StudyError, compare, flag_duration, one, ratio};
 use crate::breakdown::{self, BreakdownConfig, BreakdownReport, Workload};
 
 /// `seed001-breakdown`.
@@ -110,32 +110,22 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         s.placement.describe()
     ));
     // The breakdown engine: one unit, skipped on resume once recorded.
-    if s.doc.engine_report.is_none() {
-        let mut lines = Vec::new();
-        let started = now_ms();
-        let report = breakdown::run(&cfg, |l| lines.push(l.to_string()))?;
-        for l in &lines {
-            s.say(l);
-        }
-        let command = format!(
-            "tlslab breakdown --insecure-ablation --workload new-conn --tls {} --key {} \
-             --file-size {} --cell {} --repeats {} --max-time {} --target-ci {} -c {}",
-            cfg.version.short(),
-            cfg.key.name(),
-            cfg.file_size,
-            flag_duration(cfg.cell),
-            cfg.repeats,
-            flag_duration(cfg.max_time),
-            cfg.target_ci95 * 100.0,
-            cfg.clients
-        );
-        for c in breakdown_cells(&report, &command, started) {
-            s.doc.cells.push(c);
-        }
-        s.doc.engine_report = EngineReport::engine(&report);
-        s.save()?;
-        s.tick();
-    }
+    let command = format!(
+        "tlslab breakdown --insecure-ablation --workload new-conn --tls {} --key {} \
+         --file-size {} --cell {} --repeats {} --max-time {} --target-ci {} -c {}",
+        cfg.version.short(),
+        cfg.key.name(),
+        cfg.file_size,
+        flag_duration(cfg.cell),
+        cfg.repeats,
+        flag_duration(cfg.max_time),
+        cfg.target_ci95 * 100.0,
+        cfg.clients
+    );
+    s.engine_once(
+        |progress| breakdown::run(&cfg, progress),
+        |report, doc, started| doc.cells.extend(breakdown_cells(report, &command, started)),
+    )?;
     let mut rig = LoadRig::new(s.placement.clone());
     let r = rig.run_cells(s, &points, repeats);
     rig.shutdown();
@@ -194,11 +184,7 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
     let (plain, c_plain) = row("plain HTTP");
     let (tls, c_tls) = row("TLS (baseline)");
     let (minimal, c_min) = row("minimal setup");
-    let joined = |a: &[String], b: &[String]| {
-        let mut v = a.to_vec();
-        v.extend_from_slice(b);
-        v
-    };
+    let joined = |a: &[String], b: &[String]| [a, b].concat();
     const CPU: &str = "server-observed CPU per request (worker CPU ÷ requests served), median over \
                        the breakdown's rounds; throughput of a CPU-bound server is its inverse";
     out.push(compare(

@@ -2,11 +2,9 @@
 //! Dynamic Web Applications"): the collapse of a TLS server under overload
 //! and how client behaviour shapes it (Figs. 3-7), through `overload`.
 
-use std::collections::BTreeMap;
+use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
-use tlslab_report::study::{Cell, CellMetrics, Comparison, EngineReport, StudyResults};
-
-use super::session::{Builtin, Session, StudyError, compare, flag_duration, now_ms, one, ratio};
+use super::session::{Builtin, Session, StudyError, compare, flag_duration, one, ratio};
 use crate::overload::{self, OverloadPlan, OverloadReport};
 use crate::pin::Placement;
 
@@ -55,32 +53,20 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         p.window.as_secs_f64(),
         s.placement.describe()
     ));
-    if s.doc.engine_report.is_none() {
-        let started = now_ms();
-        let mut lines = Vec::new();
-        let report = overload::run(&p, |l| lines.push(l.to_string()))?;
-        for l in &lines {
-            s.say(l);
-        }
-        let command = format!(
-            "tlslab overload{} --window {} --loads {} --requests {}",
-            if s.quick { " --quick" } else { "" },
-            flag_duration(p.window),
-            p.multipliers
-                .iter()
-                .map(|m| m.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            p.requests
-        );
-        for c in cells(&report, &command, started) {
-            s.doc.cells.push(c);
-        }
-        s.doc.notes.extend(report.not_run.iter().cloned());
-        s.doc.engine_report = EngineReport::engine(&report);
-        s.save()?;
-        s.tick();
-    }
+    let command = format!(
+        "tlslab overload{} --window {} --loads {} --requests {}",
+        if s.quick { " --quick" } else { "" },
+        flag_duration(p.window),
+        crate::join(&p.multipliers, ","),
+        p.requests
+    );
+    s.engine_once(
+        |progress| overload::run(&p, progress),
+        |report, doc, started| {
+            doc.cells.extend(cells(report, &command, started));
+            doc.notes.extend(report.not_run.iter().cloned());
+        },
+    )?;
     let c = comparisons(&s.doc);
     s.finish(c)
 }
@@ -98,24 +84,16 @@ fn cells(r: &OverloadReport, command: &str, started: u64) -> Vec<Cell> {
         let c = &p.client;
         let w = c.window_secs.max(1e-9);
         let failures: u64 = c.failures.values().sum();
+        // Offered requests/s: users/s × requests per session.
+        let rate = p.offered_users_per_sec * f64::from(r.requests_per_session);
         out.push(Cell {
             id: format!("{point}-r1"),
             point,
-            factors: BTreeMap::from([
-                ("arm".to_string(), arm.clone()),
-                ("admission".to_string(), p.arm.admission.clone()),
-                (
-                    "multiplier".to_string(),
-                    tlslab_report::study::fmt_level(p.multiplier),
-                ),
-                // Offered requests/s: users/s × requests per session.
-                (
-                    "rate".to_string(),
-                    format!(
-                        "{:.1}",
-                        p.offered_users_per_sec * f64::from(r.requests_per_session)
-                    ),
-                ),
+            factors: super::session::factor_map([
+                ("arm", arm.clone()),
+                ("admission", p.arm.admission.clone()),
+                ("multiplier", tlslab_report::study::fmt_level(p.multiplier)),
+                ("rate", format!("{rate:.1}")),
             ]),
             repeat: 1,
             order: out.len(),
@@ -170,18 +148,12 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         "RSA-4096 with aws-lc-rs on one modern core against JSSE (Java) RSA on a 2000s \
          Xeon; a resumption (the paper's around 2 ms) is measured by seed000-reuse",
     ));
-    let gp = |admission: &str, mult: &str| {
-        one(
-            doc,
-            &[("admission", admission), ("multiplier", mult)],
-            |c| Some(c.metrics.requests_per_s),
-        )
-    };
+    let goodput = |f: &[(&str, &str)]| one(doc, f, |c| Some(c.metrics.requests_per_s));
+    let gp =
+        |admission: &str, mult: &str| goodput(&[("admission", admission), ("multiplier", mult)]);
     let (off1, a) = gp("off", "1");
     let (off3, b) = gp("off", "3");
     let (ses3, c) = gp("session", "3");
-    let mut cells = a.clone();
-    cells.extend(b.clone());
     // Seed 002's collapse needs timeouts: whether this run's unprotected
     // 3x point had any, and whether the client's user cap held the queue.
     let off3_point = report.as_ref().and_then(|r| {
@@ -216,11 +188,9 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         "x",
         "client-observed goodput (requests of completed user sessions per second) over each \
          point's window, fresh server per point",
-        cells,
+        [a, b.clone()].concat(),
         &collapse_reason,
     ));
-    let mut cells = b;
-    cells.extend(c);
     out.push(compare(
         "goodput at 3x capacity: session-aware admission ÷ none",
         "proposed, not measured: limit the number of SSL connections admitted near \
@@ -229,23 +199,14 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         ratio(ses3, off3),
         "x",
         "client-observed goodput at 3x capacity, each arm on a fresh server",
-        cells,
+        [b, c].concat(),
         "the paper's future work, built: resumptions are always admitted and new full \
          handshakes are shed before any public-key work",
     ));
-    let (r0, c0) = one(
-        doc,
-        &[("arm", "off/timeout10s/retry/reuse0"), ("multiplier", "2")],
-        |c| Some(c.metrics.requests_per_s),
-    );
-    let (r80, c80) = one(
-        doc,
-        &[("arm", "off/timeout10s/retry/reuse80"), ("multiplier", "2")],
-        |c| Some(c.metrics.requests_per_s),
-    );
+    let at_2x = |arm: &str| goodput(&[("arm", arm), ("multiplier", "2")]);
+    let (r0, c0) = at_2x("off/timeout10s/retry/reuse0");
+    let (r80, c80) = at_2x("off/timeout10s/retry/reuse80");
     if r0.is_some() {
-        let mut cells = c0;
-        cells.extend(c80);
         out.push(compare(
             "goodput at 2x capacity: no session reuse ÷ 80 % reuse",
             "a great performance degradation without reuse (Fig. 5; no figure printed)",
@@ -253,7 +214,7 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
             ratio(r0, r80),
             "x",
             "client-observed goodput over each point's window",
-            cells,
+            [c0, c80].concat(),
             "a full handshake costs the server far more than a resumption, then and now",
         ));
     }

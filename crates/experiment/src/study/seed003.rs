@@ -89,41 +89,27 @@ pub struct PaperRow {
     pub savings: f64,
 }
 
-const fn row(host: &'static str, v: [f64; 7]) -> PaperRow {
+/// One quoted row: the paper's figures are whole milliseconds and percent.
+const fn row(host: &'static str, v: [u16; 7]) -> PaperRow {
     PaperRow {
         host,
-        t: v[0],
-        snc: v[1],
-        sc: v[2],
-        h: v[3],
-        w: v[4],
-        c: v[5],
-        savings: v[6],
+        t: v[0] as f64,
+        snc: v[1] as f64,
+        sc: v[2] as f64,
+        h: v[3] as f64,
+        w: v[4] as f64,
+        c: v[5] as f64,
+        savings: v[6] as f64,
     }
 }
 
 /// Seed 003's Table 2, all times in milliseconds.
 pub const TABLE2_PAPER: [PaperRow; 5] = [
-    row(
-        "intranet.nyu.edu",
-        [10.0, 40.0, 10.0, 150.0, 200.0, 170.0, 15.0],
-    ),
-    row(
-        "secure.webmaster.com",
-        [80.0, 190.0, 80.0, 360.0, 630.0, 520.0, 17.0],
-    ),
-    row(
-        "www.coned.com",
-        [30.0, 110.0, 40.0, 210.0, 350.0, 280.0, 20.0],
-    ),
-    row(
-        "www.farsight.com",
-        [100.0, 930.0, 360.0, 520.0, 1550.0, 980.0, 36.0],
-    ),
-    row(
-        "wwwus.netscape.com",
-        [80.0, 940.0, 320.0, 410.0, 1430.0, 810.0, 43.0],
-    ),
+    row("intranet.nyu.edu", [10, 40, 10, 150, 200, 170, 15]),
+    row("secure.webmaster.com", [80, 190, 80, 360, 630, 520, 17]),
+    row("www.coned.com", [30, 110, 40, 210, 350, 280, 20]),
+    row("www.farsight.com", [100, 930, 360, 520, 1550, 980, 36]),
+    row("wwwus.netscape.com", [80, 940, 320, 410, 1430, 810, 43]),
 ];
 
 fn run(s: &mut Session) -> Result<(), StudyError> {
@@ -134,14 +120,13 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         "seed003-table2: {} probes per cell over {} at RTT {:?} ms; times are client-observed by \
          the probe",
         p.samples,
-        kinds
-            .iter()
-            .map(|k| match k {
+        crate::join(
+            kinds.iter().map(|k| match k {
                 PathKind::Relay => "tlslab relay",
                 PathKind::Packet => "the packet-level tlslab path",
-            })
-            .collect::<Vec<_>>()
-            .join(" and "),
+            }),
+            " and "
+        ),
         p.rtts_ms
     ));
     for &kind in kinds {
@@ -158,9 +143,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
                  connect of one RTT, so W and C are as on a WAN; trust every column there"
             }
         };
-        if !s.doc.notes.iter().any(|n| n == note) {
-            s.doc.notes.push(note.to_string());
-        }
+        s.note(note);
     }
     for &kind in kinds {
         match kind {
@@ -185,10 +168,7 @@ fn probes(cfg: &ProbeConfig, url: &str, n: usize, id: &str) -> Result<Vec<Sample
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| crate::Error::EmptyCell {
-            cell: id.to_string(),
-            errors: format!("tokio runtime: {e}"),
-        })?;
+        .map_err(|e| crate::Error::empty(id, format!("tokio runtime: {e}")))?;
     Ok(rt.block_on(async {
         let mut out = Vec::new();
         for _ in 0..n {
@@ -219,10 +199,10 @@ fn run_cells(
             let (samples, stopped) = match loopback {
                 Some((server, rig)) => {
                     let Some(upstream) = server.https_addr() else {
-                        return Err(StudyError::Run(crate::Error::EmptyCell {
-                            cell: id,
-                            errors: "the embedded server has no HTTPS listener".into(),
-                        }));
+                        return Err(StudyError::Run(crate::Error::empty(
+                            id,
+                            "the embedded server has no HTTPS listener",
+                        )));
                     };
                     let path = RttPath::relay(rtt_d, upstream, &id)?;
                     let url = path.url(upstream.port(), crate::lab::PATH);
@@ -236,9 +216,7 @@ fn run_cells(
                     let h = h.as_ref();
                     let placement = s.placement.clone();
                     let server = rig::on_server(h, move || {
-                        let sans: Vec<String> = h
-                            .map(|h| vec![h.server_ip().to_string()])
-                            .unwrap_or_default();
+                        let sans = rig::server_sans(h);
                         let rig = Rig::generate(KeyType::Rsa2048, &sans, placement)?;
                         let mut c = rig.server(Content::Specweb96);
                         c.https = Some(rig::server_bind(h));
@@ -347,14 +325,14 @@ fn cell(
         .first()
         .filter(|t| t.table2.ssl_new_ms.is_some())
     else {
-        return Err(StudyError::Run(crate::Error::EmptyCell {
-            cell: id.to_string(),
-            errors: format!(
+        return Err(StudyError::Run(crate::Error::empty(
+            id,
+            format!(
                 "{errors} of {} probes failed: {:?}",
                 p.samples,
                 report.targets.first().map(|t| &t.errors)
             ),
-        }));
+        )));
     };
     let mean = |f: fn(&Sample) -> Option<i64>| {
         let v: Vec<f64> = samples.iter().filter_map(f).map(|x| x as f64).collect();

@@ -16,7 +16,7 @@ use tlslab_report::study::{Cell, Comparison, Curve, StudyResults, fmt_level};
 use super::load_cell::LoadRig;
 use super::matrix::{CellSpec, point_name};
 use super::rtt_path::{PathChoice, PathKind};
-use super::session::{Builtin, Session, StudyError, compare, one, ratio};
+use super::session::{Builtin, Session, StudyError, compare, cpu_us, one, ratio};
 
 /// `seed004-handshake`.
 pub const HANDSHAKE: Builtin = Builtin {
@@ -148,10 +148,6 @@ fn plan_over(quick: bool, kinds: &[PathKind]) -> Plan {
     }
 }
 
-fn cpu_us(c: &Cell) -> Option<f64> {
-    (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
-}
-
 fn mean_latency_ms(c: &Cell) -> Option<f64> {
     super::session::load_report(c)?
         .latency
@@ -164,12 +160,8 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     let p = plan_over(s.quick, s.wan.kinds());
     // The plan above counts the round-trip cells over the relay only.
     s.set_planned(units(&p));
-    for c in &p.bytes {
-        if let Some(why) = c.excluded()
-            && !s.doc.notes.contains(&why)
-        {
-            s.doc.notes.push(why);
-        }
+    for why in p.bytes.iter().filter_map(CellSpec::excluded) {
+        s.note(why);
     }
     s.say(&format!(
         "seed004-handshake: handshake bytes and round trips (client-observed by the load \
@@ -185,9 +177,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         .map(|&k| super::pq::trust_note(k))
         .chain(quic_note)
     {
-        if !s.doc.notes.iter().any(|n| n == note) {
-            s.doc.notes.push(note.to_string());
-        }
+        s.note(note);
     }
     if let Some(note) = quic_note {
         s.say(&format!("seed004-handshake: {note}"));
@@ -203,8 +193,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
 }
 
 fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyError> {
-    let mut closed_first: Vec<CellSpec> = p.bytes.clone();
-    closed_first.extend(p.closed.iter().cloned());
+    let closed_first = [p.bytes.clone(), p.closed.clone()].concat();
     rig.run_cells(s, &closed_first, p.repeats)?;
     // The capacity: requests/s of the closed loop with 8 clients (every
     // request a full handshake), client-observed. Its inverse is the
@@ -214,10 +203,10 @@ fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyEr
         Some(c.metrics.requests_per_s)
     });
     let Some(capacity) = capacity.filter(|c| *c > 0.0) else {
-        return Err(StudyError::Run(crate::Error::EmptyCell {
-            cell: "model-c8".into(),
-            errors: "no capacity measured".into(),
-        }));
+        return Err(StudyError::Run(crate::Error::empty(
+            "model-c8",
+            "no capacity measured",
+        )));
     };
     let mut open = Vec::new();
     for &u in &p.utils {
@@ -295,8 +284,6 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
                 full_bytes,
             );
             if let (Some(a), Some(b)) = (classic, pq) {
-                let mut cells = c0;
-                cells.extend(c1);
                 out.push(compare(
                     &format!(
                         "post-quantum handshake: X25519MLKEM768 bytes − X25519 bytes, TLS {v}, {key}"
@@ -310,17 +297,14 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
                          (client-observed); {:.0} % more",
                         (b / a - 1.0) * 100.0
                     ),
-                    cells,
+                    [c0, c1].concat(),
                     pq_reason,
                 ));
             }
         }
     }
-    let (srv_in, c_in) = one(
-        doc,
-        &[("version", "1.2"), ("key", "rsa2048"), ("group", "x25519")],
-        |c| c.metrics.full_bytes_in,
-    );
+    let tls12_rsa = [("version", "1.2"), ("key", "rsa2048"), ("group", "x25519")];
+    let (srv_in, c_in) = one(doc, &tls12_rsa, |c| c.metrics.full_bytes_in);
     out.push(compare(
         "bytes the server sends in a full handshake, TLS 1.2, rsa2048",
         "about 750 bytes with a self-signed certificate, each further certificate about \
@@ -333,11 +317,7 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
         "a two-certificate chain (leaf and CA) with RSA-2048 keys, and an ECDHE key share \
          and signature the paper's RSA key transport did not send",
     ));
-    let (cli_out, _) = one(
-        doc,
-        &[("version", "1.2"), ("key", "rsa2048"), ("group", "x25519")],
-        |c| c.metrics.full_bytes_out,
-    );
+    let (cli_out, _) = one(doc, &tls12_rsa, |c| c.metrics.full_bytes_out);
     out.push(compare(
         "bytes the client sends in a full handshake, TLS 1.2, rsa2048",
         "about 250 bytes",
@@ -418,15 +398,13 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
         for &u in &p.utils {
             let lvl = fmt_level(u);
             let f = [("utilisation", lvl.as_str())];
-            let (lat, mut cells) = one(doc, &f, mean_latency_ms);
+            let (lat, cells) = one(doc, &f, mean_latency_ms);
             let (thr, _) = one(doc, &f, |c| Some(c.metrics.requests_per_s));
             let (Some(lat), Some(thr)) = (lat, thr) else {
                 continue;
             };
             let rho = (thr / capacity).min(0.99);
             let model = base + seed004_response(s_ms, rho);
-            cells.extend(cap_cells.iter().cloned());
-            cells.extend(r1_cells.iter().cloned());
             out.push(compare(
                 &format!("mean response time at ρ = {rho:.2} (target {u})"),
                 &format!(
@@ -444,7 +422,7 @@ fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Curve>, Vec<Comparison>) {
                     u * capacity,
                     ratio(Some(lat), Some(model)).map_or(0.0, |x| (x - 1.0) * 100.0)
                 ),
-                cells,
+                [cells, cap_cells.clone(), r1_cells.clone()].concat(),
                 "the same queueing form with today's service time S (about 1 ms, not 300 ms); \
                  the measured curve also carries the client's and the loopback's time",
             ));

@@ -306,6 +306,14 @@ impl Session {
         }
     }
 
+    /// Adds `note` to the document's notes unless it is there already.
+    pub fn note(&mut self, note: impl Into<String>) {
+        let note = note.into();
+        if !self.doc.notes.contains(&note) {
+            self.doc.notes.push(note);
+        }
+    }
+
     /// Whether the cell `id` is already in the document (a resumed run).
     pub fn has(&self, id: &str) -> bool {
         self.doc.cells.iter().any(|c| c.id == id)
@@ -356,6 +364,31 @@ impl Session {
         if let Some(bar) = &self.bar {
             bar.inc(1);
         }
+    }
+
+    /// Runs a study's engine, one unit of the progress bar, unless a
+    /// resumed document has its report already: its progress lines are
+    /// printed when it ends, `record` adds its cells and notes (given the
+    /// start time), and the document keeps its report.
+    pub(crate) fn engine_once<R: serde::Serialize>(
+        &mut self,
+        run: impl FnOnce(&mut dyn FnMut(&str)) -> Result<R, crate::Error>,
+        record: impl FnOnce(&R, &mut StudyResults, u64),
+    ) -> Result<(), StudyError> {
+        if self.doc.engine_report.is_some() {
+            return Ok(());
+        }
+        let started = now_ms();
+        let mut lines = Vec::new();
+        let report = run(&mut |l| lines.push(l.to_string()))?;
+        for l in &lines {
+            self.say(l);
+        }
+        record(&report, &mut self.doc, started);
+        self.doc.engine_report = tlslab_report::study::EngineReport::engine(&report);
+        self.save()?;
+        self.tick();
+        Ok(())
     }
 
     /// Writes the document: a temporary file in the same directory, then a
@@ -446,6 +479,13 @@ pub(crate) fn compare(
     }
 }
 
+/// A cell's factors (factor → level) from `(factor, level)` pairs.
+pub(crate) fn factor_map<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, String)>,
+) -> std::collections::BTreeMap<String, String> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
 /// A duration as `tlslab`'s flags write it (`500ms`, `2s`).
 pub(crate) fn flag_duration(d: Duration) -> String {
     let ms = d.as_millis();
@@ -512,6 +552,11 @@ pub(crate) fn best(
 /// The cell's load report, read back typed.
 pub(crate) fn load_report(c: &Cell) -> Option<&tlslab_report::LoadReport> {
     c.load_report()
+}
+
+/// The cell's server CPU per request, µs, when it measured one.
+pub(crate) fn cpu_us(c: &Cell) -> Option<f64> {
+    (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
 }
 
 /// `a / b` when both are there.

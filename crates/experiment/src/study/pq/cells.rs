@@ -61,3 +61,8 @@ pub(super) fn ttfb_ms(c: &Cell) -> Option<f64> {
     let hs = CellMetrics::at(&c.metrics.handshake_full_us, 50.0)?;
     Some((c.metrics.connect_p50_us? + hs + c.metrics.ttfb_p50_us?) as f64 / 1000.0)
 }
+
+/// `v` with `digits` decimals, or `-`.
+pub(super) fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}

@@ -23,9 +23,9 @@
 use tlslab_report::quic::TransportPhase;
 use tlslab_report::study::{Cell, Comparison, StudyResults};
 
-use super::cells::{CHAINS, GROUPS, RTTS_MS, chain_name, full, is_quic, kind_of, ttfb_ms};
+use super::cells::{CHAINS, GROUPS, RTTS_MS, chain_name, fmt, full, is_quic, kind_of, ttfb_ms};
 use super::path::THRESHOLD_RTT_MS;
-use crate::study::session::{compare, load_report, one, ratio};
+use crate::study::session::{compare, cpu_us, load_report, one, ratio};
 
 /// Bytes a client pads every datagram that carries an Initial packet to
 /// (RFC 9000 §14.1; quinn's initial MTU).
@@ -64,14 +64,6 @@ fn pick(
             g(c)
         }
     })
-}
-
-fn cpu_us(c: &Cell) -> Option<f64> {
-    (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
-}
-
-fn fmt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
 fn pct(v: Option<f64>) -> String {
@@ -384,8 +376,6 @@ fn rtt_rows(doc: &StudyResults, rtt_ms: u64) -> Vec<Comparison> {
              send at once: its congestion window (to a client without a token, three times what \
              the client sent); then it waits for the client's ACKs, one more RTT",
         ));
-        let mut cells = f.cells.clone();
-        cells.extend(tcp_cells);
         out.push(compare(
             &format!("time to first byte over QUIC at {rtt_ms} ms RTT, chain {chain}, path packet"),
             &format!(
@@ -404,7 +394,7 @@ fn rtt_rows(doc: &StudyResults, rtt_ms: u64) -> Vec<Comparison> {
                 fmt(tcp_ttfb, 1),
                 fmt(tcp_ttfb.map(|t| t / r), 2)
             ),
-            cells,
+            [f.cells.clone(), tcp_cells].concat(),
             "QUIC has no separate connect: its handshake is the first round trip and the \
              request the second, plus one when the congestion window (or the anti-amplification \
              limit) holds the server's flight; TCP+TLS 1.3 takes three, plus one when the flight is over the initial window",

@@ -6,9 +6,11 @@
 use tlslab_report::HandshakeTcp;
 use tlslab_report::study::{Cell, Comparison, StudyResults};
 
-use super::cells::{CHAINS, GROUPS, MSS, RTTS_MS, chain_name, full, is_quic, kind_of, ttfb_ms};
+use super::cells::{
+    CHAINS, GROUPS, MSS, RTTS_MS, chain_name, fmt, full, is_quic, kind_of, ttfb_ms,
+};
 use crate::study::path_kind::PathKind;
-use crate::study::session::{compare, one};
+use crate::study::session::{compare, cpu_us, one};
 
 fn bytes(c: &Cell) -> Option<f64> {
     Some(c.metrics.full_bytes_in? + c.metrics.full_bytes_out?)
@@ -147,10 +149,7 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
             ));
         }
         // Server CPU per full handshake and the signature's share.
-        let (cpu, cells) = pick(&none, &|c| {
-            (c.metrics.server_cpu_us_per_request > 0.0)
-                .then_some(c.metrics.server_cpu_us_per_request)
-        });
+        let (cpu, cells) = pick(&none, &cpu_us);
         if cpu.is_some() {
             let sign = pick(&none, &|c| c.metrics.server_sign_us).0;
             let share = pick(&none, &sign_share).0;
@@ -277,10 +276,6 @@ pub(super) fn analyse(doc: &StudyResults) -> Vec<Comparison> {
         }
     }
     out
-}
-
-fn fmt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
 #[cfg(test)]

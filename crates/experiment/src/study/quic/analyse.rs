@@ -7,7 +7,7 @@ use tlslab_report::study::{Cell, CellMetrics, Comparison, Curve, StudyResults, f
 
 use super::{GROUP, KEY, Plan};
 use crate::rig::Transport;
-use crate::study::session::{compare, one, ratio};
+use crate::study::session::{compare, cpu_us, one, ratio};
 
 /// The kind of a time-to-first-byte request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,14 +66,6 @@ fn name(t: Transport) -> &'static str {
     }
 }
 
-fn level(t: Transport) -> &'static str {
-    super::transport_name(t)
-}
-
-fn cpu_us(c: &Cell) -> Option<f64> {
-    (c.metrics.server_cpu_us_per_request > 0.0).then_some(c.metrics.server_cpu_us_per_request)
-}
-
 /// Client-observed median from a connection's start to the response's
 /// last byte (one packet of 100 bytes, so its first byte too), ms.
 pub(crate) fn ttfb_ms(c: &Cell) -> Option<f64> {
@@ -109,7 +101,7 @@ fn cpu_rows(doc: &StudyResults) -> Vec<Comparison> {
     ];
     let mut per: Vec<[Option<f64>; 2]> = Vec::new();
     for (what, f, paper) in &patterns {
-        let get = |t: Transport| one(doc, &[("transport", level(t)), *f], cpu_us);
+        let get = |t: Transport| one(doc, &[("transport", t.name()), *f], cpu_us);
         let (q, mut cells) = get(Transport::Quic);
         let (t, tc) = get(Transport::Tcp);
         cells.extend(tc);
@@ -172,7 +164,7 @@ fn ttfb_rows(doc: &StudyResults, p: &Plan) -> (Vec<Comparison>, Vec<String>) {
             for k in Kind::ALL {
                 let rtt_s = rtt.to_string();
                 let f = [
-                    ("transport", level(t)),
+                    ("transport", t.name()),
                     ("kind", k.name()),
                     ("rtt_ms", rtt_s.as_str()),
                 ];

@@ -59,10 +59,7 @@ fn cell(
     Cell {
         id: format!("{point}-r1"),
         point,
-        factors: factors
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        factors: crate::study::session::factor_map(factors),
         repeat: 1,
         order: 0,
         command_line: String::new(),
@@ -200,23 +197,18 @@ fn quic_rows_come_from_quic_cells_and_the_arithmetic_predicts_the_extra_rtt() {
         "{}",
         b.measured
     );
-    assert!(b.measured.contains("3863 B both ways"), "{}", b.measured);
+    crate::assert_has(&b.measured, &["3863 B both ways"]);
     // CPU: 0.8 ms over QUIC, twice TCP's, a quarter of it the signature.
     let c = row(
         &rows,
         "server CPU per full handshake over QUIC, chain mldsa44",
     );
     assert_eq!(c.today, Some(0.8));
-    assert!(c.measured.contains("QUIC ÷ TCP = 2.00"), "{}", c.measured);
-    assert!(c.measured.contains("200.0 µs, 25 %"), "{}", c.measured);
+    crate::assert_has(&c.measured, &["QUIC ÷ TCP = 2.00", "200.0 µs, 25 %"]);
     // Compression: 12,428 ÷ 12,728, 300 B saved against TCP's 284.
     let z = row(&rows, "server handshake flight over QUIC with brotli");
     assert!((z.today.unwrap() - 12_428.0 / 12_728.0 * 100.0).abs() < 1e-9);
-    assert!(
-        z.measured.contains("300 B saved over QUIC against 284 B"),
-        "{}",
-        z.measured
-    );
+    crate::assert_has(&z.measured, &["300 B saved over QUIC against 284 B"]);
     // Round trips at 100 ms: the congestion window of 12,000 B decides;
     // the anti-amplification limit (3 × 2,400 B) is stated beside it.
     let rt = |chain: &str| {
@@ -230,20 +222,11 @@ fn quic_rows_come_from_quic_cells_and_the_arithmetic_predicts_the_extra_rtt() {
     };
     let r = rt("mldsa44");
     assert_eq!(r.today, Some(2.03));
-    assert!(
-        r.measured.contains("= 12000 B")
-            && r.measured.contains("= 7200 B")
-            && r.measured.contains("predicts 2 RTT"),
-        "{}",
-        r.measured
-    );
-    assert!(r.measured.contains("predicted agree"), "{}", r.measured);
+    let parts = ["= 12000 B", "= 7200 B", "predicts 2 RTT", "predicted agree"];
+    crate::assert_has(&r.measured, &parts);
     for chain in ["mldsa44/ecdsa-p256", "ecdsa-p256/mldsa44"] {
         let m = &rt(chain).measured;
-        assert!(
-            m.contains("predicts 1 RTT") && m.contains("predicted agree"),
-            "{m}"
-        );
+        crate::assert_has(m, &["predicts 1 RTT", "predicted agree"]);
     }
     // TTFB: QUIC's first byte beside TCP's connect + handshake + request.
     let t = row(
@@ -251,11 +234,7 @@ fn quic_rows_come_from_quic_cells_and_the_arithmetic_predicts_the_extra_rtt() {
         "time to first byte over QUIC at 100 ms RTT, chain mldsa44,",
     );
     assert_eq!(t.today, Some(303.0));
-    assert!(
-        t.measured.contains("303.0 ms (3.03 RTTs)"),
-        "{}",
-        t.measured
-    );
+    crate::assert_has(&t.measured, &["303.0 ms (3.03 RTTs)"]);
     // The threshold: ML-DSA-44 (12,728 B) costs the extra RTT, the ECDSA
     // leaf under ML-DSA-44 (8,967 B) does not; 12,000 B between them.
     let th = row(
@@ -263,19 +242,15 @@ fn quic_rows_come_from_quic_cells_and_the_arithmetic_predicts_the_extra_rtt() {
         "smallest server flight timed to cost QUIC an extra round trip",
     );
     assert_eq!(th.today, Some(12_728.0));
-    assert!(th.measured.contains("chain mldsa44,"), "{}", th.measured);
-    assert!(
-        th.measured
-            .contains("8967 B in 8.6 datagrams (ecdsa-p256/mldsa44, 1.02 RTTs)"),
-        "{}",
-        th.measured
+    crate::assert_has(
+        &th.measured,
+        &[
+            "chain mldsa44,",
+            "8967 B in 8.6 datagrams (ecdsa-p256/mldsa44, 1.02 RTTs)",
+            "the measured transition matches it",
+            "agree for 4 of 4",
+        ],
     );
-    assert!(
-        th.measured.contains("the measured transition matches it"),
-        "{}",
-        th.measured
-    );
-    assert!(th.measured.contains("agree for 4 of 4"), "{}", th.measured);
 }
 
 #[test]
