@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{expect_ok, run_tlslab, show};
+use common::{args, expect_ok, run_tlslab, show};
 use serde_json::Value;
 
 fn doc(dir: &Path) -> Value {
@@ -24,15 +24,10 @@ fn cells(d: &Value) -> &Vec<Value> {
 fn list_names_every_study_and_which_cannot_run() {
     let out = run_tlslab(&["experiment", "list"], Duration::from_secs(20));
     let s = expect_ok(&out);
-    for name in [
-        "seed000-reuse",
-        "seed000-cluster",
-        "seed001-breakdown",
-        "seed002-overload",
-        "seed003-table2",
-        "seed004-handshake",
-        "quic-vs-tcp",
-    ] {
+    for name in args(
+        "seed000-reuse seed000-cluster seed001-breakdown seed002-overload seed003-table2 \
+         seed004-handshake quic-vs-tcp",
+    ) {
         assert!(s.contains(name), "{name} missing from:\n{s}");
     }
     let cluster = s

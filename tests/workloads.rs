@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Serve, args, argv, assert_nums, assert_usage_error, expect_ok, load_json, num, run_tlslab,
-    show, tempdir, usage_error,
+    Serve, args, args_with, argv, assert_nums, assert_usage_error, expect_ok, load_json, num,
+    run_tlslab, show, tempdir, usage_error,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -193,21 +193,10 @@ fn replay_of_an_access_log_with_filters() {
     let proxies = dir.path().join("proxies");
     std::fs::write(&proxies, "10.9.9.9\n").unwrap();
     let serve = Serve::start(&["--threads", "1"]);
-    let log_s = log.to_str().unwrap();
-    let (proxies, url) = (proxies.to_str().unwrap(), serve.url(""));
-    let flags = [
-        "--workload",
-        "replay",
-        "--access-log",
-        log_s,
-        "--exclude-ips",
-    ];
-    let (text, r) = load(
-        &serve,
-        "",
-        "replay",
-        &argv(&[&flags[..], &[proxies]].concat(), "-c 3"),
-    );
+    let (log_s, url) = (log.to_str().unwrap(), serve.url(""));
+    let vars = [("LOG", log_s), ("IPS", proxies.to_str().unwrap())];
+    let line = "--workload replay --access-log LOG --exclude-ips IPS -c 3";
+    let (text, r) = load(&serve, "", "replay", &args_with(line, &vars));
     assert!(
         text.contains("replay: 5 of 5 sessions and 36 of 36 requests"),
         "{text}"
@@ -230,7 +219,10 @@ fn replay_of_an_access_log_with_filters() {
     // Without --access-log, or with a log of nothing parsable: usage errors.
     usage_error(&["load", &url, "--workload", "replay"], LIMIT);
     std::fs::write(&log, "nothing here\n").unwrap();
-    usage_error(&[&["load", url.as_str()][..], &flags[..4]].concat(), LIMIT);
+    usage_error(
+        &argv(&["load", &url, "--access-log", log_s], "--workload replay"),
+        LIMIT,
+    );
 }
 
 #[test]

@@ -158,13 +158,19 @@ pub fn show(out: &Output) -> String {
     )
 }
 
+/// Runs `tlslab args` and asserts it exits `code` without a panic;
+/// returns its stderr.
+pub fn exits(args: &[&str], code: i32, limit: Duration) -> String {
+    let out = run_tlslab(args, limit);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", show(&out));
+    assert_no_panic(&out.stderr);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Runs `tlslab args` and asserts a usage error (exit 2, no panic);
 /// returns its stderr.
 pub fn usage_error(args: &[&str], limit: Duration) -> String {
-    let out = run_tlslab(args, limit);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-    assert_no_panic(&out.stderr);
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    exits(args, 2, limit)
 }
 
 /// [`usage_error`] whose stderr says `says`.
@@ -451,6 +457,13 @@ impl Serve {
             ca,
             tmp,
         }
+    }
+
+    /// The ephemeral CA's path as text, for `--cacert`; fails the test when
+    /// serve printed none (`--cert` given).
+    pub fn ca_str(&self) -> &str {
+        let ca = self.ca.as_deref().expect("serve printed its ephemeral CA");
+        ca.to_str().expect("utf-8 temp path")
     }
 
     /// `https://ADDR{path}`.
