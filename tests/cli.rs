@@ -74,9 +74,7 @@ fn certs_writes_a_usable_ca_and_chain_for_each_key_type() {
         }
 
         // The files work: serve them, trust the CA, and both versions connect.
-        let chain = c.chain.to_str().expect("utf-8");
-        let key = c.key.to_str().expect("utf-8");
-        let serve = Serve::start(&["--cert", chain, "--key", key]);
+        let serve = Serve::start(&c.serve_flags());
         assert!(
             serve.ca.is_none(),
             "serve printed an ephemeral CA although --cert was given"
@@ -108,10 +106,8 @@ fn certs_serve_and_load_a_mixed_post_quantum_chain_compressed() {
     let read = |p: &Path| std::fs::read_to_string(p).expect("read PEM");
     assert_eq!(read(&c.chain).matches("BEGIN CERTIFICATE").count(), 2);
     assert_ne!(read(&c.ca), "", "ca.pem");
-    let chain = c.chain.to_str().expect("utf-8");
-    let key = c.key.to_str().expect("utf-8");
     let serve = Serve::start(&argv(
-        &["--cert", chain, "--key", key],
+        &c.serve_flags(),
         "--tls 1.3 --cert-compression brotli",
     ));
     let url = serve.url("/health");
@@ -155,12 +151,7 @@ fn certs_serve_and_load_a_mixed_post_quantum_chain_compressed() {
 fn certs_san_decides_which_name_verifies() {
     let dir = tempdir();
     let c = certs(dir.path(), "ecdsa-p256", &["--san", "example.test"]);
-    let serve = Serve::start(&[
-        "--cert",
-        c.chain.to_str().expect("utf-8"),
-        "--key",
-        c.key.to_str().expect("utf-8"),
-    ]);
+    let serve = Serve::start(&c.serve_flags());
     let url = serve.url("/health");
     let ca = c.ca.to_str().expect("utf-8");
 
@@ -465,10 +456,8 @@ fn lab_quick_prints_its_table_in_reasonable_time() {
     let dir = tempdir();
     let json = dir.path().join("lab.json");
     let started = Instant::now();
-    let out = run_tlslab(
-        &["lab", "--quick", "--json", json.to_str().expect("utf-8")],
-        Duration::from_secs(120),
-    );
+    let lab = ["lab", "--quick", "--json", json.to_str().expect("utf-8")];
+    let out = run_tlslab(&lab, Duration::from_secs(120));
     let took = started.elapsed();
     let stdout = expect_ok(&out);
     assert_no_panic(&out.stderr);

@@ -21,10 +21,8 @@ fn an_http_target_is_a_usage_error_before_any_work() {
     let db = dir.path().join("p.sqlite");
     let list = dir.path().join("targets.txt");
     std::fs::write(&list, "# one plain-HTTP target\nhttp://127.0.0.1:1/x\n").expect("write");
-    let vars = [
-        ("DB", db.to_str().expect("utf-8")),
-        ("LIST", list.to_str().expect("utf-8")),
-    ];
+    let (db_s, list_s) = (db.to_str().expect("utf-8"), list.to_str().expect("utf-8"));
+    let vars = [("DB", db_s), ("LIST", list_s)];
     for line in [
         "probe http://127.0.0.1:1/ --db DB",
         "probe --targets LIST --db DB",

@@ -130,11 +130,7 @@ impl Client {
 }
 
 fn serve(c: &Certs, extra: &[&str]) -> Serve {
-    let chain = c.chain.to_str().expect("utf-8");
-    let key = c.key.to_str().expect("utf-8");
-    let mut args = vec!["--cert", chain, "--key", key, "--threads", "1"];
-    args.extend_from_slice(extra);
-    Serve::start(&args)
+    Serve::start(&[&c.serve_flags()[..], &["--threads", "1"], extra].concat())
 }
 
 /// A counter's value (`NAME_total` in the exposition).

@@ -10,9 +10,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{
-    Serve, args, args_with, assert_usage_error, exits, expect_ok, run_tlslab, show, tempdir,
-};
+use common::{Serve, args, assert_usage_error, exits, expect_ok, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -166,16 +164,9 @@ fn report_of_real_loads_and_a_cluster_document_is_self_contained() {
     );
     let html = dir.path().join("r.html");
     let md = dir.path().join("r.md");
-    let (a, b) = (s(&loads[0]), s(&loads[1]));
-    let line = "report A C B --html H --md M";
-    let vars = [
-        ("A", a),
-        ("C", s(&cluster)),
-        ("B", b),
-        ("H", s(&html)),
-        ("M", s(&md)),
-    ];
-    let out = run_tlslab(&args_with(line, &vars), LIMIT);
+    let inputs = [s(&loads[0]), s(&cluster), s(&loads[1])];
+    let outputs = ["--html", s(&html), "--md", s(&md)];
+    let out = run_tlslab(&[&["report"][..], &inputs, &outputs].concat(), LIMIT);
     let stdout = expect_ok(&out);
     assert!(stdout.contains("2 cells"), "{stdout}");
     let page = std::fs::read_to_string(&html).unwrap();

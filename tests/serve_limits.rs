@@ -199,11 +199,8 @@ fn a_redis_session_cache_that_is_down_is_reported_once() {
     let url = format!("redis://127.0.0.1:{port}");
     let dir = tempdir();
     let c = certs(dir.path(), "ecdsa-p256", &[]);
-    let (chain, key) = (c.chain.to_str().unwrap(), c.key.to_str().unwrap());
     let cache = redis_cache_flags("1.2", &url, "200ms");
-    let mut args = vec!["--cert", chain, "--key", key, "--threads", "1"];
-    args.extend(cache);
-    let s = Serve::start(&args);
+    let s = Serve::start(&[&c.serve_flags()[..], &["--threads", "1"], &cache].concat());
     let ca: PathBuf = c.ca.clone();
     // Full handshakes store sessions (the writes fail), resumptions ask
     // Redis first (the GETs fail).

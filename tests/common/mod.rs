@@ -234,6 +234,19 @@ impl Certs {
     }
 }
 
+impl Certs {
+    /// `--cert CHAIN --key KEY`: `tlslab serve` on these files.
+    pub fn serve_flags(&self) -> [&str; 4] {
+        let chain = self.chain.to_str().expect("utf-8 temp path");
+        [
+            "--cert",
+            chain,
+            "--key",
+            self.key.to_str().expect("utf-8 temp path"),
+        ]
+    }
+}
+
 /// Runs `tlslab certs --out DIR --key KEY_TYPE [extra]` and returns the
 /// paths, failing the test if it fails or a file is missing.
 pub fn certs(dir: &Path, key_type: &str, extra: &[&str]) -> Certs {
