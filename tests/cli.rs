@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::load::{load_ok_in, load_run, reuse_case, run_json};
 use common::{
-    Metrics, Proc, Serve, assert_no_panic, certs, errors, expect_ok, http_get, load_json, num,
-    run_tlslab, show, tempdir, tlslab,
+    Metrics, Proc, Serve, args, args_with, argv, assert_no_panic, certs, errors, expect_ok,
+    http_get, load_json, num, run_tlslab, show, tempdir, tlslab,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -74,9 +74,7 @@ fn certs_writes_a_usable_ca_and_chain_for_each_key_type() {
         }
 
         // The files work: serve them, trust the CA, and both versions connect.
-        let chain = c.chain.to_str().expect("utf-8");
-        let key = c.key.to_str().expect("utf-8");
-        let serve = Serve::start(&["--cert", chain, "--key", key]);
+        let serve = Serve::start(&c.serve_flags());
         assert!(
             serve.ca.is_none(),
             "serve printed an ephemeral CA although --cert was given"
@@ -84,12 +82,11 @@ fn certs_writes_a_usable_ca_and_chain_for_each_key_type() {
         for tls in ["1.2", "1.3"] {
             let url = serve.url("/health");
             let ca = c.ca.to_str().expect("utf-8");
-            let (_, r) = load_ok_in(
-                dir.path(),
-                &format!("{key_type}-{tls}"),
-                &[&url, "--cacert", ca, "-c", "1", "-n", "3", "--tls", tls],
-                LIMIT,
+            let args = args_with(
+                "URL --cacert CA -c 1 -n 3 --tls TLS",
+                &[("URL", &url), ("CA", ca), ("TLS", tls)],
             );
+            let (_, r) = load_ok_in(dir.path(), &format!("{key_type}-{tls}"), &args, LIMIT);
             assert_eq!(
                 num(&r, "requests/succeeded"),
                 3.0,
@@ -109,39 +106,14 @@ fn certs_serve_and_load_a_mixed_post_quantum_chain_compressed() {
     let read = |p: &Path| std::fs::read_to_string(p).expect("read PEM");
     assert_eq!(read(&c.chain).matches("BEGIN CERTIFICATE").count(), 2);
     assert_ne!(read(&c.ca), "", "ca.pem");
-    let chain = c.chain.to_str().expect("utf-8");
-    let key = c.key.to_str().expect("utf-8");
-    let serve = Serve::start(&[
-        "--cert",
-        chain,
-        "--key",
-        key,
-        "--tls",
-        "1.3",
-        "--cert-compression",
-        "brotli",
-    ]);
+    let serve = Serve::start(&argv(
+        &c.serve_flags(),
+        "--tls 1.3 --cert-compression brotli",
+    ));
     let url = serve.url("/health");
     let ca = c.ca.to_str().expect("utf-8");
-    let (out, report) = load(
-        dir.path(),
-        "pq",
-        &[
-            &url,
-            "--cacert",
-            ca,
-            "-c",
-            "1",
-            "-n",
-            "3",
-            "--tls",
-            "1.3",
-            "--cert-compression",
-            "brotli,zlib",
-            "--mss",
-            "1460",
-        ],
-    );
+    let flags = "-c 1 -n 3 --tls 1.3 --cert-compression brotli,zlib --mss 1460";
+    let (out, report) = load(dir.path(), "pq", &argv(&[&url, "--cacert", ca], flags));
     expect_ok(&out);
     let r = report.expect("load wrote --json");
     assert_eq!(num(&r, "requests/succeeded"), 3.0, "{r:#}");
@@ -179,12 +151,7 @@ fn certs_serve_and_load_a_mixed_post_quantum_chain_compressed() {
 fn certs_san_decides_which_name_verifies() {
     let dir = tempdir();
     let c = certs(dir.path(), "ecdsa-p256", &["--san", "example.test"]);
-    let serve = Serve::start(&[
-        "--cert",
-        c.chain.to_str().expect("utf-8"),
-        "--key",
-        c.key.to_str().expect("utf-8"),
-    ]);
+    let serve = Serve::start(&c.serve_flags());
     let url = serve.url("/health");
     let ca = c.ca.to_str().expect("utf-8");
 
@@ -192,7 +159,7 @@ fn certs_san_decides_which_name_verifies() {
     let (out, report) = load(
         dir.path(),
         "ip",
-        &[&url, "--cacert", ca, "-c", "1", "-n", "2"],
+        &argv(&[&url, "--cacert", ca], "-c 1 -n 2"),
     );
     assert_eq!(
         out.status.code(),
@@ -209,23 +176,8 @@ fn certs_san_decides_which_name_verifies() {
     assert_no_panic(&out.stderr);
 
     // With the SAN as SNI/verification name it works.
-    let (_, r) = load_ok_in(
-        dir.path(),
-        "sni",
-        &[
-            &url,
-            "--cacert",
-            ca,
-            "--sni",
-            "example.test",
-            "-c",
-            "1",
-            "-n",
-            "2",
-        ],
-        LIMIT,
-    );
-
+    let args = argv(&[&url, "--cacert", ca], "--sni example.test -c 1 -n 2");
+    let (_, r) = load_ok_in(dir.path(), "sni", &args, LIMIT);
     assert_eq!(num(&r, "requests/succeeded"), 2.0);
 }
 
@@ -235,8 +187,7 @@ fn certs_san_decides_which_name_verifies() {
 fn load_achieves_requested_reuse_and_server_metrics_agree() {
     let dir = tempdir();
     let serve = Serve::start(&["--tls", "1.2,1.3"]);
-    let ca = serve.ca.clone().expect("ephemeral CA path");
-    let ca = ca.to_str().expect("utf-8");
+    let ca = serve.ca_str();
     let url = serve.url("/bytes/1024");
     const CLIENTS: f64 = 2.0;
     const N: f64 = 40.0;
@@ -245,16 +196,13 @@ fn load_achieves_requested_reuse_and_server_metrics_agree() {
         for reuse in [0u32, 50, 100] {
             let case = format!("TLS {tls} reuse {reuse}%");
             let before = serve.metrics();
-            let (_, r) = load_ok_in(
-                dir.path(),
-                &format!("{tls}-{reuse}"),
-                &[
-                    &[url.as_str(), "--cacert", ca, "-c", "2", "-n", "40"][..],
-                    &reuse_case(tls, &reuse.to_string()),
-                ]
-                .concat(),
-                LIMIT,
-            );
+            let reuse_s = reuse.to_string();
+            let args = [
+                &argv(&[&url, "--cacert", ca], "-c 2 -n 40")[..],
+                &reuse_case(tls, &reuse_s),
+            ]
+            .concat();
+            let (_, r) = load_ok_in(dir.path(), &format!("{tls}-{reuse}"), &args, LIMIT);
 
             assert_eq!(num(&r, "requests/succeeded"), N, "{case}: {r:#}");
 
@@ -414,13 +362,11 @@ fn garbage_and_truncated_hellos_are_closed_counted_and_survived() {
     );
 
     // And it still serves.
-    let ca = serve.ca.clone().expect("ephemeral CA");
-    let url = serve.url("/health");
-    let ca = ca.to_str().expect("utf-8");
+    let (ca, url) = (serve.ca_str(), serve.url("/health"));
     load_ok_in(
         dir.path(),
         "after",
-        &[&url, "--cacert", ca, "-c", "1", "-n", "3"],
+        &argv(&[&url, "--cacert", ca], "-c 1 -n 3"),
         LIMIT,
     );
 
@@ -474,25 +420,12 @@ fn load_survives_the_server_dying_mid_run() {
     let ca = serve.ca.clone().expect("ephemeral CA");
     let json = dir.path().join("killed.json");
     let url = serve.url("/bytes/1000");
-    let load = Proc::spawn(tlslab([
-        "load",
-        &url,
-        "--cacert",
-        ca.to_str().expect("utf-8"),
-        "-c",
-        "2",
-        "-d",
-        "4s",
-        "--timeout",
-        "2s",
-        "--json",
-        json.to_str().expect("utf-8"),
-    ]));
+    let head = ["load", &url, "--cacert", ca.to_str().expect("utf-8")];
+    let head = [&head[..], &["--json", json.to_str().expect("utf-8")]].concat();
+    let load = Proc::spawn(tlslab(argv(&head, "-c 2 -d 4s --timeout 2s")));
     // Let some requests succeed, then kill the server outright.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while serve.metrics().count("tlslab_requests_total", &[]) < 10.0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let served = || serve.metrics().count("tlslab_requests_total", &[]);
+    common::poll(Duration::from_secs(10), served, |&n| n >= 10.0);
     let killed = serve.proc.kill();
     assert!(killed.status.is_some());
     let done = load.wait(Duration::from_secs(30));
@@ -523,10 +456,8 @@ fn lab_quick_prints_its_table_in_reasonable_time() {
     let dir = tempdir();
     let json = dir.path().join("lab.json");
     let started = Instant::now();
-    let out = run_tlslab(
-        &["lab", "--quick", "--json", json.to_str().expect("utf-8")],
-        Duration::from_secs(120),
-    );
+    let lab = ["lab", "--quick", "--json", json.to_str().expect("utf-8")];
+    let out = run_tlslab(&lab, Duration::from_secs(120));
     let took = started.elapsed();
     let stdout = expect_ok(&out);
     assert_no_panic(&out.stderr);
@@ -564,13 +495,7 @@ fn lab_has_quic_cells_whose_counts_agree(r: &serde_json::Value) {
             .find(|c| c["mode"] == mode)
             .unwrap_or_else(|| panic!("no {mode} cell: {r:#}"))
     };
-    for mode in [
-        "quic_full",
-        "quic_resumed",
-        "quic_zero_rtt",
-        "quic_keep_alive",
-        "tls_zero_rtt",
-    ] {
+    for mode in args("quic_full quic_resumed quic_zero_rtt quic_keep_alive tls_zero_rtt") {
         let c = cell(mode);
         assert_eq!(c["version"], "TLSv1.3", "{c:#}");
         assert!(num(c, "requests") > 0.0, "{c:#}");
@@ -620,18 +545,7 @@ fn breakdown_needs_confirmation_and_reports_a_cost_table() {
 
     let dir = tempdir();
     let json = dir.path().join("breakdown.json");
-    let args = [
-        "breakdown",
-        "--insecure-ablation",
-        "--cell",
-        "0.3s",
-        "--repeats",
-        "2",
-        "--max-time",
-        "1s",
-        "-c",
-        "4",
-    ];
+    let args = args("breakdown --insecure-ablation --cell 0.3s --repeats 2 --max-time 1s -c 4");
     let (out, _) = run_json(&json, &args, Duration::from_secs(180));
     let stdout = expect_ok(&out);
     assert_no_panic(&out.stderr);

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::load::load_run;
 use common::{
-    Serve, assert_no_panic, errors, free_port, load_json, num, run_tlslab, show, tempdir,
+    Serve, args, args_with, assert_no_panic, errors, free_port, load_json, num, run_tlslab, show,
+    tempdir,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -124,21 +125,15 @@ fn load_exits_1_when_every_request_is_unfinished() {
 #[test]
 fn max_error_rate_gates_the_exit_code_and_says_the_rate() {
     let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
     let (ok, missing) = (serve.url("/health"), serve.url("/no/such/file"));
     // One client walks the two URLs in turn: exactly half are 404s.
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "load",
-            &ok,
-            &missing,
-            "--cacert",
-            s(&ca),
-            "-c",
-            "1",
-            "-n",
-            "20",
+        let vars = [
+            ("OK", ok.as_str()),
+            ("MISSING", &missing),
+            ("CA", serve.ca_str()),
         ];
+        let mut args = args_with("load OK MISSING --cacert CA -c 1 -n 20", &vars);
         args.extend_from_slice(extra);
         run_tlslab(&args, LIMIT)
     };
@@ -238,17 +233,10 @@ fn output_files_in_missing_directories_are_usage_errors_on_every_subcommand() {
         vec!["merge", s(dir.path()), "--json", missing],
         vec!["report", junk, "--html", missing],
         vec!["report", junk, "--md", missing],
-        vec![
-            "plan",
-            "--full-us",
-            "1",
-            "--resumed-us",
-            "1",
-            "--request-us",
-            "1",
-            "--json",
-            missing,
-        ],
+        args_with(
+            "plan --full-us 1 --resumed-us 1 --request-us 1 --json M",
+            &[("M", missing)],
+        ),
         vec!["serve", "--listen", "127.0.0.1:0", "--access-log", missing],
     ] {
         usage_error(&args, "does not exist");
@@ -279,7 +267,6 @@ fn log_line(ip: &str) -> String {
 fn access_log_lines_are_capped_and_an_endless_line_stops() {
     let dir = tempdir();
     let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
     let base = serve.url("/").trim_end_matches('/').to_string();
     let log = dir.path().join("access.log");
     let long = format!("{} \"{}\"", log_line("10.0.0.2"), "x".repeat(100_000));
@@ -292,16 +279,11 @@ fn access_log_lines_are_capped_and_an_endless_line_stops() {
     std::fs::write(&log, text).expect("write log");
     let json = dir.path().join("r.json");
     let replay_of = |log: &str, extra: &[&str]| {
-        let mut args = vec![
-            "load",
-            &base,
-            "--cacert",
-            s(&ca),
-            "--workload",
-            "replay",
-            "--access-log",
-            log,
-        ];
+        let vars = [("URL", base.as_str()), ("CA", serve.ca_str()), ("LOG", log)];
+        let mut args = args_with(
+            "load URL --cacert CA --workload replay --access-log LOG",
+            &vars,
+        );
         args.extend_from_slice(extra);
         run_tlslab(&args, LIMIT)
     };
@@ -347,34 +329,21 @@ fn other_user_files_are_read_with_a_size_cap() {
         (vec!["report", "/dev/zero", "--html", s(&html)], 1, "64 MiB"),
         // Configuration files named by flags: usage errors.
         (
-            vec![
-                "load",
-                &url,
-                "--insecure",
-                "-n",
-                "1",
-                "--workload",
-                "ecommerce",
-                "--workload-config",
-                "/dev/zero",
-            ],
+            args_with(
+                "load URL --insecure -n 1 --workload ecommerce --workload-config /dev/zero",
+                &[("URL", &url)],
+            ),
             2,
             "16 MiB",
         ),
         (
-            vec!["load", &url, "-n", "1", "--cacert", "/dev/zero"],
+            args_with("load URL -n 1 --cacert /dev/zero", &[("URL", &url)]),
             2,
             "16 MiB",
         ),
-        (vec!["plan", "--costs", "/dev/zero"], 1, "64 MiB"),
+        (args("plan --costs /dev/zero"), 1, "64 MiB"),
         (
-            vec![
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--ticket-keys",
-                "/dev/zero",
-            ],
+            args("serve --listen 127.0.0.1:0 --ticket-keys /dev/zero"),
             2,
             "16 MiB",
         ),

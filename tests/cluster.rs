@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{expect_ok, load_json, require, run_tlslab, tempdir};
+use common::{args, expect_ok, load_json, require, run_tlslab, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(300);
 
@@ -56,14 +56,7 @@ fn peer_cluster(peer: &str, args: &[&str]) -> Option<(String, serde_json::Value)
         return None;
     }
     let dir = tempdir();
-    let at_80 = [
-        "--reuse",
-        "80",
-        "--cell",
-        "3s",
-        "--mechanism",
-        "tls12-id,tls13-ticket",
-    ];
+    let at_80 = self::args("--reuse 80 --cell 3s --mechanism tls12-id,tls13-ticket");
     Some(run_cluster(dir.path(), &[&at_80[..], args].concat()))
 }
 
@@ -74,18 +67,8 @@ fn peer_cluster(peer: &str, args: &[&str]) -> Option<(String, serde_json::Value)
 #[test]
 fn quick_run_session_aware_routes_and_round_robin_does_not() {
     let dir = tempdir();
-    let (text, report) = run_cluster(
-        dir.path(),
-        &[
-            "--quick",
-            "--mechanism",
-            "tls12-id,tls13-ticket",
-            "--cell",
-            "2s",
-            "-c",
-            "8",
-        ],
-    );
+    let line = "--quick --mechanism tls12-id,tls13-ticket --cell 2s -c 8";
+    let (text, report) = run_cluster(dir.path(), &args(line));
     assert!(text.contains("Fig. 9 shape, tls12-id"), "{text}");
     assert!(text.contains("placement:"), "{text}");
     assert_eq!(report["schema_version"], 1);
@@ -150,16 +133,12 @@ fn bad_flags_are_usage_errors() {
 fn sharing_arms_resume_across_nodes() {
     let Some((text, report)) = peer_cluster(
         "redis-server",
-        &[
-            "--policy",
-            "round-robin",
-            "--sharing",
-            "none,redis-cache,shared-ticket-keys",
-            // Sharing, not the GET bound, is under test here (tests/redis.rs
-            // tests the bound): a loaded CI machine misses 5 ms often.
-            "--redis-timeout",
-            "100ms",
-        ],
+        // Sharing, not the GET bound, is under test here (tests/redis.rs
+        // tests the bound): a loaded CI machine misses 5 ms often.
+        &args(
+            "--policy round-robin --sharing none,redis-cache,shared-ticket-keys \
+             --redis-timeout 100ms",
+        ),
     ) else {
         return;
     };

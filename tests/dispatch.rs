@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::load::load_report;
 use common::{
-    Proc, Serve, expect_ok, http_get, load_json, num, run_tlslab, tempdir, tlslab, url_addr,
+    Proc, Serve, args, args_with, argv, expect_ok, http_get, load_json, num, poll, run_tlslab,
+    tempdir, tlslab, url_addr, usage_error,
 };
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -87,17 +88,14 @@ impl Dispatch {
 
     /// Polls (≤ 10 s) until `node_up` of `addr` is `up`.
     fn wait_up(&self, addr: SocketAddr, up: bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
         let want = if up { 1.0 } else { 0.0 };
-        while self.node_metric("node_up", addr) != want {
-            assert!(
-                Instant::now() < deadline,
-                "node {addr} never became {}:\n{}",
-                if up { "up" } else { "down" },
-                self.proc.describe()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let read = || self.node_metric("node_up", addr);
+        assert!(
+            poll(Duration::from_secs(10), read, |&v| v == want) == want,
+            "node {addr} never became {}:\n{}",
+            if up { "up" } else { "down" },
+            self.proc.describe()
+        );
     }
 }
 
@@ -145,24 +143,13 @@ fn efficiency(serve: &[&str], tls: &str, resume: &str, policy: &str) -> f64 {
 
 #[test]
 fn session_policy_routes_tls12_ids_tls12_tickets_and_tls13_tickets() {
-    let cases: [(&[&str], &str, &str); 3] = [
-        (
-            &["--tls", "1.2", "--tickets", "off", "--threads", "1"],
-            "1.2",
-            "id",
-        ),
-        (
-            &["--tls", "1.2", "--tickets", "on", "--threads", "1"],
-            "1.2",
-            "ticket",
-        ),
-        (
-            &["--tls", "1.3", "--tickets", "on", "--threads", "1"],
-            "1.3",
-            "auto",
-        ),
+    let cases = [
+        ("--tls 1.2 --tickets off --threads 1", "1.2", "id"),
+        ("--tls 1.2 --tickets on --threads 1", "1.2", "ticket"),
+        ("--tls 1.3 --tickets on --threads 1", "1.3", "auto"),
     ];
     for (serve, tls, resume) in cases {
+        let serve = &args(serve)[..];
         let session = efficiency(serve, tls, resume, "session");
         let blind = efficiency(serve, tls, resume, "round-robin");
         eprintln!("TLS {tls} {resume}: session {session:.3}, round-robin {blind:.3}");
@@ -194,11 +181,9 @@ fn bad_input_is_counted_forwarded_or_closed() {
     s.write_all(&[22, 3, 1, 0, 4, 1, 0, 0, 0]).unwrap();
     s.shutdown(std::net::Shutdown::Write).unwrap();
     let _ = s.read_to_end(&mut sink);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while d.metric("tlslab_dispatch_bad_input_total{kind=\"not_tls\"}") < 1.0 {
-        assert!(Instant::now() < deadline, "not_tls never counted");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let not_tls = || d.metric("tlslab_dispatch_bad_input_total{kind=\"not_tls\"}");
+    let counted = poll(Duration::from_secs(10), not_tls, |&c| c >= 1.0);
+    assert!(counted >= 1.0, "not_tls never counted");
     assert!(
         d.metric("tlslab_dispatch_bad_input_total{kind=\"malformed\"}")
             + d.metric("tlslab_dispatch_bad_input_total{kind=\"truncated\"}")
@@ -250,26 +235,10 @@ fn a_dead_node_is_routed_around_and_bad_flags_are_usage_errors() {
         "{body}"
     );
 
-    let out = run_tlslab(&["dispatch", "--backend", "nonsense"], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
-    let out = run_tlslab(&["dispatch", "--backend", "127.0.0.1:1=zz"], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
-    let out = run_tlslab(
-        &[
-            "dispatch",
-            "--backend",
-            "127.0.0.1:1",
-            "--idle-timeout",
-            "0s",
-        ],
-        LIMIT,
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--idle-timeout"),
-        "{}",
-        common::show(&out)
-    );
+    usage_error(&args("dispatch --backend nonsense"), LIMIT);
+    usage_error(&args("dispatch --backend 127.0.0.1:1=zz"), LIMIT);
+    let line = "dispatch --backend 127.0.0.1:1 --idle-timeout 0s";
+    common::assert_usage_error(&args(line), "--idle-timeout", LIMIT);
 }
 
 /// Three nodes started with `--node-tag node1..3`, and the `--backend`
@@ -320,24 +289,10 @@ fn load_at(
     let dir = tempdir();
     let json = dir.path().join("load.json");
     let url = format!("https://{target}/health");
-    let (reuse, n) = (reuse.to_string(), n.to_string());
-    let mut args = vec![
-        url.as_str(),
-        "-c",
-        "4",
-        "-n",
-        n.as_str(),
-        "--reuse",
-        reuse.as_str(),
-        "--insecure",
-        "--tls",
-        tls,
-        "--resume-with",
-        resume,
-        "--no-progress",
-    ];
-    args.extend_from_slice(extra);
-    load_report(&json, &args, LIMIT)
+    let line = format!(
+        "-c 4 -n {n} --reuse {reuse} --insecure --tls {tls} --resume-with {resume} --no-progress"
+    );
+    load_report(&json, &[&argv(&[&url], &line)[..], extra].concat(), LIMIT)
 }
 
 /// `serve --node-tag` prints the SHA-256 prefix; with it, TLS 1.2 session
@@ -373,18 +328,16 @@ fn node_tags_route_every_mechanism_without_learning() {
                 }
                 // The printed prefix is SHA-256(TAG)[..4]; give it as hex
                 // to one node and as tag:TAG to the others.
-                let deadline = Instant::now() + Duration::from_secs(10);
-                let hex = loop {
-                    let found = node.proc.stdout_lines().iter().find_map(|l| {
+                let tag_line = || {
+                    let lines = node.proc.stdout_lines();
+                    let tag = |l: &String| {
                         l.strip_prefix("tlslab serve: node-tag ")
                             .map(str::to_string)
-                    });
-                    if let Some(h) = found {
-                        break h;
-                    }
-                    assert!(Instant::now() < deadline, "serve printed no node-tag line");
-                    std::thread::sleep(Duration::from_millis(20));
+                    };
+                    lines.iter().find_map(tag)
                 };
+                let hex = poll(Duration::from_secs(10), tag_line, Option::is_some)
+                    .expect("serve printed no node-tag line");
                 assert_eq!(hex.len(), 8, "{hex}");
                 backends.push(if i == 0 {
                     format!("{}={hex}", node.https)
@@ -423,8 +376,7 @@ fn node_tags_route_every_mechanism_without_learning() {
             );
         }
     }
-    let out = run_tlslab(&["serve", "--node-tag", ""], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
+    usage_error(&["serve", "--node-tag", ""], LIMIT);
 }
 
 /// `--health-check tls`: a stopped node is marked down and its sessions go
@@ -444,37 +396,23 @@ fn tls_health_checks_mark_a_dead_node_down_and_a_returning_node_up() {
     let dir = tempdir();
     let json = dir.path().join("across.json");
     let url = format!("https://{}/health", d.listen);
-    let mut run = tlslab([
-        "load",
-        url.as_str(),
-        // Eight clients: a request cut off by the death loses its session
-        // (its client starts afresh elsewhere), so with two clients both
-        // could lose theirs and nothing would be left to re-route.
-        "-c",
-        "8",
-        "-n",
-        "1800",
-        "--reuse",
-        "90",
-        "--insecure",
-        "--tls",
-        "1.2",
-        "--resume-with",
-        "id",
-        "--no-progress",
-        "--json",
-        json.to_str().unwrap(),
-    ])
+    // Eight clients: a request cut off by the death loses its session
+    // (its client starts afresh elsewhere), so with two clients both
+    // could lose theirs and nothing would be left to re-route.
+    let line = "load URL -c 8 -n 1800 --reuse 90 --insecure --tls 1.2 --resume-with id \
+                --no-progress --json JSON";
+    let mut run = tlslab(args_with(
+        line,
+        &[("URL", &url), ("JSON", json.to_str().unwrap())],
+    ))
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::null())
     .spawn()
     .unwrap();
     let dead_addr = n[2].https;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while d.node_metric("node_connections_total", dead_addr) < 30.0 {
-        assert!(Instant::now() < deadline, "the load never reached node 3");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let reached = || d.node_metric("node_connections_total", dead_addr);
+    let conns = poll(Duration::from_secs(60), reached, |&c| c >= 30.0);
+    assert!(conns >= 30.0, "the load never reached node 3");
     drop(n.pop());
     d.wait_up(dead_addr, false);
     let before = d.node_metric("node_connections_total", dead_addr);
@@ -497,16 +435,10 @@ fn tls_health_checks_mark_a_dead_node_down_and_a_returning_node_up() {
     // Back on the same port: rejoins, and takes connections again.
     let port = dead_addr.port().to_string();
     let listen = format!("127.0.0.1:{port}");
-    let back = Serve::start(&[
-        "--listen",
-        &listen,
-        "--tls",
-        "1.2",
-        "--tickets",
-        "off",
-        "--threads",
-        "1",
-    ]);
+    let back = Serve::start(&argv(
+        &["--listen", &listen],
+        "--tls 1.2 --tickets off --threads 1",
+    ));
     d.wait_up(dead_addr, true);
     load_at(d.listen, "1.2", "id", 0, 60, &[]);
     assert!(d.node_metric("node_connections_total", dead_addr) > before);
@@ -515,31 +447,15 @@ fn tls_health_checks_mark_a_dead_node_down_and_a_returning_node_up() {
 
     // --health-cacert: only the node whose CA is given passes.
     let ca = n[0].ca.clone().expect("ephemeral CA");
-    let d = Dispatch::start(
-        &n,
-        &[
-            "--health-check",
-            "tls",
-            "--health-interval",
-            "100ms",
-            "--health-cacert",
-            ca.to_str().unwrap(),
-        ],
-    );
+    let line = "--health-check tls --health-interval 100ms --health-cacert CA";
+    let d = Dispatch::start(&n, &args_with(line, &[("CA", ca.to_str().unwrap())]));
     d.wait_up(n[0].https, true);
     d.wait_up(n[1].https, false);
     d.wait_up(n[2].https, false);
-    let out = run_tlslab(
-        &[
-            "dispatch",
-            "--backend",
-            "127.0.0.1:1",
-            "--health-cacert",
-            "x",
-        ],
+    usage_error(
+        &args("dispatch --backend 127.0.0.1:1 --health-cacert x"),
         LIMIT,
     );
-    assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
 }
 
 /// `load --source-ip`: with `--policy source-ip`, twelve client addresses
@@ -553,23 +469,12 @@ fn source_ip_spreads_clients_and_clients_per_ip_collapses_them() {
     let d = Dispatch::start(&n, &["--policy", "source-ip", "--health-check", "off"]);
     let spread = |extra: &[&str]| -> Vec<f64> {
         let before: Vec<f64> = n.iter().map(node_connections).collect();
-        let mut args = vec!["-c", "12"];
-        args.extend_from_slice(extra);
         let dir = tempdir();
         let json = dir.path().join("l.json");
         let url = format!("https://{}/health", d.listen);
-        let mut full = vec![
-            "load",
-            url.as_str(),
-            "-n",
-            "240",
-            "--insecure",
-            "--no-progress",
-            "--json",
-            json.to_str().unwrap(),
-        ];
-        full.extend(args);
-        expect_ok(&run_tlslab(&full, LIMIT));
+        let line = "load URL -n 240 --insecure --no-progress --json JSON -c 12";
+        let full = args_with(line, &[("URL", &url), ("JSON", json.to_str().unwrap())]);
+        expect_ok(&run_tlslab(&[&full[..], extra].concat(), LIMIT));
         let j = load_json(&json);
         assert_eq!(num(&j, "requests/completed"), 240.0);
         assert_eq!(
@@ -588,27 +493,19 @@ fn source_ip_spreads_clients_and_clients_per_ip_collapses_them() {
     // 240 measured connections plus load's set-up connections.
     let total = many.iter().sum::<f64>();
     assert!((240.0..=250.0).contains(&total), "{many:?}");
-    let nat = spread(&[
-        "--source-ip",
-        "127.0.0.2-127.0.0.13",
-        "--clients-per-ip",
-        "12",
-    ]);
+    let nat = spread(&args(
+        "--source-ip 127.0.0.2-127.0.0.13 --clients-per-ip 12",
+    ));
     eprintln!("12 clients per address: connections per node {nat:?}");
     assert_eq!(nat.iter().filter(|&&c| c > 0.0).count(), 1, "{nat:?}");
     let total = nat.iter().sum::<f64>();
     assert!((240.0..=250.0).contains(&total), "{nat:?}");
 
-    let out = run_tlslab(
-        &["load", "https://127.0.0.1:1/", "--source-ip", "10.0.0.0/8"],
+    usage_error(
+        &args("load https://127.0.0.1:1/ --source-ip 10.0.0.0/8"),
         LIMIT,
     );
-    assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
-    let out = run_tlslab(
-        &["load", "https://127.0.0.1:1/", "--clients-per-ip", "2"],
-        LIMIT,
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", common::show(&out));
+    usage_error(&args("load https://127.0.0.1:1/ --clients-per-ip 2"), LIMIT);
 }
 
 /// A running HAProxy (TCP mode, the TLS 1.2 session-ID stick-table recipe
@@ -662,8 +559,10 @@ fn haproxy_sticks_tls12_ids_only_while_session_routes_all() {
         for bal in ["haproxy", "session"] {
             // The recommended cluster setup: node tags on the nodes and
             // tag:TAG on the dispatcher (HAProxy ignores them).
-            let (n, backends) =
-                tagged_nodes(&["--tls", tls, "--tickets", tickets, "--threads", "1"]);
+            let (n, backends) = tagged_nodes(&args_with(
+                "--tls TLS --tickets T --threads 1",
+                &[("TLS", tls), ("T", tickets)],
+            ));
             // The balancer is kept alive until the nodes are read.
             let (j, _balancer): (serde_json::Value, Box<dyn std::any::Any>) = if bal == "haproxy" {
                 let h = HaProxy::start(&n);

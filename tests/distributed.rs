@@ -22,8 +22,9 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{
-    Metrics, Proc, Serve, assert_no_panic, assert_nums, bin, expect_ok, http_get, load_json, num,
-    parse_serve_line, run_tlslab, show, tempdir, tlslab, url_addr,
+    Metrics, Proc, Serve, args, args_with, assert_no_panic, assert_nums, assert_usage_error, bin,
+    expect_ok, http_get, load_json, num, parse_serve_line, run_tlslab, show, tempdir, tlslab,
+    url_addr, usage_error,
 };
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -164,17 +165,15 @@ fn check_merge(
 /// DIR/agent-i EXTRA`, one thread, trusting `ca`.
 fn agent_args(url: &str, ca: &str, i: usize, at: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
     let (shard, out) = (format!("{i}/3"), agent_dir(dir, i).display().to_string());
-    let mut v = vec![
-        "load",
-        url,
-        "--cacert",
-        ca,
-        "--threads",
-        "1",
-        "--shard",
-        &shard,
+    let line = "load URL --cacert CA --threads 1 --shard S --start-at AT --out OUT --no-progress";
+    let vars = [
+        ("URL", url),
+        ("CA", ca),
+        ("S", &shard),
+        ("AT", at),
+        ("OUT", &out),
     ];
-    v.extend(["--start-at", at, "--out", &out, "--no-progress"]);
+    let mut v = args_with(line, &vars);
     v.extend_from_slice(extra);
     v.into_iter().map(String::from).collect()
 }
@@ -193,13 +192,12 @@ fn agent_dir(dir: &Path, i: usize) -> PathBuf {
 fn three_agents_on_loopback_merge_exactly() {
     let dir = tempdir();
     let serve = Serve::start(&["--tls", "1.2,1.3"]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
-    let ca = ca.to_str().expect("utf-8");
+    let ca = serve.ca_str();
     let url = serve.url("/bytes/1024");
     let before = server_counts(&serve.metrics());
     let at = start_at(3);
     let dirs: Vec<PathBuf> = (1..=3).map(|i| agent_dir(dir.path(), i)).collect();
-    let extra = ["-c", "6", "-n", "240", "--tls", "1.3", "--reuse", "50"];
+    let extra = args("-c 6 -n 240 --tls 1.3 --reuse 50");
     let agents: Vec<Proc> = (1..=3)
         .map(|i| spawn_agent(&url, ca, i, &at, dir.path(), &extra))
         .collect();
@@ -221,14 +219,7 @@ fn three_agents_on_loopback_merge_exactly() {
     check_merge(&merged, &dirs, before, after);
     // Each agent's interval log is readable and holds six tagged phases.
     let hlog = std::fs::read_to_string(dirs[0].join("histograms.hlog")).unwrap();
-    for tag in [
-        "connect",
-        "handshake_full",
-        "handshake_resumed",
-        "ttfb",
-        "transfer",
-        "total",
-    ] {
+    for tag in args("connect handshake_full handshake_resumed ttfb transfer total") {
         assert!(hlog.contains(&format!("Tag={tag},")), "{hlog}");
     }
 }
@@ -237,20 +228,13 @@ fn three_agents_on_loopback_merge_exactly() {
 fn an_agent_killed_mid_run_is_reported_missing() {
     let dir = tempdir();
     let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
-    let ca = ca.to_str().expect("utf-8");
+    let ca = serve.ca_str();
     let url = serve.url("/bytes/128");
     let at = start_at(2);
     let dirs: Vec<PathBuf> = (1..=3).map(|i| agent_dir(dir.path(), i)).collect();
     let spawn = |i: usize, d: &str| {
-        spawn_agent(
-            &url,
-            ca,
-            i,
-            &at,
-            dir.path(),
-            &["-c", "3", "-d", d, "--reuse", "50"],
-        )
+        let extra = args_with("-c 3 -d D --reuse 50", &[("D", d)]);
+        spawn_agent(&url, ca, i, &at, dir.path(), &extra)
     };
     let a1 = spawn(1, "1s");
     let a2 = spawn(2, "1s");
@@ -294,33 +278,25 @@ fn an_agent_killed_mid_run_is_reported_missing() {
 fn agents_of_different_runs_are_refused_unless_forced() {
     let dir = tempdir();
     let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
-    let ca = ca.to_str().expect("utf-8");
+    let ca = serve.ca_str();
     let (url, other_url) = (serve.url("/bytes/64"), serve.url("/bytes/65"));
     let agent = |name: &str, shard: &str, url: &str, extra: &[&str]| {
         let out = dir.path().join(name);
-        let mut args = vec![
-            "load",
-            url,
-            "--cacert",
-            ca,
-            "--shard",
-            shard,
-            "--out",
-            out.to_str().unwrap(),
-            "-n",
-            "8",
-            "--no-progress",
+        let line = "load URL --cacert CA --shard S --out OUT -n 8 --no-progress";
+        let vars = [
+            ("URL", url),
+            ("CA", ca),
+            ("S", shard),
+            ("OUT", out.to_str().unwrap()),
         ];
-        args.extend_from_slice(extra);
-        let done = run_tlslab(&args, LIMIT);
+        let done = run_tlslab(&[&args_with(line, &vars)[..], extra].concat(), LIMIT);
         expect_ok(&done);
         out
     };
-    let one = agent("one", "1/2", &url, &["-c", "2", "--seed", "1"]);
-    let seed = agent("seed", "2/2", &url, &["-c", "2", "--seed", "2"]);
-    let clients = agent("clients", "2/2", &url, &["-c", "4", "--seed", "1"]);
-    let target = agent("target", "2/2", &other_url, &["-c", "2", "--seed", "1"]);
+    let one = agent("one", "1/2", &url, &args("-c 2 --seed 1"));
+    let seed = agent("seed", "2/2", &url, &args("-c 2 --seed 2"));
+    let clients = agent("clients", "2/2", &url, &args("-c 4 --seed 1"));
+    let target = agent("target", "2/2", &other_url, &args("-c 2 --seed 1"));
     for (other, want) in [
         (&seed, "has seed 2 but agent 1/2"),
         (&clients, "has -c 4 but agent 1/2"),
@@ -351,46 +327,26 @@ fn bad_distributed_input_is_a_usage_error() {
     let dir = tempdir();
     let d = dir.path().display().to_string();
     let url = "https://127.0.0.1:9/";
-    let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec!["--shard".into(), "0/3".into()], "numbered from 1"),
-        (vec!["--shard".into(), "4/3".into()], "larger than N"),
-        (vec!["--shard".into(), "1/0".into()], "--shard 1/0"),
-        (vec!["--shard".into(), "x".into()], "I/N"),
-        (
-            vec!["--start-at".into(), "2020-01-01T00:00:00Z".into()],
-            "in the past",
-        ),
-        (vec!["--start-at".into(), "tomorrow".into()], "RFC 3339"),
-        (
-            vec!["--shard".into(), "3/3".into(), "-c".into(), "2".into()],
-            "fewer clients",
-        ),
-        (
-            vec![
-                "--out".into(),
-                format!("{d}/o"),
-                "--log".into(),
-                format!("{d}/l.csv"),
-            ],
-            "--log",
-        ),
+    let (o, l) = (format!("{d}/o"), format!("{d}/l.csv"));
+    let cases = [
+        ("--shard 0/3", "numbered from 1"),
+        ("--shard 4/3", "larger than N"),
+        ("--shard 1/0", "--shard 1/0"),
+        ("--shard x", "I/N"),
+        ("--start-at 2020-01-01T00:00:00Z", "in the past"),
+        ("--start-at tomorrow", "RFC 3339"),
+        ("--shard 3/3 -c 2", "fewer clients"),
+        ("--out O --log L", "--log"),
     ];
     for (extra, want) in cases {
-        let mut args = vec!["load".to_string(), url.into(), "-n".into(), "3".into()];
-        args.extend(extra.iter().cloned());
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = run_tlslab(&refs, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
-        assert_no_panic(&out.stderr);
+        let mut args = vec!["load", url, "-n", "3"];
+        args.extend(args_with(extra, &[("O", &o), ("L", &l)]));
+        assert_usage_error(&args, want, LIMIT);
     }
-    let out = run_tlslab(&["merge", &format!("{d}/nope")], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    usage_error(&["merge", &format!("{d}/nope")], LIMIT);
     std::fs::create_dir(dir.path().join("empty")).unwrap();
-    let out = run_tlslab(&["merge", &format!("{d}/empty")], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no agent output is complete"));
+    let empty = format!("{d}/empty");
+    assert_usage_error(&["merge", &empty], "no agent output is complete", LIMIT);
 }
 
 // ------------------------------------------------------- network namespaces
@@ -519,21 +475,9 @@ fn three_agents_in_network_namespaces_merge_exactly() {
         certs.key.display().to_string(),
         certs.ca.display().to_string(),
     );
-    let serve = Proc::spawn(hosts.tlslab(
-        1,
-        &[
-            "serve",
-            "--listen",
-            &listen,
-            "--metrics",
-            &metrics,
-            "--cert",
-            &chain,
-            "--key",
-            &key,
-        ],
-    ))
-    .graceful_drop();
+    let vars = [("L", &*listen), ("M", &metrics), ("C", &chain), ("K", &key)];
+    let serve_args = args_with("serve --listen L --metrics M --cert C --key K", &vars);
+    let serve = Proc::spawn(hosts.tlslab(1, &serve_args)).graceful_drop();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut metrics_addr = None;
     while metrics_addr.is_none() {
@@ -549,7 +493,7 @@ fn three_agents_in_network_namespaces_merge_exactly() {
     let url = format!("https://{listen}/bytes/2048");
     let at = start_at(3);
     let dirs: Vec<PathBuf> = (1..=3).map(|i| agent_dir(dir.path(), i)).collect();
-    let extra = ["-c", "6", "-n", "300", "--reuse", "50"];
+    let extra = args("-c 6 -n 300 --reuse 50");
     let agents: Vec<Proc> = (1..=3)
         .map(|i| {
             let args = agent_args(&url, &ca, i, &at, dir.path(), &extra);
@@ -589,8 +533,7 @@ fn replay_shards_split_client_ips_and_merge_to_the_whole_log() {
     }
     std::fs::write(&input, text).unwrap();
     let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
-    let ca = ca.to_str().expect("utf-8");
+    let ca = serve.ca_str();
     let base = serve.url("");
     let at = start_at(2);
     let input = input.display().to_string();

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{expect_ok, run_tlslab, show};
+use common::{args, expect_ok, run_tlslab, show, usage_error};
 use serde_json::Value;
 
 fn doc(dir: &Path) -> Value {
@@ -24,15 +24,10 @@ fn cells(d: &Value) -> &Vec<Value> {
 fn list_names_every_study_and_which_cannot_run() {
     let out = run_tlslab(&["experiment", "list"], Duration::from_secs(20));
     let s = expect_ok(&out);
-    for name in [
-        "seed000-reuse",
-        "seed000-cluster",
-        "seed001-breakdown",
-        "seed002-overload",
-        "seed003-table2",
-        "seed004-handshake",
-        "quic-vs-tcp",
-    ] {
+    for name in args(
+        "seed000-reuse seed000-cluster seed001-breakdown seed002-overload seed003-table2 \
+         seed004-handshake quic-vs-tcp",
+    ) {
         assert!(s.contains(name), "{name} missing from:\n{s}");
     }
     let cluster = s
@@ -51,12 +46,15 @@ fn list_names_every_study_and_which_cannot_run() {
 #[test]
 fn unknown_studies_and_bad_matrix_files_exit_2_naming_the_problem() {
     let tmp = common::tempdir();
-    let out = run_tlslab(
-        &["experiment", "run", "seed999-nothing"],
-        Duration::from_secs(20),
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("experiment list"));
+    let limit = Duration::from_secs(20);
+    let run_config = |toml: &std::path::Path| {
+        usage_error(
+            &["experiment", "run", "--config", toml.to_str().unwrap()],
+            limit,
+        )
+    };
+    let err = usage_error(&args("experiment run seed999-nothing"), limit);
+    assert!(err.contains("experiment list"), "{err}");
 
     let bad = tmp.path().join("bad.toml");
     std::fs::write(
@@ -64,35 +62,18 @@ fn unknown_studies_and_bad_matrix_files_exit_2_naming_the_problem() {
         "name = \"x\"\nengine = \"load\"\n[factors]\ncipher = [\"rc4\"]\n",
     )
     .unwrap();
-    let out = run_tlslab(
-        &["experiment", "run", "--config", bad.to_str().unwrap()],
-        Duration::from_secs(20),
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = run_config(&bad);
     assert!(err.contains("unknown factor 'cipher'"), "{err}");
 
     std::fs::write(&bad, "name = \"x\"\nengine = \"load\"\ncell = \"soon\"\n").unwrap();
-    let out = run_tlslab(
-        &["experiment", "run", "--config", bad.to_str().unwrap()],
-        Duration::from_secs(20),
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cell"));
+    let err = run_config(&bad);
+    assert!(err.contains("cell"), "{err}");
 
     let missing = tmp.path().join("missing.toml");
-    let out = run_tlslab(
-        &["experiment", "run", "--config", missing.to_str().unwrap()],
-        Duration::from_secs(20),
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    run_config(&missing);
 
-    let out = run_tlslab(
-        &["experiment", "run", "seed001-breakdown", "--quick"],
-        Duration::from_secs(20),
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--insecure-ablation"));
+    let err = usage_error(&args("experiment run seed001-breakdown --quick"), limit);
+    assert!(err.contains("--insecure-ablation"), "{err}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::load::load_report;
-use common::{Serve, num, tempdir};
+use common::{Metrics, Serve, args_with, num, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -16,26 +16,31 @@ fn serve() -> Serve {
     Serve::start(&["--tickets", "off", "--max-early-data", "16384", "--h3"])
 }
 
-fn load(s: &Serve, name: &str, extra: &[&str]) -> serde_json::Value {
+fn load(s: &Serve, name: &str, extra: &str) -> serde_json::Value {
     load_path(s, name, "/bytes/100", extra)
 }
 
-/// `tlslab load URL(path) --h3 --cacert CA EXTRA`, which must succeed;
-/// its report (written in a temporary directory).
-fn load_path(s: &Serve, name: &str, path: &str, extra: &[&str]) -> serde_json::Value {
+/// `tlslab load URL(path) --h3 --cacert CA EXTRA` (EXTRA's words), which
+/// must succeed; its report (written in a temporary directory).
+fn load_path(s: &Serve, name: &str, path: &str, extra: &str) -> serde_json::Value {
     let dir = tempdir();
     let json = dir.path().join(format!("{name}.json"));
     let url = s.url(path);
     let ca = s.ca.as_ref().expect("an ephemeral CA").to_str().unwrap();
     let mut args = vec![url.as_str(), "--h3", "--cacert", ca, "--no-progress"];
-    args.extend_from_slice(extra);
+    args.extend(common::args(extra));
     load_report(&json, &args, LIMIT)
+}
+
+/// The requests the server answered over QUIC.
+fn quic_requests(m: &Metrics) -> f64 {
+    m.count("tlslab_transport_requests_total", &[("transport", "quic")])
 }
 
 #[test]
 fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
     let s = serve();
-    let r = load(&s, "reuse", &["--reuse", "50", "-c", "2", "-n", "240"]);
+    let r = load(&s, "reuse", "--reuse 50 -c 2 -n 240");
     assert_eq!(r["transport"]["name"], "quic", "{r:#}");
     assert_eq!(r["http"]["protocol"], "h3", "{r:#}");
     let full = num(&r, "transport/full/count");
@@ -66,20 +71,13 @@ fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
     assert!(sf + sr >= 200.0, "server saw {sf} full, {sr} resumed");
     assert!((ratio - 0.5).abs() <= 0.01, "server-observed reuse {ratio}");
     assert_eq!((sf, sr), (full, resumed), "server and client disagree");
-    assert_eq!(
-        m.count("tlslab_transport_requests_total", &[("transport", "quic")]),
-        240.0
-    );
+    assert_eq!(quic_requests(&m), 240.0);
 }
 
 #[test]
 fn zero_rtt_is_accepted_and_counted_on_both_sides() {
     let s = serve();
-    let r = load(
-        &s,
-        "early",
-        &["--reuse", "100", "--early-data", "-c", "1", "-n", "40"],
-    );
+    let r = load(&s, "early", "--reuse 100 --early-data -c 1 -n 40");
     let zero = num(&r, "transport/zero_rtt/count");
     assert!(zero >= 30.0, "0-RTT connections: {zero}\n{r:#}");
     assert_eq!(num(&r, "transport/zero_rtt_rejected"), 0.0, "{r:#}");
@@ -106,71 +104,41 @@ fn zero_rtt_is_accepted_and_counted_on_both_sides() {
 
 #[test]
 fn bad_quic_flags_are_usage_errors() {
-    let url = "https://127.0.0.1:9/";
-    let cases: &[(&[&str], &str)] = &[
-        (&["serve", "--quic-retry", "always"], "need --h3"),
-        (&["serve", "--h3", "nowhere"], "--h3 nowhere"),
-        (&["serve", "--h3", "--tls", "1.2"], "TLS 1.3"),
+    let cases = [
+        ("serve --quic-retry always", "need --h3"),
+        ("serve --h3 nowhere", "--h3 nowhere"),
+        ("serve --h3 --tls 1.2", "TLS 1.3"),
+        ("serve --h3 --quic-max-connections 0", "admits nobody"),
+        ("serve --h3 --quic-idle-timeout 0s", "positive"),
+        ("serve --h3 --quic-retry sometimes", "sometimes"),
+        ("load --h3 http://127.0.0.1:9/ -n 1", "https://"),
+        ("load --h3 --h2 URL -n 1", "exclude"),
+        ("load --h3 -m 0 URL -n 1", "-m 0"),
+        ("load --h3 --mss 1400 URL -n 1", "--mss is TCP-only"),
         (
-            &["serve", "--h3", "--quic-max-connections", "0"],
-            "admits nobody",
-        ),
-        (&["serve", "--h3", "--quic-idle-timeout", "0s"], "positive"),
-        (&["serve", "--h3", "--quic-retry", "sometimes"], "sometimes"),
-        (
-            &["load", "--h3", "http://127.0.0.1:9/", "-n", "1"],
-            "https://",
-        ),
-        (&["load", "--h3", "--h2", url, "-n", "1"], "exclude"),
-        (&["load", "--h3", "-m", "0", url, "-n", "1"], "-m 0"),
-        (
-            &["load", "--h3", "--mss", "1400", url, "-n", "1"],
-            "--mss is TCP-only",
-        ),
-        (
-            &["load", "--h3", "--workload", "specweb96", url, "-n", "1"],
+            "load --h3 --workload specweb96 URL -n 1",
             "--workload is TCP-only",
         ),
         (
-            &[
-                "load",
-                "--h3",
-                "--rate",
-                "10",
-                "--requests-per-conn",
-                "2",
-                url,
-            ],
+            "load --h3 --rate 10 --requests-per-conn 2 URL",
             "one request per arrival",
         ),
-        (&["load", "--h3", "--tls", "1.2", url, "-n", "1"], "TLS 1.3"),
+        ("load --h3 --tls 1.2 URL -n 1", "TLS 1.3"),
         // -m streams need as many requests on the connection.
         (
-            &["load", "--h3", "-m", "4", url, "-n", "1"],
+            "load --h3 -m 4 URL -n 1",
             "give --requests-per-conn 0 (keep-alive) or at least 4",
         ),
         (
-            &[
-                "load",
-                "--h3",
-                "-m",
-                "4",
-                "--requests-per-conn",
-                "2",
-                url,
-                "-n",
-                "1",
-            ],
+            "load --h3 -m 4 --requests-per-conn 2 URL -n 1",
             "--requests-per-conn 2 closes",
         ),
-        (&["serve", "--quic-new-tokens", "2"], "need --h3"),
-        (
-            &["serve", "--h3", "--quic-new-tokens", "17"],
-            "give 0 to 16",
-        ),
+        ("serve --quic-new-tokens 2", "need --h3"),
+        ("serve --h3 --quic-new-tokens 17", "give 0 to 16"),
     ];
-    for (args, why) in cases {
-        common::assert_usage_error(args, why, Duration::from_secs(30));
+    for (line, why) in cases {
+        let args = args_with(line, &[("URL", "https://127.0.0.1:9/")]);
+        common::assert_usage_error(&args, why, Duration::from_secs(30));
     }
 }
 
@@ -179,12 +147,7 @@ fn handshake_bytes_and_datagrams_are_the_handshakes_not_the_response() {
     // Regression: they were read after the first response, so a 200 kB
     // body counted as handshake bytes.
     let s = serve();
-    let r = load_path(
-        &s,
-        "big",
-        "/bytes/200000",
-        &["--reuse", "50", "-c", "1", "-n", "4"],
-    );
+    let r = load_path(&s, "big", "/bytes/200000", "--reuse 50 -c 1 -n 4");
     assert_eq!(num(&r, "requests/succeeded"), 4.0, "{r:#}");
     for kind in ["full", "resumed"] {
         let b_in = num(&r, &format!("transport/{kind}/bytes_in"));
@@ -214,11 +177,7 @@ fn handshake_bytes_and_datagrams_are_the_handshakes_not_the_response() {
 #[test]
 fn h3_open_loop_arrives_at_the_rate_and_reports_like_tcp() {
     let s = serve();
-    let r = load(
-        &s,
-        "open",
-        &["--rate", "100", "-d", "2s", "-c", "4", "--reuse", "50"],
-    );
+    let r = load(&s, "open", "--rate 100 -d 2s -c 4 --reuse 50");
     let scheduled = num(&r, "open_loop/scheduled");
     // 100/s for 2 s, Poisson: 200 ± 5 sigma.
     assert!((130.0..=270.0).contains(&scheduled), "{scheduled}\n{r:#}");
@@ -237,9 +196,7 @@ fn h3_open_loop_arrives_at_the_rate_and_reports_like_tcp() {
     assert!((ratio - 0.5).abs() <= 0.1, "reuse {ratio}\n{r:#}");
     // The server answered each request the client saw answered (and at
     // most the ones it attempted: some are cut off at the end).
-    let answered = s
-        .metrics()
-        .count("tlslab_transport_requests_total", &[("transport", "quic")]);
+    let answered = quic_requests(&s.metrics());
     assert!(
         answered >= ok && answered <= num(&r, "requests/attempted") + 1.0,
         "server answered {answered}\n{r:#}"
@@ -249,11 +206,7 @@ fn h3_open_loop_arrives_at_the_rate_and_reports_like_tcp() {
 #[test]
 fn h3_binds_to_the_source_ip() {
     let s = serve();
-    let r = load(
-        &s,
-        "src",
-        &["--source-ip", "127.0.0.1", "-c", "2", "-n", "6"],
-    );
+    let r = load(&s, "src", "--source-ip 127.0.0.1 -c 2 -n 6");
     assert_eq!(num(&r, "requests/succeeded"), 6.0, "{r:#}");
 }
 
@@ -262,7 +215,7 @@ fn warm_up_requests_do_not_spend_the_request_budget_as_over_tcp() {
     let s = serve();
     // 0.5 s of warm-up on loopback is hundreds of requests: taken from -n
     // (the old behaviour), none of the 40 would be measured.
-    let r = load(&s, "warmup", &["-c", "2", "-n", "40", "--warmup", "500ms"]);
+    let r = load(&s, "warmup", "-c 2 -n 40 --warmup 500ms");
     assert_eq!(num(&r, "requests/attempted"), 40.0, "{r:#}");
     assert_eq!(num(&r, "requests/succeeded"), 40.0, "{r:#}");
     // Every measured request had its own connection (one per request).
@@ -270,27 +223,11 @@ fn warm_up_requests_do_not_spend_the_request_budget_as_over_tcp() {
     let hs = num(&r, "transport/full/count") + num(&r, "transport/resumed/count");
     assert_eq!(hs, 40.0, "{r:#}");
     // The server answered the warm-up's requests too.
-    let served = s
-        .metrics()
-        .count("tlslab_transport_requests_total", &[("transport", "quic")]);
+    let served = quic_requests(&s.metrics());
     assert!(served > 40.0, "the server answered {served} requests");
 
     // Keep-alive with -m 2: the same budget, on connections kept open.
-    let r = load(
-        &s,
-        "warmup-ka",
-        &[
-            "-c",
-            "1",
-            "-n",
-            "30",
-            "--warmup",
-            "300ms",
-            "--requests-per-conn",
-            "0",
-            "-m",
-            "2",
-        ],
-    );
+    let extra = "-c 1 -n 30 --warmup 300ms --requests-per-conn 0 -m 2";
+    let r = load(&s, "warmup-ka", extra);
     assert_eq!(num(&r, "requests/succeeded"), 30.0, "{r:#}");
 }

@@ -111,14 +111,7 @@ fn quic(m: &Metrics, name: &str) -> f64 {
 
 /// Polls the metrics (≤ 5 s) until `ok` holds; returns the last scrape.
 fn metrics_until(s: &Serve, ok: impl Fn(&Metrics) -> bool) -> Metrics {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let m = s.metrics();
-        if ok(&m) || Instant::now() >= deadline {
-            return m;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::poll(Duration::from_secs(5), || s.metrics(), ok)
 }
 
 #[test]

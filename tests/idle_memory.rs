@@ -45,26 +45,10 @@ fn hold(srv: &Serve, n: usize) -> (u64, u64, u64) {
     let url = srv.url("/4k.bin");
     let clients = n.to_string();
     let dur = format!("{secs}s");
-    let load = Proc::spawn(tlslab([
-        "load",
-        &url,
-        "--insecure",
-        "--threads",
-        "1",
-        "--no-progress",
-        "--tls",
-        "1.3",
-        "-c",
-        &clients,
-        "--requests-per-conn",
-        "0",
-        "--think-time",
-        "const:1h",
-        "--timeout",
-        "30s",
-        "-d",
-        &dur,
-    ]));
+    let line = "load URL --insecure --threads 1 --no-progress --tls 1.3 -c C --requests-per-conn 0 \
+                --think-time const:1h --timeout 30s -d D";
+    let vars = [("URL", &*url), ("C", &clients), ("D", &dur)];
+    let load = Proc::spawn(tlslab(common::args_with(line, &vars)));
     let t0 = Instant::now();
     let (mut open, mut server, mut client) = (vec![], vec![], vec![]);
     // From 60 % to 90 % of the hold: all connected, none closing yet.

@@ -131,23 +131,15 @@ fn curl_resumes(tls: &str) {
     let ca = serve.ca.clone().expect("ephemeral CA");
     let url = serve.url("/bytes/4096");
     let mut cmd = Command::new(tool("curl"));
-    cmd.args([
-        "--cacert",
-        s(&ca),
-        "--http1.1",
-        "-s",
-        "-o",
-        "/dev/null",
-        "-o",
-        "/dev/null",
-    ])
-    .args([
-        "-H",
-        "Connection: close",
-        "-w",
-        "%{http_code} %{num_connects}\\n",
-    ])
-    .args([&url, &url]);
+    let line = "--cacert CA --http1.1 -s -o /dev/null -o /dev/null";
+    cmd.args(common::args_with(line, &[("CA", s(&ca))]))
+        .args([
+            "-H",
+            "Connection: close",
+            "-w",
+            "%{http_code} %{num_connects}\\n",
+        ])
+        .args([&url, &url]);
     let out = run(cmd, LIMIT);
     let stdout = expect_ok(&out);
     let lines: Vec<&str> = stdout.lines().collect();

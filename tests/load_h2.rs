@@ -32,11 +32,10 @@ fn load_h2_two_clients_ten_streams_two_connections_server_logs_http2() {
     let dir = tempdir();
     let log = dir.path().join("access.log");
     let serve = Serve::start(&["--access-log", log.to_str().expect("utf-8")]);
-    let ca = serve.ca.clone().expect("ephemeral CA path");
     let json = dir.path().join("h2.json");
     let csv = dir.path().join("h2.csv");
     let url = serve.url("/bytes/512");
-    let ca = ca.to_str().expect("utf-8");
+    let ca = serve.ca_str();
     let csv_s = csv.to_str().expect("utf-8");
     let mut args = vec![url.as_str(), "--cacert", ca];
     args.extend(H2_TWO_CLIENTS_TEN_STREAMS);

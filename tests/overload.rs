@@ -160,22 +160,11 @@ fn nginx_arm_figures_match_nginx_own_access_log() {
     let json = dir.path().join("o.json");
     let keep = dir.path().join("nginx");
     let out = common::run(
-        common::tlslab([
-            "overload",
-            "--quick",
-            "--servers",
-            "nginx",
-            "--capacity",
-            "30",
-            "--loads",
-            "1",
-            "--window",
-            "2s",
-            "--nginx-dir",
-            keep.to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ]),
+        common::tlslab(common::args_with(
+            "overload --quick --servers nginx --capacity 30 --loads 1 --window 2s --nginx-dir K \
+             --json J",
+            &[("K", keep.to_str().unwrap()), ("J", json.to_str().unwrap())],
+        )),
         Duration::from_secs(120),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::netpath::{netns_exists, root, root_tempdir, serve_across, start, unprivileged};
-use common::{run_tlslab, show, tlslab};
+use common::{args, run_tlslab, show, tlslab};
 use tlslab_path::Path;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -27,23 +27,20 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn path_usage_errors_exit_2_before_any_work() {
-    for (args, want) in [
-        (&["path", "--delay", "25"][..], "duration"),
-        (&["path", "--queue", "0pkt"][..], "queue"),
-        (&["path", "--loss", "150%"][..], "loss"),
-        (&["path", "--up", "colour=red"][..], "unknown path key"),
-        (&["path", "--ge", "1%"][..], "Gilbert"),
+    for (line, want) in [
+        ("path --delay 25", "duration"),
+        ("path --queue 0pkt", "queue"),
+        ("path --loss 150%", "loss"),
+        ("path --up colour=red", "unknown path key"),
+        ("path --ge 1%", "Gilbert"),
         (
-            &["path", "--uplink-trace", "/nonexistent/trace"][..],
+            "path --uplink-trace /nonexistent/trace",
             "cannot read the trace",
         ),
-        (&["path", "--", "sleep", "1"][..], ":::"),
-        (&["path", "--", "sleep", "1", ":::"][..], "both"),
+        ("path -- sleep 1", ":::"),
+        ("path -- sleep 1 :::", "both"),
     ] {
-        let out = run_tlslab(args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}\n{}", show(&out));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(want), "{args:?}: {err}");
+        common::assert_usage_error(&args(line), want, LIMIT);
     }
 }
 
@@ -127,18 +124,9 @@ fn path_survives_kill_9_of_a_child_and_removes_namespaces() {
     if !root("path_survives_kill_9_of_a_child_and_removes_namespaces") {
         return;
     }
-    let p = common::Proc::spawn(tlslab([
-        "path",
-        "--delay",
-        "1ms",
-        "--",
-        "sleep",
-        "30",
-        ":::",
-        "sh",
-        "-c",
-        "sleep 0.3; kill -9 $$",
-    ]));
+    let mut cmd = args("path --delay 1ms -- sleep 30 ::: sh -c");
+    cmd.push("sleep 0.3; kill -9 $$");
+    let p = common::Proc::spawn(tlslab(cmd));
     let (srv, cli) = read_netns_names(&p);
     let done = p.wait(Duration::from_secs(30));
     failed_and_removed(&done, "killed by signal 9", &srv, &cli);
@@ -210,15 +198,7 @@ fn path_cli_carries_tlslab_serve_and_load_and_reports_counters() {
     let out = common::run(
         tlslab(serve_across(
             &["--delay", "5ms", "--json", json.to_str().unwrap()],
-            &[
-                "load",
-                "https://10.201.0.1:8443/health",
-                "--insecure",
-                "-c",
-                "1",
-                "-n",
-                "5",
-            ],
+            &args("load https://10.201.0.1:8443/health --insecure -c 1 -n 5"),
         )),
         LIMIT,
     );

@@ -24,7 +24,7 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use common::netpath::{on_client, on_server, start};
-use tlslab_path::PathHandle;
+use tlslab_path::{PathHandle, PathReport};
 
 /// What the server thread saw: per packet, (send ns, receive ns, bytes).
 type Seen = Vec<(u64, u64, usize)>;
@@ -89,6 +89,28 @@ fn send(h: &PathHandle, port: u16, epoch: Instant, count: u64, size: usize, pps:
     })
 }
 
+/// Starts the path `spec` (`None` after [`start`]'s skip), a [`sink`] at
+/// `port` (stopping after 500 ms idle) and sends `count` packets of `size`
+/// bytes at `pps` ([`send`]). Returns the path's report (taken after the
+/// sink stopped), the packets sent, the seconds the sending took and what
+/// the sink saw.
+fn blast(
+    test: &str,
+    spec: &str,
+    port: u16,
+    (count, size, pps): (u64, usize, f64),
+) -> Option<(PathReport, u64, f64, Seen)> {
+    let p = start(test, spec)?;
+    let h = p.handle();
+    let epoch = Instant::now();
+    let rx = sink(&h, port, epoch, Duration::from_millis(500));
+    let t = Instant::now();
+    let sent = send(&h, port, epoch, count, size, pps);
+    let sending = t.elapsed().as_secs_f64();
+    let seen = rx.join().unwrap();
+    Some((p.stop().unwrap(), sent, sending, seen))
+}
+
 fn pct(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v[((v.len() as f64 - 1.0) * q) as usize]
@@ -97,15 +119,10 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn bench_delay_is_accurate_at_20k_packets_per_second() {
-    let Some(p) = start("bench_delay", "delay=10ms") else {
+    let Some((r, sent, _, seen)) = blast("bench_delay", "delay=10ms", 6001, (60_000, 200, 20e3))
+    else {
         return;
     };
-    let h = p.handle();
-    let epoch = Instant::now();
-    let rx = sink(&h, 6001, epoch, Duration::from_millis(500));
-    let sent = send(&h, 6001, epoch, 60_000, 200, 20_000.0);
-    let seen = rx.join().unwrap();
-    let r = p.stop().unwrap();
     let mut err: Vec<f64> = seen
         .iter()
         .map(|&(s, t, _)| (t as f64 - s as f64) / 1e6 - 10.0)
@@ -152,17 +169,12 @@ fn bench_rate_and_trace_are_within_2_percent() {
             12.032e6,
         ),
     ] {
-        let Some(p) = start("bench_rate", &spec) else {
-            return;
-        };
-        let h = p.handle();
-        let epoch = Instant::now();
-        let rx = sink(&h, 6002, epoch, Duration::from_millis(500));
         // 1500-byte IP packets at 1.2 × the rate, for 4 s.
         let pps = want * 1.2 / 8.0 / 1500.0;
-        let sent = send(&h, 6002, epoch, (pps * 4.0) as u64, 1472, pps);
-        let seen = rx.join().unwrap();
-        let r = p.stop().unwrap();
+        let run = ((pps * 4.0) as u64, 1472, pps);
+        let Some((r, sent, _, seen)) = blast("bench_rate", &spec, 6002, run) else {
+            return;
+        };
         let rate = rate_of(&seen, Duration::from_millis(500));
         eprintln!(
             "BENCH rate: {spec}: {sent} sent, {} through; {:.4} Mbit/s of IP bytes \
@@ -179,16 +191,11 @@ fn bench_rate_and_trace_are_within_2_percent() {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn bench_loss_is_within_the_binomial_interval_over_100k_packets() {
-    let Some(p) = start("bench_loss", "up.loss=1%,seed=5") else {
+    let n = 100_000u64;
+    let spec = "up.loss=1%,seed=5";
+    let Some((r, sent, _, seen)) = blast("bench_loss", spec, 6003, (n, 64, 25e3)) else {
         return;
     };
-    let h = p.handle();
-    let epoch = Instant::now();
-    let rx = sink(&h, 6003, epoch, Duration::from_millis(500));
-    let n = 100_000u64;
-    let sent = send(&h, 6003, epoch, n, 64, 25_000.0);
-    let seen = rx.join().unwrap();
-    let r = p.stop().unwrap();
     let lost = sent - seen.len() as u64;
     let half = 1.96 * (n as f64 * 0.01 * 0.99).sqrt();
     eprintln!(
@@ -209,18 +216,11 @@ fn bench_loss_is_within_the_binomial_interval_over_100k_packets() {
 #[test]
 #[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
 fn bench_forwarder_sustains_100k_mtu_packets_per_second_per_core() {
-    let Some(p) = start("bench_forwarder", "delay=0") else {
+    // As fast as the sender can: 1500-byte IP packets.
+    let run = (300_000, 1472, f64::INFINITY);
+    let Some((r, sent, sending, seen)) = blast("bench_forwarder", "delay=0", 6004, run) else {
         return;
     };
-    let h = p.handle();
-    let epoch = Instant::now();
-    let rx = sink(&h, 6004, epoch, Duration::from_millis(500));
-    // As fast as the sender can: 1500-byte IP packets.
-    let t = Instant::now();
-    let sent = send(&h, 6004, epoch, 300_000, 1472, f64::INFINITY);
-    let sending = t.elapsed().as_secs_f64();
-    let seen = rx.join().unwrap();
-    let r = p.stop().unwrap();
     let fwd = r.up.packets_forwarded as f64 / sending;
     let per_core = 1e9 / r.up.cpu_per_packet_ns;
     eprintln!(

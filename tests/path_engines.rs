@@ -21,7 +21,7 @@ mod common;
 use std::time::Duration;
 
 use common::netpath::{root, root_tempdir, serve_across, unprivileged};
-use common::{run_tlslab, show, skip_or_fail, tempdir};
+use common::{args, args_with, argv, assert_usage_error, run_tlslab, show, skip_or_fail, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -32,52 +32,28 @@ fn path_flags_of_probe_and_cluster_are_checked_before_any_work() {
     let dir = tempdir();
     let db = dir.path().join("p.sqlite");
     let db = db.to_str().unwrap();
-    for (args, want) in [
-        (&["probe", "--path", "delay=25", "--db", db][..], "duration"),
+    for (line, want) in [
+        ("probe --path delay=25 --db DB", "duration"),
+        ("probe --path colour=red --db DB", "keys: delay"),
         (
-            &["probe", "--path", "colour=red", "--db", db][..],
-            "keys: delay",
-        ),
-        (
-            &[
-                "probe",
-                "--path",
-                "delay=5ms",
-                "https://example.com/",
-                "--db",
-                db,
-            ][..],
+            "probe --path delay=5ms https://example.com/ --db DB",
             "tlslab path",
         ),
         (
-            &["probe", "--path", "delay=5ms", "--insecure", "--db", db][..],
+            "probe --path delay=5ms --insecure --db DB",
             "--insecure does not go with --path",
         ),
         (
-            &[
-                "probe",
-                "--path",
-                "delay=5ms",
-                "--db",
-                "postgres://u@127.0.0.1/p",
-            ][..],
+            "probe --path delay=5ms --db postgres://u@127.0.0.1/p",
             "SQLite",
         ),
-        (
-            &["probe", "--path", "delay=5ms", "--rounds", "0", "--db", db][..],
-            "--rounds",
-        ),
-        (&["cluster", "--path", "loss=150%"][..], "loss"),
-        (
-            &["cluster", "--path", "delay=5ms", "--node-count", "1"][..],
-            "2 nodes",
-        ),
-        (&["lab", "--path", "queue=0pkt"][..], "queue"),
+        ("probe --path delay=5ms --rounds 0 --db DB", "--rounds"),
+        ("cluster --path loss=150%", "loss"),
+        ("cluster --path delay=5ms --node-count 1", "2 nodes"),
+        ("lab --path queue=0pkt", "queue"),
     ] {
-        let out = run_tlslab(args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}\n{}", show(&out));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(want), "{args:?}: {err}");
+        let args = args_with(line, &[("DB", db)]);
+        assert_usage_error(&args, want, LIMIT);
     }
     assert!(
         !dir.path().join("p.sqlite").exists(),
@@ -99,24 +75,13 @@ fn probe_and_cluster_over_a_path_without_root_point_to_relay() {
     .unwrap();
     let db = out_dir.join("p.sqlite");
     let json = out_dir.join("c.json");
+    let (db_s, json_s) = (db.to_str().unwrap(), json.to_str().unwrap());
     for args in [
-        vec![
-            "probe",
-            "--path",
-            "delay=5ms",
-            "--rounds",
-            "1",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        vec![
-            "cluster",
-            "--quick",
-            "--path",
-            "delay=5ms",
-            "--json",
-            json.to_str().unwrap(),
-        ],
+        args_with("probe --path delay=5ms --rounds 1 --db DB", &[("DB", db_s)]),
+        args_with(
+            "cluster --quick --path delay=5ms --json J",
+            &[("J", json_s)],
+        ),
     ] {
         let Some(mut cmd) = unprivileged(test) else {
             return;
@@ -188,7 +153,7 @@ fn probe_over_a_path_reads_one_rtt_connect_and_the_handshake_round_trips() {
     for (tls, full) in [("1.3", 1.0), ("1.2", 2.0)] {
         let db = dir.path().join(format!("probe-{tls}.sqlite"));
         let args = probe(
-            &["probe", "--path", "delay=10ms", "--tls", tls],
+            &argv(&["probe", "--tls", tls], "--path delay=10ms"),
             db.to_str().unwrap(),
         );
         let out = run_tlslab(&args, LIMIT);
@@ -220,12 +185,8 @@ fn probe_over_a_path_reads_one_rtt_connect_and_the_handshake_round_trips() {
             full,
             RTT,
         );
-        rtts(
-            "resumed handshake",
-            median_ms(&s, |x| x.tls_resumed_us),
-            1.0,
-            RTT,
-        );
+        let resumed = median_ms(&s, |x| x.tls_resumed_us);
+        rtts("resumed handshake", resumed, 1.0, RTT);
         rtts("GET", median_ms(&s, |x| x.get_us), 1.0, RTT);
         // The probe's own count of the handshake's round trips.
         for x in &s {
@@ -277,26 +238,10 @@ fn cluster_over_path(test: &str, mechanism: &str, extra: &[&str]) -> Option<serd
     }
     let dir = tempdir();
     let json = dir.path().join("cluster.json");
-    let mut args = vec![
-        "cluster",
-        "--quick",
-        "--path",
-        "delay=5ms",
-        "--cell",
-        "600ms",
-        "-c",
-        "1",
-        "--node-count",
-        "2",
-        "--mechanism",
-        mechanism,
-        "--reuse",
-        "80",
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let out = run_tlslab(&args, LIMIT);
+    let line = "cluster --quick --path delay=5ms --cell 600ms -c 1 --node-count 2 --mechanism M \
+                --reuse 80 --json J";
+    let args = args_with(line, &[("M", mechanism), ("J", json.to_str().unwrap())]);
+    let out = run_tlslab(&[&args[..], extra].concat(), LIMIT);
     assert!(out.status.success(), "{}", show(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Across a packet-level WAN path"), "{text}");
@@ -356,14 +301,7 @@ fn cluster_over_a_path_starts_nginx_haproxy_and_redis_on_the_server_end() {
     let Some(v) = cluster_over_path(
         test,
         "tls12-id",
-        &[
-            "--nodes",
-            "nginx",
-            "--dispatcher",
-            "haproxy",
-            "--policy",
-            "session",
-        ],
+        &args("--nodes nginx --dispatcher haproxy --policy session"),
     ) else {
         return;
     };
@@ -379,7 +317,7 @@ fn cluster_over_a_path_starts_nginx_haproxy_and_redis_on_the_server_end() {
     let v = cluster_over_path(
         test,
         "tls12-id",
-        &["--policy", "round-robin", "--sharing", "redis-cache"],
+        &args("--policy round-robin --sharing redis-cache"),
     )
     .expect("root was there a moment ago");
     let c = cell(&v, "sharing", "redis-cache");

@@ -26,8 +26,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::experiment_run;
 use common::netpath::{root, root_tempdir};
+use common::{args, experiment_run};
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_experiment::pin::Placement;
@@ -52,13 +52,7 @@ fn seed003_connect_is_one_rtt_over_the_packet_path_and_local_through_the_relay()
         return;
     };
     let out_dir = dir.path().join("s3");
-    let args = [
-        "seed003-table2",
-        "--quick",
-        "--path",
-        "both",
-        "--no-progress",
-    ];
+    let args = args("seed003-table2 --quick --path both --no-progress");
     let (_, doc) = experiment_run(&args, &out_dir, Duration::from_secs(120));
     let cells = doc["cells"].as_array().unwrap();
     // 2 RTTs × 2 versions × 2 paths.

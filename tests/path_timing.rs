@@ -607,16 +607,7 @@ fn lab_runs_its_cells_across_the_path() {
         return;
     };
     let json = dir.path().join("lab.json");
-    let args = [
-        "lab",
-        "--quick",
-        "--cell",
-        "300ms",
-        "-c",
-        "1",
-        "--path",
-        "delay=5ms",
-    ];
+    let args = common::args("lab --quick --cell 300ms -c 1 --path delay=5ms");
     let (out, v) = common::load::run_json(&json, &args, Duration::from_secs(300));
     assert!(out.status.success(), "{}", show(&out));
     let v = v.expect("lab wrote --json");
@@ -638,12 +629,7 @@ fn lab_runs_its_cells_across_the_path() {
         "{v}"
     );
     // The HTTP/3 cells crossed the path too (UDP through the forwarder).
-    for mode in [
-        "quic_full",
-        "quic_resumed",
-        "quic_zero_rtt",
-        "quic_keep_alive",
-    ] {
+    for mode in common::args("quic_full quic_resumed quic_zero_rtt quic_keep_alive") {
         let c = v["cells"]
             .as_array()
             .unwrap()

@@ -12,21 +12,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    Proc, Serve, assert_no_panic, expect_ok, free_port, http_get, run, run_tlslab, show, tempdir,
-    tlslab,
+    Proc, Serve, args, args_with, argv, assert_no_panic, exits, expect_ok, free_port, http_get,
+    run, run_tlslab, show, tempdir, tlslab, usage_error,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn report_json(db: &Path) -> serde_json::Value {
+    let db = db.to_str().expect("utf-8");
     let out = run_tlslab(
-        &[
-            "probe",
-            "report",
-            "--db",
-            db.to_str().expect("utf-8"),
-            "--json",
-        ],
+        &args_with("probe report --db DB --json", &[("DB", db)]),
         LIMIT,
     );
     serde_json::from_str(&expect_ok(&out)).expect("report --json is JSON")
@@ -85,10 +80,7 @@ fn rounds_against_serve_are_stored_and_reported_with_table_2() {
     let p = Probed::start(&[]);
     let (dir, url) = (&p.dir, &p.url);
     let db = dir.path().join("p.sqlite");
-    let out = run(
-        p.probe(&db, &["--rounds", "3", "--interval", "50ms"]),
-        LIMIT,
-    );
+    let out = run(p.probe(&db, &args("--rounds 3 --interval 50ms")), LIMIT);
     let stdout = expect_ok(&out);
     assert!(stdout.contains("round 3 committed"), "{}", show(&out));
     let r = report_json(&db);
@@ -106,15 +98,7 @@ fn rounds_against_serve_are_stored_and_reported_with_table_2() {
         .collect();
     assert_eq!(
         phases,
-        [
-            "dns",
-            "connect",
-            "tls_full",
-            "tls_resumed",
-            "ttfb",
-            "get",
-            "total"
-        ]
+        args("dns connect tls_full tls_resumed ttfb get total")
     );
     let t2 = &t["table2"];
     let new = t2["ssl_new_ms"].as_f64().expect("ssl new");
@@ -133,17 +117,9 @@ fn rounds_against_serve_are_stored_and_reported_with_table_2() {
     assert!(text.contains("10 ms buckets"), "{text}");
     // One SVG chart per target.
     let charts = dir.path().join("charts");
-    let out = run_tlslab(
-        &[
-            "probe",
-            "report",
-            "--db",
-            db_s,
-            "--svg",
-            charts.to_str().expect("utf-8"),
-        ],
-        LIMIT,
-    );
+    let svg_dir = charts.to_str().expect("utf-8");
+    let vars = [("DB", db_s), ("SVG", svg_dir)];
+    let out = run_tlslab(&args_with("probe report --db DB --svg SVG", &vars), LIMIT);
     expect_ok(&out);
     let svgs: Vec<_> = std::fs::read_dir(&charts)
         .expect("charts dir")
@@ -156,23 +132,13 @@ fn rounds_against_serve_are_stored_and_reported_with_table_2() {
         "{svg}"
     );
     let csv = expect_ok(&run_tlslab(
-        &["probe", "report", "--db", db_s, "--csv"],
+        &args_with("probe report --db DB --csv", &vars),
         LIMIT,
     ));
     assert_eq!(csv.lines().count(), 1 + 7, "{csv}");
     // A window with nothing in it.
-    let empty = expect_ok(&run_tlslab(
-        &[
-            "probe",
-            "report",
-            "--db",
-            db_s,
-            "--json",
-            "--until",
-            "2000-01-01",
-        ],
-        LIMIT,
-    ));
+    let line = "probe report --db DB --json --until 2000-01-01";
+    let empty = expect_ok(&run_tlslab(&args_with(line, &vars), LIMIT));
     let e: serde_json::Value = serde_json::from_str(&empty).expect("json");
     assert_eq!(e["samples"], 0, "{e:#}");
 }
@@ -185,20 +151,9 @@ fn failing_targets_are_stored_as_classified_errors_and_the_probe_goes_on() {
     let refused = format!("https://127.0.0.1:{}/", free_port());
     let ok = serve.url("/bytes/1024");
     // No --cacert: serve's self-signed chain is not trusted by the webpki roots.
+    let head = ["probe", &refused, &ok, "--db", db.to_str().expect("utf-8")];
     let out = run_tlslab(
-        &[
-            "probe",
-            &refused,
-            &ok,
-            "--db",
-            db.to_str().expect("utf-8"),
-            "--rounds",
-            "2",
-            "--interval",
-            "20ms",
-            "--timeout",
-            "5s",
-        ],
+        &argv(&head, "--rounds 2 --interval 20ms --timeout 5s"),
         LIMIT,
     );
     let stdout = expect_ok(&out);
@@ -264,66 +219,32 @@ fn bad_databases_and_flags_are_usage_errors_that_name_the_fix() {
     let bad_s = bad.to_str().expect("utf-8");
     // Bad content is a runtime failure (exit 1), as in `probe` below
     // (issue 20: it was 2, the usage code).
-    let out = run_tlslab(&["probe", "report", "--db", bad_s], LIMIT);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("bad.sqlite"),
-        "{}",
-        show(&out)
-    );
-    let out = run_tlslab(
-        &[
-            "probe",
-            "https://127.0.0.1:1/",
-            "--db",
-            bad_s,
-            "--rounds",
-            "1",
-        ],
-        LIMIT,
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not a database"),
-        "{}",
-        show(&out)
-    );
+    let err = exits(&["probe", "report", "--db", bad_s], 1, LIMIT);
+    assert!(err.contains("bad.sqlite"), "{err}");
+    let line = "probe https://127.0.0.1:1/ --db DB --rounds 1";
+    let err = exits(&args_with(line, &[("DB", bad_s)]), 1, LIMIT);
+    assert!(err.contains("not a database"), "{err}");
     let missing = dir.path().join("none.sqlite");
-    let out = run_tlslab(
+    usage_error(
         &["probe", "report", "--db", missing.to_str().expect("utf-8")],
         LIMIT,
     );
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    for args in [
-        vec!["probe", "ftp://x/"],
-        vec![
-            "probe",
-            "https://127.0.0.1:1/",
-            "--db",
-            "postgres://u@[bad/db",
-        ],
-        vec!["probe", "https://127.0.0.1:1/", "--interval", "0s"],
-        vec!["probe", "report", "--since", "yesterday"],
-        vec!["probe"],
+    for line in [
+        "probe ftp://x/",
+        "probe https://127.0.0.1:1/ --db postgres://u@[bad/db",
+        "probe https://127.0.0.1:1/ --interval 0s",
+        "probe report --since yesterday",
+        "probe",
     ] {
-        let out = run_tlslab(&args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        assert_no_panic(&out.stderr);
+        usage_error(&args(line), LIMIT);
     }
 }
 
 #[test]
 fn the_exporter_answers_one_round_per_scrape() {
     let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("ca");
-    let mut p = Proc::spawn(tlslab([
-        "probe",
-        "exporter",
-        "--listen",
-        "127.0.0.1:0",
-        "--cacert",
-        ca.to_str().expect("utf-8"),
-    ]));
+    let line = "probe exporter --listen 127.0.0.1:0 --cacert CA";
+    let mut p = Proc::spawn(tlslab(args_with(line, &[("CA", serve.ca_str())])));
     let line = p.next_line(Instant::now() + LIMIT).expect("listening line");
     let addr: std::net::SocketAddr = line
         .strip_prefix("exporter listening on http://")

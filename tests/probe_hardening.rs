@@ -9,7 +9,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Proc, Serve, assert_no_panic, run_tlslab, show, tempdir, tlslab};
+use common::{
+    Proc, Serve, args_with, assert_no_panic, assert_usage_error, run_tlslab, show, tempdir, tlslab,
+};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -19,26 +21,13 @@ fn an_http_target_is_a_usage_error_before_any_work() {
     let db = dir.path().join("p.sqlite");
     let list = dir.path().join("targets.txt");
     std::fs::write(&list, "# one plain-HTTP target\nhttp://127.0.0.1:1/x\n").expect("write");
-    for args in [
-        vec![
-            "probe",
-            "http://127.0.0.1:1/",
-            "--db",
-            db.to_str().expect("utf-8"),
-        ],
-        vec![
-            "probe",
-            "--targets",
-            list.to_str().expect("utf-8"),
-            "--db",
-            db.to_str().expect("utf-8"),
-        ],
+    let (db_s, list_s) = (db.to_str().expect("utf-8"), list.to_str().expect("utf-8"));
+    let vars = [("DB", db_s), ("LIST", list_s)];
+    for line in [
+        "probe http://127.0.0.1:1/ --db DB",
+        "probe --targets LIST --db DB",
     ] {
-        let out = run_tlslab(&args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("https://127.0.0.1:1/"), "{args:?}: {err}");
-        assert_no_panic(&out.stderr);
+        assert_usage_error(&args_with(line, &vars), "https://127.0.0.1:1/", LIMIT);
     }
     // Before any work: no database was created.
     assert!(!db.exists(), "the probe opened its database first");
@@ -53,17 +42,11 @@ fn a_postgres_server_that_never_answers_fails_within_the_connect_timeout() {
         "postgres://probe@127.0.0.1:{}/probe",
         silent.local_addr().expect("addr").port()
     );
-    for args in [
-        vec![
-            "probe",
-            "https://127.0.0.1:1/",
-            "--db",
-            &url,
-            "--rounds",
-            "1",
-        ],
-        vec!["probe", "report", "--db", &url],
+    for line in [
+        "probe https://127.0.0.1:1/ --db URL --rounds 1",
+        "probe report --db URL",
     ] {
+        let args = args_with(line, &[("URL", &url)]);
         let t = Instant::now();
         // Before the fix each hung for more than 40 s.
         let out = run_tlslab(&args, Duration::from_secs(20));
@@ -99,18 +82,12 @@ fn a_large_body_is_counted_without_being_held() {
     let dir = tempdir();
     let db = dir.path().join("p.sqlite");
     let url = serve.url(&format!("/bytes/{BODY}"));
-    let mut p = Proc::spawn(tlslab([
-        "probe",
-        url.as_str(),
-        "--cacert",
-        ca.to_str().expect("utf-8"),
-        "--db",
-        db.to_str().expect("utf-8"),
-        "--rounds",
-        "1",
-        "--timeout",
-        "50s",
-    ]));
+    let line = "probe URL --cacert CA --db DB --rounds 1 --timeout 50s";
+    let (ca, db) = (ca.to_str().expect("utf-8"), db.to_str().expect("utf-8"));
+    let mut p = Proc::spawn(tlslab(args_with(
+        line,
+        &[("URL", &url), ("CA", ca), ("DB", db)],
+    )));
     let pid = p.pid();
     let deadline = Instant::now() + LIMIT;
     let mut peak = 0;

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::nginx::Nginx;
-use common::{certs, expect_ok, run_tlslab, show, tempdir};
+use common::{args_with, certs, expect_ok, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -20,23 +20,10 @@ fn probe_nginx(tickets: bool) {
         let case = format!("nginx tickets {tickets}, TLS {tls}");
         let db = dir.path().join(format!("{tls}-{tickets}.sqlite"));
         let db_s = db.to_str().expect("utf-8");
-        let out = run_tlslab(
-            &[
-                "probe",
-                &url,
-                "--cacert",
-                c.ca.to_str().expect("utf-8"),
-                "--tls",
-                tls,
-                "--db",
-                db_s,
-                "--rounds",
-                "3",
-                "--interval",
-                "20ms",
-            ],
-            LIMIT,
-        );
+        let line = "probe URL --cacert CA --tls TLS --db DB --rounds 3 --interval 20ms";
+        let ca = c.ca.to_str().expect("utf-8");
+        let vars = [("URL", &*url), ("CA", ca), ("TLS", tls), ("DB", db_s)];
+        let out = run_tlslab(&args_with(line, &vars), LIMIT);
         expect_ok(&out);
         let out = run_tlslab(&["probe", "report", "--db", db_s, "--json"], LIMIT);
         let r: serde_json::Value = serde_json::from_str(&expect_ok(&out)).expect("json");

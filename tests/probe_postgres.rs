@@ -135,21 +135,11 @@ fn rounds_wait_while_postgres_is_down_and_are_written_when_it_is_back() {
 
 fn probe_rounds(serve: &Serve, db: &str, rounds: &str) -> std::process::Output {
     let ca = serve.ca.clone().expect("serve prints its CA");
-    run_tlslab(
-        &[
-            "probe",
-            &serve.url("/bytes/512"),
-            "--cacert",
-            ca.to_str().expect("utf-8"),
-            "--db",
-            db,
-            "--rounds",
-            rounds,
-            "--interval",
-            "50ms",
-        ],
-        LIMIT,
-    )
+    let line = "probe URL --cacert CA --db DB --rounds N --interval 50ms";
+    let url = serve.url("/bytes/512");
+    let ca = ca.to_str().expect("utf-8");
+    let vars = [("URL", &*url), ("CA", ca), ("DB", db), ("N", rounds)];
+    run_tlslab(&common::args_with(line, &vars), LIMIT)
 }
 
 #[test]

@@ -130,11 +130,7 @@ impl Client {
 }
 
 fn serve(c: &Certs, extra: &[&str]) -> Serve {
-    let chain = c.chain.to_str().expect("utf-8");
-    let key = c.key.to_str().expect("utf-8");
-    let mut args = vec!["--cert", chain, "--key", key, "--threads", "1"];
-    args.extend_from_slice(extra);
-    Serve::start(&args)
+    Serve::start(&[&c.serve_flags()[..], &["--threads", "1"], extra].concat())
 }
 
 /// A counter's value (`NAME_total` in the exposition).
@@ -457,33 +453,26 @@ fn ticket_keys_rotate_through_redis_under_load_with_no_failed_resumption() {
     let Some(redis) = Redis::start() else { return };
     let c = redis.certs.clone();
     let url = redis.url();
-    let args = [
-        "--tls",
-        "1.3",
-        "--tickets",
-        "on",
-        "--session-cache",
-        "none",
-        "--ticket-keys",
-        &url,
-        // Polls every 50 ms: a rotation is published, then switched 100 ms later.
-        "--ticket-key-rotation",
-        "1200ms",
-    ];
+    // Polls every 50 ms: a rotation is published, then switched 100 ms later.
+    let line = "--tls 1.3 --tickets on --session-cache none --ticket-keys URL \
+                --ticket-key-rotation 1200ms";
+    let args = common::args_with(line, &[("URL", &url)]);
     let (a, b) = (serve(&c, &args), serve(&c, &args));
     let version = |s: &Serve| {
         s.metrics()
             .get("tlslab_ticket_key_version", &[])
             .unwrap_or(0.0)
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while version(&a) < 1.0 || version(&b) < 1.0 || version(&a) != version(&b) {
-        assert!(
-            Instant::now() < deadline,
-            "the nodes did not agree on keys from Redis"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let agreed = |&(va, vb): &(f64, f64)| va >= 1.0 && vb >= 1.0 && va == vb;
+    let versions = common::poll(
+        Duration::from_secs(10),
+        || (version(&a), version(&b)),
+        agreed,
+    );
+    assert!(
+        agreed(&versions),
+        "the nodes did not agree on keys from Redis"
+    );
     let start = version(&a);
     let client = Client::new(&c.ca, true);
     assert!(client.get(a.https).is_ok());

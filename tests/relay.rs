@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Relay, Serve, expect_ok, load_json, num, run_tlslab, tempdir};
+use common::{Relay, Serve, args, args_with, expect_ok, load_json, num, run_tlslab, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -15,28 +15,11 @@ const LIMIT: Duration = Duration::from_secs(120);
 fn full_handshake_ms(relay: &Relay, ca: &str, tls: &str, dir: &std::path::Path) -> f64 {
     let url = format!("https://{}/bytes/100", relay.addr);
     let json = dir.join(format!("hs-{tls}.json"));
-    let out = run_tlslab(
-        &[
-            "load",
-            &url,
-            "--cacert",
-            ca,
-            "--tls",
-            tls,
-            "-c",
-            "1",
-            "-n",
-            "7",
-            "--requests-per-conn",
-            "1",
-            "--reuse",
-            "0",
-            "--no-progress",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        LIMIT,
-    );
+    let line = "load URL --cacert CA --tls TLS -c 1 -n 7 --requests-per-conn 1 --reuse 0 \
+                --no-progress --json J";
+    let j = json.to_str().unwrap();
+    let vars = [("URL", &*url), ("CA", ca), ("TLS", tls), ("J", j)];
+    let out = run_tlslab(&args_with(line, &vars), LIMIT);
     expect_ok(&out);
     let report = load_json(&json);
     assert_eq!(num(&report, "latency/handshake_full/count"), 7.0);
@@ -47,8 +30,7 @@ fn full_handshake_ms(relay: &Relay, ca: &str, tls: &str, dir: &std::path::Path) 
 fn a_handshake_through_the_relay_takes_its_round_trips() {
     let dir = tempdir();
     let serve = Serve::start(&["--tls", "1.2,1.3"]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
-    let ca = ca.to_str().unwrap();
+    let ca = serve.ca_str();
     // Without the relay, a loopback handshake is a few ms: the baseline
     // that is not RTT.
     let direct = {
@@ -78,33 +60,27 @@ fn a_handshake_through_the_relay_takes_its_round_trips() {
 
 #[test]
 fn bad_relay_flags_are_usage_errors() {
-    for (args, says) in [
+    for (line, says) in [
+        ("relay --upstream 127.0.0.1:1 --loss 100%", "--loss"),
         (
-            vec!["relay", "--upstream", "127.0.0.1:1", "--loss", "100%"],
-            "--loss",
-        ),
-        (
-            vec!["relay", "--upstream", "127.0.0.1:1", "--bandwidth", "fast"],
+            "relay --upstream 127.0.0.1:1 --bandwidth fast",
             "--bandwidth",
         ),
-        (vec!["relay", "--upstream", "no-port"], "--upstream"),
+        ("relay --upstream no-port", "--upstream"),
+        ("relay --upstream 127.0.0.1:1 --delay 5000h", "over an hour"),
         (
-            vec!["relay", "--upstream", "127.0.0.1:1", "--delay", "5000h"],
-            "over an hour",
-        ),
-        (
-            vec!["relay", "--upstream", "127.0.0.1:1", "--idle-timeout", "0s"],
+            "relay --upstream 127.0.0.1:1 --idle-timeout 0s",
             "--idle-timeout",
         ),
         (
-            vec!["relay", "--upstream", "127.0.0.1:1", "--max-queued", "1KiB"],
+            "relay --upstream 127.0.0.1:1 --max-queued 1KiB",
             "--max-queued",
         ),
         (
-            vec!["relay", "--upstream", "127.0.0.1:1", "--max-queued", "lots"],
+            "relay --upstream 127.0.0.1:1 --max-queued lots",
             "--max-queued",
         ),
     ] {
-        common::assert_usage_error(&args, says, LIMIT);
+        common::assert_usage_error(&args(line), says, LIMIT);
     }
 }

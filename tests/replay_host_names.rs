@@ -97,17 +97,9 @@ fn host_name_trace_replays_with_a_host_name_excluded() {
 
 #[test]
 fn strict_makes_a_malformed_line_an_error() {
+    let line = "load https://127.0.0.1:9 --workload replay --access-log LOG --strict --no-progress";
     let out = run_tlslab(
-        &[
-            "load",
-            "https://127.0.0.1:9",
-            "--workload",
-            "replay",
-            "--access-log",
-            fixture().to_str().unwrap(),
-            "--strict",
-            "--no-progress",
-        ],
+        &common::args_with(line, &[("LOG", fixture().to_str().unwrap())]),
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Serve, expect_ok, run_tlslab, show, tempdir};
+use common::{Serve, args, assert_usage_error, exits, expect_ok, run_tlslab, show, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -149,31 +149,11 @@ fn write_json(dir: &Path, name: &str, v: &serde_json::Value) -> std::path::PathB
 fn report_of_real_loads_and_a_cluster_document_is_self_contained() {
     let dir = tempdir();
     let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
-    let url = serve.url("/bytes/1024");
     let mut loads = Vec::new();
     for rate in ["40", "80"] {
         let json = dir.path().join(format!("rate{rate}.json"));
-        let out = run_tlslab(
-            &[
-                "load",
-                &url,
-                "--cacert",
-                s(&ca),
-                "-c",
-                "4",
-                "--reuse",
-                "50",
-                "-d",
-                "1500ms",
-                "--rate",
-                rate,
-                "--no-progress",
-                "--json",
-                s(&json),
-            ],
-            LIMIT,
-        );
+        let extra = format!("-c 4 --reuse 50 -d 1500ms --rate {rate} --no-progress");
+        let (out, _) = serve.load("/bytes/1024", &args(&extra), &json, LIMIT);
         expect_ok(&out);
         loads.push(json);
     }
@@ -184,19 +164,9 @@ fn report_of_real_loads_and_a_cluster_document_is_self_contained() {
     );
     let html = dir.path().join("r.html");
     let md = dir.path().join("r.md");
-    let out = run_tlslab(
-        &[
-            "report",
-            s(&loads[0]),
-            s(&cluster),
-            s(&loads[1]),
-            "--html",
-            s(&html),
-            "--md",
-            s(&md),
-        ],
-        LIMIT,
-    );
+    let inputs = [s(&loads[0]), s(&cluster), s(&loads[1])];
+    let outputs = ["--html", s(&html), "--md", s(&md)];
+    let out = run_tlslab(&[&["report"][..], &inputs, &outputs].concat(), LIMIT);
     let stdout = expect_ok(&out);
     assert!(stdout.contains("2 cells"), "{stdout}");
     let page = std::fs::read_to_string(&html).unwrap();
@@ -328,20 +298,13 @@ fn plan_json(args: &[&str]) -> serde_json::Value {
 
 /// The costs `plan` is given by hand: 1000 µs a full handshake, 100 µs a
 /// resumed one, 50 µs a request.
-const COSTS: [&str; 6] = [
-    "--full-us",
-    "1000",
-    "--resumed-us",
-    "100",
-    "--request-us",
-    "50",
-];
+const COSTS: &str = "--full-us 1000 --resumed-us 100 --request-us 50";
 
 /// [`plan_json`] of [`COSTS`] at 25 % reuse and 2 requests per connection,
 /// plus `args`.
 fn plan_at_25(args: &[&str]) -> serde_json::Value {
     let shape = ["--reuse", "25", "--requests-per-conn", "2"];
-    plan_json(&[&COSTS[..], &shape, args].concat())
+    plan_json(&[&self::args(COSTS)[..], &shape, args].concat())
 }
 
 fn close(v: &serde_json::Value, want: f64) {
@@ -354,14 +317,7 @@ fn close(v: &serde_json::Value, want: f64) {
 
 #[test]
 fn plan_figures_match_hand_computed_values() {
-    let v = plan_at_25(&[
-        "--utilisation",
-        "50",
-        "--load",
-        "10000",
-        "--base-latency",
-        "2ms",
-    ]);
+    let v = plan_at_25(&args("--utilisation 50 --load 10000 --base-latency 2ms"));
     assert_eq!(v["kind"], "tlslab-plan");
     let p = &v["plan"];
     // 0.75·1000 + 0.25·100 + 2·50 = 875 µs per connection; 437.5 per request.
@@ -381,14 +337,7 @@ fn plan_figures_match_hand_computed_values() {
     assert!(v["check"].is_null());
 
     // A latency target adds cores: M/M/c mean ≤ 0.5 ms with s = 0.4375 ms.
-    let v = plan_at_25(&[
-        "--utilisation",
-        "95",
-        "--load",
-        "10000",
-        "--latency",
-        "500us",
-    ]);
+    let v = plan_at_25(&args("--utilisation 95 --load 10000 --latency 500us"));
     let c = v["plan"]["cores_needed"].as_u64().unwrap();
     assert!(c > 5, "{c} cores cannot meet 0.5 ms at 10 000 req/s");
 }
@@ -411,9 +360,8 @@ fn plan_reads_costs_from_a_lab_report() {
     close(&v["plan"]["costs"]["request_us"], 40.0);
     // Reuse 0, one request per connection: 1300 µs → 769 req/s per core.
     close(&v["plan"]["requests_per_s_per_core_max"], 1e6 / 1300.0);
-    let out = run_tlslab(&["plan", "--costs", s(&lab), "--key", "ecdsa-p256"], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("ecdsa-p256"));
+    let bad = ["plan", "--costs", s(&lab), "--key", "ecdsa-p256"];
+    assert_usage_error(&bad, "ecdsa-p256", LIMIT);
 }
 
 #[test]
@@ -421,51 +369,30 @@ fn plan_bad_flags_exit_2_with_the_fix() {
     let dir = tempdir();
     let junk = dir.path().join("junk.json");
     std::fs::write(&junk, "{").unwrap();
-    let with = |extra: &[&str]| {
-        let mut v = vec!["plan"];
-        v.extend_from_slice(&COSTS);
-        v.extend_from_slice(extra);
-        v.into_iter().map(String::from).collect::<Vec<_>>()
-    };
-    let cases: Vec<(Vec<String>, &str)> = vec![
-        (with(&["--reuse", "150"]), "0-100"),
-        (with(&["--utilisation", "100"]), "below 100"),
-        (with(&["--requests-per-conn", "0.5"]), "at least 1"),
-        (with(&["--load=-5"]), "--load"),
-        (with(&["--tls", "1.1"]), "--tls"),
-        (with(&["--key", "dsa"]), "--key"),
+    let with = |extra| format!("plan {COSTS} {extra}");
+    let cases = [
+        (with("--reuse 150"), "0-100"),
+        (with("--utilisation 100"), "below 100"),
+        (with("--requests-per-conn 0.5"), "at least 1"),
+        (with("--load=-5"), "--load"),
+        (with("--tls 1.1"), "--tls"),
+        (with("--key dsa"), "--key"),
         (
-            with(&["--check", "--requests-per-conn", "2"]),
+            with("--check --requests-per-conn 2"),
             "one request per new connection",
         ),
-        (vec!["plan".into()], "--check to measure them"),
-        (
-            vec!["plan".into(), "--full-us".into(), "5".into()],
-            "all three",
-        ),
-        (
-            vec![
-                "plan".into(),
-                "--costs".into(),
-                "/nonexistent/lab.json".into(),
-            ],
-            "--costs",
-        ),
-        (with(&["--full-us", "-1"]), ""),
+        ("plan".into(), "--check to measure them"),
+        ("plan --full-us 5".into(), "all three"),
+        ("plan --costs /nonexistent/lab.json".into(), "--costs"),
+        (with("--full-us -1"), ""),
     ];
-    for (args, want) in cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = run_tlslab(&args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(want), "{args:?}: {err}");
-        common::assert_no_panic(&out.stderr);
+    for (line, want) in cases {
+        assert_usage_error(&args(&line), want, LIMIT);
     }
     // A costs file whose content is bad is a runtime failure (1), as for
     // `tlslab report`, not a usage error.
-    let out = run_tlslab(&["plan", "--costs", s(&junk)], LIMIT);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
+    let err = exits(&["plan", "--costs", s(&junk)], 1, LIMIT);
+    assert!(err.contains("not JSON"), "{err}");
 }
 
 #[test]

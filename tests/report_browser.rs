@@ -91,31 +91,11 @@ fn html_report_opens_in_headless_chromium_without_errors() {
     };
     let dir = tempdir();
     let serve = Serve::start(&[]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
-    let url = serve.url("/bytes/1024");
     let mut inputs: Vec<String> = Vec::new();
     for rate in ["50", "100"] {
         let json = dir.path().join(format!("load{rate}.json"));
-        let out = run_tlslab(
-            &[
-                "load",
-                &url,
-                "--cacert",
-                ca.to_str().unwrap(),
-                "-c",
-                "4",
-                "--reuse",
-                "50",
-                "-d",
-                "2s",
-                "--rate",
-                rate,
-                "--no-progress",
-                "--json",
-                json.to_str().unwrap(),
-            ],
-            LIMIT,
-        );
+        let extra = format!("-c 4 --reuse 50 -d 2s --rate {rate} --no-progress");
+        let (out, _) = serve.load("/bytes/1024", &common::args(&extra), &json, LIMIT);
         expect_ok(&out);
         inputs.push(json.to_str().unwrap().into());
     }

@@ -19,13 +19,10 @@ fn zero_durations_on_serve_are_usage_errors_before_any_work() {
     // Regression (issue 20): `--handshake-timeout 0s` exited 1 after the
     // certificate was generated, and `--session-timeout 0s` started a
     // server whose sessions expired at once.
-    for flag in [
-        "--handshake-timeout",
-        "--session-timeout",
-        "--request-timeout",
-        "--keepalive-timeout",
-        "--h2-ping-interval",
-    ] {
+    for flag in args(
+        "--handshake-timeout --session-timeout --request-timeout --keepalive-timeout \
+         --h2-ping-interval",
+    ) {
         let tmp = tempdir();
         let mut cmd = tlslab(["serve", "--listen", "127.0.0.1:0", flag, "0s"]);
         cmd.env("TMPDIR", tmp.path());
@@ -62,19 +59,10 @@ fn serve_with_nofile(
     cmd.arg("-c")
         .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
         .arg(bin())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--metrics",
-            "127.0.0.1:0",
-            "--threads",
-            "1",
-            "--log-level",
-            "info",
-        ])
+        .args(self::args(
+            "serve --listen 127.0.0.1:0 --http 127.0.0.1:0 --metrics 127.0.0.1:0 --threads 1 \
+             --log-level info",
+        ))
         .args(args)
         .env("TMPDIR", tmp.path());
     let proc = Proc::spawn(cmd).graceful_drop();
@@ -211,33 +199,14 @@ fn a_redis_session_cache_that_is_down_is_reported_once() {
     let url = format!("redis://127.0.0.1:{port}");
     let dir = tempdir();
     let c = certs(dir.path(), "ecdsa-p256", &[]);
-    let (chain, key) = (c.chain.to_str().unwrap(), c.key.to_str().unwrap());
     let cache = redis_cache_flags("1.2", &url, "200ms");
-    let mut args = vec!["--cert", chain, "--key", key, "--threads", "1"];
-    args.extend(cache);
-    let s = Serve::start(&args);
+    let s = Serve::start(&[&c.serve_flags()[..], &["--threads", "1"], &cache].concat());
     let ca: PathBuf = c.ca.clone();
     // Full handshakes store sessions (the writes fail), resumptions ask
     // Redis first (the GETs fail).
-    let out = run_tlslab(
-        &[
-            "load",
-            &s.url("/health"),
-            "--cacert",
-            ca.to_str().unwrap(),
-            "-c",
-            "1",
-            "-n",
-            "20",
-            "--requests-per-conn",
-            "1",
-            "--tls",
-            "1.2",
-            "--reuse",
-            "50",
-        ],
-        Duration::from_secs(30),
-    );
+    let line = "load URL --cacert CA -c 1 -n 20 --requests-per-conn 1 --tls 1.2 --reuse 50";
+    let vars = [("URL", &*s.url("/health")), ("CA", ca.to_str().unwrap())];
+    let out = run_tlslab(&args_with(line, &vars), Duration::from_secs(30));
     assert!(out.status.success(), "{}", show(&out));
     assert!(
         s.proc

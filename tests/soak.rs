@@ -332,23 +332,13 @@ fn rss_and_fds(pid: u32) -> Option<(u64, usize)> {
 fn real_load(url: &str, ca: &Path, secs: u64, out: &Path) -> (u64, f64, f64) {
     let json = out.to_str().expect("utf-8 path").to_string();
     let d = format!("{secs}s");
-    let args = [
-        "load",
-        url,
-        "-c",
-        "4",
-        "-d",
-        &d,
-        "--reuse",
-        "50",
-        "--threads",
-        "1",
-        "--cacert",
-        ca.to_str().expect("utf-8 path"),
-        "--json",
-        &json,
-    ];
-    let o = run(tlslab(args), Duration::from_secs(secs + 60));
+    let line = "load URL -c 4 -d D --reuse 50 --threads 1 --cacert CA --json J";
+    let ca = ca.to_str().expect("utf-8 path");
+    let vars = [("URL", url), ("D", &d), ("CA", ca), ("J", &json)];
+    let o = run(
+        tlslab(common::args_with(line, &vars)),
+        Duration::from_secs(secs + 60),
+    );
     let r = load_json(out);
     let errs = common::errors(&r);
     let errors: u64 = errs.values().sum();
@@ -427,16 +417,9 @@ fn hostile_mix_does_not_hurt_real_clients_or_grow_the_engines() {
     let backend = Serve::start(&[]);
     let ca = serve.ca.clone().expect("an ephemeral CA");
     let backend_ca = backend.ca.clone().expect("an ephemeral CA");
-    let dispatch = Proc::spawn(tlslab([
-        "dispatch",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics",
-        "127.0.0.1:0",
-        "--backend",
-        &backend.https.to_string(),
-    ]))
-    .graceful_drop();
+    let line = "dispatch --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --backend B";
+    let b = backend.https.to_string();
+    let dispatch = Proc::spawn(tlslab(common::args_with(line, &[("B", &b)]))).graceful_drop();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut d_listen: Option<SocketAddr> = None;
     while d_listen.is_none() {

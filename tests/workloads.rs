@@ -6,7 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Serve, assert_nums, expect_ok, load_json, num, run_tlslab, show, tempdir};
+use common::{
+    Serve, args, args_with, argv, assert_nums, assert_usage_error, expect_ok, load_json, num,
+    run_tlslab, show, tempdir, usage_error,
+};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -59,20 +62,9 @@ fn fileset_writes_what_serve_serves_and_refuses_to_clobber() {
         &serve,
         "",
         "specweb",
-        &[
-            "--workload",
-            "specweb96",
-            "--seed",
-            "9",
-            "-c",
-            "4",
-            "-n",
-            "120",
-            "--requests-per-conn",
-            "0",
-            "--think-time",
-            "const:1ms",
-        ],
+        &args(
+            "--workload specweb96 --seed 9 -c 4 -n 120 --requests-per-conn 0 --think-time const:1ms",
+        ),
     );
     assert!(text.contains("workload: specweb96, seed 9"), "{text}");
     assert_eq!(num(&r, "requests/succeeded"), 120.0, "{r:#}");
@@ -91,16 +83,7 @@ fn open_loop_reports_its_arrivals() {
         &serve,
         "/health",
         "open",
-        &[
-            "--rate",
-            "20",
-            "--arrivals",
-            "constant",
-            "-n",
-            "20",
-            "--reuse",
-            "50",
-        ],
+        &args("--rate 20 --arrivals constant -n 20 --reuse 50"),
     );
     assert!(
         text.contains("open loop: constant arrivals at 20 /s"),
@@ -128,60 +111,23 @@ fn open_loop_reports_its_arrivals() {
 
 #[test]
 fn workload_flag_mistakes_are_usage_errors() {
-    for args in [
-        &["load", "https://127.0.0.1:9/", "--arrivals", "constant"][..],
-        &[
-            "load",
-            "https://127.0.0.1:9/",
-            "--rate",
-            "10",
-            "--think-time",
-            "const:1s",
-        ],
-        &[
-            "load",
-            "https://127.0.0.1:9/",
-            "--rate",
-            "10",
-            "--retry-on-failure",
-        ],
-        &["load", "https://127.0.0.1:9/", "--rate", "0"],
-        &["load", "https://127.0.0.1:9/x", "--workload", "specweb96"],
-        &["load", "https://127.0.0.1:9/", "--think-time", "sometimes"],
-        &[
-            "load",
-            "https://127.0.0.1:9/",
-            "--workload",
-            "ecommerce",
-            "--reuse",
-            "50",
-        ],
-        &[
-            "load",
-            "https://127.0.0.1:9/",
-            "--workload-config",
-            "x.toml",
-        ],
+    for line in [
+        "load https://127.0.0.1:9/ --arrivals constant",
+        "load https://127.0.0.1:9/ --rate 10 --think-time const:1s",
+        "load https://127.0.0.1:9/ --rate 10 --retry-on-failure",
+        "load https://127.0.0.1:9/ --rate 0",
+        "load https://127.0.0.1:9/x --workload specweb96",
+        "load https://127.0.0.1:9/ --think-time sometimes",
+        "load https://127.0.0.1:9/ --workload ecommerce --reuse 50",
+        "load https://127.0.0.1:9/ --workload-config x.toml",
     ] {
-        let out = run_tlslab(args, LIMIT);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+        usage_error(&args(line), LIMIT);
     }
     let help = expect_ok(&run_tlslab(&["load", "--help"], LIMIT));
-    for flag in [
-        "--workload",
-        "--seed",
-        "--think-time",
-        "--retry-on-failure",
-        "--rate",
-        "--arrivals",
-        "--max-in-flight",
-        "--workload-config",
-        "--access-log",
-        "--window",
-        "--speed",
-        "--exclude-ips",
-        "--ip-rate-limit",
-    ] {
+    for flag in args(
+        "--workload --seed --think-time --retry-on-failure --rate --arrivals --max-in-flight \
+         --workload-config --access-log --window --speed --exclude-ips --ip-rate-limit",
+    ) {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
 }
@@ -196,21 +142,14 @@ fn ecommerce_model_from_toml() {
     )
     .unwrap();
     let serve = Serve::start(&["--threads", "1"]);
-    let (text, r) = load(
-        &serve,
-        "",
-        "shop",
-        &[
-            "--workload",
-            "ecommerce",
-            "--workload-config",
-            model.to_str().unwrap(),
-            "-c",
-            "1",
-            "-n",
-            "34",
-        ],
-    );
+    let model_s = model.to_str().unwrap();
+    let shop = |line| {
+        argv(
+            &["--workload", "ecommerce", "--workload-config", model_s],
+            line,
+        )
+    };
+    let (text, r) = load(&serve, "", "shop", &shop("-c 1 -n 34"));
     // New customers only: 7 pages, 17 requests per purchase session.
     assert!(
         text.contains("e-commerce: 2 purchase sessions (2 new, 0 returning customers), 14 pages"),
@@ -227,25 +166,9 @@ fn ecommerce_model_from_toml() {
     assert_eq!(r["config"]["workload"], "ecommerce");
 
     std::fs::write(&model, "new_customer_percent = 150\n").unwrap();
-    let out = run_tlslab(
-        &[
-            "load",
-            &serve.url(""),
-            "--workload",
-            "ecommerce",
-            "--workload-config",
-            model.to_str().unwrap(),
-            "-n",
-            "1",
-        ],
-        LIMIT,
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("new_customer_percent"),
-        "{}",
-        show(&out)
-    );
+    let url = serve.url("");
+    let bad = [&["load", url.as_str()][..], &shop("-n 1")].concat();
+    assert_usage_error(&bad, "new_customer_percent", LIMIT);
 }
 
 #[test]
@@ -270,21 +193,10 @@ fn replay_of_an_access_log_with_filters() {
     let proxies = dir.path().join("proxies");
     std::fs::write(&proxies, "10.9.9.9\n").unwrap();
     let serve = Serve::start(&["--threads", "1"]);
-    let (text, r) = load(
-        &serve,
-        "",
-        "replay",
-        &[
-            "--workload",
-            "replay",
-            "--access-log",
-            log.to_str().unwrap(),
-            "--exclude-ips",
-            proxies.to_str().unwrap(),
-            "-c",
-            "3",
-        ],
-    );
+    let (log_s, url) = (log.to_str().unwrap(), serve.url(""));
+    let vars = [("LOG", log_s), ("IPS", proxies.to_str().unwrap())];
+    let line = "--workload replay --access-log LOG --exclude-ips IPS -c 3";
+    let (text, r) = load(&serve, "", "replay", &args_with(line, &vars));
     assert!(
         text.contains("replay: 5 of 5 sessions and 36 of 36 requests"),
         "{text}"
@@ -305,48 +217,29 @@ fn replay_of_an_access_log_with_filters() {
     assert!(r["replay"]["speed"].is_null());
 
     // Without --access-log, or with a log of nothing parsable: usage errors.
-    let out = run_tlslab(&["load", &serve.url(""), "--workload", "replay"], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    usage_error(&["load", &url, "--workload", "replay"], LIMIT);
     std::fs::write(&log, "nothing here\n").unwrap();
-    let out = run_tlslab(
-        &[
-            "load",
-            &serve.url(""),
-            "--workload",
-            "replay",
-            "--access-log",
-            log.to_str().unwrap(),
-        ],
+    usage_error(
+        &argv(&["load", &url, "--access-log", log_s], "--workload replay"),
         LIMIT,
     );
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
 }
 
 #[test]
 fn sweep_writes_one_series_per_reuse_value() {
     let dir = tempdir();
     let serve = Serve::start(&["--threads", "1"]);
-    let ca = serve.ca.clone().unwrap();
+    let (url, ca) = (serve.url("/dyn?work=3000"), serve.ca.clone().unwrap());
     let json = dir.path().join("sweep.json");
-    let out = run_tlslab(
-        &[
-            "sweep",
-            &serve.url("/dyn?work=3000"),
-            "--cacert",
-            ca.to_str().unwrap(),
-            "-c",
-            "1",
-            "-d",
-            "0.3s",
-            "--reuse",
-            "0,100",
-            "--steps",
-            "3",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        LIMIT,
-    );
+    let head = [
+        "sweep",
+        &url,
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = run_tlslab(&argv(&head, "-c 1 -d 0.3s --reuse 0,100 --steps 3"), LIMIT);
     let text = expect_ok(&out);
     assert!(text.contains("tlslab sweep over clients"), "{text}");
     let r = load_json(&json);
@@ -366,6 +259,5 @@ fn sweep_writes_one_series_per_reuse_value() {
     assert!(series[1]["steps"][0]["reuse_achieved"].as_f64().unwrap() > 0.5);
 
     // A list of reuse values is for sweep only.
-    let out = run_tlslab(&["load", &serve.url("/"), "--reuse", "0,50"], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    usage_error(&["load", &serve.url("/"), "--reuse", "0,50"], LIMIT);
 }

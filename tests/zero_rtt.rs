@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Relay, Serve, expect_ok, run_tlslab, tempdir};
+use common::{Relay, Serve, args, args_with, expect_ok, run_tlslab, tempdir};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// The relay's round trip: 50 ms each way.
@@ -49,25 +49,11 @@ fn run(relay: &Relay, ca: &str, early: bool, dir: &Path, n: u32) -> Vec<HashMap<
     let url = format!("https://{}/bytes/100", relay.addr);
     let csv = dir.join(format!("early-{early}.csv"));
     let n = n.to_string();
-    let mut args = vec![
-        "load",
-        &url,
-        "--cacert",
-        ca,
-        "--tls",
-        "1.3",
-        "-c",
-        "1",
-        "-n",
-        &n,
-        "--requests-per-conn",
-        "1",
-        "--reuse",
-        "100",
-        "--no-progress",
-        "--log",
-        csv.to_str().unwrap(),
-    ];
+    let line = "load URL --cacert CA --tls 1.3 -c 1 -n N --requests-per-conn 1 --reuse 100 \
+                --no-progress --log CSV";
+    let log = csv.to_str().unwrap();
+    let vars = [("URL", &*url), ("CA", ca), ("N", &n), ("CSV", log)];
+    let mut args = args_with(line, &vars);
     if early {
         args.push("--early-data");
     }
@@ -81,16 +67,8 @@ fn run(relay: &Relay, ca: &str, early: bool, dir: &Path, n: u32) -> Vec<HashMap<
 #[test]
 fn a_resumed_zero_rtt_request_saves_one_round_trip() {
     let dir = tempdir();
-    let serve = Serve::start(&[
-        "--tls",
-        "1.3",
-        "--tickets",
-        "off",
-        "--max-early-data",
-        "16384",
-    ]);
-    let ca = serve.ca.clone().expect("ephemeral CA");
-    let ca = ca.to_str().unwrap();
+    let serve = Serve::start(&args("--tls 1.3 --tickets off --max-early-data 16384"));
+    let ca = serve.ca_str();
     let relay = Relay::start(serve.https, &["--delay", "50ms"]);
 
     let plain = run(&relay, ca, false, dir.path(), 7);

@@ -123,6 +123,26 @@ fn run_fed(mut cmd: Command, input: Option<&[u8]>, limit: Duration) -> Output {
     }
 }
 
+/// The words of `line`, split at whitespace: literal flags written the way
+/// they are typed (`args("-c 1 -n 3")`). A path, or any value that may hold
+/// a space, goes as its own item (see [`argv`]), never through this.
+pub fn args(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// `head` as given (URLs, paths), then the words of `line` ([`args`]).
+pub fn argv<'a>(head: &[&'a str], line: &'a str) -> Vec<&'a str> {
+    [head, &args(line)].concat()
+}
+
+/// [`args`] with each word that is a name in `vars` replaced by its value,
+/// after the split (so a value may hold spaces):
+/// `args_with("load URL -n 1", &[("URL", &url)])`.
+pub fn args_with<'a>(line: &'a str, vars: &[(&str, &'a str)]) -> Vec<&'a str> {
+    let value = |w| vars.iter().find(|(k, _)| *k == w).map_or(w, |(_, v)| *v);
+    line.split_whitespace().map(value).collect()
+}
+
 /// Runs `tlslab ARGS` with a limit (see [`run`]).
 pub fn run_tlslab(args: &[&str], limit: Duration) -> Output {
     run(tlslab(args), limit)
@@ -138,14 +158,25 @@ pub fn show(out: &Output) -> String {
     )
 }
 
-/// Runs `tlslab args` and asserts a usage error (exit 2, no panic) whose
-/// stderr says `says`.
-pub fn assert_usage_error(args: &[&str], says: &str, limit: Duration) {
+/// Runs `tlslab args` and asserts it exits `code` without a panic;
+/// returns its stderr.
+pub fn exits(args: &[&str], code: i32, limit: Duration) -> String {
     let out = run_tlslab(args, limit);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(says), "{args:?}: must mention {says}: {err}");
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", show(&out));
     assert_no_panic(&out.stderr);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs `tlslab args` and asserts a usage error (exit 2, no panic);
+/// returns its stderr.
+pub fn usage_error(args: &[&str], limit: Duration) -> String {
+    exits(args, 2, limit)
+}
+
+/// [`usage_error`] whose stderr says `says`.
+pub fn assert_usage_error(args: &[&str], says: &str, limit: Duration) {
+    let err = usage_error(args, limit);
+    assert!(err.contains(says), "{args:?}: must mention {says}: {err}");
 }
 
 /// Runs `tlslab experiment run ARGS --out OUT` within `limit`, which must
@@ -200,6 +231,19 @@ impl Certs {
             chain: dir.join("server.pem"),
             key: dir.join("server.key"),
         }
+    }
+}
+
+impl Certs {
+    /// `--cert CHAIN --key KEY`: `tlslab serve` on these files.
+    pub fn serve_flags(&self) -> [&str; 4] {
+        let chain = self.chain.to_str().expect("utf-8 temp path");
+        [
+            "--cert",
+            chain,
+            "--key",
+            self.key.to_str().expect("utf-8 temp path"),
+        ]
     }
 }
 
@@ -426,6 +470,13 @@ impl Serve {
             ca,
             tmp,
         }
+    }
+
+    /// The ephemeral CA's path as text, for `--cacert`; fails the test when
+    /// serve printed none (`--cert` given).
+    pub fn ca_str(&self) -> &str {
+        let ca = self.ca.as_deref().expect("serve printed its ephemeral CA");
+        ca.to_str().expect("utf-8 temp path")
     }
 
     /// `https://ADDR{path}`.

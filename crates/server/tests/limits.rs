@@ -321,7 +321,6 @@ fn at_the_limit_a_busy_connection_keeps_its_slot_and_an_idle_one_gives_it_up() {
     cfg.threads = 1;
     let server = Server::start(cfg).unwrap();
     let addr = server.http_addr().unwrap();
-    let mut buf = [0u8; 512];
     // The first connection is busy (0.6 s of /dyn work): the second waits.
     let mut first = std::net::TcpStream::connect(addr).unwrap();
     first
@@ -332,29 +331,18 @@ fn at_the_limit_a_busy_connection_keeps_its_slot_and_an_idle_one_gives_it_up() {
     second
         .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
-    second
-        .set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
     assert!(
-        second.read(&mut buf).is_err(),
+        read_within(&mut second, Duration::from_millis(300)).is_err(),
         "served past the limit while the first was busy"
     );
     // Once the first is answered it is idle, and makes room.
-    first
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let n = first.read(&mut buf).unwrap();
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
-    second
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .unwrap();
-    let n = second.read(&mut buf).unwrap();
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let got = read_within(&mut first, Duration::from_secs(5)).unwrap();
+    assert!(got.starts_with(b"HTTP/1.1 200"));
+    let got = read_within(&mut second, Duration::from_secs(2)).unwrap();
+    assert!(got.starts_with(b"HTTP/1.1 200"));
     // The first, evicted, is closed.
-    first
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .unwrap();
-    assert_eq!(first.read(&mut buf).unwrap_or(0), 0);
+    let got = read_within(&mut first, Duration::from_secs(2));
+    assert_eq!(got.map_or(0, |b| b.len()), 0);
     let snap = server.shutdown();
     assert_eq!(snap.idle_closed.evicted, 1);
     assert_eq!(snap.requests.http, 2);

@@ -470,26 +470,16 @@ fn at_the_connection_limit_the_idle_connection_makes_room() {
     // First connection: keep-alive, stays open and idle.
     let mut first = std::net::TcpStream::connect(addr).unwrap();
     first.write_all(req).unwrap();
-    let mut buf = [0u8; 256];
-    first
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let n = first.read(&mut buf).unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let got = read_within(&mut first, Duration::from_secs(5)).unwrap();
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
     // Second connection: served at once, in the first one's slot (nginx
     // closes idle keep-alive connections the same way when it runs out).
     let mut second = std::net::TcpStream::connect(addr).unwrap();
     second.write_all(req).unwrap();
-    second
-        .set_read_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
-    let n = second.read(&mut buf).unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-    assert_eq!(
-        first.read(&mut buf).unwrap_or(0),
-        0,
-        "the idle one is closed"
-    );
+    let got = read_within(&mut second, Duration::from_secs(1)).unwrap();
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+    let got = read_within(&mut first, Duration::from_secs(5));
+    assert_eq!(got.map_or(0, |b| b.len()), 0, "the idle one is closed");
     assert_eq!(server.snapshot().open_connections, 1);
     drop(second);
     let snap = server.shutdown();

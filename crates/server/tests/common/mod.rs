@@ -193,6 +193,15 @@ pub fn raw(addr: SocketAddr, bytes: &[u8], half_close: bool) -> Vec<u8> {
     out
 }
 
+/// One read from `s` within `limit`: what it read (empty at EOF), or the
+/// error (a timeout when nothing came).
+pub fn read_within(s: &mut StdTcpStream, limit: Duration) -> std::io::Result<Vec<u8>> {
+    s.set_read_timeout(Some(limit))?;
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf)?;
+    Ok(buf[..n].to_vec())
+}
+
 /// A plain HTTP/1.1 GET with `Connection: close`; returns (status, body).
 pub fn plain_get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>, String) {
     let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
