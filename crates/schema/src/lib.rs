@@ -2,10 +2,11 @@
 //! writers and the readers of those files.
 //!
 //! This crate is at the bottom of the layering: it holds plain data types,
-//! their serde attributes and trivial accessors, and depends on nothing
-//! but serde. Building a report from measurements (HDR histograms) and
-//! rendering it (tables, Markdown, HTML, SVG) live above it, in
-//! `tlslab-report` and the crates that measure.
+//! their serde attributes, trivial accessors and exact merges of sums, and
+//! depends on nothing but serde and serde_json (clap behind a feature).
+//! Building a report from measurements (HDR histograms) and rendering it
+//! (tables, Markdown, HTML, SVG) live above it, in `tlslab-report` and the
+//! crates that measure.
 //!
 //! - [`load`]: `tlslab load --json` ([`load::LoadReport`]), with the
 //!   `distributed` section that `tlslab merge` adds.
@@ -16,6 +17,8 @@
 //! - [`overload`]: `tlslab overload --json` ([`overload::OverloadReport`])
 //!   and the user-session figures of `tlslab load --users`.
 //! - [`agent`]: an agent's `complete.json` and `counters.json` (`load --out`).
+//! - [`counters`]: the exact counters of a load's statistics, kept in
+//!   memory by `tlslab-report`'s `Stats` and written to `counters.json`.
 //! - [`sweep`]: `tlslab sweep --json` ([`sweep::SweepReport`]).
 //! - [`study`]: `tlslab experiment`'s results document
 //!   ([`study::StudyResults`]), and its [`engine`] report.
