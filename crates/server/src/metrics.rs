@@ -463,6 +463,12 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
     )?;
     gauge(
         enc,
+        "tlslab_admission_served_full_handshakes_per_second",
+        "Full handshakes per second the server completed while its CPU was saturated, smoothed over about half a second: what admission control takes the server to serve (the limit starts a decrease from it and returns to it once the queue is under its target; 0 until a saturated tick).",
+        a.served_full_per_sec,
+    )?;
+    gauge(
+        enc,
         "tlslab_admission_overloaded",
         "1 if the last tick showed overload (queue delay over target with the CPU busy, or too many full handshakes in flight).",
         i64::from(a.overloaded),

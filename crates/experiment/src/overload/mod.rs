@@ -9,7 +9,10 @@
 //! until a step does not keep up (its sessions completed per second in the
 //! second half of the window, the steady state, fall below 85 % of the
 //! offered rate), then two bisection steps; capacity is the highest steady
-//! completion rate of any step (see `find_capacity`). Then
+//! completion rate of any step, a step's rate capped at what it was
+//! offered, and a step whose second half completed more sessions than
+//! could arrive in it taken for the measurement error it is (see
+//! [`judge_step`]). Then
 //! each arm runs at multiples of that capacity, each point on a fresh
 //! server: admission `off`, `static` or `session`; a finite client timeout
 //! or none; retry on failure or a new client; 80 % or 0 % reuse. For each
@@ -34,9 +37,11 @@ mod plan;
 mod point;
 mod report;
 mod run;
+mod sweep;
 
 pub use plan::{Arm, NGINX_LIMIT_CONN, NginxPlan, OverloadPlan, Peer, RETRY_BACKOFF};
 pub use report::{
     CLIENT_SATURATED, OverloadReport, OverloadText, Point, Robustness, ServerSide, ShedCost,
 };
 pub use run::run;
+pub use sweep::{SweepStep, judge_step};

@@ -1,14 +1,15 @@
 //! How `tlslab overload` runs: the shed cost, the capacity sweep, the
 //! robustness runs and the points of every arm.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tlslab_load::{Users, UsersReport};
+use tlslab_load::Users;
 use tlslab_server::AdmissionMode;
 
 use super::plan::{Arm, OverloadPlan, Peer};
 use super::point::{load, max_users, point, point_nginx, rss_kib, start_server};
 use super::report::{OverloadReport, Point, Robustness, ShedCost};
+use super::sweep::find_capacity;
 use crate::Error;
 use crate::rig::Rig;
 
@@ -114,122 +115,6 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
             "sweep".into()
         },
     })
-}
-
-/// The capacity sweep: (capacity in completed user sessions/s, the steps).
-///
-/// Each step measures its steady completion rate: the sessions completed
-/// per second in the second half of its window (the first half is the
-/// ramp, as a session takes K requests and think times to complete, and
-/// the drain does not count, so a rate served only by queueing past the
-/// window's end is not taken for capacity). A step keeps up when that rate
-/// reaches 85 % of the offered rate. The rate doubles from 25 users/s
-/// until a step does not keep up, then two bisection steps between the
-/// last rate that kept up and that one. Capacity is the highest steady
-/// completion rate of any step; in practice that of the last step that
-/// kept up, since past the knee a step's queue is still growing over a
-/// few seconds and it completes fewer. The earlier rule (75 % of the
-/// offered rate completed anywhere in a 2 s window) counted the ramp
-/// against each step and found 245 users/s where this one finds 231–284
-/// on the same machine (issue 13's RSA-4096 runs).
-fn find_capacity(
-    rig: &Rig,
-    plan: &OverloadPlan,
-    progress: &mut impl FnMut(&str),
-) -> Result<(f64, Vec<(f64, f64)>), Error> {
-    let sweep_arm = Arm {
-        server: Peer::Tlslab,
-        admission: AdmissionMode::Off,
-        timeout: None,
-        retry: true,
-        reuse: 0.8,
-    };
-    let mut sweep = Vec::new();
-    let mut capacity: f64 = 0.0;
-    let started = Instant::now();
-    let mut step_no = 0;
-    let mut step = |rate: f64, sweep: &mut Vec<(f64, f64)>| -> Result<Option<f64>, Error> {
-        let (c, _) = point(
-            rig,
-            plan,
-            &sweep_arm,
-            rate,
-            plan.sweep_window,
-            1000 + step_no,
-        )?;
-        step_no += 1;
-        let steady = steady_completion_rate(&c);
-        let share = c.sessions_completed as f64 / c.users_arrived.max(1) as f64;
-        let kept_up = steady >= 0.85 * rate;
-        progress(&format!(
-            "overload: capacity sweep: {rate:.0} users/s offered, {steady:.1} sessions/s completed \
-             in the window's second half ({:.0} % of arrivals completed by the drain's end), \
-             p99 {:.0} ms, client {:.0} % busy{}",
-            share * 100.0,
-            c.latency_p99_ms,
-            c.client_busy * 100.0,
-            if kept_up { "" } else { " (past the knee)" }
-        ));
-        sweep.push((rate, steady));
-        capacity = capacity.max(steady);
-        Ok(kept_up.then_some(steady))
-    };
-    let mut good = 0.0;
-    let mut knee = None;
-    let mut rate = 25.0;
-    for _ in 0..12 {
-        match step(rate, &mut sweep)? {
-            Some(_) => {
-                good = rate;
-                rate *= 2.0;
-            }
-            None => {
-                knee = Some(rate);
-                break;
-            }
-        }
-    }
-    if let Some(mut bad) = knee {
-        let mut lo = if good > 0.0 { good } else { bad / 8.0 };
-        for _ in 0..2 {
-            let mid = (lo + bad) / 2.0;
-            match step(mid, &mut sweep)? {
-                Some(_) => lo = mid,
-                None => bad = mid,
-            }
-        }
-    }
-    if capacity <= 0.0 {
-        return Err(Error::empty(
-            "capacity sweep",
-            "no step completed a session in the second half of its window",
-        ));
-    }
-    progress(&format!(
-        "overload: capacity {capacity:.1} user sessions/s (K = {}), found in {:.0} s",
-        plan.requests,
-        started.elapsed().as_secs_f64()
-    ));
-    Ok((capacity, sweep))
-}
-
-/// Sessions completed per second in the second half of a run's window
-/// (whole seconds of its timeline, by completion time): the steady state,
-/// after the ramp of sessions that started in the window.
-fn steady_completion_rate(c: &UsersReport) -> f64 {
-    let w = c.window_secs.floor() as usize;
-    let from = w / 2;
-    if w == 0 || from >= w {
-        return 0.0;
-    }
-    let done: u64 = c
-        .timeline
-        .iter()
-        .take(w)
-        .skip(from)
-        .map(|s| s.sessions_completed)
-        .sum();
-    done as f64 / (w - from) as f64
 }
 
 /// 60 s (or the plan's `robust_high`) at 3x capacity, then 0.5x; 10 s

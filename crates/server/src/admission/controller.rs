@@ -1,23 +1,31 @@
-//! The AIMD controller of the full-handshake rate: a pure function of
-//! the signals of each tick (see the module docs of `admission`).
+//! The controller of the full-handshake rate: a pure function of the
+//! signals of each tick (see the module docs of `admission`).
 
 use std::time::Duration;
 
-/// The AIMD controller of the full-handshake rate.
+/// The controller of the full-handshake rate: multiplicative decrease
+/// from what the server serves when its queue is over the target, back to
+/// it and multiplicative increase when the queue is under it.
 #[derive(Clone, Debug)]
 pub struct Controller {
     /// Full handshakes per second admitted; `None`: unlimited (no
     /// overload seen yet).
     limit: Option<f64>,
-    /// The additive step per tick.
+    /// The least increase per tick.
     step: f64,
     /// Multiplicative decrease.
     beta: f64,
     /// The limit never goes below this.
     min: f64,
-    /// The peak full-handshake completion rate, decaying 2 % a second: the
-    /// capacity estimate that floors the limit.
+    /// The peak of `served`, decaying 2 % a second: a quarter of it
+    /// floors the limit.
     peak: f64,
+    /// Full handshakes completed per second in the ticks that found the
+    /// CPU saturated, smoothed (exponentially, a time constant of about
+    /// half a second): what the server has shown it serves beside its
+    /// other work. A decrease starts from it and the limit returns to it
+    /// once the queue is back under the target. 0: no saturated tick yet.
+    served: f64,
     /// Ticks left before another decrease may happen.
     cooldown: u32,
     target: Duration,
@@ -59,6 +67,7 @@ impl Controller {
             beta: 0.5,
             min: 1.0,
             peak: 0.0,
+            served: 0.0,
             cooldown: 0,
             target,
             cpu_high,
@@ -77,15 +86,41 @@ impl Controller {
         self.limit
     }
 
+    /// What the server has shown it serves: full handshakes per second
+    /// completed while saturated, smoothed (0: not seen saturated yet).
+    pub fn served(&self) -> f64 {
+        self.served
+    }
+
     /// One tick: updates and returns the limit.
     pub fn update(&mut self, s: &Signals) -> Option<f64> {
-        self.peak = (self.peak * PEAK_DECAY).max(s.full_completed_rate);
+        // A saturated tick's completions measure capacity (an idle one's
+        // measure only the demand or the limit). Smoothed over several
+        // ticks: a single 100 ms tick holds a few dozen handshakes, and a
+        // tick in which another process took the CPU completes few.
+        if s.cpu_busy >= self.cpu_high {
+            self.served = if self.served > 0.0 {
+                self.served + SMOOTH * (s.full_completed_rate - self.served)
+            } else {
+                s.full_completed_rate
+            };
+        }
+        self.peak = (self.peak * PEAK_DECAY).max(self.served);
         if !self.overloaded(s) {
             self.cooldown = 0;
-            if s.full_shed > 0
-                && let Some(l) = self.limit
-            {
-                self.limit = Some(l + self.step);
+            if let Some(l) = self.limit {
+                // The queue is under its target. Shedding below what the
+                // server has shown it serves loses work it can do (and the
+                // shed clients come back as retries, which keeps a
+                // too-low limit shedding): back to `served` at once, and
+                // while the limit still sheds, up by 10 % a tick
+                // (multiplicative increase) until the queue says stop.
+                let up = if s.full_shed > 0 {
+                    l + self.step.max(l * INCREASE)
+                } else {
+                    l
+                };
+                self.limit = Some(up.max(self.served));
             }
             return self.limit;
         }
@@ -94,17 +129,20 @@ impl Controller {
             self.cooldown -= 1;
             return self.limit;
         }
-        // The completion rate at saturation estimates capacity; admit less
-        // than that so the queue beyond the target drains within DRAIN
-        // (by Little's law the excess is (delay − target) × rate, so the
-        // factor is 1 − (delay − target) / DRAIN, between β and 0.95);
-        // never below a quarter of the peak completion rate, so that shed
-        // clients retrying cannot drive the limit to nothing.
+        // What the server serves at saturation estimates capacity; admit
+        // less than that so the queue beyond the target drains within
+        // DRAIN (by Little's law the excess is (delay − target) × rate, so
+        // the factor is 1 − (delay − target) / DRAIN, between β and 0.95);
+        // never below a quarter of the peak, so that shed clients retrying
+        // cannot drive the limit to nothing.
         let excess = s.queue_delay.saturating_sub(self.target).as_secs_f64();
         let gradient = (1.0 - excess / DRAIN.as_secs_f64()).clamp(self.beta, 0.95);
-        let mut l = (s.full_completed_rate * gradient)
-            .max(FLOOR * self.peak)
-            .max(self.min);
+        let capacity = if self.served > 0.0 {
+            self.served
+        } else {
+            s.full_completed_rate
+        };
+        let mut l = (capacity * gradient).max(FLOOR * self.peak).max(self.min);
         if let Some(old) = self.limit {
             l = l.min(old);
         }
@@ -123,6 +161,12 @@ const FLOOR: f64 = 0.25;
 const DRAIN: Duration = Duration::from_secs(1);
 /// Ticks between two decreases (500 ms).
 const COOLDOWN_TICKS: u32 = 4;
+/// The weight of a saturated tick in `served` (a time constant of about
+/// five ticks).
+const SMOOTH: f64 = 0.2;
+/// The multiplicative increase per tick while the limit sheds and the
+/// queue is under its target.
+const INCREASE: f64 = 0.1;
 
 #[cfg(test)]
 mod tests {
@@ -163,6 +207,55 @@ mod tests {
             };
             (s, done / dt)
         }
+
+        /// One 100 ms tick in which the server got no CPU (another
+        /// process ran): nothing completes, arrivals queue.
+        fn stall(&mut self, offered: f64, limit: Option<f64>) -> Signals {
+            let dt = 0.1;
+            let admitted = limit.map_or(offered, |l| offered.min(l));
+            self.queue += admitted * dt;
+            Signals {
+                queue_delay: Duration::from_secs_f64(self.queue / self.capacity),
+                cpu_busy: 1.0,
+                in_flight: self.queue as u64,
+                full_admitted_rate: admitted,
+                full_completed_rate: 0.0,
+                full_shed: ((offered - admitted) * dt) as u64,
+            }
+        }
+    }
+
+    /// Issue 29: at capacity, one tick in which the server got no CPU set
+    /// the limit from that tick's completions (none) to its floor, a
+    /// quarter of the peak, and the additive increase took seconds to
+    /// climb back: the gate shed much of what the server could serve.
+    #[test]
+    fn a_stall_at_capacity_sheds_little_of_what_the_server_can_serve() {
+        let capacity = 1000.0;
+        let offered = 0.95 * capacity;
+        let mut sim = Sim::new(capacity);
+        let mut ctl = Controller::new(Duration::from_millis(10), 0.8, 10_000);
+        let mut limit = None;
+        for _ in 0..50 {
+            limit = ctl.update(&sim.tick(offered, limit).0);
+        }
+        assert_eq!(limit, None, "nothing to shed below capacity");
+        limit = ctl.update(&sim.stall(offered, limit));
+        let mut shed = 0;
+        for _ in 0..50 {
+            let (s, _) = sim.tick(offered, limit);
+            shed += s.full_shed;
+            limit = ctl.update(&s);
+        }
+        // 5 s after the stall: at most 5 % of the offered handshakes shed,
+        // and the limit back above the offered rate.
+        assert!(
+            shed as f64 <= 0.05 * offered * 5.0,
+            "{shed} shed of {}",
+            offered * 5.0
+        );
+        assert!(limit.is_some_and(|l| l >= offered), "limit {limit:?}");
+        assert!(sim.queue < 1.0, "queue {}", sim.queue);
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct AdmissionStats {
     /// CPU saturation of the workers in the last tick: (CPU time +
     /// run-queue wait) over the CPU budget, capped at 1.
     pub cpu_busy: f64,
+    /// `session`: full handshakes per second the server completed while
+    /// its CPU was saturated, smoothed: the controller's estimate of what
+    /// it serves (0 until a saturated tick).
+    pub served_full_per_sec: f64,
     /// The last tick showed overload.
     pub overloaded: bool,
     /// Ticks that showed overload.
@@ -79,8 +83,9 @@ pub(crate) struct Admission {
     unparsed: AtomicU64,
     pub(super) delay_ns: AtomicU64,
     pub(super) delay_n: AtomicU64,
-    /// The last tick's signals and verdict.
-    pub(super) last: Mutex<(Signals, bool)>,
+    /// The last tick's signals, verdict and the controller's estimate of
+    /// the full handshakes per second served.
+    pub(super) last: Mutex<(Signals, bool, f64)>,
     pub(super) overload_ticks: AtomicU64,
 }
 
@@ -134,7 +139,7 @@ impl Admission {
             unparsed: AtomicU64::new(0),
             delay_ns: AtomicU64::new(0),
             delay_n: AtomicU64::new(0),
-            last: Mutex::new((Signals::default(), false)),
+            last: Mutex::new((Signals::default(), false, 0.0)),
             overload_ticks: AtomicU64::new(0),
         }
     }
@@ -220,7 +225,7 @@ impl Admission {
     }
 
     pub(crate) fn stats(&self) -> AdmissionStats {
-        let (sig, overloaded) = *self.last.lock();
+        let (sig, overloaded, served) = *self.last.lock();
         AdmissionStats {
             mode: self.settings.mode,
             shed_with: self.settings.shed_with,
@@ -238,6 +243,7 @@ impl Admission {
             full_in_flight: self.full_in_flight.load(Ordering::Relaxed),
             queue_delay_seconds: sig.queue_delay.as_secs_f64(),
             cpu_busy: sig.cpu_busy,
+            served_full_per_sec: served,
             overloaded,
             overload_ticks: self.overload_ticks.load(Ordering::Relaxed),
         }

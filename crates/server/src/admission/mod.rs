@@ -33,7 +33,7 @@
 //!   token from a bucket refilled at the controller's limit (full
 //!   handshakes per second; unlimited until the first overload).
 //!
-//! The controller ([`Controller`]) is AIMD, ticking every 100 ms on three
+//! The controller ([`Controller`]) ticks every 100 ms on three
 //! signals: the mean queueing delay of the new connections read in the
 //! tick (how long their ClientHello waited in the kernel, accept queue
 //! included, before a worker read it: the server's queue, timed from the
@@ -45,16 +45,19 @@
 //! (admitted resumptions, never shed, do not count). The server is
 //! overloaded when the queue delay exceeds the target while the CPU is
 //! busy (at least `cpu_high`), or when more full handshakes are in flight
-//! than the cap. Overloaded: the limit is lowered to the full
-//! handshakes completed per second in the tick (at saturation, what the
-//! server can do beside its other work) times `1 − (delay − target) / 1 s`
-//! clamped to [0.5, 0.95], so that the queue beyond the target drains
-//! within a second (Little's law); at most once per 500 ms (the queue
-//! needs time to drain), and never below a quarter of the peak completion rate (decaying 2 % a second),
-//! so that shed clients retrying at once cannot spiral the limit down to
-//! nothing. Not overloaded, when the limit shed something in the tick, it
-//! grows by a constant step (5 % of the limit set at the last decrease,
-//! per tick, at least 1/s): additive increase, multiplicative decrease.
+//! than the cap. It keeps *served*: the full handshakes completed per
+//! second in the ticks that found the CPU saturated, smoothed over about
+//! half a second (what the server has shown it serves beside its other
+//! work; an idle tick measures only the demand). Overloaded: the limit is
+//! lowered to served times `1 − (delay − target) / 1 s` clamped to
+//! [0.5, 0.95], so that the queue beyond the target drains within a second
+//! (Little's law); at most once per 500 ms (the queue needs time to
+//! drain), and never below a quarter of served's peak (decaying 2 % a
+//! second), so that shed clients retrying at once cannot spiral the limit
+//! down to nothing. Not overloaded: the limit returns at once to served
+//! (shedding below it loses work the server can do, and the shed clients
+//! come back as retries), and while it still sheds it grows by 10 % a tick
+//! (at least 5 % of the limit set at the last decrease).
 //! Every figure it uses is exported on `/metrics`.
 
 mod admit;

@@ -79,8 +79,9 @@ pub(crate) async fn control(
             full_shed = sig.full_shed,
             overloaded,
             limit = ctl.limit(),
+            served_full_per_s = ctl.served(),
             "admission tick"
         );
-        *adm.last.lock() = (sig, overloaded);
+        *adm.last.lock() = (sig, overloaded, ctl.served());
     }
 }
