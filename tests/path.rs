@@ -39,6 +39,16 @@ fn path_usage_errors_exit_2_before_any_work() {
         ),
         ("path -- sleep 1", ":::"),
         ("path -- sleep 1 :::", "both"),
+        // Issue 29: these were accepted as a 384 B queue, a clap error
+        // about '-5', and a 1.07 GB read of /dev/zero.
+        ("path --queue 18446744073709552kB", "too large"),
+        ("path --delay -5ms", "cannot be negative"),
+        ("path --jitter -1ms", "cannot be negative"),
+        ("path --up delay=-5ms", "cannot be negative"),
+        ("path --uplink-trace /dev/zero", "16 MiB"),
+        ("path --pcap-size 10MB", "--pcap"),
+        ("path --pcap /tmp/x.pcapng --pcap-size 10kB", "1MB"),
+        ("path --pcap /tmp/x.pcapng --pcap-files 0", "pcap-files"),
     ] {
         common::assert_usage_error(&args(line), want, LIMIT);
     }
@@ -130,6 +140,112 @@ fn path_survives_kill_9_of_a_child_and_removes_namespaces() {
     let (srv, cli) = read_netns_names(&p);
     let done = p.wait(Duration::from_secs(30));
     failed_and_removed(&done, "killed by signal 9", &srv, &cli);
+}
+
+/// The processes inside a namespace (`ip netns pids`).
+fn netns_pids(name: &str) -> Vec<u32> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "pids", name])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Returns true if and only if process `pid` is gone or a zombie.
+fn dead(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rfind(')')
+            .and_then(|i| s[i + 1..].split_whitespace().next())
+            .is_none_or(|st| st == "Z" || st == "X")
+    })
+}
+
+/// Polls (≤ `limit`) until every pid is dead; the ones still alive.
+fn alive_after(pids: &[u32], limit: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let alive: Vec<u32> = pids.iter().copied().filter(|&p| !dead(p)).collect();
+        if alive.is_empty() || Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// Issue 29: after `kill -9` of `tlslab path`, its server and client
+// commands kept running, orphaned to PID 1.
+#[test]
+fn path_kill_9_of_tlslab_path_ends_its_commands() {
+    if !root("path_kill_9_of_tlslab_path_ends_its_commands") {
+        return;
+    }
+    let p = common::Proc::spawn(tlslab(args("path --delay 1ms -- sleep 300 ::: sleep 300")));
+    let (srv, cli) = read_netns_names(&p);
+    let pids = common::poll(
+        Duration::from_secs(10),
+        || [netns_pids(&srv), netns_pids(&cli)],
+        |[s, c]| !s.is_empty() && !c.is_empty(),
+    );
+    let pids: Vec<u32> = pids.concat();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    p.signal(nix::sys::signal::Signal::SIGKILL);
+    let alive = alive_after(&pids, Duration::from_secs(10));
+    // Reaped, the run is dead: the namespaces outlive it and --cleanup
+    // removes them (and ends what is left in them, so a failure here
+    // leaves nothing running).
+    let _ = p.wait(Duration::from_secs(5));
+    let out = run_tlslab(&["path", "--cleanup"], LIMIT);
+    assert!(alive.is_empty(), "still running after kill -9: {alive:?}");
+    common::expect_ok(&out);
+    assert!(!netns_exists(&srv) && !netns_exists(&cli));
+}
+
+// Issue 29: `path --cleanup` removed a dead run's namespaces but left the
+// processes inside them running.
+#[test]
+fn path_cleanup_kills_processes_left_in_a_dead_runs_namespace() {
+    if !root("path_cleanup_kills_processes_left_in_a_dead_runs_namespace") {
+        return;
+    }
+    // A run that died: pid 4194305 is above Linux's largest pid_max.
+    let dead_run = format!("{}4194305-1-0-srv", tlslab_path::PREFIX);
+    let ok = std::process::Command::new("ip")
+        .args(["netns", "add", &dead_run])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let mut left = std::process::Command::new("ip")
+        .args(["netns", "exec", &dead_run, "sleep", "300"])
+        .spawn()
+        .unwrap();
+    let pid = left.id();
+    common::poll(
+        Duration::from_secs(10),
+        || netns_pids(&dead_run),
+        |p| p.contains(&pid),
+    );
+    let out = run_tlslab(&["path", "--cleanup"], LIMIT);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = left.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = left.kill();
+            let _ = left.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = common::expect_ok(&out);
+    assert!(
+        status.is_some(),
+        "the process in the dead run's namespace survived: {text}"
+    );
+    assert!(!netns_exists(&dead_run), "{text}");
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! - a rate (and a mahimahi trace file) is within 2 %;
 //! - loss over 100,000 packets is within the binomial 95 % interval;
 //! - the forwarder's CPU per MTU packet allows ≥ 100,000 packets/s on a core;
-//! - `delay=0` adds at most 50 µs per round trip over direct loopback.
+//! - `delay=0` adds at most 50 µs per round trip over direct loopback;
+//! - `pcap=FILE` adds at most 2 µs per packet to the forwarder and keeps
+//!   it at ≥ 100,000 packets/s on a core.
 //!
 //! The two timing targets (delay p99, `delay=0`) print `TARGET … met` or
 //! `MISSED` and assert only a sanity bound (5 ms, 500 µs): on a busy
@@ -247,6 +249,54 @@ fn bench_forwarder_sustains_100k_mtu_packets_per_second_per_core() {
         per_core * 1500.0 * 8.0 / 1e9
     );
     assert!(per_core >= 100_000.0, "{per_core} packets/s per core");
+}
+
+#[test]
+#[ignore = "root; timing; run by .ci/run with --release --test-threads=1"]
+fn bench_pcap_costs_the_forwarder_at_most_2us_per_packet() {
+    // A and B interleaved, as fast as the sender can, 1500-byte IP packets.
+    let dir = common::tempdir();
+    let file = dir.path().join("bench.pcapng");
+    let plain = "delay=0".to_string();
+    let capture = format!("delay=0,pcap={},pcap-size=1GB", file.display());
+    let run = (100_000, 1472, f64::INFINITY);
+    let (mut off, mut on, mut writer, mut missed) = (vec![], vec![], vec![], 0);
+    let mut last = None;
+    for _ in 0..3 {
+        for (spec, with) in [(&plain, false), (&capture, true)] {
+            let Some((r, ..)) = blast("bench_pcap", spec, 6006, run) else {
+                return;
+            };
+            if with {
+                on.push(r.up.cpu_per_packet_ns);
+                let p = r.pcap.as_ref().expect("a capture");
+                writer.push(p.writer_cpu_per_packet_ns);
+                missed += p.missed;
+                last = Some(r);
+            } else {
+                off.push(r.up.cpu_per_packet_ns);
+            }
+        }
+    }
+    let (off, on, writer) = (pct(&mut off, 0.5), pct(&mut on, 0.5), pct(&mut writer, 0.5));
+    let added = on - off;
+    let per_core = 1e9 / on;
+    eprintln!(
+        "BENCH pcap: forwarder CPU per packet (median of 3, interleaved) {off:.0} ns without \
+         and {on:.0} ns with --pcap: +{added:.0} ns in the forwarder, and the writer thread \
+         {writer:.0} ns per packet ({:.0} ns in all); with --pcap one core forwards \
+         {per_core:.0} packets/s; {missed} missed by the writer\n{}",
+        added + writer,
+        last.map(|r| r.to_string()).unwrap_or_default()
+    );
+    assert!(
+        added <= 2000.0,
+        "--pcap adds {added} ns per packet to the forwarder"
+    );
+    assert!(
+        per_core >= 100_000.0,
+        "{per_core} packets/s per core with --pcap"
+    );
 }
 
 /// The median of `n` UDP ping-pongs from `client` to an echo at `server`.

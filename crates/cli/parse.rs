@@ -78,8 +78,8 @@ pub fn parse_key_type(s: &str) -> Result<KeyType, String> {
 pub fn parse_path_spec(s: &str) -> Result<tlslab_path::PathConfig, String> {
     s.parse::<tlslab_path::PathConfig>().map_err(|e| {
         format!(
-            "{e} (keys: delay, jitter, reorder, rate, trace, queue, loss, ge, cc, each with an \
-             optional up./down. prefix)"
+            "{e} (keys: delay, jitter, reorder, rate, trace, queue, loss, ge, each with an \
+             optional up./down. prefix; seed, cc, pcap, pcap-size, pcap-files)"
         )
     })
 }

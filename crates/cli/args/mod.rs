@@ -109,8 +109,8 @@ impl Command {
             | C::Merge(load::MergeArgs { json, .. })
             | C::Overload(lab::OverloadArgs { json, .. })
             | C::Cluster(lab::ClusterArgs { json, .. })
-            | C::Plan(tools::PlanArgs { json, .. })
-            | C::Path(tools::PathArgs { json, .. }) => vec![("--json", json.as_ref())],
+            | C::Plan(tools::PlanArgs { json, .. }) => vec![("--json", json.as_ref())],
+            C::Path(a) => vec![("--json", a.json.as_ref()), ("--pcap", a.pcap.as_ref())],
             C::Report(a) => vec![("--html", a.html.as_ref()), ("--md", a.md.as_ref())],
             C::Certs(_)
             | C::Fileset(_)

@@ -203,7 +203,8 @@ pub struct DispatchArgs {
     sh -c 'curl -k https://$TLSLAB_PATH_SERVER:8443/'\n  \
     tlslab path --delay 10ms        (no command: hold the path until Ctrl-C; enter it with\n                                   \
     ip netns exec NAME ..., the names are printed)\n  \
-    tlslab path --cleanup           (remove namespaces left by runs that died)\n\n\
+    tlslab path --cleanup           (remove namespaces left by runs that died)\n  \
+    tlslab path --delay 25ms --pcap wan.pcapng --pcap-size 100MB --pcap-files 5 -- ...\n\n\
     The server command runs in the server namespace (10.201.0.1), then the client command in \
     the client namespace (10.201.0.2); both see TLSLAB_PATH_SERVER and TLSLAB_PATH_CLIENT. \
     The only link between them is a TUN device in each namespace (MTU 1500) and tlslab's \
@@ -214,14 +215,28 @@ pub struct DispatchArgs {
     loss, then the link's drop-tail queue, then the delay. When the client exits, the server \
     gets SIGTERM, the path is removed and its counters are printed on stderr. Needs root (or \
     CAP_NET_ADMIN and CAP_SYS_ADMIN); without it, use `tlslab relay` (unprivileged, TCP only, \
-    delays whole flights rather than packets). Exit status: the client's, or 1.")]
+    delays whole flights rather than packets). If tlslab path itself is killed (kill -9), both \
+    commands get SIGKILL (setpriv --pdeathsig); --cleanup kills whatever is left in the \
+    namespaces of dead runs and removes them. Exit status: the client's, or 1.")]
 pub struct PathArgs {
-    /// One-way delay in each direction (RTT = 2 x this), e.g. 25ms, 500us.
-    #[arg(long, default_value = "0ms", value_name = "DURATION")]
+    /// One-way delay in each direction (RTT = 2 x this), e.g. 25ms, 500us; not negative.
+    // allow_hyphen_values: `--delay -5ms` reaches the parser, which says a
+    // delay cannot be negative (clap said "unexpected argument '-5'").
+    #[arg(
+        long,
+        default_value = "0ms",
+        value_name = "DURATION",
+        allow_hyphen_values = true
+    )]
     pub delay: String,
 
     /// Each packet's delay varies uniformly within +/- this, without reordering (see --reorder).
-    #[arg(long, default_value = "0ms", value_name = "DURATION")]
+    #[arg(
+        long,
+        default_value = "0ms",
+        value_name = "DURATION",
+        allow_hyphen_values = true
+    )]
     pub jitter: String,
 
     /// With --jitter: let packets overtake each other (netem's behaviour).
@@ -288,7 +303,23 @@ pub struct PathArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
-    /// Remove the namespaces of runs that died (kill -9, power loss) and exit.
+    /// Capture every packet the forwarder forwards or drops, both directions, to FILE (pcapng:
+    /// interfaces up and down, LINKTYPE_RAW, nanosecond timestamps taken by the forwarder, drops
+    /// marked with a comment "tlslab-path dropped: ...").
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+
+    /// With --pcap: the cap on each capture file (e.g. 100MB, 1GiB; at least 1MB).
+    #[arg(long, value_name = "SIZE", default_value = "100MB", requires = "pcap")]
+    pub pcap_size: String,
+
+    /// With --pcap: ring files FILE, FILE.1, ... FILE.(N-1); at --pcap-size the next one is
+    /// written (overwriting the oldest), as tcpdump's -C/-W. With 1, the capture stops at the cap.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "pcap")]
+    pub pcap_files: u32,
+
+    /// Kill the processes left in, then remove, the namespaces of runs that died (kill -9,
+    /// power loss) and exit.
     #[arg(long)]
     pub cleanup: bool,
 

@@ -44,6 +44,13 @@ pub fn config(a: &PathArgs) -> anyhow::Result<PathConfig> {
     if let Some(t) = &a.downlink_trace {
         set("down.trace", &t.to_string_lossy())?;
     }
+    if let Some(f) = &a.pcap {
+        c.pcap.file = Some(f.clone());
+    }
+    c.set("pcap-size", &a.pcap_size)
+        .map_err(|e| usage(format!("--pcap-size: {e}")))?;
+    c.set("pcap-files", &a.pcap_files.to_string())
+        .map_err(|e| usage(format!("--pcap-files: {e}")))?;
     for (side, spec) in [("up", &a.up), ("down", &a.down)] {
         for part in spec
             .iter()
@@ -111,10 +118,31 @@ impl Drop for Children {
     }
 }
 
-fn spawn(ns: &str, argv: &[String]) -> anyhow::Result<Child> {
-    Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(argv)
+/// Returns true if and only if util-linux's `setpriv` runs here.
+fn have_setpriv() -> bool {
+    Command::new("setpriv")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Starts `argv` inside namespace `ns`. With `setpriv`, the command gets
+/// SIGKILL when this process dies (`--pdeathsig`, PR_SET_PDEATHSIG), so a
+/// `kill -9` of `tlslab path` does not leave it running (the crate
+/// forbids the unsafe `pre_exec` that would set it directly; `ip netns
+/// exec` and `setpriv` each exec the next, so the flag lands on the
+/// command itself). Its own children are ended by `--cleanup` (and the
+/// next path's start), which kills every process left in a stale
+/// namespace.
+fn spawn(ns: &str, argv: &[String], pdeathsig: bool) -> anyhow::Result<Child> {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns]);
+    if pdeathsig {
+        cmd.args(["setpriv", "--pdeathsig", "KILL", "--"]);
+    }
+    cmd.args(argv)
         .env("TLSLAB_PATH_SERVER", tlslab_path::SERVER_IP.to_string())
         .env("TLSLAB_PATH_CLIENT", tlslab_path::CLIENT_IP.to_string())
         .spawn()
@@ -176,8 +204,24 @@ pub fn run(a: PathArgs) -> anyhow::Result<ExitCode> {
         if gone.is_empty() {
             println!("path: no stale namespaces");
         }
-        for n in gone {
-            println!("path: removed the stale namespace {n}");
+        for r in gone {
+            println!(
+                "path: removed the stale namespace {}{}",
+                r.name,
+                if r.killed.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " after killing the {} processes still in it ({})",
+                        r.killed.len(),
+                        r.killed
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    )
+                }
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -222,14 +266,21 @@ pub fn run(a: PathArgs) -> anyhow::Result<ExitCode> {
             }
         }
         Some((srv, cli)) => {
+            let pdeathsig = have_setpriv();
+            if !pdeathsig {
+                eprintln!(
+                    "path: WARNING: setpriv (util-linux) is missing: if tlslab path is killed \
+                     with SIGKILL its commands keep running; `tlslab path --cleanup` ends them"
+                );
+            }
             let mut kids = Children(Vec::new());
             kids.0
-                .push(("server".into(), spawn(h.server_netns(), &srv)?));
+                .push(("server".into(), spawn(h.server_netns(), &srv, pdeathsig)?));
             if let Some(port) = a.ready_port {
                 wait_ready(&h, port, a.ready_timeout, &mut kids.0[0].1)?;
             }
             kids.0
-                .push(("client".into(), spawn(h.client_netns(), &cli)?));
+                .push(("client".into(), spawn(h.client_netns(), &cli, pdeathsig)?));
             loop {
                 if stop.load(Ordering::SeqCst) {
                     eprintln!("path: interrupted; stopping the commands");

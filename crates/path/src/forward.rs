@@ -2,6 +2,9 @@
 //! device, runs them through the direction's [`Model`], and writes each to
 //! the other TUN device when its time comes.
 //!
+//! With a capture (`pcap=FILE`), each packet forwarded or dropped is handed
+//! to the capture's writer thread ([`crate::pcap`]) without waiting.
+//!
 //! Timing: the thread sleeps in `ppoll` on the TUN device with a 1 ns timer
 //! slack until [`SPIN`] before the next release, then spins the rest, so a
 //! release is not late by a sleeping thread's overshoot. Each release's
@@ -20,6 +23,7 @@ use tlslab_runtime::{CpuPin, thread_cpu_time};
 use tun_rs::SyncDevice;
 
 use crate::model::{Counters, Model, histogram};
+use crate::pcap::{Mark, Tap};
 
 /// How long before a release the forwarder stops sleeping and spins.
 pub const SPIN: Duration = Duration::from_micros(50);
@@ -86,6 +90,7 @@ impl Forwarder {
         model: Model,
         epoch: Instant,
         pin: Option<CpuPin>,
+        tap: Option<Tap>,
     ) -> std::io::Result<Forwarder> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -98,7 +103,7 @@ impl Forwarder {
                     tracing::warn!("path forwarder: {e}");
                 }
                 let realtime = realtime();
-                let mut done = run(&rx, &tx, model, epoch, &flag);
+                let mut done = run(&rx, &tx, model, epoch, &flag, tap.as_ref());
                 done.realtime = realtime;
                 done
             })?;
@@ -135,6 +140,7 @@ fn run(
     mut model: Model,
     epoch: Instant,
     stop: &AtomicBool,
+    tap: Option<&Tap>,
 ) -> Forwarded {
     let started = Instant::now();
     let cpu0 = thread_cpu_time();
@@ -148,15 +154,32 @@ fn run(
         let now = ns_since(epoch);
         let next = model.poll(now, |release, data| {
             let _ = lateness.record(now.saturating_sub(release));
-            if tx.send(&data).is_err() {
+            let sent = tx.send(&data).is_ok();
+            if !sent {
                 dropped_write += 1;
+            }
+            if let Some(tap) = tap {
+                tap.put(
+                    now,
+                    if sent {
+                        Mark::Forwarded
+                    } else {
+                        Mark::WriteRefused
+                    },
+                    data,
+                );
             }
         });
         let mut got = 0;
         while got < BATCH {
             match rx.recv(&mut buf) {
                 Ok(n) if n > 0 => {
-                    model.arrive(ns_since(epoch), buf[..n].to_vec());
+                    let now = ns_since(epoch);
+                    if let Some((cause, data)) = model.arrive(now, buf[..n].to_vec())
+                        && let Some(tap) = tap
+                    {
+                        tap.put(now, Mark::Dropped(cause), data);
+                    }
                     got += 1;
                 }
                 Ok(_) => break,

@@ -69,6 +69,15 @@ pub(crate) fn histogram() -> Histogram<u64> {
     h
 }
 
+/// Why a packet was dropped on arrival ([`Model::arrive`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropCause {
+    /// The loss model drew it.
+    Loss,
+    /// The bottleneck's drop-tail queue was full.
+    Queue,
+}
+
 struct Queued {
     data: Vec<u8>,
     arrived: u64,
@@ -172,18 +181,19 @@ impl Model {
         }
     }
 
-    /// A packet arrives at time `now`.
-    pub fn arrive(&mut self, now: u64, data: Vec<u8>) {
+    /// A packet arrives at time `now`. A packet dropped on arrival (by the
+    /// loss model or a full queue) is handed back with why, for a capture.
+    pub fn arrive(&mut self, now: u64, data: Vec<u8>) -> Option<(DropCause, Vec<u8>)> {
         self.counters.packets_in += 1;
         self.counters.bytes_in += data.len() as u64;
         if self.lost() {
             self.counters.dropped_loss += 1;
-            return;
+            return Some((DropCause::Loss, data));
         }
         if self.link.is_none() {
             let _ = self.counters.queue_delay.record(0);
             self.delay_line(now, data);
-            return;
+            return None;
         }
         // Serve what was queued before this packet, up to just before now.
         if now > 0 {
@@ -195,7 +205,7 @@ impl Model {
         };
         if full {
             self.counters.dropped_queue += 1;
-            return;
+            return Some((DropCause::Queue, data));
         }
         if self.queue.is_empty() {
             // Opportunities that found the queue empty are gone.
@@ -215,6 +225,7 @@ impl Model {
         });
         self.counters.max_queue_packets =
             self.counters.max_queue_packets.max(self.queue.len() as u64);
+        None
     }
 
     /// Runs the link's delivery opportunities up to and including `until`.

@@ -95,14 +95,83 @@ pub fn stale() -> Vec<String> {
     out
 }
 
-/// Removes the stale namespaces ([`stale`]) and returns their names.
-/// Processes still inside one keep running, in a namespace without a name.
-pub fn cleanup_stale() -> Result<Vec<String>, Error> {
-    let names = stale();
-    for n in &names {
-        ip(&["netns", "del", n])?;
+/// A stale namespace [`cleanup_stale`] removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Removed {
+    /// Its name.
+    pub name: String,
+    /// The processes that were still inside it, ended with SIGKILL.
+    pub killed: Vec<u32>,
+}
+
+/// The processes inside the named namespace (`ip netns pids NAME`).
+pub fn pids(name: &str) -> Result<Vec<u32>, Error> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", name])
+        .output()
+        .map_err(Error::os(
+            "cannot run `ip` (iproute2)",
+            "; install iproute2 (apt-get install iproute2)",
+        ))?;
+    if !out.status.success() {
+        return Err(Error::Setup(format!(
+            "ip netns pids {name}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
-    Ok(names)
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect())
+}
+
+/// Returns true if and only if process `pid` is gone (or a zombie: dead,
+/// waiting for a parent that may never reap it).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_none_or(|state| state == "Z" || state == "X"),
+    }
+}
+
+/// Removes the stale namespaces ([`stale`]): first it ends the processes
+/// still inside each (the commands of a run killed with `kill -9`, and
+/// their children) with SIGKILL, then removes the namespace. Returns what
+/// it removed.
+pub fn cleanup_stale() -> Result<Vec<Removed>, Error> {
+    let mut removed = Vec::new();
+    // Another run's start may remove the same namespace at the same time:
+    // one that is gone by the time of an error is not an error.
+    let vanished = |name: &str| !std::path::Path::new(NETNS_DIR).join(name).exists();
+    for name in stale() {
+        let killed = match pids(&name) {
+            Ok(p) => p,
+            Err(_) if vanished(&name) => continue,
+            Err(e) => return Err(e),
+        };
+        for &p in &killed {
+            if let Ok(pid) = i32::try_from(p) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !killed.iter().all(|&p| gone(p)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        match ip(&["netns", "del", &name]) {
+            Ok(()) => {}
+            Err(_) if vanished(&name) => continue,
+            Err(e) => return Err(e),
+        }
+        removed.push(Removed { name, killed });
+    }
+    Ok(removed)
 }
 
 /// A named namespace this process created; removed on drop.

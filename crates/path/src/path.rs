@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use tlslab_runtime::CpuPin;
 use tun_rs::{DeviceBuilder, SyncDevice};
@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::forward::Forwarder;
 use crate::model::Model;
 use crate::netns::{self, Netns, ip};
+use crate::pcap::Writer;
 use crate::report::{DirectionReport, PathReport};
 use crate::spec::PathConfig;
 
@@ -71,8 +72,10 @@ impl PathHandle {
 /// A running path. Dropping it (or [`Path::stop`]) stops the forwarders and
 /// removes both namespaces, on an error and on a panic as well.
 pub struct Path {
-    // Field order is drop order: forwarders first, then the namespaces.
+    // Field order is drop order: forwarders first, then the capture's
+    // writer (it drains once they are gone), then the namespaces.
     forwarders: Vec<(String, String, Forwarder)>,
+    pcap: Option<Writer>,
     server: Netns,
     client: Netns,
 }
@@ -92,8 +95,24 @@ impl Path {
             .map(CpuPin::new)
             .transpose()
             .map_err(Error::Cpus)?;
-        for n in netns::cleanup_stale()? {
-            tracing::warn!("removed the stale network namespace {n} of a run that is gone");
+        // The capture's timestamps are wall-clock: the epoch is taken at
+        // both clocks at once. The file is created before any other work.
+        let (epoch, wall) = (Instant::now(), SystemTime::now());
+        let (pcap, taps) = match cfg.pcap.file {
+            Some(_) => {
+                let (w, [up, down]) = Writer::start(&cfg.pcap, wall)?;
+                (Some(w), [Some(up), Some(down)])
+            }
+            None => (None, [None, None]),
+        };
+        let [up_tap, mut down_tap] = taps;
+        for r in netns::cleanup_stale()? {
+            tracing::warn!(
+                "removed the stale network namespace {} of a run that is gone (ended {} \
+                 processes left in it)",
+                r.name,
+                r.killed.len()
+            );
         }
         let base = format!(
             "{}{}",
@@ -111,9 +130,9 @@ impl Path {
         }
         // Each device is read by one forwarder and written by the other.
         let (srv_dev, cli_dev) = (Arc::new(srv_dev), Arc::new(cli_dev));
-        let epoch = Instant::now();
         let mut path = Path {
             forwarders: Vec::new(),
+            pcap,
             server,
             client,
         };
@@ -127,10 +146,17 @@ impl Path {
             up,
             epoch,
             pin.clone(),
+            up_tap,
         )
-        .map_err(spawn_err)?;
+        .map_err(|e| {
+            // The writer drains only once every tap is gone: `path` (and
+            // its writer) is dropped after this returns.
+            drop(down_tap.take());
+            spawn_err(e)
+        })?;
         path.forwarders.push(("up".into(), cfg.up.to_string(), f));
-        let f = Forwarder::spawn("down", srv_dev, cli_dev, down, epoch, pin).map_err(spawn_err)?;
+        let f = Forwarder::spawn("down", srv_dev, cli_dev, down, epoch, pin, down_tap.take())
+            .map_err(spawn_err)?;
         path.forwarders
             .push(("down".into(), cfg.down.to_string(), f));
         Ok(path)
@@ -155,7 +181,14 @@ impl Path {
         }
         let down = reports.pop().expect("two forwarders");
         let up = reports.pop().expect("two forwarders");
-        Ok(PathReport { up, down })
+        let pcap = match self.pcap.take() {
+            Some(w) => Some(
+                w.finish()
+                    .ok_or_else(|| Error::Setup("the pcap writer thread panicked".into()))?,
+            ),
+            None => None,
+        };
+        Ok(PathReport { up, down, pcap })
     }
 
     /// The namespace files (for tests that check removal).

@@ -7,6 +7,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::forward::Forwarded;
+use crate::pcap::PcapReport;
 
 /// Release lateness at p99 above this means the forwarder could not keep
 /// the schedule (the delay-accuracy target of issue 22).
@@ -170,6 +171,9 @@ pub struct PathReport {
     pub up: DirectionReport,
     /// Server → client.
     pub down: DirectionReport,
+    /// The capture (`pcap=FILE`), if one was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcap: Option<PcapReport>,
 }
 
 impl PathReport {
@@ -183,6 +187,10 @@ impl PathReport {
 impl fmt::Display for PathReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.up)?;
-        write!(f, "{}", self.down)
+        write!(f, "{}", self.down)?;
+        if let Some(p) = &self.pcap {
+            write!(f, "\n{p}")?;
+        }
+        Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! writes it on one line (`delay=25ms,rate=10mbit,up.loss=1%`).
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -51,12 +52,14 @@ impl FromStr for QueueLimit {
         let n: usize = num.parse().map_err(|_| bad())?;
         let q = match unit.trim() {
             "pkt" | "pkts" | "packets" | "p" => QueueLimit::Packets(n),
-            "B" | "b" | "bytes" => QueueLimit::Bytes(n),
-            "kB" | "KB" | "kb" => QueueLimit::Bytes(n * 1000),
-            "KiB" => QueueLimit::Bytes(n * 1024),
-            "MB" | "mB" => QueueLimit::Bytes(n * 1_000_000),
-            "MiB" => QueueLimit::Bytes(n * 1024 * 1024),
-            _ => return Err(bad()),
+            "" => return Err(bad()),
+            _ => {
+                let b = parse_bytes(t).map_err(|e| match e {
+                    Error::Invalid(e) => Error::Invalid(format!("queue: {e}")),
+                    e => e,
+                })?;
+                QueueLimit::Bytes(usize::try_from(b).unwrap_or(usize::MAX))
+            }
         };
         match q {
             QueueLimit::Packets(0) | QueueLimit::Bytes(0) => Err(Error::Invalid(format!(
@@ -218,6 +221,70 @@ impl fmt::Display for Direction {
     }
 }
 
+/// The default size cap of one capture file (`pcap-size`).
+pub const DEFAULT_PCAP_SIZE: u64 = 100_000_000;
+/// The smallest `pcap-size`: room for the headers and many MTU packets.
+pub const MIN_PCAP_SIZE: u64 = 1_000_000;
+/// The most ring files (`pcap-files`).
+pub const MAX_PCAP_FILES: u32 = 1000;
+/// Where and how much to capture (`pcap=FILE,pcap-size=100MB,pcap-files=5`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PcapConfig {
+    /// The capture file; `None`: no capture.
+    pub file: Option<PathBuf>,
+    /// The size cap of each file, in bytes.
+    pub size: u64,
+    /// Ring files: at the cap, the next file (overwriting the oldest);
+    /// with 1, the capture stops at the cap.
+    pub files: u32,
+}
+
+impl Default for PcapConfig {
+    fn default() -> PcapConfig {
+        PcapConfig {
+            file: None,
+            size: DEFAULT_PCAP_SIZE,
+            files: 1,
+        }
+    }
+}
+
+impl PcapConfig {
+    /// Checks the values are usable.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.size < MIN_PCAP_SIZE {
+            return Err(Error::Invalid(format!(
+                "pcap-size {} B is below the smallest, 1MB",
+                self.size
+            )));
+        }
+        if !(1..=MAX_PCAP_FILES).contains(&self.files) {
+            return Err(Error::Invalid(format!(
+                "pcap-files {} is not within 1..={MAX_PCAP_FILES}",
+                self.files
+            )));
+        }
+        if self.file.is_none() && *self != PcapConfig::default() {
+            return Err(Error::Invalid(
+                "pcap-size and pcap-files need a capture file: pcap=FILE (--pcap FILE)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The name of ring file `i` (0 is `FILE` itself).
+    pub fn ring_file(&self, i: u32) -> Option<PathBuf> {
+        let f = self.file.as_ref()?;
+        Some(if i == 0 {
+            f.clone()
+        } else {
+            let mut s = f.clone().into_os_string();
+            s.push(format!(".{i}"));
+            PathBuf::from(s)
+        })
+    }
+}
+
 /// Both directions of a path. `up` carries the client's packets to the
 /// server, `down` the server's to the client.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -235,6 +302,9 @@ pub struct PathConfig {
     /// `net.ipv4.tcp_allowed_congestion_control`, the only ones a namespace
     /// may default to; `None`: the kernel's default).
     pub congestion_control: Option<String>,
+    /// Capture every packet forwarded or dropped to a pcapng file
+    /// (`pcap=FILE`; off by default).
+    pub pcap: PcapConfig,
 }
 
 impl PathConfig {
@@ -246,15 +316,18 @@ impl PathConfig {
     /// Checks both directions.
     pub fn validate(&self) -> Result<(), Error> {
         self.up.validate()?;
-        self.down.validate()
+        self.down.validate()?;
+        self.pcap.validate()
     }
 
     /// Sets `key=value` on both directions, or on one with an `up.` or
     /// `down.` prefix. Keys: `delay`, `jitter`, `reorder` (`on`/`off`),
     /// `rate` (tc units), `trace` (a mahimahi file), `queue` (`100pkt`,
     /// `64kB`), `loss` (`1%`), `ge` (`p,r[,bad[,good]]`, written with `/`
-    /// inside a spec: `ge=1%/30%`), and, for both directions only, `seed`
-    /// and `cc` (TCP congestion control in both namespaces).
+    /// inside a spec: `ge=1%/30%`), and, for both directions only, `seed`,
+    /// `cc` (TCP congestion control in both namespaces) and the capture:
+    /// `pcap` (a pcapng file), `pcap-size` (`100MB`, each file's cap) and
+    /// `pcap-files` (ring files).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
         let (dirs, k): (Vec<&mut Direction>, &str) = match key.split_once('.') {
             Some(("up", k)) => (vec![&mut self.up], k),
@@ -272,6 +345,25 @@ impl PathConfig {
                     )));
                 }
                 self.congestion_control = Some(value.to_string());
+                return Ok(());
+            }
+            None if key == "pcap" => {
+                if value.is_empty() {
+                    return Err(Error::Invalid("pcap=: name the capture file".into()));
+                }
+                self.pcap.file = Some(PathBuf::from(value));
+                return Ok(());
+            }
+            None if key == "pcap-size" => {
+                self.pcap.size = parse_bytes(value)?;
+                return Ok(());
+            }
+            None if key == "pcap-files" => {
+                self.pcap.files = value.parse().map_err(|_| {
+                    Error::Invalid(format!(
+                        "pcap-files {value:?} is not a count of files (1..={MAX_PCAP_FILES})"
+                    ))
+                })?;
                 return Ok(());
             }
             None if key == "seed" => {
@@ -313,7 +405,8 @@ impl PathConfig {
                 _ => {
                     return Err(Error::Invalid(format!(
                         "unknown path key {key:?}; the keys are delay, jitter, reorder, rate, \
-                         trace, queue, loss, ge (each with an optional up./down. prefix), seed and cc"
+                         trace, queue, loss, ge (each with an optional up./down. prefix), seed, cc, pcap, \
+                         pcap-size and pcap-files"
                     )));
                 }
             }
@@ -348,6 +441,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, Error> {
     if t == "0" {
         return Ok(Duration::ZERO);
     }
+    if t.starts_with('-') {
+        return Err(Error::Invalid(format!(
+            "duration {s:?}: a delay or jitter cannot be negative; write e.g. 25ms or 0"
+        )));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
@@ -366,6 +464,29 @@ pub fn parse_duration(s: &str) -> Result<Duration, Error> {
         return Err(bad());
     }
     Ok(Duration::from_nanos(v.round() as u64))
+}
+
+/// Parses a size in bytes: `1500B` (or `1500`, `bytes`), `64kB`, `64KiB`,
+/// `100MB`, `1MiB`, `1GB`, `1GiB`. Checked: a size that overflows 64 bits
+/// is an error, never a wrapped small number.
+pub fn parse_bytes(s: &str) -> Result<u64, Error> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || Error::Invalid(format!("size {s:?}: write bytes, e.g. 1500B, 64kB, 100MB"));
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" | "b" | "bytes" => 1,
+        "kB" | "KB" | "kb" => 1000,
+        "KiB" => 1 << 10,
+        "MB" | "mB" => 1_000_000,
+        "MiB" => 1 << 20,
+        "GB" => 1_000_000_000,
+        "GiB" => 1 << 30,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| Error::Invalid(format!("size {s:?} is too large (over 2^64 bytes)")))
 }
 
 #[cfg(test)]
@@ -406,6 +527,53 @@ mod tests {
             "side.delay=1ms",
             "colour=red",
             "delay=2h",
+        ] {
+            assert!(bad.parse::<PathConfig>().is_err(), "{bad:?}");
+        }
+    }
+
+    // Issue 29: `--queue 18446744073709552kB` overflowed to a 384 B queue.
+    #[test]
+    fn queue_in_bytes_that_overflows_is_an_error_not_a_wrapped_size() {
+        let e = "18446744073709552kB".parse::<QueueLimit>().unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
+        assert!("18446744073709551615MiB".parse::<QueueLimit>().is_err());
+        assert_eq!(parse_bytes("100MB").unwrap(), 100_000_000);
+        assert!(parse_bytes("18446744073709551615GB").is_err());
+    }
+
+    // Issue 29: `--delay -5ms` was an unexplained parse failure.
+    #[test]
+    fn negative_delays_say_they_cannot_be_negative() {
+        for d in ["-5ms", "-0.1s", " -1us"] {
+            let e = parse_duration(d).unwrap_err().to_string();
+            assert!(e.contains("cannot be negative"), "{d}: {e}");
+        }
+        let e = "up.delay=-5ms".parse::<PathConfig>().unwrap_err();
+        assert!(e.to_string().contains("cannot be negative"), "{e}");
+    }
+
+    #[test]
+    fn pcap_keys_set_the_capture() {
+        let c: PathConfig = "delay=1ms,pcap=/tmp/x.pcapng,pcap-size=2MB,pcap-files=3"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            c.pcap.file.as_deref(),
+            Some(std::path::Path::new("/tmp/x.pcapng"))
+        );
+        assert_eq!((c.pcap.size, c.pcap.files), (2_000_000, 3));
+        assert_eq!(
+            c.pcap.ring_file(2).unwrap(),
+            std::path::Path::new("/tmp/x.pcapng.2")
+        );
+        assert_eq!(PathConfig::default().pcap.file, None);
+        for bad in [
+            "pcap-size=2MB",
+            "pcap=x,pcap-size=10kB",
+            "pcap=x,pcap-files=0",
+            "pcap=x,pcap-files=1001",
+            "pcap=",
         ] {
             assert!(bad.parse::<PathConfig>().is_err(), "{bad:?}");
         }

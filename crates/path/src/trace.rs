@@ -12,6 +12,14 @@ use crate::error::Error;
 /// 1500 plus the 4-byte TUN header it counts).
 pub const OPPORTUNITY_BYTES: usize = 1504;
 
+/// The largest trace file read ([`Trace::load`]): 16 MiB, some two
+/// million lines of mahimahi's format (its cellular traces are a few
+/// hundred thousand).
+pub const MAX_TRACE_BYTES: u64 = 16 << 20;
+
+/// The most timestamps a trace may hold ([`Trace::parse`]).
+pub const MAX_TRACE_LINES: usize = 2_000_000;
+
 /// A repeating schedule of delivery opportunities, in nanoseconds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trace {
@@ -54,6 +62,12 @@ impl Trace {
             let t = line.trim();
             if t.is_empty() {
                 continue;
+            }
+            if ms.len() == MAX_TRACE_LINES {
+                return Err(Error::Invalid(format!(
+                    "trace {label} has over {MAX_TRACE_LINES} timestamps (the cap on a trace); \
+                     use a shorter trace, it repeats"
+                )));
             }
             let v: u64 = t.parse().map_err(|_| {
                 Error::Invalid(format!(
@@ -102,11 +116,30 @@ impl Trace {
         })
     }
 
-    /// Reads and parses a trace file.
+    /// Reads and parses a trace file of at most [`MAX_TRACE_BYTES`].
     pub fn load(path: &Path) -> Result<Trace, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::TraceFile {
+        use std::io::Read;
+        let fail = |source| Error::TraceFile {
             path: path.into(),
             source,
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_TRACE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(fail)?;
+        if bytes.len() as u64 > MAX_TRACE_BYTES {
+            return Err(Error::Invalid(format!(
+                "trace {} is over {} MiB (the cap on a trace file); use a shorter trace, it \
+                 repeats",
+                path.display(),
+                MAX_TRACE_BYTES >> 20
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| {
+            Error::Invalid(format!(
+                "trace {} is not text (mahimahi's format: one integer per line)",
+                path.display()
+            ))
         })?;
         Trace::parse(&text, path.display().to_string())
     }
@@ -176,6 +209,26 @@ mod tests {
         assert_eq!(t.at(t.first_at_or_after(4_500_000)), 5_000_000);
         // 4 × 1504 B every 4 ms.
         assert!((t.mean_bps() - 4.0 * 1504.0 * 8.0 / 0.004).abs() < 1.0);
+    }
+
+    // Issue 29: a trace read from /dev/zero grew to 1.07 GB before failing,
+    // and 10 million lines took 338 MB; both now stop at a named cap.
+    #[test]
+    fn trace_reader_is_capped_in_bytes_and_lines() {
+        let e = Trace::load(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("16 MiB") && e.contains("cap"), "{e}");
+        let long: String = (1..=MAX_TRACE_LINES as u64 + 1)
+            .map(|i| format!("{}\n", i / 1000 + 1))
+            .collect();
+        let e = Trace::parse(&long, "long").unwrap_err().to_string();
+        assert!(e.contains("2000000 timestamps") && e.contains("cap"), "{e}");
+        let at_cap: String = (1..=MAX_TRACE_LINES as u64)
+            .map(|i| format!("{}\n", i / 1000 + 1))
+            .collect();
+        assert_eq!(
+            Trace::parse(&at_cap, "ok").unwrap().opportunities(),
+            MAX_TRACE_LINES
+        );
     }
 
     #[test]

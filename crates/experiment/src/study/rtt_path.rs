@@ -291,6 +291,7 @@ mod tests {
         PathReport {
             up: d(up),
             down: d(down),
+            pcap: None,
         }
     }
 
