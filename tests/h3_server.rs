@@ -1,7 +1,7 @@
 //! What `serve --h3` claims about its QUIC listener, checked from a real
 //! QUIC client (quinn, on 127.0.0.1) and from `load --h3`: Retry packets
 //! (`--quic-retry always|under-load`), the connection limit
-//! (`--quic-max-connections`), the idle timeout (`--quic-idle-timeout`),
+//! (`--quic-max-connections`: the longest-idle connection makes room), the idle timeout (`--quic-idle-timeout`),
 //! and `Alt-Svc` on the TCP listener's responses.
 
 mod common;
@@ -204,45 +204,98 @@ fn quic_retry_under_load_starts_at_half_the_connection_limit() {
 }
 
 #[test]
-fn quic_max_connections_refuses_the_extra_ones_and_keeps_serving_the_rest() {
+fn quic_max_connections_closes_the_longest_idle_to_admit_a_new_one() {
     let s = Serve::start(&["--h3", "--quic-max-connections", "2"]);
     let rt = runtime();
     rt.block_on(async {
-        let held = [
+        let mut held = vec![
             connect(&s).await.expect("connection 1 of 2"),
             connect(&s).await.expect("connection 2 of 2"),
         ];
         for i in 0..3 {
-            match connect(&s).await {
-                Err(quinn::ConnectionError::ConnectionClosed(c)) => assert_eq!(
-                    c.error_code,
-                    quinn::TransportErrorCode::CONNECTION_REFUSED,
-                    "extra connection {i}"
-                ),
-                Err(e) => panic!("extra connection {i}: not refused but {e}"),
-                Ok(_) => panic!("extra connection {i} was admitted beyond 2"),
+            // Each new one waits until the longest-idle one has been idle
+            // for 500 ms, which then makes room with H3_NO_ERROR.
+            let (ep, c) = connect(&s)
+                .await
+                .unwrap_or_else(|e| panic!("extra connection {i}: {e}"));
+            let (old_ep, old) = held.remove(0);
+            match tokio::time::timeout(WAIT, old.closed()).await {
+                Ok(quinn::ConnectionError::ApplicationClosed(a)) => {
+                    assert_eq!(a.error_code, quinn::VarInt::from_u32(0x100), "{a:?}")
+                }
+                other => panic!("the longest-idle connection: {other:?}"),
             }
+            old_ep.close(0u32.into(), b"done");
+            held.push((ep, c));
+            let m = s.metrics();
+            assert!(quic(&m, "tlslab_transport_open_connections") <= 2.0);
         }
         let m = s.metrics();
-        assert_eq!(quic(&m, "tlslab_transport_refused_total"), 3.0);
-        assert_eq!(quic(&m, "tlslab_transport_open_connections"), 2.0);
-        assert_eq!(quic(&m, "tlslab_transport_connections_total"), 2.0);
-        for (_, c) in &held {
-            assert!(c.close_reason().is_none(), "a held connection was closed");
-        }
+        assert_eq!(quic(&m, "tlslab_transport_refused_total"), 0.0);
+        assert_eq!(quic(&m, "tlslab_transport_connections_total"), 5.0);
+        assert_eq!(
+            m.count(
+                "tlslab_transport_idle_closed_total",
+                &[("transport", "quic"), ("reason", "evicted")]
+            ),
+            3.0
+        );
         for (ep, c) in held {
             c.close(0u32.into(), b"done");
             ep.wait_idle().await;
         }
     });
-    // Room again once they are gone.
+}
+
+#[test]
+fn quic_max_connections_refuses_a_new_one_when_none_is_idle() {
+    let s = Serve::start(&["--h3", "--quic-max-connections", "1"]);
+    // One connection busy with a request for about 2 s of CPU.
+    let dir = tempdir();
+    let url = s.url("/dyn?work=2000000");
+    let busy = common::Proc::spawn(common::tlslab([
+        "load",
+        &url,
+        "--h3",
+        "--cacert",
+        s.ca_str(),
+        "-c",
+        "1",
+        "-n",
+        "1",
+        "--no-progress",
+        "--json",
+        dir.path().join("load.json").to_str().unwrap(),
+    ]));
+    metrics_until(&s, |m| quic(m, "tlslab_transport_requests_total") == 1.0);
+    let rt = runtime();
+    rt.block_on(async {
+        let t0 = Instant::now();
+        match connect(&s).await {
+            Err(quinn::ConnectionError::ConnectionClosed(c)) => {
+                assert_eq!(c.error_code, quinn::TransportErrorCode::CONNECTION_REFUSED,)
+            }
+            Err(e) => panic!("not refused but {e}"),
+            Ok(_) => panic!("admitted beyond 1 while the other was busy"),
+        }
+        // Refused after the wait for room (1 s), not at once.
+        let took = t0.elapsed();
+        assert!(took >= Duration::from_millis(900), "{took:?}");
+    });
+    let _ = busy.wait(Duration::from_secs(30));
+    assert_eq!(
+        load_json(&dir.path().join("load.json"))["requests"]["succeeded"],
+        1
+    );
+    let m = s.metrics();
+    assert_eq!(quic(&m, "tlslab_transport_refused_total"), 1.0);
+    // Room again once it is gone.
     metrics_until(&s, |m| quic(m, "tlslab_transport_open_connections") == 0.0);
     rt.block_on(async {
-        let (ep, c) = connect(&s).await.expect("admitted after the others closed");
+        let (ep, c) = connect(&s).await.expect("admitted after the other closed");
         c.close(0u32.into(), b"done");
         ep.close(0u32.into(), b"done");
     });
-    assert_eq!(quic(&s.metrics(), "tlslab_transport_refused_total"), 3.0);
 }
 
 #[test]

@@ -31,11 +31,17 @@ pub struct ServeH3Args {
     #[arg(long, value_name = "DURATION", value_parser = crate::parse::parse_duration)]
     pub quic_idle_timeout: Option<Duration>,
 
-    /// With --h3: at most this many QUIC connections at once; more are refused.
+    /// With --h3: at most this many QUIC connections at once (default 10000). At the limit
+    /// the longest-idle QUIC connection (no request stream open for at least 500 ms; a
+    /// half-open handshake counts as idle since it began) is closed to make room, as over
+    /// TCP; with none idle within 1 s, a new one is refused. --request-timeout and
+    /// --keepalive-timeout apply to QUIC connections too (PINGs do not count).
     #[arg(long, value_name = "N")]
     pub quic_max_connections: Option<usize>,
 
-    /// With --h3: address validation by Retry packets (off, always, under-load).
+    /// With --h3: address validation by Retry packets (default under-load: a Retry while half
+    /// of --quic-max-connections are open, so Initials that never continue cannot fill the
+    /// slots; always; off).
     #[arg(long, value_enum, value_name = "WHEN")]
     pub quic_retry: Option<Retry>,
 

@@ -204,13 +204,14 @@ pub struct ServeArgs {
     pub handshake_timeout: Duration,
 
     /// Close a connection whose first request header has not arrived complete within this
-    /// time after the handshake (on --http: after accept, HTTP version detection included);
-    /// nginx's client_header_timeout.
+    /// time after the handshake (on --http: after accept, HTTP version detection included;
+    /// on --h3: no request stream, whatever PINGs arrive); nginx's client_header_timeout.
     #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Duration,
 
     /// Close a connection idle this long after a response before its next request header is
-    /// complete (HTTP/2: with no stream open); nginx's keepalive_timeout.
+    /// complete (HTTP/2 and HTTP/3: with no stream open; QUIC PINGs do not count); nginx's
+    /// keepalive_timeout.
     #[arg(long, default_value = "75s", value_name = "DURATION", value_parser = parse_duration)]
     pub keepalive_timeout: Duration,
 
@@ -220,7 +221,8 @@ pub struct ServeArgs {
     pub h2_ping_interval: DurationOrOff,
 
     /// Maximum simultaneously open connections (HTTPS and --http together). At the limit a new
-    /// connection makes the longest-idle one close and takes its slot; with none idle it waits.
+    /// connection makes the longest-idle one close and takes its slot (a socket on the HTTPS
+    /// port that has sent no byte counts as idle since accept); with none idle it waits.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_connections: usize,
 

@@ -62,9 +62,9 @@ impl ServeH3Args {
             s.max_connections = n;
         }
         s.retry = match self.quic_retry {
-            None | Some(Retry::Off) => tlslab_server::QuicRetry::Off,
+            Some(Retry::Off) => tlslab_server::QuicRetry::Off,
             Some(Retry::Always) => tlslab_server::QuicRetry::Always,
-            Some(Retry::UnderLoad) => tlslab_server::QuicRetry::UnderLoad,
+            None | Some(Retry::UnderLoad) => tlslab_server::QuicRetry::UnderLoad,
         };
         if let Some(n) = self.quic_new_tokens {
             if n > MAX_NEW_TOKENS {

@@ -123,6 +123,7 @@ pub(crate) async fn serve_tls(
     stream: Corked<TcpStream>,
     mut info: ConnInfo,
     shared: Arc<Shared>,
+    deadline: tokio::time::Instant,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let io = CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Https)));
@@ -130,7 +131,8 @@ pub(crate) async fn serve_tls(
     // rustls's handshake, the timeout) is boxed and freed before HTTP
     // starts: inline, this future would be as large as that state for the
     // whole life of the connection, idle or not.
-    let Some((hs, admitted)) = Box::pin(handshake(io, &shared, &mut shutdown)).await else {
+    let Some((hs, admitted)) = Box::pin(handshake(io, &shared, deadline, &mut shutdown)).await
+    else {
         return;
     };
     // The handshake is no longer in flight; a 503 shed lives on in `info`.
@@ -206,11 +208,13 @@ fn start_http(
 }
 
 /// Sniffs, runs the prefetch stage, and completes the TLS handshake (or
-/// starts one that goes on in early data), within the handshake timeout.
-/// `None` when the connection ends here: the failure is counted.
+/// starts one that goes on in early data) by `deadline` (the handshake
+/// timeout from accept). `None` when the connection ends here: the
+/// failure is counted.
 async fn handshake(
     mut io: TlsIo,
     shared: &Shared,
+    deadline: tokio::time::Instant,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Option<(Handshake<Rewind<TlsIo>>, Option<(InFlight, bool)>)> {
     let acceptor = shared.acceptor.as_ref()?;
@@ -272,7 +276,7 @@ async fn handshake(
             })
     };
     let mut hs = tokio::select! {
-        r = tokio::time::timeout(shared.handshake_timeout, handshake) => match r {
+        r = tokio::time::timeout_at(deadline, handshake) => match r {
             Ok(Ok(hs)) => hs,
             Ok(Err(reason)) => {
                 stats.failure(&reason);

@@ -1,30 +1,40 @@
 //! Idle connections: `--request-timeout`, `--keepalive-timeout` and, at the
-//! `--max-connections` limit, closing the longest-idle connection first.
+//! connection limits (`--max-connections`, `--quic-max-connections`),
+//! closing the longest-idle connection first.
 //!
-//! A connection joins the [`Conns`] registry when its HTTP side starts (after the
-//! TLS handshake, or at accept on the plain listener) and leaves when it
-//! ends. A connection in its TLS handshake is bounded by the handshake
-//! timeout instead and is never idle here.
+//! One registry ([`Conns`]) holds the connections of both transports, each
+//! entry marked with its [`Transport`]: TCP (HTTPS and plain HTTP) and
+//! QUIC. A connection joins when its HTTP side starts (after the TLS
+//! handshake, or at accept on the plain listener) and leaves when it
+//! ends. Two kinds of connection join earlier, in their handshake phase:
+//! a TCP connection on the HTTPS port that has sent no byte yet (it waits
+//! in the registry until its first byte, then leaves it for its
+//! handshake), and a QUIC connection whose handshake is in progress (a
+//! half-open handshake). Both count as idle since they began, so they are
+//! evicted at the limit oldest first; the idle timeouts do not apply to
+//! them (`--handshake-timeout` bounds them).
 //!
 //! Each connection keeps its state in [`Idle`]: how many requests (HTTP/1)
-//! or streams (HTTP/2) are in progress, and since when none is. Requests
-//! stamp it with one atomic add when they start and one atomic store when
-//! their response ends ([`Busy`]); nothing is allocated. A connection is
-//! idle while nothing is in progress, which includes the time a client
-//! takes to send a request header (a slowloris client is idle):
+//! or streams (HTTP/2, HTTP/3) are in progress, and since when none is.
+//! Requests stamp it with one atomic add when they start and one atomic
+//! store when their response ends ([`Busy`]); nothing is allocated. A
+//! connection is idle while nothing is in progress, which includes the
+//! time a client takes to send a request header (a slowloris client is
+//! idle), and QUIC PINGs do not count:
 //! - before its first request it may stay idle for the request timeout
 //!   (nginx's `client_header_timeout`, 60 s);
 //! - after a response, for the keep-alive timeout (nginx's
-//!   `keepalive_timeout`, 75 s; on HTTP/2 the time with no stream open, as
-//!   nginx does since 1.19.7).
+//!   `keepalive_timeout`, 75 s; on HTTP/2 and HTTP/3 the time with no
+//!   stream open, as nginx does since 1.19.7).
 //!
 //! One task ([`reap`]) scans the registry a few times per timeout and asks
 //! the connections past their deadline to close; no connection carries a
 //! timer of its own. When a new connection finds no free slot, the accept
-//! loop asks the longest-idle connection to close ([`Conns::evict`]), as
-//! nginx's connection draining does, and takes its slot. A connection asked
-//! to close shuts down gracefully (HTTP/2 GOAWAY) within [`CLOSE_GRACE`],
-//! or at once when evicted.
+//! loop asks the longest-idle connection of its transport to close
+//! ([`Conns::evict`]), as nginx's connection draining does, and takes its
+//! slot. A connection asked to close shuts down gracefully (HTTP/2 GOAWAY,
+//! an HTTP/3 close with H3_NO_ERROR) within [`CLOSE_GRACE`], or at once
+//! when evicted.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
@@ -49,6 +59,20 @@ pub(crate) const EVICT_MIN_IDLE: Duration = Duration::from_millis(500);
 /// Set in [`Idle::since`] once a request has completed: the keep-alive
 /// timeout applies from then on, the request timeout before.
 const SERVED: u64 = 1 << 63;
+
+/// Set in [`Idle::since`] while the connection is in its handshake phase:
+/// evictable, but bounded by the handshake timeout, not the idle ones.
+const HANDSHAKE: u64 = 1 << 62;
+
+/// The transport of a registry entry: each connection limit evicts only
+/// its own transport's connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// TCP: the HTTPS and plain HTTP listeners (`--max-connections`).
+    Tcp = 0,
+    /// QUIC: the HTTP/3 listener (`--quic-max-connections`).
+    Quic = 1,
+}
 
 /// The process's clock origin for the idle stamps.
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
@@ -97,6 +121,8 @@ pub(crate) struct ConnInfo {
     pub(crate) shed_503: bool,
     /// Whether a request is in progress, and since when none is.
     pub(crate) idle: Idle,
+    /// Which connection limit it counts against.
+    pub(crate) transport: Transport,
 }
 
 impl ConnInfo {
@@ -108,6 +134,15 @@ impl ConnInfo {
             requests: AtomicU64::new(0),
             shed_503: false,
             idle: Idle::new(),
+            transport: Transport::Tcp,
+        }
+    }
+
+    /// A QUIC connection.
+    pub(crate) fn quic(peer: SocketAddr, id: u64) -> ConnInfo {
+        ConnInfo {
+            transport: Transport::Quic,
+            ..ConnInfo::new(peer, id)
         }
     }
 
@@ -145,6 +180,11 @@ impl Idle {
         self.since.store(now_ms(), Ordering::Relaxed);
     }
 
+    /// Marks the handshake phase, idle since now.
+    fn handshake(&self) {
+        self.since.store(now_ms() | HANDSHAKE, Ordering::Relaxed);
+    }
+
     /// Resolves once the connection has been asked to close.
     pub(crate) async fn closing(&self) -> CloseReason {
         self.notify.notified().await;
@@ -167,14 +207,18 @@ impl Idle {
         asked
     }
 
-    /// Since when (ms) and whether after a request, if idle and not asked
-    /// to close yet.
-    fn idle_since(&self) -> Option<(u64, bool)> {
+    /// Since when (ms), whether after a request and whether in the
+    /// handshake phase, if idle and not asked to close yet.
+    fn idle_since(&self) -> Option<(u64, bool, bool)> {
         if self.active.load(Ordering::Relaxed) > 0 || self.close.load(Ordering::Relaxed) != 0 {
             return None;
         }
         let s = self.since.load(Ordering::Relaxed);
-        Some((s & !SERVED, s & SERVED != 0))
+        Some((
+            s & !(SERVED | HANDSHAKE),
+            s & SERVED != 0,
+            s & HANDSHAKE != 0,
+        ))
     }
 }
 
@@ -185,8 +229,13 @@ pub(crate) struct Busy(Arc<ConnInfo>);
 
 impl Busy {
     pub(crate) fn new(conn: &Arc<ConnInfo>) -> Busy {
+        Busy::owned(conn.clone())
+    }
+
+    /// [`Busy::new`] on a reference the caller gives up.
+    pub(crate) fn owned(conn: Arc<ConnInfo>) -> Busy {
         conn.idle.active.fetch_add(1, Ordering::Relaxed);
-        Busy(conn.clone())
+        Busy(conn)
     }
 }
 
@@ -232,14 +281,16 @@ struct Slots {
     free: Vec<usize>,
 }
 
-/// The registry of every connection past its handshake.
+/// The registry of every connection past its handshake, and of those in
+/// their handshake phase that may be evicted (see the module docs).
 pub(crate) struct Conns {
     slots: Mutex<Slots>,
     timeouts: Timeouts,
-    /// Connections asked to close by [`Conns::evict`] and not gone yet.
-    evicting: AtomicU32,
-    /// Connections asked to close, by [`CloseReason`].
-    closed: [AtomicU64; 3],
+    /// Connections asked to close by [`Conns::evict`] and not gone yet, by
+    /// [`Transport`].
+    evicting: [AtomicU32; 2],
+    /// Connections asked to close, by [`Transport`] and [`CloseReason`].
+    closed: [[AtomicU64; 3]; 2],
 }
 
 /// A connection's place in the [`Conns`] registry; leaves it on drop.
@@ -252,7 +303,7 @@ pub(crate) struct Member {
 impl Drop for Member {
     fn drop(&mut self) {
         if self.conn.idle.close.load(Ordering::Relaxed) == CloseReason::Evicted as u8 {
-            self.registry.evicting.fetch_sub(1, Ordering::Relaxed);
+            self.registry.evicting[self.conn.transport as usize].fetch_sub(1, Ordering::Relaxed);
         }
         let mut s = self.registry.slots.lock();
         s.live[self.slot] = None;
@@ -273,7 +324,7 @@ impl Conns {
         Conns {
             slots: Mutex::default(),
             timeouts,
-            evicting: AtomicU32::new(0),
+            evicting: Default::default(),
             closed: Default::default(),
         }
     }
@@ -281,6 +332,18 @@ impl Conns {
     /// Adds a connection whose HTTP side starts now.
     pub(crate) fn join(self: &Arc<Self>, conn: &Arc<ConnInfo>) -> Member {
         conn.idle.start();
+        self.enter(conn)
+    }
+
+    /// Adds a connection in its handshake phase, idle since now: evictable
+    /// at the limit, not subject to the idle timeouts. [`Idle::start`]
+    /// ends the phase.
+    pub(crate) fn join_handshake(self: &Arc<Self>, conn: &Arc<ConnInfo>) -> Member {
+        conn.idle.handshake();
+        self.enter(conn)
+    }
+
+    fn enter(self: &Arc<Self>, conn: &Arc<ConnInfo>) -> Member {
         let mut s = self.slots.lock();
         let slot = match s.free.pop() {
             Some(i) => {
@@ -300,20 +363,22 @@ impl Conns {
         }
     }
 
-    /// Connections asked to close so far, by reason.
-    pub(crate) fn closed(&self, why: CloseReason) -> u64 {
-        self.closed[why.idx()].load(Ordering::Relaxed)
+    /// Connections of `transport` asked to close so far, by reason.
+    pub(crate) fn closed(&self, transport: Transport, why: CloseReason) -> u64 {
+        self.closed[transport as usize][why.idx()].load(Ordering::Relaxed)
     }
 
-    /// Asks the longest-idle connection to close, unless an eviction is
-    /// still under way. True if one was asked (or one is on its way out).
-    pub(crate) fn evict(&self) -> bool {
-        self.evict_at(now_ms())
+    /// Asks the longest-idle connection of `transport` to close, unless an
+    /// eviction of that transport is still under way. True if one was
+    /// asked (or one is on its way out).
+    pub(crate) fn evict(&self, transport: Transport) -> bool {
+        self.evict_at(transport, now_ms())
     }
 
     /// [`evict`](Self::evict) at `now` (ms since the stamps' origin).
-    fn evict_at(&self, now: u64) -> bool {
-        if self.evicting.load(Ordering::Relaxed) > 0 {
+    fn evict_at(&self, transport: Transport, now: u64) -> bool {
+        let t = transport as usize;
+        if self.evicting[t].load(Ordering::Relaxed) > 0 {
             return true;
         }
         let s = self.slots.lock();
@@ -321,17 +386,18 @@ impl Conns {
             .live
             .iter()
             .flatten()
-            .filter_map(|c| c.idle.idle_since().map(|(t, _)| (t, c)))
+            .filter(|c| c.transport == transport)
+            .filter_map(|c| c.idle.idle_since().map(|(t, _, _)| (t, c)))
             .filter(|(t, _)| now.saturating_sub(*t) >= EVICT_MIN_IDLE.as_millis() as u64)
             .min_by_key(|(t, _)| *t);
         let Some((_, victim)) = oldest else {
             return false;
         };
-        self.evicting.fetch_add(1, Ordering::Relaxed);
+        self.evicting[t].fetch_add(1, Ordering::Relaxed);
         if victim.idle.ask_close(CloseReason::Evicted) {
-            self.closed[CloseReason::Evicted.idx()].fetch_add(1, Ordering::Relaxed);
+            self.closed[t][CloseReason::Evicted.idx()].fetch_add(1, Ordering::Relaxed);
         } else {
-            self.evicting.fetch_sub(1, Ordering::Relaxed);
+            self.evicting[t].fetch_sub(1, Ordering::Relaxed);
         }
         true
     }
@@ -340,13 +406,14 @@ impl Conns {
     fn reap_now(&self, now: u64) {
         let s = self.slots.lock();
         for c in s.live.iter().flatten() {
-            let Some((since, served)) = c.idle.idle_since() else {
+            // The handshake timeout bounds the handshake phase.
+            let Some((since, served, false)) = c.idle.idle_since() else {
                 continue;
             };
             if let Some(why) = self.timeouts.expired(since, served, now)
                 && c.idle.ask_close(why)
             {
-                self.closed[why.idx()].fetch_add(1, Ordering::Relaxed);
+                self.closed[c.transport as usize][why.idx()].fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -398,14 +465,14 @@ mod tests {
     #[test]
     fn a_request_in_progress_is_not_idle_and_its_end_stamps_served() {
         let c = conn();
-        assert_eq!(c.idle.idle_since().map(|(_, s)| s), Some(false));
+        assert_eq!(c.idle.idle_since().map(|(_, s, _)| s), Some(false));
         let a = Busy::new(&c);
         let b = Busy::new(&c);
         assert_eq!(c.idle.idle_since(), None);
         drop(a);
         assert_eq!(c.idle.idle_since(), None, "one stream is still open");
         drop(b);
-        assert_eq!(c.idle.idle_since().map(|(_, s)| s), Some(true));
+        assert_eq!(c.idle.idle_since().map(|(_, s, _)| s), Some(true));
     }
 
     #[test]
@@ -422,8 +489,8 @@ mod tests {
         let now = 10_000;
         // Idle for less than EVICT_MIN_IDLE: a client about to send its
         // request is not evicted.
-        assert!(!r.evict_at(5 + EVICT_MIN_IDLE.as_millis() as u64 - 1));
-        assert!(r.evict_at(now));
+        assert!(!r.evict_at(Transport::Tcp, 5 + EVICT_MIN_IDLE.as_millis() as u64 - 1));
+        assert!(r.evict_at(Transport::Tcp, now));
         assert_eq!(
             old.idle.close.load(Ordering::Relaxed),
             CloseReason::Evicted as u8
@@ -431,18 +498,18 @@ mod tests {
         assert_eq!(young.idle.close.load(Ordering::Relaxed), 0);
         assert_eq!(busy.idle.close.load(Ordering::Relaxed), 0);
         // While the first victim is on its way out, nobody else is asked.
-        assert!(r.evict_at(now));
+        assert!(r.evict_at(Transport::Tcp, now));
         assert_eq!(young.idle.close.load(Ordering::Relaxed), 0);
         drop(_m1);
-        assert!(r.evict_at(now));
+        assert!(r.evict_at(Transport::Tcp, now));
         assert_eq!(
             young.idle.close.load(Ordering::Relaxed),
             CloseReason::Evicted as u8
         );
-        assert_eq!(r.closed(CloseReason::Evicted), 2);
+        assert_eq!(r.closed(Transport::Tcp, CloseReason::Evicted), 2);
         // Nothing idle is left: no eviction.
         drop(_m3);
-        assert!(!r.evict_at(now));
+        assert!(!r.evict_at(Transport::Tcp, now));
     }
 
     #[test]
@@ -473,7 +540,62 @@ mod tests {
             fresh.idle.close.load(Ordering::Relaxed),
             CloseReason::RequestTimeout as u8
         );
-        assert_eq!(r.closed(CloseReason::RequestTimeout), 2);
-        assert_eq!(r.closed(CloseReason::KeepaliveTimeout), 1);
+        assert_eq!(r.closed(Transport::Tcp, CloseReason::RequestTimeout), 2);
+        assert_eq!(r.closed(Transport::Tcp, CloseReason::KeepaliveTimeout), 1);
+    }
+
+    // Regression, issue 29 (7 and 1): a TCP connection that had sent no
+    // byte and a half-open QUIC handshake were not in the registry, so
+    // the limit could not evict them and new clients were locked out.
+    #[test]
+    fn handshake_phase_entries_are_evicted_oldest_first_but_never_reaped() {
+        let r = Arc::new(Conns::new(timeouts()));
+        let silent = conn();
+        let half_open = Arc::new(ConnInfo::quic("127.0.0.1:2".parse().unwrap(), 2));
+        let served = Arc::new(ConnInfo::quic("127.0.0.1:3".parse().unwrap(), 3));
+        let _m = [
+            r.join_handshake(&silent),
+            r.join_handshake(&half_open),
+            r.join(&served),
+        ];
+        silent.idle.since.store(10 | HANDSHAKE, Ordering::Relaxed);
+        half_open
+            .idle
+            .since
+            .store(20 | HANDSHAKE, Ordering::Relaxed);
+        served.idle.since.store(30 | SERVED, Ordering::Relaxed);
+        // Far past every idle timeout: only the served one is reaped.
+        r.reap_now(100_000);
+        assert_eq!(silent.idle.close.load(Ordering::Relaxed), 0);
+        assert_eq!(half_open.idle.close.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            served.idle.close.load(Ordering::Relaxed),
+            CloseReason::KeepaliveTimeout as u8
+        );
+        assert_eq!(r.closed(Transport::Quic, CloseReason::KeepaliveTimeout), 1);
+        assert_eq!(r.closed(Transport::Tcp, CloseReason::KeepaliveTimeout), 0);
+        // Each limit evicts its own transport's oldest.
+        assert!(r.evict_at(Transport::Quic, 100_000));
+        assert_eq!(
+            half_open.idle.close.load(Ordering::Relaxed),
+            CloseReason::Evicted as u8
+        );
+        assert_eq!(silent.idle.close.load(Ordering::Relaxed), 0);
+        assert!(r.evict_at(Transport::Tcp, 100_000));
+        assert_eq!(
+            silent.idle.close.load(Ordering::Relaxed),
+            CloseReason::Evicted as u8
+        );
+        assert_eq!(r.closed(Transport::Quic, CloseReason::Evicted), 1);
+        assert_eq!(r.closed(Transport::Tcp, CloseReason::Evicted), 1);
+        // Its handshake done, a connection is idle from then on.
+        let next = Arc::new(ConnInfo::quic("127.0.0.1:4".parse().unwrap(), 4));
+        let _n = r.join_handshake(&next);
+        assert_eq!(next.idle.idle_since().map(|(_, _, h)| h), Some(true));
+        next.idle.start();
+        assert_eq!(
+            next.idle.idle_since().map(|(_, s, h)| (s, h)),
+            Some((false, false))
+        );
     }
 }

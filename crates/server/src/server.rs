@@ -212,7 +212,10 @@ impl Server {
         });
         let mut registry = metrics::registry(sources.clone());
         if let Some(q) = &quic {
-            registry.register_collector(Box::new(crate::quic::QuicCollector(q.stats.clone())));
+            registry.register_collector(Box::new(crate::quic::QuicCollector(
+                q.stats.clone(),
+                conns.clone(),
+            )));
         }
         if let Some(c) = compression {
             registry.register_collector(Box::new(crate::cert_compression::CompressionCollector(c)));
@@ -346,6 +349,7 @@ impl Server {
                     handler,
                     shared.burners.clone(),
                     cfg.handshake_timeout,
+                    shared.idle.clone(),
                     shutdown_rx.clone(),
                 )?;
                 let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));
@@ -405,7 +409,9 @@ impl Server {
 
     /// The HTTP/3 listener's counters now.
     pub fn quic_snapshot(&self) -> Option<crate::QuicSnapshot> {
-        self.quic.as_ref().map(|q| q.stats.snapshot())
+        self.quic
+            .as_ref()
+            .map(|q| q.stats.snapshot(&self.shared.idle))
     }
 
     /// The bound address of the plain-HTTP listener.

@@ -15,7 +15,7 @@ use tlslab_crypto::ticket_keys::{TicketKeyRing, TicketKeyStats};
 use tlslab_runtime::process_cpu_time;
 
 use crate::admission::{Admission, AdmissionMode, AdmissionStats};
-use crate::idle::{CloseReason, Conns};
+use crate::idle::{CloseReason, Conns, Transport};
 use crate::io::ByteCounters;
 use crate::redis_cache::{RedisStats, RedisStore};
 use crate::stats::{EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, PerListener, Stats};
@@ -285,7 +285,7 @@ impl Sources {
             http: f(&stats.bytes[1]).load(Ordering::Relaxed),
         };
         let early = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let closed = |r| self.idle.closed(r);
+        let closed = |r| self.idle.closed(Transport::Tcp, r);
         Snapshot {
             uptime: stats.started.elapsed(),
             handshakes: HandshakeCounts {

@@ -12,9 +12,23 @@
 //! session and its 0-RTT data is rejected; quinn adds none of its own.
 //! Requests that arrived in 0-RTT are counted and marked `early-data: 1`.
 //!
-//! Address validation (`--quic-retry`): `off` (none), `always` (a Retry
-//! before every handshake without a token) or `under-load` (a Retry while
-//! half of `--quic-max-connections` are open). NEW_TOKEN tokens
+//! Address validation (`--quic-retry`): `under-load` (the default: a
+//! Retry while half of `--quic-max-connections` are open), `always` (a
+//! Retry before every handshake without a token) or `off` (none). A flood
+//! of Initials that never continue (half-open handshakes) from spoofed or
+//! throw-away addresses cannot answer a Retry, so under load it takes no
+//! slot.
+//!
+//! The connection limit and the idle timeouts are the TCP listener's (see
+//! [`crate::idle`]): every QUIC connection is an entry of the same
+//! registry, marked QUIC, from the start of its handshake. A half-open
+//! handshake counts as idle since it began; after the handshake a
+//! connection is idle while no request stream is in progress (PINGs do
+//! not count), and `--request-timeout` / `--keepalive-timeout` close it
+//! with H3_NO_ERROR. At `--quic-max-connections` a new attempt waits (at
+//! most [`ROOM_WAIT`]) while the longest-idle QUIC connection, idle for
+//! at least [`EVICT_MIN_IDLE`](crate::idle::EVICT_MIN_IDLE), is closed to
+//! make room; with nothing idle it is refused. NEW_TOKEN tokens
 //! (`--quic-new-tokens`, each an HKDF and an AEAD seal to make, and one
 //! more to check when a client returns with it) validate a returning
 //! client without a Retry, and lift the 3× anti-amplification limit from
@@ -26,16 +40,17 @@ mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http::{HeaderValue, Request, Response};
 use http_body_util::BodyExt;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::content::{Body, Handled};
+use crate::idle::{Busy, ConnInfo, Conns, Member, Transport};
 use crate::{Error, Result};
 
 pub(crate) use stats::{QuicCollector, QuicStats};
@@ -45,11 +60,11 @@ pub use stats::{QuicHandshakes, QuicSnapshot};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum QuicRetry {
     /// No Retry packets.
-    #[default]
     Off,
     /// A Retry before every handshake from an unvalidated address.
     Always,
     /// A Retry while at least half of the connection limit is open.
+    #[default]
     UnderLoad,
 }
 
@@ -61,8 +76,9 @@ pub struct H3Settings {
     /// A connection with no packets for this long is closed
     /// (`--quic-idle-timeout`).
     pub idle_timeout: Duration,
-    /// At most this many QUIC connections at once; more are refused
-    /// (`--quic-max-connections`).
+    /// At most this many QUIC connections at once; at the limit the
+    /// longest-idle one is closed to make room, and with none idle a new
+    /// one is refused (`--quic-max-connections`).
     pub max_connections: usize,
     /// Address validation (`--quic-retry`).
     pub retry: QuicRetry,
@@ -72,13 +88,14 @@ pub struct H3Settings {
 }
 
 impl H3Settings {
-    /// A listener on `addr`: 30 s idle timeout, 10,000 connections, no Retry.
+    /// A listener on `addr`: 30 s idle timeout, 10,000 connections, a
+    /// Retry from half of them on.
     pub fn new(addr: SocketAddr) -> Self {
         H3Settings {
             addr,
             idle_timeout: Duration::from_secs(30),
             max_connections: 10_000,
-            retry: QuicRetry::Off,
+            retry: QuicRetry::UnderLoad,
             new_tokens: None,
         }
     }
@@ -196,11 +213,13 @@ impl Listener {
 }
 
 /// Binds the UDP socket and starts accepting; call inside the runtime.
+/// `idle` is the server's connection registry, shared with TCP.
 pub(crate) fn start(
     p: Prepared,
     handler: Handler,
     burners: Arc<Semaphore>,
     handshake_timeout: Duration,
+    idle: Arc<Conns>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Listener> {
     let addr = p.settings.addr;
@@ -239,8 +258,13 @@ pub(crate) fn start(
         handshake_timeout,
         max: p.settings.max_connections as u64,
         retry: p.settings.retry,
+        idle,
+        next_id: AtomicU64::new(0),
+        waiting: AtomicU64::new(0),
     });
-    let task = tokio::spawn(accept_loop(endpoint.clone(), conn, shutdown));
+    let (room, waiting) = mpsc::channel(ROOM_QUEUE);
+    tokio::spawn(room_loop(waiting, conn.clone(), shutdown.clone()));
+    let task = tokio::spawn(accept_loop(endpoint.clone(), conn, room, shutdown));
     tracing::info!(h3 = %local, "tlslab QUIC listener (HTTP/3) listening");
     Ok(Listener {
         addr: local,
@@ -259,9 +283,43 @@ struct Conn {
     handshake_timeout: Duration,
     max: u64,
     retry: QuicRetry,
+    /// The server's connection registry (idle timeouts, eviction).
+    idle: Arc<Conns>,
+    /// The last QUIC connection number handed out.
+    next_id: AtomicU64,
+    /// Attempts queued for room at the limit.
+    waiting: AtomicU64,
 }
 
-async fn accept_loop(ep: quinn::Endpoint, c: Arc<Conn>, mut shutdown: watch::Receiver<bool>) {
+impl Conn {
+    /// Takes a slot under `--quic-max-connections`, if one is free.
+    fn reserve(&self) -> bool {
+        self.stats
+            .open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
+                (o < self.max).then_some(o + 1)
+            })
+            .is_ok()
+    }
+}
+
+/// How long an attempt that finds the QUIC listener full waits for an
+/// evicted connection's slot before it is refused.
+pub(crate) const ROOM_WAIT: Duration = Duration::from_secs(1);
+
+/// How often a waiting attempt looks again for an idle connection to close.
+const ROOM_RETRY: Duration = Duration::from_millis(20);
+
+/// Attempts that may wait for room at once; more are refused at once
+/// (quinn's `max_incoming` bounds the attempts it holds in any case).
+const ROOM_QUEUE: usize = 64;
+
+async fn accept_loop(
+    ep: quinn::Endpoint,
+    c: Arc<Conn>,
+    room: mpsc::Sender<(quinn::Incoming, tokio::time::Instant)>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         let incoming = tokio::select! {
             i = ep.accept() => match i {
@@ -274,26 +332,76 @@ async fn accept_loop(ep: quinn::Endpoint, c: Arc<Conn>, mut shutdown: watch::Rec
             }
         };
         let open = c.stats.open.load(Ordering::Relaxed);
-        if open >= c.max {
-            c.stats.refused.fetch_add(1, Ordering::Relaxed);
-            incoming.refuse();
-            continue;
-        }
         let retry = match c.retry {
             QuicRetry::Off => false,
             QuicRetry::Always => true,
             QuicRetry::UnderLoad => open * 2 >= c.max,
         };
+        // First, so that an address that cannot answer a Retry (a flood of
+        // Initials) never waits for room or takes a slot.
         if retry && !incoming.remote_address_validated() && incoming.may_retry() {
             if incoming.retry().is_ok() {
                 c.stats.retries.fetch_add(1, Ordering::Relaxed);
             }
             continue;
         }
-        c.stats.connections.fetch_add(1, Ordering::Relaxed);
-        c.stats.open.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(connection(incoming, c.clone()));
+        // Attempts already waiting for room go first.
+        if c.waiting.load(Ordering::Relaxed) == 0 && c.reserve() {
+            admit(incoming, &c);
+            continue;
+        }
+        c.waiting.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = room.try_send((incoming, tokio::time::Instant::now())) {
+            c.waiting.fetch_sub(1, Ordering::Relaxed);
+            let (mpsc::error::TrySendError::Full((incoming, _))
+            | mpsc::error::TrySendError::Closed((incoming, _))) = e;
+            c.stats.refused.fetch_add(1, Ordering::Relaxed);
+            incoming.refuse();
+        }
     }
+}
+
+/// At `--quic-max-connections`: for each waiting attempt in turn, asks the
+/// longest-idle QUIC connection to close and takes its slot; refuses the
+/// attempt when no slot frees within [`ROOM_WAIT`] of its arrival.
+async fn room_loop(
+    mut queue: mpsc::Receiver<(quinn::Incoming, tokio::time::Instant)>,
+    c: Arc<Conn>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let (incoming, arrived) = tokio::select! {
+            x = queue.recv() => match x {
+                Some(x) => x,
+                None => return,
+            },
+            _ = shutdown.wait_for(|s| *s) => return,
+        };
+        loop {
+            if c.reserve() {
+                admit(incoming, &c);
+                break;
+            }
+            if arrived.elapsed() >= ROOM_WAIT {
+                c.stats.refused.fetch_add(1, Ordering::Relaxed);
+                incoming.refuse();
+                break;
+            }
+            c.idle.evict(Transport::Quic);
+            tokio::time::sleep(ROOM_RETRY).await;
+        }
+        c.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Starts a connection in a slot already reserved: it joins the registry
+/// in its handshake phase, so the next eviction sees it.
+fn admit(incoming: quinn::Incoming, c: &Arc<Conn>) {
+    c.stats.connections.fetch_add(1, Ordering::Relaxed);
+    let id = c.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+    let info = Arc::new(ConnInfo::quic(incoming.remote_address(), id));
+    let member = c.idle.join_handshake(&info);
+    tokio::spawn(connection(incoming, c.clone(), info, member));
 }
 
 /// Keeps [`QuicStats::open`] right however the connection task ends.
@@ -318,7 +426,10 @@ fn failure_reason(e: &quinn::ConnectionError) -> String {
     }
 }
 
-async fn connection(incoming: quinn::Incoming, c: Arc<Conn>) {
+async fn connection(incoming: quinn::Incoming, c: Arc<Conn>, info: Arc<ConnInfo>, member: Member) {
+    // Dropped in reverse order: the slot frees before the registry entry
+    // goes, so an eviction under way ends only once its slot is free.
+    let _member = member;
     let _open = Open(c.stats.clone());
     let connecting = match incoming.accept() {
         Ok(x) => x,
@@ -332,12 +443,19 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>) {
             Err(_) => return c.stats.failure("early_data"),
         }
     } else {
-        match tokio::time::timeout(c.handshake_timeout, connecting).await {
-            Ok(Ok(conn)) => (conn, None),
-            Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
-            Err(_) => return c.stats.failure("timeout"),
+        // A half-open handshake is idle: evicted, it is dropped (quinn
+        // closes it).
+        tokio::select! {
+            r = tokio::time::timeout(c.handshake_timeout, connecting) => match r {
+                Ok(Ok(conn)) => (conn, None),
+                Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
+                Err(_) => return c.stats.failure("timeout"),
+            },
+            why = info.idle.closing() => return c.stats.failure(why.name()),
         }
     };
+    // The HTTP side starts: the request timeout runs from now.
+    info.idle.start();
     let handshaking = Arc::new(AtomicBool::new(done.is_some()));
     match done {
         // quinn resolves this when the handshake completes (its value is
@@ -363,7 +481,16 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>) {
         }
     }
     let quic = conn.clone();
-    serve_h3(conn, &c, &handshaking).await;
+    let serve = serve_h3(conn, &c, &handshaking, &info);
+    tokio::pin!(serve);
+    tokio::select! {
+        _ = &mut serve => {}
+        why = info.idle.closing() => {
+            // Idle (nothing in progress): nothing to finish.
+            tracing::debug!(quic = info.id, "closing: {}", why.name());
+            quic.close(H3_NO_ERROR, why.name().as_bytes());
+        }
+    }
     let s = quic.stats();
     let st = &c.stats;
     st.bytes_received
@@ -377,7 +504,15 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>) {
         .fetch_add(s.frame_tx.new_token, Ordering::Relaxed);
 }
 
-async fn serve_h3(conn: quinn::Connection, c: &Arc<Conn>, handshaking: &Arc<AtomicBool>) {
+/// HTTP/3's "no error" application close code (RFC 9114 §8.1).
+const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
+
+async fn serve_h3(
+    conn: quinn::Connection,
+    c: &Arc<Conn>,
+    handshaking: &Arc<AtomicBool>,
+    info: &Arc<ConnInfo>,
+) {
     let quic = conn.clone();
     let mut h3 =
         match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await {
@@ -397,10 +532,15 @@ async fn serve_h3(conn: quinn::Connection, c: &Arc<Conn>, handshaking: &Arc<Atom
                         .handshake_data()
                         .and_then(|d| d.downcast::<session::ZeroRtt>().ok())
                         .is_some_and(|z| z.0);
-                let c = c.clone();
+                let (c, info) = (c.clone(), info.clone());
                 tokio::spawn(async move {
                     match resolver.resolve_request().await {
-                        Ok((req, stream)) => request(req, stream, early, &c).await,
+                        // In progress from its complete header to its
+                        // response's end, as over TCP.
+                        Ok((req, stream)) => {
+                            let _busy = Busy::owned(info);
+                            request(req, stream, early, &c).await
+                        }
                         Err(e) => tracing::debug!("h3 request failed: {e}"),
                     }
                 });

@@ -14,6 +14,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use serde::Serialize;
 
 use super::session::Kinds;
+use crate::idle::{CloseReason, Conns, Transport};
+use crate::stats::IdleClosed;
 
 /// Live counters of the QUIC listener.
 #[derive(Debug, Default)]
@@ -42,7 +44,9 @@ impl QuicStats {
         *self.failures.lock().entry(reason.to_string()).or_default() += 1;
     }
 
-    pub(crate) fn snapshot(&self) -> QuicSnapshot {
+    /// The figures now; `idle` is the server's connection registry.
+    pub(crate) fn snapshot(&self, idle: &Conns) -> QuicSnapshot {
+        let closed = |r| idle.closed(Transport::Quic, r);
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let hellos = get(&self.kinds.hellos);
         let resumed = get(&self.kinds.resumed);
@@ -54,6 +58,11 @@ impl QuicStats {
             established: get(&self.established),
             open_connections: get(&self.open),
             refused_at_limit: get(&self.refused),
+            idle_closed: IdleClosed {
+                request_timeout: closed(CloseReason::RequestTimeout),
+                keepalive_timeout: closed(CloseReason::KeepaliveTimeout),
+                evicted: closed(CloseReason::Evicted),
+            },
             retries_sent: get(&self.retries),
             handshakes: QuicHandshakes {
                 full: hellos.saturating_sub(resumed),
@@ -100,8 +109,13 @@ pub struct QuicSnapshot {
     pub established: u64,
     /// Connections open now.
     pub open_connections: u64,
-    /// Attempts refused at `--quic-max-connections`.
+    /// Attempts refused at `--quic-max-connections`: no connection idle
+    /// enough to evict within the wait for room.
     pub refused_at_limit: u64,
+    /// Connections closed by `--request-timeout` and `--keepalive-timeout`
+    /// (no request stream in progress; PINGs do not count), or evicted at
+    /// `--quic-max-connections` (half-open handshakes included).
+    pub idle_closed: IdleClosed,
     /// Retry packets sent (`--quic-retry`).
     pub retries_sent: u64,
     /// Handshakes by kind, counted when the ServerHello is sent.
@@ -136,11 +150,15 @@ impl QuicSnapshot {
     pub fn summary(&self) -> String {
         let h = &self.handshakes;
         format!(
-            "quic: {} connections ({} established, {} refused, {} retries), handshakes {} full / {} resumed, 0-RTT {} accepted / {} rejected, {} requests ({} in 0-RTT), failures {}, GSO {} GRO {}",
+            "quic: {} connections ({} established, {} refused, {} retries, {} closed idle: {} request timeout, {} keep-alive timeout, {} evicted), handshakes {} full / {} resumed, 0-RTT {} accepted / {} rejected, {} requests ({} in 0-RTT), failures {}, GSO {} GRO {}",
             self.connections,
             self.established,
             self.refused_at_limit,
             self.retries_sent,
+            self.idle_closed.total(),
+            self.idle_closed.request_timeout,
+            self.idle_closed.keepalive_timeout,
+            self.idle_closed.evicted,
             h.full,
             h.resumed,
             h.early_data_accepted,
@@ -160,7 +178,7 @@ impl QuicSnapshot {
 
 /// The metrics of [`QuicStats`], each with `transport="quic"`.
 #[derive(Debug)]
-pub(crate) struct QuicCollector(pub(crate) Arc<QuicStats>);
+pub(crate) struct QuicCollector(pub(crate) Arc<QuicStats>, pub(crate) Arc<Conns>);
 
 fn labelled(
     enc: &mut DescriptorEncoder<'_>,
@@ -189,7 +207,7 @@ fn labelled(
 
 impl Collector for QuicCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let s = self.0.snapshot();
+        let s = self.0.snapshot(&self.1);
         let h = s.handshakes;
         let kind = |k: &str, v| (vec![("kind", k.to_string())], v);
         labelled(
@@ -213,6 +231,21 @@ impl Collector for QuicCollector {
                 .iter()
                 .map(|(r, n)| (vec![("reason", r.clone())], *n))
                 .collect(),
+        )?;
+        let c = s.idle_closed;
+        labelled(
+            &mut enc,
+            "tlslab_transport_idle_closed",
+            "Connections closed for sitting idle, by transport and reason: no first request within --request-timeout (request_timeout), no next request within --keepalive-timeout (keepalive_timeout), or the longest-idle one (a half-open handshake included) at the connection limit (evicted). TCP's are tlslab_idle_closed.",
+            false,
+            [
+                ("request_timeout", c.request_timeout),
+                ("keepalive_timeout", c.keepalive_timeout),
+                ("evicted", c.evicted),
+            ]
+            .into_iter()
+            .map(|(r, n)| (vec![("reason", r.to_string())], n))
+            .collect(),
         )?;
         let one = |v| vec![(vec![], v)];
         for (name, help, v) in [
