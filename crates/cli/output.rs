@@ -54,3 +54,23 @@ pub fn print_and_save(
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
+
+/// The key log of `--keylog FILE`, or of `SSLKEYLOGFILE` when the flag is
+/// not given (as curl honours it).
+pub fn key_log(flag: Option<&std::path::PathBuf>) -> Option<std::path::PathBuf> {
+    tlslab_crypto::keylog::path_from(flag.map(|p| p.as_path()))
+}
+
+/// The warning a run with a key log prints before it starts: the file
+/// holds secrets that decrypt every connection of the run.
+pub fn warn_key_log(path: Option<&Path>) {
+    if let Some(p) = path {
+        eprintln!(
+            "tlslab: WARNING: TLS key log {} (--keylog or {}): it holds the secrets of every \
+             connection of this run; anyone who reads it can decrypt their captures. Delete it \
+             when done.",
+            p.display(),
+            tlslab_crypto::keylog::ENV
+        );
+    }
+}

@@ -182,6 +182,24 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
 
+    /// Append every connection's TLS secrets (TCP and QUIC) to FILE in the NSS key log
+    /// format, created 0600, so Wireshark/tshark can decrypt a capture of the run
+    /// (docs/debugging.md). Without it, the SSLKEYLOGFILE environment variable is honoured
+    /// as curl honours it. The file holds secrets: a WARNING is printed.
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
+
+    /// Write per-interval latency histograms (Tag=total, handshake, ttfb; microseconds) to
+    /// FILE in the HdrHistogram interval log format (V2 compressed, base64), which python's
+    /// hdrh and HdrHistogram's HistogramLogProcessor read. An agent (--out) writes
+    /// DIR/intervals.hlog instead, which `tlslab merge --hdr-log` merges.
+    #[arg(long, value_name = "FILE", conflicts_with = "out")]
+    pub hdr_log: Option<PathBuf>,
+
+    /// The interval of --hdr-log.
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_duration)]
+    pub hdr_interval: Duration,
+
     /// Distributed load: --shard, --start-at, --out.
     #[command(flatten)]
     pub dist: ShardArgs,
@@ -317,7 +335,8 @@ pub struct ShardArgs {
     pub start_at: Option<String>,
 
     /// Write this agent's report.json, requests.csv, histograms.hlog (HdrHistogram
-    /// interval log), counters.json and, last, complete.json into DIR, for
+    /// interval log), intervals.hlog (one interval per --hdr-interval), counters.json
+    /// and, last, complete.json into DIR, for
     /// `tlslab merge`. DIR is created; it must not hold a finished output.
     #[arg(long, value_name = "DIR", conflicts_with = "log")]
     pub out: Option<PathBuf>,
@@ -358,4 +377,10 @@ pub struct MergeArgs {
     /// instead of refusing with exit 1; each difference is printed as a WARNING.
     #[arg(long)]
     pub force: bool,
+
+    /// Merge the agents' per-interval HdrHistogram logs (DIR/intervals.hlog, written by
+    /// `load --out`) into FILE: histograms of one series whose intervals start at the same
+    /// wall-clock time (to the interval) are added.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
 }

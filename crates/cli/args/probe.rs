@@ -62,6 +62,12 @@ pub struct ProbeTlsArgs {
     #[arg(long, value_name = "NAME")]
     pub sni: Option<String>,
 
+    /// Append every probe connection's TLS secrets to FILE in the NSS key log format,
+    /// created 0600 (docs/debugging.md). Without it, the SSLKEYLOGFILE environment
+    /// variable is honoured as curl honours it. The file holds secrets: a WARNING is printed.
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
+
     /// Give up on a phase (DNS, connect, handshake, GET) after this long.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub timeout: Duration,

@@ -261,6 +261,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub access_log: Option<PathBuf>,
 
+    /// Append every connection's TLS secrets (HTTPS and, with --h3, QUIC) to FILE in the
+    /// NSS key log format, created 0600, so Wireshark/tshark can decrypt a capture
+    /// (docs/debugging.md). Without it, the SSLKEYLOGFILE environment variable is honoured
+    /// as curl honours it. The file holds secrets: a WARNING is printed.
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
+
     #[command(flatten)]
     pub admission: AdmissionArgs,
 

@@ -166,6 +166,31 @@ pub fn merge(a: &MergeArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.json {
         write_json(path, &report)?;
     }
+    if let Some(path) = &a.hdr_log {
+        // Only finished agents, as for the report.
+        let logs: Vec<PathBuf> = a
+            .dirs
+            .iter()
+            .filter(|d| d.join(MARKER_FILE).exists())
+            .map(|d| d.join(dist::INTERVALS_FILE))
+            .filter(|p| p.exists())
+            .collect();
+        if logs.is_empty() {
+            anyhow::bail!(
+                "--hdr-log {}: no finished agent directory holds {}; the agents must run                  `load --out DIR` (which writes it)",
+                path.display(),
+                dist::INTERVALS_FILE
+            );
+        }
+        let m = dist::merge_interval_logs(&logs, path)
+            .with_context(|| format!("merging the interval logs into {}", path.display()))?;
+        eprintln!(
+            "tlslab: merged {} interval logs into {} ({} interval lines)",
+            m.logs,
+            path.display(),
+            m.lines
+        );
+    }
     let missing = report.distributed.as_ref().map_or(0, |d| d.missing.len());
     if missing > 0 {
         eprintln!(

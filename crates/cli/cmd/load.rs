@@ -207,7 +207,26 @@ pub fn config(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
         cert_compression: tlslab_crypto::compress::parse_list(&a.cert_compression)
             .map_err(|e| usage(format!("--cert-compression: {e}")))?,
         mss: a.mss,
+        key_log: crate::output::key_log(a.keylog.as_ref()),
+        // An agent (--out, which --hdr-log conflicts with) writes its own
+        // into its directory, for `merge --hdr-log`.
+        hdr_log: a
+            .hdr_log
+            .clone()
+            .or_else(|| {
+                a.dist
+                    .out
+                    .as_ref()
+                    .map(|d| d.join(tlslab_report::distributed::INTERVALS_FILE))
+            })
+            .map(|path| tlslab_load::HdrLog {
+                path,
+                interval: a.hdr_interval,
+            }),
     };
+    if a.hdr_interval.is_zero() {
+        return bail("--hdr-interval 0: give an interval of at least 1ms, e.g. 1s");
+    }
     Ok(LoadPlan { cfg, replay })
 }
 
@@ -327,6 +346,7 @@ pub fn run(a: LoadArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = config(&a)?.prepare(agent.shard())?;
     agent.apply(&mut cfg)?;
     cfg.progress = !a.no_progress && std::io::stderr().is_terminal();
+    crate::output::warn_key_log(cfg.key_log.as_deref());
     if a.insecure {
         eprintln!(
             "tlslab: WARNING: --insecure: server certificates are NOT verified; \

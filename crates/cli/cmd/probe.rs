@@ -32,6 +32,8 @@ fn probe_config(
         );
     }
     cfg.sni.clone_from(&a.sni);
+    cfg.key_log = crate::output::key_log(a.keylog.as_ref());
+    crate::output::warn_key_log(cfg.key_log.as_deref());
     ProbeConfig::from_load(&cfg, a.timeout).map_err(usage)
 }
 

@@ -232,6 +232,7 @@ pub fn config(a: &ServeArgs) -> anyhow::Result<ServePlan> {
                 ticket_keys,
                 cert_compression: tlslab_crypto::compress::parse_list(&a.cert_compression)
                     .map_err(|e| usage(format!("--cert-compression: {e}")))?,
+                key_log: crate::output::key_log(a.keylog.as_ref()),
             },
             threads: threads_or_cpus(a.threads),
             pin_cpus: None,
@@ -414,6 +415,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
             .versions
             .contains(&tlslab_crypto::provider::Version::Tls13),
     )?;
+    crate::output::warn_key_log(plan.config.tls.key_log.as_deref());
     let prepared = plan.prepare()?;
     let server =
         tlslab_server::Server::start_with_h3(prepared.config, h3).context("starting the server")?;

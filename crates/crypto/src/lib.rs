@@ -15,6 +15,8 @@
 //! - [`store`]: a bounded, TTL'd, sharded server session cache with hit/miss/
 //!   eviction counters, a client session store whose resumption offers the
 //!   load engine switches per connection, and a ticketer that counts tickets.
+//! - [`keylog`]: NSS key logs (`--keylog`, `SSLKEYLOGFILE`) for decrypting
+//!   captures with Wireshark/tshark.
 //! - [`compress`]: RFC 8879 certificate compression (`--cert-compression`)
 //!   and the sizes of each decompressed certificate message.
 //! - [`ticket_keys`]: ticket keys a cluster shares (nginx's 80-byte key
@@ -26,6 +28,7 @@
 //! in-memory bytes into records for its tests and benches).
 
 pub mod compress;
+pub mod keylog;
 pub mod meter;
 pub mod pki;
 pub mod provider;

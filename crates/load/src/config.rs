@@ -258,6 +258,22 @@ pub struct LoadConfig {
     /// 64 KiB, the server's flights are cut into Internet-sized segments
     /// and the handshake's segment counts mean what they would on a path.
     pub mss: Option<u32>,
+    /// `--keylog` (or `SSLKEYLOGFILE`): append every connection's TLS
+    /// secrets, TCP and QUIC, to this file in the NSS key log format
+    /// (created 0600), so a capture of the run can be decrypted.
+    pub key_log: Option<PathBuf>,
+    /// `--hdr-log`: write per-interval latency histograms (total,
+    /// handshake, first byte) to this HdrHistogram interval log.
+    pub hdr_log: Option<HdrLog>,
+}
+
+/// Where and how often [`LoadConfig::hdr_log`] writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HdrLog {
+    /// The log file (overwritten).
+    pub path: PathBuf,
+    /// The length of an interval (`--hdr-interval`, default 1 s).
+    pub interval: Duration,
 }
 
 /// An access log prepared for replay.
@@ -315,6 +331,8 @@ impl LoadConfig {
             retry_backoff: DEFAULT_RETRY_BACKOFF,
             cert_compression: Vec::new(),
             mss: None,
+            key_log: None,
+            hdr_log: None,
         }
     }
 }

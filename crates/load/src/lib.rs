@@ -34,6 +34,7 @@ mod conn;
 mod engine;
 mod error;
 mod errors;
+mod hdr;
 mod io;
 mod progress;
 pub mod quic;
@@ -47,8 +48,8 @@ mod users;
 mod validate;
 
 pub use config::{
-    Arrivals, DEFAULT_RETRY_BACKOFF, Http2, LoadConfig, OpenLoop, RETRY_BACKOFF_CAP, Replay,
-    ResumeWith, Trust, Workload, retry_backoff_bound,
+    Arrivals, DEFAULT_RETRY_BACKOFF, HdrLog, Http2, LoadConfig, OpenLoop, RETRY_BACKOFF_CAP,
+    Replay, ResumeWith, Trust, Workload, retry_backoff_bound,
 };
 pub use engine::run;
 pub use error::Error;

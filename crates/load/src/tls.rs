@@ -74,6 +74,8 @@ pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<Client
     // would offer both.
     config.cert_decompressors = tlslab_crypto::compress::decompressors(&cfg.cert_compression);
     config.cert_compressors = Vec::new();
+    // TCP and QUIC alike: the QUIC client's configuration is this one.
+    config.key_log = tlslab_crypto::keylog::open(cfg.key_log.as_deref())?;
     Ok(config)
 }
 

@@ -250,6 +250,16 @@ pub enum Error {
         /// The log file.
         path: String,
     },
+    /// The HdrHistogram interval log (`--hdr-log`) could not be written.
+    #[error(
+        "HdrHistogram log {path}: {problem}; check that the directory exists, is writable and has space"
+    )]
+    HdrLog {
+        /// The log file.
+        path: String,
+        /// What failed.
+        problem: String,
+    },
 }
 
 /// Shorthand for results in this crate.

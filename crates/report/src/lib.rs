@@ -16,6 +16,8 @@
 //!   stopping rule of adaptive experiments.
 //! - [`CsvLog`]: the `--log FILE` sink, one CSV row per request, written by
 //!   its own thread behind a bounded channel so no row is lost.
+//! - [`hdr_log`]: the `--hdr-log FILE` sink, per-interval HdrHistogram
+//!   logs of the total, handshake and first-byte latencies.
 //!
 //! - [`study`]: the results document of `tlslab experiment`; [`html`]: the
 //!   self-contained HTML (inline SVG charts) and Markdown reports of it;
@@ -31,6 +33,7 @@
 pub mod capacity;
 mod csv_log;
 pub mod distributed;
+pub mod hdr_log;
 pub mod html;
 pub mod inputs;
 pub mod interval;

@@ -236,6 +236,8 @@ impl Stats {
 #[derive(Debug)]
 pub struct Collector {
     shards: Box<[Mutex<Stats>]>,
+    /// `--hdr-log`: every recorded request also goes to this interval log.
+    hdr_log: Option<std::sync::Arc<crate::hdr_log::HdrIntervalLog>>,
 }
 
 impl Collector {
@@ -245,7 +247,17 @@ impl Collector {
             shards: (0..shards.max(1))
                 .map(|_| Mutex::new(Stats::default()))
                 .collect(),
+            hdr_log: None,
         }
+    }
+
+    /// This collector, also recording every request into `log`.
+    pub fn with_hdr_log(
+        mut self,
+        log: Option<std::sync::Arc<crate::hdr_log::HdrIntervalLog>>,
+    ) -> Self {
+        self.hdr_log = log;
+        self
     }
 
     /// How many shards there are.
@@ -258,6 +270,9 @@ impl Collector {
         self.shards[r.client as usize % self.shards.len()]
             .lock()
             .record(r);
+        if let Some(log) = &self.hdr_log {
+            log.record(r);
+        }
     }
 
     /// All shards merged.

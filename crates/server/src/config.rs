@@ -302,6 +302,11 @@ pub struct TlsSettings {
     /// chain is compressed once per algorithm and cached). Empty (the
     /// default): the chain is always sent uncompressed.
     pub cert_compression: Vec<tlslab_crypto::compress::CertCompression>,
+    /// `--keylog` (or `SSLKEYLOGFILE`): append the TLS secrets of every
+    /// connection, TCP and QUIC (the QUIC listener's configuration is a
+    /// copy of this one), to this file in the NSS key log format, created
+    /// 0600. `None`: no key log.
+    pub key_log: Option<std::path::PathBuf>,
 }
 
 impl TlsSettings {
@@ -325,6 +330,7 @@ impl TlsSettings {
             remote_cache: None,
             ticket_keys: TicketKeys::Local,
             cert_compression: Vec::new(),
+            key_log: None,
         }
     }
 }

@@ -79,6 +79,7 @@ pub(crate) fn build(s: &TlsSettings, meter: &Arc<Meter>) -> Result<Built> {
     // would compress whenever the client offers it. Counted per handshake.
     let compression = crate::cert_compression::install(&mut config, &s.cert_compression);
     config.cert_decompressors = Vec::new();
+    config.key_log = tlslab_crypto::keylog::open(s.key_log.as_deref())?;
     let mut redis = None;
     let (storage, cache): (Arc<dyn StoresServerSessions>, _) = match s.session_cache {
         _ if s.remote_cache.is_some() => {

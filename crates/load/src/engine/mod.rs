@@ -156,6 +156,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         Scheduler::new(r.plan.clone(), r.window, r.pacing).map_err(Error::Workload)?;
     }
     let socket = Arc::new(crate::io::SocketTotals::default());
+    let hdr_log = crate::hdr::open(cfg, window_start)?;
     let shared = Arc::new(Shared {
         origins,
         run_start: window_start.checked_sub(cfg.warmup).unwrap_or(window_start),
@@ -170,7 +171,8 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         reuse: cfg.reuse,
         resume_with: cfg.resume_with,
         early_data: cfg.early_data,
-        collector: Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4))),
+        collector: Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4)))
+            .with_hdr_log(hdr_log.clone()),
         csv,
         progress: cfg.progress.then(Progress::default),
         unfinished: AtomicU64::new(0),
@@ -206,6 +208,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     if let Some(log) = log {
         log.finish()?;
     }
+    crate::hdr::finish(hdr_log.as_ref())?;
 
     let config = cfg.echo(urls);
     let window = Window {

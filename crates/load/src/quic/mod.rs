@@ -230,6 +230,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         })
         .collect::<Result<Vec<_>, Error>>()?;
     let window_start = Instant::now() + cfg.warmup;
+    let hdr_log = crate::hdr::open(cfg, window_start)?;
     let run = Arc::new(Run {
         addr,
         server_name,
@@ -243,7 +244,8 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         streams: h3.max_concurrent_streams,
         reuse: cfg.reuse,
         early_data: cfg.early_data,
-        collector: Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4))),
+        collector: Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4)))
+            .with_hdr_log(hdr_log.clone()),
         unfinished: AtomicU64::new(0),
         connections: AtomicU64::new(0),
         handshakes: Mutex::new(Vec::new()),
@@ -314,6 +316,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         ))
     })?;
     rt.shutdown_timeout(Duration::from_secs(1));
+    crate::hdr::finish(hdr_log.as_ref())?;
     let mut config = cfg.echo(cfg.targets.iter().map(|t| t.to_string()).collect());
     // QUIC is TLS 1.3 only, and resumes with tickets.
     config.resume_with = "ticket".into();

@@ -7,6 +7,9 @@
 //! - `histograms.hlog`: its latency histograms in the HdrHistogram interval
 //!   log format (one interval per phase, tagged with the phase name,
 //!   V2-deflate encoded, readable by HdrHistogram's `HistogramLogReader`);
+//! - `intervals.hlog`: its per-interval latency histograms (`load
+//!   --hdr-log`), written during the run; `tlslab merge --hdr-log` merges
+//!   them ([`merge_interval_logs`]);
 //! - `counters.json`: every other counter of its [`Stats`](crate::Stats) (the exact sums
 //!   and maxima of each phase, counts by status, error, version, suite, …);
 //! - `complete.json`: the completion marker ([`AgentMarker`]), written
@@ -22,6 +25,7 @@
 
 mod agent_dir;
 mod error;
+mod intervals;
 mod merge;
 #[cfg(test)]
 mod tests;
@@ -32,6 +36,7 @@ pub use agent_dir::{
 pub use error::{
     COUNTERS_FILE, CSV_FILE, DistributedError, HLOG_FILE, MARKER_FILE, PHASE_TAGS, REPORT_FILE,
 };
+pub use intervals::{INTERVALS_FILE, MergedIntervals, merge_interval_logs};
 pub use merge::{merge, merge_with};
 pub use tlslab_schema::agent::{AgentCounters, AgentMarker, RunFlags, ShardId};
 pub use tlslab_schema::load::{AgentSummary, Distributed, MissingAgent};
