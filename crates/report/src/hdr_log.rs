@@ -211,6 +211,7 @@ mod tests {
         RequestRecord {
             status: Some(200),
             ttfb_us: Some(total / 2),
+            transfer_us: Some(total / 2),
             total_us: total,
             handshake: Some(HandshakeRecord {
                 duration_us: hs,
