@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Semaphore, watch};
 
-use crate::access_log::{LoggedBody, Pending, escape};
+use crate::access_log::{LoggedBody, Pending, Transport, escape};
 use crate::content::{self, Body};
 use crate::early::EarlyRequests;
 use crate::idle::{Busy, CLOSE_GRACE, CloseReason, ConnInfo, Member};
@@ -86,6 +86,7 @@ where
                 status: resp.status().as_u16(),
                 sent: 0,
                 early,
+                transport: Transport::Tcp,
             });
             let mut resp = resp;
             if let (Listener::Https, Some(v)) = (kind, s.alt_svc.get()) {
@@ -209,7 +210,7 @@ fn shed_503<B>(req: &Request<B>) -> Response<Body> {
 }
 
 /// `$request`: method, path and query, version, escaped.
-fn request_line<B>(req: &Request<B>) -> String {
+pub(crate) fn request_line<B>(req: &Request<B>) -> String {
     let target = req
         .uri()
         .path_and_query()

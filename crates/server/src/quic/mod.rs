@@ -26,7 +26,7 @@ mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -35,7 +35,9 @@ use http_body_util::BodyExt;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
+use crate::access_log::{AccessLog, Pending, Transport, Unfinished, escape};
 use crate::content::{Body, Handled};
+use crate::idle::ConnInfo;
 use crate::{Error, Result};
 
 pub(crate) use stats::{QuicCollector, QuicStats};
@@ -107,6 +109,8 @@ pub(crate) struct Prepared {
     server: quinn::ServerConfig,
     early: bool,
     pub(crate) stats: Arc<QuicStats>,
+    /// `--access-log`, shared with the TCP listener.
+    pub(crate) access_log: Option<Arc<AccessLog>>,
 }
 
 /// The `Alt-Svc` value that the TCP listener adds to its responses.
@@ -164,6 +168,7 @@ pub(crate) fn prepare(
         server,
         early,
         stats,
+        access_log: None,
     })
 }
 
@@ -239,6 +244,8 @@ pub(crate) fn start(
         handshake_timeout,
         max: p.settings.max_connections as u64,
         retry: p.settings.retry,
+        access_log: p.access_log,
+        ids: AtomicU64::new(0),
     });
     let task = tokio::spawn(accept_loop(endpoint.clone(), conn, shutdown));
     tracing::info!(h3 = %local, "tlslab QUIC listener (HTTP/3) listening");
@@ -259,6 +266,9 @@ struct Conn {
     handshake_timeout: Duration,
     max: u64,
     retry: QuicRetry,
+    access_log: Option<Arc<AccessLog>>,
+    /// The access log's `$connection_id`s, from 1.
+    ids: AtomicU64,
 }
 
 async fn accept_loop(ep: quinn::Endpoint, c: Arc<Conn>, mut shutdown: watch::Receiver<bool>) {
@@ -379,6 +389,13 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>) {
 
 async fn serve_h3(conn: quinn::Connection, c: &Arc<Conn>, handshaking: &Arc<AtomicBool>) {
     let quic = conn.clone();
+    // What the access log says of every request on this connection.
+    let info = c.access_log.as_ref().map(|_| {
+        let id = c.ids.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut info = ConnInfo::new(quic.remote_address(), id);
+        info.tls = ("TLSv1.3", "-");
+        Arc::new(info)
+    });
     let mut h3 =
         match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await {
             Ok(h) => h,
@@ -397,10 +414,10 @@ async fn serve_h3(conn: quinn::Connection, c: &Arc<Conn>, handshaking: &Arc<Atom
                         .handshake_data()
                         .and_then(|d| d.downcast::<session::ZeroRtt>().ok())
                         .is_some_and(|z| z.0);
-                let c = c.clone();
+                let (c, info) = (c.clone(), info.clone());
                 tokio::spawn(async move {
                     match resolver.resolve_request().await {
-                        Ok((req, stream)) => request(req, stream, early, &c).await,
+                        Ok((req, stream)) => request(req, stream, early, &c, info).await,
                         Err(e) => tracing::debug!("h3 request failed: {e}"),
                     }
                 });
@@ -419,9 +436,11 @@ async fn request<S>(
     mut stream: h3::server::RequestStream<S, Bytes>,
     early: bool,
     c: &Conn,
+    info: Option<Arc<ConnInfo>>,
 ) where
     S: h3::quic::BidiStream<Bytes>,
 {
+    let start = std::time::Instant::now();
     c.stats.requests.fetch_add(1, Ordering::Relaxed);
     if early {
         req.headers_mut()
@@ -432,6 +451,26 @@ async fn request<S>(
         Handled::Ready(r) => r,
         Handled::Burn { work, bytes } => crate::http_conn::burn(&c.burners, work, bytes).await,
     };
+    // The access-log line is queued when this function ends, however it
+    // ends, with the bytes handed to the stream, as over TCP.
+    let mut logged = Unfinished(match (&c.access_log, info) {
+        (Some(log), Some(conn)) => Some(Pending {
+            log: log.clone(),
+            on_conn: conn.next_request(),
+            start,
+            request: crate::http_conn::request_line(&req),
+            user_agent: req
+                .headers()
+                .get(http::header::USER_AGENT)
+                .map_or_else(|| "-".to_string(), |v| escape(v.as_bytes())),
+            status: resp.status().as_u16(),
+            sent: 0,
+            early,
+            transport: Transport::Quic,
+            conn,
+        }),
+        _ => None,
+    });
     let (parts, mut body): (_, Body) = resp.into_parts();
     if stream
         .send_response(Response::from_parts(parts, ()))
@@ -444,6 +483,7 @@ async fn request<S>(
         while let Some(Ok(frame)) = body.frame().await {
             if let Ok(mut data) = frame.into_data() {
                 let chunk = data.copy_to_bytes(data.remaining());
+                logged.sent(chunk.len());
                 if stream.send_data(chunk).await.is_err() {
                     return;
                 }
