@@ -394,3 +394,45 @@ fn load_backs_off_a_closed_port_and_reports_the_refusals() {
     let tight = num(&r.expect("load wrote --json"), "requests/attempted");
     assert!(tight > 200.0, "without backoff: {tight} attempts in 0.5 s");
 }
+
+// Issue 29: `serve --cert <ML-DSA> --tls 1.2` started without a word and
+// then failed every handshake (TLS 1.2 cannot sign with ML-DSA).
+#[test]
+fn serve_refuses_an_ml_dsa_cert_with_tls_1_2_as_a_usage_error() {
+    let dir = tempdir();
+    let c = common::certs(dir.path(), "mldsa65", &[]);
+    let mut line = vec!["serve", "--listen", "127.0.0.1:0"];
+    line.extend(c.serve_flags());
+    let err = common::usage_error(&[&line[..], &["--tls", "1.2"]].concat(), LIMIT);
+    assert!(
+        err.contains("ML-DSA") && err.contains("--tls 1.3"),
+        "the message must name the problem and the fix: {err}"
+    );
+    // An ECDSA chain with TLS 1.2 is fine: the check names ML-DSA keys only
+    // (checked without starting a server: a bad --alpn after it fails).
+    let dir2 = tempdir();
+    let e = common::certs(dir2.path(), "ecdsa-p256", &[]);
+    let mut line = vec!["serve", "--listen", "127.0.0.1:0", "--tls", "1.2"];
+    line.extend(e.serve_flags());
+    let err = common::usage_error(&[&line[..], &["--alpn", "spdy"]].concat(), LIMIT);
+    assert!(!err.contains("ML-DSA") && err.contains("--alpn"), "{err}");
+}
+
+// Issue 29: `certs --san ''` wrote a certificate with an empty SAN and CN.
+#[test]
+fn certs_refuses_an_empty_san_as_a_usage_error() {
+    for san in ["", "localhost,,127.0.0.1", "localhost, "] {
+        let dir = tempdir();
+        let out = dir.path().join("c");
+        let line = ["certs", "--out", s(&out), "--san", san];
+        let err = common::usage_error(&line, LIMIT);
+        assert!(
+            err.contains("--san") && err.contains("empty"),
+            "{san:?}: {err}"
+        );
+        assert!(
+            !out.join("server.pem").exists(),
+            "{san:?}: wrote a certificate"
+        );
+    }
+}

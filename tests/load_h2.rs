@@ -77,8 +77,8 @@ fn load_h2_two_clients_ten_streams_two_connections_server_logs_http2() {
         "{:?}",
         &lines[..2]
     );
-    // `$connection_id` is the third field from the end.
-    let conns: BTreeSet<&str> = lines.iter().filter_map(|l| l.rsplit(' ').nth(2)).collect();
+    // `$connection_id` is the fourth field from the end.
+    let conns: BTreeSet<&str> = lines.iter().filter_map(|l| l.rsplit(' ').nth(3)).collect();
     assert_eq!(conns.len(), 2, "{conns:?}");
 }
 

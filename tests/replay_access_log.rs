@@ -55,7 +55,7 @@ fn parse(line: &str, by_size: &HashMap<u64, usize>) -> Served {
     let (_ua, tail) = rest.split_once("\" ").expect("user agent");
     let head: Vec<&str> = head.split(' ').collect();
     let tail: Vec<&str> = tail.split(' ').collect();
-    assert_eq!((head.len(), tail.len()), (2, 6), "{line}");
+    assert_eq!((head.len(), tail.len()), (2, 7), "{line}");
     let size: u64 = size.parse().expect("a size");
     Served {
         id: *by_size

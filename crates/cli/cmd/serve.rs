@@ -100,7 +100,7 @@ pub fn config(a: &ServeArgs) -> anyhow::Result<ServePlan> {
         random_prefix: node_prefix(a.node_tag.as_deref())?.map(|p| p.to_vec()),
     };
     // Fail on bad suites/groups now, with the flag's name in the message.
-    provider::build(&versions, &algorithms).map_err(usage)?;
+    let crypto = provider::build(&versions, &algorithms).map_err(usage)?;
 
     let (session_cache, remote_cache) = parse_shared_cache(
         &a.session_cache,
@@ -174,7 +174,13 @@ pub fn config(a: &ServeArgs) -> anyhow::Result<ServePlan> {
         (Some(chain), Some(key)) => {
             // Load now so that a bad file is a usage error naming the file.
             tlslab_crypto::pki::load_chain(chain).map_err(usage)?;
-            tlslab_crypto::pki::load_key(key).map_err(usage)?;
+            let der = tlslab_crypto::pki::load_key(key).map_err(usage)?;
+            if signs_with_ml_dsa(&crypto, der) && !versions.contains(&provider::Version::Tls13) {
+                return bail(format!(
+                    "--key {} is an ML-DSA key, which TLS 1.2 cannot use (every handshake would fail); ML-DSA needs TLS 1.3: use --tls 1.3 (or 1.2,1.3)",
+                    key.display()
+                ));
+            }
             let files = CertSource::Files {
                 chain: chain.clone(),
                 key: key.clone(),
@@ -386,8 +392,27 @@ fn admission(a: &ServeArgs) -> anyhow::Result<AdmissionSettings> {
     Ok(s)
 }
 
+/// Whether `key` signs with ML-DSA (TLS 1.3 only), as `crypto` loads it.
+/// A key it cannot load is left for the server's own error.
+fn signs_with_ml_dsa(
+    crypto: &rustls::crypto::CryptoProvider,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> bool {
+    use rustls::SignatureScheme as S;
+    crypto.key_provider.load_private_key(key).is_ok_and(|k| {
+        k.choose_scheme(&[S::ML_DSA_44, S::ML_DSA_65, S::ML_DSA_87])
+            .is_some()
+    })
+}
+
 /// Runs `tlslab certs`.
 pub fn certs(a: &CertsArgs) -> anyhow::Result<ExitCode> {
+    if a.san.iter().any(|n| n.trim().is_empty()) {
+        return bail(format!(
+            "--san {:?}: an empty name would become an empty subject alternative name and common name; give DNS names or IP addresses separated by commas, none empty (e.g. --san localhost,127.0.0.1)",
+            a.san.join(",")
+        ));
+    }
     let generated = tlslab_crypto::pki::generate_chain(a.key_type, a.intermediate_key, &a.san)
         .map_err(usage)?;
     let written = generated.write_to(&a.out).map_err(usage)?;

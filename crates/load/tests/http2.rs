@@ -26,8 +26,8 @@ fn access_log(path: &Path) -> Vec<(String, String)> {
         .map(|l| {
             let request = l.split('"').nth(1).unwrap().to_string();
             let fields: Vec<&str> = l.rsplit(' ').collect();
-            // ... $request_time_us $connection_id $request_on_conn $ssl_early_data
-            (request, fields[2].to_string())
+            // ... $connection_id $request_on_conn $ssl_early_data $transport
+            (request, fields[3].to_string())
         })
         .collect()
 }

@@ -3,10 +3,11 @@
 //! 100 ms later (or at once when 64 KiB are queued), like nginx's
 //! `access_log … buffer=64k flush=100ms`; everything is written at shutdown.
 //!
-//! The format (one line, fields separated by single spaces):
+//! The format, version 2 (one line, fields separated by single spaces;
+//! version 1 was the same without the last field, `$transport`):
 //!
 //! ```text
-//! $remote_addr - - [$time_local] "$request" $status $body_bytes_sent "-" "$http_user_agent" $ssl_protocol $ssl_session_reused $request_time_us $connection_id $request_on_conn $ssl_early_data
+//! $remote_addr - - [$time_local] "$request" $status $body_bytes_sent "-" "$http_user_agent" $ssl_protocol $ssl_session_reused $request_time_us $connection_id $request_on_conn $ssl_early_data $transport
 //! ```
 //!
 //! `$time_local` is UTC (`22/Nov/2026:00:44:04 +0000`); `$ssl_protocol` is
@@ -17,7 +18,11 @@
 //! and `$request_on_conn` numbers requests on a connection from 1.
 //! `$ssl_early_data` is `1` for a request that arrived in TLS 1.3 early
 //! data and was answered before the handshake completed (0-RTT), `.`
-//! otherwise.
+//! otherwise. `$transport` is `tcp` (the HTTPS and plain listeners) or
+//! `quic` (`--h3`). A QUIC connection's `$ssl_session_reused` is `-`: quinn
+//! does not tell whether one connection resumed (the `tlslab_transport_*`
+//! metrics count resumed QUIC handshakes), and `$connection_id` numbers
+//! QUIC connections from 1 on their own.
 //! A line is queued when the response completes (its last body
 //! frame has been handed to the connection, or the response was dropped
 //! unfinished), so the log's order is the order in which service completed.
@@ -189,7 +194,7 @@ impl Pending {
     pub(crate) fn emit(self) {
         let c = &self.conn;
         let line = format!(
-            "{} - - [{}] \"{}\" {} {} \"-\" \"{}\" {} {} {} {} {} {}\n",
+            "{} - - [{}] \"{}\" {} {} \"-\" \"{}\" {} {} {} {} {} {} {}\n",
             c.peer.ip().to_canonical(),
             time_local(SystemTime::now()),
             self.request,
@@ -202,8 +207,31 @@ impl Pending {
             c.id,
             self.on_conn,
             if self.early { "1" } else { "." },
+            c.transport.name(),
         );
         self.log.send(&line);
+    }
+}
+
+/// A request whose line is queued when this is dropped: where the
+/// response is not a [`LoggedBody`] (HTTP/3).
+#[derive(Debug)]
+pub(crate) struct Unfinished(pub(crate) Option<Pending>);
+
+impl Unfinished {
+    /// `n` more body bytes handed over.
+    pub(crate) fn sent(&mut self, n: usize) {
+        if let Some(p) = self.0.as_mut() {
+            p.sent += n as u64;
+        }
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            p.emit();
+        }
     }
 }
 

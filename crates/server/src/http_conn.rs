@@ -209,7 +209,7 @@ fn shed_503<B>(req: &Request<B>) -> Response<Body> {
 }
 
 /// `$request`: method, path and query, version, escaped.
-fn request_line<B>(req: &Request<B>) -> String {
+pub(crate) fn request_line<B>(req: &Request<B>) -> String {
     let target = req
         .uri()
         .path_and_query()

@@ -74,6 +74,16 @@ pub(crate) enum Transport {
     Quic = 1,
 }
 
+impl Transport {
+    /// Its name in the access log (`$transport`) and metric labels.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Quic => "quic",
+        }
+    }
+}
+
 /// The process's clock origin for the idle stamps.
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
@@ -138,9 +148,11 @@ impl ConnInfo {
         }
     }
 
-    /// A QUIC connection.
+    /// A QUIC connection (always TLS 1.3; whether it resumed, quinn does
+    /// not say per connection).
     pub(crate) fn quic(peer: SocketAddr, id: u64) -> ConnInfo {
         ConnInfo {
+            tls: ("TLSv1.3", "-"),
             transport: Transport::Quic,
             ..ConnInfo::new(peer, id)
         }

@@ -340,12 +340,12 @@ fn cluster(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Err
             ),
             (
                 "tlslab_redis_writes",
-                "Session puts and deletes written to Redis.",
+                "Session puts written to Redis.",
                 r.writes,
             ),
             (
                 "tlslab_redis_write_errors",
-                "Session puts and deletes that failed or timed out at Redis.",
+                "Session puts that failed or timed out at Redis (sessions not shared).",
                 r.write_errors,
             ),
             (

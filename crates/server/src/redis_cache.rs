@@ -9,9 +9,17 @@
 //!   layer, where rustls then finds it;
 //! - `put` queues a `SET … PX ttl` on a bounded queue that one task drains
 //!   in pipelines; a full queue drops the put and counts it;
-//! - `take` (TLS 1.3 stateful tickets, single use) queues a `DEL`, and the
-//!   prefetch of a PSK identity uses `GETDEL`, so a ticket resumes once in
-//!   the whole cluster (Redis ≥ 6.2).
+//! - a TLS 1.3 stateful ticket (single use, and the only way to 0-RTT) is
+//!   claimed before the handshake with an atomic `GETDEL` of its PSK
+//!   identity, in every mode, and `take` returns only a claimed ticket,
+//!   never a copy in the memory layer. So a ticket resumes, and its 0-RTT
+//!   data is answered, at most once in the whole cluster (Redis ≥ 6.2): a
+//!   replay to the node that issued the ticket finds it claimed already,
+//!   as a replay to any other node does. The price is that a TLS 1.3
+//!   resumption always waits for one Redis round trip, even when the
+//!   memory layer holds the ticket, and that it is a full handshake while
+//!   Redis is unreachable; TLS 1.2 session IDs (multi-use) keep the memory
+//!   layer's local hits.
 //!
 //! Failure is a full handshake, never an error: a GET that fails or
 //! times out is a miss, counted as an error or a timeout. After a failed
@@ -42,7 +50,8 @@ const QUEUE: usize = 8192;
 const BATCH: usize = 128;
 /// How long a pipeline of writes may take.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
-/// The capacity of the staging area when there is no memory layer.
+/// The capacity of the staging area when there is no memory layer, and of
+/// the claimed tickets.
 const STAGING: usize = 16_384;
 /// How long a staged (prefetched) value waits for its handshake.
 const STAGING_TTL: Duration = Duration::from_secs(10);
@@ -51,49 +60,88 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// How often a continuing outage is logged again.
 const OUTAGE_REPEAT: Duration = Duration::from_secs(30);
 
+/// What one failed exchange with Redis cost: a lookup (failed, or
+/// skipped while backing off; counted in `tlslab_redis_errors_total`), or
+/// a pipeline of session writes (each counted in
+/// `tlslab_redis_write_errors_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lost {
+    Lookup,
+    Writes(u64),
+}
+
+/// What an outage cost so far: the units of the two metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Losses {
+    /// Lookups that failed or were skipped.
+    lookups: u64,
+    /// Session writes lost.
+    writes: u64,
+}
+
+impl Losses {
+    fn add(&mut self, l: Lost) {
+        match l {
+            Lost::Lookup => self.lookups += 1,
+            Lost::Writes(n) => self.writes += n,
+        }
+    }
+}
+
+impl std::fmt::Display for Losses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} lookups failed or skipped (tlslab_redis_errors_total), {} session writes lost (tlslab_redis_write_errors_total)",
+            self.lookups, self.writes
+        )
+    }
+}
+
 /// A line about a Redis outage to log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum OutageLine {
     /// The first failure of an outage.
     Down,
-    /// Still down: failures since the last line, and since when.
-    Still { failures: u64, down_for: Duration },
-    /// Answering again after `down_for`, with this many failures in all.
-    Back { failures: u64, down_for: Duration },
+    /// Still down: what was lost since the last line, and since when.
+    Still { lost: Losses, down_for: Duration },
+    /// Answering again after `down_for`, with this much lost in all.
+    Back { lost: Losses, down_for: Duration },
 }
 
 /// Rate-limits the log of a Redis outage: the first failure, then at most
-/// one line every [`OUTAGE_REPEAT`] with the failures since, and one line
-/// at recovery. Time is given, so tests need no clock.
+/// one line every [`OUTAGE_REPEAT`] with what was lost since, and one line
+/// at recovery. The losses are counted in the units of the metrics, so the
+/// lines and the metrics agree. Time is given, so tests need no clock.
 #[derive(Debug, Default)]
 struct Outage {
     /// When the outage began (`None`: Redis is up).
     since: Option<Instant>,
     /// When the last line was logged.
     logged: Option<Instant>,
-    /// Failures since the last line.
-    unlogged: u64,
-    /// Failures in the whole outage.
-    total: u64,
+    /// Lost since the last line.
+    unlogged: Losses,
+    /// Lost in the whole outage.
+    total: Losses,
 }
 
 impl Outage {
-    fn failure(&mut self, now: Instant) -> Option<OutageLine> {
-        self.total += 1;
+    fn failure(&mut self, now: Instant, lost: Lost) -> Option<OutageLine> {
+        self.total.add(lost);
         let Some(since) = self.since else {
             self.since = Some(now);
             self.logged = Some(now);
-            self.unlogged = 0;
+            self.unlogged = Losses::default();
             return Some(OutageLine::Down);
         };
-        self.unlogged += 1;
+        self.unlogged.add(lost);
         let last = self.logged.unwrap_or(since);
         if now.duration_since(last) < OUTAGE_REPEAT {
             return None;
         }
         self.logged = Some(now);
         Some(OutageLine::Still {
-            failures: std::mem::take(&mut self.unlogged),
+            lost: std::mem::take(&mut self.unlogged),
             down_for: now.duration_since(since),
         })
     }
@@ -101,7 +149,7 @@ impl Outage {
     fn success(&mut self, now: Instant) -> Option<OutageLine> {
         let since = self.since.take()?;
         let line = OutageLine::Back {
-            failures: self.total,
+            lost: self.total,
             down_for: now.duration_since(since),
         };
         *self = Outage::default();
@@ -121,11 +169,12 @@ pub struct RedisStats {
     pub errors: u64,
     /// GETs that did not answer within `--redis-timeout`.
     pub timeouts: u64,
-    /// Lookups answered by the memory layer without asking Redis.
+    /// Lookups answered by the memory layer without asking Redis (TLS 1.2
+    /// session IDs only: a TLS 1.3 ticket is always claimed in Redis).
     pub local_hits: u64,
-    /// Puts and deletes written to Redis.
+    /// Puts written to Redis.
     pub writes: u64,
-    /// Puts and deletes that failed or timed out at Redis.
+    /// Puts that failed or timed out at Redis (sessions not shared).
     pub write_errors: u64,
     /// Puts dropped because the queue to Redis was full.
     pub put_drops: u64,
@@ -135,16 +184,17 @@ pub struct RedisStats {
     pub get_p99_us: u64,
 }
 
-enum Write {
-    Set(Vec<u8>, Vec<u8>),
-    Del(Vec<u8>),
-}
+/// A session to write to Redis: key, value.
+struct Write(Vec<u8>, Vec<u8>);
 
 /// A session store whose sessions live in Redis and, staged or as a
 /// memory layer, in this process.
 pub struct RedisStore {
     spec: RemoteCache,
     local: Arc<ServerSessionCache>,
+    /// TLS 1.3 tickets claimed in Redis by `GETDEL` for a handshake under
+    /// way: the only ones `take` returns.
+    claimed: Arc<ServerSessionCache>,
     layered: bool,
     client: redis::Client,
     conn: OnceLock<ConnectionManager>,
@@ -212,6 +262,7 @@ impl RedisStore {
         Ok(Arc::new(RedisStore {
             spec: spec.clone(),
             local,
+            claimed: ServerSessionCache::new(STAGING, STAGING_TTL),
             layered,
             client,
             conn: OnceLock::new(),
@@ -269,17 +320,17 @@ impl RedisStore {
     }
 
     /// Logs a failed exchange with Redis, rate-limited.
-    fn unreachable(&self, e: &dyn std::fmt::Display) {
+    fn unreachable(&self, e: &dyn std::fmt::Display, lost: Lost) {
         self.down.store(true, Ordering::Relaxed);
-        let line = self.outage.lock().failure(Instant::now());
+        let line = self.outage.lock().failure(Instant::now(), lost);
         match line {
             Some(OutageLine::Down) => tracing::warn!(
                 "Redis session cache {} is unreachable: {e}; sessions are not shared until it is back (handshakes go on, full where Redis would have resumed them); further failures are reported every {} s and counted in the tlslab_redis_* metrics",
                 self.spec.url,
                 OUTAGE_REPEAT.as_secs()
             ),
-            Some(OutageLine::Still { failures, down_for }) => tracing::warn!(
-                "Redis session cache {} still unreachable after {:.0} s: {failures} failures in the last {} s (last: {e})",
+            Some(OutageLine::Still { lost, down_for }) => tracing::warn!(
+                "Redis session cache {} still unreachable after {:.0} s; in the last {} s: {lost} (last failure: {e})",
                 self.spec.url,
                 down_for.as_secs_f64(),
                 OUTAGE_REPEAT.as_secs()
@@ -297,11 +348,11 @@ impl RedisStore {
         self.backoff_ms.store(0, Ordering::Relaxed);
         self.down_until.store(0, Ordering::Relaxed);
         self.down.store(false, Ordering::Relaxed);
-        if let Some(OutageLine::Back { failures, down_for }) =
+        if let Some(OutageLine::Back { lost, down_for }) =
             self.outage.lock().success(Instant::now())
         {
             tracing::warn!(
-                "Redis session cache {} is reachable again after {:.1} s ({failures} failures)",
+                "Redis session cache {} is reachable again after {:.1} s; in the outage: {lost}",
                 self.spec.url,
                 down_for.as_secs_f64()
             );
@@ -320,16 +371,19 @@ impl RedisStore {
             .store(self.now_ms() + next, Ordering::Relaxed);
     }
 
-    /// Fetches the sessions a ClientHello offers (`single_use`: TLS 1.3
-    /// stateful tickets, fetched with GETDEL) into the local layer, within
-    /// `--redis-timeout` for all of them together. Never fails: a failure is
+    /// Fetches the sessions a ClientHello offers into the local layer,
+    /// within `--redis-timeout` for all of them together. `single_use`: TLS
+    /// 1.3 stateful tickets, claimed with `GETDEL` whatever the memory layer
+    /// holds (only a claimed ticket may be taken). Never fails: a failure is
     /// a miss, counted.
     pub(crate) async fn prefetch(&self, keys: &[Vec<u8>], single_use: bool) {
         let Some(conn) = self.conn.get() else { return };
-        for k in keys {
-            if self.local.contains(k) {
-                self.local_hits.fetch_add(1, Ordering::Relaxed);
-                return;
+        if !single_use {
+            for k in keys {
+                if self.local.contains(k) {
+                    self.local_hits.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
             }
         }
         if keys.is_empty() {
@@ -340,7 +394,7 @@ impl RedisStore {
             // Part of the outage under way, never the start of one: a write
             // that succeeded has ended the outage and the back-off with it.
             if self.down.load(Ordering::Relaxed) {
-                self.unreachable(&"skipped while backing off after a failure");
+                self.unreachable(&"skipped while backing off after a failure", Lost::Lookup);
             }
             return;
         }
@@ -364,7 +418,7 @@ impl RedisStore {
                 tracing::debug!("Redis GET failed: {e}");
                 self.errors.fetch_add(1, Ordering::Relaxed);
                 self.failed();
-                self.unreachable(&e);
+                self.unreachable(&e, Lost::Lookup);
             }
             Ok(Ok(values)) => {
                 self.reachable();
@@ -373,10 +427,15 @@ impl RedisStore {
                 self.histogram.observe(us as f64 / 1e6);
                 self.backoff_ms.store(0, Ordering::Relaxed);
                 let mut found = false;
+                let staged = if single_use {
+                    &self.claimed
+                } else {
+                    &self.local
+                };
                 for (k, v) in keys.iter().zip(values) {
                     if let Some(v) = v {
                         found = true;
-                        self.local.put(k.clone(), v);
+                        staged.put(k.clone(), v);
                     }
                 }
                 if found {
@@ -427,20 +486,13 @@ async fn writer(store: Arc<RedisStore>, mut rx: mpsc::Receiver<Write>) {
         let Some(conn) = store.conn.get() else { return };
         let mut conn = conn.clone();
         let mut pipe = redis::pipe();
-        for w in batch.drain(..) {
-            match w {
-                Write::Set(k, v) => {
-                    pipe.cmd("SET")
-                        .arg(store.key(&k))
-                        .arg(v)
-                        .arg("PX")
-                        .arg(ttl_ms)
-                        .ignore();
-                }
-                Write::Del(k) => {
-                    pipe.cmd("DEL").arg(store.key(&k)).ignore();
-                }
-            }
+        for Write(k, v) in batch.drain(..) {
+            pipe.cmd("SET")
+                .arg(store.key(&k))
+                .arg(v)
+                .arg("PX")
+                .arg(ttl_ms)
+                .ignore();
         }
         let n = pipe.len() as u64;
         match tokio::time::timeout(WRITE_TIMEOUT, pipe.query_async::<()>(&mut conn)).await {
@@ -451,14 +503,14 @@ async fn writer(store: Arc<RedisStore>, mut rx: mpsc::Receiver<Write>) {
             Ok(Err(e)) => {
                 tracing::debug!("Redis write failed: {e}");
                 store.write_errors.fetch_add(n, Ordering::Relaxed);
-                store.unreachable(&e);
+                store.unreachable(&e, Lost::Writes(n));
             }
             Err(_) => {
                 store.write_errors.fetch_add(n, Ordering::Relaxed);
-                store.unreachable(&format_args!(
-                    "a write took over {} s",
-                    WRITE_TIMEOUT.as_secs()
-                ));
+                store.unreachable(
+                    &format_args!("a write took over {} s", WRITE_TIMEOUT.as_secs()),
+                    Lost::Writes(n),
+                );
             }
         }
     }
@@ -469,7 +521,7 @@ impl StoresServerSessions for RedisStore {
         if self.layered {
             self.local.put(key.clone(), value.clone());
         }
-        self.enqueue(Write::Set(key, value));
+        self.enqueue(Write(key, value));
         true
     }
 
@@ -482,14 +534,13 @@ impl StoresServerSessions for RedisStore {
         }
     }
 
+    /// A TLS 1.3 stateful ticket, single use in the whole cluster: only one
+    /// that the prefetch claimed in Redis with `GETDEL`. The memory layer's
+    /// copy (left to expire) is never returned: it would let a replay of the
+    /// first flight to the node that issued the ticket resume, and answer
+    /// its 0-RTT data, a second time.
     fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
-        let v = self.local.take(key);
-        // Single use in the whole cluster (the prefetch used GETDEL; a hit
-        // in the memory layer did not ask Redis).
-        if v.is_some() && self.layered {
-            self.enqueue(Write::Del(key.to_vec()));
-        }
-        v
+        self.claimed.take(key)
     }
 
     fn can_cache(&self) -> bool {
@@ -505,37 +556,80 @@ mod tests {
     fn an_outage_is_logged_first_then_every_30_s_and_once_at_recovery() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let lost = |lookups, writes| Losses { lookups, writes };
         let mut o = Outage::default();
         assert_eq!(o.success(at(0)), None, "no outage, nothing to say");
-        assert_eq!(o.failure(at(0)), Some(OutageLine::Down));
+        assert_eq!(o.failure(at(0), Lost::Lookup), Some(OutageLine::Down));
         // 5,000 failures within the next 30 s: silent.
         for i in 1..=5000 {
-            assert_eq!(o.failure(at(i * 5)), None, "failure {i}");
+            assert_eq!(o.failure(at(i * 5), Lost::Lookup), None, "failure {i}");
         }
         assert_eq!(
-            o.failure(at(30_000)),
+            o.failure(at(30_000), Lost::Writes(3)),
             Some(OutageLine::Still {
-                failures: 5001,
+                lost: lost(5000, 3),
                 down_for: Duration::from_secs(30)
             })
         );
-        assert_eq!(o.failure(at(59_999)), None);
+        assert_eq!(o.failure(at(59_999), Lost::Lookup), None);
         assert_eq!(
-            o.failure(at(60_000)),
+            o.failure(at(60_000), Lost::Writes(128)),
             Some(OutageLine::Still {
-                failures: 2,
+                lost: lost(1, 128),
                 down_for: Duration::from_secs(60)
             })
         );
         assert_eq!(
             o.success(at(61_500)),
             Some(OutageLine::Back {
-                failures: 5004,
+                lost: lost(5002, 131),
                 down_for: Duration::from_millis(61_500)
             })
         );
         assert_eq!(o.success(at(62_000)), None, "one line at recovery");
         // A new outage starts afresh.
-        assert_eq!(o.failure(at(70_000)), Some(OutageLine::Down));
+        assert_eq!(o.failure(at(70_000), Lost::Lookup), Some(OutageLine::Down));
+    }
+
+    fn store(memory: Option<usize>) -> Arc<RedisStore> {
+        RedisStore::new(&RemoteCache {
+            url: "redis://127.0.0.1:1".into(),
+            memory,
+            ttl: Duration::from_secs(60),
+            prefix: "t:".into(),
+            timeout: Duration::from_millis(5),
+        })
+        .unwrap()
+    }
+
+    // A TLS 1.3 ticket found in the memory layer was taken without asking
+    // Redis, so a replayed 0-RTT first flight to the node that issued the
+    // ticket resumed (and was answered in early data) a second time after
+    // another node had already claimed it through Redis.
+    #[test]
+    fn a_layered_store_takes_only_tickets_claimed_in_redis_not_local_copies() {
+        let s = store(Some(100));
+        assert!(s.put(b"ticket".to_vec(), b"session".to_vec()));
+        assert_eq!(s.take(b"ticket"), None, "a local copy was taken");
+        // A claim (what the prefetch's GETDEL stages) is taken, once.
+        assert!(s.put(b"ticket".to_vec(), b"session".to_vec()));
+        s.claimed.put(b"ticket".to_vec(), b"session".to_vec());
+        assert_eq!(s.take(b"ticket").as_deref(), Some(&b"session"[..]));
+        assert_eq!(s.take(b"ticket"), None, "taken twice");
+        // TLS 1.2 session IDs (multi-use) still hit the memory layer.
+        assert!(s.put(b"id".to_vec(), b"s12".to_vec()));
+        assert_eq!(s.get(b"id").as_deref(), Some(&b"s12"[..]));
+        assert_eq!(s.get(b"id").as_deref(), Some(&b"s12"[..]));
+    }
+
+    #[test]
+    fn a_redis_only_store_takes_no_session_fetched_by_a_multi_use_get() {
+        let s = store(None);
+        // What a TLS 1.2 prefetch (GET) stages is not a claimed ticket.
+        s.local.put(b"k".to_vec(), b"v".to_vec());
+        assert_eq!(s.take(b"k"), None);
+        s.claimed.put(b"k".to_vec(), b"v".to_vec());
+        assert_eq!(s.take(b"k").as_deref(), Some(&b"v"[..]));
+        assert_eq!(s.take(b"k"), None);
     }
 }

@@ -340,6 +340,7 @@ impl Server {
         let quic = match quic {
             Some(mut p) => {
                 p.follow(cfg.https, addrs[0]);
+                p.access_log = shared.access_log.clone();
                 let _enter = rt.enter();
                 let s = shared.clone();
                 let handler =

@@ -24,10 +24,12 @@ struct Line {
     time_us: u64,
     conn: u64,
     on_conn: u64,
+    transport: String,
 }
 
 fn parse(line: &str) -> Line {
     // ip - - [time] "request" status bytes "-" "ua" proto reused us conn n
+    // early transport
     let (ip, rest) = line.split_once(" - - [").expect("remote addr");
     let (_time, rest) = rest.split_once("] \"").expect("time");
     let (request, rest) = rest.split_once("\" ").expect("request");
@@ -35,7 +37,7 @@ fn parse(line: &str) -> Line {
     let (user_agent, tail) = rest.split_once("\" ").expect("user agent");
     let head: Vec<&str> = head.split(' ').collect();
     let tail: Vec<&str> = tail.split(' ').collect();
-    assert_eq!((head.len(), tail.len()), (2, 6), "{line}");
+    assert_eq!((head.len(), tail.len()), (2, 7), "{line}");
     Line {
         ip: ip.to_string(),
         request: request.to_string(),
@@ -47,6 +49,7 @@ fn parse(line: &str) -> Line {
         time_us: tail[2].parse().unwrap(),
         conn: tail[3].parse().unwrap(),
         on_conn: tail[4].parse().unwrap(),
+        transport: tail[6].to_string(),
     }
 }
 
@@ -136,6 +139,7 @@ fn every_request_is_logged_with_its_tls_version_and_resumption() {
         assert_eq!((l.status, l.bytes), (200, n), "{l:?}");
         assert_eq!(l.ip, "127.0.0.1");
         assert_eq!(l.user_agent, "-");
+        assert_eq!(l.transport, "tcp", "{l:?}");
         assert!(l.time_us < 10_000_000);
     }
     // Requests on a connection are numbered 1, 2, … in order.
@@ -148,6 +152,7 @@ fn every_request_is_logged_with_its_tls_version_and_resumption() {
     }
     let plain: Vec<&Line> = lines.iter().filter(|l| l.protocol == "-").collect();
     assert_eq!(plain.len(), 2);
+    assert!(plain.iter().all(|l| l.transport == "tcp"), "{plain:?}");
     assert_eq!(
         (plain[0].reused.as_str(), plain[0].status, plain[0].bytes),
         ("-", 200, 7)

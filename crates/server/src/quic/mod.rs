@@ -49,6 +49,7 @@ use http_body_util::BodyExt;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::access_log::{AccessLog, Pending, Unfinished, escape};
 use crate::content::{Body, Handled};
 use crate::idle::{Busy, ConnInfo, Conns, Member, Transport};
 use crate::{Error, Result};
@@ -124,6 +125,8 @@ pub(crate) struct Prepared {
     server: quinn::ServerConfig,
     early: bool,
     pub(crate) stats: Arc<QuicStats>,
+    /// `--access-log`, shared with the TCP listener.
+    pub(crate) access_log: Option<Arc<AccessLog>>,
 }
 
 /// The `Alt-Svc` value that the TCP listener adds to its responses.
@@ -181,6 +184,7 @@ pub(crate) fn prepare(
         server,
         early,
         stats,
+        access_log: None,
     })
 }
 
@@ -261,6 +265,7 @@ pub(crate) fn start(
         idle,
         next_id: AtomicU64::new(0),
         waiting: AtomicU64::new(0),
+        access_log: p.access_log,
     });
     let (room, waiting) = mpsc::channel(ROOM_QUEUE);
     tokio::spawn(room_loop(waiting, conn.clone(), shutdown.clone()));
@@ -289,6 +294,7 @@ struct Conn {
     next_id: AtomicU64,
     /// Attempts queued for room at the limit.
     waiting: AtomicU64,
+    access_log: Option<Arc<AccessLog>>,
 }
 
 impl Conn {
@@ -514,6 +520,8 @@ async fn serve_h3(
     info: &Arc<ConnInfo>,
 ) {
     let quic = conn.clone();
+    // What the access log says of every request on this connection.
+    let log_info = c.access_log.as_ref().map(|_| info.clone());
     let mut h3 =
         match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await {
             Ok(h) => h,
@@ -532,14 +540,14 @@ async fn serve_h3(
                         .handshake_data()
                         .and_then(|d| d.downcast::<session::ZeroRtt>().ok())
                         .is_some_and(|z| z.0);
-                let (c, info) = (c.clone(), info.clone());
+                let (c, info, log_info) = (c.clone(), info.clone(), log_info.clone());
                 tokio::spawn(async move {
                     match resolver.resolve_request().await {
                         // In progress from its complete header to its
                         // response's end, as over TCP.
                         Ok((req, stream)) => {
-                            let _busy = Busy::owned(info);
-                            request(req, stream, early, &c).await
+                            let _busy = Busy::owned(info.clone());
+                            request(req, stream, early, &c, log_info).await
                         }
                         Err(e) => tracing::debug!("h3 request failed: {e}"),
                     }
@@ -559,9 +567,11 @@ async fn request<S>(
     mut stream: h3::server::RequestStream<S, Bytes>,
     early: bool,
     c: &Conn,
+    info: Option<Arc<ConnInfo>>,
 ) where
     S: h3::quic::BidiStream<Bytes>,
 {
+    let start = std::time::Instant::now();
     c.stats.requests.fetch_add(1, Ordering::Relaxed);
     if early {
         req.headers_mut()
@@ -572,6 +582,25 @@ async fn request<S>(
         Handled::Ready(r) => r,
         Handled::Burn { work, bytes } => crate::http_conn::burn(&c.burners, work, bytes).await,
     };
+    // The access-log line is queued when this function ends, however it
+    // ends, with the bytes handed to the stream, as over TCP.
+    let mut logged = Unfinished(match (&c.access_log, info) {
+        (Some(log), Some(conn)) => Some(Pending {
+            log: log.clone(),
+            on_conn: conn.next_request(),
+            start,
+            request: crate::http_conn::request_line(&req),
+            user_agent: req
+                .headers()
+                .get(http::header::USER_AGENT)
+                .map_or_else(|| "-".to_string(), |v| escape(v.as_bytes())),
+            status: resp.status().as_u16(),
+            sent: 0,
+            early,
+            conn,
+        }),
+        _ => None,
+    });
     let (parts, mut body): (_, Body) = resp.into_parts();
     if stream
         .send_response(Response::from_parts(parts, ()))
@@ -584,6 +613,7 @@ async fn request<S>(
         while let Some(Ok(frame)) = body.frame().await {
             if let Ok(mut data) = frame.into_data() {
                 let chunk = data.copy_to_bytes(data.remaining());
+                logged.sent(chunk.len());
                 if stream.send_data(chunk).await.is_err() {
                     return;
                 }
