@@ -193,6 +193,13 @@ fn path_kill_9_of_tlslab_path_ends_its_commands() {
     assert_eq!(pids.len(), 2, "{pids:?}");
     p.signal(nix::sys::signal::Signal::SIGKILL);
     let alive = alive_after(&pids, Duration::from_secs(10));
+    // (A survivor holds the output pipe: end it, or the wait below hangs.)
+    for &pid in &alive {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
     // Reaped, the run is dead: the namespaces outlive it and --cleanup
     // removes them (and ends what is left in them, so a failure here
     // leaves nothing running).
