@@ -22,6 +22,8 @@
 //! - [`ticket_keys`]: ticket keys a cluster shares (nginx's 80-byte key
 //!   layout), a ring whose first key encrypts and all decrypt, sealed with
 //!   AES-256-GCM; its `ProducesTickets` impl lives in [`provider`].
+//! - [`quic`]: QUIC-LB connection IDs (AES-128-ECB from aws-lc-rs) and a
+//!   client's Initial packets opened with the keys of their DCID (rustls).
 //!
 //! It is not for I/O beyond reading and writing PEM files, and it does not
 //! parse TLS on the wire (that is `tlslab-wire`; `meter::mem` only splits
@@ -32,6 +34,7 @@ pub mod keylog;
 pub mod meter;
 pub mod pki;
 pub mod provider;
+pub mod quic;
 pub mod store;
 pub mod ticket_keys;
 

@@ -114,3 +114,69 @@ fn check_prefixes(data: &[u8]) {
         }
     }
 }
+
+/// Runs the QUIC parsers (`quic`) on `data` as a datagram, as a decrypted
+/// Initial payload, and through the ClientHello reassembler, and checks
+/// their invariants; panics only if the crate has a bug. The `quic_initial`
+/// fuzz target and the property tests call this.
+pub fn fuzz_quic_entry(data: &[u8]) {
+    use crate::quic::*;
+    use std::time::{Duration, Instant};
+
+    if let Ok(h) = parse_long_header(data) {
+        assert!(h.pn_offset <= h.len && h.len <= data.len());
+        assert!(h.dcid.len() <= 255 && h.scid.len() <= 255);
+        if h.known_version() {
+            assert!(h.dcid.len() <= MAX_CID_LEN && h.scid.len() <= MAX_CID_LEN);
+        }
+    }
+    let mut total = 0;
+    for p in coalesced(data) {
+        let Ok((h, packet)) = p else { break };
+        assert_eq!(h.len, packet.len());
+        total += packet.len();
+    }
+    assert!(total <= data.len());
+    let _ = short_header_dcid(data, 8);
+
+    // As a decrypted payload: every CRYPTO frame lies inside it.
+    let mut stream = CryptoStream::new(4096);
+    for f in crypto_frames(data) {
+        let Ok(f) = f else { break };
+        assert!(f.data.len() <= data.len());
+        if stream.push(f.offset, f.data).is_err() {
+            break;
+        }
+    }
+    if let Ok(Some(hello)) = stream.client_hello() {
+        let len =
+            (usize::from(hello[1]) << 16) | (usize::from(hello[2]) << 8) | usize::from(hello[3]);
+        assert_eq!(hello.len(), 4 + len);
+        for m in handshake_messages(hello) {
+            exercise_message(m);
+        }
+    }
+
+    // Through the reassembler in two halves under two DCIDs, with tight
+    // bounds: the counts stay inside them.
+    let limits = AssemblerLimits {
+        max_entries: 2,
+        max_hello_len: 2048,
+        max_bytes: 3000,
+        expiry: Duration::from_secs(1),
+    };
+    let mut a = HelloAssembler::new(limits);
+    let t = Instant::now();
+    let mid = data.len() / 2;
+    for (i, part) in [&data[..mid], &data[mid..], data].into_iter().enumerate() {
+        let dcid = [i as u8 % 2];
+        if let Ok(Some(hello)) = a.push(&dcid, part, t + Duration::from_millis(i as u64)) {
+            assert!(hello.len() >= 4 && hello.len() <= limits.max_hello_len);
+        }
+        assert!(a.len() <= limits.max_entries);
+        assert!(a.bytes() <= limits.max_bytes);
+    }
+    a.purge(t + Duration::from_secs(5));
+    assert!(a.is_empty());
+    assert_eq!(a.bytes(), 0);
+}

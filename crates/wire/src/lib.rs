@@ -13,6 +13,10 @@
 //! - [`Tap`]: counting records and plaintext handshake messages in one
 //!   direction of a byte stream fed in arbitrary chunks, without buffering.
 //!
+//! - [`quic`]: a client's QUIC Initial packets (long header, CRYPTO
+//!   frames, the ClientHello reassembled across datagrams), read after
+//!   `tlslab_crypto::quic` removed their protection.
+//!
 //! It is not for I/O, decryption, or validating a handshake: it does no
 //! cryptography and keeps no state beyond what a caller asks for. Parsers
 //! take `&[u8]`, borrow from it, never panic, and report
@@ -37,6 +41,7 @@ mod ext;
 mod handshake;
 mod hello;
 mod list;
+pub mod quic;
 mod reader;
 mod record;
 mod sniff;
@@ -126,4 +131,4 @@ pub enum Error {
 pub mod fuzzing;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
-pub use fuzzing::fuzz_entry;
+pub use fuzzing::{fuzz_entry, fuzz_quic_entry};
