@@ -93,6 +93,7 @@ impl LoadH3Args {
         }
         let h3 = tlslab_load::quic::Http3 {
             max_concurrent_streams: streams,
+            flood: None,
         };
         tlslab_load::quic::validate(cfg, &h3)
             .map_err(|e| anyhow::Error::new(Usage(e.to_string())))?;

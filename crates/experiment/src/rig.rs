@@ -137,6 +137,7 @@ impl Transport {
                 load,
                 &tlslab_load::quic::Http3 {
                     max_concurrent_streams: 1,
+                    flood: None,
                 },
             )?,
         })

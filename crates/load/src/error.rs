@@ -67,6 +67,21 @@ pub enum Error {
     /// The request log could not be written.
     #[error(transparent)]
     Log(#[from] tlslab_report::Error),
+    /// `load --h3`: no QUIC handshake got any answer from the server.
+    #[error(
+        "no QUIC server answered at {addr} (UDP): none of {attempts} handshake(s) got a reply \
+         (each waits up to {} s, or the run's end); is `tlslab serve` running with --h3, on \
+         this port? QUIC listens on UDP, which a TCP-only server or a firewall leaves silent",
+        timeout.as_secs_f64()
+    )]
+    NoQuicServer {
+        /// The server's UDP address.
+        addr: std::net::SocketAddr,
+        /// Handshakes started.
+        attempts: u64,
+        /// How long each waited at most (`--timeout`).
+        timeout: Duration,
+    },
     /// The engine's threads could not be pinned or started.
     #[error("load engine threads: {0}")]
     Threads(#[from] tlslab_runtime::Error),

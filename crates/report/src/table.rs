@@ -234,6 +234,22 @@ impl LoadReportText for LoadReport {
                 b.waits, b.waited_s, b.base_ms
             );
         }
+        if let Some(f) = self.transport.as_ref().and_then(|t| t.flood.as_ref()) {
+            let _ = writeln!(
+                out,
+                "flood ({}, {}/s asked, {} source ports, {:.1} s): {} valid Initials in {} \
+                 datagrams, {} random junk, {} junk Initial headers, {} send errors",
+                f.kind,
+                f.rate,
+                f.sockets,
+                f.elapsed_s,
+                f.valid,
+                f.valid_datagrams,
+                f.junk_random,
+                f.junk_header,
+                f.send_errors
+            );
+        }
         let _ = writeln!(
             out,
             "throughput: {:.1} req/s, {}/s body",

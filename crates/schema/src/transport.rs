@@ -19,6 +19,36 @@ pub struct Transport {
     /// Connections whose 0-RTT data the server rejected (the request was
     /// sent again after the handshake).
     pub zero_rtt_rejected: u64,
+    /// `load --h3 --flood`: the Initial flood sent beside the load; absent
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flood: Option<Flood>,
+}
+
+/// A bounded QUIC Initial flood (`load --h3 --flood RATE`): Initials that
+/// never continue, from a pool of loopback source ports, counted as sent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Flood {
+    /// `valid`, `junk` or `mixed` (`--flood-kind`).
+    pub kind: String,
+    /// The Initials per second asked for (`--flood RATE`).
+    pub rate: u32,
+    /// UDP sockets (source ports) the flood sent from.
+    pub sockets: u32,
+    /// Seconds from the flood's first send to its last.
+    pub elapsed_s: f64,
+    /// Real ClientHellos (quinn's first flight, same TLS config as the
+    /// load) that were never continued.
+    pub valid: u64,
+    /// Datagrams the valid Initials took (two per ClientHello that does
+    /// not fit one, as with an X25519MLKEM768 key share).
+    pub valid_datagrams: u64,
+    /// Datagrams of random bytes, Initial-sized.
+    pub junk_random: u64,
+    /// Datagrams with an Initial's long header and a garbage payload.
+    pub junk_header: u64,
+    /// Datagrams the kernel would not send.
+    pub send_errors: u64,
 }
 
 /// One handshake kind over QUIC: how many, how long, and what it put on

@@ -35,6 +35,7 @@ use tlslab_workload::replay::Scheduler;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
+pub(crate) use self::backoff::{Backoff, BackoffRun};
 use self::browser::BrowserRun;
 use self::client::Client;
 use self::identity::Identity;

@@ -15,7 +15,7 @@ use tlslab_crypto::store::ClientSessions;
 use tlslab_report::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
 
 use super::{Hs, Kind, Run};
-use crate::engine::Slot;
+use crate::engine::{Backoff, Slot};
 use crate::reuse::ReusePlanner;
 
 /// The client's certificate verifier, counting its calls: a resumed TLS
@@ -172,10 +172,21 @@ impl Me {
         })
     }
 
+    /// The closed loop: connection after connection, backing off (as a
+    /// TCP client does, `--retry-backoff`) after handshakes that could
+    /// not be made.
     async fn run_loop(self) {
-        while let Some(slot) = self.run.next_slot() {
+        let mut backoff = Backoff::default();
+        loop {
+            backoff
+                .wait_in(&self.run.backoff(), u64::from(self.id))
+                .await;
+            let Some(slot) = self.run.next_slot() else {
+                break;
+            };
             self.take(slot);
-            self.connection(None, slot).await;
+            let made = self.connection(None, slot).await;
+            backoff.record(made);
         }
         self.close();
     }
@@ -204,7 +215,8 @@ impl Me {
         self.take(slot);
         let work = self.connection(Some(intended), slot);
         let Some(d) = self.run.deadline else {
-            return work.await;
+            work.await;
+            return;
         };
         if tokio::time::timeout_at(d.into(), work).await.is_err() && measured {
             self.run.unfinished.fetch_add(1, Ordering::Relaxed);
@@ -241,8 +253,10 @@ impl Me {
     /// requests. With `intended` (an open loop's arrival time) the first
     /// request's start and total time count from then; the handshake's
     /// times are always its own. `slot` is the first request's: a warm-up
-    /// connection's handshake is not measured either.
-    async fn connection(&self, intended: Option<Instant>, slot: Slot) {
+    /// connection's handshake is not measured either. Returns whether the
+    /// connection was made: false when the handshake got no answer in
+    /// time, or was refused or reset (what backs off).
+    async fn connection(&self, intended: Option<Instant>, slot: Slot) -> bool {
         let run = self.run.clone();
         let t0 = Instant::now();
         let start = intended.unwrap_or(t0);
@@ -258,6 +272,7 @@ impl Me {
         };
         let offer = self.planner.lock().offer(self.sessions.has_session());
         self.sessions.set_offer(offer);
+        run.attempts.fetch_add(1, Ordering::Relaxed);
         let connecting =
             match self
                 .endpoint
@@ -267,7 +282,8 @@ impl Me {
                 Err(e) => {
                     rec.error = Some(format!("quic_connect: {e}"));
                     rec.total_us = start.elapsed().as_micros() as u64;
-                    return self.record(&rec, slot);
+                    self.record(&rec, slot);
+                    return false;
                 }
             };
         let mut early = EarlyData::NotSent;
@@ -299,6 +315,9 @@ impl Me {
                     req
                 );
                 let (ok, done, hs, full) = ok;
+                if ok || first.is_ok() {
+                    run.answered.store(true, Ordering::Relaxed);
+                }
                 early = if ok {
                     EarlyData::Accepted
                 } else {
@@ -325,6 +344,10 @@ impl Me {
                 let conn = match tokio::time::timeout(run.timeout, connecting).await {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => {
+                        use quinn::ConnectionError as E;
+                        if !matches!(e, E::TimedOut | E::LocallyClosed) {
+                            run.answered.store(true, Ordering::Relaxed);
+                        }
                         rec.error = Some(conn_kind(&e));
                         rec.total_us = start.elapsed().as_micros() as u64;
                         if rec
@@ -334,14 +357,18 @@ impl Me {
                         {
                             self.sessions.clear();
                         }
-                        return self.record(&rec, slot);
+                        self.record(&rec, slot);
+                        return !matches!(e, E::TimedOut | E::Reset)
+                            && rec.error.as_deref() != Some("refused");
                     }
                     Err(_) => {
                         rec.error = Some("timeout".into());
                         rec.total_us = start.elapsed().as_micros() as u64;
-                        return self.record(&rec, slot);
+                        self.record(&rec, slot);
+                        return false;
                     }
                 };
+                run.answered.store(true, Ordering::Relaxed);
                 let done = Instant::now();
                 let hs = conn.stats();
                 let full = full_now();
@@ -416,6 +443,7 @@ impl Me {
         .await;
         drop(h3);
         conn.close(0u32.into(), b"done");
+        true
     }
 
     /// The connection's requests after the first, `-m` at a time.

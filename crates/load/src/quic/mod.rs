@@ -16,6 +16,7 @@
 //! after the handshake on a new HTTP/3 connection over the same QUIC one.
 
 mod client;
+pub mod flood;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,7 +29,7 @@ use tlslab_report::quic::{Transport, TransportPhase};
 use tlslab_report::{Collector, CpuUsage, LoadReport, Window};
 use tlslab_runtime::{CpuPin, RuntimeSpec, allowed_cpus};
 
-use crate::engine::{Clock, OpenLoopRun, Slot, arrivals, slot_at};
+use crate::engine::{BackoffRun, Clock, OpenLoopRun, Slot, arrivals, slot_at};
 use crate::{Error, LoadConfig, Trust, Workload, tls};
 
 /// `load --h3` options beyond [`LoadConfig`].
@@ -36,6 +37,9 @@ use crate::{Error, LoadConfig, Trust, Workload, tls};
 pub struct Http3 {
     /// Streams in flight per connection (`-m`), at least 1.
     pub max_concurrent_streams: u32,
+    /// `--flood RATE` (`--flood-kind`): a bounded Initial flood from other
+    /// source ports beside the load, for as long as the load runs.
+    pub flood: Option<(flood::FloodKind, u32)>,
 }
 
 /// What one client connection measured of its handshake.
@@ -77,6 +81,16 @@ pub(crate) struct Run {
     pub(crate) connections: AtomicU64,
     pub(crate) handshakes: Mutex<Vec<Hs>>,
     pub(crate) zero_rtt_rejected: AtomicU64,
+    /// `--retry-backoff` and `--seed`, for a closed-loop client's backoff
+    /// after handshakes that could not be made (as over TCP).
+    pub(crate) retry_backoff: Duration,
+    pub(crate) seed: u64,
+    pub(crate) backoff_waits: AtomicU64,
+    pub(crate) backoff_ns: AtomicU64,
+    /// Handshakes started, and whether the server ever answered one (it
+    /// completed, or the server closed, refused or reset it).
+    pub(crate) attempts: AtomicU64,
+    pub(crate) answered: std::sync::atomic::AtomicBool,
     pub(crate) base: rustls::ClientConfig,
     pub(crate) verifier: Arc<dyn ServerCertVerifier>,
     /// Every client identity's UDP endpoint, to let their CONNECTION_CLOSE
@@ -96,6 +110,16 @@ impl Run {
             self.deadline,
             self.budget.as_ref(),
         )
+    }
+
+    /// The backoff's settings and counters.
+    pub(crate) fn backoff(&self) -> BackoffRun<'_> {
+        BackoffRun {
+            base: self.retry_backoff,
+            seed: self.seed,
+            waits: &self.backoff_waits,
+            ns: &self.backoff_ns,
+        }
     }
 
     /// Microseconds from the window's start to `t` (0 before it).
@@ -146,6 +170,24 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
         );
     }
     let first = &cfg.targets[0];
+    if let Some((_, rate)) = h3.flood {
+        let host = first.host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !loopback {
+            return Err(Error::Invalid(format!(
+                "--flood sends only to loopback, and {host} is not; give a 127.0.0.1 (or [::1]) URL"
+            )));
+        }
+        if rate == 0 || rate > flood::MAX_RATE {
+            return Err(Error::Invalid(format!(
+                "--flood {rate}: give 1 to {} Initials per second",
+                flood::MAX_RATE
+            )));
+        }
+    }
     if cfg.targets.iter().any(|t| !t.is_tls()) {
         return bad("--h3 needs https:// URLs (QUIC is always encrypted)");
     }
@@ -250,14 +292,31 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         connections: AtomicU64::new(0),
         handshakes: Mutex::new(Vec::new()),
         zero_rtt_rejected: AtomicU64::new(0),
+        retry_backoff: cfg.retry_backoff,
+        seed: cfg.seed,
+        backoff_waits: AtomicU64::new(0),
+        backoff_ns: AtomicU64::new(0),
+        attempts: AtomicU64::new(0),
+        answered: Default::default(),
         base,
         verifier,
         endpoints: Mutex::default(),
     });
+    // The flood starts with the run (its warm-up too) and ends with it.
+    let flooding = match h3.flood {
+        None => None,
+        Some((kind, rate)) => {
+            let span = cfg.duration.map_or(flood::MAX_DURATION, |d| d + cfg.warmup);
+            let mut f = flood::Flood::new(addr, kind, rate, span);
+            f.server_name = run.server_name.clone();
+            f.seed = cfg.seed;
+            Some(flood::start(f, Arc::new(run.base.clone()))?)
+        }
+    };
     let open_loop = cfg
         .open_loop
         .map(|ol| (ol, Arc::new(OpenLoopRun::default())));
-    let (cpu, crypto, measured, start_unix_ms) = rt.block_on(async {
+    let (cpu, crypto, measured, start_unix_ms, flood) = rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         match &open_loop {
             None => {
@@ -292,6 +351,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
             }
         }
         let end = Instant::now();
+        let flood = flooding.map(flood::Flooding::stop);
         let (cpu, crypto) = (
             threads.cpu_time().since(cpu0),
             meter.snapshot().diff(&crypto0),
@@ -313,10 +373,19 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
             crypto,
             end.saturating_duration_since(window_start),
             start_unix_ms,
+            flood,
         ))
     })?;
     rt.shutdown_timeout(Duration::from_secs(1));
     crate::hdr::finish(hdr_log.as_ref())?;
+    let attempts = run.attempts.load(Ordering::Relaxed);
+    if attempts > 0 && !run.answered.load(Ordering::Relaxed) {
+        return Err(Error::NoQuicServer {
+            addr,
+            attempts,
+            timeout: run.timeout,
+        });
+    }
     let mut config = cfg.echo(cfg.targets.iter().map(|t| t.to_string()).collect());
     // QUIC is TLS 1.3 only, and resumes with tickets.
     config.resume_with = "ticket".into();
@@ -362,6 +431,12 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         handshake_crypto_us_per_request: None,
         record_crypto_us_per_request: None,
     });
+    let waits = run.backoff_waits.load(Ordering::Relaxed);
+    report.backoff = (waits > 0).then(|| tlslab_report::Backoff {
+        base_ms: cfg.retry_backoff.as_secs_f64() * 1e3,
+        waits,
+        waited_s: run.backoff_ns.load(Ordering::Relaxed) as f64 / 1e9,
+    });
     report.open_loop = open_loop.as_ref().map(|(ol, state)| state.report(ol));
     let hs = run.handshakes.lock();
     report.transport = Some(Transport {
@@ -371,6 +446,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         resumed: phase(&hs, Kind::Resumed),
         zero_rtt: phase(&hs, Kind::ZeroRtt),
         zero_rtt_rejected: run.zero_rtt_rejected.load(Ordering::Relaxed),
+        flood,
     });
     Ok(report)
 }
