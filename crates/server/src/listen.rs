@@ -156,8 +156,11 @@ async fn first_bytes(
 ) -> bool {
     let entry = Arc::new(ConnInfo::new(conn.peer, conn.id));
     let _member = shared.idle.join_handshake(&entry);
+    // `peek`, not `readable`: readiness may be reported before a byte is
+    // there (a freshly registered socket is), and peek waits for the byte.
+    let mut byte = [0u8; 1];
     tokio::select! {
-        r = tokio::time::timeout_at(deadline, stream.readable()) => match r {
+        r = tokio::time::timeout_at(deadline, stream.peek(&mut byte)) => match r {
             // A read error is the handshake's to read and count.
             Ok(_) => true,
             Err(_) => {
