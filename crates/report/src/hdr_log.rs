@@ -26,7 +26,11 @@ use parking_lot::Mutex;
 
 use crate::csv_log::{Error, Result};
 use crate::record::RequestRecord;
-use crate::stats::MAX_US;
+
+/// The largest value a latency histogram holds (here and in the load's
+/// statistics): one hour in microseconds. Larger values are recorded as
+/// one hour.
+pub const MAX_US: u64 = 3_600_000_000;
 
 /// The series' tags, in the order of each interval's lines.
 pub const SERIES: [&str; 3] = ["total", "handshake", "ttfb"];

@@ -5,11 +5,8 @@ use parking_lot::Mutex;
 
 use tlslab_schema::counters::{Counters, KindTotals, bump};
 
+pub use crate::hdr_log::MAX_US;
 use crate::record::{EarlyData, HandshakeKind, RequestRecord};
-
-/// The largest value a histogram holds: one hour in microseconds. Larger
-/// values are recorded as one hour.
-pub const MAX_US: u64 = 3_600_000_000;
 
 /// One latency phase: an HDR histogram (1 µs to 1 h, 3 significant digits)
 /// plus the exact sum and maximum.
