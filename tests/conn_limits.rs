@@ -11,7 +11,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::sync::Arc;
@@ -306,21 +306,11 @@ fn quiet_quic_clients_are_evicted_at_the_limit_and_closed_at_the_request_timeout
     assert_eq!(load_h3(&s, 3), 3.0);
 }
 
-/// `GET /health` over HTTPS (HTTP/1.1): the status line and how long the
-/// request took from connect.
+/// `GET /health` over HTTPS: the status line and how long the request
+/// took from connect.
 fn https_get(addr: SocketAddr, ca: &Path) -> (String, Duration) {
     let t0 = Instant::now();
-    let config = Arc::new(common::tls_client(ca, b"http/1.1"));
-    let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
-    let conn = rustls::ClientConnection::new(config, name).expect("a TLS client");
-    let tcp = TcpStream::connect_timeout(&addr, WAIT).expect("connect");
-    tcp.set_read_timeout(Some(WAIT)).expect("a read timeout");
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .expect("send the request");
-    let mut raw = Vec::new();
-    let _ = tls.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
+    let text = common::https_get_health(addr, ca);
     (
         text.lines().next().unwrap_or_default().to_string(),
         t0.elapsed(),

@@ -6,8 +6,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -329,17 +328,7 @@ fn quic_idle_timeout_closes_a_silent_connection() {
 
 /// The response head of `GET /health` over HTTPS (HTTP/1.1) from `addr`.
 fn https_head(addr: SocketAddr, ca: &Path) -> String {
-    let config = Arc::new(common::tls_client(ca, b"http/1.1"));
-    let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
-    let conn = rustls::ClientConnection::new(config, name).expect("a TLS client");
-    let tcp = TcpStream::connect_timeout(&addr, WAIT).expect("connect");
-    tcp.set_read_timeout(Some(WAIT)).expect("a read timeout");
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .expect("send the request");
-    let mut raw = Vec::new();
-    let _ = tls.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
+    let text = common::https_get_health(addr, ca);
     let head = text.split("\r\n\r\n").next().unwrap_or_default();
     assert!(head.starts_with("HTTP/1.1 200"), "{text}");
     head.to_ascii_lowercase()

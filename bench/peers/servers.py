@@ -209,8 +209,9 @@ class Apache(Server):
 
 SERVE_LINE = re.compile(
     r'"[^"]*" (?P<status>\d+) (?P<bytes>\d+) "[^"]*" "[^"]*" (?P<proto>\S+) (?P<reused>\S+) '
-    # $ssl_early_data (1 or .) ends the line since serve answers 0-RTT requests.
-    r"(?P<rt>\d+) (?P<cid>\d+) (?P<ron>\d+)(?: (?P<early>[1.]))?$"
+    # $ssl_early_data (1 or .) since serve answers 0-RTT requests, then
+    # $transport (tcp or quic) since log format version 2.
+    r"(?P<rt>\d+) (?P<cid>\d+) (?P<ron>\d+)(?: (?P<early>[1.]))?(?: (?P<transport>tcp|quic))?$"
 )
 
 

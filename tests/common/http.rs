@@ -247,3 +247,21 @@ pub fn tls_client(ca: &Path, alpn: &[u8]) -> rustls::ClientConfig {
     config.alpn_protocols = vec![alpn.to_vec()];
     config
 }
+
+/// `GET /health` over HTTPS (HTTP/1.1, `Connection: close`) to `addr`,
+/// trusting the CA in `ca`: the whole response as text (empty if the
+/// server closed first), read within 10 s.
+pub fn https_get_health(addr: SocketAddr, ca: &Path) -> String {
+    let config = std::sync::Arc::new(tls_client(ca, b"http/1.1"));
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+    let conn = rustls::ClientConnection::new(config, name).expect("a TLS client");
+    let wait = Duration::from_secs(10);
+    let tcp = TcpStream::connect_timeout(&addr, wait).expect("connect");
+    tcp.set_read_timeout(Some(wait)).expect("a read timeout");
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("send the request");
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
