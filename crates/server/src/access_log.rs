@@ -190,6 +190,34 @@ impl std::fmt::Debug for AccessLog {
 }
 
 impl Pending {
+    /// The line of `req` (`$request` and `$http_user_agent` taken now), on
+    /// `conn` as its `on_conn`-th request, started at `start`; its bytes
+    /// are counted as they are sent.
+    pub(crate) fn new<B>(
+        log: &Arc<AccessLog>,
+        conn: Arc<ConnInfo>,
+        on_conn: u64,
+        start: Instant,
+        req: &http::Request<B>,
+        status: http::StatusCode,
+        early: bool,
+    ) -> Pending {
+        Pending {
+            log: log.clone(),
+            conn,
+            on_conn,
+            start,
+            request: request_line(req),
+            user_agent: req
+                .headers()
+                .get(http::header::USER_AGENT)
+                .map_or_else(|| "-".to_string(), |v| escape(v.as_bytes())),
+            status: status.as_u16(),
+            sent: 0,
+            early,
+        }
+    }
+
     /// Formats the line and queues it.
     pub(crate) fn emit(self) {
         let c = &self.conn;
@@ -332,6 +360,23 @@ fn time_local(t: SystemTime) -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+/// `$request`: method, path and query, version, escaped.
+fn request_line<B>(req: &http::Request<B>) -> String {
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    let version = match req.version() {
+        http::Version::HTTP_09 => "HTTP/0.9",
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_11 => "HTTP/1.1",
+        http::Version::HTTP_2 => "HTTP/2.0",
+        http::Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/?",
+    };
+    escape(format!("{} {target} {version}", req.method()).as_bytes())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Semaphore, watch};
 
-use crate::access_log::{LoggedBody, Pending, escape};
+use crate::access_log::{LoggedBody, Pending};
 use crate::content::{self, Body};
 use crate::early::EarlyRequests;
 use crate::idle::{Busy, CLOSE_GRACE, CloseReason, ConnInfo, Member};
@@ -73,19 +73,16 @@ where
                     }
                 }
             };
-            let pending = s.access_log.as_ref().map(|log| Pending {
-                log: log.clone(),
-                conn: info.clone(),
-                on_conn,
-                start,
-                request: request_line(&req),
-                user_agent: req
-                    .headers()
-                    .get(http::header::USER_AGENT)
-                    .map_or_else(|| "-".to_string(), |v| escape(v.as_bytes())),
-                status: resp.status().as_u16(),
-                sent: 0,
-                early,
+            let pending = s.access_log.as_ref().map(|log| {
+                Pending::new(
+                    log,
+                    info.clone(),
+                    on_conn,
+                    start,
+                    &req,
+                    resp.status(),
+                    early,
+                )
             });
             let mut resp = resp;
             if let (Listener::Https, Some(v)) = (kind, s.alt_svc.get()) {
@@ -206,21 +203,4 @@ fn shed_503<B>(req: &Request<B>) -> Response<Body> {
         );
     }
     r
-}
-
-/// `$request`: method, path and query, version, escaped.
-pub(crate) fn request_line<B>(req: &Request<B>) -> String {
-    let target = req
-        .uri()
-        .path_and_query()
-        .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
-    let version = match req.version() {
-        http::Version::HTTP_09 => "HTTP/0.9",
-        http::Version::HTTP_10 => "HTTP/1.0",
-        http::Version::HTTP_11 => "HTTP/1.1",
-        http::Version::HTTP_2 => "HTTP/2.0",
-        http::Version::HTTP_3 => "HTTP/3.0",
-        _ => "HTTP/?",
-    };
-    escape(format!("{} {target} {version}", req.method()).as_bytes())
 }

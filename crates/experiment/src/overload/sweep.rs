@@ -209,4 +209,23 @@ mod tests {
         assert!(!past.kept_up && past.error.is_none(), "{past:?}");
         assert_eq!(past.completed, 125.0);
     }
+
+    /// Issue 29: the wave-2 sweep read a step offered 75 users/s as 112.5
+    /// "completed" (a backlog from its first half draining in its second)
+    /// and called it kept up.
+    #[test]
+    fn capacity_sweep_step_may_not_complete_more_than_offered() {
+        let s = judge_step(75.0, &report(4.0, &[30, 45, 110, 115]));
+        assert_eq!(s.raw, 112.5);
+        assert!(s.completed <= 75.0, "{s:?}");
+        assert!(!s.kept_up, "a draining backlog is not a steady rate: {s:?}");
+        assert!(
+            s.error.as_deref().is_some_and(|e| e.contains("225")),
+            "{s:?}"
+        );
+        // Poisson noise a little above the offered rate is capped, not an error.
+        let noisy = judge_step(75.0, &report(4.0, &[40, 70, 80, 79]));
+        assert_eq!(noisy.completed, 75.0);
+        assert!(noisy.kept_up && noisy.error.is_none(), "{noisy:?}");
+    }
 }

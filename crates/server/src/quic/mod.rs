@@ -49,7 +49,7 @@ use http_body_util::BodyExt;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::access_log::{AccessLog, Pending, Unfinished, escape};
+use crate::access_log::{AccessLog, Pending, Unfinished};
 use crate::content::{Body, Handled};
 use crate::idle::{Busy, ConnInfo, Conns, Member, Transport};
 use crate::{Error, Result};
@@ -585,20 +585,18 @@ async fn request<S>(
     // The access-log line is queued when this function ends, however it
     // ends, with the bytes handed to the stream, as over TCP.
     let mut logged = Unfinished(match (&c.access_log, info) {
-        (Some(log), Some(conn)) => Some(Pending {
-            log: log.clone(),
-            on_conn: conn.next_request(),
-            start,
-            request: crate::http_conn::request_line(&req),
-            user_agent: req
-                .headers()
-                .get(http::header::USER_AGENT)
-                .map_or_else(|| "-".to_string(), |v| escape(v.as_bytes())),
-            status: resp.status().as_u16(),
-            sent: 0,
-            early,
-            conn,
-        }),
+        (Some(log), Some(conn)) => {
+            let on_conn = conn.next_request();
+            Some(Pending::new(
+                log,
+                conn,
+                on_conn,
+                start,
+                &req,
+                resp.status(),
+                early,
+            ))
+        }
         _ => None,
     });
     let (parts, mut body): (_, Body) = resp.into_parts();
