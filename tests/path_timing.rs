@@ -34,10 +34,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Checks that `times` (ms) took `rtts` round trips of the path: none beats
 /// them, the fastest is within a quarter RTT above them (the host's noise
 /// only adds, so the fastest is the path's own time plus the work), and the
-/// median rounds to the same count (one more round trip is a whole RTT). A
-/// shared host's stalls moved medians by 2-3 ms per round in full runs of
-/// .ci/run; the sub-millisecond figures are BENCHMARKS.md's, measured on a
-/// quiet machine.
+/// median is short of one more whole round trip (an extra round trip is
+/// systematic: it moves every sample, the fastest included). A shared host's
+/// stalls moved medians by 2-3 ms per round in full runs of .ci/run, and once
+/// by 11.6 ms for TLS 1.2's three rounds (71.6 ms against 60, fastest 62.5,
+/// the forwarder's own lateness p99 2.1 ms); the sub-millisecond figures are
+/// BENCHMARKS.md's, measured on a quiet machine.
 fn assert_rtts(what: &str, times: &[f64], rtts: f64) {
     let want = rtts * RTT_MS;
     let fastest = times.iter().copied().fold(f64::INFINITY, f64::min);
@@ -51,8 +53,9 @@ fn assert_rtts(what: &str, times: &[f64], rtts: f64) {
         "{what}: fastest {fastest} ms, {rtts} RTT is {want} ms"
     );
     assert!(
-        (m / RTT_MS - rtts).abs() < 0.5,
-        "{what}: median {m} ms, {rtts} RTT is {want} ms"
+        m < want + RTT_MS,
+        "{what}: median {m} ms, {rtts} RTT is {want} ms (one more is {} ms)",
+        want + RTT_MS
     );
 }
 
@@ -524,21 +527,31 @@ fn udp_echo_sees_the_configured_delay_and_loss() {
     let (p50, p99) = (s[s.len() / 2], s[s.len() * 99 / 100]);
     eprintln!("UDP echo: {got} of {N} back; RTT p50 {p50:.3} ms, p99 {p99:.3} ms\n{r}");
     assert!(s[0] >= 10.0 - 0.01, "an echo beat the delay: {} ms", s[0]);
-    // The fastest echo is the path's own time (within 0.5 ms); the median
-    // within a quarter of the delay, for the reason given at the TCP
-    // connect (a stalled host moved it 0.6 ms once).
+    // The fastest echo is the path's own time (within 0.5 ms): the host's
+    // noise only adds. The median and the tail are the host's as much as
+    // the path's (a stalled CI host moved p50 to 15.6 ms and p99 to 44.1 ms
+    // once, with the forwarder's own lateness p50 0.9 ms), so only a gross
+    // error fails the median: a second delay (20 ms) on most echoes.
     assert!(s[0] <= 10.5, "fastest echo {} ms", s[0]);
-    assert!(p50 <= 10.0 + 2.5, "p50 {p50}");
+    assert!(p50 < 20.0, "p50 {p50} ms: a second delay is 20 ms");
     // The tail is a timing target, measured by `path_bench.rs` against the
-    // forwarder's own clock (BENCHMARKS.md); here, where the echo's own
-    // polling and the VM's scheduling add to it, only a gross error (a
-    // second delay, a stuck queue) fails: on a quiet but shared 2-core
-    // host p99 was 11.6, 13.2 and 15.02 ms in three runs: at 2,000
-    // packets/s the vCPUs idle between packets, and waking one costs the
-    // forwarder up to 2-4 ms now and then (its own lateness p99 read 1.5
-    // and 2.2 ms in the 15.02 ms run; a noisy host passed 17.5 ms once). A
-    // second delay would be 20 ms.
-    assert!(p99 < 20.0, "p99 {p99}");
+    // forwarder's own clock (BENCHMARKS.md). Here the echo's own polling and
+    // the VM's scheduling add to it: p99 was 11.6, 13.2 and 15.0 ms on a
+    // quiet shared 2-core host and 44.1 ms on a stalled CI host, where
+    // waking an idle vCPU costs the forwarder milliseconds now and then. So
+    // the path's own books are checked instead: with no rate limit nothing
+    // queues, and most echoes are short of a second delay (a stuck queue or
+    // a doubled delay moves them all).
+    for d in [&r.up, &r.down] {
+        assert_eq!(d.max_queue_packets, 0, "{}: nothing queues", d.direction);
+        assert_eq!(d.dropped_queue, 0, "{}", d.direction);
+    }
+    let late = s.iter().filter(|&&t| t >= 20.0).count();
+    assert!(
+        late * 10 < s.len(),
+        "{late} of {} echoes took a second delay (p99 {p99} ms)",
+        s.len()
+    );
     // 5 % loss on the way up: 1900 ± 1.96 √(2000 × 0.05 × 0.95) = 1900 ± 19.1.
     let half = 1.96 * (N as f64 * 0.05 * 0.95).sqrt();
     assert!((got as f64 - 1900.0).abs() <= half, "{got} echoes");
