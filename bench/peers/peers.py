@@ -35,6 +35,9 @@ import servers  # noqa: E402
 from procs import BenchError, established, pss_kib, run_pinned  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# Where cargo builds: $CARGO_TARGET_DIR as cargo reads it (relative to the
+# checkout), else target/.
+TARGET = os.path.join(REPO, os.environ.get("CARGO_TARGET_DIR") or "target")
 PEER_TOOLS = {
     "nginx": "nginx",
     "apache2": "apache2",
@@ -304,9 +307,12 @@ def plan(args):
 
 
 def run_rounds(env, args, outdir):
-    groups = plan(args)
+    return run_groups(env, args, outdir, plan(args), range(1, args.runs + 1))
+
+
+def run_groups(env, args, outdir, groups, rounds):
     results = []
-    for rnd in range(1, args.runs + 1):
+    for rnd in rounds:
         order = groups[(rnd - 1) % len(groups):] + groups[:(rnd - 1) % len(groups)] if groups else []
         for name, spec, cells in order:
             srv = servers.make(name, env, env.work, spec, env.server_cpu).start()
@@ -854,6 +860,59 @@ def targets(results, bound):
     return out
 
 
+# ---------------------------------------------------------------- guard
+
+# The drift guard (issue 31, point 5): the keep-alive ratios that must not
+# regress, each with a bound loose enough for a noisy 2-core CI machine, so
+# that only a real regression trips it. (label, numerator key, denominator
+# key, field, the args attribute that holds the bound)
+GUARDS = (
+    ("tlslab serve ÷ nginx, server CPU per keep-alive request",
+     "server|tlslab-serve|ecdsa|tlslab-load|ka", "server|nginx|ecdsa|tlslab-load|ka",
+     "server_us", "guard_serve_ka"),
+    ("tlslab load ÷ wrk, client CPU per keep-alive request",
+     "client|nginx|ecdsa|tlslab-load|ka", "client|nginx|ecdsa|wrk|ka",
+     "client_us", "guard_load_ka"),
+)
+# Rounds of just the guarded cells run again when a ratio is over its bound:
+# one noisy 1-s cell then cannot fail the run, but a real regression, which
+# every round shows, still does (the median of all rounds is judged).
+GUARD_RETRIES = 2
+
+
+def guard(env, args, outdir, results):
+    """The guarded ratios, measured again where over their bound; returns
+    (lines for the report, the failures) and appends re-run cells to
+    `results`."""
+    checks = [g for g in GUARDS
+              if any(r["key"] == g[1] for r in results) and any(r["key"] == g[2] for r in results)]
+    missing = [g[0] for g in GUARDS if g not in checks]
+    over = lambda g: (ratio_stats(results, g[1], g[2], g[3])[0] or float("inf")) > getattr(args, g[4])
+    rnd = max((r["round"] for r in results), default=0)
+    for _ in range(GUARD_RETRIES):
+        again = {k for g in checks if over(g) for k in (g[1], g[2])}
+        if not again:
+            break
+        rnd += 1
+        groups = [(name, spec, [c for c in cells if c.key in again]) for name, spec, cells in plan(args)]
+        groups = [g for g in groups if g[2]]
+        log(f"guard: a keep-alive ratio is over its bound; measuring its cells again (round {rnd})")
+        results.extend(run_groups(env, args, outdir, groups, [rnd]))
+    lines, failures = [], []
+    for g in checks:
+        rm, rs = ratio_stats(results, g[1], g[2], g[3])
+        bound = getattr(args, g[4])
+        ok = rm is not None and rm <= bound
+        n = len([r for r in results if r["key"] == g[1] and r.get(g[3])])
+        lines.append(f"- {g[0]}: {'not measured' if rm is None else f'{rm:.2f} (median of {n} round(s), {rs})'}"
+                     f", bound ≤ {bound:.2f}: {'ok' if ok else 'REGRESSION'}")
+        if not ok:
+            failures.append(g[0])
+    for m in missing:
+        lines.append(f"- {m}: not guarded (its cells are not in this run's sections, modes or tools)")
+    return lines, failures
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -883,9 +942,19 @@ def parse_args(argv):
     p.add_argument("--conns", default=None, help="two idle-connection counts (default 100,2000; --smoke: 20,200)")
     p.add_argument("--profile", default="tlslab-serve:full13,tlslab-serve:res13,nginx:full13,load:full13",
                    help="cells the profile section records, as server:mode (load:mode profiles tlslab load)")
+    p.add_argument("--guard", action="store_true",
+                   help="fail (exit 1) when tlslab serve's server CPU per keep-alive request is over "
+                        "--guard-serve-ka × nginx's, or tlslab load's client CPU per keep-alive request "
+                        "over --guard-load-ka × wrk's (median of the rounds; a ratio over its bound is "
+                        "measured again, %d more round(s) of its cells at most)" % GUARD_RETRIES)
+    p.add_argument("--guard-serve-ka", type=float, default=1.0, metavar="RATIO",
+                   help="--guard's bound for serve ÷ nginx per keep-alive request (default 1.0)")
+    p.add_argument("--guard-load-ka", type=float, default=1.5, metavar="RATIO",
+                   help="--guard's bound for load ÷ wrk per keep-alive request (default 1.5)")
     p.add_argument("--server-cpu", default="0", help="CPU the servers are pinned to")
     p.add_argument("--client-cpu", default="1", help="CPU the clients are pinned to")
-    p.add_argument("--tlslab", default=os.path.join(REPO, "target", "release", "tlslab"), help="tlslab binary")
+    p.add_argument("--tlslab", default=os.path.join(TARGET, "release", "tlslab"),
+                   help="tlslab binary (default: $CARGO_TARGET_DIR or target/, release/tlslab)")
     p.add_argument("--apache-modules", default="/usr/lib/apache2/modules", help="Apache module directory")
     p.add_argument("--no-criterion", action="store_true", help="bound from openssl speed only (skip cargo bench)")
     p.add_argument("--out", default=None, help="results directory (default target/bench-peers/<UTC time>)")
@@ -925,6 +994,10 @@ def parse_args(argv):
         p.error("--sessions and --conns take comma-separated integers")
     if len(a.conns) != 2 or a.conns[0] >= a.conns[1] or min(a.sessions) <= 0:
         p.error("--conns takes two increasing counts; --sessions positive counts")
+    if a.guard_serve_ka <= 0 or a.guard_load_ka <= 0:
+        p.error("--guard-serve-ka and --guard-load-ka must be positive ratios")
+    if a.guard and not {"client", "server"} <= set(a.sections):
+        p.error("--guard needs the client and server sections (the ratios are measured there)")
     if a.runs < 1 or a.seconds <= 0:
         p.error("--runs and --seconds must be positive")
     return a
@@ -969,7 +1042,7 @@ def main(argv):
     if os.cpu_count() and os.cpu_count() < 2:
         raise UsageError("this harness pins server and client to different CPUs; it needs at least 2")
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    outdir = args.out or os.path.join(REPO, "target", "bench-peers", started.replace(":", ""))
+    outdir = args.out or os.path.join(TARGET, "bench-peers", started.replace(":", ""))
     os.makedirs(os.path.join(outdir, "raw"), exist_ok=True)
     work = tempfile.mkdtemp(prefix="tlslab-bench-")
     os.chmod(work, 0o755)  # Apache's children run as www-data
@@ -997,11 +1070,16 @@ def main(argv):
             mem = memory(env, args, outdir)
         if "profile" in args.sections:
             prof = profiles(env, args, outdir)
+        guard_lines, guard_failed = guard(env, args, outdir, results) if args.guard else ([], [])
         tg = targets(results, bound) if results else []
         text = render(meta, results, bound, agree, mem, prof, tg)
+        if args.guard:
+            text += "\n\n## Drift guard (--guard)\n\n" + "\n".join(guard_lines)
         with open(os.path.join(outdir, "results.json"), "w") as f:
             json.dump({"meta": meta, "cells": results, "bound": bound, "agreement": agree,
-                       "memory": mem, "profiles": prof, "targets": tg}, f, indent=1)
+                       "memory": mem, "profiles": prof, "targets": tg,
+                       "guard": {"lines": guard_lines, "failed": guard_failed} if args.guard else None},
+                      f, indent=1)
         with open(os.path.join(outdir, "report.md"), "w") as f:
             f.write(text + "\n")
         log("")
@@ -1012,6 +1090,9 @@ def main(argv):
             log(f"\nbench/peers: {len(failed)} cell run(s) failed their checks:")
             for r in failed:
                 log(f"  round {r['round']} {r['key']}: {r['failed']}")
+            return 1
+        if guard_failed:
+            log(f"\nbench/peers: the drift guard failed: {'; '.join(guard_failed)} (see report.md)")
             return 1
         return 0
     finally:
