@@ -351,6 +351,13 @@ impl Server {
                     shared.burners.clone(),
                     cfg.handshake_timeout,
                     shared.idle.clone(),
+                    // TLS 1.3 tickets in a remote cache: claimed before the
+                    // handshake, over QUIC as over TCP.
+                    shared
+                        .prefetch
+                        .as_ref()
+                        .filter(|p| !p.stateless_tickets)
+                        .map(|p| p.store.clone()),
                     shutdown_rx.clone(),
                 )?;
                 let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));

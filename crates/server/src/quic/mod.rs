@@ -11,6 +11,10 @@
 //! taken out of the cache on use, so a replayed ClientHello finds no
 //! session and its 0-RTT data is rejected; quinn adds none of its own.
 //! Requests that arrived in 0-RTT are counted and marked `early-data: 1`.
+//! With a Redis cache of TLS 1.3 tickets, the PSK a ClientHello offers is
+//! claimed in Redis before the handshake, as over TCP ([`sniff`] reads the
+//! ClientHello off the Initials), so a ticket resumes, and its 0-RTT is
+//! answered, at most once in the cluster.
 //!
 //! Address validation (`--quic-retry`): `under-load` (the default: a
 //! Retry while half of `--quic-max-connections` are open), `always` (a
@@ -36,6 +40,7 @@
 //! told otherwise (see [`H3Settings::new_tokens`]).
 
 mod session;
+mod sniff;
 mod stats;
 
 use std::net::SocketAddr;
@@ -52,6 +57,7 @@ use tokio::task::JoinHandle;
 use crate::access_log::{AccessLog, Pending, Unfinished};
 use crate::content::{Body, Handled};
 use crate::idle::{Busy, ConnInfo, Conns, Member, Transport};
+use crate::redis_cache::RedisStore;
 use crate::{Error, Result};
 
 pub(crate) use stats::{QuicCollector, QuicStats};
@@ -224,6 +230,7 @@ pub(crate) fn start(
     burners: Arc<Semaphore>,
     handshake_timeout: Duration,
     idle: Arc<Conns>,
+    remote: Option<Arc<RedisStore>>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Listener> {
     let addr = p.settings.addr;
@@ -246,7 +253,21 @@ pub(crate) fn start(
         what: "--h3: no tokio runtime to run quinn on",
         source: None,
     })?;
-    let endpoint = quinn::Endpoint::new(
+    let socket = runtime.wrap_udp_socket(socket).map_err(bind_err)?;
+    // A remote cache of TLS 1.3 tickets: read each ClientHello off its
+    // Initials, so that its PSK is claimed before the handshake.
+    let (socket, prefetch) = match remote {
+        Some(store) => {
+            let hellos = sniff::Hellos::new();
+            let s: Arc<dyn quinn::AsyncUdpSocket> = Arc::new(sniff::SniffSocket {
+                inner: socket,
+                hellos: hellos.clone(),
+            });
+            (s, Some((hellos, store)))
+        }
+        None => (socket, None),
+    };
+    let endpoint = quinn::Endpoint::new_with_abstract_socket(
         quinn::EndpointConfig::default(),
         Some(p.server),
         socket,
@@ -266,6 +287,7 @@ pub(crate) fn start(
         next_id: AtomicU64::new(0),
         waiting: AtomicU64::new(0),
         access_log: p.access_log,
+        prefetch,
     });
     let (room, waiting) = mpsc::channel(ROOM_QUEUE);
     tokio::spawn(room_loop(waiting, conn.clone(), shutdown.clone()));
@@ -295,6 +317,9 @@ struct Conn {
     /// Attempts queued for room at the limit.
     waiting: AtomicU64,
     access_log: Option<Arc<AccessLog>>,
+    /// With a remote cache of TLS 1.3 tickets: the ClientHellos read off
+    /// the Initials, and the store to claim their PSKs in.
+    prefetch: Option<(Arc<sniff::Hellos>, Arc<RedisStore>)>,
 }
 
 impl Conn {
@@ -437,6 +462,17 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>, info: Arc<ConnInfo>
     // goes, so an eviction under way ends only once its slot is free.
     let _member = member;
     let _open = Open(c.stats.clone());
+    // The PSK the ClientHello offers is claimed in Redis first (GETDEL),
+    // as over TCP: rustls resumes only a claimed ticket. A ClientHello not
+    // read in time (a lost datagram) is a full handshake.
+    if let Some((hellos, store)) = &c.prefetch
+        && let Some(psk) = hellos
+            .offered(incoming.remote_address(), sniff::HELLO_WAIT)
+            .await
+        && !psk.is_empty()
+    {
+        store.prefetch(&psk, true).await;
+    }
     let connecting = match incoming.accept() {
         Ok(x) => x,
         Err(e) => return c.stats.failure(&failure_reason(&e)),

@@ -141,11 +141,10 @@ pub fn parse_long_header(datagram: &[u8]) -> Result<LongHeader<'_>, QuicError> {
         (version::V1, 3) | (version::V2, 0) => PacketType::Retry,
         _ => PacketType::Other,
     };
-    if known && first & 0x40 == 0 {
-        return Err(QuicError::Malformed {
-            what: "the fixed bit of a v1/v2 long header is 0",
-        });
-    }
+    // The fixed bit (0x40) is not checked: a client may grease it (RFC
+    // 9287) once it knows the server allows that, which a resuming client
+    // knows from the start (quinn remembers `grease_quic_bit` with the
+    // ticket and greases its very first Initial).
     let mut token: &[u8] = &[];
     match packet_type {
         PacketType::Retry | PacketType::Other => {
@@ -275,6 +274,18 @@ mod tests {
         assert_eq!(short_header_dcid(&[0x40, 1, 2, 3], 2), Some(&[1u8, 2][..]));
         assert_eq!(short_header_dcid(&[0x40, 1], 2), None);
         assert_eq!(coalesced(&[0x40, 1, 2]).count(), 0);
+    }
+
+    #[test]
+    fn a_greased_fixed_bit_is_still_a_long_header() {
+        // RFC 9287: a v1 Initial with the QUIC bit 0, as a resuming quinn
+        // client sends its first one. DCID 1 byte, SCID 0, token 0, then
+        // a Length of 20: a packet number and a header protection sample.
+        let mut d = vec![0x80, 0, 0, 0, 1, 1, 0xaa, 0, 0, 20];
+        d.extend([0u8; 20]);
+        let h = parse_long_header(&d).expect("a greased Initial parses");
+        assert_eq!(h.packet_type, PacketType::Initial);
+        assert_eq!(h.dcid, &[0xaa][..]);
     }
 
     #[test]

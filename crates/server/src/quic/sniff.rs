@@ -1,0 +1,191 @@
+//! The pre-handshake stage of a remote session cache, over QUIC: the
+//! ClientHello of each handshake is read off its Initials as the datagrams
+//! arrive (the UDP socket quinn reads from is wrapped), so that a
+//! connection can claim the PSK it offers in Redis (`GETDEL`) before quinn
+//! hands the ClientHello to rustls, as [`crate::prefetch`] does over TCP.
+//! Without it, a TLS 1.3 ticket issued by another node (or by this one,
+//! since rustls takes only claimed tickets, see [`crate::redis_cache`])
+//! could never resume over QUIC.
+//!
+//! quinn announces a connection (`Incoming`) on its first datagram, and a
+//! ClientHello with a post-quantum key share and a PSK needs two (the PSK
+//! extension comes last), so the connection task waits, at most
+//! [`HELLO_WAIT`], for the reader to finish the ClientHello of its address.
+//! The reader is `tlslab_crypto::quic::HelloReader` (Initial keys from the
+//! DCID, CRYPTO frames reassembled, bounded in entries, bytes and age);
+//! what it has read waits here, bounded in number ([`MAX_READ`]) and age
+//! ([`READ_EXPIRY`]). Only datagrams with a long header are looked at: the
+//! short-header packets of established connections cost one comparison.
+//! The socket is wrapped only when a remote cache stores TLS 1.3 tickets.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::IoSliceMut;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use quinn::udp::{RecvMeta, Transmit};
+use quinn::{AsyncUdpSocket, UdpPoller};
+use tlslab_crypto::quic::initial::{HelloReader, Read};
+use tlslab_wire::quic::AssemblerLimits;
+use tokio::sync::Notify;
+
+/// How long a connection waits for its ClientHello to be read whole (the
+/// rest of a two-datagram first flight follows the first at once; a lost
+/// datagram means a full handshake, not a stall).
+pub(crate) const HELLO_WAIT: Duration = Duration::from_millis(50);
+
+/// ClientHellos read and not yet taken by their connection.
+const MAX_READ: usize = 4096;
+
+/// How long a read ClientHello waits for its connection.
+const READ_EXPIRY: Duration = Duration::from_secs(2);
+
+/// What the reader found for one client address.
+#[derive(Debug)]
+struct Found {
+    at: Instant,
+    /// The PSK identities the ClientHello offers (at most two).
+    psk: Vec<Vec<u8>>,
+}
+
+/// The ClientHellos read off the listener's Initials, by client address.
+pub(crate) struct Hellos {
+    reader: Mutex<HelloReader>,
+    found: Mutex<HashMap<SocketAddr, Found>>,
+    notify: Notify,
+}
+
+impl fmt::Debug for Hellos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hellos")
+            .field("pending", &self.reader.lock().pending())
+            .field("read", &self.found.lock().len())
+            .finish()
+    }
+}
+
+impl Hellos {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Hellos {
+            reader: Mutex::new(HelloReader::new(AssemblerLimits::default())),
+            found: Mutex::new(HashMap::new()),
+            notify: Notify::new(),
+        })
+    }
+
+    /// Reads one datagram from `from` (a long header: an Initial, or a
+    /// packet the reader skips). Never fails: what does not read is left
+    /// for quinn to judge.
+    fn observe(&self, from: SocketAddr, datagram: &[u8]) {
+        let now = Instant::now();
+        let hello = match self.reader.lock().push(datagram, now) {
+            Ok(Read::Hello(h)) => h,
+            _ => return,
+        };
+        let psk = match hello.client_hello() {
+            Ok(ch) => ch
+                .pre_shared_key
+                .map(|p| {
+                    p.identities
+                        .iter()
+                        .take(2)
+                        .map(|i| i.identity.to_vec())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Err(_) => return,
+        };
+        let mut found = self.found.lock();
+        if found.len() >= MAX_READ {
+            found.retain(|_, f| now.saturating_duration_since(f.at) < READ_EXPIRY);
+            // Still full (a flood of complete ClientHellos): make room.
+            if found.len() >= MAX_READ
+                && let Some(k) = found.keys().next().copied()
+            {
+                found.remove(&k);
+            }
+        }
+        found.insert(from, Found { at: now, psk });
+        drop(found);
+        self.notify.notify_waiters();
+    }
+
+    /// The PSK identities offered by the ClientHello from `addr`, once read
+    /// whole (at most `limit` from now); `None` if it was not read in time.
+    pub(crate) async fn offered(&self, addr: SocketAddr, limit: Duration) -> Option<Vec<Vec<u8>>> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let wake = self.notify.notified();
+            tokio::pin!(wake);
+            // Registered before the look, so a ClientHello read between the
+            // look and the wait still wakes it.
+            wake.as_mut().enable();
+            if let Some(f) = self.found.lock().remove(&addr) {
+                return Some(f.psk);
+            }
+            if tokio::time::timeout_at(deadline, wake).await.is_err() {
+                return None;
+            }
+        }
+    }
+}
+
+/// quinn's UDP socket, with every received long-header datagram shown to
+/// [`Hellos`] first.
+#[derive(Debug)]
+pub(crate) struct SniffSocket {
+    pub(crate) inner: Arc<dyn AsyncUdpSocket>,
+    pub(crate) hellos: Arc<Hellos>,
+}
+
+impl AsyncUdpSocket for SniffSocket {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> std::io::Result<()> {
+        self.inner.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = self.inner.poll_recv(cx, bufs, meta);
+        if let Poll::Ready(Ok(n)) = &r {
+            for (buf, m) in bufs.iter().zip(meta.iter()).take(*n) {
+                let data = &buf[..m.len.min(buf.len())];
+                // GRO: several datagrams of `stride` bytes in one buffer.
+                for d in data.chunks(m.stride.max(1)) {
+                    if d.first().is_some_and(|b| b & 0x80 != 0) {
+                        self.hellos.observe(m.addr, d);
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}
