@@ -293,7 +293,8 @@ fn redis_killed_mid_run_means_full_handshakes_then_resumption_recovers() {
 }
 
 /// A TCP proxy that holds every chunk from upstream for `delay` before
-/// passing it on (a slow Redis); stops when dropped.
+/// passing it on (a slow Redis), and every chunk to upstream for
+/// `request_delay` (a node whose writes arrive late); stops when dropped.
 struct SlowProxy {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -301,6 +302,10 @@ struct SlowProxy {
 
 impl SlowProxy {
     fn start(upstream: SocketAddr, delay: Duration) -> SlowProxy {
+        SlowProxy::with_delays(upstream, Duration::ZERO, delay)
+    }
+
+    fn with_delays(upstream: SocketAddr, request_delay: Duration, delay: Duration) -> SlowProxy {
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind proxy");
         l.set_nonblocking(true).expect("nonblocking");
         let addr = l.local_addr().expect("addr");
@@ -348,7 +353,7 @@ impl SlowProxy {
                     down.try_clone().expect("clone"),
                     up.try_clone().expect("clone"),
                 );
-                pipe(down, up, Duration::ZERO, st.clone());
+                pipe(down, up, request_delay, st.clone());
                 pipe(u2, d2, delay, st.clone());
             }
         });
@@ -644,6 +649,86 @@ fn a_replayed_zero_rtt_first_flight_is_answered_at_most_once_in_the_cluster() {
                     "{cache}, original to {name}: the replay to node {node} was answered in early data"
                 );
             }
+        }
+    }
+}
+
+// A ticket still on its way to Redis when its client resumed at another
+// node: that node's claim missed (a full handshake; the client sends its
+// 0-RTT request again in 1-RTT, and it is answered), and when the ticket
+// then arrived, a replay of the first flight claimed it and was answered
+// in 0-RTT: the same request twice. The claim now leaves a tombstone and
+// puts never overwrite one. Node B's writes reach Redis 400 ms late here.
+#[test]
+#[ignore = "needs redis-server; .ci/run runs it with --ignored"]
+fn a_ticket_that_reaches_redis_after_a_missed_claim_can_never_be_claimed() {
+    let Some(redis) = Redis::start() else { return };
+    let c = redis.certs.clone();
+    let late = SlowProxy::with_delays(redis.addr(), Duration::from_millis(400), Duration::ZERO);
+    let get = b"GET /bytes/100 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    for (i, layered) in [false, true].into_iter().enumerate() {
+        let prefix = format!("late{i}:");
+        let node = |url: String| {
+            let cache = if layered {
+                format!("memory:1000+{url}")
+            } else {
+                url
+            };
+            serve(
+                &c,
+                &[
+                    "--tls",
+                    "1.3",
+                    "--tickets",
+                    "off",
+                    "--max-early-data",
+                    "16384",
+                    "--session-cache",
+                    &cache,
+                    "--redis-timeout",
+                    "2s",
+                    "--redis-prefix",
+                    &prefix,
+                ],
+            )
+        };
+        let (a, b) = (node(redis.url()), node(format!("redis://{}", late.addr)));
+        let mut cfg = common::tls_client(&c.ca, b"http/1.1");
+        cfg.enable_early_data = true;
+        let client = Client {
+            config: Arc::new(cfg),
+        };
+        // B issues the ticket; its put reaches Redis 400 ms later.
+        assert_eq!(client.get(b.https), Ok(HandshakeKind::Full));
+        let name = ServerName::try_from("localhost").expect("name");
+        let mut conn = ClientConnection::new(client.config.clone(), name).expect("client");
+        conn.early_data()
+            .expect("the client holds a 0-RTT ticket")
+            .write_all(get)
+            .expect("early data");
+        let mut flight = Vec::new();
+        while conn.wants_write() {
+            conn.write_tls(&mut flight).expect("first flight");
+        }
+        // At once to A: the claim misses, a full handshake.
+        send_flight(a.https, &flight);
+        let writes = || counter(&b.metrics(), "tlslab_redis_writes");
+        assert!(
+            common::poll(Duration::from_secs(10), writes, |w| *w >= 1.0) >= 1.0,
+            "layered {layered}: B's put never reached Redis\n{}",
+            b.metrics_text()
+                .lines()
+                .filter(|l| l.starts_with("tlslab_redis"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        for (node, s) in [("A", &a), ("B", &b)] {
+            send_flight(s.https, &flight);
+            assert_eq!(
+                early_requests(&[&a, &b]),
+                0.0,
+                "layered {layered}: the replay to {node} claimed the late ticket and was answered in 0-RTT"
+            );
         }
     }
 }

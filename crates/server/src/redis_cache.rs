@@ -7,8 +7,8 @@
 //!   [`RedisStore::prefetch`] GETs the offered session ID or PSK identity
 //!   (bounded by `--redis-timeout`) and stages the value in the local
 //!   layer, where rustls then finds it;
-//! - `put` queues a `SET … PX ttl` on a bounded queue that one task drains
-//!   in pipelines; a full queue drops the put and counts it;
+//! - `put` queues a `SET … PX ttl NX` on a bounded queue that one task
+//!   drains in pipelines; a full queue drops the put and counts it;
 //! - a TLS 1.3 stateful ticket (single use, and the only way to 0-RTT) is
 //!   claimed before the handshake with an atomic `GETDEL` of its PSK
 //!   identity, in every mode, and `take` returns only a claimed ticket,
@@ -20,6 +20,13 @@
 //!   memory layer holds the ticket, and that it is a full handshake while
 //!   Redis is unreachable; TLS 1.2 session IDs (multi-use) keep the memory
 //!   layer's local hits.
+//! - A claim that finds nothing leaves a tombstone (an empty value, with
+//!   the sessions' TTL) in the same atomic step ([`CLAIM`]), and a put never
+//!   overwrites a key (`NX`). Otherwise a ticket still on its way to Redis
+//!   when its client resumed elsewhere (a full handshake, the 0-RTT request
+//!   retried in 1-RTT and answered) would arrive afterwards, and a replay
+//!   of that first flight would then claim it and be answered in 0-RTT: the
+//!   same request twice. `tests/quic_replay.rs` saw exactly that.
 //!
 //! Failure is a full handshake, never an error: a GET that fails or
 //! times out is a miss, counted as an error or a timeout. After a failed
@@ -400,9 +407,17 @@ impl RedisStore {
         }
         let mut conn = conn.clone();
         let mut pipe = redis::pipe();
+        let ttl_ms = self.spec.ttl.as_millis().max(1) as u64;
         for k in keys {
-            let cmd = if single_use { "GETDEL" } else { "GET" };
-            pipe.cmd(cmd).arg(self.key(k));
+            if single_use {
+                pipe.cmd("EVAL")
+                    .arg(CLAIM)
+                    .arg(1)
+                    .arg(self.key(k))
+                    .arg(ttl_ms);
+            } else {
+                pipe.cmd("GET").arg(self.key(k));
+            }
         }
         let t = Instant::now();
         let r = tokio::time::timeout(
@@ -433,7 +448,8 @@ impl RedisStore {
                     &self.local
                 };
                 for (k, v) in keys.iter().zip(values) {
-                    if let Some(v) = v {
+                    // Empty: a tombstone, a ticket claimed (or missed) already.
+                    if let Some(v) = v.filter(|v| !v.is_empty()) {
                         found = true;
                         staged.put(k.clone(), v);
                     }
@@ -478,6 +494,15 @@ impl RedisStore {
     }
 }
 
+/// The claim of a TLS 1.3 ticket, atomic in Redis: take it (`GETDEL`),
+/// and where there was none, or only a tombstone, leave a tombstone (an
+/// empty value, for the sessions' TTL) so that the ticket, if it is still
+/// on its way, can never be claimed later. KEYS[1]: the key; ARGV[1]: TTL
+/// in ms. Returns the value, nil, or the tombstone.
+pub(crate) const CLAIM: &str = "local v = redis.call('GETDEL', KEYS[1]) \
+if not v or v == '' then redis.call('SET', KEYS[1], '', 'PX', ARGV[1]) end \
+return v";
+
 /// Drains the write queue in pipelines.
 async fn writer(store: Arc<RedisStore>, mut rx: mpsc::Receiver<Write>) {
     let ttl_ms = store.spec.ttl.as_millis().max(1) as u64;
@@ -487,11 +512,13 @@ async fn writer(store: Arc<RedisStore>, mut rx: mpsc::Receiver<Write>) {
         let mut conn = conn.clone();
         let mut pipe = redis::pipe();
         for Write(k, v) in batch.drain(..) {
+            // NX: a tombstone (a claim came first) is never overwritten.
             pipe.cmd("SET")
                 .arg(store.key(&k))
                 .arg(v)
                 .arg("PX")
                 .arg(ttl_ms)
+                .arg("NX")
                 .ignore();
         }
         let n = pipe.len() as u64;

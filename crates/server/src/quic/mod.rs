@@ -473,12 +473,29 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>, info: Arc<ConnInfo>
     {
         store.prefetch(&psk, true).await;
     }
-    let connecting = match incoming.accept() {
+    let mut connecting = match incoming.accept() {
         Ok(x) => x,
         Err(e) => return c.stats.failure(&failure_reason(&e)),
     };
-    // With 0-RTT on, the connection is used at once: requests that came in
-    // 0-RTT are answered in 0.5-RTT, before the client's Finished.
+    // With 0-RTT on, the connection is used once the whole ClientHello is
+    // in: requests that came in 0-RTT are answered in 0.5-RTT, before the
+    // client's Finished. Not before: quinn's 0.5-RTT conversion succeeds
+    // on the first datagram, and a ClientHello in two (a post-quantum key
+    // share) leaves the client's transport parameters unknown, so HTTP/3's
+    // control streams cannot open, and quinn does not wake them when the
+    // parameters arrive: the connection sat until its idle timeout
+    // whenever the second datagram came after the task started (through
+    // any relay or delayed path; tests/quic_replay.rs found it).
+    if c.early {
+        tokio::select! {
+            r = tokio::time::timeout(c.handshake_timeout, connecting.handshake_data()) => match r {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
+                Err(_) => return c.stats.failure("timeout"),
+            },
+            why = info.idle.closing() => return c.stats.failure(why.name()),
+        }
+    }
     let (conn, done) = if c.early {
         match connecting.into_0rtt() {
             Ok((conn, accepted)) => (conn, Some(accepted)),
