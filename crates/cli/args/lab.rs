@@ -406,8 +406,8 @@ pub struct RunArgs {
     /// e.g. rtt25ms-tls13-packet-r1; quic-vs-tcp's time-to-first-byte cells share one path per
     /// RTT: DIR/ttfb-rttNms.pcapng), each capped at 100MB. For the studies that cross the path:
     /// seed003-table2 and seed004-handshake with --path packet or both, and quic-vs-tcp (root).
-    /// Each capture's files and packet counts are printed as its path stops, and are in the
-    /// document's packet-path reports (`pcap`).
+    /// Each capture's files and packet counts are printed as its path stops; seed003-table2's
+    /// and seed004-handshake's are also in the document's per-cell packet-path reports (`pcap`).
     #[arg(long, value_name = "DIR")]
     pub pcap: Option<PathBuf>,
 }
