@@ -208,7 +208,7 @@ const FLAGS: &[(&str, &str)] = &[
         "dispatch",
         "--listen --backend --policy --session-timeout --max-sessions --hello-timeout \
          --idle-timeout --bad-input --send-proxy-v2 --health-check --health-cacert \
-         --health-sni --health-interval --connect-timeout --metrics --threads",
+         --health-sni --keylog --health-interval --connect-timeout --metrics --threads",
     ),
     ("merge", "--json --allow-missing --force"),
     ("report", "--html --md"),

@@ -594,3 +594,56 @@ fn haproxy_sticks_tls12_ids_only_while_session_routes_all() {
         }
     }
 }
+
+// Before: dispatch had no --keylog, though its TLS health checks are TLS
+// it originates (it forwards clients' TLS without terminating it).
+#[test]
+fn keylog_holds_the_tls_health_checks_secrets_and_needs_tls_checks() {
+    let dir = tempdir();
+    let keys = dir.path().join("health.keys");
+    let n = vec![Serve::start(&["--tls", "1.3", "--threads", "1"])];
+    let d = Dispatch::start(
+        &n,
+        &[
+            "--health-check",
+            "tls",
+            "--health-interval",
+            "100ms",
+            "--keylog",
+            keys.to_str().unwrap(),
+        ],
+    );
+    d.wait_up(n[0].https, true);
+    assert!(
+        d.proc
+            .stderr_shows("WARNING: TLS key log", Duration::from_secs(5)),
+        "{}",
+        d.proc.describe()
+    );
+    // One CLIENT_TRAFFIC_SECRET_0 per TLS 1.3 health check.
+    let checks = || {
+        std::fs::read_to_string(&keys)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("CLIENT_TRAFFIC_SECRET_0 "))
+            .count()
+    };
+    assert!(poll(Duration::from_secs(10), checks, |&c| c >= 3) >= 3);
+    let text = std::fs::read_to_string(&keys).unwrap();
+    for label in [
+        "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+        "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+        "SERVER_TRAFFIC_SECRET_0",
+    ] {
+        assert!(text.contains(label), "no {label} in {text}");
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&keys).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the key log is private");
+    // With TCP checks (the default) there is no TLS to log: a usage error.
+    common::assert_usage_error(
+        &args("dispatch --listen 127.0.0.1:0 --backend 127.0.0.1:9 --keylog k.keys"),
+        "--keylog needs --health-check tls",
+        LIMIT,
+    );
+}

@@ -16,6 +16,7 @@ pub mod netpath;
 pub mod nginx;
 pub mod peers;
 pub mod study_doc;
+pub mod tshark;
 pub mod udp_tap;
 
 use std::collections::BTreeMap;

@@ -66,11 +66,23 @@ pub fn unprivileged(test: &str) -> Option<std::process::Command> {
 /// (its self-signed certificate) on the server end, a tlslab client
 /// command on the client end.
 pub fn serve_across(path_flags: &[&str], client: &[&str]) -> Vec<String> {
+    serve_with_across(path_flags, &[], client)
+}
+
+/// [`serve_across`] with `serve_flags` after `tlslab serve --listen
+/// 10.201.0.1:8443` (e.g. `--h3`).
+pub fn serve_with_across(
+    path_flags: &[&str],
+    serve_flags: &[&str],
+    client: &[&str],
+) -> Vec<String> {
     let bin = super::bin().to_string_lossy().into_owned();
     let mut a = vec!["path".to_string()];
     a.extend(path_flags.iter().map(|s| s.to_string()));
     a.extend(["--ready-port", "8443", "--"].map(String::from));
-    a.extend([&bin, "serve", "--listen", "10.201.0.1:8443", ":::", &bin].map(String::from));
+    a.extend([&bin, "serve", "--listen", "10.201.0.1:8443"].map(String::from));
+    a.extend(serve_flags.iter().map(|s| s.to_string()));
+    a.extend([":::", &bin].map(String::from));
     a.extend(client.iter().map(|s| s.to_string()));
     a
 }

@@ -39,8 +39,11 @@ pub struct LabArgs {
 
     /// Run every cell across a packet-level WAN path (needs root; see `tlslab path`): the server
     /// in one network namespace, the load in another, e.g. delay=25ms,rate=10mbit,loss=1%
-    /// (keys delay, jitter, rate, trace, queue, loss, ge, each with an optional up./down. prefix)
-    /// [default: loopback].
+    /// (keys delay, jitter, reorder, rate, trace, queue, loss, ge, each with an optional up./down.
+    /// prefix; seed, cc) [default: loopback]. pcap=FILE captures every packet the path forwards
+    /// or drops, both directions, to a pcapng file, as `tlslab path --pcap` (pcap-size=100MB
+    /// caps each file, pcap-files=N keeps ring files): one capture of the whole run, whose
+    /// cells cross the one path one after another; the report names its files and counts.
     #[arg(long, value_name = "SPEC", value_parser = parse_path_spec)]
     pub path: Option<tlslab_path::PathConfig>,
 }
@@ -312,7 +315,11 @@ pub struct ClusterArgs {
     /// Run every cell across a packet-level WAN path (needs root; see `tlslab path`): the
     /// dispatcher, the nodes (nginx and HAProxy too) and redis-server in one network namespace,
     /// the load in another, so only client ↔ dispatcher traffic crosses it; e.g.
-    /// delay=25ms,rate=10mbit,loss=1% [default: loopback].
+    /// delay=25ms,rate=10mbit,loss=1% (keys as in `lab --path`) [default: loopback].
+    /// pcap=FILE captures every packet the path forwards or drops, both directions, to a pcapng
+    /// file, as `tlslab path --pcap` (pcap-size=100MB, pcap-files=N): one capture of the whole
+    /// run, whose cells cross the one path one after another; the report names its files and
+    /// counts.
     #[arg(long, value_name = "SPEC", value_parser = parse_path_spec)]
     pub path: Option<tlslab_path::PathConfig>,
 
@@ -393,6 +400,16 @@ pub struct RunArgs {
     /// over each, side by side in the results).
     #[arg(long, value_name = "relay|packet|both", default_value = "relay", value_parser = parse_path_choice)]
     pub path: PathChoice,
+
+    /// Capture every packet the packet-level path forwards or drops, both directions, as
+    /// `tlslab path --pcap` does: one pcapng file per path run, DIR/CELL.pcapng (the cell's id,
+    /// e.g. rtt25ms-tls13-packet-r1; quic-vs-tcp's time-to-first-byte cells share one path per
+    /// RTT: DIR/ttfb-rttNms.pcapng), each capped at 100MB. For the studies that cross the path:
+    /// seed003-table2 and seed004-handshake with --path packet or both, and quic-vs-tcp (root).
+    /// Each capture's files and packet counts are printed as its path stops; seed003-table2's
+    /// and seed004-handshake's are also in the document's per-cell packet-path reports (`pcap`).
+    #[arg(long, value_name = "DIR")]
+    pub pcap: Option<PathBuf>,
 }
 
 fn parse_path_choice(s: &str) -> Result<PathChoice, String> {

@@ -106,8 +106,10 @@ pub struct ProbeRunArgs {
     /// metered, ECDSA P-256, https://10.201.0.1:8443/specweb96/class1_3) across a packet-level
     /// WAN path: the server in one network namespace, the probe in another, so the TCP connect
     /// costs the path's round trip. Needs root (see `tlslab path`); e.g.
-    /// delay=25ms,rate=10mbit,loss=1%. To probe another server across a path, run both under
-    /// `tlslab path -- SERVER ::: tlslab probe URL`.
+    /// delay=25ms,rate=10mbit,loss=1% (keys as in `lab --path`). pcap=FILE captures every packet
+    /// the path forwards or drops, both directions, to a pcapng file, as `tlslab path --pcap`
+    /// (pcap-size=100MB, pcap-files=N); the report names its files and counts. To probe another
+    /// server across a path, run both under `tlslab path -- SERVER ::: tlslab probe URL`.
     #[arg(long, value_name = "SPEC", value_parser = crate::parse::parse_path_spec)]
     pub path: Option<tlslab_path::PathConfig>,
 

@@ -181,6 +181,13 @@ pub struct DispatchArgs {
     /// With --health-check tls: the server name to send and verify (default: the node's IP).
     #[arg(long, value_name = "NAME")]
     pub health_sni: Option<String>,
+    /// With --health-check tls: append the TLS secrets of the health checks' handshakes to FILE
+    /// (NSS key log format, mode 0600; without the flag, SSLKEYLOGFILE is honoured as curl
+    /// honours it). They are the only TLS the dispatcher makes: it forwards clients' TLS without
+    /// terminating it, so their secrets are in the client's key log (`load --keylog`) or the
+    /// node's (`serve --keylog`), not here.
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<std::path::PathBuf>,
     /// Interval between health checks.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
     pub health_interval: Duration,

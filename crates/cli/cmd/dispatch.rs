@@ -31,6 +31,14 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
             "--health-cacert and --health-sni need --health-check tls".into(),
         ));
     }
+    if a.keylog.is_some() && a.health_check != HealthArg::Tls {
+        return Err(Usage(
+            "--keylog needs --health-check tls: the dispatcher forwards clients' TLS without \
+             terminating it, so its only TLS secrets are those of its TLS health checks; for the \
+             clients' connections use load --keylog or serve --keylog"
+                .into(),
+        ));
+    }
     if a.hello_timeout.is_zero()
         || a.idle_timeout.is_zero()
         || a.health_interval.is_zero()
@@ -67,7 +75,16 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
 
 /// Runs `tlslab dispatch` until SIGINT/SIGTERM.
 pub fn run(a: &DispatchArgs) -> anyhow::Result<ExitCode> {
-    let cfg = config(a)?;
+    let mut cfg = config(a)?;
+    // The TLS health checks' key log (--keylog, else SSLKEYLOGFILE).
+    if let HealthCheck::Tls(check) = &cfg.health_check {
+        let path = crate::output::key_log(a.keylog.as_ref());
+        if let Some(p) = &path {
+            let log = tlslab_crypto::keylog::KeyLogFile::open(p)?;
+            crate::output::warn_key_log(Some(p));
+            cfg.health_check = HealthCheck::Tls(check.clone().with_key_log(log));
+        }
+    }
     let mut rt = if a.threads == 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {

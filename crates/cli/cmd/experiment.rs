@@ -55,6 +55,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
             command_line,
             progress_bar,
             path: a.path,
+            pcap: a.pcap.clone(),
         };
         eprintln!(
             "tlslab experiment: {}: {} cells ({} repeats, interleaved) of {} s each, into {}",
@@ -81,6 +82,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
             command_line,
             progress_bar,
             path: a.path,
+            pcap: a.pcap.clone(),
         };
         if b.landed {
             eprintln!(

@@ -1,4 +1,6 @@
 //! Health checks of the nodes: a TCP connect, or a full TLS handshake.
+//! The TLS check is the only TLS the dispatcher originates, so it is what
+//! `dispatch --keylog` logs ([`TlsCheck::with_key_log`]).
 //!
 //! The TLS check is a liveness check: it proves the node completes a
 //! handshake (its TLS stack, certificate and key are loaded and its
@@ -76,6 +78,18 @@ impl TlsCheck {
             config: Arc::new(config),
             name,
         })
+    }
+
+    /// The same check writing its handshakes' secrets to `key_log`
+    /// (`dispatch --keylog`): the health checks are the only TLS the
+    /// dispatcher originates; clients' TLS passes through it encrypted.
+    pub fn with_key_log(self, key_log: Arc<dyn rustls::KeyLog>) -> TlsCheck {
+        let mut config = (*self.config).clone();
+        config.key_log = key_log;
+        TlsCheck {
+            config: Arc::new(config),
+            name: self.name,
+        }
     }
 
     /// Runs one handshake with `addr` within `limit`.

@@ -56,7 +56,10 @@ impl PathServer {
             server,
             rig,
             key,
-            conditions: format!("up {}; down {}", cfg.up, cfg.down),
+            conditions: match cfg.pcap.describe() {
+                Some(d) => format!("up {}; down {}; {d}", cfg.up, cfg.down),
+                None => format!("up {}; down {}", cfg.up, cfg.down),
+            },
             handle,
             path,
         })

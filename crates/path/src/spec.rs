@@ -272,6 +272,23 @@ impl PcapConfig {
         Ok(())
     }
 
+    /// What the capture writes, for a run's first lines: `capturing
+    /// every packet to FILE (pcapng, at most 100 MB per file, …)`;
+    /// `None` without a capture.
+    pub fn describe(&self) -> Option<String> {
+        let f = self.file.as_ref()?;
+        Some(format!(
+            "capturing every packet to {} (pcapng, at most {} MB per file{})",
+            f.display(),
+            self.size / 1_000_000,
+            if self.files > 1 {
+                format!(", {} ring files", self.files)
+            } else {
+                String::new()
+            }
+        ))
+    }
+
     /// The name of ring file `i` (0 is `FILE` itself).
     pub fn ring_file(&self, i: u32) -> Option<PathBuf> {
         let f = self.file.as_ref()?;
@@ -567,7 +584,14 @@ mod tests {
             c.pcap.ring_file(2).unwrap(),
             std::path::Path::new("/tmp/x.pcapng.2")
         );
+        assert_eq!(
+            c.pcap.describe().as_deref(),
+            Some(
+                "capturing every packet to /tmp/x.pcapng (pcapng, at most 2 MB per file, 3 ring files)"
+            )
+        );
         assert_eq!(PathConfig::default().pcap.file, None);
+        assert_eq!(PathConfig::default().pcap.describe(), None);
         for bad in [
             "pcap-size=2MB",
             "pcap=x,pcap-size=10kB",

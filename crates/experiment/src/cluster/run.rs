@@ -448,6 +448,9 @@ pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<Cluste
         spec.up,
         spec.down
     ));
+    if let Some(d) = spec.pcap.describe() {
+        progress(&format!("tlslab cluster: {d}; one capture of every cell"));
+    }
     // Progress lines come back over a channel, so `progress` stays here.
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let report = std::thread::scope(|s| {

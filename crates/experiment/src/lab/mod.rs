@@ -146,6 +146,9 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
             c.up,
             c.down
         ));
+        if let Some(d) = c.pcap.describe() {
+            progress(&format!("tlslab lab: {d}; one capture of every cell"));
+        }
     }
     let quic_cell = quic::cell(cfg.cell);
     progress(&format!(

@@ -4,6 +4,7 @@
 //! for QUIC cells), pinned to the client CPU.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use tlslab_crypto::pki;
 use tlslab_crypto::provider::Algorithms;
@@ -29,6 +30,10 @@ pub struct LoadRig {
     servers: BTreeMap<String, Embedded>,
     /// Cells' packet-path reports not yet in the document, by cell id.
     paths: Vec<(String, PathCell)>,
+    /// The capture file of the next packet-path cell (`--pcap DIR`).
+    capture: Option<PathBuf>,
+    /// What the captures of the cells run since the last call wrote.
+    captured: Vec<String>,
 }
 
 impl LoadRig {
@@ -38,6 +43,8 @@ impl LoadRig {
             placement,
             servers: BTreeMap::new(),
             paths: Vec::new(),
+            capture: None,
+            captured: Vec::new(),
         }
     }
 
@@ -95,7 +102,7 @@ impl LoadRig {
     /// report and its byte check against the load's sockets are kept for
     /// the document's `engine_report.path`.
     fn run_packet(&mut self, spec: &CellSpec, repeat: u32, id: String) -> Result<Cell, StudyError> {
-        let path = RttPath::packet(spec.rtt.unwrap_or_default())?;
+        let path = RttPath::packet(spec.rtt.unwrap_or_default(), self.capture.take())?;
         let h = path.handle();
         let h = h.as_ref();
         let placement = self.placement.clone();
@@ -118,6 +125,9 @@ impl LoadRig {
         let stopped = path.stop();
         let (started, m, timestamps) = m?;
         if let Stopped::Packet(report) = stopped? {
+            if let Some(p) = &report.pcap {
+                self.captured.push(format!("  {id}: {p}"));
+            }
             let hs = &m.report.handshake;
             let bytes = |k: &tlslab_report::HandshakeKindSummary| {
                 k.count as f64 * (k.bytes_out_mean.unwrap_or(0.0) + k.bytes_in_mean.unwrap_or(0.0))
@@ -196,7 +206,11 @@ impl LoadRig {
                 if p.excluded().is_some() || s.has(&format!("{}-r{repeat}", p.point)) {
                     continue;
                 }
+                self.capture = s.capture(&format!("{}-r{repeat}", p.point));
                 let c = self.run(p, repeat)?;
+                for line in std::mem::take(&mut self.captured) {
+                    s.say(&line);
+                }
                 s.push(c)?;
                 let paths = std::mem::take(&mut self.paths);
                 if !paths.is_empty() {

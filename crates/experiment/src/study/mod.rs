@@ -130,6 +130,7 @@ pub fn run_builtin(
         }
         opts.path.check()?;
     }
+    check_pcap(b.name, opts)?;
     let placement = Placement::split();
     let (mut matrix, units) = (b.plan)(opts.quick);
     // A resumed run must cross the same path.
@@ -139,6 +140,40 @@ pub fn run_builtin(
     let mut s = Session::open(b.name, b.title, b.seed, matrix, units, placement, opts, log)?;
     (b.run)(&mut s)?;
     Ok(s.doc)
+}
+
+/// `--pcap DIR` is for a study whose cells cross the packet-level path:
+/// seed003-table2 and seed004-handshake with `--path packet|both`, and
+/// quic-vs-tcp (its time-to-first-byte cells); a usage error otherwise, or
+/// without the privilege the path needs.
+fn check_pcap(study: &str, opts: &RunOptions) -> Result<(), StudyError> {
+    let Some(dir) = &opts.pcap else {
+        return Ok(());
+    };
+    let crosses = (PATH_STUDIES.contains(&study) && opts.path != PathChoice::Relay)
+        || study == quic::QUIC_VS_TCP.name;
+    if !crosses {
+        return Err(StudyError::Usage(format!(
+            "--pcap {}: {study} {}; --pcap captures the packet-level path, which the \
+             round-trip cells of {} cross with --path packet or both, as do quic-vs-tcp's \
+             time-to-first-byte cells",
+            dir.display(),
+            if PATH_STUDIES.contains(&study) {
+                "crosses tlslab relay (--path relay), which has no packets to capture"
+            } else {
+                "crosses no packet-level path"
+            },
+            PATH_STUDIES.join(" and ")
+        )));
+    }
+    if !tlslab_path::privileged() {
+        return Err(StudyError::Usage(format!(
+            "--pcap {}: the packet-level path needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN); \
+             run as root (sudo)",
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Runs a declared matrix into `opts.out`.
@@ -153,6 +188,13 @@ pub fn run_matrix(
             opts.path.name(),
             PATH_STUDIES.join(" and ")
         )));
+    }
+    if opts.pcap.is_some() {
+        return Err(StudyError::Usage(
+            "--pcap: a matrix's cells run on loopback, with no packet-level path to capture; \
+             capture loopback with dumpcap -i lo"
+                .into(),
+        ));
     }
     let placement = m.placement();
     let mut s = Session::open(
@@ -294,6 +336,51 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    // --pcap DIR is refused (exit 2, before any work) where no cell crosses
+    // the packet-level path, naming the studies and --path that do.
+    #[test]
+    fn pcap_is_for_studies_that_cross_the_packet_path() {
+        let opts = |path| RunOptions {
+            out: std::env::temp_dir().join("tlslab-never-written"),
+            resume: false,
+            quick: true,
+            command_line: vec![],
+            progress_bar: false,
+            path,
+            pcap: Some("caps".into()),
+        };
+        for (study, path) in [
+            ("seed000-reuse", PathChoice::Relay),
+            ("seed003-table2", PathChoice::Relay),
+            ("seed004-handshake", PathChoice::Relay),
+        ] {
+            let e = check_pcap(study, &opts(path)).unwrap_err();
+            assert!(e.is_usage(), "{e}");
+            crate::assert_has(
+                &e.to_string(),
+                &["--pcap caps", study, "--path packet or both", "quic-vs-tcp"],
+            );
+        }
+        for (study, path) in [
+            ("seed003-table2", PathChoice::Packet),
+            ("seed004-handshake", PathChoice::Both),
+            ("quic-vs-tcp", PathChoice::Relay),
+        ] {
+            let r = check_pcap(study, &opts(path));
+            if tlslab_path::privileged() {
+                assert!(r.is_ok(), "{study}: {r:?}");
+            } else {
+                let e = r.unwrap_err();
+                assert!(e.is_usage() && e.to_string().contains("root"), "{e}");
+            }
+        }
+        let none = RunOptions {
+            pcap: None,
+            ..opts(PathChoice::Relay)
+        };
+        assert!(check_pcap("seed000-reuse", &none).is_ok());
+    }
+
     #[test]
     fn the_list_names_every_builtin_and_unknown_names_are_usage_errors() {
         let list = render_list();
@@ -316,6 +403,7 @@ mod tests {
             command_line: vec![],
             progress_bar: false,
             path: PathChoice::Relay,
+            pcap: None,
         };
         let e = run_builtin(&cluster, &opts, Box::new(|_| {})).unwrap_err();
         assert!(matches!(e, StudyError::NotLanded { .. }) && e.is_usage());

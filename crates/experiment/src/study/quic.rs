@@ -365,15 +365,18 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
                     rtt / 2,
                     points.len()
                 ));
-                let cfg: tlslab_path::PathConfig = format!("delay={}ms", rtt / 2)
+                let mut cfg: tlslab_path::PathConfig = format!("delay={}ms", rtt / 2)
                     .parse()
                     .map_err(crate::Error::Path)?;
+                // One path carries this RTT's cells: one capture, named by it.
+                let name = format!("ttfb-rtt{rtt}ms");
+                cfg.pcap.file = s.capture(&name);
                 let path = tlslab_path::Path::start(&cfg).map_err(crate::Error::from)?;
                 let handle = path.handle();
                 let r = run_points(s, &points, 1, Some(&handle));
                 let stopped = path.stop().map_err(crate::Error::from);
                 r?;
-                stopped?;
+                s.say_capture(&name, &stopped?);
             }
         }
     }

@@ -16,6 +16,7 @@
 //! `path = relay | packet`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -144,9 +145,12 @@ impl RttPath {
         Ok(RttPath::Relay(relay))
     }
 
-    /// A packet path of round-trip time `rtt` ([`packet_config`]).
-    pub(super) fn packet(rtt: Duration) -> Result<RttPath, StudyError> {
-        let p = tlslab_path::Path::start(&packet_config(rtt)).map_err(crate::Error::from)?;
+    /// A packet path of round-trip time `rtt` ([`packet_config`]),
+    /// capturing its packets to `capture` if given ([`Session::capture`](super::Session::capture)).
+    pub(super) fn packet(rtt: Duration, capture: Option<PathBuf>) -> Result<RttPath, StudyError> {
+        let mut cfg = packet_config(rtt);
+        cfg.pcap.file = capture;
+        let p = tlslab_path::Path::start(&cfg).map_err(crate::Error::from)?;
         Ok(RttPath::Packet(p))
     }
 

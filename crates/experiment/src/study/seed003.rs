@@ -211,7 +211,7 @@ fn run_cells(
                     (samples?, path.stop()?)
                 }
                 None => {
-                    let path = RttPath::packet(rtt_d)?;
+                    let path = RttPath::packet(rtt_d, s.capture(&id))?;
                     let h = path.handle();
                     let h = h.as_ref();
                     let placement = s.placement.clone();
@@ -233,6 +233,9 @@ fn run_cells(
                     (samples?, path.stop()?)
                 }
             };
+            if let Stopped::Packet(r) = &stopped {
+                s.say_capture(&id, r);
+            }
             let cell = cell(s, p, &id, point, rtt, v, kind, started, &samples, stopped)?;
             s.push(cell)?;
         }

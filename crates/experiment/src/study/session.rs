@@ -105,6 +105,11 @@ pub struct RunOptions {
     /// The path the round-trip cells cross (seed003-table2 and
     /// seed004-handshake; [`super::PATH_STUDIES`]).
     pub path: super::PathChoice,
+    /// `--pcap DIR`: each run of the packet-level path writes its capture
+    /// to `DIR/NAME.pcapng` (NAME: the cell's id, or the path's own name
+    /// where several cells share one path), so no capture overwrites
+    /// another.
+    pub pcap: Option<PathBuf>,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -168,6 +173,8 @@ pub struct Session {
     pub placement: Placement,
     /// The path the round-trip cells cross.
     pub wan: super::PathChoice,
+    /// Where packet-path captures go (`--pcap DIR`).
+    pcap: Option<PathBuf>,
     path: PathBuf,
     bar: Option<ProgressBar>,
     log: Box<dyn FnMut(&str)>,
@@ -252,6 +259,12 @@ impl Session {
                 notes: vec![],
             }
         };
+        if let Some(dir) = &opts.pcap {
+            std::fs::create_dir_all(dir).map_err(|source| StudyError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+        }
         let skipped = doc.cells.len();
         let bar = opts.progress_bar.then(|| {
             let bar = ProgressBar::new(planned as u64);
@@ -272,11 +285,18 @@ impl Session {
             quick: opts.quick,
             placement,
             wan: opts.path,
+            pcap: opts.pcap.clone(),
             path,
             bar,
             log,
             skipped,
         };
+        if let Some(dir) = &opts.pcap {
+            s.say(&format!(
+                "capturing each run of the packet-level path to {}/NAME.pcapng",
+                dir.display()
+            ));
+        }
         if skipped > 0 {
             s.say(&format!(
                 "resuming {}: {skipped} cells already measured, skipped",
@@ -303,6 +323,23 @@ impl Session {
         match &self.bar {
             Some(bar) => bar.println(line),
             None => (self.log)(line),
+        }
+    }
+
+    /// The capture file of the packet-level path run `name` (a cell's id,
+    /// or the name of a path several cells share): `DIR/NAME.pcapng` with
+    /// `--pcap DIR`, else `None` (no capture).
+    pub fn capture(&self, name: &str) -> Option<PathBuf> {
+        self.pcap
+            .as_ref()
+            .map(|dir| dir.join(format!("{name}.pcapng")))
+    }
+
+    /// Prints what the capture of path run `name` wrote: its files, its
+    /// packet and byte counts, its drops and the writer's CPU.
+    pub fn say_capture(&mut self, name: &str, path: &tlslab_path::PathReport) {
+        if let Some(p) = &path.pcap {
+            self.say(&format!("  {name}: {p}"));
         }
     }
 
