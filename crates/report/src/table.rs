@@ -235,20 +235,7 @@ impl LoadReportText for LoadReport {
             );
         }
         if let Some(f) = self.transport.as_ref().and_then(|t| t.flood.as_ref()) {
-            let _ = writeln!(
-                out,
-                "flood ({}, {}/s asked, {} source ports, {:.1} s): {} valid Initials in {} \
-                 datagrams, {} random junk, {} junk Initial headers, {} send errors",
-                f.kind,
-                f.rate,
-                f.sockets,
-                f.elapsed_s,
-                f.valid,
-                f.valid_datagrams,
-                f.junk_random,
-                f.junk_header,
-                f.send_errors
-            );
+            flood_lines(&mut out, f);
         }
         let _ = writeln!(
             out,
@@ -455,6 +442,57 @@ pub fn columns(indent: &str, widths: &[i32], rows: &[Vec<String>]) -> String {
 /// A row of `names` separated by `|`, for [`columns`]: a table's header.
 pub fn header(names: &str) -> Vec<String> {
     names.split('|').map(String::from).collect()
+}
+
+/// The `flood` lines of a `load --h3 --flood` report: what was sent and
+/// what came back.
+fn flood_lines(out: &mut String, f: &tlslab_schema::transport::Flood) {
+    if let Some(p) = &f.ping_only {
+        let held = p.held_p50_s.map_or(String::new(), |s| {
+            format!(" (median {s:.1} s after connecting)")
+        });
+        let _ = writeln!(
+            out,
+            "flood (ping-only, {}/s asked, {} source ports, {:.1} s): {} PING-only clients, \
+             {} connected, {} failed, {} closed by the server before the end{held}, {} PINGs sent",
+            f.rate,
+            f.sockets,
+            f.elapsed_s,
+            p.clients,
+            p.connected,
+            p.failed,
+            p.closed_by_server,
+            p.pings
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "flood ({}, {}/s asked, {} source ports, {:.1} s): {} valid Initials in {} \
+         datagrams, {} random junk, {} junk Initial headers, {} send errors",
+        f.kind,
+        f.rate,
+        f.sockets,
+        f.elapsed_s,
+        f.valid,
+        f.valid_datagrams,
+        f.junk_random,
+        f.junk_header,
+        f.send_errors
+    );
+    let r = &f.received;
+    let _ = writeln!(
+        out,
+        "flood answers: {} datagrams ({}): {} Retry, {} Initial, {} Handshake, \
+         {} Version Negotiation, {} other",
+        r.datagrams,
+        bytes(r.bytes as f64),
+        r.retry,
+        r.initial,
+        r.handshake,
+        r.version_negotiation,
+        r.other
+    );
 }
 
 #[cfg(test)]
