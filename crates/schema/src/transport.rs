@@ -80,7 +80,9 @@ pub struct FloodReceived {
     pub handshake: u64,
     /// Version Negotiation packets.
     pub version_negotiation: u64,
-    /// Anything else (short headers, such as stateless resets).
+    /// Anything else: short headers (the server's 1-RTT packets, such as
+    /// its HTTP/3 control stream sent before the handshake completes, or
+    /// a stateless reset).
     pub other: u64,
 }
 
