@@ -500,6 +500,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_flood_line_says_what_was_sent_and_what_came_back() {
+        use tlslab_schema::transport::{Flood, FloodReceived, PingOnly};
+        let mut f = Flood {
+            kind: "valid".into(),
+            rate: 200,
+            sockets: 64,
+            elapsed_s: 2.0,
+            valid: 400,
+            valid_datagrams: 800,
+            received: FloodReceived {
+                datagrams: 420,
+                bytes: 2048,
+                retry: 390,
+                initial: 20,
+                handshake: 10,
+                ..FloodReceived::default()
+            },
+            ..Flood::default()
+        };
+        let mut out = String::new();
+        flood_lines(&mut out, &f);
+        assert!(out.contains("400 valid Initials in 800 datagrams"), "{out}");
+        assert!(
+            out.contains(
+                "flood answers: 420 datagrams (2.00KiB): 390 Retry, 20 Initial, 10 Handshake"
+            ),
+            "{out}"
+        );
+        f.kind = "ping-only".into();
+        f.ping_only = Some(PingOnly {
+            clients: 30,
+            connected: 29,
+            failed: 1,
+            closed_by_server: 11,
+            held_p50_s: Some(1.5),
+            pings: 130,
+        });
+        let mut out = String::new();
+        flood_lines(&mut out, &f);
+        assert!(
+            out.contains("30 PING-only clients, 29 connected, 1 failed, 11 closed by the server"),
+            "{out}"
+        );
+        assert!(
+            out.contains("(median 1.5 s after connecting), 130 PINGs"),
+            "{out}"
+        );
+        assert!(!out.contains("flood answers"), "{out}");
+    }
+
+    #[test]
     fn units_scale() {
         assert_eq!(dur(12.0), "12µs");
         assert_eq!(dur(1_500.0), "1.50ms");
