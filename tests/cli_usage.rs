@@ -169,7 +169,8 @@ const FLAGS: &[(&str, &str)] = &[
          --clients-per-ip --json --log --shard --start-at --out --no-progress \
          --workload --workload-config --access-log --window --speed --exclude-clients \
          --exclude-ips --client-rate-limit --ip-rate-limit --strict --replay-paths \
-         --seed --think-time --retry-on-failure --rate --arrivals --max-in-flight",
+         --seed --think-time --retry-on-failure --rate --arrivals --max-in-flight \
+         --h3 --flood --flood-rate --flood-max --confirm-flood --flood-allow-remote",
     ),
     ("sweep", "--over --factor --steps --knee --groups --suites"),
     ("lab", "--quick --cell --clients --json --path"),
@@ -249,6 +250,7 @@ fn every_subcommand_help_lists_its_flags_and_values() {
             "urls: specweb96: ecommerce: replay: poisson: constant:",
         ),
         ("load", "id: ticket: auto: bytes: original:"),
+        ("load", "valid: junk: mixed: ping-only:"),
         ("sweep", "clients: rate:"),
         ("cluster", "tlslab: nginx: haproxy:"),
         (
@@ -461,4 +463,57 @@ fn peers_redis_args_are_one_per_line_with_the_empty_save() {
     let mut want = args("--port 7001 --bind 127.0.0.1 --save");
     want.extend([""].into_iter().chain(args("--appendonly no --dir /tmp/r")));
     assert_eq!(lines, want);
+}
+
+// Issue 29: `load --h3 --flood` is a hostile mode: without its confirmation,
+// without --h3, or against an address that is not loopback (without
+// --flood-allow-remote) it is a usage error that names the fix, before
+// any packet is sent.
+#[test]
+fn a_flood_needs_its_confirmation_and_a_loopback_target() {
+    let base = ["load", "https://127.0.0.1:1/", "-d", "1s", "--insecure"];
+    let with = |extra: &[&'static str]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    assert_usage_error(
+        &with(&["--h3", "--flood", "valid"]),
+        "--confirm-flood",
+        LIMIT,
+    );
+    assert_usage_error(
+        &with(&["--flood", "junk", "--confirm-flood"]),
+        "add --h3",
+        LIMIT,
+    );
+    assert_usage_error(
+        &with(&["--h3", "--flood-rate", "10"]),
+        "--flood KIND",
+        LIMIT,
+    );
+    assert_usage_error(
+        &with(&[
+            "--h3",
+            "--flood",
+            "ping-only",
+            "--flood-rate",
+            "5000",
+            "--confirm-flood",
+        ]),
+        "1 to 1000",
+        LIMIT,
+    );
+    let remote = [
+        "load",
+        "https://192.0.2.1:8443/",
+        "-d",
+        "1s",
+        "--insecure",
+        "--h3",
+        "--flood",
+        "junk",
+        "--confirm-flood",
+    ];
+    assert_usage_error(&remote, "--flood-allow-remote", LIMIT);
 }

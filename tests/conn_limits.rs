@@ -373,3 +373,72 @@ fn silent_sockets_on_the_https_port_are_evicted_oldest_first_at_the_limit() {
     );
     silent.clear();
 }
+
+/// `load --h3 --flood KIND` for `secs` against `s` beside a one-client
+/// load: the JSON report and stderr.
+fn load_h3_flood(s: &Serve, kind: &str, rate: &str, secs: &str) -> (serde_json::Value, String) {
+    let dir = tempdir();
+    let json = dir.path().join("load.json");
+    let url = s.url("/bytes/100");
+    let json_arg = json.to_str().expect("a utf-8 path");
+    let line = "load URL --h3 --cacert CA -c 1 -d D --no-progress --json J \
+                --flood KIND --flood-rate R --confirm-flood";
+    let vars = [
+        ("URL", url.as_str()),
+        ("CA", s.ca_str()),
+        ("D", secs),
+        ("J", json_arg),
+        ("KIND", kind),
+        ("R", rate),
+    ];
+    let out = run_tlslab(&common::args_with(line, &vars), Duration::from_secs(60));
+    expect_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (load_json(&json), stderr)
+}
+
+// Issue 29: the QUIC floods as a CLI (`load --h3 --flood KIND`), loudly
+// warned, bounded by the run, and reporting what was sent and what came
+// back; the real client beside each flood is served in full.
+#[test]
+fn load_h3_flood_sends_each_kind_and_reports_what_came_back() {
+    let s = Serve::start(&[
+        "--h3",
+        "--quic-max-connections",
+        "20",
+        "--request-timeout",
+        "1s",
+    ]);
+    // Valid Initials: past half the limit the server answers with Retry.
+    let (r, stderr) = load_h3_flood(&s, "valid", "200/s", "2s");
+    assert!(stderr.contains("WARNING: --flood valid"), "{stderr}");
+    assert!(common::errors(&r).values().sum::<u64>() == 0, "{r}");
+    assert!(num(&r, "requests/succeeded") > 0.0, "{r}");
+    assert_eq!(r["transport"]["flood"]["kind"], "valid", "{r}");
+    let valid = num(&r, "transport/flood/valid");
+    assert!(valid >= 200.0, "2 s at 200/s: {r}");
+    assert!(valid <= 401.0, "bounded by the run: {r}");
+    assert!(num(&r, "transport/flood/received/retry") > 0.0, "{r}");
+    assert!(
+        num(&r, "transport/flood/received/datagrams") >= num(&r, "transport/flood/received/retry"),
+        "{r}"
+    );
+    // Junk: sent, counted; the server keeps no state for it.
+    let (r, _) = load_h3_flood(&s, "junk", "500", "2s");
+    assert!(common::errors(&r).values().sum::<u64>() == 0, "{r}");
+    let junk = num(&r, "transport/flood/junk_random") + num(&r, "transport/flood/junk_header");
+    assert!(junk >= 500.0, "{r}");
+    assert_eq!(num(&r, "transport/flood/valid"), 0.0, "{r}");
+    // PING-only clients past the limit: evicted there, or closed at the
+    // request timeout, and counted as closed by the server.
+    let (r, stderr) = load_h3_flood(&s, "ping-only", "15", "3s");
+    assert!(stderr.contains("WARNING: --flood ping-only"), "{stderr}");
+    assert!(common::errors(&r).values().sum::<u64>() == 0, "{r}");
+    assert!(num(&r, "requests/succeeded") > 0.0, "{r}");
+    let p = "transport/flood/ping_only";
+    assert!(num(&r, &format!("{p}/connected")) >= 20.0, "{r}");
+    assert!(num(&r, &format!("{p}/closed_by_server")) > 0.0, "{r}");
+    assert!(num(&r, &format!("{p}/clients")) <= 46.0, "bounded: {r}");
+    let m = s.metrics();
+    assert!(quic_closed(&m, "evicted") + quic_closed(&m, "request_timeout") > 0.0);
+}

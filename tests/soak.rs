@@ -1,7 +1,11 @@
-//! The hostile-mix soak (issue 20, point 10): one `tlslab serve` and one
+//! The hostile-mix soak (issue 20, point 10; issue 29 adds QUIC): one
+//! `tlslab serve` (HTTPS and, with `--h3`, HTTP/3 on the same port) and one
 //! `tlslab dispatch` (in front of a second serve) take, for
 //! `TLSLAB_SOAK_SECS` seconds (default 120), the traffic of hostile or
-//! careless clients while a real `tlslab load` runs beside it against each:
+//! careless clients while real `tlslab load`s run beside it: HTTP/1.1
+//! against each, and HTTP/2 and HTTP/3 against serve.
+//!
+//! Over TCP, against each engine:
 //!
 //! - idle sockets, reopened when closed: plain TCP that says nothing, and
 //!   TLS handshakes that choose h2 and then say nothing;
@@ -11,13 +15,23 @@
 //! - half-open TCP: half a ClientHello, then a FIN;
 //! - ClientHello floods: a whole ClientHello, read the server's flight, go.
 //!
-//! It asserts what the issue asks: the real load sees no errors and a p99
-//! within 2x its quiet figure (measured first, in the same run), the
+//! Over QUIC, against serve (`--quic-max-connections` [`QUIC_LIMIT`], which
+//! the floods reach), each a `tlslab load --h3 --flood KIND` beside a small
+//! real HTTP/3 load of its own (new connections at 2 a second):
+//!
+//! - half-open handshakes: real ClientHellos that never continue;
+//! - junk datagrams: random bytes and Initial headers with garbage;
+//! - PING-only clients: a handshake, then PINGs and never a request.
+//!
+//! It asserts what the issues ask: the real loads see no errors and a p99
+//! within 2x their quiet figures (measured first, in the same run), the
 //! engines' RSS stays within ±10 % after warm-up and their file descriptors
-//! stay bounded. It prints every figure on one line per engine, for
-//! BENCHMARKS.md. Every loop is bounded by the soak's deadline and every
-//! socket has a timeout; the targets are 127.0.0.1 ports of processes this
-//! test started.
+//! stay bounded (serve's with its QUIC listener), and each flood's own real
+//! client is served without an error. It prints every figure on one line
+//! per load and engine, for BENCHMARKS.md. Every loop is bounded by the
+//! soak's deadline and every socket has a timeout; every flood is bounded
+//! by its duration and count; the targets are 127.0.0.1 ports of processes
+//! this test started.
 //!
 //! Ignored by default; `.ci/run` runs the 2-minute form
 //! (`cargo test --release --test soak -- --ignored`), and `bench/soak.sh`
@@ -37,6 +51,11 @@ use common::{Proc, Serve, load_json, num, run, tempdir, tlslab};
 /// Connections each idle and slowloris thread keeps open, per target.
 const IDLE: usize = 200;
 const SLOW: usize = 100;
+/// serve's `--quic-max-connections`: the PING-only clients alone reach it
+/// in about 7 s.
+const QUIC_LIMIT: usize = 64;
+/// The QUIC floods: (`--flood` kind, `--flood-rate`).
+const FLOODS: [(&str, &str); 3] = [("valid", "200/s"), ("junk", "500/s"), ("ping-only", "10/s")];
 
 /// The soak's length: `TLSLAB_SOAK_SECS` (default 120).
 fn soak_secs() -> u64 {
@@ -328,32 +347,118 @@ fn rss_and_fds(pid: u32) -> Option<(u64, usize)> {
     Some((rss, fds))
 }
 
-/// A `tlslab load` against `url` for `secs`: (errors, succeeded, p99 µs).
-fn real_load(url: &str, ca: &Path, secs: u64, out: &Path) -> (u64, f64, f64) {
+/// What one real load measured.
+struct Real {
+    errors: u64,
+    succeeded: f64,
+    p99_us: f64,
+    max_us: f64,
+}
+
+/// A `tlslab load` against `url` for `secs`, with `extra` flags (`--h2`,
+/// `--h3`).
+fn real_load(url: &str, ca: &Path, secs: u64, extra: &[&str], out: &Path) -> Real {
     let json = out.to_str().expect("utf-8 path").to_string();
     let d = format!("{secs}s");
-    let line = "load URL -c 4 -d D --reuse 50 --threads 1 --cacert CA --json J";
+    let line = "load URL -c 4 -d D --reuse 50 --threads 1 --cacert CA --json J --no-progress";
     let ca = ca.to_str().expect("utf-8 path");
     let vars = [("URL", url), ("D", &d), ("CA", ca), ("J", &json)];
-    let o = run(
-        tlslab(common::args_with(line, &vars)),
-        Duration::from_secs(secs + 60),
-    );
-    let r = load_json(out);
-    let errs = common::errors(&r);
-    let errors: u64 = errs.values().sum();
-    if errors > 0 {
-        println!("{url}: errors {errs:?}");
-    }
+    let mut args = common::args_with(line, &vars);
+    args.extend_from_slice(extra);
+    let o = run(tlslab(args), Duration::from_secs(secs + 60));
     assert!(
         o.status.code().is_some(),
         "load was killed: {}",
         common::show(&o)
     );
-    (
+    let r = load_json(out);
+    let errs = common::errors(&r);
+    let errors: u64 = errs.values().sum();
+    if errors > 0 {
+        println!("{url} {extra:?}: errors {errs:?}");
+    }
+    Real {
         errors,
-        num(&r, "requests/succeeded"),
-        num(&r, "latency/total/p99_us"),
+        succeeded: num(&r, "requests/succeeded"),
+        p99_us: num(&r, "latency/total/p99_us"),
+        max_us: num(&r, "latency/total/max_us"),
+    }
+}
+
+/// `tlslab load --h3 --flood KIND --flood-rate RATE` against `url` for
+/// `secs`, beside its own real HTTP/3 client (one identity, a new
+/// connection 2 times a second): its JSON report.
+fn quic_flood(
+    url: &str,
+    ca: &Path,
+    kind: &str,
+    rate: &str,
+    secs: u64,
+    out: &Path,
+) -> serde_json::Value {
+    let json = out.to_str().expect("utf-8 path").to_string();
+    let d = format!("{secs}s");
+    let line = "load URL --h3 -c 1 --rate 2 -d D --cacert CA --json J --no-progress \
+                --flood KIND --flood-rate R --confirm-flood";
+    let ca = ca.to_str().expect("utf-8 path");
+    let vars = [
+        ("URL", url),
+        ("D", &d),
+        ("CA", ca),
+        ("J", &json),
+        ("KIND", kind),
+        ("R", rate),
+    ];
+    let o = run(
+        tlslab(common::args_with(line, &vars)),
+        Duration::from_secs(secs + 60),
+    );
+    assert!(
+        o.status.code().is_some(),
+        "load --flood {kind} was killed: {}",
+        common::show(&o)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("WARNING: --flood"),
+        "load --flood {kind} gave no warning: {}",
+        common::show(&o)
+    );
+    load_json(out)
+}
+
+/// One line on what a flood sent and what its real client got.
+fn flood_line(kind: &str, r: &serde_json::Value) -> String {
+    let f = &r["transport"]["flood"];
+    let n = |p: &str| {
+        f.pointer(p)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
+    let sent = match kind {
+        "ping-only" => format!(
+            "{} PING-only clients, {} connected, {} failed, {} closed by serve",
+            n("/ping_only/clients"),
+            n("/ping_only/connected"),
+            n("/ping_only/failed"),
+            n("/ping_only/closed_by_server")
+        ),
+        _ => format!(
+            "{} valid Initials, {} junk datagrams, {} send errors; back: {} datagrams, {} Retry, {} Initial, {} Handshake",
+            n("/valid"),
+            n("/junk_random") + n("/junk_header"),
+            n("/send_errors"),
+            n("/received/datagrams"),
+            n("/received/retry"),
+            n("/received/initial"),
+            n("/received/handshake")
+        ),
+    };
+    let errors: u64 = common::errors(r).values().sum();
+    format!(
+        "flood {kind}: {sent}; its real HTTP/3 client: {} ok, {errors} errors, p99 {:.2} ms, max {:.2} ms",
+        num(r, "requests/succeeded"),
+        num(r, "latency/total/p99_us") / 1e3,
+        num(r, "latency/total/max_us") / 1e3
     )
 }
 
@@ -370,6 +475,26 @@ fn sample(pid: u32, start: Instant, until: Instant) -> std::thread::JoinHandle<S
             std::thread::sleep(Duration::from_secs(1));
         }
         v
+    })
+}
+
+/// The most QUIC connections serve had open, from its `/metrics` every
+/// second until `until`.
+fn quic_open_max(metrics: SocketAddr, until: Instant) -> std::thread::JoinHandle<f64> {
+    std::thread::spawn(move || {
+        let mut max = 0f64;
+        while Instant::now() < until {
+            if let Ok((200, body)) = common::http_get(metrics, "/metrics") {
+                let m = common::Metrics::parse(&body);
+                let open = m.count(
+                    "tlslab_transport_open_connections",
+                    &[("transport", "quic")],
+                );
+                max = max.max(open);
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        max
     })
 }
 
@@ -412,8 +537,16 @@ fn hostile_mix_does_not_hurt_real_clients_or_grow_the_engines() {
     let secs = soak_secs();
     let dir = tempdir();
     // The engines as an operator runs them: default timeouts, a modest
-    // connection limit that the hostile clients alone would fill.
-    let serve = Serve::start(&["--max-connections", "256"]);
+    // connection limit that the hostile clients alone would fill, over TCP
+    // and over QUIC.
+    let limit = QUIC_LIMIT.to_string();
+    let serve = Serve::start(&[
+        "--max-connections",
+        "256",
+        "--h3",
+        "--quic-max-connections",
+        &limit,
+    ]);
     let backend = Serve::start(&[]);
     let ca = serve.ca.clone().expect("an ephemeral CA");
     let backend_ca = backend.ca.clone().expect("an ephemeral CA");
@@ -433,33 +566,39 @@ fn hostile_mix_does_not_hurt_real_clients_or_grow_the_engines() {
     let d_listen = d_listen.expect("loop ends with an address");
     let serve_url = serve.url("/bytes/1024");
     let dispatch_url = format!("https://{d_listen}/bytes/1024");
+    // The real loads: (name, URL, CA, flags).
+    let loads: [(&str, &str, &Path, &[&str]); 4] = [
+        ("serve HTTP/1.1", &serve_url, &ca, &[]),
+        ("serve HTTP/2", &serve_url, &ca, &["--h2"]),
+        ("serve HTTP/3", &serve_url, &ca, &["--h3"]),
+        ("dispatch HTTP/1.1", &dispatch_url, &backend_ca, &[]),
+    ];
 
-    // Quiet figures first, in the same run and the same shape: both real
-    // loads at once, no hostile client.
-    let both = |secs: u64, tag: &str| {
+    // Quiet figures first, in the same run and the same shape: every real
+    // load at once, no hostile client.
+    let all = |secs: u64, tag: &str| -> Vec<Real> {
         std::thread::scope(|sc| {
-            let a = sc.spawn(|| {
-                real_load(
-                    &serve_url,
-                    &ca,
-                    secs,
-                    &dir.path().join(format!("{tag}-serve.json")),
-                )
-            });
-            let b = sc.spawn(|| {
-                let out = dir.path().join(format!("{tag}-dispatch.json"));
-                real_load(&dispatch_url, &backend_ca, secs, &out)
-            });
-            (
-                a.join().expect("the serve load"),
-                b.join().expect("the dispatch load"),
-            )
+            let handles: Vec<_> = loads
+                .iter()
+                .enumerate()
+                .map(|(i, (_, url, ca, extra))| {
+                    let out = dir.path().join(format!("{tag}-{i}.json"));
+                    sc.spawn(move || real_load(url, ca, secs, extra, &out))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a real load"))
+                .collect()
         })
     };
-    let ((qe_s, _, qp99_s), (qe_d, _, qp99_d)) = both(15, "quiet");
-    assert_eq!((qe_s, qe_d), (0, 0), "errors without any hostile client");
+    let quiet = all(15, "quiet");
+    for ((name, ..), q) in loads.iter().zip(&quiet) {
+        assert_eq!(q.errors, 0, "{name}: errors without any hostile client");
+    }
 
-    // The hostile mix on both, then the real load beside it.
+    // The hostile mix on both, the QUIC floods on serve, then the real
+    // loads beside them.
     let start = Instant::now();
     let until = start + Duration::from_secs(secs);
     let h_serve = Arc::new(Hostile::default());
@@ -471,22 +610,36 @@ fn hostile_mix_does_not_hurt_real_clients_or_grow_the_engines() {
         until,
         h_dispatch.clone(),
     ));
+    let floods: Vec<_> = FLOODS
+        .iter()
+        .map(|&(kind, rate)| {
+            let (url, ca) = (serve_url.clone(), ca.clone());
+            let out = dir.path().join(format!("flood-{kind}.json"));
+            std::thread::spawn(move || quic_flood(&url, &ca, kind, rate, secs, &out))
+        })
+        .collect();
     let s_serve = sample(serve.proc.pid(), start, until);
     let s_dispatch = sample(dispatch.pid(), start, until);
     let s_backend = sample(backend.proc.pid(), start, until);
+    let quic_open = quic_open_max(serve.metrics.expect("serve's metrics"), until);
 
     let warm = (secs as f64 * 0.25).clamp(15.0, 60.0);
     std::thread::sleep(Duration::from_secs_f64(warm));
     let measure = secs.saturating_sub(warm as u64 + 5).max(10);
-    let ((e_s, n_s, p99_s), (e_d, n_d, p99_d)) = both(measure, "soak");
+    let soak = all(measure, "soak");
     for t in threads {
         t.join().expect("a hostile client thread");
     }
+    let floods: Vec<serde_json::Value> = floods
+        .into_iter()
+        .map(|t| t.join().expect("a flood"))
+        .collect();
     let (ss, sd, sb) = (
         s_serve.join().expect("sampler"),
         s_dispatch.join().expect("sampler"),
         s_backend.join().expect("sampler"),
     );
+    let quic_open = quic_open.join().expect("metrics sampler");
     let report = |name: &str, h: &Hostile| {
         format!(
             "{name}: hostile connects {}, refused {}, closed by the engine {}",
@@ -495,43 +648,73 @@ fn hostile_mix_does_not_hurt_real_clients_or_grow_the_engines() {
             h.closed_by_server.load(Ordering::Relaxed)
         )
     };
-    let lines = [
-        format!("soak {secs} s, warm-up {warm:.0} s, real load {measure} s"),
-        format!(
-            "serve: real load {n_s} ok, {e_s} errors, p99 {:.2} ms (quiet {:.2} ms, {:.2}x)",
-            p99_s / 1e3,
-            qp99_s / 1e3,
-            p99_s / qp99_s
-        ),
-        format!(
-            "dispatch: real load {n_d} ok, {e_d} errors, p99 {:.2} ms (quiet {:.2} ms, {:.2}x)",
-            p99_d / 1e3,
-            qp99_d / 1e3,
-            p99_d / qp99_d
-        ),
-        report("serve", &h_serve),
-        report("dispatch", &h_dispatch),
-    ];
-    for l in &lines {
-        println!("{l}");
+    println!("soak {secs} s, warm-up {warm:.0} s, real load {measure} s");
+    for ((name, ..), (q, r)) in loads.iter().zip(quiet.iter().zip(&soak)) {
+        println!(
+            "{name}: real load {} ok, {} errors, p99 {:.2} ms (quiet {:.2} ms, {:.2}x), max {:.2} ms",
+            r.succeeded,
+            r.errors,
+            r.p99_us / 1e3,
+            q.p99_us / 1e3,
+            r.p99_us / q.p99_us,
+            r.max_us / 1e3
+        );
     }
-    println!("{}", check_flat("serve", &ss, warm));
+    println!("{}", report("serve", &h_serve));
+    println!("{}", report("dispatch", &h_dispatch));
+    for ((kind, _), r) in FLOODS.iter().zip(&floods) {
+        println!("{}", flood_line(kind, r));
+    }
+    let m = serve.metrics();
+    let evicted = m.count(
+        "tlslab_transport_idle_closed_total",
+        &[("transport", "quic"), ("reason", "evicted")],
+    );
+    let retries = m.count("tlslab_transport_retries_total", &[("transport", "quic")]);
+    println!(
+        "serve QUIC: at most {quic_open} connections open (limit {QUIC_LIMIT}), {evicted} evicted, {retries} Retry packets"
+    );
+    println!("{}", check_flat("serve (TCP and QUIC)", &ss, warm));
     println!("{}", check_flat("dispatch", &sd, warm));
     println!("{}", check_flat("backend serve", &sb, warm));
-    assert_eq!(e_s, 0, "the real load on serve saw errors");
-    assert_eq!(e_d, 0, "the real load through dispatch saw errors");
-    assert!(n_s > 0.0 && n_d > 0.0, "the real loads completed nothing");
-    assert!(
-        p99_s <= 2.0 * qp99_s,
-        "serve p99 {p99_s} µs > 2x quiet {qp99_s} µs"
-    );
-    assert!(
-        p99_d <= 2.0 * qp99_d,
-        "dispatch p99 {p99_d} µs > 2x quiet {qp99_d} µs"
-    );
+    for ((name, ..), (q, r)) in loads.iter().zip(quiet.iter().zip(&soak)) {
+        assert_eq!(r.errors, 0, "the real load {name} saw errors");
+        assert!(r.succeeded > 0.0, "the real load {name} completed nothing");
+        assert!(
+            r.p99_us <= 2.0 * q.p99_us,
+            "{name}: p99 {} µs > 2x quiet {} µs",
+            r.p99_us,
+            q.p99_us
+        );
+    }
+    for ((kind, _), r) in FLOODS.iter().zip(&floods) {
+        let errors: u64 = common::errors(r).values().sum();
+        assert_eq!(
+            errors, 0,
+            "the real HTTP/3 client beside --flood {kind}: {r}"
+        );
+        assert!(num(r, "requests/succeeded") > 0.0, "--flood {kind}: {r}");
+    }
     assert!(
         h_serve.closed_by_server.load(Ordering::Relaxed) > 0
             && h_dispatch.closed_by_server.load(Ordering::Relaxed) > 0,
         "the engines closed no hostile connection"
+    );
+    // The floods reached the QUIC limit, and serve held it.
+    assert!(
+        quic_open == QUIC_LIMIT as f64,
+        "at most {quic_open} QUIC connections open: the floods should reach the limit \
+         {QUIC_LIMIT} and serve should hold it"
+    );
+    assert!(evicted > 0.0, "no QUIC connection was evicted at the limit");
+    let ping = &floods[2]["transport"]["flood"]["ping_only"];
+    assert!(
+        ping["closed_by_server"].as_u64().unwrap_or(0) > 0,
+        "serve closed no PING-only client: {ping}"
+    );
+    assert!(
+        num(&floods[0], "transport/flood/received/retry") > 0.0,
+        "the half-open flood got no Retry: {}",
+        floods[0]["transport"]["flood"]
     );
 }

@@ -67,6 +67,24 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
     parse_duration(s)
 }
 
+/// Parses a rate per second: `150`, `150/s` or `150/sec`, a whole number
+/// of at least 1.
+pub fn parse_per_second(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let n = t
+        .strip_suffix("/sec")
+        .or_else(|| t.strip_suffix("/s"))
+        .unwrap_or(t)
+        .trim();
+    match n.parse::<u32>() {
+        Ok(0) => Err("give at least 1 per second, e.g. 150/s".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "'{s}' is not a rate; give a whole number per second, e.g. 150 or 150/s"
+        )),
+    }
+}
+
 /// Parses a certificate key type (`--key-type`, `--intermediate-key`).
 pub fn parse_key_type(s: &str) -> Result<KeyType, String> {
     s.parse::<KeyType>().map_err(|e| e.to_string())

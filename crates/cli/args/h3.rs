@@ -64,4 +64,34 @@ pub struct LoadH3Args {
     /// bytes and datagrams each way).
     #[arg(long)]
     pub h3: bool,
+
+    /// With --h3 and --confirm-flood: beside the load, flood the server's UDP port from other
+    /// source ports, for the run's --warmup and --duration (a denial-of-service test of your own
+    /// server). KIND: valid (real ClientHellos that never continue: half-open handshakes), junk
+    /// (Initial-sized random bytes and Initial headers with garbage payloads), mixed (both in
+    /// turn), ping-only (clients that complete a handshake, then send only a PING every second,
+    /// never a request, until the run ends or the server closes them). Loopback targets only
+    /// unless --flood-allow-remote. The report's `flood` lines (JSON `transport.flood`) say what
+    /// was sent and what came back.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub flood: Option<tlslab_load::quic::flood::FloodKind>,
+
+    /// With --flood: Initials per second (ping-only: new clients per second), e.g. 150 or
+    /// 150/s; 1 to 100000 (ping-only: 1 to 1000) [default: 100].
+    #[arg(long, value_name = "N/s", value_parser = crate::parse::parse_per_second)]
+    pub flood_rate: Option<u32>,
+
+    /// With --flood: send at most this many Initials (ping-only: start at most this many
+    /// clients); 1 to 10000000 (ping-only: 1 to 10000) [default: the rate times --warmup plus
+    /// --duration, within those bounds].
+    #[arg(long, value_name = "N")]
+    pub flood_max: Option<u64>,
+
+    /// Confirm that --flood sends hostile traffic to the target: needed with --flood.
+    #[arg(long)]
+    pub confirm_flood: bool,
+
+    /// Let --flood target an address that is not loopback (only a server you run and may flood).
+    #[arg(long)]
+    pub flood_allow_remote: bool,
 }

@@ -81,22 +81,182 @@ impl ServeH3Args {
 /// The most NEW_TOKEN tokens `--quic-new-tokens` sends per connection.
 const MAX_NEW_TOKENS: u32 = 16;
 
+/// `--flood-rate` when not given.
+const DEFAULT_FLOOD_RATE: u32 = 100;
+
 impl LoadH3Args {
+    /// The flood of `--flood`, checked: a usage error without --h3, without
+    /// --confirm-flood, or with a flood flag but no --flood.
+    pub fn flood(&self) -> anyhow::Result<Option<tlslab_load::quic::FloodPlan>> {
+        let Some(kind) = self.flood else {
+            if self.flood_rate.is_some()
+                || self.flood_max.is_some()
+                || self.confirm_flood
+                || self.flood_allow_remote
+            {
+                return Err(usage(
+                    "--flood-rate, --flood-max, --confirm-flood and --flood-allow-remote need \
+                     --flood KIND; add --flood valid|junk|mixed|ping-only",
+                ));
+            }
+            return Ok(None);
+        };
+        if !self.h3 {
+            return Err(usage(format!(
+                "--flood {} floods a QUIC server; add --h3",
+                kind.name()
+            )));
+        }
+        if !self.confirm_flood {
+            return Err(usage(format!(
+                "--flood {} sends hostile traffic (a denial-of-service test); add \
+                 --confirm-flood to run it against a server you run",
+                kind.name()
+            )));
+        }
+        Ok(Some(tlslab_load::quic::FloodPlan {
+            kind,
+            rate: self.flood_rate.unwrap_or(DEFAULT_FLOOD_RATE),
+            max: self.flood_max,
+            allow_remote: self.flood_allow_remote,
+        }))
+    }
+
     /// Runs the load over HTTP/3 with --h3, else over TCP.
     pub fn run(
         &self,
         cfg: &tlslab_load::LoadConfig,
         streams: u32,
     ) -> anyhow::Result<tlslab_report::LoadReport> {
+        let flood = self.flood()?;
         if !self.h3 {
             return Ok(tlslab_load::run(cfg)?);
         }
         let h3 = tlslab_load::quic::Http3 {
             max_concurrent_streams: streams,
-            flood: None,
+            flood,
         };
         tlslab_load::quic::validate(cfg, &h3)
             .map_err(|e| anyhow::Error::new(Usage(e.to_string())))?;
+        if let Some(f) = flood {
+            let first = &cfg.targets[0];
+            let what = match f.kind {
+                tlslab_load::quic::flood::FloodKind::PingOnly => "new PING-only clients",
+                _ => "Initials",
+            };
+            eprintln!(
+                "tlslab: WARNING: --flood {}: sending hostile QUIC traffic to {}:{} (UDP), \
+                 {} {what} per second{}, beside the load, for {}; a denial-of-service test \
+                 for a server you run",
+                f.kind.name(),
+                first.host,
+                first.port,
+                f.rate,
+                f.max.map_or(String::new(), |m| format!(", at most {m}")),
+                cfg.duration
+                    .map_or("the run (at most 1 h)".to_string(), |d| {
+                        format!("{:.0} s", (d + cfg.warmup).as_secs_f64())
+                    }),
+            );
+        }
         Ok(tlslab_load::quic::run(cfg, &h3)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::usage::Usage;
+
+    fn load_args(extra: &[&str]) -> Result<crate::args::load::LoadArgs, clap::Error> {
+        let mut v = vec!["tlslab", "load", "https://127.0.0.1:1/", "-d", "2s"];
+        v.extend_from_slice(extra);
+        match crate::args::Cli::try_parse_from(v)?.command {
+            crate::args::Command::Load(a) => Ok(a),
+            _ => unreachable!(),
+        }
+    }
+
+    /// The usage error of `load` with `extra`.
+    fn refused(extra: &[&str]) -> String {
+        let a = load_args(extra).unwrap();
+        let e = a.h3.flood().unwrap_err();
+        assert!(e.downcast_ref::<Usage>().is_some(), "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn a_flood_needs_h3_and_its_confirmation() {
+        assert!(refused(&["--flood", "valid", "--confirm-flood"]).contains("add --h3"));
+        let e = refused(&["--h3", "--flood", "junk"]);
+        assert!(e.contains("--confirm-flood"), "{e}");
+        let e = refused(&["--h3", "--flood-rate", "10"]);
+        assert!(e.contains("--flood KIND"), "{e}");
+        let a = load_args(&[
+            "--h3",
+            "--flood",
+            "ping-only",
+            "--flood-rate",
+            "20/s",
+            "--flood-max",
+            "50",
+            "--confirm-flood",
+        ])
+        .unwrap();
+        let f = a.h3.flood().unwrap().expect("a flood");
+        assert_eq!(f.kind, tlslab_load::quic::flood::FloodKind::PingOnly);
+        assert_eq!((f.rate, f.max, f.allow_remote), (20, Some(50), false));
+        let f = load_args(&["--h3", "--flood", "valid", "--confirm-flood"])
+            .unwrap()
+            .h3
+            .flood()
+            .unwrap()
+            .expect("a flood");
+        assert_eq!(f.rate, super::DEFAULT_FLOOD_RATE);
+        assert!(load_args(&["--h3", "--flood", "bogus"]).is_err());
+        assert!(load_args(&["--h3", "--flood", "junk", "--flood-rate", "0"]).is_err());
+        assert!(load_args(&["--h3", "--flood", "junk", "--flood-rate", "x/s"]).is_err());
+    }
+
+    #[test]
+    fn a_flood_refuses_a_remote_target_and_rates_out_of_range() {
+        let check = |url: &str, extra: &[&str]| {
+            let mut v = vec!["tlslab", "load", url, "-d", "2s", "--h3", "--confirm-flood"];
+            v.extend_from_slice(extra);
+            let crate::args::Command::Load(a) =
+                crate::args::Cli::try_parse_from(v).unwrap().command
+            else {
+                unreachable!()
+            };
+            let cfg = crate::cmd::load::config(&a).unwrap().cfg;
+            let h3 = tlslab_load::quic::Http3 {
+                max_concurrent_streams: 1,
+                flood: a.h3.flood().unwrap(),
+            };
+            tlslab_load::quic::validate(&cfg, &h3).map_err(|e| e.to_string())
+        };
+        let e = check("https://192.0.2.1:8443/", &["--flood", "valid"]).unwrap_err();
+        assert!(e.contains("--flood-allow-remote"), "{e}");
+        assert!(
+            check(
+                "https://192.0.2.1:8443/",
+                &["--flood", "valid", "--flood-allow-remote"]
+            )
+            .is_ok()
+        );
+        assert!(check("https://localhost:8443/", &["--flood", "junk"]).is_ok());
+        let e = check(
+            "https://127.0.0.1:8443/",
+            &["--flood", "ping-only", "--flood-rate", "1001"],
+        )
+        .unwrap_err();
+        assert!(e.contains("1 to 1000"), "{e}");
+        let e = check(
+            "https://127.0.0.1:8443/",
+            &["--flood", "junk", "--flood-max", "0"],
+        )
+        .unwrap_err();
+        assert!(e.contains("--flood-max 0"), "{e}");
     }
 }

@@ -22,6 +22,9 @@ pub fn config(
             "--shard, --start-at and --out are for `tlslab load`; sweep runs on one machine",
         );
     }
+    if a.load.h3.flood.is_some() {
+        return bail("--flood runs beside one `tlslab load --h3`; drop it from the sweep");
+    }
     if a.load.max_error_rate.is_some() {
         return bail(
             "--max-error-rate gates one `tlslab load` run; a sweep runs past the knee, where errors are expected",

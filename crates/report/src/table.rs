@@ -235,20 +235,7 @@ impl LoadReportText for LoadReport {
             );
         }
         if let Some(f) = self.transport.as_ref().and_then(|t| t.flood.as_ref()) {
-            let _ = writeln!(
-                out,
-                "flood ({}, {}/s asked, {} source ports, {:.1} s): {} valid Initials in {} \
-                 datagrams, {} random junk, {} junk Initial headers, {} send errors",
-                f.kind,
-                f.rate,
-                f.sockets,
-                f.elapsed_s,
-                f.valid,
-                f.valid_datagrams,
-                f.junk_random,
-                f.junk_header,
-                f.send_errors
-            );
+            flood_lines(&mut out, f);
         }
         let _ = writeln!(
             out,
@@ -457,9 +444,111 @@ pub fn header(names: &str) -> Vec<String> {
     names.split('|').map(String::from).collect()
 }
 
+/// The `flood` lines of a `load --h3 --flood` report: what was sent and
+/// what came back.
+fn flood_lines(out: &mut String, f: &tlslab_schema::transport::Flood) {
+    if let Some(p) = &f.ping_only {
+        let held = p.held_p50_s.map_or(String::new(), |s| {
+            format!(" (median {s:.1} s after connecting)")
+        });
+        let _ = writeln!(
+            out,
+            "flood (ping-only, {}/s asked, {} source ports, {:.1} s): {} PING-only clients, \
+             {} connected, {} failed, {} closed by the server before the end{held}, {} PINGs sent",
+            f.rate,
+            f.sockets,
+            f.elapsed_s,
+            p.clients,
+            p.connected,
+            p.failed,
+            p.closed_by_server,
+            p.pings
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "flood ({}, {}/s asked, {} source ports, {:.1} s): {} valid Initials in {} \
+         datagrams, {} random junk, {} junk Initial headers, {} send errors",
+        f.kind,
+        f.rate,
+        f.sockets,
+        f.elapsed_s,
+        f.valid,
+        f.valid_datagrams,
+        f.junk_random,
+        f.junk_header,
+        f.send_errors
+    );
+    let r = &f.received;
+    let _ = writeln!(
+        out,
+        "flood answers: {} datagrams ({}): {} Retry, {} Initial, {} Handshake, \
+         {} Version Negotiation, {} other",
+        r.datagrams,
+        bytes(r.bytes as f64),
+        r.retry,
+        r.initial,
+        r.handshake,
+        r.version_negotiation,
+        r.other
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flood_line_says_what_was_sent_and_what_came_back() {
+        use tlslab_schema::transport::{Flood, FloodReceived, PingOnly};
+        let mut f = Flood {
+            kind: "valid".into(),
+            rate: 200,
+            sockets: 64,
+            elapsed_s: 2.0,
+            valid: 400,
+            valid_datagrams: 800,
+            received: FloodReceived {
+                datagrams: 420,
+                bytes: 2048,
+                retry: 390,
+                initial: 20,
+                handshake: 10,
+                ..FloodReceived::default()
+            },
+            ..Flood::default()
+        };
+        let mut out = String::new();
+        flood_lines(&mut out, &f);
+        assert!(out.contains("400 valid Initials in 800 datagrams"), "{out}");
+        assert!(
+            out.contains(
+                "flood answers: 420 datagrams (2.00KiB): 390 Retry, 20 Initial, 10 Handshake"
+            ),
+            "{out}"
+        );
+        f.kind = "ping-only".into();
+        f.ping_only = Some(PingOnly {
+            clients: 30,
+            connected: 29,
+            failed: 1,
+            closed_by_server: 11,
+            held_p50_s: Some(1.5),
+            pings: 130,
+        });
+        let mut out = String::new();
+        flood_lines(&mut out, &f);
+        assert!(
+            out.contains("30 PING-only clients, 29 connected, 1 failed, 11 closed by the server"),
+            "{out}"
+        );
+        assert!(
+            out.contains("(median 1.5 s after connecting), 130 PINGs"),
+            "{out}"
+        );
+        assert!(!out.contains("flood answers"), "{out}");
+    }
 
     #[test]
     fn units_scale() {

@@ -25,13 +25,16 @@ pub struct Transport {
     pub flood: Option<Flood>,
 }
 
-/// A bounded QUIC Initial flood (`load --h3 --flood RATE`): Initials that
-/// never continue, from a pool of loopback source ports, counted as sent.
+/// A bounded QUIC flood sent beside the load (`load --h3 --flood KIND
+/// --flood-rate N`): Initials that never continue, junk datagrams, or
+/// PING-only clients, from loopback source ports; counted as sent, and
+/// what came back, as received.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Flood {
-    /// `valid`, `junk` or `mixed` (`--flood-kind`).
+    /// `valid`, `junk`, `mixed` or `ping-only` (`--flood`).
     pub kind: String,
-    /// The Initials per second asked for (`--flood RATE`).
+    /// Initials (or, for `ping-only`, new clients) per second asked for
+    /// (`--flood-rate`).
     pub rate: u32,
     /// UDP sockets (source ports) the flood sent from.
     pub sockets: u32,
@@ -49,6 +52,60 @@ pub struct Flood {
     pub junk_header: u64,
     /// Datagrams the kernel would not send.
     pub send_errors: u64,
+    /// What came back to the flood's sockets (not for `ping-only`).
+    #[serde(default)]
+    pub received: FloodReceived,
+    /// `ping-only`: what the PING-only clients did; absent for the other
+    /// kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ping_only: Option<PingOnly>,
+}
+
+/// The datagrams the server sent back to a flood's sockets, by the QUIC
+/// packet type of their first packet (long header type, or a short
+/// header).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FloodReceived {
+    /// Datagrams received.
+    pub datagrams: u64,
+    /// Their bytes (UDP payload).
+    pub bytes: u64,
+    /// Retry packets (the server asked the address to prove itself and
+    /// kept no state).
+    pub retry: u64,
+    /// Initial packets (the server began a handshake: its ServerHello, or
+    /// a CONNECTION_CLOSE refusing one).
+    pub initial: u64,
+    /// Handshake packets (the rest of the server's first flight).
+    pub handshake: u64,
+    /// Version Negotiation packets.
+    pub version_negotiation: u64,
+    /// Anything else: short headers (the server's 1-RTT packets, such as
+    /// its HTTP/3 control stream sent before the handshake completes, or
+    /// a stateless reset).
+    pub other: u64,
+}
+
+/// What PING-only clients did (`--flood ping-only`): each completes a
+/// handshake, then sends only PINGs and never a request, until the flood
+/// ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PingOnly {
+    /// Clients started.
+    pub clients: u64,
+    /// Handshakes completed.
+    pub connected: u64,
+    /// Handshakes that failed (refused, timed out).
+    pub failed: u64,
+    /// Connections the server closed (or that timed out) before the flood
+    /// ended: evicted at the limit, or closed at its request or
+    /// keep-alive timeout.
+    pub closed_by_server: u64,
+    /// Median seconds a connected client was held before the server closed
+    /// it (of those it closed).
+    pub held_p50_s: Option<f64>,
+    /// PING frames the clients sent.
+    pub pings: u64,
 }
 
 /// One handshake kind over QUIC: how many, how long, and what it put on

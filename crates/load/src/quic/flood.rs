@@ -1,9 +1,10 @@
-//! A bounded QUIC Initial flood on loopback (`load --h3 --flood RATE`,
-//! issue 33 item 4), and PING-only clients ([`ping_only`]).
+//! A bounded QUIC flood on loopback beside a load (`load --h3 --flood
+//! KIND --flood-rate N`, issue 29): Initials that never continue, junk
+//! datagrams, or PING-only clients.
 //!
-//! The flood sends Initials that never continue, from a pool of UDP
-//! sockets (many source ports), at a fixed rate beside the legitimate
-//! load:
+//! The datagram kinds send from a pool of UDP sockets (many source
+//! ports), at a fixed rate, and count what comes back to those sockets
+//! (Retry, Initial, Handshake packets, ...), which they never answer:
 //!
 //! - [`FloodKind::Valid`]: real ClientHellos, quinn-proto's first flight
 //!   ([`quinn_proto::Endpoint::connect`] then `poll_transmit`) with the
@@ -16,11 +17,15 @@
 //!   payload, which the server must derive Initial keys for before its
 //!   AEAD says no.
 //! - [`FloodKind::Mixed`]: valid, random and header junk in turn.
+//! - [`FloodKind::PingOnly`]: new clients at the rate, each of which
+//!   completes a handshake and then sends only PINGs, never a request,
+//!   until the flood ends or the server closes it (the `ping` module).
 //!
 //! It is bounded three ways and stops on its own: at [`Flood::duration`],
-//! after [`Flood::max_initials`], or when [`Flooding::stop`] is called.
-//! The target must be a loopback address ([`Flood::check`]). It runs on a
-//! thread of its own, so its CPU is not the load runtime's.
+//! after [`Flood::max_initials`] (Initials, or PING-only clients), or when
+//! [`Flooding::stop`] is called. The target must be a loopback address
+//! unless [`Flood::allow_remote`] says otherwise ([`Flood::check`]). It
+//! runs on a thread of its own, so its CPU is not the load runtime's.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -28,9 +33,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::{Rng as _, RngExt as _};
-use tlslab_report::quic::Flood as FloodReport;
+use tlslab_report::quic::{Flood as FloodReport, FloodReceived};
 
 use crate::Error;
+
+pub use super::ping::{PingReport, ping_only};
 
 /// The highest [`Flood::rate`], Initials per second.
 pub const MAX_RATE: u32 = 100_000;
@@ -42,10 +49,15 @@ pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 pub const MAX_SOCKETS: usize = 1024;
 /// The source sockets of `load --flood`.
 pub const DEFAULT_SOCKETS: usize = 64;
+/// The highest rate of new PING-only clients, per second.
+pub const MAX_PING_RATE: u32 = 1000;
+/// The most PING-only clients one flood starts.
+pub const MAX_PING_CLIENTS: u64 = 10_000;
 /// The size of a junk datagram: an Initial's minimum (RFC 9000 §14.1).
 const INITIAL_SIZE: usize = 1200;
 
-/// What the flood sends (`--flood-kind`).
+/// What the flood sends (`load --h3 --flood KIND`).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FloodKind {
     /// Real ClientHellos, never continued.
@@ -55,15 +67,37 @@ pub enum FloodKind {
     /// Valid and junk in turn.
     #[default]
     Mixed,
+    /// Clients that complete a handshake, then send only PINGs.
+    #[cfg_attr(feature = "clap", value(name = "ping-only"))]
+    PingOnly,
 }
 
 impl FloodKind {
-    /// The kind's name in reports: `valid`, `junk` or `mixed`.
+    /// The kind's name in reports and on the command line: `valid`,
+    /// `junk`, `mixed` or `ping-only`.
     pub fn name(self) -> &'static str {
         match self {
             FloodKind::Valid => "valid",
             FloodKind::Junk => "junk",
             FloodKind::Mixed => "mixed",
+            FloodKind::PingOnly => "ping-only",
+        }
+    }
+
+    /// The highest rate of this kind: Initials, or new PING-only clients,
+    /// per second.
+    pub fn max_rate(self) -> u32 {
+        match self {
+            FloodKind::PingOnly => MAX_PING_RATE,
+            _ => MAX_RATE,
+        }
+    }
+
+    /// The most Initials (or PING-only clients) a flood of this kind sends.
+    pub fn max_count(self) -> u64 {
+        match self {
+            FloodKind::PingOnly => MAX_PING_CLIENTS,
+            _ => MAX_INITIALS,
         }
     }
 }
@@ -71,16 +105,18 @@ impl FloodKind {
 /// One flood's settings.
 #[derive(Clone, Debug)]
 pub struct Flood {
-    /// The server's UDP address: loopback only.
+    /// The server's UDP address: loopback only, unless [`Flood::allow_remote`].
     pub target: SocketAddr,
     /// The SNI of the valid ClientHellos.
     pub server_name: String,
     /// What to send.
     pub kind: FloodKind,
     /// Initials per second (a valid one may be two datagrams), 1 to
-    /// [`MAX_RATE`].
+    /// [`MAX_RATE`]; for [`FloodKind::PingOnly`], new clients per second,
+    /// 1 to [`MAX_PING_RATE`].
     pub rate: u32,
-    /// Stop after this many Initials (at most [`MAX_INITIALS`]).
+    /// Stop after this many Initials (at most [`MAX_INITIALS`]), or
+    /// PING-only clients (at most [`MAX_PING_CLIENTS`]).
     pub max_initials: u64,
     /// Stop after this long (at most [`MAX_DURATION`]).
     pub duration: Duration,
@@ -89,12 +125,16 @@ pub struct Flood {
     pub sockets: usize,
     /// Seeds the junk bytes.
     pub seed: u64,
+    /// Whether the target may be an address that is not loopback
+    /// (`--flood-allow-remote`): only for a server one runs and may flood.
+    pub allow_remote: bool,
 }
 
 impl Flood {
     /// A flood of `kind` at `rate` per second against `target`, for at
     /// most `duration`, from [`DEFAULT_SOCKETS`] ports, at most
-    /// `rate × duration` Initials (within [`MAX_INITIALS`]).
+    /// `rate × duration` Initials or clients (within the kind's
+    /// [`FloodKind::max_count`]); loopback only.
     pub fn new(target: SocketAddr, kind: FloodKind, rate: u32, duration: Duration) -> Flood {
         let duration = duration.min(MAX_DURATION);
         Flood {
@@ -103,32 +143,41 @@ impl Flood {
             kind,
             rate,
             max_initials: ((rate as f64 * duration.as_secs_f64()).ceil() as u64)
-                .clamp(1, MAX_INITIALS),
+                .clamp(1, kind.max_count()),
             duration,
             sockets: DEFAULT_SOCKETS,
             seed: 0,
+            allow_remote: false,
         }
     }
 
-    /// Refuses a target that is not loopback, and any bound out of range.
+    /// Refuses a target that is not loopback (unless
+    /// [`Flood::allow_remote`]), and any bound out of range.
     pub fn check(&self) -> Result<(), Error> {
         let bad = |m: String| Err(Error::Invalid(m));
-        if !self.target.ip().is_loopback() {
+        if !self.target.ip().is_loopback() && !self.allow_remote {
             return bad(format!(
-                "--flood sends only to loopback, and {} is not; give a 127.0.0.1 (or [::1]) URL",
+                "--flood sends only to loopback, and {} is not; give a 127.0.0.1 (or [::1]) URL, \
+                 or add --flood-allow-remote for a server you run",
                 self.target.ip()
             ));
         }
-        if self.rate == 0 || self.rate > MAX_RATE {
+        let (max_rate, max_count) = (self.kind.max_rate(), self.kind.max_count());
+        let what = match self.kind {
+            FloodKind::PingOnly => "new PING-only clients",
+            _ => "Initials",
+        };
+        if self.rate == 0 || self.rate > max_rate {
             return bad(format!(
-                "--flood {}: give 1 to {MAX_RATE} Initials per second",
+                "--flood-rate {}: give 1 to {max_rate} {what} per second",
                 self.rate
             ));
         }
-        if self.max_initials == 0 || self.max_initials > MAX_INITIALS {
+        if self.max_initials == 0 || self.max_initials > max_count {
             return bad(format!(
-                "a flood sends 1 to {MAX_INITIALS} Initials, not {}",
-                self.max_initials
+                "--flood-max {}: a {} flood sends 1 to {max_count} {what}",
+                self.max_initials,
+                self.kind.name()
             ));
         }
         if self.duration.is_zero() || self.duration > MAX_DURATION {
@@ -177,13 +226,16 @@ impl Drop for Flooding {
 }
 
 /// The TLS configuration `load --h3` would use for `cfg` (its versions,
-/// algorithms and ALPN h3), for the valid Initials of a flood or for
-/// [`ping_only`] clients. It verifies nothing (a flood never gets that
-/// far; a PING-only client talks to a test's own server).
+/// algorithms and ALPN h3; a meter of its own, no key log, no 0-RTT), for
+/// the valid Initials of a flood or for PING-only clients. It verifies
+/// nothing: a flood never gets that far, and a PING-only client sends
+/// nothing worth protecting.
 pub fn tls_for(cfg: &crate::LoadConfig) -> Result<Arc<rustls::ClientConfig>, Error> {
     let meter = tlslab_crypto::meter::Meter::new();
     let mut c = crate::tls::base_config(cfg, &meter)?;
     c.alpn_protocols = vec![b"h3".to_vec()];
+    c.enable_early_data = false;
+    c.key_log = Arc::new(rustls::NoKeyLog);
     let prov = c.crypto_provider().clone();
     c.dangerous()
         .set_certificate_verifier(tlslab_crypto::pki::any_certificate(prov));
@@ -191,9 +243,34 @@ pub fn tls_for(cfg: &crate::LoadConfig) -> Result<Arc<rustls::ClientConfig>, Err
 }
 
 /// Starts `flood` on a thread of its own; valid Initials are ClientHellos
-/// of `tls` (TLS 1.3, ALPN as given).
+/// of `tls` (TLS 1.3, ALPN as given), and PING-only clients use it too.
 pub fn start(flood: Flood, tls: Arc<rustls::ClientConfig>) -> Result<Flooding, Error> {
     flood.check()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    if flood.kind == FloodKind::PingOnly {
+        let plan = super::ping::Plan {
+            target: flood.target,
+            server_name: flood.server_name.clone(),
+            rate: flood.rate,
+            max: flood.max_initials,
+            duration: flood.duration,
+            sockets: flood.sockets,
+        };
+        let prepared = super::ping::prepare(&plan, tls)?;
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("tlslab-flood".into())
+            .spawn(move || {
+                let mut r = super::ping::flood(&plan, prepared, &stopping);
+                r.kind = FloodKind::PingOnly.name().into();
+                r
+            })
+            .map_err(|e| Error::Invalid(format!("--flood: no thread: {e}")))?;
+        return Ok(Flooding {
+            stop,
+            thread: Some(thread),
+        });
+    }
     let quic = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
         .map_err(|e| Error::Invalid(format!("--flood: {e}; QUIC needs TLS 1.3")))?;
     let config = quinn_proto::ClientConfig::new(Arc::new(quic));
@@ -206,12 +283,13 @@ pub fn start(flood: Flood, tls: Arc<rustls::ClientConfig>) -> Result<Flooding, E
         .map(|_| {
             let s = UdpSocket::bind(local)
                 .map_err(|e| Error::Invalid(format!("--flood: UDP bind {local}: {e}")))?;
-            // A send never waits long: a full buffer drops the datagram.
-            let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
+            // A send never waits (a full buffer drops the datagram, counted
+            // as a send error), and the answers are read without waiting.
+            s.set_nonblocking(true)
+                .map_err(|e| Error::Invalid(format!("--flood: UDP socket: {e}")))?;
             Ok(s)
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    let stop = Arc::new(AtomicBool::new(false));
     let stopping = stop.clone();
     let thread = std::thread::Builder::new()
         .name("tlslab-flood".into())
@@ -247,11 +325,20 @@ fn send_all(
     let end = start + flood.duration;
     let mut sent = 0u64;
     let mut buf = Vec::with_capacity(2 * INITIAL_SIZE);
+    let mut answers = vec![0u8; 64 * 1024];
+    let mut tick = 0u64;
     while !stop.load(Ordering::Relaxed) && sent < flood.max_initials {
         let now = Instant::now();
         if now >= end {
             break;
         }
+        // What came back, every 10 ms (the sockets never answer it).
+        if tick.is_multiple_of(10) {
+            for s in sockets {
+                receive(s, &mut answers, &mut out.received);
+            }
+        }
+        tick += 1;
         // Due by now; a backlog of more than 50 ms (a slow host) is dropped,
         // not sent in a burst.
         let due = ((now - start).as_secs_f64() * flood.rate as f64) as u64;
@@ -265,7 +352,7 @@ fn send_all(
         for _ in 0..n {
             let socket = &sockets[(sent % sockets.len() as u64) as usize];
             let pick = match flood.kind {
-                FloodKind::Valid => 0,
+                FloodKind::Valid | FloodKind::PingOnly => 0,
                 FloodKind::Junk => 1 + sent % 2,
                 FloodKind::Mixed => sent % 3,
             };
@@ -299,7 +386,55 @@ fn send_all(
         std::thread::sleep(Duration::from_millis(1));
     }
     out.elapsed_s = start.elapsed().as_secs_f64();
+    for s in sockets {
+        receive(s, &mut answers, &mut out.received);
+    }
     out
+}
+
+/// Reads what is waiting on `socket` without blocking (at most 1,024
+/// datagrams) and counts it by the type of its first packet.
+fn receive(socket: &UdpSocket, buf: &mut [u8], into: &mut FloodReceived) {
+    for _ in 0..1024 {
+        let Ok((n, _)) = socket.recv_from(buf) else {
+            return;
+        };
+        into.datagrams += 1;
+        into.bytes += n as u64;
+        match packet_type(&buf[..n]) {
+            Some(Packet::Retry) => into.retry += 1,
+            Some(Packet::Initial) => into.initial += 1,
+            Some(Packet::Handshake) => into.handshake += 1,
+            Some(Packet::VersionNegotiation) => into.version_negotiation += 1,
+            None => into.other += 1,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Packet {
+    Initial,
+    Handshake,
+    Retry,
+    VersionNegotiation,
+}
+
+/// The type of a datagram's first QUIC packet, when it has a long header
+/// (RFC 9000 §17.2) of a type a server sends before a handshake completes.
+fn packet_type(d: &[u8]) -> Option<Packet> {
+    let (&first, version) = (d.first()?, d.get(1..5)?);
+    if first & 0x80 == 0 {
+        return None;
+    }
+    if version == [0, 0, 0, 0] {
+        return Some(Packet::VersionNegotiation);
+    }
+    match (first >> 4) & 0x03 {
+        0 => Some(Packet::Initial),
+        2 => Some(Packet::Handshake),
+        3 => Some(Packet::Retry),
+        _ => None,
+    }
 }
 
 fn count(r: std::io::Result<usize>, errors: &mut u64) {
@@ -359,93 +494,6 @@ fn initial_header(rng: &mut tlslab_workload::Rng, buf: &mut Vec<u8>) {
     rng.fill_bytes(&mut buf[at..]);
 }
 
-/// What [`ping_only`] clients did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PingReport {
-    /// Handshakes completed.
-    pub connected: u64,
-    /// Connections that could not be made.
-    pub failed: u64,
-    /// Connections the server closed (or that timed out) before `hold`.
-    pub closed_early: u64,
-    /// PING frames the clients sent.
-    pub pings: u64,
-}
-
-/// `clients` QUIC clients that complete a handshake with `target` (ALPN
-/// and trust from `tls`) and then send only PINGs, every `interval`, and
-/// never a request (not even HTTP/3's control streams), holding their
-/// connections for `hold`. Each connection has an idle timeout of
-/// `4 × interval` (at least 1 s) and each handshake one of 10 s. Ends by
-/// itself after `hold` (plus the handshakes). Loopback targets only.
-pub async fn ping_only(
-    target: SocketAddr,
-    server_name: &str,
-    tls: Arc<rustls::ClientConfig>,
-    clients: usize,
-    interval: Duration,
-    hold: Duration,
-) -> Result<PingReport, Error> {
-    if !target.ip().is_loopback() {
-        return Err(Error::Invalid(format!(
-            "PING-only clients connect only to loopback, and {} is not",
-            target.ip()
-        )));
-    }
-    let interval = interval.max(Duration::from_millis(10));
-    let quic = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
-        .map_err(|e| Error::Invalid(format!("PING-only client: {e}; QUIC needs TLS 1.3")))?;
-    let mut config = quinn::ClientConfig::new(Arc::new(quic));
-    let mut t = quinn::TransportConfig::default();
-    t.keep_alive_interval(Some(interval));
-    t.max_idle_timeout(
-        quinn::IdleTimeout::try_from((interval * 4).max(Duration::from_secs(1))).ok(),
-    );
-    config.transport_config(Arc::new(t));
-    let local: SocketAddr = if target.is_ipv6() {
-        (Ipv6Addr::LOCALHOST, 0).into()
-    } else {
-        (Ipv4Addr::LOCALHOST, 0).into()
-    };
-    let endpoint = quinn::Endpoint::client(local)
-        .map_err(|e| Error::Invalid(format!("PING-only client: UDP bind {local}: {e}")))?;
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..clients {
-        let (endpoint, config, name) = (endpoint.clone(), config.clone(), server_name.to_string());
-        set.spawn(async move {
-            let mut r = PingReport::default();
-            let Ok(connecting) = endpoint.connect_with(config, target, &name) else {
-                r.failed = 1;
-                return r;
-            };
-            let conn = match tokio::time::timeout(Duration::from_secs(10), connecting).await {
-                Ok(Ok(c)) => c,
-                _ => {
-                    r.failed = 1;
-                    return r;
-                }
-            };
-            r.connected = 1;
-            if tokio::time::timeout(hold, conn.closed()).await.is_ok() {
-                r.closed_early = 1;
-            }
-            r.pings = conn.stats().frame_tx.ping;
-            conn.close(0u32.into(), b"done");
-            r
-        });
-    }
-    let mut total = PingReport::default();
-    while let Some(r) = set.join_next().await {
-        let r = r.unwrap_or_default();
-        total.connected += r.connected;
-        total.failed += r.failed;
-        total.closed_early += r.closed_early;
-        total.pings += r.pings;
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
-    Ok(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -478,5 +526,36 @@ mod tests {
             Duration::from_secs(1),
         );
         assert!(f.check().is_err());
+        let mut f = Flood::new(
+            "192.0.2.1:443".parse().unwrap(),
+            FloodKind::PingOnly,
+            10,
+            Duration::from_secs(1),
+        );
+        f.allow_remote = true;
+        assert!(f.check().is_ok());
+        f.rate = MAX_PING_RATE + 1;
+        assert!(f.check().unwrap_err().to_string().contains("--flood-rate"));
+    }
+
+    #[test]
+    fn answers_are_counted_by_their_first_packets_type() {
+        let long = |ty: u8, v: [u8; 4]| {
+            let mut d = vec![0xc0 | (ty << 4)];
+            d.extend_from_slice(&v);
+            d
+        };
+        let v1 = [0, 0, 0, 1];
+        assert_eq!(packet_type(&long(0, v1)), Some(Packet::Initial));
+        assert_eq!(packet_type(&long(2, v1)), Some(Packet::Handshake));
+        assert_eq!(packet_type(&long(3, v1)), Some(Packet::Retry));
+        assert_eq!(
+            packet_type(&long(0, [0; 4])),
+            Some(Packet::VersionNegotiation)
+        );
+        assert_eq!(packet_type(&long(1, v1)), None, "0-RTT: not a server's");
+        assert_eq!(packet_type(&[0x40, 1, 2, 3, 4, 5]), None, "short header");
+        assert_eq!(packet_type(&[0xc0, 0]), None, "too short");
+        assert_eq!(packet_type(&[]), None);
     }
 }

@@ -17,6 +17,7 @@
 
 mod client;
 pub mod flood;
+mod ping;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,9 +38,24 @@ use crate::{Error, LoadConfig, Trust, Workload, tls};
 pub struct Http3 {
     /// Streams in flight per connection (`-m`), at least 1.
     pub max_concurrent_streams: u32,
-    /// `--flood RATE` (`--flood-kind`): a bounded Initial flood from other
-    /// source ports beside the load, for as long as the load runs.
-    pub flood: Option<(flood::FloodKind, u32)>,
+    /// `--flood KIND --flood-rate N`: a bounded flood from other source
+    /// ports beside the load, for as long as the load runs.
+    pub flood: Option<FloodPlan>,
+}
+
+/// The flood `load --h3 --flood` sends beside the load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FloodPlan {
+    /// What it sends (`--flood`).
+    pub kind: flood::FloodKind,
+    /// Initials, or new PING-only clients, per second (`--flood-rate`).
+    pub rate: u32,
+    /// At most this many (`--flood-max`); default: the rate times the
+    /// run's duration and warm-up, within [`flood::FloodKind::max_count`].
+    pub max: Option<u64>,
+    /// Whether the target may be an address that is not loopback
+    /// (`--flood-allow-remote`).
+    pub allow_remote: bool,
 }
 
 /// What one client connection measured of its handshake.
@@ -170,21 +186,32 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
         );
     }
     let first = &cfg.targets[0];
-    if let Some((_, rate)) = h3.flood {
+    if let Some(f) = h3.flood {
         let host = first.host.trim_start_matches('[').trim_end_matches(']');
         let loopback = host.eq_ignore_ascii_case("localhost")
             || host
                 .parse::<std::net::IpAddr>()
                 .is_ok_and(|ip| ip.is_loopback());
-        if !loopback {
+        if !loopback && !f.allow_remote {
             return Err(Error::Invalid(format!(
-                "--flood sends only to loopback, and {host} is not; give a 127.0.0.1 (or [::1]) URL"
+                "--flood sends only to loopback, and {host} is not; give a 127.0.0.1 (or [::1]) \
+                 URL, or add --flood-allow-remote for a server you run"
             )));
         }
-        if rate == 0 || rate > flood::MAX_RATE {
+        let (max_rate, max_count) = (f.kind.max_rate(), f.kind.max_count());
+        if f.rate == 0 || f.rate > max_rate {
             return Err(Error::Invalid(format!(
-                "--flood {rate}: give 1 to {} Initials per second",
-                flood::MAX_RATE
+                "--flood-rate {}: give 1 to {max_rate} per second for --flood {}",
+                f.rate,
+                f.kind.name()
+            )));
+        }
+        if let Some(m) = f.max
+            && (m == 0 || m > max_count)
+        {
+            return Err(Error::Invalid(format!(
+                "--flood-max {m}: give 1 to {max_count} for --flood {}",
+                f.kind.name()
             )));
         }
     }
@@ -305,12 +332,18 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
     // The flood starts with the run (its warm-up too) and ends with it.
     let flooding = match h3.flood {
         None => None,
-        Some((kind, rate)) => {
+        Some(plan) => {
             let span = cfg.duration.map_or(flood::MAX_DURATION, |d| d + cfg.warmup);
-            let mut f = flood::Flood::new(addr, kind, rate, span);
+            let mut f = flood::Flood::new(addr, plan.kind, plan.rate, span);
+            if let Some(m) = plan.max {
+                f.max_initials = m;
+            }
+            f.allow_remote = plan.allow_remote;
             f.server_name = run.server_name.clone();
             f.seed = cfg.seed;
-            Some(flood::start(f, Arc::new(run.base.clone()))?)
+            // Its own TLS configuration and meter: the flood's key shares
+            // and handshakes are not the load's.
+            Some(flood::start(f, flood::tls_for(cfg)?)?)
         }
     };
     let open_loop = cfg
