@@ -37,6 +37,9 @@ pub(crate) struct QuicStats {
     /// quinn-udp's segments per `sendmsg` (1: no GSO).
     pub(crate) gso_segments: AtomicU64,
     pub(crate) gro_segments: AtomicU64,
+    /// Woken when a connection ends and its slot frees: the attempts
+    /// waiting for room at the limit.
+    pub(crate) freed: tokio::sync::Notify,
 }
 
 impl QuicStats {
