@@ -191,19 +191,29 @@ fn check(original: (f64, f64), after: (f64, f64), zero: f64, cache: &str) {
     );
 }
 
+/// A redis-server on a loopback port and an ECDSA chain, in a temporary
+/// directory (returned first, to outlive both); `None` after a loud skip
+/// when redis-server is missing (a failure under `CI=true`).
+fn redis_and_certs() -> Option<(tempfile::TempDir, tlslab_peers::redis::Redis, Certs)> {
+    if !common::require("redis-server") {
+        return None;
+    }
+    let dir = tempdir();
+    let redis =
+        tlslab_peers::redis::Redis::start(dir.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
+    let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
+    Some((dir, redis, c))
+}
+
 /// The Redis modes: the 0-RTT connection resumes at the other node, which
 /// claims the ticket in Redis and answers the original early, once; the
 /// replays, to that node and to the issuer, are answered by nobody.
 #[test]
 #[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn a_replayed_quic_zero_rtt_flight_is_answered_at_most_once_with_redis() {
-    if !common::require("redis-server") {
+    let Some((_dir, redis, c)) = redis_and_certs() else {
         return;
-    }
-    let dir = tempdir();
-    let redis =
-        tlslab_peers::redis::Redis::start(dir.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
-    let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
+    };
     let url = redis.url();
     for (i, cache) in [url.clone(), format!("memory:1000+{url}")]
         .iter()
@@ -226,13 +236,9 @@ fn a_replayed_quic_zero_rtt_flight_is_answered_at_most_once_with_redis() {
 #[test]
 #[ignore = "needs redis-server; .ci/run runs it with --ignored"]
 fn quic_sessions_resume_across_two_nodes_through_redis() {
-    if !common::require("redis-server") {
+    let Some((_dir, redis, c)) = redis_and_certs() else {
         return;
-    }
-    let dir = tempdir();
-    let redis =
-        tlslab_peers::redis::Redis::start(dir.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
-    let c = certs(&dir.path().join("certs"), "ecdsa-p256", &[]);
+    };
     let url = redis.url();
     for (cache, min) in [
         ("memory:1000".to_string(), None),

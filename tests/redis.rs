@@ -564,6 +564,43 @@ fn early_requests(servers: &[&Serve]) -> f64 {
         .sum()
 }
 
+/// A node's flags for the 0-RTT replay tests: TLS 1.3 stateful tickets,
+/// 0-RTT on, `cache`. The Redis timeout is generous: the original must
+/// resume through Redis on a shared machine; the refusal of the replays
+/// does not depend on it.
+fn zero_rtt_flags<'a>(cache: &'a str, prefix: &'a str) -> [&'a str; 12] {
+    [
+        "--tls",
+        "1.3",
+        "--tickets",
+        "off",
+        "--max-early-data",
+        "16384",
+        "--session-cache",
+        cache,
+        "--redis-timeout",
+        "2s",
+        "--redis-prefix",
+        prefix,
+    ]
+}
+
+/// The first flight of a 0-RTT connection of `client` (which holds a
+/// ticket) carrying `request` in early data, as recorded off the wire.
+fn zero_rtt_flight(client: &Client, request: &[u8]) -> Vec<u8> {
+    let name = ServerName::try_from("localhost").expect("name");
+    let mut conn = ClientConnection::new(client.config.clone(), name).expect("client");
+    conn.early_data()
+        .expect("the client holds a 0-RTT ticket")
+        .write_all(request)
+        .expect("early data");
+    let mut flight = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut flight).expect("first flight");
+    }
+    flight
+}
+
 /// Sends `flight` (a recorded first flight) to `addr` as a raw TCP client
 /// that never answers, reads what comes back for half a second, and hangs
 /// up.
@@ -593,22 +630,7 @@ fn a_replayed_zero_rtt_first_flight_is_answered_at_most_once_in_the_cluster() {
     let get = b"GET /bytes/100 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     for cache in [url.clone(), format!("memory:1000+{url}")] {
         let prefix = format!("z{}:", cache.len());
-        let flags = [
-            "--tls",
-            "1.3",
-            "--tickets",
-            "off",
-            "--max-early-data",
-            "16384",
-            "--session-cache",
-            &cache,
-            // Generous: the original must resume through Redis on a shared
-            // machine; the refusal of the replays does not depend on it.
-            "--redis-timeout",
-            "2s",
-            "--redis-prefix",
-            &prefix,
-        ];
+        let flags = zero_rtt_flags(&cache, &prefix);
         let (a, b) = (serve(&c, &flags), serve(&c, &flags));
         // B issues the ticket; the original goes to A, then to B itself.
         for (first, name) in [(a.https, "another node"), (b.https, "the issuer")] {
@@ -620,16 +642,7 @@ fn a_replayed_zero_rtt_first_flight_is_answered_at_most_once_in_the_cluster() {
             assert_eq!(client.get(b.https), Ok(HandshakeKind::Full));
             // Let the asynchronous put reach Redis.
             std::thread::sleep(Duration::from_millis(300));
-            let name_ = ServerName::try_from("localhost").expect("name");
-            let mut conn = ClientConnection::new(client.config.clone(), name_).expect("client");
-            conn.early_data()
-                .expect("the client holds a 0-RTT ticket")
-                .write_all(get)
-                .expect("early data");
-            let mut flight = Vec::new();
-            while conn.wants_write() {
-                conn.write_tls(&mut flight).expect("first flight");
-            }
+            let flight = zero_rtt_flight(&client, get);
             let before = early_requests(&[&a, &b]);
             send_flight(first, &flight);
             let original = early_requests(&[&a, &b]) - before;
@@ -674,23 +687,7 @@ fn a_ticket_that_reaches_redis_after_a_missed_claim_can_never_be_claimed() {
             } else {
                 url
             };
-            serve(
-                &c,
-                &[
-                    "--tls",
-                    "1.3",
-                    "--tickets",
-                    "off",
-                    "--max-early-data",
-                    "16384",
-                    "--session-cache",
-                    &cache,
-                    "--redis-timeout",
-                    "2s",
-                    "--redis-prefix",
-                    &prefix,
-                ],
-            )
+            serve(&c, &zero_rtt_flags(&cache, &prefix))
         };
         let (a, b) = (node(redis.url()), node(format!("redis://{}", late.addr)));
         let mut cfg = common::tls_client(&c.ca, b"http/1.1");
@@ -700,16 +697,7 @@ fn a_ticket_that_reaches_redis_after_a_missed_claim_can_never_be_claimed() {
         };
         // B issues the ticket; its put reaches Redis 400 ms later.
         assert_eq!(client.get(b.https), Ok(HandshakeKind::Full));
-        let name = ServerName::try_from("localhost").expect("name");
-        let mut conn = ClientConnection::new(client.config.clone(), name).expect("client");
-        conn.early_data()
-            .expect("the client holds a 0-RTT ticket")
-            .write_all(get)
-            .expect("early data");
-        let mut flight = Vec::new();
-        while conn.wants_write() {
-            conn.write_tls(&mut flight).expect("first flight");
-        }
+        let flight = zero_rtt_flight(&client, get);
         // At once to A: the claim misses, a full handshake.
         send_flight(a.https, &flight);
         let writes = || counter(&b.metrics(), "tlslab_redis_writes");
