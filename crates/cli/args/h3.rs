@@ -1,6 +1,7 @@
 //! The HTTP/3 (QUIC) flags of `serve` and `load`, flattened into their
 //! arguments (their checks are `cmd::h3`'s).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -51,6 +52,9 @@ pub struct ServeH3Args {
     /// flight; 0 saves the server an HKDF and an AEAD seal per token.
     #[arg(long, value_name = "N")]
     pub quic_new_tokens: Option<u32>,
+
+    #[command(flatten)]
+    pub qlog: QlogArgs,
 }
 
 /// `load --h3`.
@@ -94,4 +98,34 @@ pub struct LoadH3Args {
     /// Let --flood target an address that is not loopback (only a server you run and may flood).
     #[arg(long)]
     pub flood_allow_remote: bool,
+
+    #[command(flatten)]
+    pub qlog: QlogArgs,
+}
+
+/// `--qlog DIR` and its caps (`serve --h3`, `load --h3`).
+#[derive(Clone, Debug, Args)]
+pub struct QlogArgs {
+    /// With --h3: write one qlog file per QUIC connection into DIR (created if missing):
+    /// `client-<client>-<connection>.sqlog` from `load`, `server-<connection id>.sqlog` from
+    /// `serve` (the access log's connection id); a file of the same name is replaced. The
+    /// format is JSON-SEQ (qlog 0.3, RFC 7464 records), as quinn writes it: every packet
+    /// sent, received and lost, with its type (initial, handshake, 0RTT, 1RTT), number and
+    /// size, and the congestion controller's metrics. Open the files in qvis
+    /// (https://qvis.quictools.info; docs/debugging.md). Logging costs a write per event:
+    /// leave it off when measuring. Connections beyond the caps are not logged; the report
+    /// (`serve`: the shutdown summary) says how many files went where and how many were
+    /// skipped.
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
+
+    /// With --qlog: at most N files (connections); later connections are not logged
+    /// (counted). Default 100.
+    #[arg(long, value_name = "N", requires = "qlog")]
+    pub qlog_max_files: Option<u64>,
+
+    /// With --qlog: at most SIZE bytes across all files (e.g. 64MiB, 1GB). A file that
+    /// reaches it stops at a whole record, and no new file is started. Default 256MiB.
+    #[arg(long, value_name = "SIZE", requires = "qlog")]
+    pub qlog_max_bytes: Option<String>,
 }

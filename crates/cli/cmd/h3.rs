@@ -4,7 +4,9 @@
 
 use std::net::SocketAddr;
 
-use crate::args::h3::{LoadH3Args, Retry, ServeH3Args};
+use tlslab_runtime::qlog::{QlogLimits, QlogOptions};
+
+use crate::args::h3::{LoadH3Args, QlogArgs, Retry, ServeH3Args};
 use crate::usage::{Usage, usage};
 
 impl ServeH3Args {
@@ -20,9 +22,10 @@ impl ServeH3Args {
                 || self.quic_max_connections.is_some()
                 || self.quic_retry.is_some()
                 || self.quic_new_tokens.is_some()
+                || self.qlog.qlog.is_some()
             {
                 return Err(usage(
-                    "--quic-idle-timeout, --quic-max-connections, --quic-retry and --quic-new-tokens need --h3; add --h3",
+                    "--quic-idle-timeout, --quic-max-connections, --quic-retry, --quic-new-tokens and --qlog need --h3; add --h3",
                 ));
             }
             return Ok(None);
@@ -74,7 +77,65 @@ impl ServeH3Args {
             }
             s.new_tokens = Some(n);
         }
+        s.qlog = self.qlog.options()?;
         Ok(Some(s))
+    }
+}
+
+impl QlogArgs {
+    /// `--qlog DIR` with its caps, checked; the directory is created
+    /// (if missing) and must be writable.
+    pub fn options(&self) -> anyhow::Result<Option<QlogOptions>> {
+        let Some(dir) = &self.qlog else {
+            return Ok(None);
+        };
+        let mut limits = QlogLimits::default();
+        if let Some(n) = self.qlog_max_files {
+            if n == 0 {
+                return Err(usage(
+                    "--qlog-max-files 0 logs nothing; give at least 1, or drop --qlog",
+                ));
+            }
+            limits.max_files = n;
+        }
+        if let Some(b) = &self.qlog_max_bytes {
+            let n =
+                tlslab_path::parse_bytes(b).map_err(|e| usage(format!("--qlog-max-bytes: {e}")))?;
+            if n == 0 {
+                return Err(usage(
+                    "--qlog-max-bytes 0 logs nothing; give a size such as 64MiB, or drop --qlog",
+                ));
+            }
+            limits.max_bytes = n;
+        }
+        let o = QlogOptions {
+            dir: dir.clone(),
+            limits,
+        };
+        // A usage error now, not a failed run: the directory can be made
+        // and written (the engine opens it again).
+        tlslab_runtime::qlog::QlogDir::open(&o, "cli").map_err(|e| {
+            usage(format!(
+                "--qlog {}: {e}; give a directory this user can create or write",
+                dir.display()
+            ))
+        })?;
+        Ok(Some(o))
+    }
+}
+
+/// The note a run with `--qlog` prints on stderr before it starts: where
+/// the files go and the caps (qlog holds no secrets, but can be large).
+pub fn note_qlog(cmd: &str, role: &str, q: Option<&QlogOptions>) {
+    if let Some(q) = q {
+        eprintln!(
+            "tlslab {cmd}: qlog: one file per QUIC connection, {}/{role}-*.sqlog, at most {} \
+             files and {} bytes (--qlog-max-files, --qlog-max-bytes); open them in qvis, \
+             https://qvis.quictools.info",
+            q.dir.display(),
+            q.limits.max_files,
+            q.limits.max_bytes
+        );
     }
 }
 
@@ -130,11 +191,19 @@ impl LoadH3Args {
     ) -> anyhow::Result<tlslab_report::LoadReport> {
         let flood = self.flood()?;
         if !self.h3 {
+            if self.qlog.qlog.is_some() {
+                return Err(usage(
+                    "--qlog logs QUIC connections: it needs --h3; add --h3 or drop --qlog",
+                ));
+            }
             return Ok(tlslab_load::run(cfg)?);
         }
+        let qlog = self.qlog.options()?;
+        note_qlog("load", "client", qlog.as_ref());
         let h3 = tlslab_load::quic::Http3 {
             max_concurrent_streams: streams,
             flood,
+            qlog,
         };
         tlslab_load::quic::validate(cfg, &h3)
             .map_err(|e| anyhow::Error::new(Usage(e.to_string())))?;

@@ -381,8 +381,12 @@ pub fn run(a: LoadArgs) -> anyhow::Result<ExitCode> {
             json.config.clients_per_ip = Some(s.per_ip() as u64);
             json.config.source_addresses_used = Some(s.used(cfg.clients) as u64);
         }
-        // Through `Value`: the file's keys are sorted, as they always were.
-        write_json(path, &serde_json::to_value(&json)?)?;
+        // Through `Value`: the file's keys are sorted, as they always were
+        // (sorted explicitly: qlog turns on serde_json's preserve_order).
+        write_json(
+            path,
+            &tlslab_schema::engine::sort_keys(serde_json::to_value(&json)?),
+        )?;
     }
     agent.finish(&report)?;
     if let Some(why) = report.failed_gate(a.max_error_rate.unwrap_or(100.0)) {

@@ -441,6 +441,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
             .contains(&tlslab_crypto::provider::Version::Tls13),
     )?;
     crate::output::warn_key_log(plan.config.tls.key_log.as_deref());
+    crate::cmd::h3::note_qlog("serve", "server", h3.as_ref().and_then(|h| h.qlog.as_ref()));
     let prepared = plan.prepare()?;
     let server =
         tlslab_server::Server::start_with_h3(prepared.config, h3).context("starting the server")?;
@@ -479,6 +480,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     println!("{}", summary.summary());
     if let Some(q) = quic {
         println!("{}", q.summary());
+        if let Some(l) = &q.qlog {
+            println!("{}", l.summary());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -138,6 +138,7 @@ impl Transport {
                 &tlslab_load::quic::Http3 {
                     max_concurrent_streams: 1,
                     flood: None,
+                    qlog: None,
                 },
             )?,
         })

@@ -19,6 +19,7 @@ use tlslab_load::{Error, LoadConfig, Target, Trust};
 const STREAMS: Http3 = Http3 {
     max_concurrent_streams: 1,
     flood: None,
+    qlog: None,
 };
 
 /// A closed-loop `--h3` config against `addr`: one client for `secs`,

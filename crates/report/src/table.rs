@@ -237,6 +237,14 @@ impl LoadReportText for LoadReport {
         if let Some(f) = self.transport.as_ref().and_then(|t| t.flood.as_ref()) {
             flood_lines(&mut out, f);
         }
+        if let Some(q) = self.transport.as_ref().and_then(|t| t.qlog.as_ref()) {
+            let _ = writeln!(
+                out,
+                "qlog: {} files ({} bytes) in {}; {} connections not logged (caps: {} files, \
+                 {} bytes; {} files cut at the byte cap)",
+                q.files, q.bytes, q.dir, q.skipped, q.max_files, q.max_bytes, q.truncated
+            );
+        }
         let _ = writeln!(
             out,
             "throughput: {:.1} req/s, {}/s body",

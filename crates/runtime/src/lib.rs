@@ -16,6 +16,9 @@
 //!   every byte moved to an [`IoObserver`] ([`ByteCount`] is the plain one).
 //! - [`idle::Activity`] closes proxied connections idle both ways
 //!   (`tlslab dispatch`, `tlslab relay`).
+//! - [`qlog::QlogDir`] is a directory of per-connection qlog files
+//!   (`--qlog DIR`), capped by count and bytes, whose writers hand whole
+//!   JSON-SEQ records to the file (quinn's qlog streamer writes into them).
 //! - [`raise_nofile_limit`] lifts the soft file-descriptor limit to the
 //!   hard one, once at start.
 //! - [`tcp_info`] reads the kernel's TCP_INFO of a socket (segments, MSS,
@@ -38,6 +41,7 @@ pub mod idle;
 mod io;
 mod limits;
 mod pin;
+pub mod qlog;
 mod runtime;
 pub mod tcp_info;
 #[cfg(feature = "testkit")]

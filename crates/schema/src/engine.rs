@@ -31,7 +31,9 @@ pub enum EngineReport {
 impl EngineReport {
     /// An engine's own document (`None` if it does not serialize).
     pub fn engine<T: Serialize>(report: &T) -> Option<EngineReport> {
-        serde_json::to_value(report).ok().map(EngineReport::Engine)
+        serde_json::to_value(report)
+            .ok()
+            .map(|v| EngineReport::Engine(sort_keys(v)))
     }
 }
 
@@ -142,9 +144,32 @@ impl ByteCheck {
 /// were once stored as `serde_json::Value`, whose maps are sorted), and
 /// keeps doing it so its bytes stay the same.
 pub fn sorted<T: Serialize, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
-    serde_json::to_value(v)
-        .map_err(serde::ser::Error::custom)?
-        .serialize(s)
+    sort_keys(serde_json::to_value(v).map_err(serde::ser::Error::custom)?).serialize(s)
+}
+
+/// `v` with every object's keys in sorted order, at every depth.
+///
+/// A `serde_json::Value`'s maps are sorted only while serde_json's
+/// `preserve_order` feature is off, and a feature of one crate is on for
+/// the whole build: the `qlog` crate (quinn's qlog, `--qlog`) turns it on,
+/// and maps then keep insertion order. Writers that promise sorted keys
+/// sort here rather than rely on the map type.
+pub fn sort_keys(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sort_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sort_keys).collect()),
+        other => other,
+    }
 }
 
 /// A section of a document kept as it was written, with its typed reading:
@@ -162,7 +187,7 @@ impl<T: Serialize> Verbatim<T> {
     /// `typed` and its JSON (with sorted keys).
     pub fn new(typed: T) -> Result<Verbatim<T>, serde_json::Error> {
         Ok(Verbatim {
-            json: serde_json::to_value(&typed)?,
+            json: sort_keys(serde_json::to_value(&typed)?),
             typed: Some(typed),
         })
     }

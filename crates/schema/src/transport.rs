@@ -23,6 +23,30 @@ pub struct Transport {
     /// without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flood: Option<Flood>,
+    /// `load --h3 --qlog DIR`: the qlog files written; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qlog: Option<Qlog>,
+}
+
+/// The qlog files of `load --h3 --qlog DIR`: one per connection (warm-up
+/// ones too) until a cap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Qlog {
+    /// The directory (`--qlog`).
+    pub dir: String,
+    /// Files written, one per connection.
+    pub files: u64,
+    /// Connections with no file: beyond `max_files`, after the byte cap
+    /// was reached, or whose file could not be created.
+    pub skipped: u64,
+    /// Bytes written across the files.
+    pub bytes: u64,
+    /// Files that stopped early, at a whole record, at the byte cap.
+    pub truncated: u64,
+    /// `--qlog-max-files`.
+    pub max_files: u64,
+    /// `--qlog-max-bytes`.
+    pub max_bytes: u64,
 }
 
 /// A bounded QUIC flood sent beside the load (`load --h3 --flood KIND
@@ -125,6 +149,11 @@ pub struct TransportPhase {
     pub bytes_in: Option<f64>,
     /// Mean datagrams the client sent until then.
     pub datagrams_out: Option<f64>,
+    /// Mean QUIC packets the client sent until then (one datagram can
+    /// carry several: an Initial, a Handshake and a 1-RTT packet). Absent
+    /// in reports written before it was added.
+    #[serde(default)]
+    pub packets_out: Option<f64>,
     /// Mean datagrams the client received until then.
     pub datagrams_in: Option<f64>,
 }

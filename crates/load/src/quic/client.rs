@@ -77,6 +77,15 @@ fn conn_kind(e: &quinn::ConnectionError) -> String {
     }
 }
 
+/// The transport of every client connection: quinn's defaults, idle
+/// after the run's `--timeout` (at most 600 s).
+fn transport(run: &Run) -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    let idle = run.timeout.min(Duration::from_secs(600));
+    t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
+    t
+}
+
 /// A client identity: its UDP endpoint, session store and reuse planner.
 /// A closed-loop client is one; an open loop's arrivals share a pool of
 /// them, concurrently.
@@ -141,10 +150,7 @@ impl Me {
         let q = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(c))
             .map_err(|e| e.to_string())?;
         let mut config = quinn::ClientConfig::new(Arc::new(q));
-        let mut t = quinn::TransportConfig::default();
-        let idle = run.timeout.min(Duration::from_secs(600));
-        t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
-        config.transport_config(Arc::new(t));
+        config.transport_config(Arc::new(transport(&run)));
         let local: SocketAddr = match (&run.source, run.addr.is_ipv6(), run.addr.ip().is_loopback())
         {
             (Some(s), _, _) => (s.for_client(id), 0).into(),
@@ -189,6 +195,37 @@ impl Me {
             backoff.record(made);
         }
         self.close();
+    }
+
+    /// The configuration of this identity's connection `conn_no`: with
+    /// `--qlog`, a transport of its own writing the connection's qlog file
+    /// (`client-<id>-<conn_no>.sqlog`, event times from `t0`) while the
+    /// caps leave room.
+    fn config_for(&self, conn_no: u64, t0: Instant) -> quinn::ClientConfig {
+        let Some(file) = self
+            .run
+            .qlog
+            .as_ref()
+            .and_then(|q| q.next(&format!("{}-{conn_no}", self.id)))
+        else {
+            return self.config.clone();
+        };
+        let mut q = quinn::QlogConfig::default();
+        q.writer(Box::new(file))
+            .title(Some(format!(
+                "tlslab load: client {} connection {conn_no}",
+                self.id
+            )))
+            .description(Some(format!(
+                "HTTP/3 to {} ({}), as the client saw it",
+                self.run.addr, self.run.server_name
+            )))
+            .start_time(t0);
+        let mut t = transport(&self.run);
+        t.qlog_stream(q.into_stream());
+        let mut c = self.config.clone();
+        c.transport_config(Arc::new(t));
+        c
     }
 
     /// Counts a measured request as taken until [`Me::record`] sees it.
@@ -273,19 +310,19 @@ impl Me {
         let offer = self.planner.lock().offer(self.sessions.has_session());
         self.sessions.set_offer(offer);
         run.attempts.fetch_add(1, Ordering::Relaxed);
-        let connecting =
-            match self
-                .endpoint
-                .connect_with(self.config.clone(), run.addr, &run.server_name)
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    rec.error = Some(format!("quic_connect: {e}"));
-                    rec.total_us = start.elapsed().as_micros() as u64;
-                    self.record(&rec, slot);
-                    return false;
-                }
-            };
+        let config = self.config_for(conn_no, t0);
+        let connecting = match self
+            .endpoint
+            .connect_with(config, run.addr, &run.server_name)
+        {
+            Ok(c) => c,
+            Err(e) => {
+                rec.error = Some(format!("quic_connect: {e}"));
+                rec.total_us = start.elapsed().as_micros() as u64;
+                self.record(&rec, slot);
+                return false;
+            }
+        };
         let mut early = EarlyData::NotSent;
         let attempt = if run.early_data && offer {
             match connecting.into_0rtt() {
@@ -423,6 +460,7 @@ impl Me {
                 bytes_in: hs.udp_rx.bytes,
                 datagrams_out: hs.udp_tx.datagrams,
                 datagrams_in: hs.udp_rx.datagrams,
+                packets_out: hs.path.sent_packets,
             });
         }
         fill(&mut rec, &first, start);

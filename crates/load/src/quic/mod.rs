@@ -28,19 +28,23 @@ use rustls::client::danger::ServerCertVerifier;
 use tlslab_crypto::meter::{Meter, Op};
 use tlslab_report::quic::{Transport, TransportPhase};
 use tlslab_report::{Collector, CpuUsage, LoadReport, Window};
+use tlslab_runtime::qlog::{QlogDir, QlogOptions};
 use tlslab_runtime::{CpuPin, RuntimeSpec, allowed_cpus};
 
 use crate::engine::{BackoffRun, Clock, OpenLoopRun, Slot, arrivals, slot_at};
 use crate::{Error, LoadConfig, Trust, Workload, tls};
 
 /// `load --h3` options beyond [`LoadConfig`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Http3 {
     /// Streams in flight per connection (`-m`), at least 1.
     pub max_concurrent_streams: u32,
     /// `--flood KIND --flood-rate N`: a bounded flood from other source
     /// ports beside the load, for as long as the load runs.
     pub flood: Option<FloodPlan>,
+    /// `--qlog DIR`: one qlog file per connection (warm-up ones too),
+    /// `DIR/client-<client>-<connection>.sqlog`, up to the caps.
+    pub qlog: Option<QlogOptions>,
 }
 
 /// The flood `load --h3 --flood` sends beside the load.
@@ -68,6 +72,7 @@ pub(crate) struct Hs {
     bytes_in: u64,
     datagrams_out: u64,
     datagrams_in: u64,
+    packets_out: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,6 +117,8 @@ pub(crate) struct Run {
     /// Every client identity's UDP endpoint, to let their CONNECTION_CLOSE
     /// frames out before the runtime stops.
     pub(crate) endpoints: Mutex<Vec<quinn::Endpoint>>,
+    /// `--qlog DIR`.
+    pub(crate) qlog: Option<QlogDir>,
 }
 
 impl Run {
@@ -298,6 +305,18 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
             Ok((i as u32, uri))
         })
         .collect::<Result<Vec<_>, Error>>()?;
+    let qlog = h3
+        .qlog
+        .as_ref()
+        .map(|q| {
+            QlogDir::open(q, "client").map_err(|e| {
+                Error::Invalid(format!(
+                    "--qlog {}: {e}; give a directory this user can create or write",
+                    q.dir.display()
+                ))
+            })
+        })
+        .transpose()?;
     let window_start = Instant::now() + cfg.warmup;
     let hdr_log = crate::hdr::open(cfg, window_start)?;
     let run = Arc::new(Run {
@@ -328,6 +347,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         base,
         verifier,
         endpoints: Mutex::default(),
+        qlog,
     });
     // The flood starts with the run (its warm-up too) and ends with it.
     let flooding = match h3.flood {
@@ -480,6 +500,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         zero_rtt: phase(&hs, Kind::ZeroRtt),
         zero_rtt_rejected: run.zero_rtt_rejected.load(Ordering::Relaxed),
         flood,
+        qlog: run.qlog.as_ref().map(qlog_report),
     });
     Ok(report)
 }
@@ -515,6 +536,21 @@ fn open_arrivals(
     })
 }
 
+/// What `--qlog` wrote (read after the runtime stopped: every connection's
+/// file is closed).
+fn qlog_report(q: &QlogDir) -> tlslab_report::quic::Qlog {
+    let c = q.counts();
+    tlslab_report::quic::Qlog {
+        dir: q.dir().display().to_string(),
+        files: c.files,
+        skipped: c.skipped,
+        bytes: c.bytes,
+        truncated: c.truncated,
+        max_files: q.limits().max_files,
+        max_bytes: q.limits().max_bytes,
+    }
+}
+
 fn median(mut v: Vec<u64>) -> Option<u64> {
     v.sort_unstable();
     v.get(v.len() / 2).copied()
@@ -533,5 +569,6 @@ fn phase(all: &[Hs], kind: Kind) -> TransportPhase {
         bytes_in: mean(|h| h.bytes_in),
         datagrams_out: mean(|h| h.datagrams_out),
         datagrams_in: mean(|h| h.datagrams_in),
+        packets_out: mean(|h| h.packets_out),
     }
 }

@@ -51,6 +51,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use http::{HeaderValue, Request, Response};
 use http_body_util::BodyExt;
+use tlslab_runtime::qlog::{QlogDir, QlogOptions};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -61,7 +62,7 @@ use crate::redis_cache::RedisStore;
 use crate::{Error, Result};
 
 pub(crate) use stats::{QuicCollector, QuicStats};
-pub use stats::{QuicHandshakes, QuicSnapshot};
+pub use stats::{QuicHandshakes, QuicQlog, QuicSnapshot};
 
 /// Address validation of the QUIC listener (`--quic-retry`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -92,6 +93,10 @@ pub struct H3Settings {
     /// NEW_TOKEN tokens sent to each client once its handshake completes
     /// (`--quic-new-tokens`); `None`: [`H3Settings::new_tokens`]'s default.
     pub new_tokens: Option<u32>,
+    /// `--qlog DIR`: one qlog file per connection accepted for a handshake,
+    /// `DIR/server-<connection id>.sqlog` (the access log's
+    /// `$connection_id`), up to the caps.
+    pub qlog: Option<QlogOptions>,
 }
 
 impl H3Settings {
@@ -104,6 +109,7 @@ impl H3Settings {
             max_connections: 10_000,
             retry: QuicRetry::UnderLoad,
             new_tokens: None,
+            qlog: None,
         }
     }
 
@@ -129,6 +135,8 @@ pub(crate) type Handler = Arc<dyn Fn(&Request<()>) -> Handled + Send + Sync>;
 pub(crate) struct Prepared {
     settings: H3Settings,
     server: quinn::ServerConfig,
+    /// The idle timeout of every connection's transport.
+    idle: quinn::IdleTimeout,
     early: bool,
     pub(crate) stats: Arc<QuicStats>,
     /// `--access-log`, shared with the TCP listener.
@@ -138,6 +146,14 @@ pub(crate) struct Prepared {
 /// The `Alt-Svc` value that the TCP listener adds to its responses.
 pub(crate) fn alt_svc(port: u16) -> HeaderValue {
     HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400")).expect("a valid header value")
+}
+
+/// The transport of every connection: quinn's defaults with the idle
+/// timeout (`--quic-idle-timeout`).
+fn transport(idle: quinn::IdleTimeout) -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    t.max_idle_timeout(Some(idle));
+    t
 }
 
 /// Builds the QUIC configuration from the TCP listener's rustls one.
@@ -151,7 +167,22 @@ pub(crate) fn prepare(
             "--quic-max-connections 0 admits nobody; use at least 1".into(),
         ));
     }
-    let stats = Arc::new(QuicStats::default());
+    let qlog = settings
+        .qlog
+        .as_ref()
+        .map(|q| {
+            QlogDir::open(q, "server").map_err(|e| {
+                Error::Usage(format!(
+                    "--qlog {}: {e}; give a directory this user can create or write",
+                    q.dir.display()
+                ))
+            })
+        })
+        .transpose()?;
+    let stats = Arc::new(QuicStats {
+        qlog,
+        ..QuicStats::default()
+    });
     let mut config = tcp.clone();
     config.alpn_protocols = vec![b"h3".to_vec()];
     let early = tcp.max_early_data_size > 0;
@@ -172,15 +203,13 @@ pub(crate) fn prepare(
         kinds: stats.kinds.clone(),
     });
     let mut server = quinn::ServerConfig::with_crypto(crypto);
-    let mut transport = quinn::TransportConfig::default();
     let idle = quinn::IdleTimeout::try_from(settings.idle_timeout).map_err(|_| {
         Error::Usage("--quic-idle-timeout is too long; give at most 2^62 ms".into())
     })?;
-    transport.max_idle_timeout(Some(idle));
     // Time to answer a handshake is bounded by the same --handshake-timeout
     // as over TCP (checked per connection); quinn's own limit is the idle one.
     let _ = handshake_timeout;
-    server.transport_config(Arc::new(transport));
+    server.transport_config(Arc::new(transport(idle)));
     server.max_incoming(settings.max_connections.saturating_mul(2).max(64));
     let mut tokens = quinn::ValidationTokenConfig::default();
     tokens.sent(settings.new_tokens());
@@ -188,6 +217,7 @@ pub(crate) fn prepare(
     Ok(Prepared {
         settings: settings.clone(),
         server,
+        idle,
         early,
         stats,
         access_log: None,
@@ -269,7 +299,7 @@ pub(crate) fn start(
     };
     let endpoint = quinn::Endpoint::new_with_abstract_socket(
         quinn::EndpointConfig::default(),
-        Some(p.server),
+        Some(p.server.clone()),
         socket,
         runtime,
     )
@@ -288,6 +318,8 @@ pub(crate) fn start(
         waiting: AtomicU64::new(0),
         access_log: p.access_log,
         prefetch,
+        server: p.server,
+        idle_timeout: p.idle,
     });
     let (room, waiting) = mpsc::channel(ROOM_QUEUE);
     tokio::spawn(room_loop(waiting, conn.clone(), shutdown.clone()));
@@ -320,9 +352,44 @@ struct Conn {
     /// With a remote cache of TLS 1.3 tickets: the ClientHellos read off
     /// the Initials, and the store to claim their PSKs in.
     prefetch: Option<(Arc<sniff::Hellos>, Arc<RedisStore>)>,
+    /// The endpoint's server configuration, and its transport's idle
+    /// timeout: with `--qlog`, a connection gets a copy with a transport of
+    /// its own, writing its qlog file.
+    server: quinn::ServerConfig,
+    idle_timeout: quinn::IdleTimeout,
 }
 
 impl Conn {
+    /// Accepts `incoming`: with `--qlog` (while the caps leave room), with
+    /// a transport writing `server-<id>.sqlog`, event times from now.
+    fn accept(
+        &self,
+        incoming: quinn::Incoming,
+        info: &ConnInfo,
+    ) -> Result<quinn::Connecting, quinn::ConnectionError> {
+        let Some(file) = self
+            .stats
+            .qlog
+            .as_ref()
+            .and_then(|q| q.next(&info.id.to_string()))
+        else {
+            return incoming.accept();
+        };
+        let mut q = quinn::QlogConfig::default();
+        q.writer(Box::new(file))
+            .title(Some(format!("tlslab serve: connection {}", info.id)))
+            .description(Some(format!(
+                "HTTP/3 from {}, as the server saw it",
+                incoming.remote_address()
+            )))
+            .start_time(std::time::Instant::now());
+        let mut t = transport(self.idle_timeout);
+        t.qlog_stream(q.into_stream());
+        let mut server = self.server.clone();
+        server.transport_config(Arc::new(t));
+        incoming.accept_with(Arc::new(server))
+    }
+
     /// Takes a slot under `--quic-max-connections`, if one is free.
     fn reserve(&self) -> bool {
         self.stats
@@ -478,7 +545,7 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>, info: Arc<ConnInfo>
     {
         store.prefetch(&psk, true).await;
     }
-    let mut connecting = match incoming.accept() {
+    let mut connecting = match c.accept(incoming, &info) {
         Ok(x) => x,
         Err(e) => return c.stats.failure(&failure_reason(&e)),
     };

@@ -87,6 +87,7 @@ fn phase(out: f64, dg_out: f64, bytes_in: f64, dg_in: f64, hs_us: u64) -> Transp
         bytes_in: Some(bytes_in),
         datagrams_out: Some(dg_out),
         datagrams_in: Some(dg_in),
+        packets_out: None,
     }
 }
 
