@@ -302,6 +302,7 @@ mod tests {
             let h3 = tlslab_load::quic::Http3 {
                 max_concurrent_streams: 1,
                 flood: a.h3.flood().unwrap(),
+                qlog: None,
             };
             tlslab_load::quic::validate(&cfg, &h3).map_err(|e| e.to_string())
         };
