@@ -49,7 +49,10 @@ fn main() -> ExitCode {
             "cannot raise the file-descriptor limit (RLIMIT_NOFILE): {e}; at most `ulimit -n` connections can be open"
         ),
     }
-    run(cli).unwrap_or_else(|err| usage::exit_code(&err))
+    let code = run(cli).unwrap_or_else(|err| usage::exit_code(&err));
+    // Key log lines still in memory (--keylog, SSLKEYLOGFILE).
+    tlslab_crypto::keylog::flush_all();
+    code
 }
 
 fn init_tracing(level: &str) {

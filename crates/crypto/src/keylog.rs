@@ -4,19 +4,25 @@
 //!
 //! rustls's own `KeyLogFile` reads only `SSLKEYLOGFILE` and buffers; this
 //! one takes an explicit path, creates the file mode 0600 (it holds the
-//! connections' secrets), appends, and writes each line with one `write`
-//! call on an unbuffered file, so a crash loses no line already logged.
+//! connections' secrets) and appends. Lines are gathered in memory and
+//! written, whole lines in one `write`, every [`FLUSH_EVERY`] by a
+//! background thread, at once when [`MAX_PENDING`] bytes wait, when the
+//! log is dropped, and by [`flush_all`] (the binary calls it as it
+//! exits): a handshake costs no system call, which keeps the key log's
+//! cost to `load` within 2 % per handshake (BENCHMARKS.md; a `write` per
+//! line cost 6 %). A crash (not an exit) loses at most the last
+//! [`FLUSH_EVERY`] of lines.
 //! rustls calls it for TCP and QUIC alike (QUIC's handshake and traffic
 //! secrets are the TLS 1.3 ones: `CLIENT_HANDSHAKE_TRAFFIC_SECRET`,
 //! `SERVER_HANDSHAKE_TRAFFIC_SECRET`, `CLIENT_TRAFFIC_SECRET_0`,
 //! `SERVER_TRAFFIC_SECRET_0`, and `CLIENT_EARLY_TRAFFIC_SECRET` for 0-RTT).
 
-use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -35,11 +41,30 @@ pub fn path_from(flag: Option<&Path>) -> Option<PathBuf> {
     })
 }
 
+/// How long a logged line may wait in memory before it is written.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
+
+/// Bytes of lines that may wait; past this a line is written at once.
+pub const MAX_PENDING: usize = 64 * 1024;
+
+/// Every key log opened, for [`flush_all`].
+static OPEN: Mutex<Vec<Weak<KeyLogFile>>> = Mutex::new(Vec::new());
+
+/// Writes the lines every open key log holds: call it before the process
+/// exits.
+pub fn flush_all() {
+    let logs: Vec<_> = OPEN.lock().iter().filter_map(Weak::upgrade).collect();
+    for log in logs {
+        log.flush();
+    }
+}
+
 /// A key log appending NSS key log lines to a file.
 #[derive(Debug)]
 pub struct KeyLogFile {
     path: PathBuf,
-    file: Mutex<File>,
+    /// The file, and the lines not written yet.
+    file: Mutex<(File, String)>,
 }
 
 impl KeyLogFile {
@@ -57,10 +82,42 @@ impl KeyLogFile {
                      (or SSLKEYLOGFILE)"
                 ),
             })?;
-        Ok(Arc::new(KeyLogFile {
+        let log = Arc::new(KeyLogFile {
             path: path.to_path_buf(),
-            file: Mutex::new(file),
-        }))
+            file: Mutex::new((file, String::new())),
+        });
+        let weak: Weak<KeyLogFile> = Arc::downgrade(&log);
+        {
+            let mut open = OPEN.lock();
+            open.retain(|w| w.strong_count() > 0);
+            open.push(weak.clone());
+        }
+        // Writes what waits every FLUSH_EVERY, and stops with the log.
+        let _ = std::thread::Builder::new()
+            .name("tlslab-keylog".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(FLUSH_EVERY);
+                    let Some(log) = weak.upgrade() else { return };
+                    log.flush();
+                }
+            });
+        Ok(log)
+    }
+
+    /// Writes the lines gathered so far (one `write`).
+    pub fn flush(&self) {
+        let mut g = self.file.lock();
+        let (file, pending) = &mut *g;
+        if pending.is_empty() {
+            return;
+        }
+        // One write of whole lines on an O_APPEND file: lines of
+        // concurrent connections (and processes) do not interleave.
+        if let Err(e) = file.write_all(pending.as_bytes()) {
+            tracing::warn!("key log {}: {e}", self.path.display());
+        }
+        pending.clear();
     }
 
     /// The file's path.
@@ -69,29 +126,45 @@ impl KeyLogFile {
     }
 }
 
+impl Drop for KeyLogFile {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// One NSS key log line: `LABEL <client random hex> <secret hex>\n`.
 pub fn line(label: &str, client_random: &[u8], secret: &[u8]) -> String {
     let mut s = String::with_capacity(label.len() + 2 * (client_random.len() + secret.len()) + 3);
+    push_line(&mut s, label, client_random, secret);
+    s
+}
+
+/// Appends [`line`] to `s`.
+fn push_line(s: &mut String, label: &str, client_random: &[u8], secret: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hex = |s: &mut String, bytes: &[u8]| {
+        for b in bytes {
+            s.push(HEX[usize::from(b >> 4)] as char);
+            s.push(HEX[usize::from(b & 0xf)] as char);
+        }
+    };
     s.push_str(label);
     s.push(' ');
-    for b in client_random {
-        let _ = write!(s, "{b:02x}");
-    }
+    hex(s, client_random);
     s.push(' ');
-    for b in secret {
-        let _ = write!(s, "{b:02x}");
-    }
+    hex(s, secret);
     s.push('\n');
-    s
 }
 
 impl rustls::KeyLog for KeyLogFile {
     fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
-        let l = line(label, client_random, secret);
-        // One write of the whole line on an O_APPEND file: lines of
-        // concurrent connections (and processes) do not interleave.
-        if let Err(e) = self.file.lock().write_all(l.as_bytes()) {
-            tracing::warn!("key log {}: {e}", self.path.display());
+        let full = {
+            let mut g = self.file.lock();
+            push_line(&mut g.1, label, client_random, secret);
+            g.1.len() >= MAX_PENDING
+        };
+        if full {
+            self.flush();
         }
     }
 
@@ -125,7 +198,7 @@ mod tests {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         let log = KeyLogFile::open(&p).unwrap();
         log.log("CLIENT_RANDOM", &[0xab; 32], &[0x01, 0xff]);
-        // Written through at once, without a flush or a drop.
+        flush_all();
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(
             text,
@@ -135,6 +208,28 @@ mod tests {
         let _ = KeyLogFile::open(&q).unwrap();
         let mode = std::fs::metadata(&q).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "a new key log must be private");
+    }
+
+    #[test]
+    fn lines_wait_at_most_flush_every_or_max_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("keys.log");
+        let log = KeyLogFile::open(&p).unwrap();
+        let read = || std::fs::read_to_string(&p).unwrap();
+        log.log("CLIENT_HANDSHAKE_TRAFFIC_SECRET", &[5; 32], &[6]);
+        std::thread::sleep(FLUSH_EVERY * 3);
+        assert_eq!(
+            read(),
+            format!("CLIENT_HANDSHAKE_TRAFFIC_SECRET {} 06\n", "05".repeat(32))
+        );
+        // Past MAX_PENDING bytes: written at once.
+        let n = MAX_PENDING / 100 + 1;
+        for _ in 0..n {
+            log.log("EXPORTER_SECRET", &[1; 32], &[2; 48]);
+        }
+        assert!(read().lines().count() > 1, "nothing written at MAX_PENDING");
+        drop(log);
+        assert_eq!(read().lines().count(), n + 1, "the drop writes the rest");
     }
 
     #[test]
