@@ -539,7 +539,11 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>, info: Arc<ConnInfo>
     // read in time (a lost datagram) is a full handshake.
     if let Some((hellos, store)) = &c.prefetch
         && let Some(psk) = hellos
-            .offered(incoming.remote_address(), sniff::HELLO_WAIT)
+            .offered(
+                incoming.remote_address(),
+                &incoming.orig_dst_cid(),
+                sniff::HELLO_WAIT,
+            )
             .await
         && !psk.is_empty()
     {

@@ -53,10 +53,13 @@ struct Found {
     psk: Vec<Vec<u8>>,
 }
 
-/// The ClientHellos read off the listener's Initials, by client address.
+/// The ClientHellos read off the listener's Initials, by client address
+/// and the Destination Connection ID of the client's first Initial (which
+/// quinn gives as `Incoming::orig_dst_cid`, also after a Retry): several
+/// handshakes from one address are told apart.
 pub(crate) struct Hellos {
     reader: Mutex<HelloReader>,
-    found: Mutex<HashMap<SocketAddr, Found>>,
+    found: Mutex<HashMap<(SocketAddr, Vec<u8>), Found>>,
     notify: Notify,
 }
 
@@ -105,19 +108,26 @@ impl Hellos {
             found.retain(|_, f| now.saturating_duration_since(f.at) < READ_EXPIRY);
             // Still full (a flood of complete ClientHellos): make room.
             if found.len() >= MAX_READ
-                && let Some(k) = found.keys().next().copied()
+                && let Some(k) = found.keys().next().cloned()
             {
                 found.remove(&k);
             }
         }
-        found.insert(from, Found { at: now, psk });
+        found.insert((from, hello.dcid), Found { at: now, psk });
         drop(found);
         self.notify.notify_waiters();
     }
 
-    /// The PSK identities offered by the ClientHello from `addr`, once read
-    /// whole (at most `limit` from now); `None` if it was not read in time.
-    pub(crate) async fn offered(&self, addr: SocketAddr, limit: Duration) -> Option<Vec<Vec<u8>>> {
+    /// The PSK identities offered by the ClientHello from `addr` whose
+    /// first Initial carried `dcid`, once read whole (at most `limit` from
+    /// now); `None` if it was not read in time.
+    pub(crate) async fn offered(
+        &self,
+        addr: SocketAddr,
+        dcid: &[u8],
+        limit: Duration,
+    ) -> Option<Vec<Vec<u8>>> {
+        let key = (addr, dcid.to_vec());
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let wake = self.notify.notified();
@@ -125,7 +135,7 @@ impl Hellos {
             // Registered before the look, so a ClientHello read between the
             // look and the wait still wakes it.
             wake.as_mut().enable();
-            if let Some(f) = self.found.lock().remove(&addr) {
+            if let Some(f) = self.found.lock().remove(&key) {
                 return Some(f.psk);
             }
             if tokio::time::timeout_at(deadline, wake).await.is_err() {
