@@ -228,7 +228,13 @@ mod tests {
             log.log("EXPORTER_SECRET", &[1; 32], &[2; 48]);
         }
         assert!(read().lines().count() > 1, "nothing written at MAX_PENDING");
+        // The last reference's drop writes the rest (the background thread,
+        // or another test's flush_all, may hold one for a moment).
         drop(log);
+        let t = std::time::Instant::now();
+        while read().lines().count() < n + 1 && t.elapsed() < FLUSH_EVERY * 5 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(read().lines().count(), n + 1, "the drop writes the rest");
     }
 
