@@ -20,6 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// What was written, as the reports give it.
+pub use tlslab_schema::transport::Qlog;
+
 /// The default of `--qlog-max-files`.
 pub const DEFAULT_MAX_FILES: u64 = 100;
 /// The default of `--qlog-max-bytes`: 256 MiB across all files.
@@ -128,6 +131,21 @@ impl QlogDir {
     /// The limits.
     pub fn limits(&self) -> QlogLimits {
         self.limits
+    }
+
+    /// What was written so far, as the reports give it (`load`'s
+    /// `transport.qlog`, `serve`'s summary).
+    pub fn report(&self) -> Qlog {
+        let c = self.counts();
+        Qlog {
+            dir: self.dir.display().to_string(),
+            files: c.files,
+            skipped: c.skipped,
+            bytes: c.bytes,
+            truncated: c.truncated,
+            max_files: self.limits.max_files,
+            max_bytes: self.limits.max_bytes,
+        }
     }
 
     /// The file for the next connection, `<role>-<label>.sqlog` (an

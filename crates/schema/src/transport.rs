@@ -30,7 +30,7 @@ pub struct Transport {
 
 /// The qlog files of `load --h3 --qlog DIR`: one per connection (warm-up
 /// ones too) until a cap.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Qlog {
     /// The directory (`--qlog`).
     pub dir: String,
@@ -47,6 +47,23 @@ pub struct Qlog {
     pub max_files: u64,
     /// `--qlog-max-bytes`.
     pub max_bytes: u64,
+}
+
+impl Qlog {
+    /// One line for a summary: where the files are, and what the caps left
+    /// out.
+    pub fn summary(&self) -> String {
+        format!(
+            "qlog: {} files ({} bytes) in {}; {} connections not logged (caps: {} files, {} bytes; {} files cut at the byte cap)",
+            self.files,
+            self.bytes,
+            self.dir,
+            self.skipped,
+            self.max_files,
+            self.max_bytes,
+            self.truncated
+        )
+    }
 }
 
 /// A bounded QUIC flood sent beside the load (`load --h3 --flood KIND

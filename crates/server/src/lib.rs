@@ -87,7 +87,7 @@ pub use config::{
 };
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use error::{Error, ErrorKind, Result};
-pub use quic::{H3Settings, QuicHandshakes, QuicQlog, QuicRetry, QuicSnapshot};
+pub use quic::{H3Settings, QuicHandshakes, QuicRetry, QuicSnapshot};
 pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};

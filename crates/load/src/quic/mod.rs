@@ -500,7 +500,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         zero_rtt: phase(&hs, Kind::ZeroRtt),
         zero_rtt_rejected: run.zero_rtt_rejected.load(Ordering::Relaxed),
         flood,
-        qlog: run.qlog.as_ref().map(qlog_report),
+        qlog: run.qlog.as_ref().map(QlogDir::report),
     });
     Ok(report)
 }
@@ -534,21 +534,6 @@ fn open_arrivals(
             me.close();
         }
     })
-}
-
-/// What `--qlog` wrote (read after the runtime stopped: every connection's
-/// file is closed).
-fn qlog_report(q: &QlogDir) -> tlslab_report::quic::Qlog {
-    let c = q.counts();
-    tlslab_report::quic::Qlog {
-        dir: q.dir().display().to_string(),
-        files: c.files,
-        skipped: c.skipped,
-        bytes: c.bytes,
-        truncated: c.truncated,
-        max_files: q.limits().max_files,
-        max_bytes: q.limits().max_bytes,
-    }
 }
 
 fn median(mut v: Vec<u64>) -> Option<u64> {

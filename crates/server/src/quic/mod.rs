@@ -62,7 +62,7 @@ use crate::redis_cache::RedisStore;
 use crate::{Error, Result};
 
 pub(crate) use stats::{QuicCollector, QuicStats};
-pub use stats::{QuicHandshakes, QuicQlog, QuicSnapshot};
+pub use stats::{QuicHandshakes, QuicSnapshot};
 
 /// Address validation of the QUIC listener (`--quic-retry`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -87,18 +87,7 @@ impl QuicStats {
             new_tokens_sent: get(&self.new_tokens),
             gso_segments: get(&self.gso_segments),
             gro_segments: get(&self.gro_segments),
-            qlog: self.qlog.as_ref().map(|q| {
-                let c = q.counts();
-                QuicQlog {
-                    dir: q.dir().display().to_string(),
-                    files: c.files,
-                    skipped: c.skipped,
-                    bytes: c.bytes,
-                    truncated: c.truncated,
-                    max_files: q.limits().max_files,
-                    max_bytes: q.limits().max_bytes,
-                }
-            }),
+            qlog: self.qlog.as_ref().map(QlogDir::report),
         }
     }
 }
@@ -164,45 +153,7 @@ pub struct QuicSnapshot {
     pub gro_segments: u64,
     /// `--qlog DIR`: the files written so far; absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub qlog: Option<QuicQlog>,
-}
-
-/// The qlog files of `serve --h3 --qlog DIR` so far: one per connection
-/// accepted for a handshake, until a cap.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct QuicQlog {
-    /// The directory.
-    pub dir: String,
-    /// Files written, one per connection.
-    pub files: u64,
-    /// Connections with no file: beyond `max_files`, after the byte cap
-    /// was reached, or whose file could not be created.
-    pub skipped: u64,
-    /// Bytes written across the files.
-    pub bytes: u64,
-    /// Files that stopped early, at a whole record, at the byte cap.
-    pub truncated: u64,
-    /// `--qlog-max-files`.
-    pub max_files: u64,
-    /// `--qlog-max-bytes`.
-    pub max_bytes: u64,
-}
-
-impl QuicQlog {
-    /// One line for the shutdown summary: where the files are, and what
-    /// the caps left out.
-    pub fn summary(&self) -> String {
-        format!(
-            "qlog: {} files ({} bytes) in {}; {} connections not logged (caps: {} files, {} bytes; {} files cut at the byte cap)",
-            self.files,
-            self.bytes,
-            self.dir,
-            self.skipped,
-            self.max_files,
-            self.max_bytes,
-            self.truncated
-        )
-    }
+    pub qlog: Option<tlslab_runtime::qlog::Qlog>,
 }
 
 impl QuicSnapshot {
