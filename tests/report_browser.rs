@@ -5,7 +5,7 @@
 //! rendered DOM must hold every chart as a non-empty SVG.
 //!
 //! Needs Chromium (`apt-get install -y chromium`); `.ci/run` installs it
-//! and runs this with `cargo test --test report_browser -- --ignored`.
+//! and runs this with `cargo test --release --test report_browser -- --ignored`.
 //! Without it the test skips loudly, and fails under `CI=true`.
 
 mod common;

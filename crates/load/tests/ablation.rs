@@ -179,8 +179,13 @@ fn perfect_cache(clients: usize) {
     c.clients = clients;
     let r = tlslab_load::run(&c).unwrap();
     assert_eq!(r.requests.succeeded, 10, "{:?}", r.errors);
-    assert_eq!(r.handshake.full.count, clients as u64);
-    assert_eq!(r.reuse.resumed_count, 10 - clients as u64);
+    // The first handshake is full (the priming one is outside the
+    // statistics), and so is any other client's first that starts before
+    // the universal session exists (which depends on scheduling): one full
+    // handshake at least, one per client at most, every other resumed.
+    let full = r.handshake.full.count;
+    assert!((1..=clients as u64).contains(&full), "{full} full handshakes");
+    assert_eq!(r.reuse.resumed_count, 10 - full);
     s.shutdown();
 }
 
