@@ -15,12 +15,18 @@
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE AFTER [PAIRS] [SECONDS]" >&2; exit 2; }
 A=$1 B=$2 PAIRS=${3:-5} SECS=${4:-5}
+case "${PROTO:=h1}" in
+  h1) proto=() srvproto=() ;;
+  h2) proto=(--h2 -m 10) srvproto=() ;;
+  h3) proto=(--h3 -m 10) srvproto=(--h3) ;;
+  *) echo "$0: PROTO=$PROTO is not a protocol; use h1, h2 or h3" >&2; exit 2 ;;
+esac
 for t in "$A" "$B"; do [ -x "$t" ] || { echo "$0: $t is not an executable" >&2; exit 2; }; done
 dir=$(mktemp -d)
 srv=""
 trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$dir"' EXIT
 head -c 4096 /dev/zero | tr '\0' 'x' > "$dir/4k.bin"
-taskset -c 0 "$B" serve --listen 127.0.0.1:0 --root "$dir" --threads 1 --tls 1.2,1.3 --tickets on \
+taskset -c 0 "$B" serve --listen 127.0.0.1:0 --root "$dir" --threads 1 --tls 1.2,1.3 --tickets on "${srvproto[@]}" \
   </dev/null >"$dir/serve.out" 2>"$dir/serve.err" &
 srv=$!
 url=""
@@ -33,7 +39,7 @@ done
 
 load() { # binary label
   taskset -c 1 "$1" load "$url/4k.bin" --insecure --threads 1 --no-progress -c 50 \
-    --tls 1.3 --requests-per-conn "${K:-0}" -d "${SECS}s" --json "$dir/$2.json" </dev/null >/dev/null 2>&1
+    --tls 1.3 "${proto[@]}" --requests-per-conn "${K:-0}" -d "${SECS}s" --json "$dir/$2.json" </dev/null >/dev/null 2>&1
 }
 us() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['client_cpu']['per_request_us'], j['requests']['succeeded'])" "$dir/$1.json"; }
 

@@ -14,10 +14,18 @@
 # the same time instead, both on CPU 0, each driven by its own load on CPU 1,
 # so that the machine's other work hits both alike. With K=1 every
 # connection carries one request, a full handshake (no reuse): server CPU
-# per handshake instead. Every address is 127.0.0.1.
+# per handshake instead. PROTO picks the protocol: h1 (the default,
+# HTTP/1.1), h2 (`--h2 -m 10`, h2load's -m) or h3 (HTTP/3 over QUIC, `--h3
+# -m 10`; the server also gets `--h3`). Every address is 127.0.0.1.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE AFTER [PAIRS] [SECONDS]" >&2; exit 2; }
 A=$1 B=$2 PAIRS=${3:-5} SECS=${4:-5}
+case "${PROTO:=h1}" in
+  h1) proto=() srvproto=() ;;
+  h2) proto=(--h2 -m 10) srvproto=() ;;
+  h3) proto=(--h3 -m 10) srvproto=(--h3) ;;
+  *) echo "$0: PROTO=$PROTO is not a protocol; use h1, h2 or h3" >&2; exit 2 ;;
+esac
 for t in "$A" "$B"; do [ -x "$t" ] || { echo "$0: $t is not an executable" >&2; exit 2; }; done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -29,7 +37,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 start() { # binary label: starts a server, writes its pid and URL to $dir/label.*
   local bin=$1 label=$2
   taskset -c 0 "$bin" serve --listen 127.0.0.1:0 --root "$dir" --threads 1 \
-    --tls 1.2,1.3 --tickets on </dev/null >"$dir/$label.out" 2>"$dir/$label.err" &
+    --tls 1.2,1.3 --tickets on "${srvproto[@]}" </dev/null >"$dir/$label.out" 2>"$dir/$label.err" &
   echo $! >"$dir/$label.pid"
   local url=""
   for _ in $(seq 100); do
@@ -43,7 +51,7 @@ start() { # binary label: starts a server, writes its pid and URL to $dir/label.
 
 load() { # label: drives that server for SECS seconds
   taskset -c 1 "$B" load "$(cat "$dir/$1.url")/4k.bin" --insecure --threads 1 --no-progress -c 50 \
-    --tls 1.3 --requests-per-conn "${K:-0}" -d "${SECS}s" --json "$dir/$1.json" </dev/null >/dev/null 2>&1
+    --tls 1.3 "${proto[@]}" --requests-per-conn "${K:-0}" -d "${SECS}s" --json "$dir/$1.json" </dev/null >/dev/null 2>&1
 }
 
 report() { # label cpu-ticks-before cpu-ticks-after
