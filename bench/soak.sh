@@ -9,7 +9,7 @@
 # bounded by the soak's length. Beside it, real `tlslab load`s: HTTP/1.1
 # against each engine, HTTP/2 and HTTP/3 against serve. The test
 # (tests/soak.rs) measures the quiet p99s first in the same run, then
-# asserts 0 errors, p99 within 2x quiet, RSS flat (±10 % first-to-last
+# asserts 0 errors, p99 within 2x quiet, RSS flat (±10 %, medians of first-to-last
 # quarter after warm-up), bounded file descriptors, the QUIC limit held and
 # reached, and each flood's own real HTTP/3 client served without an
 # error, and prints each figure for BENCHMARKS.md.

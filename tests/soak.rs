@@ -503,24 +503,38 @@ fn quic_open_max(metrics: SocketAddr, until: Instant) -> std::thread::JoinHandle
 fn check_flat(name: &str, s: &Samples, warm: f64) -> String {
     let after: Vec<_> = s.iter().filter(|(t, ..)| *t >= warm).collect();
     assert!(after.len() >= 5, "{name}: too few samples after warm-up");
-    // Flat: the mean RSS of the last quarter after warm-up against that of
-    // the first quarter (growth, not the allocator's breathing).
+    // Flat: the median RSS of the last quarter after warm-up against that
+    // of the first quarter (growth, not the allocator's breathing: a few
+    // seconds of a starved server's backlog do not move a median, a leak
+    // does).
     let q = (after.len() / 4).max(1);
-    let mean =
-        |xs: &[&(f64, u64, usize)]| xs.iter().map(|x| x.1 as f64).sum::<f64>() / xs.len() as f64;
-    let first = mean(&after[..q]);
-    let last = mean(&after[after.len() - q..]);
+    let median = |xs: &[&(f64, u64, usize)]| {
+        let mut v: Vec<u64> = xs.iter().map(|x| x.1).collect();
+        v.sort_unstable();
+        v[v.len() / 2] as f64
+    };
+    let first = median(&after[..q]);
+    let last = median(&after[after.len() - q..]);
+    // The course of RSS after warm-up, about ten points, for a failure's
+    // reader to tell a trend from a spike.
+    let step = (after.len() / 10).max(1);
+    let course: Vec<String> = after
+        .iter()
+        .step_by(step)
+        .map(|x| format!("{:.0}s {:.1}", x.0, x.1 as f64 / 1024.0))
+        .collect();
     let max_rss = after.iter().map(|x| x.1).max().unwrap_or(0) as f64;
     let min_rss = after.iter().map(|x| x.1).min().unwrap_or(0) as f64;
     let max_fds = s.iter().map(|x| x.2).max().unwrap_or(0);
     let drift = (last - first) / first;
     let line = format!(
-        "{name}: RSS after warm-up {:.1}–{:.1} MB, first-to-last quarter {:+.1} % ({:.1} → {:.1} MB), max fds {max_fds}",
+        "{name}: RSS after warm-up {:.1}–{:.1} MB, first-to-last quarter (medians) {:+.1} % ({:.1} → {:.1} MB; course in MB: {}), max fds {max_fds}",
         min_rss / 1024.0,
         max_rss / 1024.0,
         drift * 100.0,
         first / 1024.0,
-        last / 1024.0
+        last / 1024.0,
+        course.join(", ")
     );
     assert!(drift.abs() <= 0.10, "{line}: RSS is not flat (±10 %)");
     // idle + slowloris + the per-connection churn + the real load, with room.
