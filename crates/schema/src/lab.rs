@@ -287,4 +287,39 @@ mod tests {
         }
         assert!(missing.is_empty(), "undocumented lab fields: {missing:?}");
     }
+
+    #[test]
+    fn every_explain_field_is_documented_in_the_schema_doc() {
+        let doc = include_str!("../../../docs/schema.md");
+        let start = doc.find("### `tlslab lab --json").unwrap();
+        let section = &doc[start..];
+        let section = &section[..section[4..].find("\n### ").map_or(section.len(), |i| i + 4)];
+        let split = crate::costs::CostSplit {
+            warnings: vec!["w".into()],
+            ..Default::default()
+        };
+        let cell = serde_json::to_value(CellCosts {
+            server: split.clone(),
+            client: split,
+        })
+        .unwrap();
+        let explain = serde_json::to_value(Explain::default()).unwrap();
+        let mut missing = Vec::new();
+        for (v, prefix) in [
+            (&cell, "cells[].costs"),
+            (&cell["server"], ""),
+            (&explain, ""),
+        ] {
+            for k in v.as_object().unwrap().keys() {
+                if !section.contains(&format!("`{k}`")) {
+                    missing.push(format!("{prefix} {k}"));
+                }
+            }
+        }
+        assert!(section.contains("`cells[].costs`") && section.contains("`explain`"));
+        assert!(
+            missing.is_empty(),
+            "undocumented --explain fields: {missing:?}"
+        );
+    }
 }

@@ -69,7 +69,7 @@ fn paranoid() -> Option<String> {
 /// The id of tracepoint `name` (`group/event`), from the first events
 /// directory that has it.
 fn tracepoint_id(name: &str) -> Result<u64, String> {
-    let mut last = String::new();
+    let mut errors = Vec::new();
     for dir in EVENT_DIRS {
         let path = format!("{dir}/{name}/id");
         match std::fs::read_to_string(&path) {
@@ -77,12 +77,13 @@ fn tracepoint_id(name: &str) -> Result<u64, String> {
                 return parse_id(&text)
                     .ok_or_else(|| format!("{path} holds {:?}, not a tracepoint id", text.trim()));
             }
-            Err(e) => last = format!("{path}: {e}"),
+            Err(e) => errors.push(format!("{path}: {e}")),
         }
     }
     Err(format!(
-        "cannot read the id of tracepoint {name} ({last}); as root, mount tracefs with \
-         `mount -t tracefs nodev /sys/kernel/tracing`"
+        "cannot read the id of tracepoint {name} ({}); run as root (tracefs is root's), with \
+         tracefs mounted: `mount -t tracefs nodev /sys/kernel/tracing`",
+        errors.join("; ")
     ))
 }
 
