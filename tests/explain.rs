@@ -14,7 +14,9 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use nix::sys::resource::{UsageWho, getrusage};
 
 use common::{assert_no_panic, expect_ok, load_json, run_tlslab, tempdir};
 use tlslab_schema::costs::CostSplit;
@@ -44,7 +46,9 @@ fn explain_splits_cpu_per_request_and_counts_one_write_per_keep_alive_response()
         "--json",
         json.to_str().expect("utf-8"),
     ];
+    let (others0, started) = (OtherCpu::now(), Instant::now());
     let out = run_tlslab(&lab, Duration::from_secs(240));
+    let others = OtherCpu::now().since(&others0) / started.elapsed().as_secs_f64();
     let stdout = expect_ok(&out);
     assert_no_panic(&out.stderr);
     assert!(
@@ -69,7 +73,7 @@ fn explain_splits_cpu_per_request_and_counts_one_write_per_keep_alive_response()
         }
     };
 
-    // CPU µs and task-clock µs summed over the cells, per side.
+    // CPU and task clock summed over the cells (µs), per side.
     let (mut server, mut client) = ((0.0, 0.0), (0.0, 0.0));
     for c in &r.cells {
         let costs = c
@@ -98,13 +102,27 @@ fn explain_splits_cpu_per_request_and_counts_one_write_per_keep_alive_response()
         }
     }
     // The check that is not by construction: over the run, the kernel's
-    // task clock against the /proc CPU total the parts add up to. (A cell
-    // on a busy machine can be further off: the scheduler bills a thread
-    // for the switch to it, the task clock does not; the report warns.)
+    // task clock against the /proc CPU total the parts add up to. The
+    // scheduler bills a thread for the switch to it and the task clock
+    // does not; the server sleeps between requests, so on a machine busy
+    // with other processes (dearer switches) its two figures part by more
+    // than 10 % (the report warns). The client is busy throughout.
     for (side, (cpu, tc)) in [("server", server), ("client", client)] {
+        if side == "server" && others > 0.10 {
+            eprintln!(
+                "SKIPPED the server's task-clock check: other processes used {:.0} % of a CPU \
+                 during the lab (task clock {:.2} s against {:.2} s of CPU)",
+                others * 100.0,
+                tc / 1e6,
+                cpu / 1e6
+            );
+            continue;
+        }
         assert!(
             !syscalls || (tc - cpu).abs() <= 0.10 * cpu,
-            "{side}: task clock {tc:.0} µs against {cpu:.0} µs of CPU"
+            "{side}: task clock {:.2} s against {:.2} s of CPU",
+            tc / 1e6,
+            cpu / 1e6
         );
     }
 
@@ -157,5 +175,33 @@ fn explain_splits_cpu_per_request_and_counts_one_write_per_keep_alive_response()
                 "plain keep-alive {side}: {s:?}"
             );
         }
+    }
+}
+
+/// The machine's busy CPU time (`/proc/stat`) less this process's children's
+/// (`getrusage`), seconds: what other processes used.
+struct OtherCpu(f64);
+
+impl OtherCpu {
+    fn now() -> OtherCpu {
+        let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+        let ticks: Vec<f64> = stat
+            .lines()
+            .next()
+            .expect("a cpu line")
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal ...: busy is all
+        // but idle and iowait; clock ticks at 100 Hz (USER_HZ).
+        let busy = ticks.iter().sum::<f64>() - ticks[3] - ticks[4];
+        let u = getrusage(UsageWho::RUSAGE_CHILDREN).expect("getrusage");
+        let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        OtherCpu(busy / 100.0 - s(u.user_time()) - s(u.system_time()))
+    }
+
+    fn since(&self, earlier: &OtherCpu) -> f64 {
+        self.0 - earlier.0
     }
 }
