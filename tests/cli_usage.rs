@@ -173,7 +173,7 @@ const FLAGS: &[(&str, &str)] = &[
          --h3 --flood --flood-rate --flood-max --confirm-flood --flood-allow-remote",
     ),
     ("sweep", "--over --factor --steps --knee --groups --suites"),
-    ("lab", "--quick --cell --clients --json --path"),
+    ("lab", "--quick --cell --clients --json --path --explain"),
     (
         "breakdown",
         "--insecure-ablation --workload --reuse --file-size --tls --key-type --quick \

@@ -22,9 +22,12 @@ use crate::args::{Cli, Command};
 /// allocate and free small buffers on every handshake and request (rustls
 /// messages, hyper headers, tokio tasks). glibc's malloc/free took about
 /// 8 % of `tlslab serve`'s CPU per full TLS 1.3 handshake, mimalloc's about
-/// half of that.
+/// half of that. Wrapped in a counter of allocations per thread that
+/// counts only under `lab --explain` (otherwise one relaxed load per
+/// allocation; docs/lab.md gives the cost of both).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tlslab_runtime::CountingAlloc<mimalloc::MiMalloc> =
+    tlslab_runtime::CountingAlloc::new(mimalloc::MiMalloc);
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

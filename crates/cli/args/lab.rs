@@ -19,7 +19,9 @@ use crate::parse::{parse_duration, parse_key_type, parse_path_spec};
     P-256 and RSA-2048; then TLS 1.3 0-RTT, and HTTP/3 over QUIC full, resumed, 0-RTT and \
     keep-alive against the matching TCP+TLS 1.3 cells (ECDSA P-256, same group). Prints \
     requests/s (client-observed) and server CPU per request (server-observed) for each row, \
-    the ratios full/plain, resumed/full, keep-alive/full, and QUIC/TCP.")]
+    the ratios full/plain, resumed/full, keep-alive/full, and QUIC/TCP. With --explain, a second \
+    table splits each cell's CPU per request into crypto, kernel time and the rest, with \
+    syscalls, writes and allocations per request (sudo tlslab lab --quick --explain).")]
 pub struct LabArgs {
     /// Short cells: finishes within about 15 s instead of about 90 s.
     #[arg(long)]
@@ -46,6 +48,19 @@ pub struct LabArgs {
     /// cells cross the one path one after another; the report names its files and counts.
     #[arg(long, value_name = "SPEC", value_parser = parse_path_spec)]
     pub path: Option<tlslab_path::PathConfig>,
+
+    /// After the table, split each cell's CPU per request, for the server (its worker's threads
+    /// over the whole run, per request served) and the client (the load engine's threads over
+    /// the window, per request completed), into: crypto (the metering provider's time), kernel
+    /// (system CPU time), and the remainder (user time outside the meter); with syscalls and
+    /// writes (write, writev, sendto, sendmsg, sendmmsg) per request from per-thread
+    /// perf_event_open tracepoint counters, perf's task clock as a check on the CPU total, and
+    /// allocations and bytes allocated per request from a counting allocator. Syscall counts
+    /// need root (or kernel.perf_event_paranoid=-1) and tracefs mounted; otherwise they are
+    /// printed as unavailable with the fix. In --json: `costs` per cell and `explain`. Costs a
+    /// few % of throughput while on (docs/lab.md).
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// The request pattern of `tlslab breakdown`.

@@ -41,6 +41,7 @@ pub fn lab_config(a: &LabArgs) -> anyhow::Result<tlslab_experiment::lab::LabConf
         clients: a.clients,
         quick: a.quick,
         path: a.path.clone(),
+        explain: a.explain,
     })
 }
 

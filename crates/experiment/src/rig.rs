@@ -17,6 +17,7 @@ use tlslab_crypto::provider::Version;
 use tlslab_load::{LoadConfig, Target, Trust};
 use tlslab_path::PathHandle;
 use tlslab_report::LoadReport;
+use tlslab_runtime::ThreadCosts;
 use tlslab_server::{
     CertSource, Content, H3Settings, ServeConfig, Server, SessionCache, TlsSettings,
 };
@@ -243,6 +244,8 @@ pub(crate) struct Reading {
     pub crypto: Snapshot,
     /// Redis GETs: hits, misses, timeouts, errors (a shared cache only).
     pub redis: [u64; 4],
+    /// With the probes on (`lab --explain`): the server threads' costs.
+    pub costs: Option<ThreadCosts>,
 }
 
 impl Reading {
@@ -274,6 +277,7 @@ impl Reading {
             redis: snap
                 .redis
                 .map_or([0; 4], |r| [r.hits, r.misses, r.timeouts, r.errors]),
+            costs: tlslab_runtime::costs::probes().map(|_| server.thread_costs()),
         }
     }
 
@@ -289,6 +293,7 @@ impl Reading {
             quic: self.quic.since(&before.quic),
             crypto: self.crypto.diff(&before.crypto),
             redis: std::array::from_fn(|i| self.redis[i].saturating_sub(before.redis[i])),
+            costs: self.costs.zip(before.costs).map(|(a, b)| a.since(b)),
         }
     }
 }
@@ -310,6 +315,9 @@ pub(crate) struct Measured {
     /// warm-up (by this process's clock; the load starts its window a few
     /// ms later, after building its runtime) to its end.
     pub window: Reading,
+    /// The server's counters over the whole run (the window of
+    /// `server_cpu_us_per_request`).
+    pub run: Reading,
 }
 
 /// Runs `load` over `transport` against `server` and measures the
@@ -347,6 +355,7 @@ pub(crate) fn run_measured_over(
         server_sign: (sign.calls > 0)
             .then(|| (sign.nanos as f64 / 1e3 / sign.calls as f64, sign.calls)),
         window,
+        run: d,
     })
 }
 

@@ -177,6 +177,7 @@ pub fn build_report(
             busy_fraction: busy,
             saturated,
             warning,
+            costs: None,
         },
         config,
         window,

@@ -8,6 +8,8 @@ use nix::sys::resource::{UsageWho, getrusage};
 use nix::time::{ClockId, clock_gettime};
 use parking_lot::Mutex;
 
+use crate::costs::{Extra, Probe, ThreadCosts};
+
 /// The CPU time the calling thread has used so far (user + system),
 /// from `CLOCK_THREAD_CPUTIME_ID` (nanoseconds). Zero if the clock cannot
 /// be read.
@@ -38,12 +40,15 @@ pub fn process_cpu_time() -> Duration {
 /// has them); the split between user and system follows the ratio of the
 /// clock-tick `utime`/`stime` counters, as the kernel itself splits a
 /// thread's runtime. A thread with no tick yet counts as all user time.
+/// [`since`](CpuTime::since) splits a window by the ticks of that window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuTime {
     /// Time in user mode.
     pub user: Duration,
     /// Time in the kernel on the threads' behalf.
     pub sys: Duration,
+    /// The `utime` and `stime` clock ticks the split came from.
+    ticks: [u64; 2],
 }
 
 impl CpuTime {
@@ -52,12 +57,18 @@ impl CpuTime {
         self.user + self.sys
     }
 
-    /// The time used since `earlier` (each part saturating at zero).
+    /// The time used since `earlier`: the difference of the totals
+    /// (saturating at zero), split in the ratio of the ticks counted in
+    /// between. (Subtracting each part would not keep the total: both
+    /// parts follow the whole-life tick ratio, which moves.)
     pub fn since(self, earlier: CpuTime) -> CpuTime {
-        CpuTime {
-            user: self.user.saturating_sub(earlier.user),
-            sys: self.sys.saturating_sub(earlier.sys),
-        }
+        let total = self.total().saturating_sub(earlier.total());
+        let ns = total.as_nanos().min(u128::from(u64::MAX)) as u64;
+        split(
+            ns,
+            self.ticks[0].saturating_sub(earlier.ticks[0]),
+            self.ticks[1].saturating_sub(earlier.ticks[1]),
+        )
     }
 }
 
@@ -68,6 +79,7 @@ impl Add for CpuTime {
         CpuTime {
             user: self.user + o.user,
             sys: self.sys + o.sys,
+            ticks: [self.ticks[0] + o.ticks[0], self.ticks[1] + o.ticks[1]],
         }
     }
 }
@@ -86,8 +98,24 @@ pub struct Threads {
 
 #[derive(Debug, Default)]
 struct Inner {
-    live: Vec<i32>,
+    live: Vec<Member>,
     retired: CpuTime,
+    /// The probes' final counts of retired threads.
+    retired_extra: Extra,
+}
+
+/// A live registered thread, probed if [`crate::costs::enable`] was called
+/// before it registered.
+#[derive(Debug)]
+struct Member {
+    tid: i32,
+    probe: Option<Probe>,
+}
+
+impl Member {
+    fn extra(&mut self) -> Extra {
+        self.probe.as_mut().map_or(Extra::UNPROBED, Probe::read)
+    }
 }
 
 impl Threads {
@@ -95,8 +123,9 @@ impl Threads {
     pub fn register(&self) {
         let tid = nix::unistd::gettid().as_raw();
         let mut inner = self.inner.lock();
-        if !inner.live.contains(&tid) {
-            inner.live.push(tid);
+        if !inner.live.iter().any(|m| m.tid == tid) {
+            let probe = Probe::attach(tid);
+            inner.live.push(Member { tid, probe });
         }
     }
 
@@ -105,12 +134,13 @@ impl Threads {
     pub fn retire(&self) {
         let tid = nix::unistd::gettid().as_raw();
         let mut inner = self.inner.lock();
-        let Some(i) = inner.live.iter().position(|t| *t == tid) else {
+        let Some(i) = inner.live.iter().position(|m| m.tid == tid) else {
             return;
         };
-        inner.live.swap_remove(i);
+        let mut member = inner.live.swap_remove(i);
         let last = task_cpu(tid).unwrap_or_default();
         inner.retired = inner.retired + last;
+        inner.retired_extra = inner.retired_extra.add(member.extra());
     }
 
     /// The CPU time used by every thread that ever registered: the live
@@ -120,8 +150,24 @@ impl Threads {
         inner
             .live
             .iter()
-            .filter_map(|tid| task_cpu(*tid))
+            .filter_map(|m| task_cpu(m.tid))
             .fold(inner.retired, Add::add)
+    }
+
+    /// [`cpu_time`](Self::cpu_time) with what the probes counted (see
+    /// [`crate::costs`]): syscalls, writes, the task clock and allocations
+    /// of every thread that ever registered, each `None` unless every one
+    /// of them was probed.
+    pub fn costs(&self) -> ThreadCosts {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        let mut cpu = inner.retired;
+        let mut extra = inner.retired_extra;
+        for m in &mut inner.live {
+            cpu = cpu + task_cpu(m.tid).unwrap_or_default();
+            extra = extra.add(m.extra());
+        }
+        extra.with_cpu(cpu)
     }
 
     /// The time the live threads have spent runnable but waiting for a
@@ -134,7 +180,8 @@ impl Threads {
         let ns: u64 = inner
             .live
             .iter()
-            .filter_map(|tid| {
+            .filter_map(|m| {
+                let tid = m.tid;
                 let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
                 s.split_whitespace().nth(1)?.parse::<u64>().ok()
             })
@@ -223,6 +270,7 @@ fn split(total_ns: u64, utime: u64, stime: u64) -> CpuTime {
     CpuTime {
         user: Duration::from_nanos(total_ns - sys_ns),
         sys: Duration::from_nanos(sys_ns),
+        ticks: [utime, stime],
     }
 }
 
@@ -281,6 +329,30 @@ mod tests {
             split(u64::MAX, u64::MAX, u64::MAX).total().as_nanos(),
             u64::MAX as u128
         );
+    }
+
+    #[test]
+    fn a_window_keeps_its_total_and_is_split_by_its_own_ticks() {
+        // Half and half over the thread's life so far...
+        let before = split(1_000_000, 50, 50);
+        // ...then 100 µs more, all of it in the kernel: the whole-life
+        // split now gives user less than before.
+        let after = split(1_100_000, 50, 70);
+        assert!(after.user < before.user);
+        let d = after.since(before);
+        assert_eq!(d.total(), Duration::from_micros(100));
+        assert_eq!(d.sys, Duration::from_micros(100));
+        // A window without a tick counts as user time; a later `earlier`
+        // saturates at zero.
+        let d = split(1_200_000, 50, 70).since(after);
+        assert_eq!(
+            (d.user, d.sys),
+            (Duration::from_micros(100), Duration::ZERO)
+        );
+        assert_eq!(before.since(after).total(), Duration::ZERO);
+        // Sums keep the ticks, so a window over a set splits by the set's.
+        let set = before + split(500, 1, 3);
+        assert_eq!(set.since(before).sys, Duration::from_nanos(375));
     }
 
     #[test]

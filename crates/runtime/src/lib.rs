@@ -22,7 +22,12 @@
 //! - [`raise_nofile_limit`] lifts the soft file-descriptor limit to the
 //!   hard one, once at start.
 //! - [`tcp_info`] reads the kernel's TCP_INFO of a socket (segments, MSS,
-//!   congestion window): the workspace's one `unsafe` block.
+//!   congestion window): one `unsafe` block.
+//! - [`costs`]: what a thread set's CPU went on (`tlslab lab --explain`):
+//!   per-thread syscall, write and task-clock counters from
+//!   `perf_event_open`, and allocations counted by [`CountingAlloc`] (the
+//!   tlslab binary's global allocator; its `unsafe impl GlobalAlloc` is the
+//!   workspace's other `unsafe`), summed by [`Threads::costs`].
 //! - [`cork`] and [`uncorked`] coalesce a connection's flushed writes
 //!   (TLS flights, HTTP responses, `close_notify`) into one `write` per
 //!   wait of the task that owns it.
@@ -35,6 +40,7 @@
 //! (that is `tlslab-experiment`).
 
 pub mod cork;
+pub mod costs;
 mod cpu;
 mod date;
 pub mod idle;
@@ -48,12 +54,19 @@ pub mod tcp_info;
 pub mod testkit;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
+pub use costs::{CountingAlloc, ThreadCosts};
 pub use cpu::{CpuTime, Threads, process_cpu, process_cpu_time, thread_cpu_time};
 pub use date::civil_from_days;
 pub use io::{ByteCount, CountingIo, IoObserver};
 pub use limits::{NofileLimit, raise_nofile_limit};
 pub use pin::{CpuPin, allowed_cpus};
 pub use runtime::RuntimeSpec;
+
+/// The unit tests count allocations (`costs`): a counting allocator over
+/// the system's.
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOC: CountingAlloc<std::alloc::System> = CountingAlloc::new(std::alloc::System);
 
 /// Why a runtime could not be built or its threads pinned.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,8 @@
 //! retransmissions, as `ss -ti` shows them.
 //!
 //! Neither nix 0.30 nor socket2 0.6 nor rustix 1.1 exposes TCP_INFO, so
-//! this is the workspace's one `unsafe` block: a `getsockopt` into a
+//! this is one of the workspace's two `unsafe` places (the other is
+//! the counting allocator, costs/alloc.rs): a `getsockopt` into a
 //! zeroed `libc::tcp_info` of the size passed, which the kernel fills up to
 //! that size (older kernels fill less; the rest stays zero).
 

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::costs::{CellCosts, Explain};
 use crate::float::or_nan;
 use crate::load::LoadReport;
 use crate::placement::Placement;
@@ -101,6 +102,11 @@ pub struct CellResult {
     pub server_handshakes: Option<Handshakes>,
     /// Handshakes by kind, client-observed over the same window.
     pub client_handshakes: Option<Handshakes>,
+    /// With `--explain`: CPU per request split into crypto, kernel time
+    /// and the remainder, with syscalls, writes and allocations per
+    /// request, server-observed and client-observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<CellCosts>,
 }
 
 /// Ratios for one version and key type.
@@ -157,6 +163,9 @@ pub struct LabReport<P = serde_json::Value> {
     /// (`tlslab path --json`'s report; a reader gets it as JSON).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wan_path: Option<P>,
+    /// With `--explain`: which of its counts this run could measure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explain>,
 }
 
 /// QUIC against TCP+TLS 1.3 for one connection pattern.
@@ -277,5 +286,40 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "undocumented lab fields: {missing:?}");
+    }
+
+    #[test]
+    fn every_explain_field_is_documented_in_the_schema_doc() {
+        let doc = include_str!("../../../docs/schema.md");
+        let start = doc.find("### `tlslab lab --json").unwrap();
+        let section = &doc[start..];
+        let section = &section[..section[4..].find("\n### ").map_or(section.len(), |i| i + 4)];
+        let split = crate::costs::CostSplit {
+            warnings: vec!["w".into()],
+            ..Default::default()
+        };
+        let cell = serde_json::to_value(CellCosts {
+            server: split.clone(),
+            client: split,
+        })
+        .unwrap();
+        let explain = serde_json::to_value(Explain::default()).unwrap();
+        let mut missing = Vec::new();
+        for (v, prefix) in [
+            (&cell, "cells[].costs"),
+            (&cell["server"], ""),
+            (&explain, ""),
+        ] {
+            for k in v.as_object().unwrap().keys() {
+                if !section.contains(&format!("`{k}`")) {
+                    missing.push(format!("{prefix} {k}"));
+                }
+            }
+        }
+        assert!(section.contains("`cells[].costs`") && section.contains("`explain`"));
+        assert!(
+            missing.is_empty(),
+            "undocumented --explain fields: {missing:?}"
+        );
     }
 }

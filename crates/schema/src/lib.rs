@@ -13,7 +13,8 @@
 //! - [`breakdown`]: `tlslab breakdown --json`
 //!   ([`breakdown::BreakdownReport`]).
 //! - [`cluster`]: `tlslab cluster --json` ([`cluster::ClusterReport`]).
-//! - [`lab`]: `tlslab lab --json` ([`lab::LabReport`]).
+//! - [`lab`]: `tlslab lab --json` ([`lab::LabReport`]), and [`costs`]:
+//!   its `--explain` split of CPU per request.
 //! - [`overload`]: `tlslab overload --json` ([`overload::OverloadReport`])
 //!   and the user-session figures of `tlslab load --users`.
 //! - [`agent`]: an agent's `complete.json` and `counters.json` (`load --out`).
@@ -26,6 +27,7 @@
 pub mod agent;
 pub mod breakdown;
 pub mod cluster;
+pub mod costs;
 pub mod counters;
 pub mod engine;
 pub mod float;

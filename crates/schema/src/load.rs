@@ -511,6 +511,10 @@ pub struct ClientCpu {
     pub saturated: bool,
     /// Set when saturated: the run then measures the client, not the server.
     pub warning: Option<String>,
+    /// With the probes on (`tlslab lab --explain`): the engine threads'
+    /// crypto time, syscalls, writes and allocations over the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<crate::costs::WindowCosts>,
 }
 
 /// One agent in the merged report.

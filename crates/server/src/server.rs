@@ -450,6 +450,15 @@ impl Server {
         self.shared.stats.threads.cpu_time().total()
     }
 
+    /// What the server runtime's threads did so far: their CPU time (as
+    /// [`cpu_time`](Self::cpu_time)) with the syscalls, writes, task clock
+    /// and allocations the probes counted, each `None` unless
+    /// [`tlslab_runtime::costs::enable`] was called before the server
+    /// started (see [`tlslab_runtime::Threads::costs`]).
+    pub fn thread_costs(&self) -> tlslab_runtime::ThreadCosts {
+        self.shared.stats.threads.costs()
+    }
+
     /// Stops gracefully: stops accepting, asks every connection to finish
     /// its in-flight requests and close (HTTP/2 GOAWAY, HTTP/1 after the
     /// current response), waits up to 5 s for them, then stops the runtime

@@ -412,6 +412,20 @@ impl Snapshot {
         t
     }
 
+    /// The time spent in cryptographic operations: the nanoseconds of
+    /// every op but the session store's ([`Op::StoreGet`], [`Op::StorePut`]:
+    /// look-ups, not crypto). Wall clock inside the calls, the meter's own
+    /// overhead included (see [`self_overhead`]).
+    pub fn crypto_time(&self) -> Duration {
+        let ns = self
+            .entries
+            .iter()
+            .filter(|e| !matches!(e.op, Op::StoreGet | Op::StorePut))
+            .map(|e| e.nanos)
+            .sum();
+        Duration::from_nanos(ns)
+    }
+
     /// The counters of `op` under `label` (e.g. `"x25519"`), if that label
     /// exists for the op.
     pub fn get(&self, op: Op, label: &str) -> Option<OpStat> {

@@ -261,6 +261,18 @@ fn snapshot_diff_and_json() {
 }
 
 #[test]
+fn crypto_time_sums_every_op_but_the_session_store() {
+    let m = Meter::new();
+    m.add(Op::Sign, 0, 1, 700, 0);
+    m.add(Op::SealApplication, 0, 2, 50, 10);
+    m.add(Op::StoreGet, 0, 1, 9_000, 0);
+    m.add(Op::StorePut, 0, 1, 9_000, 0);
+    m.add(Op::TicketOpen, 0, 1, 250, 0);
+    assert_eq!(m.snapshot().crypto_time(), Duration::from_nanos(1_000));
+    assert_eq!(Meter::new().snapshot().crypto_time(), Duration::ZERO);
+}
+
+#[test]
 fn concurrent_records_all_count() {
     let m = Meter::new();
     let threads: Vec<_> = (0..8)

@@ -9,10 +9,15 @@
 //! each cell's window; CPU per request is server-observed (the server
 //! worker's CPU time over the whole run divided by the requests it served).
 //!
+//! With `--explain`, [`explain`] splits each cell's CPU per request, for
+//! the server and the client, into crypto, kernel time and the remainder,
+//! with syscalls, writes and allocations per request.
+//!
 //! [`quic`] adds HTTP/3 cells beside TCP: full, resumed, 0-RTT and
 //! keep-alive over QUIC on the same servers, each against the matching
 //! TCP+TLS 1.3 cell (same key, group and provider).
 
+mod explain;
 mod quic;
 
 use std::time::Duration;
@@ -45,6 +50,10 @@ pub struct LabConfig {
     /// Run every cell across a packet-level WAN path (`tlslab path`):
     /// the server in its namespace, the load in the other. Needs root.
     pub path: Option<tlslab_path::PathConfig>,
+    /// Split each cell's CPU per request into crypto, kernel time and the
+    /// remainder, with syscalls, writes and allocations per request, for
+    /// the server and the client (`--explain`).
+    pub explain: bool,
 }
 
 pub use tlslab_schema::lab::{CellResult, Mode, Ratios};
@@ -129,6 +138,8 @@ fn start_server(
 
 /// Runs the lab. `progress` receives one line per cell as it finishes.
 pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport, Error> {
+    // Before any runtime starts: threads are probed as they register.
+    let explain = cfg.explain.then(explain::enable);
     let placement = Placement::split();
     let path = cfg
         .path
@@ -240,6 +251,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         quic_cell_s: quic_cell.as_secs_f64(),
         quic_ratios,
         wan_path,
+        explain,
     })
 }
 
@@ -307,6 +319,11 @@ fn run_cell(
     let m = rig::on_client(path, || {
         rig::measure_over(&emb.server, &load, transport, label.trim())
     })?;
+    let costs = if cfg.explain {
+        explain::cell_costs(&m)
+    } else {
+        None
+    };
     let report = m.report;
     let hs = match mode {
         Mode::TlsFull | Mode::QuicFull => report.latency.handshake_full.p50_us,
@@ -342,6 +359,7 @@ fn run_cell(
         group,
         server_handshakes: tls.then_some(server_hs),
         client_handshakes: tls.then(|| Handshakes::of_report(&report)),
+        costs,
     })
 }
 
@@ -479,6 +497,7 @@ impl LabText for LabReport {
              the server CPU per request of the first mode is the second's."
         );
         quic::render(self, &mut s);
+        explain::render(self, &mut s);
         if let Some(p) = &self.wan_path {
             let _ = writeln!(
                 s,

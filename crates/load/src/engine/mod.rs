@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
 use tlslab_crypto::store::ClientSessions;
 use tlslab_report::{Collector, CpuUsage, CsvLog, LoadReport, Window};
-use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, Threads, allowed_cpus};
+use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, ThreadCosts, Threads, allowed_cpus};
 use tlslab_workload::ecommerce::Generator;
 use tlslab_workload::replay::Scheduler;
 use tokio::task::JoinSet;
@@ -223,6 +223,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         capacity,
     };
     let mut report = tlslab_report::build_report(config, window, &out.stats, out.unfinished, cpu);
+    report.client_cpu.costs = out.costs.map(|c| c.to_schema(out.crypto.crypto_time()));
     report.crypto = tlslab_report::CryptoPerHandshake::from_totals(
         report.reuse.handshakes,
         Op::ALL.into_iter().map(|op| {
@@ -318,6 +319,9 @@ struct Outcome {
     start_unix_ms: u64,
     measured: Duration,
     cpu: CpuTime,
+    /// With the probes on (`lab --explain`): the threads' costs over the
+    /// window.
+    costs: Option<ThreadCosts>,
     /// Connections whose first request was measured.
     connections: u64,
     /// Backoff waits after connections that could not be made, and their
@@ -378,6 +382,7 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
 
     tokio::time::sleep_until(window_start.into()).await;
     let cpu0 = threads.cpu_time();
+    let costs0 = tlslab_runtime::costs::probes().map(|_| threads.costs());
     let crypto0 = early_crypto0.unwrap_or_else(|| shared.meter.snapshot());
     // The wall-clock time of `window_start` itself, not of this line (which
     // a busy CPU may delay): agents' start skew is compared on it.
@@ -392,6 +397,7 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
     }
     let end = Instant::now();
     let cpu = threads.cpu_time().since(cpu0);
+    let costs = costs0.map(|c0| threads.costs().since(c0));
     let crypto = shared.meter.snapshot().diff(&crypto0);
     if let Some(p) = progress {
         p.abort();
@@ -405,6 +411,7 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
         start_unix_ms,
         measured: end.saturating_duration_since(window_start),
         cpu,
+        costs,
         connections: shared.connections.load(Ordering::Relaxed),
         backoff_waits: shared.backoff_waits.load(Ordering::Relaxed),
         backoff_ns: shared.backoff_ns.load(Ordering::Relaxed),

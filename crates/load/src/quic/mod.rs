@@ -369,7 +369,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
     let open_loop = cfg
         .open_loop
         .map(|ol| (ol, Arc::new(OpenLoopRun::default())));
-    let (cpu, crypto, measured, start_unix_ms, flood) = rt.block_on(async {
+    let (cpu, crypto, costs, measured, start_unix_ms, flood) = rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         match &open_loop {
             None => {
@@ -394,6 +394,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         }
         tokio::time::sleep_until(window_start.into()).await;
         let cpu0 = threads.cpu_time();
+        let costs0 = tlslab_runtime::costs::probes().map(|_| threads.costs());
         let crypto0 = meter.snapshot();
         let start_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -409,6 +410,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
             threads.cpu_time().since(cpu0),
             meter.snapshot().diff(&crypto0),
         );
+        let costs = costs0.map(|c0| threads.costs().since(c0));
         // After the window (and its CPU reading): the endpoints send their connections'
         // CONNECTION_CLOSE frames from their driver tasks, which stop with
         // the runtime. Without this wait the last connection's close could
@@ -424,6 +426,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         Ok::<_, Error>((
             cpu,
             crypto,
+            costs,
             end.saturating_duration_since(window_start),
             start_unix_ms,
             flood,
@@ -464,6 +467,8 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
     // Round trips are not counted over QUIC (see client.rs): no mean.
     report.handshake.full.round_trips_mean = None;
     report.handshake.resumed.round_trips_mean = None;
+    // QUIC's packet protection is quinn's, outside the metering provider.
+    report.client_cpu.costs = costs.map(|c| c.to_schema(crypto.crypto_time()));
     report.crypto = tlslab_report::CryptoPerHandshake::from_totals(
         report.reuse.handshakes,
         Op::ALL.into_iter().map(|op| {
