@@ -184,7 +184,10 @@ fn perfect_cache(clients: usize) {
     // the universal session exists (which depends on scheduling): one full
     // handshake at least, one per client at most, every other resumed.
     let full = r.handshake.full.count;
-    assert!((1..=clients as u64).contains(&full), "{full} full handshakes");
+    assert!(
+        (1..=clients as u64).contains(&full),
+        "{full} full handshakes"
+    );
     assert_eq!(r.reuse.resumed_count, 10 - full);
     s.shutdown();
 }
