@@ -197,7 +197,11 @@ fn judge(
 ) {
     let kind = match &found {
         Some(f) => {
-            adm.queue_delay(f.at.elapsed());
+            // After a Retry the ClientHello is the copy read before it, a
+            // round trip ago: not a queue.
+            if incoming.may_retry() {
+                adm.queue_delay(f.at.elapsed());
+            }
             classify_psk(&f.psk, &adm.resumable)
         }
         None => {
