@@ -17,6 +17,30 @@ pub enum Retry {
     UnderLoad,
 }
 
+/// `--quic-admission`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum QuicPolicy {
+    /// The listener's limits and --quic-retry only.
+    Off,
+    /// The connection limit is the policy (needs --quic-max-connections).
+    Static,
+    /// A Retry while --quic-retry-threshold handshakes from unvalidated addresses are half-open.
+    RetryThreshold,
+    /// Session-aware: needs --admission session.
+    Session,
+}
+
+/// `--quic-shed-with`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum QuicShed {
+    /// CONNECTION_CLOSE with CONNECTION_REFUSED.
+    Refuse,
+    /// A Retry packet (refused if the attempt already carries a Retry token).
+    Retry,
+    /// Drop the Initial silently.
+    Ignore,
+}
+
 /// `serve --h3 [ADDR]` and its QUIC options.
 #[derive(Clone, Debug, Args)]
 pub struct ServeH3Args {
@@ -52,6 +76,30 @@ pub struct ServeH3Args {
     /// flight; 0 saves the server an HKDF and an AEAD seal per token.
     #[arg(long, value_name = "N")]
     pub quic_new_tokens: Option<u32>,
+
+    /// With --h3: admission control of QUIC connection attempts, decided on the first Initial
+    /// [default: --admission's: off, static or session]. `off`: the listener's limits and
+    /// --quic-retry only; `static`: --quic-max-connections (required) is the policy; `retry-
+    /// threshold`: a Retry to every unvalidated address while --quic-retry-threshold handshakes
+    /// from unvalidated addresses are half-open (HAProxy's rule; replaces --quic-retry);
+    /// `session`: --admission session over QUIC (one controller and budget for both
+    /// transports): the ClientHello is read off the Initials, an attempt offering a PSK this
+    /// node can resume is admitted, a new full handshake beyond the budget is shed as
+    /// --quic-shed-with says.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub quic_admission: Option<QuicPolicy>,
+
+    /// With --quic-admission session: what a shed attempt gets: `refuse` (default: a
+    /// CONNECTION_CLOSE with CONNECTION_REFUSED), `retry` (a Retry packet; an attempt that
+    /// already carries a Retry token is refused), `ignore` (the Initial is dropped; the client
+    /// retransmits after its probe timeout).
+    #[arg(long, value_enum, value_name = "refuse|retry|ignore")]
+    pub quic_shed_with: Option<QuicShed>,
+
+    /// With --h3: the retry-threshold policy's threshold, handshakes from unvalidated addresses
+    /// half-open (at least 1); given alone it selects --quic-admission retry-threshold.
+    #[arg(long, value_name = "N")]
+    pub quic_retry_threshold: Option<u64>,
 
     #[command(flatten)]
     pub qlog: QlogArgs,

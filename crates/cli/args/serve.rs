@@ -308,4 +308,23 @@ pub struct AdmissionArgs {
     /// least 80 % busy) is overloaded.
     #[arg(long, default_value = "10ms", value_name = "DURATION", value_parser = parse_duration)]
     pub admission_queue_target: Duration,
+
+    /// `session`: admit new full handshakes (TCP and, with --h3 under the session policy,
+    /// QUIC together) at this fixed rate, e.g. 50/s (0: none; a burst of a tenth of a
+    /// second's worth, at least 1, is available from the start), instead of the controller's
+    /// limit; the controller still runs and reports. For experiments and tests.
+    #[arg(long, value_name = "N/s", value_parser = parse_rate)]
+    pub admission_fixed_limit: Option<f64>,
+}
+
+/// A rate of at least 0 per second: `50`, `50/s`, `0.5/s`.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let n = t.strip_suffix("/s").unwrap_or(t).trim();
+    match n.parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 0.0 => Ok(r),
+        _ => Err(format!(
+            "'{s}' is not a rate; give a number of at least 0 per second, e.g. 50/s"
+        )),
+    }
 }

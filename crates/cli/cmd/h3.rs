@@ -6,15 +6,19 @@ use std::net::SocketAddr;
 
 use tlslab_runtime::qlog::{QlogLimits, QlogOptions};
 
-use crate::args::h3::{LoadH3Args, QlogArgs, Retry, ServeH3Args};
+use tlslab_server::{AdmissionMode, QuicAdmission, QuicShedWith};
+
+use crate::args::h3::{LoadH3Args, QlogArgs, QuicPolicy, QuicShed, Retry, ServeH3Args};
 use crate::usage::{Usage, usage};
 
 impl ServeH3Args {
     /// The QUIC listener's settings, or `None` without --h3; `https` is
-    /// the TLS listener's address and `tls13` whether TLS 1.3 is on.
+    /// the TLS listener's address, `admission` the server's `--admission`
+    /// and `tls13` whether TLS 1.3 is on.
     pub fn settings(
         &self,
         https: Option<SocketAddr>,
+        admission: AdmissionMode,
         tls13: bool,
     ) -> anyhow::Result<Option<tlslab_server::H3Settings>> {
         let Some(addr) = &self.h3 else {
@@ -22,10 +26,13 @@ impl ServeH3Args {
                 || self.quic_max_connections.is_some()
                 || self.quic_retry.is_some()
                 || self.quic_new_tokens.is_some()
+                || self.quic_admission.is_some()
+                || self.quic_shed_with.is_some()
+                || self.quic_retry_threshold.is_some()
                 || self.qlog.qlog.is_some()
             {
                 return Err(usage(
-                    "--quic-idle-timeout, --quic-max-connections, --quic-retry, --quic-new-tokens and --qlog need --h3; add --h3",
+                    "--quic-idle-timeout, --quic-max-connections, --quic-retry, --quic-new-tokens, --quic-admission, --quic-shed-with, --quic-retry-threshold and --qlog need --h3; add --h3",
                 ));
             }
             return Ok(None);
@@ -78,7 +85,84 @@ impl ServeH3Args {
             s.new_tokens = Some(n);
         }
         s.qlog = self.qlog.options()?;
+        self.admission(&mut s, admission)?;
         Ok(Some(s))
+    }
+
+    /// `--quic-admission` and its companions, checked against
+    /// `--admission` (the server's).
+    fn admission(
+        &self,
+        s: &mut tlslab_server::H3Settings,
+        server: AdmissionMode,
+    ) -> anyhow::Result<()> {
+        let policy = match (self.quic_admission, self.quic_retry_threshold) {
+            (Some(p), _) => p,
+            (None, Some(_)) => QuicPolicy::RetryThreshold,
+            (None, None) => match server {
+                AdmissionMode::Off => QuicPolicy::Off,
+                AdmissionMode::Static => QuicPolicy::Static,
+                AdmissionMode::Session => QuicPolicy::Session,
+            },
+        };
+        s.admission = match policy {
+            QuicPolicy::Off => QuicAdmission::Off,
+            QuicPolicy::Static => {
+                if self.quic_max_connections.is_none() {
+                    return Err(usage(
+                        "--quic-admission static needs --quic-max-connections N (the static limit); or give --quic-admission off",
+                    ));
+                }
+                QuicAdmission::Static
+            }
+            QuicPolicy::RetryThreshold => {
+                let n = match self.quic_retry_threshold {
+                    None => {
+                        return Err(usage(
+                            "--quic-admission retry-threshold needs --quic-retry-threshold N (half-open handshakes)",
+                        ));
+                    }
+                    Some(0) => {
+                        return Err(usage(
+                            "--quic-retry-threshold 0 retries every attempt; use --quic-retry always, or a threshold of at least 1",
+                        ));
+                    }
+                    Some(n) => n,
+                };
+                if self.quic_retry.is_some() {
+                    return Err(usage(
+                        "--quic-admission retry-threshold decides Retry itself; drop --quic-retry",
+                    ));
+                }
+                QuicAdmission::RetryThreshold(n)
+            }
+            QuicPolicy::Session => {
+                if server != AdmissionMode::Session {
+                    return Err(usage(
+                        "--quic-admission session needs --admission session (one controller for both transports)",
+                    ));
+                }
+                QuicAdmission::Session
+            }
+        };
+        if self.quic_retry_threshold.is_some() && policy != QuicPolicy::RetryThreshold {
+            return Err(usage(
+                "--quic-retry-threshold is the retry-threshold policy's; drop it or give --quic-admission retry-threshold",
+            ));
+        }
+        if let Some(w) = self.quic_shed_with {
+            if policy != QuicPolicy::Session {
+                return Err(usage(
+                    "--quic-shed-with needs session admission over QUIC: add --admission session",
+                ));
+            }
+            s.shed_with = match w {
+                QuicShed::Refuse => QuicShedWith::Refuse,
+                QuicShed::Retry => QuicShedWith::Retry,
+                QuicShed::Ignore => QuicShedWith::Ignore,
+            };
+        }
+        Ok(())
     }
 }
 

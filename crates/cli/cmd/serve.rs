@@ -386,6 +386,7 @@ fn admission(a: &ServeArgs) -> anyhow::Result<AdmissionSettings> {
         shed_with: x.shed_with,
         max_handshakes_in_flight: x.max_handshakes_in_flight,
         queue_delay_target: x.admission_queue_target,
+        fixed_limit: x.admission_fixed_limit,
         ..AdmissionSettings::default()
     };
     s.validate().map_err(usage)?;
@@ -435,6 +436,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let plan = config(&a)?;
     let h3 = a.h3.settings(
         plan.config.https,
+        plan.config.admission.mode,
         plan.config
             .tls
             .versions

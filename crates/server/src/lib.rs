@@ -79,7 +79,8 @@ mod tls;
 pub use tlslab_crypto::meter::{AblationSet, Op, OpStat, Snapshot as CryptoSnapshot};
 
 pub use admission::{
-    AdmissionMode, AdmissionSettings, AdmissionStats, Controller, HelloKind, ShedWith, Signals,
+    AdmissionMode, AdmissionSettings, AdmissionStats, Controller, Decisions, HelloKind,
+    QuicShedWith, ShedWith, Signals,
 };
 pub use config::{
     CertSource, ConnTimeouts, Content, H2_PING_TIMEOUT, METRICS_MAX_CONNECTIONS, METRICS_TIMEOUT,
@@ -87,7 +88,9 @@ pub use config::{
 };
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use error::{Error, ErrorKind, Result};
-pub use quic::{H3Settings, QuicHandshakes, QuicRetry, QuicSnapshot};
+pub use quic::{
+    H3Settings, HelloReads, QuicAdmission, QuicHandshakes, QuicRetry, QuicShed, QuicSnapshot,
+};
 pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};

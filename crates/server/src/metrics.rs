@@ -402,21 +402,41 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
     let Some(a) = s.admission else {
         return Ok(());
     };
-    let decision = |kind: &str, decision: &str| {
+    let decision = |transport: &str, kind: &str, decision: &str| {
         vec![
+            ("transport", transport.to_string()),
             ("kind", kind.to_string()),
             ("decision", decision.to_string()),
         ]
     };
+    // Every transport's counts are the totals; QUIC's are counted apart
+    // and TCP's are the rest.
+    let q = a.quic;
     labelled_counter(
         enc,
         "tlslab_admission_decisions",
-        "ClientHellos decided by admission control, by kind (full: a new full handshake; resume: carries a session this node can resume) and decision (admitted, shed).",
+        "ClientHellos decided by admission control, by transport (tcp; quic: read off the Initials), kind (full: a new full handshake; resume: carries a session this node can resume) and decision (admitted, shed). One budget serves both transports.",
         [
-            (decision("full", "admitted"), a.full_admitted),
-            (decision("full", "shed"), a.full_shed),
-            (decision("resume", "admitted"), a.resume_admitted),
-            (decision("resume", "shed"), a.resume_shed),
+            (
+                decision("tcp", "full", "admitted"),
+                a.full_admitted.saturating_sub(q.full_admitted),
+            ),
+            (
+                decision("tcp", "full", "shed"),
+                a.full_shed.saturating_sub(q.full_shed),
+            ),
+            (
+                decision("tcp", "resume", "admitted"),
+                a.resume_admitted.saturating_sub(q.resume_admitted),
+            ),
+            (
+                decision("tcp", "resume", "shed"),
+                a.resume_shed.saturating_sub(q.resume_shed),
+            ),
+            (decision("quic", "full", "admitted"), q.full_admitted),
+            (decision("quic", "full", "shed"), q.full_shed),
+            (decision("quic", "resume", "admitted"), q.resume_admitted),
+            (decision("quic", "resume", "shed"), q.resume_shed),
         ],
     )?;
     counter(

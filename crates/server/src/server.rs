@@ -347,17 +347,22 @@ impl Server {
                     Arc::new(move |r: &http::Request<()>| crate::content::handle(r, &s.files));
                 let l = crate::quic::start(
                     p,
-                    handler,
-                    shared.burners.clone(),
-                    cfg.handshake_timeout,
-                    shared.idle.clone(),
-                    // TLS 1.3 tickets in a remote cache: claimed before the
-                    // handshake, over QUIC as over TCP.
-                    shared
-                        .prefetch
-                        .as_ref()
-                        .filter(|p| !p.stateless_tickets)
-                        .map(|p| p.store.clone()),
+                    crate::quic::Shared {
+                        handler,
+                        burners: shared.burners.clone(),
+                        handshake_timeout: cfg.handshake_timeout,
+                        idle: shared.idle.clone(),
+                        // TLS 1.3 tickets in a remote cache: claimed before
+                        // the handshake, over QUIC as over TCP.
+                        remote: shared
+                            .prefetch
+                            .as_ref()
+                            .filter(|p| !p.stateless_tickets)
+                            .map(|p| p.store.clone()),
+                        admission: admission
+                            .clone()
+                            .filter(|a| a.settings.mode == AdmissionMode::Session),
+                    },
                     shutdown_rx.clone(),
                 )?;
                 let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));

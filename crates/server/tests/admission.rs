@@ -204,7 +204,9 @@ fn no_resumed_session_is_shed_while_full_handshakes_are_admitted() {
     let get = |kind: &str, decision: &str| {
         sample(
             &text,
-            &format!("tlslab_admission_decisions_total{{kind=\"{kind}\",decision=\"{decision}\"}}"),
+            &format!(
+                "tlslab_admission_decisions_total{{transport=\"tcp\",kind=\"{kind}\",decision=\"{decision}\"}}"
+            ),
         )
         .unwrap_or_else(|| panic!("no {kind}/{decision} sample in\n{text}"))
     };

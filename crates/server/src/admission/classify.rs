@@ -54,6 +54,29 @@ impl Resumable {
     fn cached(&self, key: &[u8]) -> bool {
         self.cache.as_ref().is_some_and(|c| c.contains(key))
     }
+
+    /// A TLS 1.3 PSK identity this node can resume: a ticket it sealed
+    /// (with tickets on) or a session ID in its cache.
+    fn psk(&self, identity: &[u8]) -> bool {
+        if self.tickets {
+            self.ticket(identity)
+        } else {
+            self.cached(identity)
+        }
+    }
+}
+
+/// Whether a QUIC ClientHello (TLS 1.3 only: QUIC has no other) that
+/// offers the PSK `identities` carries a session `r` can resume: the same
+/// rule as [`classify`]'s for TLS 1.3. `identities` come from the
+/// ClientHello read off the Initials (`quic::sniff`), which keeps at most
+/// two; none is a full handshake.
+pub(crate) fn classify_psk(identities: &[Vec<u8>], r: &Resumable) -> HelloKind {
+    if identities.iter().any(|i| r.psk(i)) {
+        HelloKind::Resume
+    } else {
+        HelloKind::Full
+    }
 }
 
 /// Whether `hello` carries a session `r` can resume.
@@ -61,15 +84,9 @@ pub(crate) fn classify(hello: &ClientHello<'_>, r: &Resumable) -> HelloKind {
     let resumable = if r.tls13 && hello.offers_tls13() {
         // The server picks TLS 1.3, which resumes by PSK only; the legacy
         // session ID is random and a TLS 1.2 ticket is ignored.
-        hello.pre_shared_key.is_some_and(|psk| {
-            psk.identities.iter().any(|p| {
-                if r.tickets {
-                    r.ticket(p.identity)
-                } else {
-                    r.cached(p.identity)
-                }
-            })
-        })
+        hello
+            .pre_shared_key
+            .is_some_and(|psk| psk.identities.iter().any(|p| r.psk(p.identity)))
     } else {
         tls12_offer(hello, r)
     };
@@ -207,6 +224,41 @@ mod tests {
         assert_eq!(kind(&other, &stateless), HelloKind::Resume);
         let short = crafted(&[1u8; 32], &[supported_versions_13(), psk(&[3u8; 20])]);
         assert_eq!(kind(&short, &stateless), HelloKind::Full);
+    }
+
+    #[test]
+    fn a_quic_psk_resumes_by_the_tls13_rule() {
+        let ticket = vec![8u8; 64];
+        // Stateful tickets: the identity must be in the cache.
+        let stateful = cached(&ticket);
+        assert_eq!(
+            classify_psk(std::slice::from_ref(&ticket), &stateful),
+            HelloKind::Resume
+        );
+        assert_eq!(classify_psk(&[vec![3u8; 64]], &stateful), HelloKind::Full);
+        // Either of two identities will do; none is a full handshake.
+        assert_eq!(
+            classify_psk(&[vec![3u8; 64], ticket.clone()], &stateful),
+            HelloKind::Resume
+        );
+        assert_eq!(classify_psk(&[], &stateful), HelloKind::Full);
+        // Stateless tickets of the process's own ticketer: by length.
+        let stateless = Resumable {
+            tickets: true,
+            tls13: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            classify_psk(&[vec![3u8; 64]], &stateless),
+            HelloKind::Resume
+        );
+        assert_eq!(classify_psk(&[vec![3u8; 20]], &stateless), HelloKind::Full);
+        // The same answer as classify() on the whole ClientHello.
+        let m = crafted(&[1u8; 32], &[supported_versions_13(), psk(&ticket)]);
+        assert_eq!(
+            kind(&m, &stateful),
+            classify_psk(std::slice::from_ref(&ticket), &stateful)
+        );
     }
 
     #[test]

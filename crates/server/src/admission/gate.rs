@@ -20,6 +20,27 @@ struct Bucket {
     at: Instant,
 }
 
+/// The transport a ClientHello came over: TCP (read off the stream) or
+/// QUIC (read off the Initials).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Door {
+    Tcp,
+    Quic,
+}
+
+/// The decisions on one transport's ClientHellos.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Decisions {
+    /// Full handshakes admitted.
+    pub full_admitted: u64,
+    /// Full handshakes shed.
+    pub full_shed: u64,
+    /// Resumptions admitted.
+    pub resume_admitted: u64,
+    /// Resumptions shed.
+    pub resume_shed: u64,
+}
+
 /// The admission counters and signals at one instant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct AdmissionStats {
@@ -35,6 +56,10 @@ pub struct AdmissionStats {
     pub resume_admitted: u64,
     /// Resumptions shed (only `static` sheds them).
     pub resume_shed: u64,
+    /// Of the four counts above (which are every transport's), those of
+    /// the QUIC listener's Initials (`serve --h3 --admission session`);
+    /// TCP's are the rest.
+    pub quic: Decisions,
     /// ClientHellos taken for resumptions that ended as full handshakes.
     pub misclassified: u64,
     /// ClientHellos that could not be parsed (left for rustls to refuse,
@@ -79,6 +104,8 @@ pub(crate) struct Admission {
     /// `[full, resume]`.
     pub(super) admitted: [AtomicU64; 2],
     pub(super) shed: [AtomicU64; 2],
+    /// Of those, QUIC's: `[admitted, shed]` × `[full, resume]`.
+    quic: [[AtomicU64; 2]; 2],
     misclassified: AtomicU64,
     unparsed: AtomicU64,
     pub(super) delay_ns: AtomicU64,
@@ -122,19 +149,27 @@ impl Admission {
         let in_flight_cap = settings
             .max_handshakes_in_flight
             .map_or(128 * threads.max(1) as u64, |n| n as u64);
+        let limit = settings.fixed_limit.map_or(UNLIMITED, f64::to_bits);
+        // A fixed limit starts with its burst in the bucket: its first full
+        // handshakes are admitted at once, then one per 1/N s.
+        let tokens = settings
+            .fixed_limit
+            .filter(|l| *l > 0.0)
+            .map_or(0.0, |l| (l * 0.1).max(1.0));
         Admission {
             settings,
             resumable,
             in_flight_cap,
             bucket: Mutex::new(Bucket {
-                tokens: 0.0,
+                tokens,
                 at: Instant::now(),
             }),
-            limit: AtomicU64::new(UNLIMITED),
+            limit: AtomicU64::new(limit),
             in_flight: AtomicU64::new(0),
             full_in_flight: AtomicU64::new(0),
             admitted: Default::default(),
             shed: Default::default(),
+            quic: Default::default(),
             misclassified: AtomicU64::new(0),
             unparsed: AtomicU64::new(0),
             delay_ns: AtomicU64::new(0),
@@ -184,8 +219,14 @@ impl Admission {
         }
     }
 
-    /// Decides on a ClientHello of `kind`.
+    /// Decides on a ClientHello of `kind` that came over TCP.
     pub(crate) fn decide(self: &Arc<Self>, kind: HelloKind) -> Verdict {
+        self.decide_on(kind, Door::Tcp)
+    }
+
+    /// Decides on a ClientHello of `kind` that came over `door`: one
+    /// budget for both transports (they share the CPU), counted apart.
+    pub(crate) fn decide_on(self: &Arc<Self>, kind: HelloKind, door: Door) -> Verdict {
         let admit = match self.settings.mode {
             AdmissionMode::Off => true,
             AdmissionMode::Static => self.in_flight.load(Ordering::Relaxed) < self.in_flight_cap,
@@ -196,6 +237,9 @@ impl Admission {
         };
         let counters = if admit { &self.admitted } else { &self.shed };
         counters[kind.idx()].fetch_add(1, Ordering::Relaxed);
+        if door == Door::Quic {
+            self.quic[usize::from(!admit)][kind.idx()].fetch_add(1, Ordering::Relaxed);
+        }
         let guard = || {
             self.in_flight.fetch_add(1, Ordering::Relaxed);
             if kind == HelloKind::Full {
@@ -233,6 +277,15 @@ impl Admission {
             full_shed: self.shed[0].load(Ordering::Relaxed),
             resume_admitted: self.admitted[1].load(Ordering::Relaxed),
             resume_shed: self.shed[1].load(Ordering::Relaxed),
+            quic: {
+                let q = |d: usize, k: usize| self.quic[d][k].load(Ordering::Relaxed);
+                Decisions {
+                    full_admitted: q(0, 0),
+                    full_shed: q(1, 0),
+                    resume_admitted: q(0, 1),
+                    resume_shed: q(1, 1),
+                }
+            },
             misclassified: self.misclassified.load(Ordering::Relaxed),
             unparsed: self.unparsed.load(Ordering::Relaxed),
             limit: match self.settings.mode {
@@ -338,6 +391,37 @@ mod tests {
         let s = adm.stats();
         assert_eq!(s.resume_shed, 1);
         assert_eq!(s.limit, Some(2.0));
+    }
+
+    #[test]
+    fn quic_decisions_share_the_budget_and_are_counted_apart() {
+        let adm = Arc::new(Admission::new(
+            AdmissionSettings {
+                mode: AdmissionMode::Session,
+                fixed_limit: Some(0.0),
+                ..Default::default()
+            },
+            Resumable::default(),
+            1,
+        ));
+        assert!(matches!(
+            adm.decide_on(HelloKind::Resume, Door::Quic),
+            Verdict::Admit(_)
+        ));
+        assert!(matches!(
+            adm.decide_on(HelloKind::Full, Door::Quic),
+            Verdict::Shed(None)
+        ));
+        assert!(matches!(adm.decide(HelloKind::Full), Verdict::Shed(None)));
+        let s = adm.stats();
+        assert_eq!((s.full_shed, s.resume_admitted), (2, 1));
+        let q = Decisions {
+            full_shed: 1,
+            resume_admitted: 1,
+            ..Decisions::default()
+        };
+        assert_eq!(s.quic, q);
+        assert_eq!(s.limit, Some(0.0));
     }
 
     #[test]

@@ -69,10 +69,10 @@ mod tick;
 
 pub use classify::HelloKind;
 pub use controller::{Controller, Signals};
-pub use gate::AdmissionStats;
-pub use settings::{AdmissionMode, AdmissionSettings, ShedWith};
+pub use gate::{AdmissionStats, Decisions};
+pub use settings::{AdmissionMode, AdmissionSettings, QuicShedWith, ShedWith};
 
 pub(crate) use admit::admit;
-pub(crate) use classify::Resumable;
-pub(crate) use gate::{Admission, InFlight};
+pub(crate) use classify::{Resumable, classify_psk};
+pub(crate) use gate::{Admission, Door, InFlight, Verdict};
 pub(crate) use tick::control;

@@ -88,6 +88,51 @@ impl std::str::FromStr for ShedWith {
     }
 }
 
+/// What a shed QUIC connection attempt gets (`--quic-shed-with`): the
+/// QUIC counterparts of [`ShedWith`], each decided on the client's first
+/// Initial, before any handshake state exists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuicShedWith {
+    /// A CONNECTION_CLOSE with CONNECTION_REFUSED in an Initial packet
+    /// (quinn's `Incoming::refuse`; the default): the client learns at once.
+    #[default]
+    Refuse,
+    /// A Retry packet (stateless; the client must echo its token, which
+    /// proves its address and costs it a round trip); an attempt that
+    /// already carries a Retry token, which cannot be retried again, is
+    /// refused.
+    Retry,
+    /// Nothing: the Initial is dropped (quinn's `Incoming::ignore`) and the
+    /// client retransmits after its probe timeout, as after a lost packet.
+    Ignore,
+}
+
+impl QuicShedWith {
+    /// The name used by `--quic-shed-with` and in metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuicShedWith::Refuse => "refuse",
+            QuicShedWith::Retry => "retry",
+            QuicShedWith::Ignore => "ignore",
+        }
+    }
+}
+
+impl std::str::FromStr for QuicShedWith {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [QuicShedWith::Refuse, QuicShedWith::Retry, QuicShedWith::Ignore]
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "--quic-shed-with '{s}' is not a way to shed a QUIC attempt; use refuse, retry or ignore"
+                )
+            })
+    }
+}
+
 /// Admission-control settings ([`crate::ServeConfig::admission`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdmissionSettings {
@@ -105,6 +150,13 @@ pub struct AdmissionSettings {
     /// `session`: the busy share of the CPU budget (0 to 1) from which the
     /// queue delay counts as overload.
     pub cpu_high: f64,
+    /// `session`: admit new full handshakes at this fixed rate (per
+    /// second; 0: none), from a bucket holding a burst of a tenth of a
+    /// second's worth (at least 1) from the start, instead of the
+    /// controller's limit
+    /// (`--admission-fixed-limit`; experiments and tests). The controller
+    /// still runs and reports its signals.
+    pub fixed_limit: Option<f64>,
 }
 
 impl Default for AdmissionSettings {
@@ -115,6 +167,7 @@ impl Default for AdmissionSettings {
             max_handshakes_in_flight: None,
             queue_delay_target: Duration::from_millis(10),
             cpu_high: 0.8,
+            fixed_limit: None,
         }
     }
 }
@@ -137,6 +190,17 @@ impl AdmissionSettings {
         }
         if self.queue_delay_target.is_zero() {
             return Err("--admission-queue-target must be positive (e.g. 10ms)".into());
+        }
+        if let Some(l) = self.fixed_limit {
+            if self.mode != AdmissionMode::Session {
+                return Err("--admission-fixed-limit needs --admission session".into());
+            }
+            if !(l.is_finite() && l >= 0.0) {
+                return Err(
+                    "--admission-fixed-limit must be a rate of at least 0 per second (e.g. 50/s)"
+                        .into(),
+                );
+            }
         }
         if !(self.cpu_high > 0.0 && self.cpu_high <= 1.0) {
             return Err("the CPU threshold must be in (0, 1]".into());
@@ -172,5 +236,30 @@ mod tests {
         assert_eq!("503".parse::<ShedWith>().unwrap(), ShedWith::Http503);
         assert!("drop".parse::<ShedWith>().is_err());
         assert!("on".parse::<AdmissionMode>().is_err());
+        let fixed = AdmissionSettings {
+            fixed_limit: Some(5.0),
+            ..Default::default()
+        };
+        assert!(
+            fixed
+                .validate()
+                .unwrap_err()
+                .contains("--admission session")
+        );
+        let fixed = AdmissionSettings {
+            mode: AdmissionMode::Session,
+            ..fixed
+        };
+        assert!(fixed.validate().is_ok());
+        assert_eq!(
+            "ignore".parse::<QuicShedWith>().unwrap(),
+            QuicShedWith::Ignore
+        );
+        assert!(
+            "close"
+                .parse::<QuicShedWith>()
+                .unwrap_err()
+                .contains("refuse, retry or ignore")
+        );
     }
 }

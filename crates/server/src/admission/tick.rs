@@ -64,8 +64,11 @@ pub(crate) async fn control(
         if overloaded {
             adm.overload_ticks.fetch_add(1, Ordering::Relaxed);
         }
+        // The controller runs in any case (its estimate is reported); with
+        // --admission-fixed-limit its limit is not applied.
         if adm.settings.mode == AdmissionMode::Session
             && let Some(l) = ctl.update(&sig)
+            && adm.settings.fixed_limit.is_none()
         {
             adm.limit.store(l.to_bits(), Ordering::Relaxed);
         }

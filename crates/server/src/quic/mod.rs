@@ -30,7 +30,7 @@
 //! connection is idle while no request stream is in progress (PINGs do
 //! not count), and `--request-timeout` / `--keepalive-timeout` close it
 //! with H3_NO_ERROR. At `--quic-max-connections` a new attempt waits (at
-//! most [`ROOM_WAIT`]) while the longest-idle QUIC connection, idle for
+//! most [`ROOM_WAIT`](door::ROOM_WAIT)) while the longest-idle QUIC connection, idle for
 //! at least [`EVICT_MIN_IDLE`](crate::idle::EVICT_MIN_IDLE), is closed to
 //! make room; with nothing idle it is refused. NEW_TOKEN tokens
 //! (`--quic-new-tokens`, each an HKDF and an AEAD seal to make, and one
@@ -38,7 +38,13 @@
 //! client without a Retry, and lift the 3× anti-amplification limit from
 //! its first flight; the listener sends quinn's 2 per connection unless
 //! told otherwise (see [`H3Settings::new_tokens`]).
+//!
+//! Admission (`--quic-admission off|static|retry-threshold|session`,
+//! [`door`]): what happens to a connection attempt before its handshake,
+//! from address validation to the TCP listener's session-aware admission
+//! control, decided on the client's first Initial.
 
+mod door;
 mod session;
 mod sniff;
 mod stats;
@@ -52,17 +58,19 @@ use bytes::{Buf, Bytes};
 use http::{HeaderValue, Request, Response};
 use http_body_util::BodyExt;
 use tlslab_runtime::qlog::{QlogDir, QlogOptions};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::access_log::{AccessLog, Pending, Unfinished};
+use crate::admission::{Admission, QuicShedWith};
 use crate::content::{Body, Handled};
-use crate::idle::{Busy, ConnInfo, Conns, Member, Transport};
+use crate::idle::{Busy, ConnInfo, Conns, Member};
 use crate::redis_cache::RedisStore;
 use crate::{Error, Result};
 
+pub use door::QuicAdmission;
+pub use stats::{HelloReads, QuicHandshakes, QuicShed, QuicSnapshot};
 pub(crate) use stats::{QuicCollector, QuicStats};
-pub use stats::{QuicHandshakes, QuicSnapshot};
 
 /// Address validation of the QUIC listener (`--quic-retry`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,6 +105,12 @@ pub struct H3Settings {
     /// `DIR/server-<connection id>.sqlog` (the access log's
     /// `$connection_id`), up to the caps.
     pub qlog: Option<QlogOptions>,
+    /// The admission policy (`--quic-admission`; `session` needs the
+    /// server's `--admission session`).
+    pub admission: QuicAdmission,
+    /// How an attempt shed by the `session` policy is refused
+    /// (`--quic-shed-with`).
+    pub shed_with: QuicShedWith,
 }
 
 impl H3Settings {
@@ -110,6 +124,8 @@ impl H3Settings {
             retry: QuicRetry::UnderLoad,
             new_tokens: None,
             qlog: None,
+            admission: QuicAdmission::Off,
+            shed_with: QuicShedWith::Refuse,
         }
     }
 
@@ -252,17 +268,37 @@ impl Listener {
     }
 }
 
+/// What the QUIC listener shares with the TCP one.
+pub(crate) struct Shared {
+    pub(crate) handler: Handler,
+    pub(crate) burners: Arc<Semaphore>,
+    pub(crate) handshake_timeout: Duration,
+    /// The server's connection registry.
+    pub(crate) idle: Arc<Conns>,
+    /// A remote cache of TLS 1.3 tickets, whose PSKs are claimed before
+    /// the handshake.
+    pub(crate) remote: Option<Arc<RedisStore>>,
+    /// Admission control (`--admission session` with the `session` policy).
+    pub(crate) admission: Option<Arc<Admission>>,
+}
+
 /// Binds the UDP socket and starts accepting; call inside the runtime.
-/// `idle` is the server's connection registry, shared with TCP.
-pub(crate) fn start(
-    p: Prepared,
-    handler: Handler,
-    burners: Arc<Semaphore>,
-    handshake_timeout: Duration,
-    idle: Arc<Conns>,
-    remote: Option<Arc<RedisStore>>,
-    shutdown: watch::Receiver<bool>,
-) -> Result<Listener> {
+pub(crate) fn start(p: Prepared, sh: Shared, shutdown: watch::Receiver<bool>) -> Result<Listener> {
+    let Shared {
+        handler,
+        burners,
+        handshake_timeout,
+        idle,
+        remote,
+        admission,
+    } = sh;
+    let policy = p.settings.admission;
+    let admission = admission.filter(|_| policy == QuicAdmission::Session);
+    if policy == QuicAdmission::Session && admission.is_none() {
+        return Err(Error::Usage(
+            "--quic-admission session needs --admission session (one controller for both transports)".into(),
+        ));
+    }
     let addr = p.settings.addr;
     let bind_err = |source| Error::Bind {
         what: "h3",
@@ -284,18 +320,19 @@ pub(crate) fn start(
         source: None,
     })?;
     let socket = runtime.wrap_udp_socket(socket).map_err(bind_err)?;
-    // A remote cache of TLS 1.3 tickets: read each ClientHello off its
-    // Initials, so that its PSK is claimed before the handshake.
-    let (socket, prefetch) = match remote {
-        Some(store) => {
-            let hellos = sniff::Hellos::new();
-            let s: Arc<dyn quinn::AsyncUdpSocket> = Arc::new(sniff::SniffSocket {
-                inner: socket,
-                hellos: hellos.clone(),
-            });
-            (s, Some((hellos, store)))
-        }
-        None => (socket, None),
+    // A remote cache of TLS 1.3 tickets, or session-aware admission: read
+    // each ClientHello off its Initials, so that its PSK is claimed before
+    // the handshake, or classified before the admission decision.
+    let (socket, hellos) = if remote.is_some() || admission.is_some() {
+        let hellos = sniff::Hellos::new();
+        p.stats.hellos.set(hellos.clone()).ok();
+        let s: Arc<dyn quinn::AsyncUdpSocket> = Arc::new(sniff::SniffSocket {
+            inner: socket,
+            hellos: hellos.clone(),
+        });
+        (s, Some(hellos))
+    } else {
+        (socket, None)
     };
     let endpoint = quinn::Endpoint::new_with_abstract_socket(
         quinn::EndpointConfig::default(),
@@ -317,13 +354,15 @@ pub(crate) fn start(
         next_id: AtomicU64::new(0),
         waiting: AtomicU64::new(0),
         access_log: p.access_log,
-        prefetch,
+        hellos,
+        store: remote,
+        admission,
+        policy,
+        shed_with: p.settings.shed_with,
         server: p.server,
         idle_timeout: p.idle,
     });
-    let (room, waiting) = mpsc::channel(ROOM_QUEUE);
-    tokio::spawn(room_loop(waiting, conn.clone(), shutdown.clone()));
-    let task = tokio::spawn(accept_loop(endpoint.clone(), conn, room, shutdown));
+    let task = door::spawn(endpoint.clone(), conn, shutdown);
     tracing::info!(h3 = %local, "tlslab QUIC listener (HTTP/3) listening");
     Ok(Listener {
         addr: local,
@@ -349,9 +388,15 @@ struct Conn {
     /// Attempts queued for room at the limit.
     waiting: AtomicU64,
     access_log: Option<Arc<AccessLog>>,
-    /// With a remote cache of TLS 1.3 tickets: the ClientHellos read off
-    /// the Initials, and the store to claim their PSKs in.
-    prefetch: Option<(Arc<sniff::Hellos>, Arc<RedisStore>)>,
+    /// With a remote cache of TLS 1.3 tickets or `session` admission: the
+    /// ClientHellos read off the Initials.
+    hellos: Option<Arc<sniff::Hellos>>,
+    /// A remote cache of TLS 1.3 tickets to claim their PSKs in.
+    store: Option<Arc<RedisStore>>,
+    /// `session`: the server's admission control.
+    admission: Option<Arc<Admission>>,
+    policy: QuicAdmission,
+    shed_with: QuicShedWith,
     /// The endpoint's server configuration, and its transport's idle
     /// timeout: with `--qlog`, a connection gets a copy with a transport of
     /// its own, writing its qlog file.
@@ -401,111 +446,6 @@ impl Conn {
     }
 }
 
-/// How long an attempt that finds the QUIC listener full waits for an
-/// evicted connection's slot before it is refused.
-pub(crate) const ROOM_WAIT: Duration = Duration::from_secs(1);
-
-/// How long a waiting attempt waits for the slot of the connection it
-/// asked to close before it looks again: it is woken as soon as any QUIC
-/// connection ends ([`QuicStats::freed`]). (A fixed 20 ms sleep here capped
-/// admissions at the limit near 50/s, so a flood of clients that connect
-/// and stay, arriving faster than that, queued real clients behind it.)
-const ROOM_RETRY: Duration = Duration::from_millis(20);
-
-/// Attempts that may wait for room at once; more are refused at once
-/// (quinn's `max_incoming` bounds the attempts it holds in any case).
-const ROOM_QUEUE: usize = 64;
-
-async fn accept_loop(
-    ep: quinn::Endpoint,
-    c: Arc<Conn>,
-    room: mpsc::Sender<(quinn::Incoming, tokio::time::Instant)>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let incoming = tokio::select! {
-            i = ep.accept() => match i {
-                Some(i) => i,
-                None => return,
-            },
-            _ = shutdown.wait_for(|s| *s) => {
-                ep.close(0u32.into(), b"server shutting down");
-                return;
-            }
-        };
-        let open = c.stats.open.load(Ordering::Relaxed);
-        let retry = match c.retry {
-            QuicRetry::Off => false,
-            QuicRetry::Always => true,
-            QuicRetry::UnderLoad => open * 2 >= c.max,
-        };
-        // First, so that an address that cannot answer a Retry (a flood of
-        // Initials) never waits for room or takes a slot.
-        if retry && !incoming.remote_address_validated() && incoming.may_retry() {
-            if incoming.retry().is_ok() {
-                c.stats.retries.fetch_add(1, Ordering::Relaxed);
-            }
-            continue;
-        }
-        // Attempts already waiting for room go first.
-        if c.waiting.load(Ordering::Relaxed) == 0 && c.reserve() {
-            admit(incoming, &c);
-            continue;
-        }
-        c.waiting.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = room.try_send((incoming, tokio::time::Instant::now())) {
-            c.waiting.fetch_sub(1, Ordering::Relaxed);
-            let (mpsc::error::TrySendError::Full((incoming, _))
-            | mpsc::error::TrySendError::Closed((incoming, _))) = e;
-            c.stats.refused.fetch_add(1, Ordering::Relaxed);
-            incoming.refuse();
-        }
-    }
-}
-
-/// At `--quic-max-connections`: for each waiting attempt in turn, asks the
-/// longest-idle QUIC connection to close and takes its slot; refuses the
-/// attempt when no slot frees within [`ROOM_WAIT`] of its arrival.
-async fn room_loop(
-    mut queue: mpsc::Receiver<(quinn::Incoming, tokio::time::Instant)>,
-    c: Arc<Conn>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let (incoming, arrived) = tokio::select! {
-            x = queue.recv() => match x {
-                Some(x) => x,
-                None => return,
-            },
-            _ = shutdown.wait_for(|s| *s) => return,
-        };
-        loop {
-            if c.reserve() {
-                admit(incoming, &c);
-                break;
-            }
-            if arrived.elapsed() >= ROOM_WAIT {
-                c.stats.refused.fetch_add(1, Ordering::Relaxed);
-                incoming.refuse();
-                break;
-            }
-            c.idle.evict(Transport::Quic);
-            let _ = tokio::time::timeout(ROOM_RETRY, c.stats.freed.notified()).await;
-        }
-        c.waiting.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Starts a connection in a slot already reserved: it joins the registry
-/// in its handshake phase, so the next eviction sees it.
-fn admit(incoming: quinn::Incoming, c: &Arc<Conn>) {
-    c.stats.connections.fetch_add(1, Ordering::Relaxed);
-    let id = c.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-    let info = Arc::new(ConnInfo::quic(incoming.remote_address(), id));
-    let member = c.idle.join_handshake(&info);
-    tokio::spawn(connection(incoming, c.clone(), info, member));
-}
-
 /// Keeps [`QuicStats::open`] right however the connection task ends.
 struct Open(Arc<QuicStats>);
 
@@ -529,25 +469,37 @@ fn failure_reason(e: &quinn::ConnectionError) -> String {
     }
 }
 
-async fn connection(incoming: quinn::Incoming, c: Arc<Conn>, info: Arc<ConnInfo>, member: Member) {
+async fn connection(
+    a: door::Attempt,
+    half_open: Option<door::HalfOpen>,
+    c: Arc<Conn>,
+    info: Arc<ConnInfo>,
+    member: Member,
+) {
     // Dropped in reverse order: the slot frees before the registry entry
     // goes, so an eviction under way ends only once its slot is free.
     let _member = member;
     let _open = Open(c.stats.clone());
+    let door::Attempt {
+        incoming,
+        guard,
+        hello_read,
+    } = a;
     // The PSK the ClientHello offers is claimed in Redis first (GETDEL),
     // as over TCP: rustls resumes only a claimed ticket. A ClientHello not
-    // read in time (a lost datagram) is a full handshake.
-    if let Some((hellos, store)) = &c.prefetch
-        && let Some(psk) = hellos
+    // read in time (a lost datagram) is a full handshake. (Under `session`
+    // admission the door has done it.)
+    if let (Some(hellos), Some(store), false) = (&c.hellos, &c.store, hello_read)
+        && let Some(found) = hellos
             .offered(
                 incoming.remote_address(),
                 &incoming.orig_dst_cid(),
                 sniff::HELLO_WAIT,
             )
             .await
-        && !psk.is_empty()
+        && !found.psk.is_empty()
     {
-        store.prefetch(&psk, true).await;
+        store.prefetch(&found.psk, true).await;
     }
     let mut connecting = match c.accept(incoming, &info) {
         Ok(x) => x,
@@ -589,6 +541,9 @@ async fn connection(incoming: quinn::Incoming, c: Arc<Conn>, info: Arc<ConnInfo>
             why = info.idle.closing() => return c.stats.failure(why.name()),
         }
     };
+    // The server's handshake work is done (with 0-RTT, its flight is out):
+    // no longer in flight for admission control, nor half-open.
+    drop((guard, half_open));
     // The HTTP side starts: the request timeout runs from now.
     info.idle.start();
     let handshaking = Arc::new(AtomicBool::new(done.is_some()));

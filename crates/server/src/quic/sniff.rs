@@ -16,7 +16,10 @@
 //! what it has read waits here, bounded in number ([`MAX_READ`]) and age
 //! ([`READ_EXPIRY`]). Only datagrams with a long header are looked at: the
 //! short-header packets of established connections cost one comparison.
-//! The socket is wrapped only when a remote cache stores TLS 1.3 tickets.
+//! The socket is wrapped when a remote cache stores TLS 1.3 tickets, and
+//! for `--admission session`, which classifies each attempt by the PSK its
+//! ClientHello offers (`quic::door`). The time spent reading long-header
+//! datagrams is measured ([`Hellos::cost`], `/metrics`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -24,6 +27,7 @@ use std::io::IoSliceMut;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -45,12 +49,14 @@ const MAX_READ: usize = 4096;
 /// How long a read ClientHello waits for its connection.
 const READ_EXPIRY: Duration = Duration::from_secs(2);
 
-/// What the reader found for one client address.
+/// What the reader found for one handshake.
 #[derive(Debug)]
-struct Found {
-    at: Instant,
+pub(crate) struct Found {
+    /// When the ClientHello was read whole (its last datagram read off the
+    /// socket).
+    pub(crate) at: Instant,
     /// The PSK identities the ClientHello offers (at most two).
-    psk: Vec<Vec<u8>>,
+    pub(crate) psk: Vec<Vec<u8>>,
 }
 
 /// The ClientHellos read off the listener's Initials, by client address
@@ -61,6 +67,9 @@ pub(crate) struct Hellos {
     reader: Mutex<HelloReader>,
     found: Mutex<HashMap<(SocketAddr, Vec<u8>), Found>>,
     notify: Notify,
+    /// Long-header datagrams read, and the nanoseconds spent reading them.
+    datagrams: AtomicU64,
+    nanos: AtomicU64,
 }
 
 impl fmt::Debug for Hellos {
@@ -78,7 +87,29 @@ impl Hellos {
             reader: Mutex::new(HelloReader::new(AssemblerLimits::default())),
             found: Mutex::new(HashMap::new()),
             notify: Notify::new(),
+            datagrams: AtomicU64::new(0),
+            nanos: AtomicU64::new(0),
         })
+    }
+
+    /// The long-header datagrams read so far and the CPU time the reader
+    /// spent on them (wall-clock time inside [`Hellos::observe`], on the
+    /// thread that received them: decrypting the Initial, reassembling and
+    /// parsing the ClientHello).
+    pub(crate) fn cost(&self) -> (u64, Duration) {
+        (
+            self.datagrams.load(Ordering::Relaxed),
+            Duration::from_nanos(self.nanos.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// Reads one datagram, timed.
+    fn observe_timed(&self, from: SocketAddr, datagram: &[u8]) {
+        let t = Instant::now();
+        self.observe(from, datagram);
+        self.datagrams.fetch_add(1, Ordering::Relaxed);
+        self.nanos
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Reads one datagram from `from` (a long header: an Initial, or a
@@ -118,15 +149,32 @@ impl Hellos {
         self.notify.notify_waiters();
     }
 
-    /// The PSK identities offered by the ClientHello from `addr` whose
-    /// first Initial carried `dcid`, once read whole (at most `limit` from
-    /// now); `None` if it was not read in time.
+    /// The ClientHello from `addr` whose first Initial carried `dcid`, if
+    /// it has been read whole already (taken: it is not kept).
+    pub(crate) fn take(&self, addr: SocketAddr, dcid: &[u8]) -> Option<Found> {
+        self.found.lock().remove(&(addr, dcid.to_vec()))
+    }
+
+    /// Puts back what [`Hellos::take`] took: an attempt sent a Retry comes
+    /// back with the same ClientHello under the same first DCID
+    /// (`Incoming::orig_dst_cid`), but in an Initial whose own DCID is the
+    /// Retry's, which the reader files it under; this copy is found first.
+    pub(crate) fn put_back(&self, addr: SocketAddr, dcid: &[u8], found: Found) {
+        let mut f = self.found.lock();
+        if f.len() < MAX_READ {
+            f.insert((addr, dcid.to_vec()), found);
+        }
+    }
+
+    /// The ClientHello from `addr` whose first Initial carried `dcid`,
+    /// once read whole (at most `limit` from now); `None` if it was not
+    /// read in time.
     pub(crate) async fn offered(
         &self,
         addr: SocketAddr,
         dcid: &[u8],
         limit: Duration,
-    ) -> Option<Vec<Vec<u8>>> {
+    ) -> Option<Found> {
         let key = (addr, dcid.to_vec());
         let deadline = tokio::time::Instant::now() + limit;
         loop {
@@ -136,7 +184,7 @@ impl Hellos {
             // look and the wait still wakes it.
             wake.as_mut().enable();
             if let Some(f) = self.found.lock().remove(&key) {
-                return Some(f.psk);
+                return Some(f);
             }
             if tokio::time::timeout_at(deadline, wake).await.is_err() {
                 return None;
@@ -175,7 +223,7 @@ impl AsyncUdpSocket for SniffSocket {
                 // GRO: several datagrams of `stride` bytes in one buffer.
                 for d in data.chunks(m.stride.max(1)) {
                     if d.first().is_some_and(|b| b & 0x80 != 0) {
-                        self.hellos.observe(m.addr, d);
+                        self.hellos.observe_timed(m.addr, d);
                     }
                 }
             }

@@ -44,6 +44,14 @@ pub(crate) struct QuicStats {
     pub(crate) freed: tokio::sync::Notify,
     /// `--qlog DIR`.
     pub(crate) qlog: Option<QlogDir>,
+    /// Handshakes from unvalidated addresses in progress (the
+    /// `retry-threshold` policy's count).
+    pub(crate) half_open: AtomicU64,
+    /// Attempts shed by `session` admission, by `--quic-shed-with` action
+    /// (refuse, retry, ignore).
+    pub(crate) shed: [AtomicU64; 3],
+    /// The ClientHello reader on the socket, when installed.
+    pub(crate) hellos: std::sync::OnceLock<Arc<super::sniff::Hellos>>,
 }
 
 impl QuicStats {
@@ -88,6 +96,19 @@ impl QuicStats {
             gso_segments: get(&self.gso_segments),
             gro_segments: get(&self.gro_segments),
             qlog: self.qlog.as_ref().map(QlogDir::report),
+            half_open: get(&self.half_open),
+            shed: QuicShed {
+                refused: get(&self.shed[0]),
+                retried: get(&self.shed[1]),
+                ignored: get(&self.shed[2]),
+            },
+            hello_reads: self.hellos.get().map(|h| {
+                let (datagrams, t) = h.cost();
+                HelloReads {
+                    datagrams,
+                    seconds: t.as_secs_f64(),
+                }
+            }),
         }
     }
 }
@@ -106,8 +127,28 @@ pub struct QuicHandshakes {
     pub early_data_rejected: u64,
 }
 
+/// Attempts shed by `session` admission, by what they got.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QuicShed {
+    /// Refused (CONNECTION_CLOSE with CONNECTION_REFUSED).
+    pub refused: u64,
+    /// Sent a Retry.
+    pub retried: u64,
+    /// Ignored (the Initial dropped).
+    pub ignored: u64,
+}
+
+/// The ClientHello reader on the QUIC socket (`quic::sniff`): its work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct HelloReads {
+    /// Long-header datagrams read.
+    pub datagrams: u64,
+    /// Time spent reading them (decrypting Initials, parsing ClientHellos).
+    pub seconds: f64,
+}
+
 /// The QUIC listener's figures (`Server::quic_snapshot`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct QuicSnapshot {
     /// Always `quic`: the transport label of these figures.
     pub transport: &'static str,
@@ -154,6 +195,14 @@ pub struct QuicSnapshot {
     /// `--qlog DIR`: the files written so far; absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qlog: Option<tlslab_runtime::qlog::Qlog>,
+    /// Handshakes from unvalidated addresses in progress now.
+    pub half_open: u64,
+    /// Attempts shed by `session` admission, by action.
+    pub shed: QuicShed,
+    /// The ClientHello reader's work, when it is installed (a remote cache
+    /// of TLS 1.3 tickets, or `session` admission).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hello_reads: Option<HelloReads>,
 }
 
 impl QuicSnapshot {
@@ -183,7 +232,28 @@ impl QuicSnapshot {
                 "off".to_string()
             },
             if self.gro_segments > 1 { "on" } else { "off" },
-        )
+        ) + &self.admission_summary()
+    }
+
+    /// The shed attempts and the ClientHello reader's cost, when there
+    /// are any.
+    fn admission_summary(&self) -> String {
+        let mut out = String::new();
+        let d = self.shed;
+        if d.refused + d.retried + d.ignored > 0 {
+            out += &format!(
+                ", shed {} refused / {} retried / {} ignored",
+                d.refused, d.retried, d.ignored
+            );
+        }
+        if let Some(r) = self.hello_reads.filter(|r| r.datagrams > 0) {
+            out += &format!(
+                ", ClientHello reader {} datagrams, {:.2} us each",
+                r.datagrams,
+                r.seconds * 1e6 / r.datagrams as f64
+            );
+        }
+        out
     }
 }
 
@@ -302,6 +372,45 @@ impl Collector for QuicCollector {
             ),
         ] {
             labelled(&mut enc, name, help, false, one(v))?;
+        }
+        labelled(
+            &mut enc,
+            "tlslab_transport_admission_shed",
+            "Connection attempts shed by session admission control, by transport and what they got (--quic-shed-with): refuse (CONNECTION_REFUSED), retry (a Retry packet), ignore (the Initial dropped).",
+            false,
+            [
+                ("refuse", s.shed.refused),
+                ("retry", s.shed.retried),
+                ("ignore", s.shed.ignored),
+            ]
+            .into_iter()
+            .map(|(a, n)| (vec![("action", a.to_string())], n))
+            .collect(),
+        )?;
+        labelled(
+            &mut enc,
+            "tlslab_transport_half_open",
+            "Handshakes from addresses not validated (no Retry or NEW_TOKEN token) in progress now: the retry-threshold policy's count.",
+            true,
+            one(s.half_open),
+        )?;
+        if let Some(r) = s.hello_reads {
+            labelled(
+                &mut enc,
+                "tlslab_transport_hello_read_datagrams",
+                "Long-header datagrams the ClientHello reader on the QUIC socket read (installed with a remote ticket cache or --admission session).",
+                false,
+                one(r.datagrams),
+            )?;
+            let mut m = enc.encode_descriptor(
+                "tlslab_transport_hello_read_seconds",
+                "Time the ClientHello reader spent on them: decrypting Initials, reassembling and parsing ClientHellos.",
+                None,
+                MetricType::Counter,
+            )?;
+            let labels = [("transport", "quic".to_string())];
+            m.encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&r.seconds, None)?;
         }
         labelled(
             &mut enc,
