@@ -20,15 +20,14 @@ fn load(s: &Serve, line: &str) -> serde_json::Value {
     let dir = tempdir();
     let json = dir.path().join("load.json");
     let url = s.url("/bytes/100");
-    let mut args = vec![
-        url.as_str(),
-        "--h3",
-        "--cacert",
-        s.ca_str(),
-        "--no-progress",
-    ];
+    load_ok(&json, &h3_args(s, &url, line), line, LIMIT).1
+}
+
+/// `URL --h3 --cacert CA --no-progress` and LINE's words.
+fn h3_args<'a>(s: &'a Serve, url: &'a str, line: &'a str) -> Vec<&'a str> {
+    let mut args = vec![url, "--h3", "--cacert", s.ca_str(), "--no-progress"];
     args.extend(common::args(line));
-    load_ok(&json, &args, line, LIMIT).1
+    args
 }
 
 /// The same, expected to fail: its report, if it wrote one, and stderr.
@@ -36,15 +35,7 @@ fn load_failing(s: &Serve, line: &str) -> (Option<serde_json::Value>, String) {
     let dir = tempdir();
     let json = dir.path().join("load.json");
     let url = s.url("/bytes/100");
-    let mut args = vec![
-        url.as_str(),
-        "--h3",
-        "--cacert",
-        s.ca_str(),
-        "--no-progress",
-    ];
-    args.extend(common::args(line));
-    let (out, report) = load_run(&json, &args, LIMIT);
+    let (out, report) = load_run(&json, &h3_args(s, &url, line), LIMIT);
     common::assert_no_panic(&out.stderr);
     (report, String::from_utf8_lossy(&out.stderr).into_owned())
 }
