@@ -64,7 +64,9 @@ fn explain_splits_cpu_per_request_and_counts_one_write_per_keep_alive_response()
     let syscalls = match &ex.syscalls_unavailable {
         None => true,
         Some(why) => {
-            eprintln!("SKIPPED the syscall and write checks: {why}");
+            // A loud skip locally; under CI=true (root, tracefs mounted by
+            // .ci/run) a failure.
+            common::skip(&format!("the syscall and write checks: {why}"));
             assert!(
                 stdout.contains("syscalls, writes, task clock: unavailable"),
                 "{stdout}"
