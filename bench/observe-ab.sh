@@ -21,18 +21,9 @@ dir=$(mktemp -d)
 pid=""
 trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 
-field() { sed -n "s/^tlslab serve: $2 \([^ ]*\).*/\1/p" "$1"; }
-
-taskset -c 0 "$BIN" serve --listen 127.0.0.1:0 --threads 1 --tls 1.3 \
-  </dev/null >"$dir/serve.out" 2>"$dir/serve.err" &
-pid=$!
-for _ in $(seq 200); do
-  [ -n "$(field "$dir/serve.out" ca)" ] && break
-  sleep 0.05
-done
-URL=$(field "$dir/serve.out" https)
-CA=$(field "$dir/serve.out" ca)
-[ -n "$CA" ] || { echo "$0: serve did not start: $(cat "$dir/serve.err")" >&2; exit 1; }
+# shellcheck source=bench/serve-lib.sh
+. "$(dirname "$0")/serve-lib.sh"
+serve_start --threads 1 --tls 1.3
 
 cell() { # name run load-args...
   local name=$1 run=$2; shift 2

@@ -41,23 +41,11 @@ tck=$(getconf CLK_TCK)
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-field() { # file line-prefix: the value after "tlslab serve: PREFIX "
-  sed -n "s/^tlslab serve: $2 \([^ ]*\).*/\1/p" "$1"
-}
+# shellcheck source=bench/serve-lib.sh
+. "$(dirname "$0")/serve-lib.sh"
 
 start() {
-  taskset -c 0 "$BIN" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --threads 1 \
-    --key-type ecdsa-p256 --groups x25519 --tls 1.3 --tickets on --h3 "${EXTRA[@]}" \
-    </dev/null >"$dir/serve.out" 2>"$dir/serve.err" &
-  pid=$!
-  for _ in $(seq 200); do
-    [ -n "$(field "$dir/serve.out" ca)" ] && break
-    sleep 0.05
-  done
-  URL=$(field "$dir/serve.out" https)
-  METRICS=$(field "$dir/serve.out" metrics)
-  CA=$(field "$dir/serve.out" ca)
-  [ -n "$CA" ] || { echo "$0: serve did not start: $(cat "$dir/serve.err")" >&2; exit 1; }
+  serve_start --threads 1 --key-type ecdsa-p256 --groups x25519 --tls 1.3 --tickets on --h3 "${EXTRA[@]}"
 }
 
 quic_handshakes() { # kind: the server's QUIC handshakes of that kind so far

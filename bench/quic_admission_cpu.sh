@@ -45,7 +45,8 @@ pid=""
 trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 tck=$(getconf CLK_TCK)
 
-field() { sed -n "s/^tlslab serve: $2 \([^ ]*\).*/\1/p" "$1"; }
+# shellcheck source=bench/serve-lib.sh
+. "$(dirname "$0")/serve-lib.sh"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 metric() { # name labels-substring: the sum of the matching samples
   curl -s "$METRICS" | awk -v n="$1" -v l="$2" \
@@ -53,18 +54,8 @@ metric() { # name labels-substring: the sum of the matching samples
 }
 
 start() { # extra serve flags...
-  taskset -c 0 "$BIN" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --threads 1 \
-    --key-type ecdsa-p256 --tls 1.3 --tickets off --h3 "$@" \
-    </dev/null >"$dir/serve.out" 2>"$dir/serve.err" &
-  pid=$!
-  for _ in $(seq 600); do
-    [ -n "$(field "$dir/serve.out" ca)" ] && break
-    sleep 0.05
-  done
-  URL=$(field "$dir/serve.out" https)/bytes/100
-  METRICS=$(field "$dir/serve.out" metrics)
-  CA=$(field "$dir/serve.out" ca)
-  [ -n "$CA" ] || { echo "$0: serve did not start: $(cat "$dir/serve.err")" >&2; exit 1; }
+  serve_start --threads 1 --key-type ecdsa-p256 --tls 1.3 --tickets off --h3 "$@"
+  URL=$URL/bytes/100
 }
 
 stop() {

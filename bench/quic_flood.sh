@@ -42,20 +42,10 @@ dir=$(mktemp -d)
 pid=""
 trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 
-field() { sed -n "s/^tlslab serve: $2 \([^ ]*\).*/\1/p" "$1"; }
-
-taskset -c 0 "$BIN" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --threads 1 \
-  --key-type ecdsa-p256 --h3 --quic-max-connections 100 \
-  </dev/null >"$dir/serve.out" 2>"$dir/serve.err" &
-pid=$!
-for _ in $(seq 200); do
-  [ -n "$(field "$dir/serve.out" ca)" ] && break
-  sleep 0.05
-done
-URL=$(field "$dir/serve.out" https)/bytes/1024
-METRICS=$(field "$dir/serve.out" metrics)
-CA=$(field "$dir/serve.out" ca)
-[ -n "$CA" ] || { echo "$0: serve did not start: $(cat "$dir/serve.err")" >&2; exit 1; }
+# shellcheck source=bench/serve-lib.sh
+. "$(dirname "$0")/serve-lib.sh"
+serve_start --threads 1 --key-type ecdsa-p256 --h3 --quic-max-connections 100
+URL=$URL/bytes/1024
 
 tck=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
