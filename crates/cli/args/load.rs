@@ -22,8 +22,9 @@ use crate::parse::{parse_duration, parse_threads, parse_timeout};
     of its connections that resumed is below P, so 50 gives N R N R ..., 100 gives N R R R ....\n\
     With --h2, -c is the number of connections at a time and -m the streams in flight on each \
     (as h2load's -c and -m); every stream is one request and one --log row, and a connection's \
-    first stream carries its connect and handshake times. --h2 does not take --rate, \
-    --think-time, --retry-on-failure or --early-data.\n\
+    first stream carries its connect and handshake times. --h2 runs every loop and workload \
+    HTTP/1.1 does (closed, --rate, --think-time, --retry-on-failure, urls, specweb96, replay) \
+    except --early-data and --workload ecommerce.\n\
     All figures are client-observed over the measurement window printed with them.\n\
     Exit code 1 when no request succeeded (every one failed, answered non-2xx or was cut off \
     unfinished) or when more than --max-error-rate percent failed; the report is still printed."
@@ -64,8 +65,8 @@ pub struct LoadArgs {
     pub requests_per_conn: u32,
 
     /// Speak HTTP/2: offer ALPN h2 only over TLS (a server that does not select it fails
-    /// the connection as `alpn_not_h2`), prior knowledge (h2c) over http://. Closed loop,
-    /// urls or specweb96 workload.
+    /// the connection as `alpn_not_h2`), prior knowledge (h2c) over http://. Every loop
+    /// and workload of HTTP/1.1 but --early-data and --workload ecommerce.
     #[arg(long)]
     pub h2: bool,
 

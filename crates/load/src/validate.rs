@@ -96,21 +96,18 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
         if h2.max_concurrent_streams == 0 || h2.max_concurrent_streams > MAX_STREAMS {
             return bad("--max-concurrent-streams must be between 1 and 10,000");
         }
-        if cfg.open_loop.is_some() {
+        if cfg.workload == Workload::Ecommerce {
             return bad(
-                "--rate opens a new connection per arrival, which HTTP/2 cannot amortise; \
-                 drop --rate with --h2 (use -c connections × -m streams)",
+                "--h2 with --workload ecommerce: the e-commerce model's browser fetches a \
+                 page's inline objects over parallel HTTP/1.1 connections, and a browser \
+                 speaking HTTP/2 would multiplex them on one; drop --h2 (or use urls, \
+                 specweb96 or replay)",
             );
         }
-        if !matches!(cfg.workload, Workload::Urls | Workload::Specweb96) {
+        if cfg.early_data {
             return bad(
-                "--h2 runs with --workload urls or specweb96; the e-commerce and replay models \
-                 decide connections themselves as HTTP/1.1 browsers",
-            );
-        }
-        if cfg.think_time != ThinkTime::Zero || cfg.retry_on_failure || cfg.early_data {
-            return bad(
-                "--h2 does not support --think-time, --retry-on-failure or --early-data yet; drop them",
+                "--early-data sends the first request in TLS 1.3 early data, which the \
+                 HTTP/2 client does not do yet; drop --early-data with --h2 (--h3 has 0-RTT)",
             );
         }
     }

@@ -272,13 +272,9 @@ fn h2_rejects_what_it_cannot_do() {
     let e = tlslab_load::run(&c).unwrap_err().to_string();
     assert!(e.contains("--max-concurrent-streams"), "{e}");
     let mut c = base();
-    c.open_loop = Some(tlslab_load::OpenLoop {
-        rate: 10.0,
-        arrivals: tlslab_load::Arrivals::Constant,
-        max_in_flight: 10,
-    });
+    c.workload = tlslab_load::Workload::Ecommerce;
     let e = tlslab_load::run(&c).unwrap_err().to_string();
-    assert!(e.contains("--rate"), "{e}");
+    assert!(e.contains("ecommerce") && e.contains("drop --h2"), "{e}");
     let mut c = base();
     c.early_data = true;
     let e = tlslab_load::run(&c).unwrap_err().to_string();

@@ -2,7 +2,7 @@
 //! requests of one connection, each measured into a record.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::Uri;
@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::backoff::Backoff;
-use super::identity::{Identity, Picker};
+use super::identity::{ClientTls, Identity, Picker};
 use super::shared::{CLOSE_GRACE, InFlight, Origin, Shared, Slot};
 use crate::conn::{Partial, request, send, with_timeout};
 use crate::errors::io_kind;
@@ -79,15 +79,35 @@ impl Client {
 
     /// Pauses for a think time, if the run has one.
     async fn think(&self) {
+        if let Some(d) = self.think_time() {
+            tokio::time::sleep(d).await;
+        }
+    }
+
+    /// The next think time, if the run has one and it is not zero.
+    pub(super) fn think_time(&self) -> Option<Duration> {
         if self.sh.think_time == ThinkTime::Zero {
-            return;
+            return None;
         }
         let d = self
             .sh
             .think_time
             .sample(&mut self.ident.state.lock().think);
-        if !d.is_zero() {
-            tokio::time::sleep(d).await;
+        (!d.is_zero()).then_some(d)
+    }
+
+    /// Whether the next handshake offers a held session: a browser model
+    /// or a replay whenever it holds one, other clients as the reuse
+    /// planner says.
+    pub(super) fn offer(&self, sh: &Shared, tls: &ClientTls) -> bool {
+        if sh.offer_held {
+            tls.sessions.has_session()
+        } else {
+            self.ident
+                .state
+                .lock()
+                .planner
+                .offer(tls.sessions.has_session())
         }
     }
 
@@ -222,11 +242,20 @@ impl Client {
     /// the server closing, or the end of the run. With `intended` (an open
     /// loop's arrival time), the first request's start and total time count
     /// from then rather than from now; connect time is always its own.
+    ///
+    /// This is the engine's protocol seam: the loops (closed, open, think
+    /// time, retry, browser, replay) call it, and it hands the connection to
+    /// the run's protocol once TCP is up.
     pub(super) async fn connection(&mut self, sh: &Shared, slot: Slot, intended: Option<Instant>) {
         let Some((first, tcp)) = self.open_tcp(sh, slot, intended).await else {
             return;
         };
         let ident = self.ident.clone();
+        if let Some(h2) = sh.http2 {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
+            let io = CountingIo::new(tcp, RoundTrips::for_socket(fd).totalled(&sh.socket));
+            return Box::pin(self.h2_over(sh, io, ident, first, h2)).await;
+        }
         // What is flushed before the task waits leaves in one write (see
         // tlslab_runtime::cork): the TLS Finished flight with the first
         // request, a 0-RTT ClientHello with its early data.
@@ -251,13 +280,7 @@ impl Client {
         let Some(tls) = &ident.tls else {
             return self.exchange(sh, Box::new(io), None, first).await;
         };
-        // A browser model or a replay resumes whenever it holds a session.
-        let offer = if sh.offer_held {
-            tls.sessions.has_session()
-        } else {
-            ident.state.lock().planner.offer(tls.sessions.has_session())
-        };
-        tls.sessions.set_offer(offer);
+        tls.sessions.set_offer(self.offer(sh, tls));
         let hs_start = Instant::now();
         // Boxed, as the connection below: the handshake's state is not
         // kept in this function's future for the life of the connection.

@@ -1,6 +1,9 @@
-//! HTTP/2 connections (`--h2`): a closed-loop client keeps one connection
-//! at a time and up to `-m` streams in flight on it, each stream one
-//! request and one record.
+//! HTTP/2 connections (`--h2`): the protocol half of
+//! [`Client::connection`] when the run speaks HTTP/2. Every loop and
+//! workload reaches it the same way as HTTP/1.1's: a closed-loop client
+//! keeps one connection at a time and up to `-m` streams in flight on it,
+//! an open-loop arrival or a replayed connection is one connection, and each
+//! stream is one request and one record.
 //!
 //! The connection's first stream (`req_on_conn` 0) carries the TCP connect
 //! and TLS handshake timings and its total time counts from the connection's
@@ -8,7 +11,9 @@
 //! stream's total counts from the moment it was sent. Time to first byte is
 //! per stream: its HEADERS sent → its response HEADERS received.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -20,13 +25,15 @@ use hyper::body::Incoming;
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 use super::client::{Client, Open};
-use super::shared::{CLOSE_GRACE, InFlight, Shared, Slot};
+use super::identity::Identity;
+use super::shared::{CLOSE_GRACE, InFlight, Shared};
 use crate::config::Http2;
 use crate::conn::{Partial, user_agent, with_timeout};
-use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
+use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression};
 
 /// The error kind of a TLS connection on which the server did not select
 /// `h2` by ALPN.
@@ -66,32 +73,21 @@ impl Target {
 }
 
 impl Client {
-    /// The closed loop over HTTP/2: one connection after another until the
-    /// run is over.
-    pub(super) async fn run_h2(&mut self, h2: Http2) {
-        let sh = self.sh.clone();
-        loop {
-            let Some(slot) = sh.next_slot() else { return };
-            self.back_off().await;
-            self.h2_connection(&sh, slot, h2).await;
-        }
-    }
-
-    /// One HTTP/2 connection: connect, handshake (ALPN `h2` checked), then
-    /// streams until K, an error, the server closing, or the end of the run.
-    async fn h2_connection(&mut self, sh: &Shared, slot: Slot, h2: Http2) {
-        let Some((first, tcp)) = self.open_tcp(sh, slot, None).await else {
-            return;
-        };
-        let ident = self.ident.clone();
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
-        let io = CountingIo::new(tcp, RoundTrips::for_socket(fd).totalled(&sh.socket));
+    /// The HTTP/2 part of [`connection`](Client::connection) once TCP is
+    /// up: the TLS handshake (ALPN `h2` checked; none for `http://`, which
+    /// speaks h2c with prior knowledge), then the streams.
+    pub(super) async fn h2_over(
+        &mut self,
+        sh: &Shared,
+        io: CountingIo<TcpStream>,
+        ident: Arc<Identity>,
+        first: Open<'_>,
+        h2: Http2,
+    ) {
         let Some(tls) = &ident.tls else {
-            // http://: HTTP/2 with prior knowledge (h2c).
             return Box::pin(self.h2_streams(sh, io, None, first, h2)).await;
         };
-        let offer = ident.state.lock().planner.offer(tls.sessions.has_session());
-        tls.sessions.set_offer(offer);
+        tls.sessions.set_offer(self.offer(sh, tls));
         let hs_start = Instant::now();
         let connect = NoteDecompression::new(tls.connector.connect(tls.name.clone(), io));
         match with_timeout(sh.timeout, connect).await {
@@ -176,8 +172,17 @@ impl Client {
         let mut closing = false;
         let conn_no = first.rec.conn;
         let mut next = Some(first);
+        // `--think-time`: a finished stream's slot stays taken for a think
+        // time before it carries the next request (with `-m 1`, the pause
+        // between requests of an HTTP/1.1 connection). Each entry is when a
+        // thinking slot becomes free.
+        let mut thinking: BinaryHeap<Reverse<Instant>> = BinaryHeap::new();
         loop {
-            while !closing && streams.len() < m && (k == 0 || sent < k) {
+            let now = Instant::now();
+            while thinking.peek().is_some_and(|t| t.0 <= now) {
+                thinking.pop();
+            }
+            while !closing && streams.len() + thinking.len() < m && (k == 0 || sent < k) {
                 let stream = match next.take() {
                     Some(s) => s,
                     None => {
@@ -200,10 +205,12 @@ impl Client {
                 open.insert(id, stream);
                 sent += 1;
             }
-            if streams.is_empty() {
+            if streams.is_empty() && (closing || thinking.is_empty()) {
                 break;
             }
+            let think_end = thinking.peek().map(|t| t.0);
             tokio::select! {
+                () = tokio::time::sleep_until(think_end.unwrap_or(now).into()), if think_end.is_some() => {}
                 r = &mut conn, if !conn_ended => {
                     // The server closed the connection (or it broke): the
                     // streams in flight end now, with an error if cut off.
@@ -219,6 +226,13 @@ impl Client {
                     let Some(st) = open.remove(&id) else { continue };
                     if !self.h2_stream_done(sh, hs.as_ref(), st, end) {
                         closing = true;
+                    } else if !closing
+                        && (k == 0 || sent < k)
+                        && let Some(d) = self.think_time()
+                    {
+                        // (After the connection's last stream, the loop
+                        // around the connection thinks, as over HTTP/1.1.)
+                        thinking.push(Reverse(Instant::now() + d));
                     }
                 }
             }

@@ -44,7 +44,7 @@ pub(crate) use self::open_loop::{Clock, OpenLoopRun, arrivals};
 use self::replay::{ReplayRun, replay_worker};
 use self::shared::{CLOSE_GRACE, Shared, group_origins, until_deadline};
 pub(crate) use self::shared::{Slot, slot_at};
-use crate::config::{Http2, LoadConfig, OpenLoop, Workload};
+use crate::config::{LoadConfig, OpenLoop, Workload};
 use crate::conn::with_timeout;
 use crate::error::Error;
 use crate::progress::Progress;
@@ -172,6 +172,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         reuse: cfg.reuse,
         resume_with: cfg.resume_with,
         early_data: cfg.early_data,
+        http2: cfg.http2,
         collector: Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4)))
             .with_hdr_log(hdr_log.clone()),
         csv,
@@ -200,7 +201,6 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     let mode = Mode {
         clients: cfg.clients,
         open_loop: cfg.open_loop.map(|ol| (ol, Arc::default())),
-        http2: cfg.http2,
         browser: generator.map(|g| Arc::new(BrowserRun::new(g))),
         replay: cfg.replay.clone().map(|r| Arc::new(ReplayRun::new(r))),
     };
@@ -334,7 +334,6 @@ struct Outcome {
 struct Mode {
     clients: usize,
     open_loop: Option<(OpenLoop, Arc<OpenLoopRun>)>,
-    http2: Option<Http2>,
     browser: Option<Arc<BrowserRun>>,
     replay: Option<Arc<ReplayRun>>,
 }
@@ -372,7 +371,7 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
         (None, None) => {
             for ident in identities {
                 let browser = mode.browser.clone();
-                set.spawn(client_task(shared.clone(), ident, mode.http2, browser));
+                set.spawn(client_task(shared.clone(), ident, browser));
             }
         }
         (Some((ol, run)), _) => {
@@ -418,21 +417,15 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
     }
 }
 
-async fn client_task(
-    shared: Arc<Shared>,
-    ident: Arc<Identity>,
-    http2: Option<Http2>,
-    browser: Option<Arc<BrowserRun>>,
-) {
+async fn client_task(shared: Arc<Shared>, ident: Arc<Identity>, browser: Option<Arc<BrowserRun>>) {
     let deadline = shared.deadline;
     let mut client = Client::new(shared, ident);
     // Each arm boxed: inline, every client's task would be as large as the
-    // largest of the three futures (HTTP/2's), whichever it runs, and an
-    // idle connection keeps its task.
-    let _ = match (browser, http2) {
-        (Some(b), _) => until_deadline(deadline, Box::pin(client.browse(&b))).await,
-        (None, Some(h2)) => until_deadline(deadline, Box::pin(client.run_h2(h2))).await,
-        (None, None) => until_deadline(deadline, Box::pin(client.run())).await,
+    // larger of the two futures, whichever it runs, and an idle connection
+    // keeps its task.
+    let _ = match browser {
+        Some(b) => until_deadline(deadline, Box::pin(client.browse(&b))).await,
+        None => until_deadline(deadline, Box::pin(client.run())).await,
     };
 }
 
