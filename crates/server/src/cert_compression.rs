@@ -13,13 +13,10 @@
 //! The TCP and QUIC listeners share the configuration, so both count.
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::DescriptorEncoder;
 use rustls::compress::{CertCompressor, CompressionCache, CompressionFailed, CompressionLevel};
 use rustls::server::ServerConfig;
 use tlslab_crypto::compress::CertCompression;
@@ -39,6 +36,29 @@ pub(crate) struct AlgorithmCounts {
 /// The counts of every configured algorithm.
 #[derive(Debug, Default)]
 pub(crate) struct CompressionStats(Vec<Arc<AlgorithmCounts>>);
+
+/// One algorithm's counts, read once (for the metrics).
+pub(crate) struct AlgorithmSample {
+    pub(crate) algorithm: &'static str,
+    pub(crate) handshakes: u64,
+    pub(crate) uncompressed: u64,
+    pub(crate) compressed: u64,
+}
+
+impl CompressionStats {
+    /// Every configured algorithm's counts now.
+    pub(crate) fn samples(&self) -> Vec<AlgorithmSample> {
+        self.0
+            .iter()
+            .map(|a| AlgorithmSample {
+                algorithm: a.algorithm.name(),
+                handshakes: a.handshakes.load(Ordering::Relaxed),
+                uncompressed: a.uncompressed.load(Ordering::Relaxed),
+                compressed: a.compressed.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+}
 
 /// A chain as rustls hands it over, and its compression.
 type Kept = (Vec<u8>, Arc<Vec<u8>>);
@@ -124,48 +144,4 @@ pub(crate) fn install(
         .collect();
     config.cert_compression_cache = Arc::new(CompressionCache::Disabled);
     Arc::new(stats)
-}
-
-/// The counts as `tlslab_cert_compression_*` counters by algorithm.
-#[derive(Debug)]
-pub(crate) struct CompressionCollector(pub(crate) Arc<CompressionStats>);
-
-impl Collector for CompressionCollector {
-    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
-        if self.0.0.is_empty() {
-            return Ok(());
-        }
-        type Field = fn(&AlgorithmCounts) -> &AtomicU64;
-        let all: [(&str, &str, Field); 3] = [
-            (
-                "tlslab_cert_compression_handshakes",
-                "Handshakes whose certificate was sent compressed (RFC 8879), by algorithm, over TCP and QUIC.",
-                |a| &a.handshakes,
-            ),
-            (
-                "tlslab_cert_compression_uncompressed_bytes",
-                "Bytes of the certificate messages those handshakes would have sent uncompressed, by algorithm.",
-                |a| &a.uncompressed,
-            ),
-            (
-                "tlslab_cert_compression_compressed_bytes",
-                "Bytes of compressed certificate data those handshakes sent, by algorithm.",
-                |a| &a.compressed,
-            ),
-        ];
-        for (name, help, field) in all {
-            crate::metrics::labelled_counter(
-                &mut enc,
-                name,
-                help,
-                self.0.0.iter().map(|a| {
-                    (
-                        vec![("algorithm", a.algorithm.name().to_string())],
-                        field(a).load(Ordering::Relaxed),
-                    )
-                }),
-            )?;
-        }
-        Ok(())
-    }
 }

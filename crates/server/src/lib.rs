@@ -78,13 +78,11 @@ mod tls;
 
 pub use tlslab_crypto::meter::{AblationSet, Op, OpStat, Snapshot as CryptoSnapshot};
 
-pub use admission::{
-    AdmissionMode, AdmissionSettings, AdmissionStats, Controller, Decisions, HelloKind,
-    QuicShedWith, ShedWith, Signals,
-};
+pub use admission::{AdmissionStats, Controller, Decisions, HelloKind, Signals};
 pub use config::{
-    CertSource, ConnTimeouts, Content, H2_PING_TIMEOUT, METRICS_MAX_CONNECTIONS, METRICS_TIMEOUT,
-    RemoteCache, ServeConfig, SessionCache, TicketKeys, TlsSettings,
+    AdmissionMode, AdmissionSettings, CertSource, ConnTimeouts, Content, H2_PING_TIMEOUT,
+    METRICS_MAX_CONNECTIONS, METRICS_TIMEOUT, QuicShedWith, RemoteCache, ServeConfig, SessionCache,
+    ShedWith, TicketKeys, TlsSettings,
 };
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use error::{Error, ErrorKind, Result};

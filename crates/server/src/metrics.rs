@@ -16,6 +16,7 @@ use prometheus_client::registry::Registry;
 use tlslab_crypto::meter::OpStat;
 use tlslab_crypto::provider::Version;
 
+use crate::cert_compression::{AlgorithmSample, CompressionStats};
 use crate::snapshot::{Snapshot, Sources};
 use crate::stats::Listener;
 
@@ -522,4 +523,47 @@ pub(crate) fn render(registry: &Registry) -> String {
     // truncated body, which the `# EOF` check of scrapers catches.
     let _ = prometheus_client::encoding::text::encode(&mut out, registry);
     out
+}
+
+/// The certificate compression counts as `tlslab_cert_compression_*`
+/// counters by algorithm.
+#[derive(Debug)]
+pub(crate) struct CompressionCollector(pub(crate) Arc<CompressionStats>);
+
+impl Collector for CompressionCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let samples = self.0.samples();
+        if samples.is_empty() {
+            return Ok(());
+        }
+        type Field = fn(&AlgorithmSample) -> u64;
+        let all: [(&str, &str, Field); 3] = [
+            (
+                "tlslab_cert_compression_handshakes",
+                "Handshakes whose certificate was sent compressed (RFC 8879), by algorithm, over TCP and QUIC.",
+                |a| a.handshakes,
+            ),
+            (
+                "tlslab_cert_compression_uncompressed_bytes",
+                "Bytes of the certificate messages those handshakes would have sent uncompressed, by algorithm.",
+                |a| a.uncompressed,
+            ),
+            (
+                "tlslab_cert_compression_compressed_bytes",
+                "Bytes of compressed certificate data those handshakes sent, by algorithm.",
+                |a| a.compressed,
+            ),
+        ];
+        for (name, help, field) in all {
+            labelled_counter(
+                &mut enc,
+                name,
+                help,
+                samples
+                    .iter()
+                    .map(|a| (vec![("algorithm", a.algorithm.to_string())], field(a))),
+            )?;
+        }
+        Ok(())
+    }
 }

@@ -3,7 +3,7 @@
 //!
 //! rustls's `StoresServerSessions` is synchronous and runs inside the
 //! handshake, so this store never talks to Redis from it:
-//! - before the handshake, [`crate::prefetch`] reads the ClientHello, and
+//! - before the handshake, the prefetch stage (`prefetch.rs`) reads the ClientHello, and
 //!   [`RedisStore::prefetch`] GETs the offered session ID or PSK identity
 //!   (bounded by `--redis-timeout`) and stages the value in the local
 //!   layer, where rustls then finds it;

@@ -18,7 +18,8 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::AccessLog;
-use crate::admission::{Admission, AdmissionMode, Resumable};
+use crate::admission::{Admission, Resumable};
+use crate::config::AdmissionMode;
 use crate::config::{
     ConnTimeouts, H2_PING_TIMEOUT, METRICS_MAX_CONNECTIONS, ServeConfig, TicketKeys,
 };
@@ -133,8 +134,8 @@ impl Server {
     }
 
     /// [`Server::start`] with an HTTP/3 listener beside the TLS one when
-    /// `h3` is set (see [`crate::H3Settings`]).
-    pub fn start_with_h3(cfg: ServeConfig, h3: Option<crate::H3Settings>) -> Result<Server> {
+    /// `h3` is set (see [`H3Settings`](crate::quic::H3Settings)).
+    pub fn start_with_h3(cfg: ServeConfig, h3: Option<crate::quic::H3Settings>) -> Result<Server> {
         cfg.validate()?;
         let warnings = ablation_guard(&cfg)?;
         let access_log = cfg
@@ -218,7 +219,7 @@ impl Server {
             )));
         }
         if let Some(c) = compression {
-            registry.register_collector(Box::new(crate::cert_compression::CompressionCollector(c)));
+            registry.register_collector(Box::new(crate::metrics::CompressionCollector(c)));
         }
         let prefetch = redis.clone().map(|store| crate::prefetch::Prefetcher {
             store,
@@ -421,7 +422,7 @@ impl Server {
     }
 
     /// The HTTP/3 listener's counters now.
-    pub fn quic_snapshot(&self) -> Option<crate::QuicSnapshot> {
+    pub fn quic_snapshot(&self) -> Option<crate::quic::QuicSnapshot> {
         self.quic
             .as_ref()
             .map(|q| q.stats.snapshot(&self.shared.idle))

@@ -14,7 +14,8 @@ use tlslab_crypto::store::{CacheStats, TicketStats};
 use tlslab_crypto::ticket_keys::{TicketKeyRing, TicketKeyStats};
 use tlslab_runtime::process_cpu_time;
 
-use crate::admission::{Admission, AdmissionMode, AdmissionStats};
+use crate::admission::{Admission, AdmissionStats};
+use crate::config::AdmissionMode;
 use crate::idle::{CloseReason, Conns, Transport};
 use crate::io::ByteCounters;
 use crate::redis_cache::{RedisStats, RedisStore};

@@ -8,7 +8,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::classify::{HelloKind, classify};
 use super::gate::{Admission, InFlight, Verdict};
-use super::settings::ShedWith;
+use crate::config::ShedWith;
 use crate::{prefetch, tls};
 
 /// The plaintext fatal alert `internal_error` sent by `--shed-with alert`.

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::classify::{HelloKind, Resumable};
 use super::controller::Signals;
-use super::settings::{AdmissionMode, AdmissionSettings, ShedWith};
+use crate::config::{AdmissionMode, AdmissionSettings, ShedWith};
 
 /// A token bucket refilled at the controller's limit. Tokens may go
 /// negative (a misclassified resumption is charged after the fact).

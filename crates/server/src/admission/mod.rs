@@ -64,13 +64,11 @@ mod admit;
 mod classify;
 mod controller;
 mod gate;
-mod settings;
 mod tick;
 
 pub use classify::HelloKind;
 pub use controller::{Controller, Signals};
 pub use gate::{AdmissionStats, Decisions};
-pub use settings::{AdmissionMode, AdmissionSettings, QuicShedWith, ShedWith};
 
 pub(crate) use admit::admit;
 pub(crate) use classify::{Resumable, classify_psk};

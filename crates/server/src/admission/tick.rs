@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::controller::{Controller, Signals};
 use super::gate::Admission;
-use super::settings::AdmissionMode;
+use crate::config::AdmissionMode;
 use crate::stats::Stats;
 
 /// How often the controller looks at the signals.

@@ -36,7 +36,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::sniff::{Found, HELLO_WAIT};
 use super::{Conn, QuicRetry, connection};
-use crate::admission::{Admission, Door, HelloKind, InFlight, QuicShedWith, Verdict, classify_psk};
+use crate::admission::{Admission, Door, HelloKind, InFlight, Verdict, classify_psk};
+use crate::config::QuicShedWith;
 use crate::idle::{ConnInfo, Transport};
 
 /// The admission policy of the QUIC listener (`--quic-admission`).

@@ -62,11 +62,12 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::access_log::{AccessLog, Pending, Unfinished};
-use crate::admission::{Admission, QuicShedWith};
+use crate::admission::Admission;
+use crate::config::QuicShedWith;
 use crate::content::{Body, Handled};
+use crate::error::{Error, Result};
 use crate::idle::{Busy, ConnInfo, Conns, Member};
 use crate::redis_cache::RedisStore;
-use crate::{Error, Result};
 
 pub use door::QuicAdmission;
 pub use stats::{HelloReads, QuicHandshakes, QuicShed, QuicSnapshot};

@@ -1,5 +1,7 @@
-//! What [`Server::start`](crate::Server::start)(crate::Server::start) is given: listeners,
+//! What [`Server::start`](crate::Server::start) is given: listeners,
 //! content, TLS settings, timeouts and limits.
+
+mod admission;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,7 +12,7 @@ use tlslab_crypto::provider::{Algorithms, Version};
 
 use tokio::sync::Semaphore;
 
-use crate::admission::AdmissionSettings;
+pub use self::admission::{AdmissionMode, AdmissionSettings, QuicShedWith, ShedWith};
 use crate::error::{Error, Result};
 
 /// Everything [`Server::start`](crate::Server::start) needs.

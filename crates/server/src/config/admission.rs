@@ -133,7 +133,7 @@ impl std::str::FromStr for QuicShedWith {
     }
 }
 
-/// Admission-control settings ([`crate::ServeConfig::admission`]).
+/// Admission-control settings ([`ServeConfig::admission`](super::ServeConfig::admission)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdmissionSettings {
     /// The mode.
