@@ -73,6 +73,22 @@ fn h3_reuse_is_what_was_asked_and_the_server_counts_what_the_client_saw() {
     assert!((ratio - 0.5).abs() <= 0.01, "server-observed reuse {ratio}");
     assert_eq!((sf, sr), (full, resumed), "server and client disagree");
     assert_eq!(quic_requests(&m), 240.0);
+    // One family per concept: QUIC's series of the families TCP has, by
+    // transport, equal to the QUIC-only aliases; TCP's stay apart.
+    let quic = [("transport", "quic")];
+    let tcp = [("transport", "tcp")];
+    for (kind, n) in [("full", sf), ("resumed", sr)] {
+        let series = [("transport", "quic"), ("version", "1.3"), ("kind", kind)];
+        assert_eq!(m.count("tlslab_handshakes_total", &series), n, "{kind}");
+    }
+    assert_eq!(m.count("tlslab_handshakes_total", &tcp), 0.0);
+    assert_eq!(m.count("tlslab_requests_total", &quic), 240.0);
+    assert_eq!(m.count("tlslab_requests_total", &tcp), 0.0);
+    assert_eq!(
+        m.count("tlslab_connections_total", &quic),
+        m.count("tlslab_transport_connections_total", &quic)
+    );
+    assert!(m.get("tlslab_open_connections", &quic).is_some());
 }
 
 /// With 0-RTT on, a server task that started on a ClientHello's first

@@ -86,9 +86,8 @@ fn load_h2_two_clients_ten_streams_two_connections_server_logs_http2() {
 fn load_h2_usage_errors_say_what_to_drop() {
     let url = format!("https://127.0.0.1:{}/", free_port());
     let cases: Vec<(&str, Vec<&str>)> = vec![
-        ("--rate", vec!["--rate", "10"]),
         ("--early-data", vec!["--early-data"]),
-        ("--think-time", vec!["--think-time", "const:1s"]),
+        ("ecommerce", vec!["--workload", "ecommerce"]),
         ("--max-concurrent-streams", vec!["-m", "0"]),
     ];
     for (why, extra) in cases {

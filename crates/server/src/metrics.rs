@@ -18,13 +18,42 @@ use tlslab_crypto::provider::Version;
 
 use crate::cert_compression::{AlgorithmSample, CompressionStats};
 use crate::snapshot::{Snapshot, Sources};
-use crate::stats::Listener;
+use crate::stats::{IdleClosed, Listener};
 
 /// The content type of [`render`]'s output.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Debug)]
-struct StatsCollector(Arc<Sources>);
+struct StatsCollector(Arc<Sources>, Vec<Box<dyn TransportMetrics>>);
+
+/// A listener on a transport other than TCP (QUIC's), whose figures join
+/// the TCP listener's in the families both have, under their own
+/// `transport` label: one family per concept.
+pub(crate) trait TransportMetrics: fmt::Debug + Send + Sync {
+    /// Its figures now.
+    fn figures(&self) -> TransportFigures;
+}
+
+/// What a [`TransportMetrics`] adds to the shared families.
+pub(crate) struct TransportFigures {
+    /// The `transport` label's value.
+    pub(crate) transport: &'static str,
+    /// Completed handshakes (all TLS 1.3) by kind.
+    pub(crate) handshakes: Vec<(&'static str, u64)>,
+    /// Failed handshakes by reason.
+    pub(crate) failures: Vec<(String, u64)>,
+    pub(crate) idle_closed: IdleClosed,
+    /// Connections accepted; requests answered; payload bytes (counted as
+    /// each connection closes); open now.
+    pub(crate) connections: u64,
+    pub(crate) requests: u64,
+    pub(crate) bytes_received: u64,
+    pub(crate) bytes_sent: u64,
+    pub(crate) open_connections: u64,
+}
+
+/// The `transport` label of the TCP listeners' series.
+const TCP: &str = "tcp";
 
 fn counter<N: EncodeCounterValue>(
     enc: &mut DescriptorEncoder<'_>,
@@ -107,23 +136,32 @@ fn crypto(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Erro
     )?)
 }
 
+/// A counter per TCP listener, then one per other transport's (HTTPS)
+/// listener.
 fn per_listener(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
     get: impl Fn(Listener) -> u64,
+    others: impl Iterator<Item = (&'static str, u64)>,
 ) -> Result<(), fmt::Error> {
+    let series = |t: &str, l: &str| vec![("transport", t.to_string()), ("listener", l.to_string())];
     labelled_counter(
         enc,
         name,
         help,
-        Listener::ALL.map(|l| (vec![("listener", l.name().to_string())], get(l))),
+        Listener::ALL
+            .map(|l| (series(TCP, l.name()), get(l)))
+            .into_iter()
+            .chain(others.map(|(t, n)| (series(t, Listener::Https.name()), n))),
     )
 }
 
 impl Collector for StatsCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
         let s: Snapshot = self.0.snapshot();
+        let others: Vec<TransportFigures> = self.1.iter().map(|t| t.figures()).collect();
+        let tcp = || ("transport", TCP.to_string());
         let mut hs = Vec::new();
         for v in [Version::Tls12, Version::Tls13] {
             let k = s.handshakes.get(v);
@@ -137,6 +175,7 @@ impl Collector for StatsCollector {
                 }
                 hs.push((
                     vec![
+                        tcp(),
                         ("version", v.short().to_string()),
                         ("kind", kind.to_string()),
                     ],
@@ -144,19 +183,42 @@ impl Collector for StatsCollector {
                 ));
             }
         }
+        for o in &others {
+            for (kind, n) in &o.handshakes {
+                hs.push((
+                    vec![
+                        ("transport", o.transport.to_string()),
+                        ("version", Version::Tls13.short().to_string()),
+                        ("kind", kind.to_string()),
+                    ],
+                    *n,
+                ));
+            }
+        }
         labelled_counter(
             &mut enc,
             "tlslab_handshakes",
-            "Completed TLS handshakes by protocol version and kind (full, resumed, full_hrr = full after HelloRetryRequest).",
+            "Completed TLS handshakes by transport (tcp, quic), protocol version and kind (full, resumed, full_hrr = full after HelloRetryRequest, TCP only).",
             hs,
         )?;
         labelled_counter(
             &mut enc,
             "tlslab_handshake_failures",
-            "TLS handshakes that failed or were abandoned, by reason (alert received, decode_error, not_tls, http_on_tls_port, eof, timeout, ...).",
+            "TLS handshakes that failed or were abandoned, by transport and reason (alert received, decode_error, not_tls, http_on_tls_port, eof, timeout, ...).",
             s.handshake_failures
                 .iter()
-                .map(|(r, n)| (vec![("reason", r.clone())], *n)),
+                .map(|(r, n)| (vec![tcp(), ("reason", r.clone())], *n))
+                .chain(others.iter().flat_map(|o| {
+                    o.failures.iter().map(|(r, n)| {
+                        (
+                            vec![
+                                ("transport", o.transport.to_string()),
+                                ("reason", r.clone()),
+                            ],
+                            *n,
+                        )
+                    })
+                })),
         )?;
         if let Some(c) = s.session_cache {
             counters(
@@ -250,44 +312,65 @@ impl Collector for StatsCollector {
         per_listener(
             &mut enc,
             "tlslab_requests",
-            "HTTP requests received.",
+            "HTTP requests received, by transport and listener.",
             |l| s.requests.get(l),
+            others.iter().map(|o| (o.transport, o.requests)),
         )?;
         per_listener(
             &mut enc,
             "tlslab_bytes_received",
-            "Raw bytes read from client sockets, TLS records included.",
+            "Raw bytes read from client sockets, TLS records included, by transport and listener (QUIC: UDP payload, counted as each connection closes).",
             |l| s.bytes_received.get(l),
+            others.iter().map(|o| (o.transport, o.bytes_received)),
         )?;
         per_listener(
             &mut enc,
             "tlslab_bytes_sent",
-            "Raw bytes written to client sockets, TLS records included.",
+            "Raw bytes written to client sockets, TLS records included, by transport and listener (QUIC: UDP payload, counted as each connection closes).",
             |l| s.bytes_sent.get(l),
+            others.iter().map(|o| (o.transport, o.bytes_sent)),
         )?;
         per_listener(
             &mut enc,
             "tlslab_connections",
-            "Client connections accepted.",
+            "Client connections accepted, by transport and listener.",
             |l| s.connections.get(l),
+            others.iter().map(|o| (o.transport, o.connections)),
         )?;
+        let idle = |t: &str, c: &IdleClosed| {
+            [
+                ("request_timeout", c.request_timeout),
+                ("keepalive_timeout", c.keepalive_timeout),
+                ("evicted", c.evicted),
+            ]
+            .map(|(r, n)| {
+                (
+                    vec![("transport", t.to_string()), ("reason", r.to_string())],
+                    n,
+                )
+            })
+        };
         labelled_counter(
             &mut enc,
             "tlslab_idle_closed",
-            "Connections closed for sitting idle: no first request within --request-timeout (request_timeout), no next request within --keepalive-timeout (keepalive_timeout), or the longest-idle one at the --max-connections limit (evicted).",
-            [
-                ("request_timeout", s.idle_closed.request_timeout),
-                ("keepalive_timeout", s.idle_closed.keepalive_timeout),
-                ("evicted", s.idle_closed.evicted),
-            ]
-            .map(|(r, n)| (vec![("reason", r.to_string())], n)),
+            "Connections closed for sitting idle, by transport and reason: no first request within --request-timeout (request_timeout), no next request within --keepalive-timeout (keepalive_timeout), or the longest-idle one at the connection limit (evicted; over QUIC a half-open handshake included).",
+            idle(TCP, &s.idle_closed).into_iter().chain(
+                others
+                    .iter()
+                    .flat_map(|o| idle(o.transport, &o.idle_closed)),
+            ),
         )?;
-        gauge(
-            &mut enc,
+        let mut open = enc.encode_descriptor(
             "tlslab_open_connections",
-            "Client connections open now.",
-            s.open_connections as i64,
+            "Client connections open now, by transport.",
+            None,
+            MetricType::Gauge,
         )?;
+        for (t, n) in std::iter::once((TCP, s.open_connections))
+            .chain(others.iter().map(|o| (o.transport, o.open_connections)))
+        {
+            ConstGauge::new(n as i64).encode(open.encode_family(&[("transport", t)])?)?;
+        }
         counter(
             &mut enc,
             "tlslab_server_worker_cpu_seconds",
@@ -503,7 +586,7 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
 }
 
 /// A registry exposing every figure of `sources`.
-pub(crate) fn registry(sources: Arc<Sources>) -> Registry {
+pub(crate) fn registry(sources: Arc<Sources>, others: Vec<Box<dyn TransportMetrics>>) -> Registry {
     let mut r = Registry::default();
     if let Some(redis) = &sources.redis {
         r.register(
@@ -512,7 +595,7 @@ pub(crate) fn registry(sources: Arc<Sources>) -> Registry {
             redis.histogram.clone(),
         );
     }
-    r.register_collector(Box::new(StatsCollector(sources)));
+    r.register_collector(Box::new(StatsCollector(sources, others)));
     r
 }
 

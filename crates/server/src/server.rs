@@ -211,12 +211,16 @@ impl Server {
             ticket_keys: ring.clone(),
             admission: admission.clone(),
         });
-        let mut registry = metrics::registry(sources.clone());
-        if let Some(q) = &quic {
-            registry.register_collector(Box::new(crate::quic::QuicCollector(
-                q.stats.clone(),
-                conns.clone(),
-            )));
+        let quic_metrics = quic
+            .as_ref()
+            .map(|q| crate::quic::QuicCollector(q.stats.clone(), conns.clone()));
+        let others: Vec<Box<dyn metrics::TransportMetrics>> = quic_metrics
+            .iter()
+            .map(|q| Box::new(q.clone()) as Box<dyn metrics::TransportMetrics>)
+            .collect();
+        let mut registry = metrics::registry(sources.clone(), others);
+        if let Some(q) = quic_metrics {
+            registry.register_collector(Box::new(q));
         }
         if let Some(c) = compression {
             registry.register_collector(Box::new(crate::metrics::CompressionCollector(c)));

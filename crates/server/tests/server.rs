@@ -151,34 +151,46 @@ fn cache_capacity_bounds_size_and_counts_evictions() {
     assert_eq!(
         metric(
             &text,
-            "tlslab_handshakes_total{version=\"1.3\",kind=\"full\"}"
+            "tlslab_handshakes_total{transport=\"tcp\",version=\"1.3\",kind=\"full\"}"
         ),
         4.0
     );
     assert_eq!(
         metric(
             &text,
-            "tlslab_handshakes_total{version=\"1.3\",kind=\"resumed\"}"
+            "tlslab_handshakes_total{transport=\"tcp\",version=\"1.3\",kind=\"resumed\"}"
         ),
         0.0
     );
     assert_eq!(
         metric(
             &text,
-            "tlslab_handshakes_total{version=\"1.2\",kind=\"full\"}"
+            "tlslab_handshakes_total{transport=\"tcp\",version=\"1.2\",kind=\"full\"}"
         ),
         0.0
     );
     assert_eq!(
-        metric(&text, "tlslab_requests_total{listener=\"https\"}"),
+        metric(
+            &text,
+            "tlslab_requests_total{transport=\"tcp\",listener=\"https\"}"
+        ),
         4.0
     );
     assert_eq!(
-        metric(&text, "tlslab_connections_total{listener=\"https\"}"),
+        metric(
+            &text,
+            "tlslab_connections_total{transport=\"tcp\",listener=\"https\"}"
+        ),
         4.0
     );
-    let received = metric(&text, "tlslab_bytes_received_total{listener=\"https\"}");
-    let sent = metric(&text, "tlslab_bytes_sent_total{listener=\"https\"}");
+    let received = metric(
+        &text,
+        "tlslab_bytes_received_total{transport=\"tcp\",listener=\"https\"}",
+    );
+    let sent = metric(
+        &text,
+        "tlslab_bytes_sent_total{transport=\"tcp\",listener=\"https\"}",
+    );
     assert_eq!(received, snap.bytes_received.https as f64);
     assert_eq!(sent, snap.bytes_sent.https as f64);
     // Four handshakes (a certificate chain each way out) plus requests.
@@ -267,13 +279,16 @@ fn bad_clients_are_counted_by_reason_and_the_server_keeps_serving() {
     assert_eq!(snap.failures_total(), 6, "{f:?}");
     let text = server.metrics_text();
     assert_eq!(
-        metric(&text, "tlslab_handshake_failures_total{reason=\"not_tls\"}"),
+        metric(
+            &text,
+            "tlslab_handshake_failures_total{transport=\"tcp\",reason=\"not_tls\"}"
+        ),
         1.0
     );
     assert_eq!(
         metric(
             &text,
-            "tlslab_handshake_failures_total{reason=\"http_on_tls_port\"}"
+            "tlslab_handshake_failures_total{transport=\"tcp\",reason=\"http_on_tls_port\"}"
         ),
         1.0
     );

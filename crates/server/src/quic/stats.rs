@@ -17,6 +17,7 @@ use tlslab_runtime::qlog::QlogDir;
 
 use super::session::Kinds;
 use crate::idle::{CloseReason, Conns, Transport};
+use crate::metrics::{TransportFigures, TransportMetrics};
 use crate::stats::IdleClosed;
 
 /// Live counters of the QUIC listener.
@@ -257,9 +258,31 @@ impl QuicSnapshot {
     }
 }
 
-/// The metrics of [`QuicStats`], each with `transport="quic"`.
-#[derive(Debug)]
+/// The metrics of [`QuicStats`], each with `transport="quic"`: the QUIC
+/// listener's part of the families it shares with TCP (through
+/// [`TransportMetrics`]), and the `tlslab_transport_*` families of its own.
+#[derive(Clone, Debug)]
 pub(crate) struct QuicCollector(pub(crate) Arc<QuicStats>, pub(crate) Arc<Conns>);
+
+impl TransportMetrics for QuicCollector {
+    fn figures(&self) -> TransportFigures {
+        let s = self.0.snapshot(&self.1);
+        TransportFigures {
+            transport: s.transport,
+            handshakes: vec![
+                ("full", s.handshakes.full),
+                ("resumed", s.handshakes.resumed),
+            ],
+            failures: s.handshake_failures.into_iter().collect(),
+            idle_closed: s.idle_closed,
+            connections: s.connections,
+            requests: s.requests,
+            bytes_received: s.bytes_received,
+            bytes_sent: s.bytes_sent,
+            open_connections: s.open_connections,
+        }
+    }
+}
 
 fn labelled(
     enc: &mut DescriptorEncoder<'_>,
