@@ -24,7 +24,7 @@ wait_line() { # FILE PATTERN -> the first matching line (≤ 20 s)
 
 "$bin" certs --out "$dir/certs" --key ecdsa-p256 >/dev/null
 taskset -c 0 "$bin" serve --listen 127.0.0.1:0 --cert "$dir/certs/server.pem" \
-  --key "$dir/certs/server.key" >"$dir/serve.out" 2>&1 &
+  --key-file "$dir/certs/server.key" >"$dir/serve.out" 2>&1 &
 pids+=($!)
 serve=$(wait_line "$dir/serve.out" '^tlslab serve: https ' | awk '{print $4}' | sed 's#https://##; s#/.*##')
 targets=("serve $serve")

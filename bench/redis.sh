@@ -26,7 +26,7 @@ trap cleanup EXIT
 serve() {
   local port=$1 cpu=$2; shift 2
   taskset -c "$cpu" $T serve --listen 127.0.0.1:"$port" --metrics 127.0.0.1:$((port + 1000)) \
-    --cert "$OUT/certs/server.pem" --key "$OUT/certs/server.key" --threads 1 "$@" >"$OUT/serve-$port.log" 2>&1 &
+    --cert "$OUT/certs/server.pem" --key-file "$OUT/certs/server.key" --threads 1 "$@" >"$OUT/serve-$port.log" 2>&1 &
   stop_pids+=($!)
   for _ in $(seq 100); do curl -s "http://127.0.0.1:$((port + 1000))/metrics" >/dev/null && return; sleep 0.1; done
   echo "serve on $port did not start" >&2; exit 1

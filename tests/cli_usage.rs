@@ -87,11 +87,26 @@ fn a_cert_file_given_as_key_is_a_usage_error() {
     let dir = tempdir();
     let c = certs(dir.path(), "ecdsa-p256", &[]);
     let chain = c.chain.to_str().expect("utf-8");
+    // `--key FILE` is the old spelling of `--key-file`: it still works,
+    // with a one-line warning, and is not in the help.
+    for (flag, warns) in [("--key-file", false), ("--key", true)] {
+        let line = format!("serve --listen 127.0.0.1:0 --cert C {flag} C");
+        let args = args_with(&line, &[("C", chain)]);
+        let err = usage_error(&args, LIMIT);
+        assert!(err.contains("no PEM private key found"), "{flag}: {err}");
+        assert_eq!(err.contains("renamed --key-file"), warns, "{flag}: {err}");
+    }
+    let help = expect_ok(&run_tlslab(&["serve", "--help"], LIMIT));
+    assert!(
+        lists(&help, "--key-file") && !lists(&help, "--key"),
+        "{help}"
+    );
+    // Both spellings at once: a usage error.
     let args = args_with(
-        "serve --listen 127.0.0.1:0 --cert C --key C",
+        "serve --listen 127.0.0.1:0 --cert C --key-file C --key C",
         &[("C", chain)],
     );
-    assert_usage_error(&args, "no PEM private key found", LIMIT);
+    usage_error(&args, LIMIT);
 }
 
 #[test]
@@ -127,7 +142,7 @@ fn conflicting_flags_are_usage_errors() {
         ),
         (
             "--key-type",
-            "serve --listen 127.0.0.1:0 --cert CA --key CA --key-type rsa2048",
+            "serve --listen 127.0.0.1:0 --cert CA --key-file CA --key-type rsa2048",
         ),
         ("dsa1024", "certs --out ROOT --key dsa1024"),
         ("zstd", "serve --listen 127.0.0.1:0 --cert-compression zstd"),
@@ -151,7 +166,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("certs", "--out --key-type --intermediate-key --san"),
     (
         "serve",
-        "--listen --http --metrics --root --fileset --cert --key --key-type \
+        "--listen --http --metrics --root --fileset --cert --key-file --key-type \
          --intermediate-key-type --cert-compression --tls --suites --groups \
          --session-cache --redis-prefix --redis-timeout --ticket-keys \
          --ticket-key-rotation --node-tag --session-timeout --tickets --max-early-data \

@@ -476,7 +476,7 @@ fn three_agents_in_network_namespaces_merge_exactly() {
         certs.ca.display().to_string(),
     );
     let vars = [("L", &*listen), ("M", &metrics), ("C", &chain), ("K", &key)];
-    let serve_args = args_with("serve --listen L --metrics M --cert C --key K", &vars);
+    let serve_args = args_with("serve --listen L --metrics M --cert C --key-file K", &vars);
     let serve = Proc::spawn(hosts.tlslab(1, &serve_args)).graceful_drop();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut metrics_addr = None;

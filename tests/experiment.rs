@@ -89,25 +89,29 @@ fn the_path_option_is_checked_before_any_work() {
         assert!(!out_dir.exists(), "{}", show(&out));
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
-    let err = run(&["seed003-table2", "--quick", "--path", "netem"]);
+    let err = run(&["seed003-table2", "--quick", "--path-kind", "netem"]);
     assert!(
         err.contains("relay") && err.contains("packet") && err.contains("both"),
         "{err}"
     );
-    let err = run(&["seed000-reuse", "--quick", "--path", "both"]);
+    let err = run(&["seed000-reuse", "--quick", "--path-kind", "both"]);
     assert!(
         err.contains("no round-trip cells") && err.contains("seed003-table2"),
         "{err}"
     );
     let m = tmp.path().join("m.toml");
     std::fs::write(&m, MATRIX).unwrap();
+    // `--path` is the old spelling of `--path-kind`, still accepted.
     let err = run(&["--config", m.to_str().unwrap(), "--path", "packet"]);
-    assert!(err.contains("--path is for the built-in studies"), "{err}");
+    assert!(
+        err.contains("--path-kind is for the built-in studies"),
+        "{err}"
+    );
     // Without privilege the packet path is refused, naming both fixes.
     if !tlslab_path::privileged() {
-        let err = run(&["seed004-handshake", "--quick", "--path", "packet"]);
+        let err = run(&["seed004-handshake", "--quick", "--path-kind", "packet"]);
         assert!(
-            err.contains("root") && err.contains("--path relay"),
+            err.contains("root") && err.contains("--path-kind relay"),
             "{err}"
         );
     }

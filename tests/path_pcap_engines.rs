@@ -149,7 +149,7 @@ fn experiment_pcap_writes_one_capture_per_packet_path_cell() {
     };
     let caps = dir.path().join("caps");
     let out_dir = dir.path().join("s3");
-    let line = "experiment run seed003-table2 --quick --path packet --no-progress --pcap CAPS \
+    let line = "experiment run seed003-table2 --quick --path-kind packet --no-progress --pcap CAPS \
                 --out OUT";
     let a = args_with(
         line,

@@ -1,5 +1,5 @@
 //! The studies' round-trip cells over the packet-level path (`experiment
-//! run … --path packet|both`) against the relay, checked as round-trip
+//! run … --path-kind packet|both`) against the relay, checked as round-trip
 //! COUNTS within a quarter RTT (the machine is shared; see
 //! tests/path_timing.rs):
 //!
@@ -19,7 +19,7 @@
 //!
 //! `#[ignore]`: root (network namespaces, TUN), run by .ci/run with
 //! `--release --test-threads=1`; without root a loud skip (a failure
-//! under CI=true). The non-root checks (`--path packet` refused without
+//! under CI=true). The non-root checks (`--path-kind packet` refused without
 //! root, option parsing) are in tests/experiment.rs and the crate's units.
 
 mod common;
@@ -52,7 +52,7 @@ fn seed003_connect_is_one_rtt_over_the_packet_path_and_local_through_the_relay()
         return;
     };
     let out_dir = dir.path().join("s3");
-    let args = args("seed003-table2 --quick --path both --no-progress");
+    let args = args("seed003-table2 --quick --path-kind both --no-progress");
     let (_, doc) = experiment_run(&args, &out_dir, Duration::from_secs(120));
     let cells = doc["cells"].as_array().unwrap();
     // 2 RTTs × 2 versions × 2 paths.
@@ -257,6 +257,6 @@ fn a_pq_chain_above_quics_first_flight_limit_costs_quic_one_more_rtt() {
     }
     rig.shutdown();
     // The sweep runs these cells for every chain at every RTT with
-    // `--path packet|both`: its plan is checked by the crate's unit tests
+    // `--path-kind packet|both`: its plan is checked by the crate's unit tests
     // (study::pq).
 }

@@ -239,13 +239,13 @@ impl Certs {
 }
 
 impl Certs {
-    /// `--cert CHAIN --key KEY`: `tlslab serve` on these files.
+    /// `--cert CHAIN --key-file KEY`: `tlslab serve` on these files.
     pub fn serve_flags(&self) -> [&str; 4] {
         let chain = self.chain.to_str().expect("utf-8 temp path");
         [
             "--cert",
             chain,
-            "--key",
+            "--key-file",
             self.key.to_str().expect("utf-8 temp path"),
         ]
     }

@@ -412,15 +412,22 @@ pub struct RunArgs {
     /// (`tlslab relay` on loopback: no root, TCP only, delays each flight; its TCP connect is
     /// local and it shows no slow start), packet (`tlslab path`: root or CAP_NET_ADMIN; the
     /// kernel's own TCP with a real connect, slow start and loss recovery), or both (each cell
-    /// over each, side by side in the results).
-    #[arg(long, value_name = "relay|packet|both", default_value = "relay", value_parser = parse_path_choice)]
+    /// over each, side by side in the results). (`--path` is its old spelling: elsewhere
+    /// `--path` takes a path spec such as delay=25ms.)
+    #[arg(
+        long = "path-kind",
+        alias = "path",
+        value_name = "relay|packet|both",
+        default_value = "relay",
+        value_parser = parse_path_choice
+    )]
     pub path: PathChoice,
 
     /// Capture every packet the packet-level path forwards or drops, both directions, as
     /// `tlslab path --pcap` does: one pcapng file per path run, DIR/CELL.pcapng (the cell's id,
     /// e.g. rtt25ms-tls13-packet-r1; quic-vs-tcp's time-to-first-byte cells share one path per
     /// RTT: DIR/ttfb-rttNms.pcapng), each capped at 100MB. For the studies that cross the path:
-    /// seed003-table2 and seed004-handshake with --path packet or both, and quic-vs-tcp (root).
+    /// seed003-table2 and seed004-handshake with --path-kind packet or both, and quic-vs-tcp (root).
     /// Each capture's files and packet counts are printed as its path stops; seed003-table2's
     /// and seed004-handshake's are also in the document's per-cell packet-path reports (`pcap`).
     #[arg(long, value_name = "DIR")]

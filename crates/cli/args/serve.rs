@@ -66,7 +66,7 @@ pub enum Fileset {
 #[command(
     after_help = "Example:\n  tlslab serve --fileset specweb96 --http 127.0.0.1:8080 --metrics 127.0.0.1:9090 \\\n      \
     --tls 1.2,1.3 --session-cache memory:100000 --tickets off\n\n\
-    Without --cert/--key it generates an ephemeral CA and certificate and prints where ca.pem is.\n\
+    Without --cert/--key-file it generates an ephemeral CA and certificate and prints where ca.pem is.\n\
     Every mode also serves /dyn?work=<µs>&bytes=<N> (burns CPU, returns N bytes), /bytes/<N> and /health.\n\
     SIGINT or SIGTERM stops it gracefully and prints a summary."
 )]
@@ -91,12 +91,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAME")]
     pub fileset: Option<Fileset>,
 
-    /// PEM certificate chain, leaf first (needs --key).
-    #[arg(long, value_name = "FILE", requires = "key")]
+    /// PEM certificate chain, leaf first (needs --key-file).
+    #[arg(long, value_name = "FILE", requires = "key_files")]
     pub cert: Option<PathBuf>,
 
     /// PEM private key of --cert (needs --cert).
-    #[arg(long, value_name = "FILE", requires = "cert")]
+    #[arg(long, value_name = "FILE", requires = "cert", group = "key_files")]
+    pub key_file: Option<PathBuf>,
+
+    /// The old spelling of --key-file (elsewhere --key is a key type): hidden,
+    /// and warned about.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "cert",
+        group = "key_files",
+        hide = true
+    )]
     pub key: Option<PathBuf>,
 
     /// Key type of the ephemeral certificate generated when --cert is not given:

@@ -206,7 +206,7 @@ pub struct DispatchArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     tlslab path --delay 25ms --rate 10mbit --ready-port 8443 -- \\\n      \
-    tlslab serve --https 0.0.0.0:8443 --cert c.pem --key k.pem ::: \\\n      \
+    tlslab serve --https 0.0.0.0:8443 --cert c.pem --key-file k.pem ::: \\\n      \
     sh -c 'curl -k https://$TLSLAB_PATH_SERVER:8443/'\n  \
     tlslab path --delay 10ms        (no command: hold the path until Ctrl-C; enter it with\n                                   \
     ip netns exec NAME ..., the names are printed)\n  \

@@ -43,7 +43,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
         if a.path != PathChoice::Relay {
             return Err(usage(
-                "--path is for the built-in studies seed003-table2 and seed004-handshake; a \
+                "--path-kind is for the built-in studies seed003-table2 and seed004-handshake; a \
                  matrix's cells run on loopback",
             ));
         }
@@ -91,7 +91,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
                 if a.path == PathChoice::Relay {
                     String::new()
                 } else {
-                    format!(" --path {}", a.path.name())
+                    format!(" --path-kind {}", a.path.name())
                 },
                 b.seed,
                 opts.out.join(study::RESULTS_FILE).display()

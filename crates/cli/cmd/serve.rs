@@ -18,7 +18,7 @@ use crate::usage::{Usage, bail, usage};
 
 /// A `serve` configuration as its flags describe it: the engine
 /// configuration, and the certificate still to generate when no
-/// --cert/--key was given.
+/// --cert/--key-file was given.
 pub struct ServePlan {
     config: ServeConfig,
     generate: Option<(KeyType, Option<KeyType>)>,
@@ -170,14 +170,19 @@ pub fn config(a: &ServeArgs) -> anyhow::Result<ServePlan> {
         (None, None) => Content::Empty,
     };
 
-    let (cert, generate) = match (&a.cert, &a.key) {
+    if a.key.is_some() {
+        eprintln!(
+            "warning: `serve --key FILE` is renamed --key-file (the same PEM key); --key will go"
+        );
+    }
+    let (cert, generate) = match (&a.cert, a.key_file.as_ref().or(a.key.as_ref())) {
         (Some(chain), Some(key)) => {
             // Load now so that a bad file is a usage error naming the file.
             tlslab_crypto::pki::load_chain(chain).map_err(usage)?;
             let der = tlslab_crypto::pki::load_key(key).map_err(usage)?;
             if signs_with_ml_dsa(&crypto, der) && !versions.contains(&provider::Version::Tls13) {
                 return bail(format!(
-                    "--key {} is an ML-DSA key, which TLS 1.2 cannot use (every handshake would fail); ML-DSA needs TLS 1.3: use --tls 1.3 (or 1.2,1.3)",
+                    "--key-file {} is an ML-DSA key, which TLS 1.2 cannot use (every handshake would fail); ML-DSA needs TLS 1.3: use --tls 1.3 (or 1.2,1.3)",
                     key.display()
                 ));
             }
@@ -423,7 +428,7 @@ pub fn certs(a: &CertsArgs) -> anyhow::Result<ExitCode> {
     }
     writeln!(
         out,
-        "clients trust {}; serve with --cert {} --key {}",
+        "clients trust {}; serve with --cert {} --key-file {}",
         a.out.join(tlslab_crypto::pki::CA_CERT_FILE).display(),
         a.out.join(tlslab_crypto::pki::CHAIN_FILE).display(),
         a.out.join(tlslab_crypto::pki::KEY_FILE).display()

@@ -15,7 +15,7 @@ use crate::float::or_inf;
 #[serde(untagged)]
 pub enum EngineReport {
     /// The packet-path cells of a load study (seed004-handshake with
-    /// `--path packet|both`).
+    /// `--path-kind packet|both`).
     Path(PathCells),
     /// The probe study's cells (seed003-table2).
     Probe(ProbeCells),

@@ -73,7 +73,7 @@ impl LoadRig {
         if spec.rtt.is_some() && spec.transport == Transport::Quic {
             return Err(StudyError::Usage(format!(
                 "{id}: a QUIC cell cannot cross tlslab relay (TCP only); run it over the \
-                 packet-level path (--path packet, root)"
+                 packet-level path (--path-kind packet, root)"
             )));
         }
         let emb = self.server(spec)?;
@@ -375,7 +375,7 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
         let load = load.replace("https://localhost:8443", "https://10.201.0.1:8443");
         return format!(
             "tlslab certs --key {key}{certs_extra} --san 10.201.0.1 --out {dir} && sudo tlslab \
-             path --delay {}ms --cc reno -- {}tlslab serve --cert {dir}/{} --key {dir}/{} \
+             path --delay {}ms --cc reno -- {}tlslab serve --cert {dir}/{} --key-file {dir}/{} \
              --listen 10.201.0.1:8443{h3} --threads 1{comp} ::: {load}",
             rtt.as_millis() / 2,
             taskset(&placement.server),
@@ -396,7 +396,7 @@ pub fn command_line(spec: &CellSpec, placement: &Placement) -> String {
     };
     format!(
         "tlslab certs --key {key}{certs_extra} --out {dir} && {}tlslab serve --cert {dir}/{} \
-         --key {dir}/{} --listen 127.0.0.1:8443{h3} --threads 1{comp} & {relay}{load}",
+         --key-file {dir}/{} --listen 127.0.0.1:8443{h3} --threads 1{comp} & {relay}{load}",
         taskset(&placement.server),
         pki::CHAIN_FILE,
         pki::KEY_FILE,

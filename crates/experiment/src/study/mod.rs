@@ -122,7 +122,7 @@ pub fn run_builtin(
     if opts.path != PathChoice::Relay {
         if !PATH_STUDIES.contains(&b.name) {
             return Err(StudyError::Usage(format!(
-                "--path {}: {} has no round-trip cells; --path is for {}",
+                "--path-kind {}: {} has no round-trip cells; --path-kind is for {}",
                 opts.path.name(),
                 b.name,
                 PATH_STUDIES.join(" and ")
@@ -143,7 +143,7 @@ pub fn run_builtin(
 }
 
 /// `--pcap DIR` is for a study whose cells cross the packet-level path:
-/// seed003-table2 and seed004-handshake with `--path packet|both`, and
+/// seed003-table2 and seed004-handshake with `--path-kind packet|both`, and
 /// quic-vs-tcp (its time-to-first-byte cells); a usage error otherwise, or
 /// without the privilege the path needs.
 fn check_pcap(study: &str, opts: &RunOptions) -> Result<(), StudyError> {
@@ -155,11 +155,11 @@ fn check_pcap(study: &str, opts: &RunOptions) -> Result<(), StudyError> {
     if !crosses {
         return Err(StudyError::Usage(format!(
             "--pcap {}: {study} {}; --pcap captures the packet-level path, which the \
-             round-trip cells of {} cross with --path packet or both, as do quic-vs-tcp's \
+             round-trip cells of {} cross with --path-kind packet or both, as do quic-vs-tcp's \
              time-to-first-byte cells",
             dir.display(),
             if PATH_STUDIES.contains(&study) {
-                "crosses tlslab relay (--path relay), which has no packets to capture"
+                "crosses tlslab relay (--path-kind relay), which has no packets to capture"
             } else {
                 "crosses no packet-level path"
             },
@@ -184,7 +184,7 @@ pub fn run_matrix(
 ) -> Result<StudyResults, StudyError> {
     if opts.path != PathChoice::Relay {
         return Err(StudyError::Usage(format!(
-            "--path {}: a matrix's cells run on loopback; --path is for the built-in studies {}",
+            "--path-kind {}: a matrix's cells run on loopback; --path-kind is for the built-in studies {}",
             opts.path.name(),
             PATH_STUDIES.join(" and ")
         )));
@@ -358,7 +358,12 @@ mod tests {
             assert!(e.is_usage(), "{e}");
             crate::assert_has(
                 &e.to_string(),
-                &["--pcap caps", study, "--path packet or both", "quic-vs-tcp"],
+                &[
+                    "--pcap caps",
+                    study,
+                    "--path-kind packet or both",
+                    "quic-vs-tcp",
+                ],
             );
         }
         for (study, path) in [

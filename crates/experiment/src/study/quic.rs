@@ -267,7 +267,7 @@ fn command_line(p: &Point, load: &tlslab_load::LoadConfig, placement: &Placement
     });
     format!(
         "{path}tlslab certs --key {key} --out certs-{key} && {}tlslab serve --cert \
-         certs-{key}/{} --key certs-{key}/{} --listen 127.0.0.1:8443 --threads 1 --tls 1.3 \
+         certs-{key}/{} --key-file certs-{key}/{} --listen 127.0.0.1:8443 --threads 1 --tls 1.3 \
          --tickets off --max-early-data 16384 --h3 & {}tlslab load \
          https://localhost:8443{TARGET} --cacert certs-{key}/{} --tls 1.3 --group {GROUP} -c {} \
          --threads 1 -d {} --warmup {} --requests-per-conn {} --reuse {}{}{}",

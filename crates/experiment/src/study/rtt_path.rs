@@ -62,9 +62,9 @@ impl PathChoice {
     pub fn check(self) -> Result<(), StudyError> {
         if self.kinds().contains(&PathKind::Packet) && !tlslab_path::privileged() {
             return Err(StudyError::Usage(format!(
-                "--path {}: the packet-level path needs root (or CAP_NET_ADMIN and \
+                "--path-kind {}: the packet-level path needs root (or CAP_NET_ADMIN and \
                  CAP_SYS_ADMIN) to create network namespaces and TUN devices; run as root \
-                 (sudo), or use --path relay, which needs no privilege (TCP only, delays whole \
+                 (sudo), or use --path-kind relay, which needs no privilege (TCP only, delays whole \
                  flights; no real TCP connect or slow start)",
                 self.name()
             )));
@@ -265,7 +265,7 @@ mod tests {
         if !tlslab_path::privileged() {
             let e = PathChoice::Both.check().unwrap_err();
             assert!(e.is_usage() && e.to_string().contains("root"), "{e}");
-            assert!(e.to_string().contains("--path relay"), "{e}");
+            assert!(e.to_string().contains("--path-kind relay"), "{e}");
         }
         let c = packet_config(Duration::from_millis(25));
         assert_eq!(c.rtt(), Duration::from_millis(25));

@@ -283,7 +283,7 @@ fn command_line(p: &Plan, rtt: u64, v: Version, kind: PathKind) -> String {
     };
     let serve = |listen: &str| {
         format!(
-            "tlslab serve --cert certs/{} --key certs/{} --listen {listen} --threads 1 --tls {}",
+            "tlslab serve --cert certs/{} --key-file certs/{} --listen {listen} --threads 1 --tls {}",
             pki::CHAIN_FILE,
             pki::KEY_FILE,
             v.short()

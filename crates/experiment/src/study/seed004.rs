@@ -25,7 +25,7 @@ pub const HANDSHAKE: Builtin = Builtin {
     seed: "seed 004, Factors Affecting Performance I-II",
     engine: "load",
     landed: true,
-    duration: "quick ~2 min, ~3 min with --path both; full ~11 min with --path both",
+    duration: "quick ~2 min, ~3 min with --path-kind both; full ~11 min with --path-kind both",
     not_landed: "",
     insecure_ablation: false,
     run,
@@ -443,7 +443,7 @@ mod tests {
         let (_, units) = (HANDSHAKE.plan)(true);
         assert_eq!(units, 6 + 2 + 2 + p.pq.len());
         assert_eq!(p.bytes[0].point, "tls1.2-rsa2048-x25519-reuse0.5");
-        // `--path both` adds the round-trip cells over the packet path (TCP
+        // `--path-kind both` adds the round-trip cells over the packet path (TCP
         // and QUIC, 3 RTTs x 7 chains each) to the progress bar's total.
         let both = plan_over(true, &[PathKind::Relay, PathKind::Packet]);
         assert_eq!(super::units(&both), units + 2 * 3 * 7);

@@ -308,7 +308,7 @@ impl Session {
     }
 
     /// Sets the progress bar's total to `planned` units: a study's plan
-    /// counts its round-trip cells over one path kind, and `--path both`
+    /// counts its round-trip cells over one path kind, and `--path-kind both`
     /// runs them once per kind, so a path study sets its total once it
     /// knows the kinds.
     pub fn set_planned(&mut self, planned: usize) {

@@ -314,7 +314,7 @@ fn ttfb_chart(
              (a real path adds one RTT for the SYN) and does not emulate slow start (a first \
              flight over 10 segments would add one RTT: the cells' TCP segment counts say which \
              chains). Trust it, without root, for the flights' delays; the packet-level path's \
-             chart (`--path packet`) for the connect and slow start. Seed 004: 4 RTTs for a \
+             chart (`--path-kind packet`) for the connect and slow start. Seed 004: 4 RTTs for a \
              secure SSL socket.",
         )
     };

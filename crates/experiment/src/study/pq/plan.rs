@@ -119,8 +119,8 @@ pub(in crate::study) fn quic_relay_note(kinds: &[PathKind]) -> Option<&'static s
         "post-quantum QUIC round-trip cells: over path = packet only; tlslab relay is a TCP \
          relay (it cannot carry QUIC's UDP datagrams)"
     } else {
-        "post-quantum QUIC round-trip cells: NOT RUN: tlslab relay (--path relay) is a TCP \
-         relay and cannot carry QUIC's UDP datagrams; run with --path packet or both (root) \
+        "post-quantum QUIC round-trip cells: NOT RUN: tlslab relay (--path-kind relay) is a TCP \
+         relay and cannot carry QUIC's UDP datagrams; run with --path-kind packet or both (root) \
          for QUIC's time to first byte and its anti-amplification round trip. QUIC's loopback \
          cells (bytes, datagrams, server CPU) ran"
     })
