@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use tlslab_crypto::provider::{Algorithms, Version};
-use tlslab_report::ConfigEcho;
+use tlslab_stats::ConfigEcho;
 use tlslab_workload::think::ThinkTime;
 
 use crate::error::Error;

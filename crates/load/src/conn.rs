@@ -15,7 +15,7 @@ use http::{HeaderValue, Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
-use tlslab_report::RequestRecord;
+use tlslab_stats::RequestRecord;
 
 /// `tokio::time::timeout`, `None` on expiry; `Duration::MAX` never expires.
 pub(crate) fn with_timeout<F: Future>(d: Duration, f: F) -> WithTimeout<F> {

@@ -66,7 +66,7 @@ pub enum Error {
     Rustls(#[from] rustls::Error),
     /// The request log could not be written.
     #[error(transparent)]
-    Log(#[from] tlslab_report::Error),
+    Log(#[from] tlslab_stats::Error),
     /// `load --h3`: no QUIC handshake got any answer from the server.
     #[error(
         "no QUIC server answered at {addr} (UDP): none of {attempts} handshake(s) got a reply \

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use tlslab_report::hdr_log::HdrIntervalLog;
+use tlslab_stats::hdr_log::HdrIntervalLog;
 
 use crate::config::LoadConfig;
 use crate::error::Error;

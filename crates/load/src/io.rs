@@ -17,8 +17,8 @@ use rustls::HandshakeKind as RustlsKind;
 use tlslab_crypto::compress::{self, Decompression};
 use tlslab_crypto::provider;
 use tlslab_crypto::store::ClientSessions;
-use tlslab_report::{EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire};
 use tlslab_runtime::{ByteCount, IoObserver};
+use tlslab_stats::{EarlyData, HandshakeKind, HandshakeRecord, HandshakeTcp, HandshakeWire};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::client::TlsStream;
 
@@ -56,8 +56,8 @@ pub struct SocketTotals {
 
 impl SocketTotals {
     /// The totals so far.
-    pub fn snapshot(&self) -> tlslab_report::SocketBytes {
-        tlslab_report::SocketBytes {
+    pub fn snapshot(&self) -> tlslab_stats::SocketBytes {
+        tlslab_stats::SocketBytes {
             connections: self.connections.load(Ordering::Relaxed),
             bytes_out: self.written.load(Ordering::Relaxed),
             bytes_in: self.read.load(Ordering::Relaxed),

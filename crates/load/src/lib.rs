@@ -7,7 +7,7 @@
 //! requests on it. For every request it records TCP connect, TLS handshake
 //! (kind, whether resumption was offered and accepted, version, suite,
 //! group, bytes and round trips), time to first byte, transfer and total
-//! time into a [`tlslab_report::RequestRecord`], which flows one way into
+//! time into a [`tlslab_stats::RequestRecord`], which flows one way into
 //! statistics, the CSV log and the progress line. The share of connections
 //! that resume is steered per client by [`ReusePlanner`].
 //!

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tlslab_report::RequestRecord;
+use tlslab_stats::RequestRecord;
 
 /// Counts of measured records so far.
 #[derive(Debug, Default)]

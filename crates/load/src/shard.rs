@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use tlslab_report::distributed::ShardId;
+use tlslab_stats::distributed::ShardId;
 
 use crate::config::LoadConfig;
 use crate::error::Error;

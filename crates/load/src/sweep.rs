@@ -1,7 +1,8 @@
 //! `tlslab sweep`: load runs at growing client counts or rates until
 //! throughput stops growing (the knee), one series per reuse value.
 
-use tlslab_report::{LoadReport, SweepSeries, SweepStep};
+use tlslab_schema::sweep::{SweepSeries, SweepStep};
+use tlslab_stats::LoadReport;
 
 use crate::config::LoadConfig;
 use crate::error::Error;

@@ -8,8 +8,9 @@ use tlslab_crypto::meter::AblationSet;
 use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
-use tlslab_report::{LoadReport, LoadReportText};
+use tlslab_report::LoadReportText;
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
+use tlslab_stats::LoadReport;
 
 fn any_port() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()

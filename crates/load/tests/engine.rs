@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_crypto::provider::{Algorithms, Version};
 use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
-use tlslab_report::{LoadReport, LoadReportText};
+use tlslab_report::LoadReportText;
 use tlslab_server::{Server, SessionCache, TlsSettings};
+use tlslab_stats::LoadReport;
 
 /// A server with a fresh ECDSA chain, one worker thread, an HTTPS and a
 /// plain HTTP listener; `tweak` adjusts the TLS settings.

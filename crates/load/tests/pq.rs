@@ -10,8 +10,8 @@ use tlslab_crypto::meter::Op;
 use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_load::LoadConfig;
-use tlslab_report::LoadReport;
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
+use tlslab_stats::LoadReport;
 
 /// A TLS 1.3 server with the chain `leaf` under `mid`, compressing with
 /// `comp`.

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use tlslab_load::{Arrivals, Http2, LoadConfig, OpenLoop, ThinkTime, Workload};
-use tlslab_report::LoadReport;
 use tlslab_server::Server;
+use tlslab_stats::LoadReport;
 
 #[derive(Clone, Copy, Debug)]
 enum Proto {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_load::{Arrivals, LoadConfig, OpenLoop, ThinkTime, Workload};
-use tlslab_report::LoadReport;
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
+use tlslab_stats::LoadReport;
 
 fn server(content: Content, threads: usize) -> (Server, Generated) {
     let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();

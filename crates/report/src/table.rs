@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::model::{HandshakeKindSummary, LoadReport, Phase};
+use tlslab_stats::{HandshakeKindSummary, LoadReport, Phase};
 
 /// Formats microseconds with a unit that keeps 3–4 significant digits.
 fn dur(us: f64) -> String {
@@ -569,7 +569,7 @@ mod tests {
 
     #[test]
     fn table_says_how_it_was_measured_and_shows_numbers() {
-        let r = crate::model::tests::sample();
+        let r = tlslab_stats::fixtures::report();
         let t = r.render_table();
         assert!(
             t.starts_with("tlslab load: client-observed over 2.00 s window"),
@@ -610,7 +610,7 @@ mod tests {
     // every response an HTTP 500 (it checked `completed == 0`).
     #[test]
     fn the_exit_gate_fails_runs_without_a_success_and_above_the_error_rate() {
-        let mut r = crate::model::tests::sample();
+        let mut r = tlslab_stats::fixtures::report();
         // 40 attempted, 4 errors (http_404): 10 %.
         assert_eq!(r.failed_gate(100.0), None);
         assert_eq!(r.failed_gate(10.0), None);
@@ -641,7 +641,7 @@ mod tests {
 
     #[test]
     fn workload_decided_reuse_is_not_printed_as_a_percentage() {
-        let mut r = crate::model::tests::sample();
+        let mut r = tlslab_stats::fixtures::report();
         r.config.workload = "replay".into();
         let t = r.render_table();
         assert!(t.contains("reuse set by the access log ("), "{t}");

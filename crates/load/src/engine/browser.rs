@@ -29,10 +29,10 @@ impl BrowserRun {
     }
 
     /// The report's `ecommerce` section.
-    pub(super) fn report(&self) -> tlslab_report::Ecommerce {
+    pub(super) fn report(&self) -> tlslab_stats::Ecommerce {
         let sessions = self.sessions.load(Ordering::Relaxed);
         let new_customers = self.new_customers.load(Ordering::Relaxed);
-        tlslab_report::Ecommerce {
+        tlslab_stats::Ecommerce {
             sessions,
             new_customers,
             returning_customers: sessions - new_customers,

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
 use tlslab_crypto::store::ClientSessions;
-use tlslab_report::{Collector, CpuUsage, CsvLog, LoadReport, Window};
 use tlslab_runtime::{CpuPin, CpuTime, RuntimeSpec, ThreadCosts, Threads, allowed_cpus};
+use tlslab_stats::{Collector, CpuUsage, CsvLog, LoadReport, Window};
 use tlslab_workload::ecommerce::Generator;
 use tlslab_workload::replay::Scheduler;
 use tokio::task::JoinSet;
@@ -222,9 +222,9 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         sys_s: out.cpu.sys.as_secs_f64(),
         capacity,
     };
-    let mut report = tlslab_report::build_report(config, window, &out.stats, out.unfinished, cpu);
+    let mut report = tlslab_stats::build_report(config, window, &out.stats, out.unfinished, cpu);
     report.client_cpu.costs = out.costs.map(|c| c.to_schema(out.crypto.crypto_time()));
-    report.crypto = tlslab_report::CryptoPerHandshake::from_totals(
+    report.crypto = tlslab_stats::CryptoPerHandshake::from_totals(
         report.reuse.handshakes,
         Op::ALL.into_iter().map(|op| {
             let t = out.crypto.total(op);
@@ -239,7 +239,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         .as_ref()
         .map(|r| r.report(report.reuse.achieved));
     report.ecommerce = mode.browser.as_ref().map(|b| b.report());
-    report.backoff = (out.backoff_waits > 0).then(|| tlslab_report::Backoff {
+    report.backoff = (out.backoff_waits > 0).then(|| tlslab_stats::Backoff {
         base_ms: cfg.retry_backoff.as_secs_f64() * 1e3,
         waits: out.backoff_waits,
         waited_s: out.backoff_ns as f64 / 1e9,
@@ -252,7 +252,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
 
 /// The protocol and the handshake cost amortised over the requests of a
 /// connection (`http` in the JSON report).
-fn http_summary(cfg: &LoadConfig, report: &LoadReport, out: &Outcome) -> tlslab_report::Http {
+fn http_summary(cfg: &LoadConfig, report: &LoadReport, out: &Outcome) -> tlslab_stats::Http {
     let completed = report.requests.completed;
     let per_request = |x: f64| (completed > 0).then(|| x / completed as f64);
     let (mut handshake_ns, mut record_ns) = (0u64, 0u64);
@@ -264,7 +264,7 @@ fn http_summary(cfg: &LoadConfig, report: &LoadReport, out: &Outcome) -> tlslab_
             handshake_ns += t.nanos;
         }
     }
-    tlslab_report::Http {
+    tlslab_stats::Http {
         protocol: if cfg.http2.is_some() {
             "h2"
         } else {
@@ -314,7 +314,7 @@ struct Outcome {
     /// The client meter over the window.
     crypto: Snapshot,
     ablation_hint: Option<String>,
-    stats: tlslab_report::Stats,
+    stats: tlslab_stats::Stats,
     unfinished: u64,
     start_unix_ms: u64,
     measured: Duration,

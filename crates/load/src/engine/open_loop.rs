@@ -25,8 +25,8 @@ pub(crate) struct OpenLoopRun {
 
 impl OpenLoopRun {
     /// The report's `open_loop` section.
-    pub(crate) fn report(&self, ol: &OpenLoop) -> tlslab_report::OpenLoop {
-        tlslab_report::OpenLoop {
+    pub(crate) fn report(&self, ol: &OpenLoop) -> tlslab_stats::OpenLoop {
+        tlslab_stats::OpenLoop {
             rate: ol.rate,
             arrivals: ol.arrivals.name().into(),
             max_in_flight: ol.max_in_flight,

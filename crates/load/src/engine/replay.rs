@@ -37,9 +37,9 @@ impl ReplayRun {
     }
 
     /// The report's `replay` section; `achieved` is the run's resumption.
-    pub(super) fn report(&self, achieved: f64) -> tlslab_report::Replay {
+    pub(super) fn report(&self, achieved: f64) -> tlslab_stats::Replay {
         let (r, plan) = (&self.spec, self.spec.plan.summary());
-        tlslab_report::Replay {
+        tlslab_stats::Replay {
             log_requests: plan.requests,
             log_sessions: plan.sessions,
             implied_resumption: plan.implied_resumption_ratio,

@@ -12,7 +12,7 @@ use http::{HeaderValue, Uri};
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tlslab_crypto::meter::Meter;
-use tlslab_report::{Collector, CsvSink, RequestRecord};
+use tlslab_stats::{Collector, CsvSink, RequestRecord};
 
 use crate::config::{LoadConfig, ResumeWith, Workload};
 use crate::conn::{WithTimeout, with_deadline, with_timeout};

@@ -12,7 +12,7 @@ use rustls::client::Resumption;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tlslab_crypto::store::ClientSessions;
-use tlslab_report::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
+use tlslab_stats::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
 
 use super::{Hs, Kind, Run};
 use crate::engine::{Backoff, Slot};

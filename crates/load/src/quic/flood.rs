@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::{Rng as _, RngExt as _};
-use tlslab_report::quic::{Flood as FloodReport, FloodReceived};
+use tlslab_schema::transport::{Flood as FloodReport, FloodReceived};
 
 use crate::Error;
 

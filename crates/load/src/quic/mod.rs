@@ -26,10 +26,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use rustls::client::danger::ServerCertVerifier;
 use tlslab_crypto::meter::{Meter, Op};
-use tlslab_report::quic::{Transport, TransportPhase};
-use tlslab_report::{Collector, CpuUsage, LoadReport, Window};
 use tlslab_runtime::qlog::{QlogDir, QlogOptions};
 use tlslab_runtime::{CpuPin, RuntimeSpec, allowed_cpus};
+use tlslab_schema::transport::{Transport, TransportPhase};
+use tlslab_stats::{Collector, CpuUsage, LoadReport, Window};
 
 use crate::engine::{BackoffRun, Clock, OpenLoopRun, Slot, arrivals, slot_at};
 use crate::{Error, LoadConfig, Trust, Workload, tls};
@@ -457,7 +457,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         capacity,
     };
     let stats = run.collector.merged();
-    let mut report = tlslab_report::build_report(
+    let mut report = tlslab_stats::build_report(
         config,
         window,
         &stats,
@@ -469,7 +469,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
     report.handshake.resumed.round_trips_mean = None;
     // QUIC's packet protection is quinn's, outside the metering provider.
     report.client_cpu.costs = costs.map(|c| c.to_schema(crypto.crypto_time()));
-    report.crypto = tlslab_report::CryptoPerHandshake::from_totals(
+    report.crypto = tlslab_stats::CryptoPerHandshake::from_totals(
         report.reuse.handshakes,
         Op::ALL.into_iter().map(|op| {
             let t = crypto.total(op);
@@ -478,7 +478,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
     );
     let connections = run.connections.load(Ordering::Relaxed);
     let completed = report.requests.completed;
-    report.http = Some(tlslab_report::Http {
+    report.http = Some(tlslab_stats::Http {
         protocol: "h3".into(),
         max_concurrent_streams: Some(h3.max_concurrent_streams),
         connections,
@@ -490,7 +490,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         record_crypto_us_per_request: None,
     });
     let waits = run.backoff_waits.load(Ordering::Relaxed);
-    report.backoff = (waits > 0).then(|| tlslab_report::Backoff {
+    report.backoff = (waits > 0).then(|| tlslab_stats::Backoff {
         base_ms: cfg.retry_backoff.as_secs_f64() * 1e3,
         waits,
         waited_s: run.backoff_ns.load(Ordering::Relaxed) as f64 / 1e9,

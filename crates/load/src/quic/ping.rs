@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tlslab_report::quic::{Flood as FloodReport, PingOnly};
+use tlslab_schema::transport::{Flood as FloodReport, PingOnly};
 
 use crate::Error;
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tlslab_crypto::pki::{self, Generated, KeyType};
 use tlslab_load::{LoadConfig, Target, Trust};
-use tlslab_report::LoadReport;
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
+use tlslab_stats::LoadReport;
 
 pub fn any_port() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 
 use super::agent_dir::phases;
 use super::*;
+use crate::fixtures::record;
 use crate::model::ConfigEcho;
 use crate::model::{CpuUsage, LoadReport, Window};
 use crate::record::{HandshakeTcp, HandshakeWire, RequestRecord};
 use crate::stats::Stats;
-use crate::stats::tests::record;
 use crate::{CsvLog, HandshakeKind};
 
 /// The `--start-at` of the agents' run.

@@ -268,8 +268,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::record;
     use crate::record::HandshakeKind;
-    use crate::stats::tests::record;
 
     #[test]
     fn one_row_per_record_with_header() {

@@ -196,63 +196,9 @@ pub fn build_report(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::record::HandshakeKind;
-    use crate::stats::tests::record;
-
-    pub(crate) fn sample() -> LoadReport {
-        let mut r = sample_closed();
-        r.open_loop = Some(OpenLoop {
-            rate: 100.0,
-            arrivals: "poisson".into(),
-            max_in_flight: 10_000,
-            scheduled: 42,
-            late: 1,
-            dropped: 2,
-        });
-        r.ecommerce = Some(Ecommerce {
-            sessions: 3,
-            new_customers: 1,
-            returning_customers: 2,
-            pages: 15,
-        });
-        r.replay = Some(Replay {
-            log_requests: 100,
-            log_sessions: 10,
-            implied_resumption: 0.9,
-            sessions_replayed: 10,
-            requests_replayed: 100,
-            achieved_resumption: 0.9,
-            window: 10_000,
-            speed: Some(2.0),
-            skipped_lines: 1,
-            excluded_ips: 1,
-            excluded_requests: 5,
-            rate_ips: 0,
-            rate_requests: 0,
-        });
-        r.crypto = CryptoPerHandshake::from_totals(
-            40,
-            [
-                ("verify", 20, 2_000_000),
-                ("kx_start", 40, 1_000_000),
-                ("sign", 0, 0),
-            ],
-        );
-        r.ablation = vec!["cipher".into()];
-        r.ablation_hint = Some("a record did not decrypt".into());
-        r.http = Some(Http {
-            protocol: "h2".into(),
-            max_concurrent_streams: Some(10),
-            connections: 2,
-            requests_per_connection: Some(20.0),
-            handshakes_per_request: Some(0.05),
-            handshake_crypto_us_per_request: Some(12.5),
-            record_crypto_us_per_request: Some(1.5),
-        });
-        r
-    }
+    use crate::fixtures::report as sample;
 
     #[test]
     fn crypto_per_handshake_divides_and_skips_unused_ops() {
@@ -265,51 +211,6 @@ pub(crate) mod tests {
         assert_eq!(c.ops[0].us_per_handshake, 50.0);
         assert_eq!(c.ops[1].calls_per_handshake, 1.0);
         assert_eq!(c.ops[1].us_per_handshake, 25.0);
-    }
-
-    fn sample_closed() -> LoadReport {
-        let mut s = Stats::default();
-        for i in 0..40 {
-            let kind = if i % 2 == 0 {
-                HandshakeKind::Full
-            } else {
-                HandshakeKind::Resumed
-            };
-            s.record(&record((i % 2) as u32, i, Some(kind)));
-        }
-        build_report(
-            ConfigEcho {
-                targets: vec!["https://127.0.0.1:8443/".into()],
-                clients: 2,
-                threads: 1,
-                requests_per_conn: 1,
-                reuse: 0.5,
-                resume_with: "auto".into(),
-                versions: vec!["TLSv1.3".into()],
-                duration_s: None,
-                requests: Some(40),
-                warmup_s: 0.0,
-                timeout_s: Some(10.0),
-                early_data: false,
-                workload: "urls".into(),
-                seed: 1,
-                think_time: "0".into(),
-                retry_on_failure: false,
-                ..ConfigEcho::default()
-            },
-            Window {
-                start_unix_ms: 1_700_000_000_000,
-                measured_s: 2.0,
-                observed: "client-observed".into(),
-            },
-            &s,
-            0,
-            CpuUsage {
-                user_s: 1.5,
-                sys_s: 0.3,
-                capacity: 1,
-            },
-        )
     }
 
     #[test]

@@ -283,45 +283,9 @@ impl Collector {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::record::HandshakeRecord;
-
-    pub(crate) fn record(client: u32, i: u64, kind: Option<HandshakeKind>) -> RequestRecord {
-        RequestRecord {
-            t_start_us: i * 10,
-            client,
-            conn: i,
-            req_on_conn: 0,
-            target: 0,
-            status: Some(if i % 10 == 9 { 404 } else { 200 }),
-            error: (i % 10 == 9).then(|| "http_404".to_string()),
-            connect_us: Some(100 + i),
-            handshake: kind.map(|kind| HandshakeRecord {
-                duration_us: 1000 + i,
-                kind,
-                hrr: false,
-                offered: kind == HandshakeKind::Resumed,
-                version: "TLSv1.3".into(),
-                suite: "TLS13_AES_128_GCM_SHA256".into(),
-                group: "x25519".into(),
-                bytes_out: 500,
-                bytes_in: if kind == HandshakeKind::Full {
-                    2000
-                } else {
-                    400
-                },
-                round_trips: 1,
-                early_data: EarlyData::NotSent,
-                wire: None,
-            }),
-            ttfb_us: Some(200 + i),
-            transfer_us: Some(50),
-            total_us: 2000 + i,
-            body_bytes: 1024,
-            retry: i % 10 == 9,
-        }
-    }
+    use crate::fixtures::record;
 
     #[test]
     fn record_counts_each_field() {
