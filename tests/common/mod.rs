@@ -1,8 +1,9 @@
-//! Helpers shared by the end-to-end (`tests/cli.rs`) and interop
-//! (`tests/interop.rs`) suites: running the real `tlslab` binary with a time
-//! limit, spawning `tlslab serve` on ephemeral ports and reading the
-//! addresses it prints, killing children on drop, reading Prometheus metrics
-//! and JSON reports, and talking raw TCP to a listener.
+//! Helpers shared by the workspace's suites (`tests/*.rs`): running the
+//! real `tlslab` binary with a time limit, spawning `tlslab serve` on
+//! ephemeral ports and reading the addresses it prints, killing children on
+//! drop and reading JSON reports, on top of the one test kit
+//! (`tlslab-testkit`: bounded waits, the skip rule, free ports, temporary
+//! directories, metrics and raw HTTP), re-exported here.
 //!
 //! Every helper is bounded in time: a child that outlives its limit is
 //! killed and the test fails with everything it printed.
@@ -10,7 +11,6 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code, unused_imports)]
 
-pub mod http;
 pub mod load;
 pub mod netpath;
 pub mod nginx;
@@ -27,22 +27,8 @@ use std::process::{Command, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use http::*;
 pub use tlslab_peers::{Finished, wait_for_port, wait_timeout};
-
-/// Calls `read` every 50 ms until `done` holds of what it returned or
-/// `limit` has passed; returns the last value either way, so the caller's
-/// assertion shows it.
-pub fn poll<T>(limit: Duration, mut read: impl FnMut() -> T, done: impl Fn(&T) -> bool) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        let v = read();
-        if done(&v) || Instant::now() >= deadline {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+pub use tlslab_testkit::*;
 
 /// The `tlslab` binary cargo built for this test run.
 pub fn bin() -> PathBuf {
@@ -58,14 +44,6 @@ where
     let mut cmd = Command::new(bin());
     cmd.args(args);
     cmd
-}
-
-/// A fresh temporary directory, removed on drop.
-pub fn tempdir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("tlslab-test-")
-        .tempdir()
-        .expect("create a temporary directory")
 }
 
 /// Reads a pipe to the end on a thread; returns what it read when joined.
@@ -279,12 +257,6 @@ pub fn redis_cache_flags<'a>(tls: &'a str, url: &'a str, timeout: &'a str) -> [&
         "--redis-timeout",
         timeout,
     ]
-}
-
-/// A port on 127.0.0.1 that was free a moment ago. For peers that cannot
-/// be told to pick their own port.
-pub fn free_port() -> u16 {
-    tlslab_peers::free_port().expect("bind 127.0.0.1:0")
 }
 
 /// Loads a JSON file (a `--json` report).
@@ -516,40 +488,6 @@ impl Serve {
     }
 }
 
-/// A test that cannot run here (a missing peer, no root): a loud skip
-/// locally, a failure under `CI=true` (where `.ci/run` installs every peer
-/// and runs as root). The one place that rule is written.
-pub fn skip(msg: &str) {
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{msg} (CI=true: a skip is a failure here)"
-    );
-    eprintln!("\n*** SKIPPED: {msg} ***\n");
-}
-
-/// True if `tool` is installed; otherwise [`skip`]s with how to install it.
-pub fn require(tool: &str) -> bool {
-    match tlslab_peers::need_tool(tool) {
-        Ok(_) => true,
-        Err(e) => {
-            skip(&format!("{e} (.ci/run does)"));
-            false
-        }
-    }
-}
-
-/// Whether a command-line tool is installed (on PATH or in the sbin
-/// directories).
-pub fn have(tool: &str) -> bool {
-    tlslab_peers::find_tool(tool).is_some()
-}
-
-/// The path of an installed tool; fails the test, naming the package to
-/// install, if it is missing.
-pub fn tool(name: &str) -> PathBuf {
-    tlslab_peers::need_tool(name).unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// A running `tlslab relay` (an emulated WAN path in front of a server),
 /// stopped with SIGTERM on drop.
 pub struct Relay {
@@ -581,11 +519,4 @@ impl Relay {
             }
         }
     }
-}
-
-/// Skips a test that needs something this machine lacks (root, a tool):
-/// a loud line on stderr locally, a failure under CI=true, where the
-/// requirement must be met.
-pub fn skip_or_fail(test: &str, reason: &str) {
-    skip(&format!("{test}: {reason}"));
 }

@@ -12,8 +12,9 @@ use tlslab_load::{LoadConfig, Target, Trust};
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
 use tlslab_stats::LoadReport;
 
+/// 127.0.0.1 port 0 (the one test kit's [`tlslab_testkit::loopback`]).
 pub fn any_port() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
+    tlslab_testkit::loopback()
 }
 
 pub fn https(s: &Server, path: &str) -> Target {

@@ -9,9 +9,7 @@ use tlslab_relay::{Conditions, RelayConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-pub fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
+pub use tlslab_testkit::loopback;
 
 /// An upstream that answers each read with the same bytes, and at EOF
 /// writes "bye" and closes.

@@ -1,11 +1,13 @@
-//! Helpers shared by the server tests: configurations, a real tokio-rustls
-//! + hyper client, and raw-socket requests. Every address is loopback.
-#![allow(dead_code, missing_docs)]
+//! Helpers shared by the server tests: configurations, a real client
+//! (tokio-rustls and hyper), and raw-socket requests. Every address is
+//! loopback. The generic pieces (bounded waits, loopback, metrics) are the
+//! one test kit's (`tlslab-testkit`), re-exported here.
+#![allow(dead_code, missing_docs, unused_imports)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -20,12 +22,10 @@ use tlslab_server::{CertSource, Content, ServeConfig, SessionCache, TlsSettings}
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+pub use tlslab_testkit::{eventually, loopback, metric};
+
 pub fn generated() -> Generated {
     pki::generate(KeyType::EcdsaP256, &[]).expect("generate certificates")
-}
-
-pub fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
 }
 
 /// An HTTPS-only config on an ephemeral loopback port, 2 worker threads.
@@ -221,25 +221,4 @@ pub fn split_response(resp: &[u8]) -> (u16, Vec<u8>, String) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     (status, resp[end + 4..].to_vec(), head)
-}
-
-/// Waits until `f` holds (at most 5 s).
-pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// The value of the sample line that starts with `prefix` (name and labels).
-pub fn metric(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(prefix) && l[prefix.len()..].starts_with(' '))
-        .unwrap_or_else(|| panic!("no sample {prefix} in:\n{text}"))
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
 }

@@ -1,10 +1,7 @@
 //! Talking to a listener by hand: a bounded HTTP/1.0 GET, the Prometheus
 //! `/metrics` text parsed into samples, a raw TCP exchange, and a rustls
-//! client configuration for a test CA. Re-exported from `common`.
+//! client configuration for a test CA.
 
-#![allow(dead_code)]
-
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -264,4 +261,16 @@ pub fn https_get_health(addr: SocketAddr, ca: &Path) -> String {
     let mut raw = Vec::new();
     let _ = tls.read_to_end(&mut raw);
     String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// The value of the sample line that starts with `prefix` (its name and
+/// labels as printed); fails the test, showing the text, if there is none.
+pub fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix) && l[prefix.len()..].starts_with(' '))
+        .unwrap_or_else(|| panic!("no sample {prefix} in:\n{text}"))
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("sample {prefix} has no number in:\n{text}"))
 }
