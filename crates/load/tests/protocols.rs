@@ -175,7 +175,7 @@ fn think_time_over_every_protocol_separates_requests_on_a_connection() {
         cfg.clients = 1;
         cfg.requests = Some(4);
         cfg.requests_per_conn = 0;
-        cfg.think_time = ThinkTime::Const(Duration::from_millis(60));
+        cfg.think_time = ThinkTime::Const(Duration::from_millis(150));
         // One stream at a time, so the pauses are between requests.
         proto.apply(&mut cfg);
         if let Some(h2) = &mut cfg.http2 {
@@ -186,13 +186,13 @@ fn think_time_over_every_protocol_separates_requests_on_a_connection() {
         starts.sort_unstable();
         for w in starts.windows(2) {
             // At least the think time apart; a busy machine only adds.
-            assert!(w[1] - w[0] >= 60_000, "{proto:?}: {starts:?}");
+            assert!(w[1] - w[0] >= 150_000, "{proto:?}: {starts:?}");
         }
-        // Think time is not latency.
-        assert!(
-            rows.iter().all(|r| num(r, "total_us") < 60_000),
-            "{proto:?}"
-        );
+        // Think time is not latency: the median request is shorter than
+        // one pause (a loaded machine may make one request slow).
+        let mut totals: Vec<u64> = rows.iter().map(|r| num(r, "total_us")).collect();
+        totals.sort_unstable();
+        assert!(totals[totals.len() / 2] < 150_000, "{proto:?}: {totals:?}");
     }
 }
 
