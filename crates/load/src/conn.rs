@@ -31,6 +31,65 @@ pub(crate) fn with_deadline<F: Future>(deadline: Instant, f: F) -> WithTimeout<F
     }
 }
 
+/// One timer for the successive requests of a connection, each of which
+/// must end within `timeout`, armed lazily as nginx arms its timers:
+/// starting a request ([`Deadline::restart`]) only notes its deadline, and
+/// the timer, armed once, is moved to that deadline only when it fires
+/// before it. A request therefore inserts and removes nothing in the
+/// runtime's timer wheel (a `tokio::time::timeout` per request did both).
+pub(crate) struct Deadline {
+    /// Boxed: the connection's task keeps it between requests, and pinned
+    /// in place it would be part of every state of that future.
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+}
+
+/// `now + d`, or about 30 years from now for a `d` too long to add
+/// (`Duration::MAX`: never), as `tokio::time::timeout` does.
+fn after(now: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
+}
+
+impl Deadline {
+    /// A deadline `timeout` from now.
+    pub(crate) fn new(timeout: Duration) -> Self {
+        let deadline = after(tokio::time::Instant::now(), timeout);
+        Deadline {
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+            deadline,
+            timeout,
+        }
+    }
+
+    /// The next request starts now: it must end within the timeout.
+    pub(crate) fn restart(&mut self) {
+        self.deadline = after(tokio::time::Instant::now(), self.timeout);
+    }
+
+    /// `f`'s output, or `None` if the deadline passed first.
+    pub(crate) async fn run<F: Future>(&mut self, f: F) -> Option<F::Output> {
+        let mut f = std::pin::pin!(f);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(v) = f.as_mut().poll(cx) {
+                return Poll::Ready(Some(v));
+            }
+            while self.sleep.as_mut().poll(cx).is_ready() {
+                if tokio::time::Instant::now() >= self.deadline {
+                    return Poll::Ready(None);
+                }
+                // Fired for an earlier request's deadline: move on to this
+                // one's (the only re-arming, once per `timeout` at most).
+                let d = self.deadline;
+                self.sleep.as_mut().reset(d);
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
 pin_project_lite::pin_project! {
     /// The future of [`with_timeout`] and [`with_deadline`]. A named adapter
     /// rather than an `async fn`: an `async fn` keeps its argument `f` in its
@@ -123,4 +182,43 @@ pub(crate) async fn send(
     p.sent = Some(Instant::now());
     let resp = sender.send_request(req).await?;
     p.read(resp).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_deadline_times_out_each_request_from_its_own_start() {
+        rt().block_on(async {
+            let ms = Duration::from_millis;
+            let mut d = Deadline::new(ms(100));
+            // The timer is armed for 100 ms from here; the request below
+            // starts 80 ms later and takes 60 ms: within its own 100 ms,
+            // so the timer that fires at 100 ms is moved, not obeyed.
+            tokio::time::sleep(ms(80)).await;
+            d.restart();
+            let got = d.run(tokio::time::sleep(ms(60))).await;
+            assert_eq!(got, Some(()));
+            // A request that never ends is cut off at its own deadline.
+            d.restart();
+            let t = std::time::Instant::now();
+            let got = d.run(std::future::pending::<()>()).await;
+            assert_eq!(got, None);
+            assert!(t.elapsed() >= ms(100), "{:?}", t.elapsed());
+            // A ready future is never timed.
+            assert_eq!(d.run(async { 7 }).await, Some(7));
+            // Duration::MAX never expires (and does not overflow).
+            let mut never = Deadline::new(Duration::MAX);
+            never.restart();
+            assert_eq!(never.run(tokio::time::sleep(ms(5))).await, Some(()));
+        });
+    }
 }

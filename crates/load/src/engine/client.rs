@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use super::backoff::Backoff;
 use super::identity::{ClientTls, Identity, Picker};
 use super::shared::{CLOSE_GRACE, InFlight, Origin, Shared, Slot};
-use crate::conn::{Partial, request, send, with_timeout};
+use crate::conn::{Deadline, Partial, request, send, with_timeout};
 use crate::errors::io_kind;
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression, RoundTrips};
 use tlslab_workload::think::ThinkTime;
@@ -387,11 +387,14 @@ impl Client {
         let conn = first.rec.conn;
         let mut cur = first;
         let mut i: u32 = 0;
+        // One timer for all of this connection's requests (see Deadline).
+        let mut deadline = Deadline::new(sh.timeout);
         loop {
             let last = (k != 0 && i + 1 >= k) || !sh.more_to_come();
             let req = request(&cur.uri, &o.host_header, last);
             let mut p = Partial::default();
-            let result = with_timeout(sh.timeout, send(&mut sender, req, &mut p)).await;
+            deadline.restart();
+            let result = deadline.run(send(&mut sender, req, &mut p)).await;
             p.fill(&mut cur.rec, cur.start);
             let transport_error = match result {
                 Some(Ok(())) => None,
@@ -407,7 +410,8 @@ impl Client {
             self.think().await;
 
             // The next request on this connection, if the server keeps it.
-            match with_timeout(sh.timeout, sender.ready()).await {
+            deadline.restart();
+            match deadline.run(sender.ready()).await {
                 Some(Ok(())) => {}
                 _ => return,
             }
