@@ -12,11 +12,13 @@
 //! per stream: its HEADERS sent → its response HEADERS received.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use http::header::USER_AGENT;
 use http::uri::{Authority, Scheme as UriScheme};
 use http::{Request, Uri};
@@ -26,7 +28,6 @@ use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::task::JoinSet;
 
 use super::client::{Client, Open};
 use super::identity::Identity;
@@ -166,8 +167,10 @@ impl Client {
         let mut conn_ended = false;
         let k = sh.requests_per_conn;
         let m = h2.max_concurrent_streams as usize;
-        let mut streams: JoinSet<StreamEnd> = JoinSet::new();
-        let mut open: HashMap<tokio::task::Id, Open<'_>> = HashMap::new();
+        // Each stream's future, polled here in the connection's task (as
+        // h2load does), not spawned: a task per stream cost a spawn, a
+        // join and a timer.
+        let mut streams = FuturesUnordered::new();
         let mut sent: u32 = 0;
         let mut closing = false;
         let conn_no = first.rec.conn;
@@ -201,8 +204,7 @@ impl Client {
                         }
                     }
                 };
-                let id = launch(&mut streams, &mut sender, &to, &stream.uri, sh.timeout);
-                open.insert(id, stream);
+                streams.push(launch(&mut sender, &to, stream, sh.timeout));
                 sent += 1;
             }
             if streams.is_empty() && (closing || thinking.is_empty()) {
@@ -218,12 +220,7 @@ impl Client {
                     conn_ended = true;
                     closing = true;
                 }
-                Some(joined) = streams.join_next_with_id() => {
-                    let (id, end) = match joined {
-                        Ok((id, end)) => (id, Ok(end)),
-                        Err(e) => (e.id(), Err(())),
-                    };
-                    let Some(st) = open.remove(&id) else { continue };
+                Some((st, end)) = streams.next() => {
                     if !self.h2_stream_done(sh, hs.as_ref(), st, end) {
                         closing = true;
                     } else if !closing
@@ -251,55 +248,44 @@ impl Client {
         sh: &Shared,
         hs: Option<&HandshakeSlot>,
         mut st: Open<'_>,
-        end: Result<StreamEnd, ()>,
+        end: StreamEnd,
     ) -> bool {
-        let transport_error = match &end {
-            Ok(e) => {
-                e.p.fill(&mut st.rec, st.start);
-                match &e.failure {
-                    None => None,
-                    Some(Failure::Http(err)) => Some(sh.classify(err)),
-                    Some(Failure::Timeout) => Some("timeout".to_string()),
-                }
-            }
-            Err(()) => {
-                st.rec.total_us = st.start.elapsed().as_micros() as u64;
-                Some("internal".to_string())
-            }
+        end.p.fill(&mut st.rec, st.start);
+        let transport_error = match &end.failure {
+            None => None,
+            Some(Failure::Http(err)) => Some(sh.classify(err)),
+            Some(Failure::Timeout) => Some("timeout".to_string()),
         };
         let first = st.rec.req_on_conn == 0;
         self.finish_request(sh, st, transport_error, first, hs)
     }
 }
 
-/// Sends one request on `sender` and reads its response in a task of its
-/// own; returns the task's id.
-fn launch(
-    streams: &mut JoinSet<StreamEnd>,
+/// Sends `stream`'s request on `sender`; the future reads its response
+/// (within `timeout`) and hands the stream back with how it ended.
+fn launch<'a>(
     sender: &mut SendRequest<Empty<Bytes>>,
     to: &Target,
-    uri: &Uri,
+    stream: Open<'a>,
     timeout: Duration,
-) -> tokio::task::Id {
+) -> impl Future<Output = (Open<'a>, StreamEnd)> + use<'a> {
     let sent = Instant::now();
-    let response = sender.send_request(to.request(uri));
-    streams
-        .spawn(async move {
-            let mut end = StreamEnd {
-                p: Partial {
-                    sent: Some(sent),
-                    ..Partial::default()
-                },
-                failure: None,
-            };
-            end.failure = match with_timeout(timeout, receive(response, &mut end.p)).await {
-                Some(Ok(())) => None,
-                Some(Err(e)) => Some(Failure::Http(e)),
-                None => Some(Failure::Timeout),
-            };
-            end
-        })
-        .id()
+    let response = sender.send_request(to.request(&stream.uri));
+    async move {
+        let mut end = StreamEnd {
+            p: Partial {
+                sent: Some(sent),
+                ..Partial::default()
+            },
+            failure: None,
+        };
+        end.failure = match with_timeout(timeout, receive(response, &mut end.p)).await {
+            Some(Ok(())) => None,
+            Some(Err(e)) => Some(Failure::Http(e)),
+            None => Some(Failure::Timeout),
+        };
+        (stream, end)
+    }
 }
 
 /// Waits for a response and reads its body to the end, noting times.
