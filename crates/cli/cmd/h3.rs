@@ -30,9 +30,10 @@ impl ServeH3Args {
                 || self.quic_shed_with.is_some()
                 || self.quic_retry_threshold.is_some()
                 || self.qlog.qlog.is_some()
+                || self.quic_lb.is_some()
             {
                 return Err(usage(
-                    "--quic-idle-timeout, --quic-max-connections, --quic-retry, --quic-new-tokens, --quic-admission, --quic-shed-with, --quic-retry-threshold and --qlog need --h3; add --h3",
+                    "--quic-idle-timeout, --quic-max-connections, --quic-retry, --quic-new-tokens, --quic-admission, --quic-shed-with, --quic-retry-threshold, --quic-lb and --qlog need --h3; add --h3",
                 ));
             }
             return Ok(None);
@@ -83,6 +84,14 @@ impl ServeH3Args {
                 )));
             }
             s.new_tokens = Some(n);
+        }
+        if let Some(c) = &self.quic_lb {
+            s.quic_lb = Some(tlslab_crypto::quic::LbConfig::parse(c).map_err(|e| {
+                usage(format!(
+                    "--quic-lb: {}; the form is server-id=HEX,nonce-len=N,config-id=N[,key=HEX], e.g. server-id=01,nonce-len=6,config-id=0",
+                    e.0
+                ))
+            })?);
         }
         s.qlog = self.qlog.options()?;
         self.admission(&mut s, admission)?;
