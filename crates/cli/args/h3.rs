@@ -160,6 +160,19 @@ pub struct LoadH3Args {
     #[arg(long)]
     pub flood_allow_remote: bool,
 
+    /// With --h3: open each connection after a client's first from a new UDP socket (a new
+    /// source port), as browsers open one per QUIC connection. Default: one socket per client
+    /// for all its connections (which a 4-tuple hash balancer keeps on one node).
+    #[arg(long)]
+    pub quic_new_socket: bool,
+
+    /// With --h3: each client moves to a new UDP socket (a new source port) once, after N of
+    /// its requests succeeded, keeping its connection open (a NAT rebinding: quinn's
+    /// Endpoint::rebind); the connection survives only if the path to its server does. JSON
+    /// `transport.rebinds` counts the moves.
+    #[arg(long, value_name = "N")]
+    pub quic_rebind_after: Option<u64>,
+
     #[command(flatten)]
     pub qlog: QlogArgs,
 }

@@ -284,6 +284,11 @@ impl LoadH3Args {
     ) -> anyhow::Result<tlslab_report::LoadReport> {
         let flood = self.flood()?;
         if !self.h3 {
+            if self.quic_new_socket || self.quic_rebind_after.is_some() {
+                return Err(usage(
+                    "--quic-new-socket and --quic-rebind-after move QUIC clients: they need --h3",
+                ));
+            }
             if self.qlog.qlog.is_some() {
                 return Err(usage(
                     "--qlog logs QUIC connections: it needs --h3; add --h3 or drop --qlog",
@@ -297,6 +302,8 @@ impl LoadH3Args {
             max_concurrent_streams: streams,
             flood,
             qlog,
+            new_socket: self.quic_new_socket,
+            rebind_after: self.quic_rebind_after,
         };
         tlslab_load::quic::validate(cfg, &h3)
             .map_err(|e| anyhow::Error::new(Usage(e.to_string())))?;
@@ -396,6 +403,8 @@ mod tests {
                 max_concurrent_streams: 1,
                 flood: a.h3.flood().unwrap(),
                 qlog: None,
+                new_socket: false,
+                rebind_after: None,
             };
             tlslab_load::quic::validate(&cfg, &h3).map_err(|e| e.to_string())
         };
