@@ -227,16 +227,19 @@ fn session_sends_resumption_offers_to_the_ticket_issuer_and_blind_does_not() {
 fn a_client_that_changes_port_keeps_its_connection_through_cid_and_session_not_blind() {
     let lb = Lb::new(2, 6, true);
     let (n, backends) = nodes(3, &lb);
-    // 8 clients on one connection each; each moves to a new port after 5
-    // requests. Through the 4-tuple hash a moved client reaches the same
-    // node with probability 1/3; all 8 doing so is 1 in 6,561.
-    let line = "-c 8 -n 160 --requests-per-conn 0 --timeout 3s --quic-rebind-after 5";
+    // 8 clients on one connection each; each moves to a new port after its
+    // second request (how the 240 requests are shared between the clients
+    // is not assumed: one that got fewer than 2 does not move). Through the
+    // 4-tuple hash a moved client reaches its node again with probability
+    // 1/3: with 6 or more moves, all keep theirs 1 time in 729 or less.
+    let line = "-c 8 -n 240 --requests-per-conn 0 --timeout 3s --quic-rebind-after 2";
     for policy in ["cid", "session", "blind"] {
         let d = Dispatch::start(&backends, &lb, policy);
         let r = load(&d, line);
-        assert_eq!(num(&r, "transport/rebinds"), 8.0, "{policy}: {r:#}");
-        // Each client reached the dispatcher from two ports.
-        assert_eq!(d.metric("tlslab_dispatch_flows"), 16.0, "{policy}");
+        let moved = num(&r, "transport/rebinds");
+        assert!(moved >= 6.0, "{policy}: only {moved} clients moved: {r:#}");
+        // Each client that moved reached the dispatcher from two ports.
+        assert_eq!(d.metric("tlslab_dispatch_flows"), 8.0 + moved, "{policy}");
         let errors = num(&r, "requests/errors");
         eprintln!("{policy}: {errors} requests failed after the clients moved");
         if policy == "blind" {
