@@ -356,6 +356,66 @@ pub const MAX_HELLO: usize = 64 * 1024;
 mod tests {
     use super::*;
 
+    fn config(transport: Transport, policy: Policy, backends: &[&str], lb: &[&str]) -> Config {
+        Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            backends: backends.iter().map(|b| b.parse().unwrap()).collect(),
+            policy,
+            session_timeout: Duration::from_secs(60),
+            max_sessions: NonZeroUsize::MIN,
+            hello_timeout: Duration::from_secs(1),
+            idle_timeout: DEFAULT_UDP_IDLE_TIMEOUT,
+            bad_input: BadInputAction::Forward,
+            send_proxy_v2: false,
+            health_check: HealthCheck::Off,
+            health_interval: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            metrics: None,
+            transport,
+            quic_lb: lb.iter().map(|c| LbParams::parse(c).unwrap()).collect(),
+            max_flows: NonZeroUsize::MIN,
+        }
+    }
+
+    #[test]
+    fn each_transport_takes_its_own_policies_and_quic_lb_needs_server_ids() {
+        use Policy::*;
+        use Transport::*;
+        let lb = ["server-id-len=1,nonce-len=6,config-id=0"];
+        let ok = |c: Config| c.check().map_err(|e| e.to_string());
+        assert!(ok(config(Tcp, Blind, &["127.0.0.1:9"], &[])).is_ok());
+        let e = ok(config(Tcp, Cid, &["127.0.0.1:9"], &[])).unwrap_err();
+        assert!(e.contains("add --udp"), "{e}");
+        let e = ok(config(Udp, RoundRobin, &["127.0.0.1:9"], &[])).unwrap_err();
+        assert!(e.contains("blind, source-ip, cid and session"), "{e}");
+        let e = ok(config(Udp, Cid, &["127.0.0.1:9"], &[])).unwrap_err();
+        assert!(e.contains("needs --quic-lb"), "{e}");
+        let e = ok(config(Udp, Session, &["127.0.0.1:9"], &lb)).unwrap_err();
+        assert!(e.contains("=sid:HEX"), "{e}");
+        let e = ok(config(Udp, Cid, &["127.0.0.1:9=sid:0102"], &lb)).unwrap_err();
+        assert!(e.contains("server-id-len=2"), "{e}");
+        let e = ok(config(
+            Udp,
+            Cid,
+            &["127.0.0.1:9=sid:01", "127.0.0.1:8=sid:01"],
+            &lb,
+        ))
+        .unwrap_err();
+        assert!(e.contains("share"), "{e}");
+        assert!(
+            ok(config(
+                Udp,
+                Cid,
+                &["127.0.0.1:9=sid:01", "127.0.0.1:8=sid:02"],
+                &lb
+            ))
+            .is_ok()
+        );
+        assert!(ok(config(Udp, Blind, &["127.0.0.1:9"], &[])).is_ok());
+        // Without QUIC-LB, session routes by PSK and the 4-tuple only.
+        assert!(ok(config(Udp, Session, &["127.0.0.1:9"], &[])).is_ok());
+    }
+
     #[test]
     fn backend_flags_parse() {
         let b: Backend = "127.0.0.1:9=6e31,00ff".parse().unwrap();

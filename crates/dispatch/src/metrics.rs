@@ -85,12 +85,10 @@ pub enum Dropped {
     SendFailed = 0,
     /// Larger than the dispatcher's datagram buffer.
     Oversize = 1,
-    /// Held for a ClientHello that never completed and over the hold cap.
-    HoldFull = 2,
 }
 
 impl Dropped {
-    const LABELS: [&'static str; 3] = ["send_failed", "oversize", "hold_full"];
+    const LABELS: [&'static str; 2] = ["send_failed", "oversize"];
 }
 
 /// The UDP (QUIC) counters.
@@ -101,7 +99,10 @@ pub struct UdpMetrics {
     /// Client datagrams by [`RoutedBy`].
     pub routed: [AtomicU64; 5],
     /// Datagrams dropped, by [`Dropped`].
-    pub dropped: [AtomicU64; 3],
+    pub dropped: [AtomicU64; 2],
+    /// Connections whose held datagrams reached the hold cap before the
+    /// ClientHello was whole (routed by the fallback).
+    pub hold_full: AtomicU64,
     /// Client Initials that did not decrypt or whose ClientHello did not
     /// parse (routed by the fallback).
     pub unreadable_initials: AtomicU64,
@@ -344,6 +345,12 @@ pub fn render(e: &Exposition<'_>) -> String {
                 "counter",
                 "QUIC-LB connection IDs whose server ID is no backend's (routed by the fallback).",
                 one(&u.unknown_server_id),
+            ),
+            (
+                "hold_full_total",
+                "counter",
+                "Connections whose held datagrams reached the cap (8) before their ClientHello was whole, routed by the fallback.",
+                one(&u.hold_full),
             ),
             (
                 "held_datagrams_total",

@@ -524,19 +524,24 @@ impl UdpLoop {
                 }
                 Step::Flush(node)
             }
-            Ok(Read::Partial) if h.datagrams.len() < MAX_HOLD => {
+            // More of the ClientHello, or a 0-RTT packet sent behind it.
+            Ok(Read::Partial | Read::NotInitial) if h.datagrams.len() < MAX_HOLD => {
                 h.datagrams.push(d.to_vec());
                 self.shared.metrics.udp.held.fetch_add(1, Relaxed);
                 Step::Held
             }
-            _ => {
+            other => {
                 // Too many datagrams, or unreadable: route what is held by
                 // the fallback.
-                self.shared
-                    .metrics
-                    .udp
-                    .unreadable_initials
-                    .fetch_add(1, Relaxed);
+                if other.is_ok() {
+                    self.shared.metrics.udp.hold_full.fetch_add(1, Relaxed);
+                } else {
+                    self.shared
+                        .metrics
+                        .udp
+                        .unreadable_initials
+                        .fetch_add(1, Relaxed);
+                }
                 let node = self.shared.by_hash(peer);
                 self.open_conn(peer, dcid, node, None, false);
                 if let Some(f) = self.flows.get_mut(&peer) {
