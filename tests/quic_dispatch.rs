@@ -51,10 +51,18 @@ impl Lb {
 /// `n` nodes serving HTTP/3 with `lb`'s connection IDs and node tags, and
 /// the `--backend` values naming both.
 fn nodes(n: usize, lb: &Lb) -> (Vec<Serve>, Vec<String>) {
+    nodes_with(n, lb, &[])
+}
+
+/// [`nodes`] with more `serve` flags.
+fn nodes_with(n: usize, lb: &Lb, extra: &[&str]) -> (Vec<Serve>, Vec<String>) {
     let nodes: Vec<Serve> = (0..n)
         .map(|i| {
             let (cfg, tag) = (lb.node(i), format!("node{i}"));
-            Serve::start(&[
+            let listen = format!("127.0.0.1:{}", free_udp_and_tcp_port());
+            let mut args = vec![
+                "--listen",
+                &listen,
                 "--h3",
                 "--threads",
                 "1",
@@ -62,7 +70,9 @@ fn nodes(n: usize, lb: &Lb) -> (Vec<Serve>, Vec<String>) {
                 &cfg,
                 "--node-tag",
                 &tag,
-            ])
+            ];
+            args.extend_from_slice(extra);
+            Serve::start(&args)
         })
         .collect();
     let backends = nodes
@@ -71,6 +81,20 @@ fn nodes(n: usize, lb: &Lb) -> (Vec<Serve>, Vec<String>) {
         .map(|(i, s)| format!("{}=sid:{},tag:node{i}", s.https, lb.sid(i)))
         .collect();
     (nodes, backends)
+}
+
+/// A port free over both UDP and TCP: `serve --h3` takes the TLS
+/// listener's port over UDP too, and the dispatcher's and clients' own UDP
+/// sockets make a TCP port that is busy over UDP likelier here than
+/// elsewhere.
+fn free_udp_and_tcp_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP port");
+        let port = udp.local_addr().expect("its address").port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A running `tlslab dispatch --udp` (stopped when dropped).
@@ -221,6 +245,28 @@ fn session_sends_resumption_offers_to_the_ticket_issuer_and_blind_does_not() {
         );
         assert!(eff < 0.6, "{policy}: routing efficiency {eff} is not blind");
     }
+}
+
+/// 0-RTT needs the ticket's issuer (stateful tickets: `--tickets off`); a
+/// ClientHello held for its second datagram keeps the 0-RTT packets sent
+/// behind it, and all go to the issuer.
+#[test]
+fn zero_rtt_through_session_reaches_the_ticket_issuer() {
+    let lb = Lb::new(1, 7, true);
+    let (n, backends) = nodes_with(3, &lb, &["--tickets", "off", "--max-early-data", "16384"]);
+    let d = Dispatch::start(&backends, &lb, "session");
+    let r = load(
+        &d,
+        "-c 4 -n 200 --reuse 90 --early-data --quic-new-socket --timeout 5s",
+    );
+    assert_eq!(num(&r, "requests/errors"), 0.0, "{r:#}");
+    let offered = num(&r, "reuse/offered_count");
+    let early = num(&r, "transport/zero_rtt/count");
+    eprintln!("0-RTT accepted on {early} of {offered} offers");
+    assert!(offered >= 100.0 && early >= 0.9 * offered, "{r:#}");
+    assert_eq!(num(&r, "transport/zero_rtt_rejected"), 0.0, "{r:#}");
+    assert!(d.metric("tlslab_dispatch_held_datagrams_total") >= 100.0);
+    drop(n);
 }
 
 #[test]
