@@ -61,6 +61,10 @@ pub const MAX_DATAGRAM: usize = 65_527;
 const NODE_BUF: usize = 4096;
 /// Client datagrams held at most while a ClientHello is reassembled.
 pub const MAX_HOLD: usize = 8;
+/// Bytes held at most over all flows; past it a new connection whose
+/// ClientHello is incomplete is routed by the fallback (counted as
+/// `hold_full`).
+pub const MAX_HELD_BYTES: usize = 4 * 1024 * 1024;
 /// How often holds and idle flows are checked.
 const SWEEP: Duration = Duration::from_millis(100);
 /// The longest a datagram is held for the rest of its ClientHello (a lost
@@ -134,6 +138,13 @@ impl Flow {
         }
     }
 
+    /// Bytes its hold keeps.
+    fn held_bytes(&self) -> usize {
+        self.hold
+            .as_ref()
+            .map_or(0, |h| h.datagrams.iter().map(Vec::len).sum())
+    }
+
     /// The latest activity either way.
     fn active(&self) -> u64 {
         self.ups
@@ -177,8 +188,10 @@ pub(crate) struct UdpLoop {
     router: LbRouter,
     flows: LruCache<SocketAddr, Flow>,
     hellos: HelloReader,
-    /// Flows with a hold, to time them out.
+    /// Flows with a hold, to time them out (each once).
     holding: Vec<SocketAddr>,
+    /// Bytes held over all flows ([`MAX_HELD_BYTES`]).
+    held_bytes: usize,
     epoch: Instant,
 }
 
@@ -199,6 +212,7 @@ impl UdpLoop {
             flows,
             hellos: HelloReader::new(AssemblerLimits::default()),
             holding: Vec::new(),
+            held_bytes: 0,
             epoch: Instant::now(),
         })
     }
@@ -244,6 +258,7 @@ impl UdpLoop {
             let n = self.shared.nodes.len();
             if let Some((_, old)) = self.flows.push(peer, Flow::new(n, now_ms)) {
                 self.shared.metrics.udp.flows_evicted.fetch_add(1, Relaxed);
+                self.held_bytes -= old.held_bytes();
                 Closing(&self.shared).close(old);
             }
             self.shared.metrics.udp.flows.fetch_add(1, Relaxed);
@@ -261,6 +276,7 @@ impl UdpLoop {
                     .and_then(|f| f.hold.take())
                     .map(|h| h.datagrams)
                     .unwrap_or_default();
+                self.held_bytes -= held.iter().map(Vec::len).sum::<usize>();
                 for h in &held {
                     self.shared.metrics.udp.routed(RoutedBy::Dcid);
                     self.send(peer, node, h, now_ms);
@@ -375,16 +391,27 @@ impl UdpLoop {
                     return self.pin(peer, node, RoutedBy::Connection);
                 }
                 Ok(Read::Partial) => {
-                    if policy == Policy::Session {
+                    // One hold per flow (a second connection started from
+                    // the same port meanwhile goes by the fallback), and
+                    // [`MAX_HELD_BYTES`] in all.
+                    let free = self.flows.peek(&peer).is_some_and(|f| f.hold.is_none());
+                    let room = self.held_bytes + d.len() <= MAX_HELD_BYTES;
+                    if policy == Policy::Session && free && !room {
+                        self.shared.metrics.udp.hold_full.fetch_add(1, Relaxed);
+                    }
+                    if policy == Policy::Session
+                        && free
+                        && room
+                        && let Some(f) = self.flows.get_mut(&peer)
+                    {
                         self.shared.metrics.udp.held.fetch_add(1, Relaxed);
-                        if let Some(f) = self.flows.get_mut(&peer) {
-                            f.hold = Some(Hold {
-                                dcid: this,
-                                since: now,
-                                datagrams: vec![d.to_vec()],
-                            });
-                            self.holding.push(peer);
-                        }
+                        f.hold = Some(Hold {
+                            dcid: this,
+                            since: now,
+                            datagrams: vec![d.to_vec()],
+                        });
+                        self.held_bytes += d.len();
+                        self.holding.push(peer);
                         return Step::Held;
                     }
                     let node = hashed;
@@ -525,8 +552,11 @@ impl UdpLoop {
                 Step::Flush(node)
             }
             // More of the ClientHello, or a 0-RTT packet sent behind it.
-            Ok(Read::Partial | Read::NotInitial) if h.datagrams.len() < MAX_HOLD => {
+            Ok(Read::Partial | Read::NotInitial)
+                if h.datagrams.len() < MAX_HOLD && self.held_bytes + d.len() <= MAX_HELD_BYTES =>
+            {
                 h.datagrams.push(d.to_vec());
+                self.held_bytes += d.len();
                 self.shared.metrics.udp.held.fetch_add(1, Relaxed);
                 Step::Held
             }
@@ -620,7 +650,11 @@ impl UdpLoop {
     fn sweep(&mut self, now: Instant) {
         self.hellos.purge(now);
         let now_ms = self.ms(now);
-        let holding = std::mem::take(&mut self.holding);
+        let mut holding = std::mem::take(&mut self.holding);
+        // A flow whose hold ended and another began since the last sweep
+        // is listed twice.
+        holding.sort_unstable();
+        holding.dedup();
         for peer in holding {
             let expired = self
                 .flows
@@ -652,6 +686,7 @@ impl UdpLoop {
                         })
                         .map(|h| h.datagrams)
                         .unwrap_or_default();
+                    self.held_bytes -= held.iter().map(Vec::len).sum::<usize>();
                     for d in &held {
                         self.shared.metrics.udp.routed(RoutedBy::Hash);
                         self.send(peer, node, d, now_ms);
@@ -674,6 +709,7 @@ impl UdpLoop {
                 let peer = *peer;
                 if let Some(f) = self.flows.pop(&peer) {
                     self.shared.metrics.udp.flows_expired.fetch_add(1, Relaxed);
+                    self.held_bytes -= f.held_bytes();
                     closing.close(f);
                 }
             } else if now_ms.saturating_sub(f.last) >= idle {
