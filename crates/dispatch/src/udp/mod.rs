@@ -15,9 +15,9 @@
 //!    client-chosen DCID): to the same node;
 //! 4. anything else with no routable CID (a short header of quinn's
 //!    random CIDs, an ACK-only Initial to the server's CID): to the node the
-//!    4-tuple last went to; with no state for the 4-tuple, the draft's
-//!    fallback, the 4-tuple hash (§3.3: deterministic, reading no first-byte
-//!    bit but the header form).
+//!    4-tuple last went to; with no state for the 4-tuple, the 4-tuple hash
+//!    (a fallback as the draft's "Fallback Algorithms" asks: deterministic,
+//!    reading no first-byte bit but the header form).
 //!
 //! `blind` sends every datagram by the 4-tuple hash. Every policy reads
 //! each new connection's ClientHello and its node's ServerHello
