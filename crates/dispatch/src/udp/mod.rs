@@ -4,7 +4,7 @@
 //! Connection ID). Each client datagram goes, in this order:
 //!
 //! 1. `cid` and `session`: by the QUIC-LB server ID in its DCID
-//!    (draft-ietf-quic-load-balancers-21 §3), to the backend given that
+//!    (draft-ietf-quic-load-balancers-21), to the backend given that
 //!    server ID (`--backend ADDR=sid:HEX`);
 //! 2. a client Initial of a connection not yet routed (it decrypts under
 //!    its own DCID and starts a ClientHello): `session` reassembles the
