@@ -298,6 +298,46 @@ fn a_client_that_changes_port_keeps_its_connection_through_cid_and_session_not_b
     drop(n);
 }
 
+/// Datagrams that are not QUIC, long headers that do not parse, Initials
+/// that do not decrypt and datagrams over the dispatcher's buffer: each is
+/// counted and forwarded by the fallback (or dropped, oversize), and the
+/// dispatcher keeps serving real clients.
+#[test]
+fn junk_datagrams_take_the_fallback_and_real_clients_are_still_served() {
+    let lb = Lb::new(1, 6, false);
+    let (n, backends) = nodes(2, &lb);
+    let d = Dispatch::start(&backends, &lb, "session");
+    // A v1 Initial header (DCID 8, no SCID, no token, Length 1,150) with a
+    // payload no key opens.
+    let mut initial = vec![
+        0xc3, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0x44, 0x7e,
+    ];
+    initial.resize(1200, 0x5a);
+    let junk: [Vec<u8>; 6] = [
+        initial,
+        vec![],
+        vec![0xc0],
+        vec![0xc0, 0, 0, 0, 1, 20, 1],
+        vec![0x40; 1500],
+        vec![0xff; 65_507],
+    ];
+    // From 10 client ports: an undecryptable Initial is counted where the
+    // 4-tuple has no node yet (from a known one it may be an ACK to the
+    // server's CID, and follows the 4-tuple).
+    for _ in 0..10 {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for j in &junk {
+            sock.send_to(j, d.listen).unwrap();
+        }
+    }
+    // Then a client the same dispatcher must serve.
+    let r = load(&d, "-c 2 -n 40 --timeout 5s");
+    assert_eq!(num(&r, "requests/errors"), 0.0, "{r:#}");
+    assert!(d.metric("tlslab_dispatch_unreadable_initials_total") >= 10.0);
+    assert!(d.routed("hash") >= 10.0);
+    drop(n);
+}
+
 #[test]
 fn bad_quic_lb_and_udp_flags_are_usage_errors_naming_the_fix() {
     let cases: [(&str, &str); 8] = [
