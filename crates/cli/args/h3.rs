@@ -101,6 +101,19 @@ pub struct ServeH3Args {
     #[arg(long, value_name = "N")]
     pub quic_retry_threshold: Option<u64>,
 
+    /// With --h3: choose QUIC-LB connection IDs (draft-ietf-quic-load-balancers-21) that carry
+    /// this node's server ID, so a balancer sharing the configuration (`tlslab dispatch --udp
+    /// --quic-lb`) routes every packet of a connection here, across client address changes.
+    /// CONFIG is `server-id=HEX,nonce-len=N,config-id=N[,key=HEX]`: the server ID (1 to 15
+    /// bytes, its length that of the hex), the nonce length (4 to 18 bytes, server ID + nonce
+    /// at most 19), the config rotation bits (0 to 6; 7 means unroutable) and an AES-128 key
+    /// (32 hex digits). Without a key the server ID is in clear; with one, server ID + nonce of
+    /// exactly 16 bytes are one AES block, any other length the 4-pass Feistel network. A
+    /// packet whose connection ID does not carry this server ID is dropped without a
+    /// stateless reset. Default: quinn's random 8-byte connection IDs.
+    #[arg(long, value_name = "CONFIG")]
+    pub quic_lb: Option<String>,
+
     #[command(flatten)]
     pub qlog: QlogArgs,
 }
@@ -146,6 +159,19 @@ pub struct LoadH3Args {
     /// Let --flood target an address that is not loopback (only a server you run and may flood).
     #[arg(long)]
     pub flood_allow_remote: bool,
+
+    /// With --h3: open each connection after a client's first from a new UDP socket (a new
+    /// source port), as browsers open one per QUIC connection. Default: one socket per client
+    /// for all its connections (which a 4-tuple hash balancer keeps on one node).
+    #[arg(long)]
+    pub quic_new_socket: bool,
+
+    /// With --h3: each client moves to a new UDP socket (a new source port) once, after N of
+    /// its requests succeeded, keeping its connection open (a NAT rebinding: quinn's
+    /// Endpoint::rebind); the connection survives only if the path to its server does. JSON
+    /// `transport.rebinds` counts the moves.
+    #[arg(long, value_name = "N")]
+    pub quic_rebind_after: Option<u64>,
 
     #[command(flatten)]
     pub qlog: QlogArgs,

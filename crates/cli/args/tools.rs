@@ -144,7 +144,8 @@ pub struct DispatchArgs {
     /// IDs, tickets and PSK identities it issues, so their first use routes to it. A PREFIX is
     /// hex (its ticket key names, e.g. those of its `serve --ticket-keys` file, or the
     /// `node-tag HEX` that `serve --node-tag TAG` prints) or `tag:TAG` (the same prefix computed
-    /// here: the first 4 bytes of SHA-256(TAG)). Repeat per node.
+    /// here: the first 4 bytes of SHA-256(TAG)). With --udp, `sid:HEX` is the node's QUIC-LB
+    /// server ID (its `serve --quic-lb server-id=HEX`). Repeat per node.
     #[arg(long = "backend", required = true, value_name = "ADDR[=PREFIX,…]")]
     pub backends: Vec<String>,
     /// Routing policy.
@@ -161,9 +162,29 @@ pub struct DispatchArgs {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub hello_timeout: Duration,
     /// Close a proxied connection on which no byte moved, in either direction, for this long
-    /// (nginx stream's proxy_timeout default).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10m")]
-    pub idle_timeout: Duration,
+    /// [default: 10m, nginx stream's proxy_timeout; with --udp 30s, QUIC's usual idle timeout:
+    /// a flow with no datagram either way].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Balance QUIC over UDP instead of TLS over TCP: --listen and each --backend are UDP
+    /// addresses (`serve --h3` nodes). Policies: `blind` (the 4-tuple hash, per datagram),
+    /// `source-ip`, `cid` (the QUIC-LB server ID in each connection ID; needs --quic-lb and
+    /// `--backend ADDR=sid:HEX`) and `session` (QUIC-LB CIDs first, then each new connection
+    /// by the PSK identity of its ClientHello, read from its decrypted Initials and
+    /// reassembled across datagrams; else by load). Packets with no routable CID follow the
+    /// 4-tuple's last node, else the 4-tuple hash (docs/dispatch.md).
+    #[arg(long)]
+    pub udp: bool,
+    /// With --udp: a QUIC-LB configuration the nodes share
+    /// (`server-id-len=N,nonce-len=N,config-id=N[,key=HEX]`, the balancer's side of `serve
+    /// --quic-lb`); repeat for configurations being rotated (one per config ID). Each backend
+    /// then needs `=sid:HEX`, its server ID.
+    #[arg(long, value_name = "CONFIG")]
+    pub quic_lb: Vec<String>,
+    /// With --udp: most client flows (address and port) tracked at once; at the cap the least
+    /// recently active flow is dropped.
+    #[arg(long, default_value_t = 100_000)]
+    pub max_flows: usize,
     /// What to do with non-TLS bytes or a malformed ClientHello (a client that stalls mid-hello
     /// is always closed after --hello-timeout).
     #[arg(long, value_enum, default_value = "forward")]

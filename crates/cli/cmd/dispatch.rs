@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tlslab_dispatch::health::TlsCheck;
-use tlslab_dispatch::{Backend, Config, Dispatcher, HealthCheck};
+use tlslab_dispatch::{Backend, Config, Dispatcher, HealthCheck, Transport};
 
 use crate::args::tools::{DispatchArgs, HealthArg};
 use crate::usage::Usage;
@@ -39,8 +39,30 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
                 .into(),
         ));
     }
+    let idle_timeout = a.idle_timeout.unwrap_or(if a.udp {
+        tlslab_dispatch::DEFAULT_UDP_IDLE_TIMEOUT
+    } else {
+        tlslab_dispatch::DEFAULT_IDLE_TIMEOUT
+    });
+    if !a.udp && !a.quic_lb.is_empty() {
+        return Err(Usage("--quic-lb is QUIC's; add --udp".into()));
+    }
+    let quic_lb = a
+        .quic_lb
+        .iter()
+        .map(|c| {
+            tlslab_crypto::quic::LbParams::parse(c).map_err(|e| {
+                Usage(format!(
+                    "--quic-lb: {}; the form is server-id-len=N,nonce-len=N,config-id=N[,key=HEX], the nodes' serve --quic-lb without their own server-id",
+                    e.0
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let max_flows = NonZeroUsize::new(a.max_flows)
+        .ok_or_else(|| Usage("--max-flows must be at least 1".into()))?;
     if a.hello_timeout.is_zero()
-        || a.idle_timeout.is_zero()
+        || idle_timeout.is_zero()
         || a.health_interval.is_zero()
         || a.connect_timeout.is_zero()
     {
@@ -49,14 +71,14 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
                 .into(),
         ));
     }
-    Ok(Config {
+    let cfg = Config {
         listen: a.listen,
         backends,
         policy: a.policy,
         session_timeout: a.session_timeout,
         max_sessions,
         hello_timeout: a.hello_timeout,
-        idle_timeout: a.idle_timeout,
+        idle_timeout,
         bad_input: a.bad_input,
         send_proxy_v2: a.send_proxy_v2,
         health_check: match a.health_check {
@@ -70,7 +92,16 @@ pub fn config(a: &DispatchArgs) -> Result<Config, Usage> {
         health_interval: a.health_interval,
         connect_timeout: a.connect_timeout,
         metrics: a.metrics,
-    })
+        transport: if a.udp {
+            Transport::Udp
+        } else {
+            Transport::Tcp
+        },
+        quic_lb,
+        max_flows,
+    };
+    cfg.check().map_err(|e| Usage(e.to_string()))?;
+    Ok(cfg)
 }
 
 /// Runs `tlslab dispatch` until SIGINT/SIGTERM.

@@ -30,9 +30,10 @@ impl ServeH3Args {
                 || self.quic_shed_with.is_some()
                 || self.quic_retry_threshold.is_some()
                 || self.qlog.qlog.is_some()
+                || self.quic_lb.is_some()
             {
                 return Err(usage(
-                    "--quic-idle-timeout, --quic-max-connections, --quic-retry, --quic-new-tokens, --quic-admission, --quic-shed-with, --quic-retry-threshold and --qlog need --h3; add --h3",
+                    "--quic-idle-timeout, --quic-max-connections, --quic-retry, --quic-new-tokens, --quic-admission, --quic-shed-with, --quic-retry-threshold, --quic-lb and --qlog need --h3; add --h3",
                 ));
             }
             return Ok(None);
@@ -83,6 +84,14 @@ impl ServeH3Args {
                 )));
             }
             s.new_tokens = Some(n);
+        }
+        if let Some(c) = &self.quic_lb {
+            s.quic_lb = Some(tlslab_crypto::quic::LbConfig::parse(c).map_err(|e| {
+                usage(format!(
+                    "--quic-lb: {}; the form is server-id=HEX,nonce-len=N,config-id=N[,key=HEX], e.g. server-id=01,nonce-len=6,config-id=0",
+                    e.0
+                ))
+            })?);
         }
         s.qlog = self.qlog.options()?;
         self.admission(&mut s, admission)?;
@@ -275,6 +284,11 @@ impl LoadH3Args {
     ) -> anyhow::Result<tlslab_report::LoadReport> {
         let flood = self.flood()?;
         if !self.h3 {
+            if self.quic_new_socket || self.quic_rebind_after.is_some() {
+                return Err(usage(
+                    "--quic-new-socket and --quic-rebind-after move QUIC clients: they need --h3",
+                ));
+            }
             if self.qlog.qlog.is_some() {
                 return Err(usage(
                     "--qlog logs QUIC connections: it needs --h3; add --h3 or drop --qlog",
@@ -288,6 +302,8 @@ impl LoadH3Args {
             max_concurrent_streams: streams,
             flood,
             qlog,
+            new_socket: self.quic_new_socket,
+            rebind_after: self.quic_rebind_after,
         };
         tlslab_load::quic::validate(cfg, &h3)
             .map_err(|e| anyhow::Error::new(Usage(e.to_string())))?;
@@ -387,6 +403,8 @@ mod tests {
                 max_concurrent_streams: 1,
                 flood: a.h3.flood().unwrap(),
                 qlog: None,
+                new_socket: false,
+                rebind_after: None,
             };
             tlslab_load::quic::validate(&cfg, &h3).map_err(|e| e.to_string())
         };

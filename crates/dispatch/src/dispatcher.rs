@@ -1,25 +1,32 @@
-//! The running dispatcher: binding the listeners, the accept loop, the
-//! health checks and the `/metrics` endpoint.
+//! The running dispatcher: binding the listeners, the accept loop (TCP)
+//! or the datagram loop (UDP, [`crate::udp`]), the health checks and the
+//! `/metrics` endpoint.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::watch;
 
-use crate::config::{Config, Error, HealthCheck};
+use crate::config::{Config, Error, HealthCheck, Transport};
 use crate::health;
 use crate::metrics::{Metrics, NodeStats};
 use crate::route::Shared;
 use crate::splice::handle;
 use crate::table::SessionTable;
 
+/// What clients reach: a TCP listener, or a UDP socket.
+enum Listener {
+    Tcp(TcpListener),
+    Udp(Arc<UdpSocket>),
+}
+
 /// A bound, not yet running dispatcher.
 pub struct Dispatcher {
     shared: Arc<Shared>,
-    listener: TcpListener,
+    listener: Listener,
     metrics_listener: Option<TcpListener>,
 }
 
@@ -34,12 +41,17 @@ impl Dispatcher {
                 count: cfg.backends.len(),
             });
         }
-        let listener = TcpListener::bind(cfg.listen)
-            .await
-            .map_err(|source| Error::Bind {
-                addr: cfg.listen,
-                source,
-            })?;
+        cfg.check()?;
+        let bind = |source| Error::Bind {
+            addr: cfg.listen,
+            source,
+        };
+        let listener = match cfg.transport {
+            Transport::Tcp => Listener::Tcp(TcpListener::bind(cfg.listen).await.map_err(bind)?),
+            Transport::Udp => {
+                Listener::Udp(Arc::new(UdpSocket::bind(cfg.listen).await.map_err(bind)?))
+            }
+        };
         let metrics_listener = match cfg.metrics {
             Some(addr) => Some(
                 TcpListener::bind(addr)
@@ -79,7 +91,10 @@ impl Dispatcher {
 
     /// The proxy's bound address.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+        match &self.listener {
+            Listener::Tcp(l) => l.local_addr(),
+            Listener::Udp(s) => s.local_addr(),
+        }
     }
 
     /// The metrics listener's bound address.
@@ -110,6 +125,16 @@ impl Dispatcher {
         if let Some(l) = metrics_listener {
             tokio::spawn(serve_metrics(shared.clone(), l, shutdown.clone()));
         }
+        let listener = match listener {
+            Listener::Tcp(l) => l,
+            Listener::Udp(s) => {
+                match crate::udp::UdpLoop::new(shared, s) {
+                    Ok(l) => l.run(shutdown).await,
+                    Err(e) => tracing::error!("dispatch --udp: {e}"),
+                }
+                return;
+            }
+        };
         loop {
             tokio::select! {
                 r = listener.accept() => match r {

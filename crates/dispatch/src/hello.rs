@@ -19,6 +19,18 @@ pub(crate) struct RawKeys {
 }
 
 impl RawKeys {
+    /// The raw keys of a parsed ClientHello.
+    pub(crate) fn of(ch: &tlslab_wire::ClientHello<'_>) -> RawKeys {
+        RawKeys {
+            session_id: ch.session_id.to_vec(),
+            ticket: ch.session_ticket.unwrap_or_default().to_vec(),
+            psks: ch
+                .pre_shared_key
+                .map(|p| p.identities.iter().map(|i| i.identity.to_vec()).collect())
+                .unwrap_or_default(),
+        }
+    }
+
     pub(crate) fn all(&self) -> impl Iterator<Item = &[u8]> {
         std::iter::once(self.session_id.as_slice())
             .chain(std::iter::once(self.ticket.as_slice()))
@@ -51,15 +63,7 @@ pub(crate) fn inspect_hello(buf: &[u8]) -> HelloStep {
         Ok(msg) => match tlslab_wire::ClientHello::parse(&msg) {
             Ok(ch) => {
                 let offer = Offer::of(&ch);
-                let raw = RawKeys {
-                    session_id: ch.session_id.to_vec(),
-                    ticket: ch.session_ticket.unwrap_or_default().to_vec(),
-                    psks: ch
-                        .pre_shared_key
-                        .map(|p| p.identities.iter().map(|i| i.identity.to_vec()).collect())
-                        .unwrap_or_default(),
-                };
-                HelloStep::Parsed(offer, raw)
+                HelloStep::Parsed(offer, RawKeys::of(&ch))
             }
             Err(_) => HelloStep::Bad(BadInput::Malformed),
         },

@@ -1,4 +1,5 @@
-//! `tlslab dispatch`: a TLS-session-aware L4 (TCP) load balancer.
+//! `tlslab dispatch`: a TLS-session-aware L4 load balancer, for TLS over
+//! TCP and (`--udp`, [`udp`]) for QUIC.
 //!
 //! It reads the cleartext parts of each TLS handshake with `tlslab-wire`,
 //! never terminates TLS, and routes a ClientHello that tries to resume a
@@ -21,6 +22,11 @@
 //! are there to be measured against. Learned mappings live in a bounded,
 //! expiring O(1) [`table::SessionTable`]. Health checks, PROXY protocol v2,
 //! bad-input handling and a Prometheus `/metrics` endpoint complete it.
+//!
+//! Over UDP the same policies and table route QUIC: by the QUIC-LB server
+//! ID in a connection ID (`cid`), and by the PSK identity of a ClientHello
+//! read from the client's decrypted Initials (`session`), against the
+//! 4-tuple hash (`blind`).
 
 mod config;
 mod dispatcher;
@@ -32,10 +38,11 @@ pub mod proxy_v2;
 mod route;
 mod splice;
 pub mod table;
+pub mod udp;
 
 pub use config::{
-    Backend, BadInputAction, Config, DEFAULT_IDLE_TIMEOUT, Error, HealthCheck, MAX_HELLO, Policy,
-    decode_hex,
+    Backend, BadInputAction, Config, DEFAULT_IDLE_TIMEOUT, DEFAULT_UDP_IDLE_TIMEOUT, Error,
+    HealthCheck, MAX_HELLO, Policy, Transport, decode_hex,
 };
 pub use dispatcher::Dispatcher;
 #[cfg(any(test, feature = "fuzzing"))]

@@ -57,9 +57,88 @@ pub struct NodeStats {
     pub health_failures: AtomicU64,
 }
 
+/// How a client datagram's node was found (UDP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoutedBy {
+    /// The QUIC-LB server ID in its Destination Connection ID.
+    Cid = 0,
+    /// A new connection: the policy's choice on its first Initial (for
+    /// `session`, its ClientHello's PSK identity, else by load).
+    Connection = 1,
+    /// A later Initial or 0-RTT packet, by the client-chosen DCID of a
+    /// connection already routed.
+    Dcid = 2,
+    /// A packet with no routable CID, by the node its 4-tuple last went to.
+    Flow = 3,
+    /// The 4-tuple hash (the `blind` policy, and the draft's fallback).
+    Hash = 4,
+}
+
+impl RoutedBy {
+    const LABELS: [&'static str; 5] = ["cid", "connection", "dcid", "flow", "hash"];
+}
+
+/// Datagrams not forwarded (UDP), by reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// The socket would block or the send failed.
+    SendFailed = 0,
+    /// Larger than the dispatcher's datagram buffer.
+    Oversize = 1,
+}
+
+impl Dropped {
+    const LABELS: [&'static str; 2] = ["send_failed", "oversize"];
+}
+
+/// The UDP (QUIC) counters.
+#[derive(Default)]
+pub struct UdpMetrics {
+    /// Datagrams forwarded: `[client → node, node → client]`.
+    pub datagrams: [AtomicU64; 2],
+    /// Client datagrams by [`RoutedBy`].
+    pub routed: [AtomicU64; 5],
+    /// Datagrams dropped, by [`Dropped`].
+    pub dropped: [AtomicU64; 2],
+    /// Connections whose held datagrams reached the hold cap before the
+    /// ClientHello was whole (routed by the fallback).
+    pub hold_full: AtomicU64,
+    /// Client Initials that did not decrypt or whose ClientHello did not
+    /// parse (routed by the fallback).
+    pub unreadable_initials: AtomicU64,
+    /// Connection IDs with a QUIC-LB config ID the dispatcher knows but a
+    /// server ID no backend has (routed by the fallback).
+    pub unknown_server_id: AtomicU64,
+    /// Client datagrams held until their connection's ClientHello was
+    /// whole (it spans several Initials).
+    pub held: AtomicU64,
+    /// Flows (client address and port) open now.
+    pub flows: AtomicU64,
+    /// Flows closed after `--idle-timeout` without a datagram.
+    pub flows_expired: AtomicU64,
+    /// Flows dropped at `--max-flows` (least recently active first).
+    pub flows_evicted: AtomicU64,
+    /// Server Initials read for their ServerHello.
+    pub server_hellos: AtomicU64,
+}
+
+impl UdpMetrics {
+    /// Counts a routed client datagram.
+    pub fn routed(&self, by: RoutedBy) {
+        self.routed[by as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Counts a dropped datagram.
+    pub fn dropped(&self, why: Dropped) {
+        self.dropped[why as usize].fetch_add(1, Relaxed);
+    }
+}
+
 /// All counters.
 #[derive(Default)]
 pub struct Metrics {
+    /// UDP (QUIC) only.
+    pub udp: UdpMetrics,
     /// Connections by [`Decision`].
     pub decisions: [AtomicU64; 3],
     /// Resumption attempts whose ServerHello was seen.
@@ -117,6 +196,8 @@ pub struct Exposition<'a> {
     pub held: [u64; 2],
     /// The policy name.
     pub policy: &'a str,
+    /// The transport (`tcp`, `udp`).
+    pub transport: &'a str,
     /// Process CPU seconds (user + system).
     pub cpu_seconds: f64,
 }
@@ -142,10 +223,15 @@ pub fn render(e: &Exposition<'_>) -> String {
         (
             "connections_total",
             "counter",
-            "Client connections by routing decision (dispatcher-observed).",
+            "Client connections by routing decision (dispatcher-observed; over UDP, QUIC connections by their first Initial).",
             by("decision", &Decision::LABELS, &m.decisions)
                 .into_iter()
-                .map(|(l, v)| (format!("policy=\"{}\",{l}", e.policy), v))
+                .map(|(l, v)| {
+                    (
+                        format!("transport=\"{}\",policy=\"{}\",{l}", e.transport, e.policy),
+                        v,
+                    )
+                })
                 .collect(),
         ),
         (
@@ -227,6 +313,77 @@ pub fn render(e: &Exposition<'_>) -> String {
             vec![(String::new(), format!("{:.6}", e.cpu_seconds))],
         ),
     ];
+    if e.transport == "udp" {
+        let u = &m.udp;
+        families.extend([
+            (
+                "datagrams_total",
+                "counter",
+                "UDP datagrams forwarded, by direction.",
+                by("direction", &["up", "down"], &u.datagrams),
+            ),
+            (
+                "routed_datagrams_total",
+                "counter",
+                "Client datagrams by how their node was found: cid (QUIC-LB server ID), connection (the policy's choice for a new connection), dcid (a later Initial or 0-RTT packet of a routed connection), flow (no routable CID: the 4-tuple's last node), hash (the 4-tuple hash: blind, and the fallback).",
+                by("by", &RoutedBy::LABELS, &u.routed),
+            ),
+            (
+                "dropped_datagrams_total",
+                "counter",
+                "Datagrams not forwarded, by reason.",
+                by("reason", &Dropped::LABELS, &u.dropped),
+            ),
+            (
+                "unreadable_initials_total",
+                "counter",
+                "Client Initials that did not decrypt or held no readable ClientHello (routed by the fallback).",
+                one(&u.unreadable_initials),
+            ),
+            (
+                "unknown_server_id_total",
+                "counter",
+                "QUIC-LB connection IDs whose server ID is no backend's (routed by the fallback).",
+                one(&u.unknown_server_id),
+            ),
+            (
+                "hold_full_total",
+                "counter",
+                "Connections whose held datagrams reached the cap (8) before their ClientHello was whole, routed by the fallback.",
+                one(&u.hold_full),
+            ),
+            (
+                "held_datagrams_total",
+                "counter",
+                "Client datagrams held until their connection's ClientHello was whole.",
+                one(&u.held),
+            ),
+            (
+                "flows",
+                "gauge",
+                "UDP flows (client address and port) open now.",
+                one(&u.flows),
+            ),
+            (
+                "flows_expired_total",
+                "counter",
+                "UDP flows closed after --idle-timeout without a datagram either way.",
+                one(&u.flows_expired),
+            ),
+            (
+                "flows_evicted_total",
+                "counter",
+                "UDP flows dropped at --max-flows, least recently active first.",
+                one(&u.flows_evicted),
+            ),
+            (
+                "server_hellos_total",
+                "counter",
+                "Server Initials opened for their ServerHello (what a resumption attempt's outcome is read from).",
+                one(&u.server_hellos),
+            ),
+        ]);
+    }
     type Get = fn(&NodeStats) -> u64;
     // One row a family: name, type, help, and the node counter it reads.
     #[rustfmt::skip]

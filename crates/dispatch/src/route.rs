@@ -34,11 +34,12 @@ impl Shared {
                 .collect(),
             held: self.table.counts(),
             policy: self.cfg.policy.name(),
+            transport: self.cfg.transport.name(),
             cpu_seconds: tlslab_runtime::process_cpu_time().as_secs_f64(),
         })
     }
 
-    fn up(&self, i: usize) -> bool {
+    pub(crate) fn up(&self, i: usize) -> bool {
         self.nodes[i].healthy.load(Relaxed)
     }
 
@@ -83,8 +84,16 @@ impl Shared {
         (0..n).map(|j| (i + j) % n).find(|&k| self.up(k))
     }
 
+    /// The blind 4-tuple hash's node for a client address and port (the
+    /// dispatcher's side of the tuple is fixed), healthy if any is.
+    pub(crate) fn by_hash(&self, peer: SocketAddr) -> usize {
+        let n = self.nodes.len();
+        let i = (tuple_hash(peer) % n as u64) as usize;
+        self.healthy_from(i).unwrap_or(i)
+    }
+
     /// Where a configured tag routes `bytes`, if one matches.
-    fn by_tag(&self, bytes: &[u8]) -> Option<usize> {
+    pub(crate) fn by_tag(&self, bytes: &[u8]) -> Option<usize> {
         self.cfg
             .backends
             .iter()
@@ -118,6 +127,8 @@ impl Shared {
                 let i = (h % n as u64) as usize;
                 (self.healthy_from(i).or(Some(i)), Decision::NoSession)
             }
+            // `cid` is QUIC's (Config::check); over TCP it would be blind.
+            Policy::Blind | Policy::Cid => (Some(self.by_hash(peer)), Decision::NoSession),
             Policy::Session => {
                 let Some(offer) = offer else {
                     return (self.least_loaded(&[]), Decision::NoSession);
@@ -157,6 +168,22 @@ impl Shared {
     }
 }
 
+/// A hash of a client's address and port (FNV-1a, then a multiplicative
+/// mix): stable over a run, no allocation.
+pub(crate) fn tuple_hash(peer: SocketAddr) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: u8| {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    match peer.ip() {
+        std::net::IpAddr::V4(a) => a.octets().into_iter().for_each(&mut eat),
+        std::net::IpAddr::V6(a) => a.octets().into_iter().for_each(&mut eat),
+    }
+    peer.port().to_be_bytes().into_iter().for_each(&mut eat);
+    (h ^ (h >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32
+}
+
 /// Books what a finished learner saw: the attempt's outcome and the keys
 /// to remember.
 pub(crate) fn settle(shared: &Shared, node: usize, l: &mut ServerLearner) {
@@ -178,7 +205,7 @@ pub(crate) fn settle(shared: &Shared, node: usize, l: &mut ServerLearner) {
     }
 }
 
-fn learn(shared: &Shared, k: Key, node: usize) {
+pub(crate) fn learn(shared: &Shared, k: Key, node: usize) {
     shared.table.learn(k, node);
     shared.metrics.learned[k.kind() as usize].fetch_add(1, Relaxed);
 }

@@ -111,6 +111,9 @@ async fn dispatcher(node: SocketAddr, hello: Duration, idle: Duration) -> Runnin
         health_interval: Duration::from_secs(1),
         connect_timeout: Duration::from_secs(2),
         metrics: None,
+        transport: tlslab_dispatch::Transport::Tcp,
+        quic_lb: Vec::new(),
+        max_flows: NonZeroUsize::MIN,
     };
     let d = Dispatcher::bind(cfg).await.unwrap();
     let addr = d.local_addr().unwrap();

@@ -140,6 +140,8 @@ impl Transport {
                     max_concurrent_streams: 1,
                     flood: None,
                     qlog: None,
+                    new_socket: false,
+                    rebind_after: None,
                 },
             )?,
         })

@@ -20,6 +20,8 @@ const STREAMS: Http3 = Http3 {
     max_concurrent_streams: 1,
     flood: None,
     qlog: None,
+    new_socket: false,
+    rebind_after: None,
 };
 
 /// A closed-loop `--h3` config against `addr`: one client for `secs`,

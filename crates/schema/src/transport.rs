@@ -19,6 +19,10 @@ pub struct Transport {
     /// Connections whose 0-RTT data the server rejected (the request was
     /// sent again after the handshake).
     pub zero_rtt_rejected: u64,
+    /// UDP sockets a client moved to (`--quic-new-socket`,
+    /// `--quic-rebind-after`); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rebinds: u64,
     /// `load --h3 --flood`: the Initial flood sent beside the load; absent
     /// without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -26,6 +30,10 @@ pub struct Transport {
     /// `load --h3 --qlog DIR`: the qlog files written; absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qlog: Option<Qlog>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The qlog files of `load --h3 --qlog DIR`: one per connection (warm-up

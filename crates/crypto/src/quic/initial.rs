@@ -57,6 +57,29 @@ pub struct OpenedInitial {
 /// `header`: its parsed long header) as the server would: with the client's
 /// Initial keys.
 pub fn open_initial(header: &LongHeader<'_>, packet: &[u8]) -> Result<OpenedInitial, InitialError> {
+    open_with(header, packet, header.dcid, Side::Server)
+}
+
+/// Opens one of a server's Initial packets as its client would: with the
+/// server's Initial keys, which derive from the Destination Connection ID
+/// of the client's first Initial (`client_dcid`), not from this packet's
+/// (RFC 9001 §5.2). A balancer that forwarded that Initial reads the
+/// server's ServerHello this way.
+pub fn open_server_initial(
+    header: &LongHeader<'_>,
+    packet: &[u8],
+    client_dcid: &[u8],
+) -> Result<OpenedInitial, InitialError> {
+    open_with(header, packet, client_dcid, Side::Client)
+}
+
+/// Opens an Initial with the keys of `key_dcid`, as `side` receives it.
+fn open_with(
+    header: &LongHeader<'_>,
+    packet: &[u8],
+    key_dcid: &[u8],
+    side: Side,
+) -> Result<OpenedInitial, InitialError> {
     if header.packet_type != PacketType::Initial {
         return Err(InitialError::NotInitial(header.packet_type));
     }
@@ -71,7 +94,7 @@ pub fn open_initial(header: &LongHeader<'_>, packet: &[u8]) -> Result<OpenedInit
     let quic = suite
         .quic
         .ok_or(InitialError::Decrypt("no QUIC AES-128-GCM in aws-lc-rs"))?;
-    let keys = Keys::initial(v, suite, quic, header.dcid, Side::Server);
+    let keys = Keys::initial(v, suite, quic, key_dcid, side);
     let mut buf = packet.get(..header.len).unwrap_or(packet).to_vec();
     let pn_offset = header.pn_offset;
     let sample_at = pn_offset + 4;

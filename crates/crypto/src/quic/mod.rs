@@ -12,7 +12,9 @@
 pub mod initial;
 pub mod lb;
 
-pub use initial::{HelloReader, InitialError, InitialHello, OpenedInitial, Read, open_initial};
+pub use initial::{
+    HelloReader, InitialError, InitialHello, OpenedInitial, Read, open_initial, open_server_initial,
+};
 pub use lb::{
     Cid, CidIssuer, Codec, LbConfig, LbConfigError, LbParams, LbRouter, Mode, Route, ServerId,
 };

@@ -154,7 +154,10 @@ fn haproxy_conf(bind: IpAddr, port: u16, policy: Policy, nodes: &[SocketAddr]) -
     let balance = match policy {
         Policy::RoundRobin | Policy::Session => "roundrobin",
         Policy::LeastConn => "leastconn",
-        Policy::Random => "random",
+        // The 4-tuple hash spreads connections as random choice does.
+        Policy::Random | Policy::Blind => "random",
+        // QUIC only (the dispatcher refuses it over TCP).
+        Policy::Cid => "roundrobin",
         Policy::SourceIp => "source",
     };
     HaproxyConf {

@@ -312,6 +312,7 @@ impl Dispatch {
                     .map(|(i, n)| tlslab_dispatch::Backend {
                         addr: n.addr(),
                         tags: tags.get(i).map(|t| vec![t.clone()]).unwrap_or_default(),
+                        server_id: None,
                     })
                     .collect();
                 let cfg = tlslab_dispatch::Config {
@@ -329,6 +330,9 @@ impl Dispatch {
                     health_interval: Duration::from_secs(1),
                     connect_timeout: Duration::from_secs(2),
                     metrics: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+                    transport: tlslab_dispatch::Transport::Tcp,
+                    quic_lb: Vec::new(),
+                    max_flows: std::num::NonZeroUsize::MIN,
                 };
                 let d = rt.block_on(tlslab_dispatch::Dispatcher::bind(cfg))?;
                 let addr = d

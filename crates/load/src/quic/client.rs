@@ -109,6 +109,10 @@ pub(super) struct Me {
     next_path: AtomicUsize,
     /// Measured requests (taken from the budget) not yet recorded.
     taken: Arc<AtomicU64>,
+    /// Requests that succeeded (for `--quic-rebind-after`).
+    succeeded: AtomicU64,
+    /// Whether `--quic-rebind-after` has rebound this client.
+    rebound: std::sync::atomic::AtomicBool,
 }
 
 /// Runs client `id` until the run ends.
@@ -175,6 +179,8 @@ impl Me {
             planner: Mutex::new(ReusePlanner::new(reuse)),
             conn_no: AtomicU64::new(0),
             taken,
+            succeeded: AtomicU64::new(0),
+            rebound: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -260,8 +266,41 @@ impl Me {
         }
     }
 
+    /// Moves the endpoint, and its open connection, to a new UDP socket
+    /// on the same local address (a new source port).
+    fn rebind(&self) {
+        let Ok(local) = self.endpoint.local_addr() else {
+            return;
+        };
+        let fresh = std::net::UdpSocket::bind(SocketAddr::new(local.ip(), 0));
+        match fresh.map(|s| self.endpoint.rebind(s)) {
+            Ok(Ok(())) => {
+                self.run.rebinds.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Err(e)) | Err(e) => {
+                tracing::warn!("HTTP/3 client {}: rebinding failed: {e}", self.id);
+            }
+        }
+    }
+
+    /// `--quic-rebind-after N`: after the client's N-th successful
+    /// request, once.
+    fn count_success(&self, rec: &RequestRecord) {
+        let Some(n) = self.run.rebind_after else {
+            return;
+        };
+        if rec.error.is_some() {
+            return;
+        }
+        let done = self.succeeded.fetch_add(1, Ordering::Relaxed) + 1;
+        if done >= n && !self.rebound.swap(true, Ordering::Relaxed) {
+            self.rebind();
+        }
+    }
+
     /// Records a measured request; a warm-up one is dropped.
     fn record(&self, rec: &RequestRecord, slot: Slot) {
+        self.count_success(rec);
         if slot == Slot::Measured {
             self.taken.fetch_sub(1, Ordering::Relaxed);
             self.run.collector.record(rec);
@@ -310,6 +349,9 @@ impl Me {
         let offer = self.planner.lock().offer(self.sessions.has_session());
         self.sessions.set_offer(offer);
         run.attempts.fetch_add(1, Ordering::Relaxed);
+        if self.run.new_socket && conn_no > 0 {
+            self.rebind();
+        }
         let config = self.config_for(conn_no, t0);
         let connecting = match self
             .endpoint

@@ -45,6 +45,14 @@ pub struct Http3 {
     /// `--qlog DIR`: one qlog file per connection (warm-up ones too),
     /// `DIR/client-<client>-<connection>.sqlog`, up to the caps.
     pub qlog: Option<QlogOptions>,
+    /// `--quic-new-socket`: each connection after a client's first from a
+    /// new UDP socket (a new source port), as browsers open one per
+    /// connection; else one socket per client for all its connections.
+    pub new_socket: bool,
+    /// `--quic-rebind-after N`: each client moves to a new UDP socket once,
+    /// after N of its requests succeeded, with its connection open (a NAT
+    /// rebinding, as quinn's `Endpoint::rebind` makes it).
+    pub rebind_after: Option<u64>,
 }
 
 /// The flood `load --h3 --flood` sends beside the load.
@@ -119,6 +127,10 @@ pub(crate) struct Run {
     pub(crate) endpoints: Mutex<Vec<quinn::Endpoint>>,
     /// `--qlog DIR`.
     pub(crate) qlog: Option<QlogDir>,
+    pub(crate) new_socket: bool,
+    pub(crate) rebind_after: Option<u64>,
+    /// Rebinds made (`--quic-new-socket`, `--quic-rebind-after`).
+    pub(crate) rebinds: AtomicU64,
 }
 
 impl Run {
@@ -156,6 +168,11 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
     let bad = |m: &str| Err(Error::Invalid(m.to_string()));
     if h3.max_concurrent_streams == 0 {
         return bad("-m 0 sends nothing; give at least 1 stream per connection");
+    }
+    if h3.rebind_after == Some(0) {
+        return bad(
+            "--quic-rebind-after 0: give the number of requests (at least 1) after which each client rebinds",
+        );
     }
     if cfg.http2.is_some() {
         return bad("--h3 and --h2 exclude each other; choose one");
@@ -348,6 +365,9 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         verifier,
         endpoints: Mutex::default(),
         qlog,
+        new_socket: h3.new_socket,
+        rebind_after: h3.rebind_after,
+        rebinds: AtomicU64::new(0),
     });
     // The flood starts with the run (its warm-up too) and ends with it.
     let flooding = match h3.flood {
@@ -504,6 +524,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
         resumed: phase(&hs, Kind::Resumed),
         zero_rtt: phase(&hs, Kind::ZeroRtt),
         zero_rtt_rejected: run.zero_rtt_rejected.load(Ordering::Relaxed),
+        rebinds: run.rebinds.load(Ordering::Relaxed),
         flood,
         qlog: run.qlog.as_ref().map(QlogDir::report),
     });

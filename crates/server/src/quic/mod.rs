@@ -39,12 +39,16 @@
 //! its first flight; the listener sends quinn's 2 per connection unless
 //! told otherwise (see [`H3Settings::new_tokens`]).
 //!
+//! Connection IDs (`--quic-lb`, [`lb`]): QUIC-LB ones that carry the
+//! node's server ID for a balancer in front, else quinn's random ones.
+//!
 //! Admission (`--quic-admission off|static|retry-threshold|session`,
 //! [`door`]): what happens to a connection attempt before its handshake,
 //! from address validation to the TCP listener's session-aware admission
 //! control, decided on the client's first Initial.
 
 mod door;
+mod lb;
 mod session;
 mod sniff;
 mod stats;
@@ -112,6 +116,9 @@ pub struct H3Settings {
     /// How an attempt shed by the `session` policy is refused
     /// (`--quic-shed-with`).
     pub shed_with: QuicShedWith,
+    /// `--quic-lb`: QUIC-LB connection IDs carrying this node's server ID
+    /// (else quinn's random 8-byte ones).
+    pub quic_lb: Option<tlslab_crypto::quic::LbConfig>,
 }
 
 impl H3Settings {
@@ -127,6 +134,7 @@ impl H3Settings {
             qlog: None,
             admission: QuicAdmission::Off,
             shed_with: QuicShedWith::Refuse,
+            quic_lb: None,
         }
     }
 
@@ -335,8 +343,12 @@ pub(crate) fn start(p: Prepared, sh: Shared, shutdown: watch::Receiver<bool>) ->
     } else {
         (socket, None)
     };
+    let mut endpoint_config = quinn::EndpointConfig::default();
+    if let Some(lb) = p.settings.quic_lb.clone() {
+        endpoint_config.cid_generator(move || Box::new(lb::LbCids::new(&lb)));
+    }
     let endpoint = quinn::Endpoint::new_with_abstract_socket(
-        quinn::EndpointConfig::default(),
+        endpoint_config,
         Some(p.server.clone()),
         socket,
         runtime,
