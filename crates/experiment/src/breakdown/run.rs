@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use tlslab_crypto::meter::{Ablation, AblationSet};
+use tlslab_crypto::meter::{Ablation, AblationSet, Op};
 use tlslab_report::interval::{self, Interval};
 use tlslab_server::{Content, Server};
 
 use super::analyse::{Cell, Sample, analyse, paired_fractions};
-use super::plan::{BreakdownConfig, Configuration, Workload, configurations, meter_ops};
+use super::plan::{BreakdownConfig, Configuration, Transport, Workload, configurations, meter_ops};
 use super::report::BreakdownReport;
 use crate::Error;
 use crate::pin::Placement;
@@ -22,7 +22,7 @@ pub fn run(
     mut progress: impl FnMut(&str),
 ) -> Result<BreakdownReport, Error> {
     let placement = Placement::split();
-    let configs = configurations(cfg.workload);
+    let configs = configurations(cfg.workload, cfg.transport);
     let min_rounds = cfg.repeats.max(1);
     let base_i = configs
         .iter()
@@ -32,13 +32,17 @@ pub fn run(
     progress(&format!(
         "tlslab breakdown: {} configurations in rounds of {:.1} s cells (each run at the same time as a \
          baseline cell beside it), at least {min_rounds} rounds, until every \
-         stage's 95 % interval is within ±{:.1} points or {:.0} s; {}; {}; {}",
+         stage's 95 % interval is within ±{:.1} points or {:.0} s; {}; {} over {}; {}",
         configs.len(),
         cfg.cell.as_secs_f64(),
         cfg.target_ci95 * 100.0,
         cfg.max_time.as_secs_f64(),
         cfg.workload.describe(),
         cfg.version,
+        match cfg.transport {
+            Transport::Tcp => "TCP (HTTP/1.1)",
+            Transport::Quic => "QUIC (HTTP/3)",
+        },
         placement.describe()
     ));
     let meter_overhead_ns = tlslab_crypto::meter::self_overhead().as_secs_f64() * 1e9;
@@ -128,12 +132,24 @@ fn prepare(
         // Plain HTTP: the listener is the plain one.
         serve.http = serve.https.take();
     }
-    let server = Server::start(serve)?;
     let path = format!("/bytes/{}", cfg.file_size);
-    let url = match (server.https_addr(), server.http_addr()) {
-        (Some(a), _) => format!("https://localhost:{}{path}", a.port()),
-        (None, Some(a)) => format!("http://{a}{path}"),
-        (None, None) => unreachable!("one listener is always configured"),
+    let (server, url) = if cfg.transport == Transport::Quic {
+        // The HTTP/3 listener on the TLS listener's rustls configuration
+        // (and so its ablated provider), on loopback like every listener.
+        let server = crate::rig::start_with_h3(serve)?;
+        let Some(a) = server.h3_addr() else {
+            server.shutdown();
+            return Err(Error::empty(&c.name, "the server has no HTTP/3 listener"));
+        };
+        (server, format!("https://localhost:{}{path}", a.port()))
+    } else {
+        let server = Server::start(serve)?;
+        let url = match (server.https_addr(), server.http_addr()) {
+            (Some(a), _) => format!("https://localhost:{}{path}", a.port()),
+            (None, Some(a)) => format!("http://{a}{path}"),
+            (None, None) => unreachable!("one listener is always configured"),
+        };
+        (server, url)
     };
     let (k, reuse) = match cfg.workload {
         Workload::NewConn => (1, 0.0),
@@ -181,8 +197,8 @@ fn run_pair(
             }
             v
         });
-        let ha = s.spawn(|| tlslab_load::run(&la));
-        let hb = s.spawn(|| tlslab_load::run(&lb));
+        let ha = s.spawn(|| cfg.transport.run(&la));
+        let hb = s.spawn(|| cfg.transport.run(&lb));
         let ra = ha.join();
         let rb = hb.join();
         stop.store(true, Ordering::Relaxed);
@@ -190,11 +206,11 @@ fn run_pair(
     });
     sa.shutdown();
     sb.shutdown();
-    let joined = |r: std::thread::Result<Result<tlslab_report::LoadReport, tlslab_load::Error>>,
+    let joined = |r: std::thread::Result<Result<tlslab_report::LoadReport, Error>>,
                   name: &str|
      -> Result<tlslab_report::LoadReport, Error> {
         match r {
-            Ok(r) => Ok(r?),
+            Ok(r) => r,
             Err(_) => Err(Error::empty(name, "the load engine panicked")),
         }
     };
@@ -232,8 +248,10 @@ fn run_pair(
                 meter_us.insert(a.name().to_string(), ns as f64 / 1e3 / served as f64);
             }
         }
+        let quic_tls_us = crypto.total(Op::QuicTls).nanos as f64 / 1e3 / served as f64;
         Ok(Cell {
             cpu_us: cpu.as_secs_f64() * 1e6 / served as f64,
+            quic_tls_us,
             requests_per_s: report.throughput.requests_per_s,
             saturated: client_side_busy >= 0.9,
             server_busy: cpu.as_secs_f64() / wall_s,
