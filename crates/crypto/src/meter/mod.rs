@@ -83,9 +83,10 @@ pub enum Op {
     QuicOpen,
     /// Applying or removing QUIC header protection (one mask).
     QuicHeader,
-    /// Time inside rustls's QUIC handshake calls (reading and writing
-    /// CRYPTO data; the crypto inside them included), as the QUIC
-    /// listener records it with [`Meter::record_since`].
+    /// Thread CPU time inside rustls's QUIC handshake calls (reading and
+    /// writing CRYPTO data; the crypto inside them included), as the QUIC
+    /// listener records it with [`Meter::record_took`] (CPU, not wall,
+    /// time: a thread preempted inside a call is not billed for the wait).
     QuicTls,
 }
 
@@ -320,11 +321,11 @@ impl Meter {
         self.add(op, label, 1, nanos, bytes as u64);
     }
 
-    /// Records one call of `op` (no label, no bytes) that began at
-    /// `start`: for work outside the provider that a caller times itself
-    /// ([`Op::QuicTls`]).
-    pub fn record_since(&self, op: Op, start: Instant) {
-        self.record(op, 0, 0, start);
+    /// Records one call of `op` (no label, no bytes) that took `took`:
+    /// for work outside the provider that a caller times itself
+    /// ([`Op::QuicTls`], in thread CPU time).
+    pub fn record_took(&self, op: Op, took: Duration) {
+        self.add(op, 0, 1, took.as_nanos() as u64, 0);
     }
 
     /// Adds raw amounts to one cell.

@@ -224,7 +224,7 @@ impl BreakdownText for BreakdownReport {
         if quic {
             let _ = writeln!(
                 s,
-                "QUIC has no plain variant to subtract. TLS protocol = the server's time inside \
+                "QUIC has no plain variant to subtract. TLS protocol = the server's thread CPU time inside \
                  rustls's QUIC handshake calls (reading and writing CRYPTO data) in the QUIC \
                  skeleton, where every crypto stage is a no-op, ÷ the baseline beside it. QUIC \
                  transport + HTTP/3 = the rest of the skeleton's cost (quinn's frames, ACKs, loss \
