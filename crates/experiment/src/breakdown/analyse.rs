@@ -383,6 +383,71 @@ mod tests {
         crate::assert_has(&r.render(), &["packet protection", REMAINDER_QUIC]);
     }
 
+    fn quic_report() -> BreakdownReport {
+        let cfg = BreakdownConfig {
+            transport: Transport::Quic,
+            ..cfg(Workload::NewConn)
+        };
+        let configs = configurations(cfg.workload, cfg.transport);
+        let samples = configs
+            .iter()
+            .map(|c| {
+                let v = match c.stage.as_deref() {
+                    Some("sig") => 400.0,
+                    Some("kx") | Some("quic-packet") => 450.0,
+                    Some("quic-header") => 480.0,
+                    Some("hash") | Some("quic-keys") => 490.0,
+                    Some(_) => 495.0,
+                    None if c.ablation == Some(AblationSet::NONE) => 500.0,
+                    None => 250.0,
+                };
+                vec![sample(v, 500.0, 0.0); 3]
+            })
+            .collect();
+        analyse(&cfg, Placement::default(), configs, samples)
+    }
+
+    #[test]
+    fn the_difference_puts_each_quic_stage_in_us_beside_tcps() {
+        let cfg = cfg(Workload::NewConn);
+        let configs = configurations(cfg.workload, cfg.transport);
+        // TCP: baseline 400 µs, plain HTTP 40 (non-TLS 10 %), the rest
+        // as in `amdahl_fractions_and_residuals`.
+        let samples = configs
+            .iter()
+            .map(|c| {
+                let v = match (&c.ablation, c.stage.as_deref()) {
+                    (None, _) => 40.0,
+                    (Some(a), _) if *a == AblationSet::NONE => 400.0,
+                    (_, Some("sig")) | (_, Some("kx")) => 300.0,
+                    (_, Some(_)) => 390.0,
+                    (Some(a), None) if *a == AblationSet::skeleton() => 80.0,
+                    _ => 150.0,
+                };
+                vec![sample(v, 400.0, 0.0); 3]
+            })
+            .collect();
+        let tcp = analyse(&cfg, Placement::default(), configs, samples);
+        let p = crate::breakdown::pair(tcp, quic_report());
+        let d = &p.difference;
+        assert!((d.extra_us - 100.0).abs() < 1e-9 && (d.quic_over_tcp - 1.25).abs() < 1e-9);
+        // 10 + 4 + 2 % of 500 µs; 45 % of 500 against 10 % of 400.
+        assert!((d.quic_only_us - 80.0).abs() < 1e-9, "{d:?}");
+        assert!((d.remainder_growth_us - 185.0).abs() < 1e-9, "{d:?}");
+        assert!((d.explained_us - 265.0).abs() < 1e-9);
+        let sum: f64 = d.stages.iter().map(|s| s.delta_us).sum();
+        assert!((sum - d.extra_us).abs() < 1e-9, "{d:?}");
+        let row = |n: &str| d.stages.iter().find(|s| s.stage == n).unwrap();
+        assert_eq!(row("cipher").quic_us, 0.0);
+        assert!((row("remainder").tcp_us - 40.0).abs() < 1e-9);
+        assert!((row("remainder").quic_us - 225.0).abs() < 1e-9);
+        let text = crate::breakdown::render_pair(&p);
+        crate::assert_has(
+            &text,
+            &["QUIC beside TCP", "QUIC ÷ TCP 1.25", "not within 10 %"],
+        );
+    }
+
     #[test]
     fn noisy_and_unconverged_stages_are_named_with_a_reason() {
         let cfg = cfg(Workload::KeepAlive);

@@ -9,6 +9,18 @@ pub use tlslab_schema::breakdown::{BreakdownPair, Difference, StageCost};
 use super::analyse::REMAINDER_QUIC;
 use super::report::{BreakdownText, stage_label};
 
+/// The row of TCP's non-TLS share beside QUIC's transport + HTTP/3.
+pub const REMAINDER: &str = "remainder";
+
+/// The share a row of the difference reads in one table.
+fn side(stage: &str, quic: bool) -> &str {
+    match (stage, quic) {
+        (REMAINDER, false) => "non-TLS",
+        (REMAINDER, true) => REMAINDER_QUIC,
+        (s, _) => s,
+    }
+}
+
 /// The stages only QUIC has.
 const QUIC_ONLY: [&str; 3] = ["quic-packet", "quic-header", "quic-keys"];
 
@@ -27,14 +39,20 @@ pub fn difference(tcp: &BreakdownReport, quic: &BreakdownReport) -> Difference {
     let (t, q) = (baseline(tcp), baseline(quic));
     let mut names: Vec<String> = Vec::new();
     for s in tcp.shares.iter().chain(&quic.shares) {
-        if !names.contains(&s.stage) {
-            names.push(s.stage.clone());
+        // TCP's non-TLS and QUIC's remainder share one row.
+        let name = if s.stage == "non-TLS" || s.stage == REMAINDER_QUIC {
+            REMAINDER.to_string()
+        } else {
+            s.stage.clone()
+        };
+        if !names.contains(&name) {
+            names.push(name);
         }
     }
     let stages = names
         .into_iter()
         .map(|stage| {
-            let (tcp_us, quic_us) = (us(tcp, &stage), us(quic, &stage));
+            let (tcp_us, quic_us) = (us(tcp, side(&stage, false)), us(quic, side(&stage, true)));
             StageCost {
                 stage,
                 tcp_us,
@@ -44,7 +62,7 @@ pub fn difference(tcp: &BreakdownReport, quic: &BreakdownReport) -> Difference {
         })
         .collect();
     let quic_only_us: f64 = QUIC_ONLY.iter().map(|s| us(quic, s)).sum();
-    let remainder_growth_us = us(quic, REMAINDER_QUIC) - us(tcp, "non-TLS");
+    let remainder_growth_us = us(quic, side(REMAINDER, true)) - us(tcp, side(REMAINDER, false));
     let explained_us = quic_only_us + remainder_growth_us;
     let extra_us = q - t;
     Difference {
@@ -76,9 +94,10 @@ pub fn render_pair(p: &BreakdownPair) -> String {
     s.push_str(&p.quic.render());
     let d = &p.difference;
     let pct = |r: &BreakdownReport, stage: &str| {
-        r.share(stage).map_or("-".to_string(), |sh| {
-            format!("{:.1}% ±{:.1}", sh.fraction * 100.0, sh.ci95 * 100.0)
-        })
+        r.share(side(stage, r.transport == "quic"))
+            .map_or("-".to_string(), |sh| {
+                format!("{:.1}% ±{:.1}", sh.fraction * 100.0, sh.ci95 * 100.0)
+            })
     };
     let _ = writeln!(
         s,
@@ -92,10 +111,13 @@ pub fn render_pair(p: &BreakdownPair) -> String {
         "  {:<26} {:>14} {:>9} {:>14} {:>9} {:>9}",
         "stage", "TCP share", "TCP µs", "QUIC share", "QUIC µs", "Δ µs"
     );
+    let _ = writeln!(
+        s,
+        "  (non-TLS | QUIC+HTTP/3: TCP's non-TLS share beside QUIC's transport + HTTP/3 remainder)"
+    );
     for st in &d.stages {
         let label = match st.stage.as_str() {
-            "non-TLS" => "non-TLS (TCP) / remainder",
-            s if s == REMAINDER_QUIC => "QUIC transport + HTTP/3",
+            REMAINDER => "non-TLS | QUIC+HTTP/3",
             s => stage_label(s),
         };
         let _ = writeln!(
@@ -114,7 +136,13 @@ pub fn render_pair(p: &BreakdownPair) -> String {
     let named: Vec<String> = big
         .iter()
         .take(4)
-        .map(|st| format!("{} {:+.1} µs", stage_label(&st.stage), st.delta_us))
+        .map(|st| {
+            let name = match st.stage.as_str() {
+                REMAINDER => "the remainder (QUIC transport + HTTP/3 against TCP's non-TLS)",
+                s => stage_label(s),
+            };
+            format!("{name} {:+.1} µs", st.delta_us)
+        })
         .collect();
     let _ = writeln!(
         s,
