@@ -457,6 +457,12 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
             addr,
             attempts,
             timeout: run.timeout,
+            hint: if cfg.ablation.is_empty() {
+                ""
+            } else {
+                "; or the server runs a different --ablate set (QUIC drops packets that do not \
+                 decrypt, unanswered): start client and server with the same --ablate"
+            },
         });
     }
     let mut config = cfg.echo(cfg.targets.iter().map(|t| t.to_string()).collect());
