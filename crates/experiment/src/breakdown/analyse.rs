@@ -346,29 +346,9 @@ mod tests {
 
     #[test]
     fn quic_shares_split_the_skeleton_into_tls_protocol_and_the_remainder() {
-        let cfg = BreakdownConfig {
-            transport: Transport::Quic,
-            ..cfg(Workload::NewConn)
-        };
-        let configs = configurations(cfg.workload, cfg.transport);
         // Baseline 500 µs; the skeleton leaves 250, of which rustls's
         // handshake calls took 25 (`sample` sets a tenth of the cost).
-        let samples = configs
-            .iter()
-            .map(|c| {
-                let v = match c.stage.as_deref() {
-                    Some("sig") => 400.0,
-                    Some("kx") | Some("quic-packet") => 450.0,
-                    Some("quic-header") => 480.0,
-                    Some("hash") | Some("quic-keys") => 490.0,
-                    Some(_) => 495.0,
-                    None if c.ablation == Some(AblationSet::NONE) => 500.0,
-                    None => 250.0,
-                };
-                vec![sample(v, 500.0, 0.0); 3]
-            })
-            .collect();
-        let r = analyse(&cfg, Placement::default(), configs, samples);
+        let r = quic_report();
         assert_eq!(r.transport, "quic");
         let share = |n: &str| r.shares.iter().find(|s| s.stage == n).unwrap().fraction;
         assert!((share("quic-packet") - 0.1).abs() < 1e-9);
