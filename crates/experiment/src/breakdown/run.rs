@@ -72,7 +72,8 @@ pub fn run(
             order.reverse();
         }
         for &i in &order {
-            let (base_cell, cell) = run_pair(cfg, &rig, &configs[base_i], &configs[i])?;
+            let (base_cell, cell) =
+                run_pair_again_if_empty(cfg, &rig, &configs[base_i], &configs[i], &mut progress)?;
             progress(&format!(
                 "  [round {}] {:<46} {:>7.1} µs/req (baseline beside it {:>7.1})  {:>6.0} req/s  server CPU {:>3.0}% busy, client CPU {:>3.0}%",
                 rounds + 1,
@@ -158,7 +159,63 @@ fn prepare(
     };
     let mut load = rig.cell_load(&url, cfg.cell, cfg.clients, vec![cfg.version], k, reuse)?;
     load.ablation = ablation;
+    if cfg.transport == Transport::Quic
+        && let Err(e) = prime(&load)
+    {
+        server.shutdown();
+        return Err(e);
+    }
     Ok((server, load))
+}
+
+/// Over QUIC, one request before the cell (up to 5 s): the cell's short
+/// window then neither times the listener's first connection nor ends
+/// before a server starved by the machine's other load has answered once;
+/// a server that cannot answer at all fails here, naming the cause.
+fn prime(cell: &tlslab_load::LoadConfig) -> Result<(), Error> {
+    let mut one = cell.clone();
+    one.clients = 1;
+    one.requests = Some(1);
+    one.duration = Some(Duration::from_secs(5));
+    one.warmup = Duration::ZERO;
+    one.timeout = Duration::from_secs(5);
+    let r = Transport::Quic.run(&one)?;
+    if r.requests.succeeded == 0 {
+        return Err(Error::empty("priming request over QUIC", r.error_summary()));
+    }
+    Ok(())
+}
+
+/// How many times a pair runs at most when a cell of it completes no
+/// request.
+const PAIR_ATTEMPTS: usize = 3;
+
+/// [`run_pair`], run again (up to [`PAIR_ATTEMPTS`] times in all) when a
+/// cell completed no request in its window: on a shared machine a short
+/// cell can end before a starved server has finished one handshake, and
+/// that says nothing about the configuration. Any other error, or the
+/// last attempt's, ends the run.
+fn run_pair_again_if_empty(
+    cfg: &BreakdownConfig,
+    rig: &Rig,
+    base: &Configuration,
+    other: &Configuration,
+    progress: &mut impl FnMut(&str),
+) -> Result<(Cell, Cell), Error> {
+    let mut attempt = 1;
+    loop {
+        match run_pair(cfg, rig, base, other) {
+            Err(e @ Error::EmptyCell { .. }) if attempt < PAIR_ATTEMPTS => {
+                progress(&format!(
+                    "  {} beside the baseline: {e}; running the pair again (attempt {} of {PAIR_ATTEMPTS})",
+                    other.name,
+                    attempt + 1
+                ));
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
 }
 
 /// How often the servers' counters are read during a pair.
