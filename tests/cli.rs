@@ -656,3 +656,53 @@ fn helper_parses_prometheus_text() {
     assert_eq!(m.get("tlslab_open_connections", &[]), Some(2.0));
     assert_eq!(m.get("odd", &[("a", "x\"y")]), Some(1.5));
 }
+
+#[test]
+fn breakdown_over_both_transports_sets_quic_beside_tcp() {
+    // QUIC runs TLS 1.3 only: a usage error before any work.
+    let out = run_tlslab(
+        &["breakdown", "--insecure-ablation", "--h3", "--tls", "1.2"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tls 1.3"));
+
+    let dir = tempdir();
+    let json = dir.path().join("both.json");
+    let args = args(
+        "breakdown --insecure-ablation --transport both --cell 0.3s --repeats 2 --max-time 1s -c 4",
+    );
+    let (out, _) = run_json(&json, &args, Duration::from_secs(300));
+    let stdout = expect_ok(&out);
+    assert_no_panic(&out.stderr);
+    for part in [
+        "Where the TLS cost goes over QUIC (HTTP/3)",
+        "packet protection",
+        "header protection",
+        "QUIC key schedule",
+        "QUIC beside TCP",
+        "The difference is made up mostly of",
+    ] {
+        assert!(stdout.contains(part), "no {part:?} in {stdout}");
+    }
+    let r = load_json(&json);
+    let typed: tlslab_schema::breakdown::BreakdownPair =
+        serde_json::from_value(r.clone()).expect("breakdown pair");
+    assert_eq!(serde_json::to_value(&typed).expect("pair"), r);
+    assert_eq!(typed.tcp.transport, "tcp");
+    assert_eq!(typed.quic.transport, "quic");
+    // Each table's shares partition its baseline; the differences, the
+    // two baselines' difference.
+    for t in [&typed.tcp, &typed.quic] {
+        let total: f64 = t.shares.iter().map(|s| s.fraction).sum();
+        assert!((total - 1.0).abs() < 1e-6, "{t:#?}");
+    }
+    let d = &typed.difference;
+    let sum: f64 = d.stages.iter().map(|s| s.delta_us).sum();
+    assert!((sum - d.extra_us).abs() < 1e-6 * d.quic_cpu_us, "{d:#?}");
+    assert!(d.tcp_cpu_us > 0.0 && d.quic_cpu_us > 0.0, "{d:#?}");
+    assert!(
+        (d.explained_us - d.quic_only_us - d.remainder_growth_us).abs() < 1e-9,
+        "{d:#?}"
+    );
+}

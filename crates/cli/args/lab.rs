@@ -87,7 +87,13 @@ pub enum BreakdownWorkload {
     server CPU, two load engines on the client CPU, one window) and is compared with it, and \
     rounds continue until every stage's 95 % interval is within --target-ci points or --max-time \
     passes; the crypto meter's direct attribution is printed beside each share. Shares whose \
-    interval contains 0 are marked ~. \
+    interval contains 0 are marked ~.\n\n\
+    With --h3 (--transport h3) the cells are HTTP/3 requests over QUIC to the server's QUIC \
+    listener (TLS 1.3): the rows are sig, kx, hash, rng, QUIC's packet protection, header \
+    protection and key schedule (each a no-op on both sides), the TLS protocol (time inside \
+    rustls's QUIC handshake calls with every crypto stage a no-op) and the QUIC transport + HTTP/3 \
+    remainder. --transport both runs TCP, then QUIC, and sets the tables side by side with the \
+    stages that make up the difference. \
     See crates/crypto/ABLATIONS.md for what each no-op does and what has no modern equivalent."
 )]
 pub struct BreakdownArgs {
@@ -142,9 +148,36 @@ pub struct BreakdownArgs {
     #[arg(short = 'c', long, default_value_t = 8, value_name = "CLIENTS")]
     pub clients: usize,
 
-    /// Write the results as JSON to FILE.
+    /// Over what: tcp (HTTP/1.1 over TLS), h3 (HTTP/3 over QUIC, TLS 1.3) or both (TCP, then
+    /// QUIC, and the two tables side by side).
+    #[arg(
+        long,
+        default_value = "tcp",
+        value_name = "TRANSPORT",
+        conflicts_with = "h3"
+    )]
+    pub transport: BreakdownTransport,
+
+    /// Short for --transport h3.
+    #[arg(long)]
+    pub h3: bool,
+
+    /// Write the results as JSON to FILE (with --transport both: `tcp`, `quic` and
+    /// `difference`).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+/// `tlslab breakdown --transport`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BreakdownTransport {
+    /// HTTP/1.1 over TLS over TCP.
+    Tcp,
+    /// HTTP/3 over QUIC.
+    #[value(alias = "quic")]
+    H3,
+    /// TCP, then QUIC, side by side.
+    Both,
 }
 
 /// `tlslab overload`.

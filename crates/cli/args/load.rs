@@ -137,7 +137,8 @@ pub struct LoadArgs {
     pub early_data: bool,
 
     /// Replace these client TLS stages with no-ops, comma separated: sig, kx, cipher, mac, hash,
-    /// rng, cache, kdf, or skeleton / minimal (see crates/crypto/ABLATIONS.md), to load a
+    /// rng, cache, kdf, with --h3 also quic-packet, quic-header, quic-keys, or skeleton /
+    /// quic-skeleton / minimal (see crates/crypto/ABLATIONS.md), to load a
     /// `tlslab serve --ablate` with the same set. INSECURE: for measuring what each stage costs.
     /// Needs --insecure-ablation and --cacert.
     #[arg(long, value_name = "LIST")]

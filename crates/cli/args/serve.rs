@@ -247,7 +247,8 @@ pub struct ServeArgs {
     pub alpn: Vec<String>,
 
     /// Replace TLS stages with no-ops, comma separated: sig, kx, cipher, mac, hash, rng,
-    /// cache, kdf, or skeleton / minimal (see crates/crypto/ABLATIONS.md). INSECURE: for
+    /// cache, kdf, for --h3 also quic-packet, quic-header, quic-keys, or skeleton /
+    /// quic-skeleton / minimal (see crates/crypto/ABLATIONS.md). INSECURE: for
     /// measuring what each stage costs (`tlslab breakdown`). Needs --insecure-ablation.
     #[arg(long, value_name = "LIST")]
     pub ablate: Option<String>,

@@ -11,7 +11,9 @@ use tlslab_experiment::cluster::{self, ClusterConfig, ClusterText};
 use tlslab_experiment::lab::LabText;
 use tlslab_experiment::overload::OverloadText;
 
-use crate::args::lab::{BreakdownArgs, BreakdownWorkload, ClusterArgs, LabArgs, OverloadArgs};
+use crate::args::lab::{
+    BreakdownArgs, BreakdownTransport, BreakdownWorkload, ClusterArgs, LabArgs, OverloadArgs,
+};
 use crate::output::print_and_save;
 use crate::usage::{bail, usage};
 
@@ -74,6 +76,14 @@ pub fn breakdown_config(
     let [version] = versions[..] else {
         return bail("--tls takes one version for breakdown: 1.2 or 1.3");
     };
+    let transport = if a.h3 {
+        BreakdownTransport::H3
+    } else {
+        a.transport
+    };
+    if transport != BreakdownTransport::Tcp && version != provider::Version::Tls13 {
+        return bail("QUIC runs TLS 1.3 only: use --tls 1.3 with --h3 or --transport h3|both");
+    }
     let workload = match a.workload {
         BreakdownWorkload::NewConn => Workload::NewConn,
         BreakdownWorkload::KeepAlive => Workload::KeepAlive,
@@ -109,6 +119,12 @@ pub fn breakdown_config(
         repeats: a.repeats.unwrap_or(if a.quick { 2 } else { 3 }),
         max_time,
         target_ci95: a.target_ci / 100.0,
+        transport: match transport {
+            BreakdownTransport::H3 => tlslab_experiment::breakdown::Transport::Quic,
+            BreakdownTransport::Tcp | BreakdownTransport::Both => {
+                tlslab_experiment::breakdown::Transport::Tcp
+            }
+        },
     })
 }
 
@@ -119,9 +135,24 @@ pub fn breakdown(a: &BreakdownArgs) -> anyhow::Result<ExitCode> {
         "tlslab: WARNING: breakdown runs an embedded loopback server and client with TLS stages \
          replaced by no-ops (insecure; for measurement only)"
     );
+    let both = a.transport == BreakdownTransport::Both && !a.h3;
     let report = tlslab_experiment::breakdown::run(&cfg, |line| eprintln!("{line}"))
         .context("running the breakdown")?;
-    print_and_save(&report.render(), &report, a.json.as_deref())
+    if !both {
+        return print_and_save(&report.render(), &report, a.json.as_deref());
+    }
+    let quic_cfg = tlslab_experiment::breakdown::BreakdownConfig {
+        transport: tlslab_experiment::breakdown::Transport::Quic,
+        ..cfg
+    };
+    let quic = tlslab_experiment::breakdown::run(&quic_cfg, |line| eprintln!("{line}"))
+        .context("running the breakdown over QUIC")?;
+    let pair = tlslab_experiment::breakdown::pair(report, quic);
+    print_and_save(
+        &tlslab_experiment::breakdown::render_pair(&pair),
+        &pair,
+        a.json.as_deref(),
+    )
 }
 
 /// Runs `tlslab overload`.

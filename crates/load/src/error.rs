@@ -71,7 +71,7 @@ pub enum Error {
     #[error(
         "no QUIC server answered at {addr} (UDP): none of {attempts} handshake(s) got a reply \
          (each waits up to {} s, or the run's end); is `tlslab serve` running with --h3, on \
-         this port? QUIC listens on UDP, which a TCP-only server or a firewall leaves silent",
+         this port? QUIC listens on UDP, which a TCP-only server or a firewall leaves silent{hint}",
         timeout.as_secs_f64()
     )]
     NoQuicServer {
@@ -81,6 +81,8 @@ pub enum Error {
         attempts: u64,
         /// How long each waited at most (`--timeout`).
         timeout: Duration,
+        /// With `--ablate`: the other cause (empty without).
+        hint: &'static str,
     },
     /// The engine's threads could not be pinned or started.
     #[error("load engine threads: {0}")]

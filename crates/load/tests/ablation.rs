@@ -205,3 +205,77 @@ fn ablation_needs_the_lab_ca() {
         assert!(e.contains("--ablate sig") && e.contains("--cacert"), "{e}");
     }
 }
+
+/// A server with an HTTP/3 listener beside its TLS one, both ablated by
+/// `set`, on 127.0.0.1.
+fn h3_server(set: &str) -> (Server, Generated) {
+    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let mut tls = TlsSettings::new(CertSource::Generated(g.clone()));
+    tls.versions = vec![Version::Tls13];
+    tls.ablation = set.parse().unwrap();
+    let mut cfg = ServeConfig::new(any_port(), Content::Empty, tls);
+    cfg.threads = 1;
+    let h3 = tlslab_server::H3Settings::new(any_port());
+    (Server::start_with_h3(cfg, Some(h3)).unwrap(), g)
+}
+
+/// `n` HTTP/3 requests, a new connection each, with the client ablations
+/// `set`; bounded by a 1 s handshake timeout and a 4 s run.
+fn h3_load(s: &Server, g: &Generated, set: &str, n: u64) -> Result<LoadReport, tlslab_load::Error> {
+    let addr = s.h3_addr().unwrap();
+    let target = Target::parse(&format!("https://{addr}/bytes/100")).unwrap();
+    let mut c = LoadConfig::new(vec![target]);
+    c.trust = Trust::Roots(g.roots().unwrap());
+    c.duration = Some(Duration::from_secs(4));
+    c.requests = Some(n);
+    c.requests_per_conn = 1;
+    c.threads = 1;
+    c.timeout = Duration::from_secs(1);
+    c.versions = vec![Version::Tls13];
+    c.ablation = set.parse().unwrap();
+    let h3 = tlslab_load::quic::Http3 {
+        max_concurrent_streams: 1,
+        flood: None,
+        qlog: None,
+    };
+    tlslab_load::quic::run(&c, &h3)
+}
+
+#[test]
+fn quic_ablations_on_both_sides_serve_and_a_mismatch_fails_naming_ablate() {
+    use tlslab_crypto::meter::Op;
+    let set = "quic-packet,quic-header,quic-keys";
+    let (s, g) = h3_server(set);
+    let r = h3_load(&s, &g, set, 4).expect("matched ablations serve");
+    assert_eq!(r.requests.succeeded, 4, "{:?}", r.errors);
+    // Both sides still go through the metered (now no-op) QUIC keys, and
+    // the server times rustls's handshake calls.
+    let crypto = s.snapshot().crypto;
+    for op in [Op::QuicSeal, Op::QuicOpen, Op::QuicHeader, Op::QuicTls] {
+        assert!(crypto.total(op).calls > 0, "{op:?}: {crypto:?}");
+    }
+    let client_ops: Vec<&str> = r
+        .crypto
+        .as_ref()
+        .map(|c| c.ops.iter().map(|o| o.op.as_str()).collect())
+        .unwrap_or_default();
+    assert!(client_ops.contains(&"quic_seal"), "{client_ops:?}");
+    // A client with real packet protection against the ablated server:
+    // nothing decrypts, nothing is answered, and the error says why.
+    let e = h3_load(&s, &g, "none", 2).expect_err("a mismatch serves nothing");
+    assert!(e.to_string().contains("no QUIC server answered"), "{e}");
+    // A partial mismatch (header protection and keys real on the client
+    // only): the server's packets decrypt under the client's NULL packet
+    // key, but its unmasked headers read wrong, so the connection fails
+    // with a protocol error, or nothing is answered. Never a request.
+    match h3_load(&s, &g, "quic-packet", 2) {
+        Err(e) => assert!(e.to_string().contains("different --ablate set"), "{e}"),
+        Ok(r) => assert_eq!(r.requests.succeeded, 0, "{:?}", r.errors),
+    }
+    s.shutdown();
+    // `cache` is TLS 1.2's; QUIC refuses it before any work.
+    let (s, g) = h3_server("none");
+    let e = h3_load(&s, &g, "cache", 1).expect_err("no cache over QUIC");
+    assert!(e.is_usage() && e.to_string().contains("drop cache"), "{e}");
+    s.shutdown();
+}

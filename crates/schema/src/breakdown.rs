@@ -153,6 +153,10 @@ pub struct Share {
 pub struct BreakdownReport {
     /// Schema version of this JSON.
     pub schema_version: u32,
+    /// `tcp` (HTTP/1.1 over TLS) or `quic` (HTTP/3). Absent before
+    /// `schema_version` 4 (read as empty: TCP, the only transport then).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub transport: String,
     /// The workload.
     pub workload: Workload,
     /// Response body size in bytes.
@@ -188,7 +192,8 @@ pub struct BreakdownReport {
     pub placement: Placement,
     /// Every configuration.
     pub rows: Vec<Row>,
-    /// The Amdahl cost table: each stage, other TLS, TLS protocol, non-TLS.
+    /// The Amdahl cost table: each stage, other TLS, TLS protocol, and
+    /// non-TLS (TCP) or `QUIC transport + HTTP/3` (QUIC).
     pub shares: Vec<Share>,
     /// The crypto meter's own cost per recorded operation, in ns, measured
     /// at the start of this run (client and server always meter).
@@ -222,6 +227,71 @@ impl BreakdownReport {
     pub fn share(&self, stage: &str) -> Option<&Share> {
         self.shares.iter().find(|s| s.stage == stage)
     }
+}
+
+/// `tlslab breakdown --transport both --json`: the two tables and what
+/// makes up their difference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BreakdownPair {
+    /// The breakdown over TCP (HTTP/1.1 over TLS).
+    pub tcp: BreakdownReport,
+    /// The breakdown over QUIC (HTTP/3).
+    pub quic: BreakdownReport,
+    /// QUIC against TCP, stage by stage.
+    pub difference: Difference,
+}
+
+/// Where QUIC's extra server CPU per request goes: each table's shares
+/// turned into µs of its own baseline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Difference {
+    /// The TCP baseline's median server CPU per request, µs.
+    #[serde(deserialize_with = "or_nan")]
+    pub tcp_cpu_us: f64,
+    /// The QUIC baseline's, µs.
+    #[serde(deserialize_with = "or_nan")]
+    pub quic_cpu_us: f64,
+    /// `quic_cpu_us` ÷ `tcp_cpu_us`.
+    #[serde(deserialize_with = "or_nan")]
+    pub quic_over_tcp: f64,
+    /// `quic_cpu_us` − `tcp_cpu_us`: the extra CPU to explain.
+    #[serde(deserialize_with = "or_nan")]
+    pub extra_us: f64,
+    /// Every row of either table, in µs of its baseline; the rows sum
+    /// to the two baselines, so the `delta_us` sum to `extra_us`.
+    pub stages: Vec<StageCost>,
+    /// QUIC's own stages: packet protection, header protection and key
+    /// schedule, µs.
+    #[serde(deserialize_with = "or_nan")]
+    pub quic_only_us: f64,
+    /// The remainder's growth: QUIC transport + HTTP/3 − TCP's non-TLS, µs.
+    #[serde(deserialize_with = "or_nan")]
+    pub remainder_growth_us: f64,
+    /// `quic_only_us` + `remainder_growth_us`, µs: what QUIC adds by the
+    /// issue's reckoning (the other rows' deltas, TCP's record cipher
+    /// among them, are in `stages`).
+    #[serde(deserialize_with = "or_nan")]
+    pub explained_us: f64,
+    /// `explained_us` ÷ `extra_us`.
+    #[serde(deserialize_with = "or_nan")]
+    pub explained_fraction: f64,
+}
+
+/// One row of the difference: a stage's µs per request over each
+/// transport (0 where the transport has no such stage).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageCost {
+    /// The stage, as the tables name it.
+    pub stage: String,
+    /// µs per request over TCP.
+    #[serde(deserialize_with = "or_nan")]
+    pub tcp_us: f64,
+    /// µs per request over QUIC.
+    #[serde(deserialize_with = "or_nan")]
+    pub quic_us: f64,
+    /// `quic_us` − `tcp_us`.
+    #[serde(deserialize_with = "or_nan")]
+    pub delta_us: f64,
 }
 
 #[cfg(test)]

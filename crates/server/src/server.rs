@@ -94,7 +94,7 @@ fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener> {
 
 /// With an ablation, refuses non-loopback addresses unless `allow_remote`;
 /// returns the warnings to print at start.
-fn ablation_guard(cfg: &ServeConfig) -> Result<Vec<String>> {
+fn ablation_guard(cfg: &ServeConfig, h3: Option<SocketAddr>) -> Result<Vec<String>> {
     let set = cfg.tls.ablation;
     if set.is_empty() {
         return Ok(Vec::new());
@@ -106,6 +106,7 @@ fn ablation_guard(cfg: &ServeConfig) -> Result<Vec<String>> {
         ("https", cfg.https),
         ("http", cfg.http),
         ("metrics", cfg.metrics),
+        ("HTTP/3", h3),
     ];
     for (what, addr) in addrs {
         let Some(addr) = addr else { continue };
@@ -137,7 +138,7 @@ impl Server {
     /// `h3` is set (see [`H3Settings`](crate::quic::H3Settings)).
     pub fn start_with_h3(cfg: ServeConfig, h3: Option<crate::quic::H3Settings>) -> Result<Server> {
         cfg.validate()?;
-        let warnings = ablation_guard(&cfg)?;
+        let warnings = ablation_guard(&cfg, h3.as_ref().map(|h| h.addr))?;
         let access_log = cfg
             .access_log
             .as_deref()
@@ -150,7 +151,12 @@ impl Server {
             None => None,
         };
         let quic = match (&h3, &built) {
-            (Some(h), Some(b)) => Some(crate::quic::prepare(h, &b.config, cfg.handshake_timeout)?),
+            (Some(h), Some(b)) => Some(crate::quic::prepare(
+                h,
+                &b.config,
+                cfg.handshake_timeout,
+                &meter,
+            )?),
             (Some(_), None) => {
                 return Err(Error::Usage(
                     "--h3 needs the TLS listener; give --https too".into(),
@@ -533,7 +539,7 @@ mod tests {
     fn the_guard_refuses_remote_addresses_unless_allowed() {
         // No ablation: any address, no warning.
         assert!(
-            ablation_guard(&cfg("0.0.0.0:443", "none", false))
+            ablation_guard(&cfg("0.0.0.0:443", "none", false), None)
                 .unwrap()
                 .is_empty()
         );
@@ -544,11 +550,11 @@ mod tests {
             "[::1]:0",
             "[::ffff:127.0.0.1]:0",
         ] {
-            let w = ablation_guard(&cfg(a, "cipher", false)).unwrap();
+            let w = ablation_guard(&cfg(a, "cipher", false), None).unwrap();
             assert_eq!(w.len(), 1, "{a}: {w:?}");
             assert!(w[0].contains("INSECURE: --ablate cipher"), "{w:?}");
         }
-        let e = ablation_guard(&cfg("192.0.2.1:443", "cipher", false))
+        let e = ablation_guard(&cfg("192.0.2.1:443", "cipher", false), None)
             .unwrap_err()
             .to_string();
         assert!(
@@ -558,14 +564,21 @@ mod tests {
         assert!(e.contains("bind to 127.0.0.1 or add --allow-remote"), "{e}");
         let mut c = cfg("127.0.0.1:0", "minimal", false);
         c.http = Some("[::ffff:192.0.2.1]:80".parse().unwrap());
-        let e = ablation_guard(&c).unwrap_err().to_string();
+        let e = ablation_guard(&c, None).unwrap_err().to_string();
         assert!(e.contains("http address"), "{e}");
         // Allowed: a second warning names the exposed listener.
         let mut c = cfg("0.0.0.0:443", "sig", true);
         c.metrics = Some("0.0.0.0:9090".parse().unwrap());
-        let w = ablation_guard(&c).unwrap();
+        let w = ablation_guard(&c, None).unwrap();
         assert_eq!(w.len(), 3, "{w:?}");
         assert!(w[1].contains("https listener on 0.0.0.0:443"), "{w:?}");
         assert!(w[2].contains("metrics listener on 0.0.0.0:9090"), "{w:?}");
+        // The HTTP/3 listener of an ablated server: loopback only, too.
+        let c = cfg("127.0.0.1:0", "quic-packet", false);
+        let e = ablation_guard(&c, Some("192.0.2.1:443".parse().unwrap()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("HTTP/3 address 192.0.2.1:443"), "{e}");
+        assert!(ablation_guard(&c, Some("127.0.0.1:0".parse().unwrap())).is_ok());
     }
 }

@@ -95,7 +95,7 @@ fn wrap_suite(s: SupportedCipherSuite, meter: &Arc<Meter>) -> SupportedCipherSui
                 inner: t.aead_alg,
                 meter: meter.clone(),
             }),
-            quic: t.quic,
+            quic: t.quic.map(|q| super::quic::metered(q, meter)),
         })),
         SupportedCipherSuite::Tls12(t) => SupportedCipherSuite::Tls12(leak(Tls12CipherSuite {
             common: common(&t.common),

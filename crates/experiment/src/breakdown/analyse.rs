@@ -9,7 +9,7 @@ use tlslab_crypto::meter::AblationSet;
 use tlslab_report::interval::{Convergence, Interval};
 use tlslab_report::study::median;
 
-use super::plan::{BreakdownConfig, Configuration, meter_ops};
+use super::plan::{BreakdownConfig, Configuration, Transport, meter_ops, quic_skeleton};
 use super::report::{BreakdownReport, Row, Share};
 use crate::pin::Placement;
 
@@ -31,6 +31,9 @@ pub(super) struct Cell {
     pub(super) client_side_busy: f64,
     /// Server µs per request inside each named stage's meter operations.
     pub(super) meter_us: BTreeMap<String, f64>,
+    /// Server µs per request inside rustls's QUIC handshake calls (0 over
+    /// TCP).
+    pub(super) quic_tls_us: f64,
 }
 
 /// One cell and the cost of the baseline next to it in time.
@@ -65,6 +68,10 @@ fn share(stage: &str, xs: &[f64], target: f64) -> Share {
         disagrees: None,
     }
 }
+
+/// The QUIC table's last row: what is left of the QUIC skeleton besides
+/// rustls's handshake calls.
+pub const REMAINDER_QUIC: &str = "QUIC transport + HTTP/3";
 
 pub(super) fn analyse(
     cfg: &BreakdownConfig,
@@ -150,7 +157,30 @@ pub(super) fn analyse(
     };
     let skel = ratio_of(&|c| c.ablation == Some(AblationSet::skeleton()));
     let plain = ratio_of(&|c| c.ablation.is_none());
-    if let (Some(skel), Some(plain)) = (skel, plain) {
+    // QUIC has no plain cell: TLS protocol is the time inside rustls's
+    // handshake calls in the QUIC skeleton (every crypto stage a no-op)
+    // ÷ the baseline beside it, and the rest of the skeleton is QUIC's
+    // transport and HTTP/3.
+    let quic_skel = configs
+        .iter()
+        .position(|c| cfg.transport == Transport::Quic && c.ablation == Some(quic_skeleton()));
+    if let Some(i) = quic_skel {
+        let ss = &samples[i];
+        let skel: Vec<f64> = ss
+            .iter()
+            .map(|x| x.cell.cpu_us / x.paired_base_us)
+            .collect();
+        let tls: Vec<f64> = ss
+            .iter()
+            .map(|x| x.cell.quic_tls_us / x.paired_base_us)
+            .collect();
+        let n = rounds.min(ss.len());
+        let other: Vec<f64> = (0..n).map(|k| 1.0 - named_sum[k] - skel[k]).collect();
+        let rest: Vec<f64> = (0..n).map(|k| skel[k] - tls[k]).collect();
+        shares.push(share("other TLS", &other, cfg.target_ci95));
+        shares.push(share("TLS protocol", &tls[..n], cfg.target_ci95));
+        shares.push(share(REMAINDER_QUIC, &rest, cfg.target_ci95));
+    } else if let (Some(skel), Some(plain)) = (skel, plain) {
         let other: Vec<f64> = (0..rounds).map(|k| 1.0 - named_sum[k] - skel[k]).collect();
         let protocol: Vec<f64> = (0..rounds).map(|k| skel[k] - plain[k]).collect();
         shares.push(share("other TLS", &other, cfg.target_ci95));
@@ -176,12 +206,14 @@ pub(super) fn analyse(
     } else {
         "neither"
     };
+    let named: Vec<&str> = configs.iter().filter_map(|c| c.stage.as_deref()).collect();
     let converged = shares
         .iter()
-        .filter(|s| meter_ops(&s.stage).is_some() || s.stage == "mac")
+        .filter(|s| named.contains(&s.stage.as_str()))
         .all(|s| s.status == Convergence::Converged);
     BreakdownReport {
-        schema_version: 3,
+        schema_version: 4,
+        transport: cfg.transport.name().into(),
         workload: cfg.workload,
         file_size: cfg.file_size,
         version: cfg.version.name().into(),
@@ -237,6 +269,7 @@ mod tests {
                 server_side_busy: 0.97,
                 client_side_busy: 0.5,
                 meter_us: [("sig".to_string(), meter_sig_us)].into(),
+                quic_tls_us: cpu / 10.0,
             },
             paired_base_us: base,
         }
@@ -253,13 +286,14 @@ mod tests {
             repeats: 3,
             max_time: Duration::from_secs(60),
             target_ci95: 0.02,
+            transport: Transport::Tcp,
         }
     }
 
     #[test]
     fn amdahl_fractions_and_residuals() {
         let cfg = cfg(Workload::NewConn);
-        let configs = configurations(cfg.workload);
+        let configs = configurations(cfg.workload, cfg.transport);
         // Baseline 400 µs; sig saves 100, kx 100; every other stage 10;
         // skeleton leaves 80, plain HTTP 40. The baseline drifts by ±10 %
         // across rounds; pairing cancels it exactly.
@@ -311,9 +345,93 @@ mod tests {
     }
 
     #[test]
+    fn quic_shares_split_the_skeleton_into_tls_protocol_and_the_remainder() {
+        // Baseline 500 µs; the skeleton leaves 250, of which rustls's
+        // handshake calls took 25 (`sample` sets a tenth of the cost).
+        let r = quic_report();
+        assert_eq!(r.transport, "quic");
+        let share = |n: &str| r.shares.iter().find(|s| s.stage == n).unwrap().fraction;
+        assert!((share("quic-packet") - 0.1).abs() < 1e-9);
+        assert!((share("quic-header") - 0.04).abs() < 1e-9);
+        assert!((share("TLS protocol") - 0.05).abs() < 1e-9);
+        assert!((share(REMAINDER_QUIC) - 0.45).abs() < 1e-9);
+        assert!((share("other TLS") - 0.01).abs() < 1e-9);
+        assert!(r.share("non-TLS").is_none());
+        let total: f64 = r.shares.iter().map(|s| s.fraction).sum();
+        assert!((total - 1.0).abs() < 1e-9);
+        assert!(r.converged);
+        crate::assert_has(&r.render(), &["packet protection", REMAINDER_QUIC]);
+    }
+
+    fn quic_report() -> BreakdownReport {
+        let cfg = BreakdownConfig {
+            transport: Transport::Quic,
+            ..cfg(Workload::NewConn)
+        };
+        let configs = configurations(cfg.workload, cfg.transport);
+        let samples = configs
+            .iter()
+            .map(|c| {
+                let v = match c.stage.as_deref() {
+                    Some("sig") => 400.0,
+                    Some("kx") | Some("quic-packet") => 450.0,
+                    Some("quic-header") => 480.0,
+                    Some("hash") | Some("quic-keys") => 490.0,
+                    Some(_) => 495.0,
+                    None if c.ablation == Some(AblationSet::NONE) => 500.0,
+                    None => 250.0,
+                };
+                vec![sample(v, 500.0, 0.0); 3]
+            })
+            .collect();
+        analyse(&cfg, Placement::default(), configs, samples)
+    }
+
+    #[test]
+    fn the_difference_puts_each_quic_stage_in_us_beside_tcps() {
+        let cfg = cfg(Workload::NewConn);
+        let configs = configurations(cfg.workload, cfg.transport);
+        // TCP: baseline 400 µs, plain HTTP 40 (non-TLS 10 %), the rest
+        // as in `amdahl_fractions_and_residuals`.
+        let samples = configs
+            .iter()
+            .map(|c| {
+                let v = match (&c.ablation, c.stage.as_deref()) {
+                    (None, _) => 40.0,
+                    (Some(a), _) if *a == AblationSet::NONE => 400.0,
+                    (_, Some("sig")) | (_, Some("kx")) => 300.0,
+                    (_, Some(_)) => 390.0,
+                    (Some(a), None) if *a == AblationSet::skeleton() => 80.0,
+                    _ => 150.0,
+                };
+                vec![sample(v, 400.0, 0.0); 3]
+            })
+            .collect();
+        let tcp = analyse(&cfg, Placement::default(), configs, samples);
+        let p = crate::breakdown::pair(tcp, quic_report());
+        let d = &p.difference;
+        assert!((d.extra_us - 100.0).abs() < 1e-9 && (d.quic_over_tcp - 1.25).abs() < 1e-9);
+        // 10 + 4 + 2 % of 500 µs; 45 % of 500 against 10 % of 400.
+        assert!((d.quic_only_us - 80.0).abs() < 1e-9, "{d:?}");
+        assert!((d.remainder_growth_us - 185.0).abs() < 1e-9, "{d:?}");
+        assert!((d.explained_us - 265.0).abs() < 1e-9);
+        let sum: f64 = d.stages.iter().map(|s| s.delta_us).sum();
+        assert!((sum - d.extra_us).abs() < 1e-9, "{d:?}");
+        let row = |n: &str| d.stages.iter().find(|s| s.stage == n).unwrap();
+        assert_eq!(row("cipher").quic_us, 0.0);
+        assert!((row("remainder").tcp_us - 40.0).abs() < 1e-9);
+        assert!((row("remainder").quic_us - 225.0).abs() < 1e-9);
+        let text = crate::breakdown::render_pair(&p);
+        crate::assert_has(
+            &text,
+            &["QUIC beside TCP", "QUIC ÷ TCP 1.25", "not within 10 %"],
+        );
+    }
+
+    #[test]
     fn noisy_and_unconverged_stages_are_named_with_a_reason() {
         let cfg = cfg(Workload::KeepAlive);
-        let configs = configurations(cfg.workload);
+        let configs = configurations(cfg.workload, cfg.transport);
         let samples = configs
             .iter()
             .map(|c| match c.stage.as_deref() {
@@ -353,7 +471,7 @@ mod tests {
     #[test]
     fn every_breakdown_json_field_is_documented_in_the_schema_doc() {
         let cfg = cfg(Workload::Reuse(0.5));
-        let configs = configurations(cfg.workload);
+        let configs = configurations(cfg.workload, cfg.transport);
         let samples = configs
             .iter()
             .map(|_| vec![sample(100.0, 100.0, 1.0); 2])

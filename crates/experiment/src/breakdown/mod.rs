@@ -31,15 +31,26 @@
 //! half-width is at most `target_ci95` (2 points of the baseline by
 //! default) or the time cap is reached.
 //!
+//! Over QUIC (`transport: Quic`) the cells are HTTP/3 requests to the
+//! server's QUIC listener, the TLS stages are those QUIC uses, and QUIC's
+//! own three (packet protection, header protection, key schedule) join
+//! them; [`pair`] sets a TCP and a QUIC report side by side.
+//!
 //! Beside it, the crypto meter's direct attribution: in each baseline cell,
 //! the server time inside each stage's operations per request, over the same
 //! window as the CPU per request, divided by that CPU per request.
 
 mod analyse;
+mod compare;
 mod plan;
 mod report;
 mod run;
 
-pub use plan::{BreakdownConfig, Configuration, Workload, configurations, meter_ops};
-pub use report::{BreakdownReport, BreakdownText, Row, Share};
+pub use analyse::REMAINDER_QUIC;
+pub use compare::{BreakdownPair, Difference, StageCost, difference, pair, render_pair};
+pub use plan::{
+    BreakdownConfig, Configuration, QUIC_STAGES, Transport, Workload, configurations, meter_ops,
+    quic_skeleton,
+};
+pub use report::{BreakdownReport, BreakdownText, Row, Share, stage_label};
 pub use run::run;

@@ -8,6 +8,7 @@ use tlslab_crypto::meter::{Ablation, AblationSet, Op};
 use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 
+pub use crate::rig::Transport;
 pub use tlslab_schema::breakdown::Workload;
 
 /// What `breakdown` runs.
@@ -34,6 +35,8 @@ pub struct BreakdownConfig {
     /// The target 95 % half-width of every named stage's share, as a
     /// fraction of the baseline (0.02 = 2 points).
     pub target_ci95: f64,
+    /// TCP (HTTP/1.1 over TLS) or QUIC (HTTP/3, one stream at a time).
+    pub transport: Transport,
 }
 
 /// One configuration of the breakdown.
@@ -61,14 +64,65 @@ impl Configuration {
     }
 }
 
-/// The configurations run, in order: plain HTTP, the TLS baseline, each
-/// stage alone, seed 001's cumulative configurations, skeleton, minimal.
-pub fn configurations(workload: Workload) -> Vec<Configuration> {
-    let config = |name: &str, ablation, stage: Option<&str>| Configuration {
+fn config(name: &str, ablation: Option<AblationSet>, stage: Option<&str>) -> Configuration {
+    Configuration {
         name: name.into(),
         ablation,
         stage: stage.map(Into::into),
-    };
+    }
+}
+
+/// The stages that only QUIC has, in table order, with their labels.
+pub const QUIC_STAGES: [(Ablation, &str); 3] = [
+    (Ablation::QuicPacket, "no packet protection"),
+    (Ablation::QuicHeader, "no header protection"),
+    (Ablation::QuicKeys, "no QUIC key schedule"),
+];
+
+/// The QUIC skeleton: every crypto stage of a QUIC connection a no-op
+/// (the TLS skeleton without the TLS 1.2 perfect cache, which QUIC cannot
+/// use, and QUIC's three stages).
+pub fn quic_skeleton() -> AblationSet {
+    let mut set = AblationSet::NONE;
+    for a in AblationSet::quic_skeleton().iter() {
+        if a != Ablation::Cache {
+            set = set.with(a);
+        }
+    }
+    set
+}
+
+/// The configurations run over `transport`, in order. TCP: plain HTTP,
+/// the TLS baseline, each stage alone, seed 001's cumulative
+/// configurations, skeleton, minimal. QUIC (which has no plain variant):
+/// the baseline, the TLS stages that QUIC uses (`cipher` and `mac` are
+/// the TLS record layer, which QUIC replaces), QUIC's three stages, and
+/// the QUIC skeleton.
+pub fn configurations(workload: Workload, transport: Transport) -> Vec<Configuration> {
+    if transport == Transport::Quic {
+        let mut out = vec![config("TLS (baseline)", Some(AblationSet::NONE), None)];
+        for (a, label) in [
+            (Ablation::Sig, "no signatures"),
+            (Ablation::Kx, "no key exchange"),
+            (Ablation::Hash, "no hash"),
+            (Ablation::Rng, "no randomness"),
+        ]
+        .into_iter()
+        .chain(QUIC_STAGES)
+        {
+            out.push(config(
+                label,
+                Some(AblationSet::NONE.with(a)),
+                Some(a.name()),
+            ));
+        }
+        out.push(config(
+            "QUIC skeleton (every crypto stage a no-op)",
+            Some(quic_skeleton()),
+            None,
+        ));
+        return out;
+    }
     let mut out = vec![
         config("plain HTTP", None, None),
         config("TLS (baseline)", Some(AblationSet::NONE), None),
@@ -128,6 +182,10 @@ pub fn meter_ops(stage: &str) -> Option<&'static [Op]> {
         "hash" => &[Op::Hash],
         "rng" => &[Op::Random],
         "cache" => &[Op::StoreGet, Op::StorePut],
+        "quic-packet" => &[Op::QuicSeal, Op::QuicOpen],
+        "quic-header" => &[Op::QuicHeader],
+        // `quic-keys`: the meter counts HKDF calls without their labels,
+        // so QUIC's derivations cannot be told from TLS's.
         // `mac` keeps AES-CTR and drops the tag: the meter times the AEAD
         // as one operation and cannot split authentication from it.
         _ => return None,
@@ -141,12 +199,33 @@ mod tests {
     #[test]
     fn cache_only_with_resumption() {
         let stages = |w| {
-            configurations(w)
+            configurations(w, Transport::Tcp)
                 .into_iter()
                 .filter_map(|c| c.stage)
                 .collect::<Vec<_>>()
         };
         assert!(!stages(Workload::NewConn).contains(&"cache".to_string()));
         assert!(stages(Workload::Reuse(0.5)).contains(&"cache".to_string()));
+    }
+
+    #[test]
+    fn quic_runs_its_own_stages_and_no_plain_cell() {
+        let c = configurations(Workload::NewConn, Transport::Quic);
+        let stages: Vec<_> = c.iter().filter_map(|c| c.stage.clone()).collect();
+        assert_eq!(
+            stages,
+            [
+                "sig",
+                "kx",
+                "hash",
+                "rng",
+                "quic-packet",
+                "quic-header",
+                "quic-keys"
+            ]
+        );
+        assert!(c.iter().all(|c| c.ablation.is_some()));
+        let skel = quic_skeleton();
+        assert!(!skel.contains(Ablation::Cache) && skel.contains(Ablation::QuicKeys));
     }
 }

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use tlslab_crypto::meter::{Ablation, AblationSet};
+use tlslab_crypto::meter::{Ablation, AblationSet, Op};
 use tlslab_report::interval::{self, Interval};
 use tlslab_server::{Content, Server};
 
 use super::analyse::{Cell, Sample, analyse, paired_fractions};
-use super::plan::{BreakdownConfig, Configuration, Workload, configurations, meter_ops};
+use super::plan::{BreakdownConfig, Configuration, Transport, Workload, configurations, meter_ops};
 use super::report::BreakdownReport;
 use crate::Error;
 use crate::pin::Placement;
@@ -22,7 +22,7 @@ pub fn run(
     mut progress: impl FnMut(&str),
 ) -> Result<BreakdownReport, Error> {
     let placement = Placement::split();
-    let configs = configurations(cfg.workload);
+    let configs = configurations(cfg.workload, cfg.transport);
     let min_rounds = cfg.repeats.max(1);
     let base_i = configs
         .iter()
@@ -32,13 +32,17 @@ pub fn run(
     progress(&format!(
         "tlslab breakdown: {} configurations in rounds of {:.1} s cells (each run at the same time as a \
          baseline cell beside it), at least {min_rounds} rounds, until every \
-         stage's 95 % interval is within ±{:.1} points or {:.0} s; {}; {}; {}",
+         stage's 95 % interval is within ±{:.1} points or {:.0} s; {}; {} over {}; {}",
         configs.len(),
         cfg.cell.as_secs_f64(),
         cfg.target_ci95 * 100.0,
         cfg.max_time.as_secs_f64(),
         cfg.workload.describe(),
         cfg.version,
+        match cfg.transport {
+            Transport::Tcp => "TCP (HTTP/1.1)",
+            Transport::Quic => "QUIC (HTTP/3)",
+        },
         placement.describe()
     ));
     let meter_overhead_ns = tlslab_crypto::meter::self_overhead().as_secs_f64() * 1e9;
@@ -68,7 +72,8 @@ pub fn run(
             order.reverse();
         }
         for &i in &order {
-            let (base_cell, cell) = run_pair(cfg, &rig, &configs[base_i], &configs[i])?;
+            let (base_cell, cell) =
+                run_pair_again_if_empty(cfg, &rig, &configs[base_i], &configs[i], &mut progress)?;
             progress(&format!(
                 "  [round {}] {:<46} {:>7.1} µs/req (baseline beside it {:>7.1})  {:>6.0} req/s  server CPU {:>3.0}% busy, client CPU {:>3.0}%",
                 rounds + 1,
@@ -128,12 +133,24 @@ fn prepare(
         // Plain HTTP: the listener is the plain one.
         serve.http = serve.https.take();
     }
-    let server = Server::start(serve)?;
     let path = format!("/bytes/{}", cfg.file_size);
-    let url = match (server.https_addr(), server.http_addr()) {
-        (Some(a), _) => format!("https://localhost:{}{path}", a.port()),
-        (None, Some(a)) => format!("http://{a}{path}"),
-        (None, None) => unreachable!("one listener is always configured"),
+    let (server, url) = if cfg.transport == Transport::Quic {
+        // The HTTP/3 listener on the TLS listener's rustls configuration
+        // (and so its ablated provider), on loopback like every listener.
+        let server = crate::rig::start_with_h3(serve)?;
+        let Some(a) = server.h3_addr() else {
+            server.shutdown();
+            return Err(Error::empty(&c.name, "the server has no HTTP/3 listener"));
+        };
+        (server, format!("https://localhost:{}{path}", a.port()))
+    } else {
+        let server = Server::start(serve)?;
+        let url = match (server.https_addr(), server.http_addr()) {
+            (Some(a), _) => format!("https://localhost:{}{path}", a.port()),
+            (None, Some(a)) => format!("http://{a}{path}"),
+            (None, None) => unreachable!("one listener is always configured"),
+        };
+        (server, url)
     };
     let (k, reuse) = match cfg.workload {
         Workload::NewConn => (1, 0.0),
@@ -142,7 +159,63 @@ fn prepare(
     };
     let mut load = rig.cell_load(&url, cfg.cell, cfg.clients, vec![cfg.version], k, reuse)?;
     load.ablation = ablation;
+    if cfg.transport == Transport::Quic
+        && let Err(e) = prime(&load)
+    {
+        server.shutdown();
+        return Err(e);
+    }
     Ok((server, load))
+}
+
+/// Over QUIC, one request before the cell (up to 5 s): the cell's short
+/// window then neither times the listener's first connection nor ends
+/// before a server starved by the machine's other load has answered once;
+/// a server that cannot answer at all fails here, naming the cause.
+fn prime(cell: &tlslab_load::LoadConfig) -> Result<(), Error> {
+    let mut one = cell.clone();
+    one.clients = 1;
+    one.requests = Some(1);
+    one.duration = Some(Duration::from_secs(5));
+    one.warmup = Duration::ZERO;
+    one.timeout = Duration::from_secs(5);
+    let r = Transport::Quic.run(&one)?;
+    if r.requests.succeeded == 0 {
+        return Err(Error::empty("priming request over QUIC", r.error_summary()));
+    }
+    Ok(())
+}
+
+/// How many times a pair runs at most when a cell of it completes no
+/// request.
+const PAIR_ATTEMPTS: usize = 3;
+
+/// [`run_pair`], run again (up to [`PAIR_ATTEMPTS`] times in all) when a
+/// cell completed no request in its window: on a shared machine a short
+/// cell can end before a starved server has finished one handshake, and
+/// that says nothing about the configuration. Any other error, or the
+/// last attempt's, ends the run.
+fn run_pair_again_if_empty(
+    cfg: &BreakdownConfig,
+    rig: &Rig,
+    base: &Configuration,
+    other: &Configuration,
+    progress: &mut impl FnMut(&str),
+) -> Result<(Cell, Cell), Error> {
+    let mut attempt = 1;
+    loop {
+        match run_pair(cfg, rig, base, other) {
+            Err(e @ Error::EmptyCell { .. }) if attempt < PAIR_ATTEMPTS => {
+                progress(&format!(
+                    "  {} beside the baseline: {e}; running the pair again (attempt {} of {PAIR_ATTEMPTS})",
+                    other.name,
+                    attempt + 1
+                ));
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
 }
 
 /// How often the servers' counters are read during a pair.
@@ -181,8 +254,8 @@ fn run_pair(
             }
             v
         });
-        let ha = s.spawn(|| tlslab_load::run(&la));
-        let hb = s.spawn(|| tlslab_load::run(&lb));
+        let ha = s.spawn(|| cfg.transport.run(&la));
+        let hb = s.spawn(|| cfg.transport.run(&lb));
         let ra = ha.join();
         let rb = hb.join();
         stop.store(true, Ordering::Relaxed);
@@ -190,11 +263,11 @@ fn run_pair(
     });
     sa.shutdown();
     sb.shutdown();
-    let joined = |r: std::thread::Result<Result<tlslab_report::LoadReport, tlslab_load::Error>>,
+    let joined = |r: std::thread::Result<Result<tlslab_report::LoadReport, Error>>,
                   name: &str|
      -> Result<tlslab_report::LoadReport, Error> {
         match r {
-            Ok(r) => Ok(r?),
+            Ok(r) => r,
             Err(_) => Err(Error::empty(name, "the load engine panicked")),
         }
     };
@@ -232,8 +305,10 @@ fn run_pair(
                 meter_us.insert(a.name().to_string(), ns as f64 / 1e3 / served as f64);
             }
         }
+        let quic_tls_us = crypto.total(Op::QuicTls).nanos as f64 / 1e3 / served as f64;
         Ok(Cell {
             cpu_us: cpu.as_secs_f64() * 1e6 / served as f64,
+            quic_tls_us,
             requests_per_s: report.throughput.requests_per_s,
             saturated: client_side_busy >= 0.9,
             server_busy: cpu.as_secs_f64() / wall_s,

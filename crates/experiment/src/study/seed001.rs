@@ -67,6 +67,7 @@ fn plan(quick: bool) -> (BreakdownConfig, CachePlan) {
         repeats: if quick { 2 } else { 3 },
         max_time: Duration::from_secs(if quick { 40 } else { 300 }),
         target_ci95: 0.02,
+        transport: breakdown::Transport::Tcp,
     };
     let cell = Duration::from_millis(if quick { 500 } else { 2000 });
     let points = [0.0, CACHED_REUSE]

@@ -182,8 +182,10 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
             "--workload is TCP-only: --h3 requests the URLs given; drop --workload or --h3",
         );
     }
-    if !cfg.ablation.is_empty() {
-        return bad("--h3 does not run ablations; drop --ablate");
+    if cfg.ablation.contains(tlslab_crypto::meter::Ablation::Cache) {
+        return bad(
+            "--ablate cache is TLS 1.2 session-ID resumption, which QUIC does not have; drop cache from --ablate",
+        );
     }
     if !cfg
         .versions
@@ -252,12 +254,27 @@ pub fn validate(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
     Ok(())
 }
 
-/// The verifier the run's trust asks for, on the metering provider.
+/// The verifier the run's trust asks for, on the metering provider; with
+/// `--ablate`, the ablation's (see [`tls::base_config`], which has already
+/// refused a run without the lab server's CA).
 fn verifier(
     cfg: &LoadConfig,
     base: &rustls::ClientConfig,
 ) -> Result<Arc<dyn ServerCertVerifier>, Error> {
     let prov = base.crypto_provider().clone();
+    if !cfg.ablation.is_empty() {
+        let roots = match &cfg.trust {
+            Trust::CaFile(path) => tlslab_crypto::pki::load_roots(path)?,
+            Trust::Roots(r) => r.clone(),
+            Trust::WebPki | Trust::Insecure => {
+                return Err(Error::Invalid(
+                    "--ablate runs only against a lab server whose CA you give: use --cacert FILE"
+                        .into(),
+                ));
+            }
+        };
+        return Ok(cfg.ablation.server_cert_verifier(&prov, roots)?);
+    }
     let roots = match &cfg.trust {
         Trust::Insecure => return Ok(tlslab_crypto::pki::any_certificate(prov)),
         Trust::CaFile(path) => tlslab_crypto::pki::load_roots(path)?,
@@ -460,6 +477,12 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
             addr,
             attempts,
             timeout: run.timeout,
+            hint: if cfg.ablation.is_empty() {
+                ""
+            } else {
+                "; or the server runs a different --ablate set (QUIC drops packets that do not \
+                 decrypt, unanswered): start client and server with the same --ablate"
+            },
         });
     }
     let mut config = cfg.echo(cfg.targets.iter().map(|t| t.to_string()).collect());
@@ -487,7 +510,8 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
     // Round trips are not counted over QUIC (see client.rs): no mean.
     report.handshake.full.round_trips_mean = None;
     report.handshake.resumed.round_trips_mean = None;
-    // QUIC's packet protection is quinn's, outside the metering provider.
+    // Crypto includes QUIC's packet and header protection (the suite's
+    // `quic` algorithm, metered like the rest of the provider).
     report.client_cpu.costs = costs.map(|c| c.to_schema(crypto.crypto_time()));
     report.crypto = tlslab_stats::CryptoPerHandshake::from_totals(
         report.reuse.handshakes,

@@ -186,6 +186,7 @@ pub(crate) fn prepare(
     settings: &H3Settings,
     tcp: &rustls::ServerConfig,
     handshake_timeout: Duration,
+    meter: &Arc<tlslab_crypto::meter::Meter>,
 ) -> Result<Prepared> {
     if settings.max_connections == 0 {
         return Err(Error::Usage(
@@ -226,6 +227,7 @@ pub(crate) fn prepare(
     let crypto = Arc::new(session::Counting {
         inner: Arc::new(quic),
         kinds: stats.kinds.clone(),
+        meter: meter.clone(),
     });
     let mut server = quinn::ServerConfig::with_crypto(crypto);
     let idle = quinn::IdleTimeout::try_from(settings.idle_timeout).map_err(|_| {

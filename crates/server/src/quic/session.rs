@@ -10,6 +10,9 @@
 //! ClientHello's `early_data` extension from the first CRYPTO bytes and sees
 //! whether the server derived 0-RTT keys (quinn asks for them once, after
 //! the ClientHello; rustls hands them out only when it accepted early data).
+//! The same wrapper times rustls's handshake calls into the meter
+//! (`quic_tls`, thread CPU time: two clock reads, a few hundred ns, per
+//! call), the TLS protocol's share that `breakdown --h3` reports.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -19,6 +22,8 @@ use quinn::ConnectionId;
 use quinn::crypto::{self, ExportKeyingMaterialError, HeaderKey, KeyPair, Keys, PacketKey};
 use quinn_proto::TransportError;
 use quinn_proto::transport_parameters::TransportParameters;
+use tlslab_crypto::meter::{Meter, Op};
+use tlslab_runtime::thread_cpu_time;
 
 /// Handshake kinds as the TLS layer of the QUIC listener saw them.
 #[derive(Debug, Default)]
@@ -65,6 +70,9 @@ impl rustls::KeyLog for KindLog {
 pub(crate) struct Counting {
     pub(crate) inner: Arc<quinn::crypto::rustls::QuicServerConfig>,
     pub(crate) kinds: Arc<Kinds>,
+    /// The listener's crypto meter: the time inside rustls's handshake
+    /// calls goes there as `quic_tls`.
+    pub(crate) meter: Arc<Meter>,
 }
 
 impl crypto::ServerConfig for Counting {
@@ -88,6 +96,7 @@ impl crypto::ServerConfig for Counting {
         Box::new(Session {
             inner: self.inner.clone().start_session(version, params),
             kinds: self.kinds.clone(),
+            meter: self.meter.clone(),
             hello: Some(Vec::new()),
             accepted: AtomicBool::new(false),
         })
@@ -100,6 +109,7 @@ const MAX_HELLO: usize = 16 * 1024;
 struct Session {
     inner: Box<dyn crypto::Session>,
     kinds: Arc<Kinds>,
+    meter: Arc<Meter>,
     /// The CRYPTO bytes so far, until the ClientHello is whole.
     hello: Option<Vec<u8>>,
     /// The server accepted 0-RTT on this connection.
@@ -156,13 +166,21 @@ impl crypto::Session for Session {
     }
     fn read_handshake(&mut self, buf: &[u8]) -> Result<bool, TransportError> {
         self.read_hello(buf);
-        self.inner.read_handshake(buf)
+        let t = thread_cpu_time();
+        let r = self.inner.read_handshake(buf);
+        self.meter
+            .record_took(Op::QuicTls, thread_cpu_time().saturating_sub(t));
+        r
     }
     fn transport_parameters(&self) -> Result<Option<TransportParameters>, TransportError> {
         self.inner.transport_parameters()
     }
     fn write_handshake(&mut self, buf: &mut Vec<u8>) -> Option<Keys> {
-        self.inner.write_handshake(buf)
+        let t = thread_cpu_time();
+        let r = self.inner.write_handshake(buf);
+        self.meter
+            .record_took(Op::QuicTls, thread_cpu_time().saturating_sub(t));
+        r
     }
     fn next_1rtt_keys(&mut self) -> Option<KeyPair<Box<dyn PacketKey>>> {
         self.inner.next_1rtt_keys()

@@ -61,6 +61,7 @@ pub(crate) fn ablate_suite(
         return None;
     }
     if m.is_none()
+        && !set.has_quic()
         && !set.contains(Ablation::Hash)
         && !set.contains(Ablation::Kdf)
         && !set.contains(Ablation::Mac)
@@ -99,11 +100,33 @@ pub(crate) fn ablate_suite(
             } else {
                 t.hkdf_provider
             };
+            let hkdf_provider: &'static dyn Hkdf = if set.contains(Ablation::QuicKeys) {
+                leak(super::quic::QuicKeysHkdf {
+                    inner: hkdf_provider,
+                    len: t.common.hash_provider.output_len(),
+                })
+            } else {
+                hkdf_provider
+            };
+            // QUIC takes its keys from the suite's `quic` algorithm; the
+            // TLS record layer (`cipher`, `mac`) is not used over QUIC.
+            let quic = t.quic.map(|q| -> &'static dyn rustls::quic::Algorithm {
+                if set.contains(Ablation::QuicPacket) || set.contains(Ablation::QuicHeader) {
+                    leak(super::quic::AblatedQuic {
+                        inner: q,
+                        packet: set.contains(Ablation::QuicPacket),
+                        header: set.contains(Ablation::QuicHeader),
+                        limits: super::quic::limits(is_aes_gcm(s)),
+                    })
+                } else {
+                    q
+                }
+            });
             SupportedCipherSuite::Tls13(leak(Tls13CipherSuite {
                 common: common(&t.common),
                 hkdf_provider,
                 aead_alg: ablated_aead!(t, m, Ablated13),
-                quic: None,
+                quic,
             }))
         }
         SupportedCipherSuite::Tls12(t) => {

@@ -17,8 +17,12 @@
 //! | `rng`    | the provider's random source: a 64-bit counter, big-endian    |
 //! | `cache`  | the server session cache: a perfect cache that always hits (TLS 1.2) |
 //! | `kdf`    | key derivation (HKDF, TLS 1.2 PRF): all-zero secrets and keys (used by `minimal`) |
+//! | `quic-packet` | QUIC packet protection: the payload as it is and a zero tag of the real size |
+//! | `quic-header` | QUIC header protection: no mask |
+//! | `quic-keys` | QUIC's key schedule: the Initial secrets and every `quic key/iv/hp/ku` expansion are zero, without computing |
 //!
-//! `skeleton` is the first seven at once; `minimal` is seed 001 §2.3.9
+//! The three `quic-*` stages change nothing over TCP; `quic-skeleton` is
+//! `skeleton` and the three at once. `skeleton` is the first seven at once; `minimal` is seed 001 §2.3.9
 //! (minimal connection setup, zero keys, real record encryption) as far as
 //! rustls allows: `sig,kx,hash,rng,cache,kdf`. See `crates/crypto/ABLATIONS.md`.
 
@@ -37,6 +41,9 @@ use crate::{Error, Result};
 mod cache;
 mod cipher;
 mod fakes;
+mod quic;
+#[cfg(test)]
+mod quic_tests;
 #[cfg(test)]
 mod tests;
 
@@ -61,11 +68,21 @@ pub enum Ablation {
     Cache,
     /// Key derivation: zero secrets (only part of `minimal`).
     Kdf,
+    /// QUIC packet protection: the payload unprotected, a zero tag.
+    #[serde(rename = "quic-packet")]
+    QuicPacket,
+    /// QUIC header protection: no mask.
+    #[serde(rename = "quic-header")]
+    QuicHeader,
+    /// QUIC's key schedule: zero Initial secrets and zero QUIC-labelled
+    /// expansions (packet, IV, header-protection and key-update keys).
+    #[serde(rename = "quic-keys")]
+    QuicKeys,
 }
 
 impl Ablation {
     /// Every ablation, in flag order.
-    pub const ALL: [Ablation; 8] = [
+    pub const ALL: [Ablation; 11] = [
         Ablation::Sig,
         Ablation::Kx,
         Ablation::Cipher,
@@ -74,6 +91,9 @@ impl Ablation {
         Ablation::Rng,
         Ablation::Cache,
         Ablation::Kdf,
+        Ablation::QuicPacket,
+        Ablation::QuicHeader,
+        Ablation::QuicKeys,
     ];
 
     /// The flag spelling (`sig`).
@@ -87,6 +107,9 @@ impl Ablation {
             Ablation::Rng => "rng",
             Ablation::Cache => "cache",
             Ablation::Kdf => "kdf",
+            Ablation::QuicPacket => "quic-packet",
+            Ablation::QuicHeader => "quic-header",
+            Ablation::QuicKeys => "quic-keys",
         }
     }
 
@@ -105,10 +128,34 @@ impl AblationSet {
 
     /// "skeleton": sig, kx, cipher, mac, hash, rng and cache at once.
     pub fn skeleton() -> AblationSet {
-        Ablation::ALL
-            .into_iter()
-            .filter(|a| *a != Ablation::Kdf)
-            .collect()
+        [
+            Ablation::Sig,
+            Ablation::Kx,
+            Ablation::Cipher,
+            Ablation::Mac,
+            Ablation::Hash,
+            Ablation::Rng,
+            Ablation::Cache,
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    /// "quic-skeleton": the skeleton and QUIC's packet protection, header
+    /// protection and key schedule at once: every crypto stage of a QUIC
+    /// connection a no-op.
+    pub fn quic_skeleton() -> AblationSet {
+        AblationSet::skeleton()
+            .with(Ablation::QuicPacket)
+            .with(Ablation::QuicHeader)
+            .with(Ablation::QuicKeys)
+    }
+
+    /// Whether the set holds a stage that exists only over QUIC.
+    pub fn has_quic(self) -> bool {
+        self.contains(Ablation::QuicPacket)
+            || self.contains(Ablation::QuicHeader)
+            || self.contains(Ablation::QuicKeys)
     }
 
     /// "minimal": seed 001 §2.3.9 as closely as rustls allows — every
@@ -226,7 +273,8 @@ impl FromIterator<Ablation> for AblationSet {
 impl FromStr for AblationSet {
     type Err = Error;
 
-    /// Parses `sig,kx,cipher,mac,hash,rng,cache,kdf`, `skeleton`, `minimal`
+    /// Parses `sig,kx,cipher,mac,hash,rng,cache,kdf`, `quic-packet`,
+    /// `quic-header`, `quic-keys`, `skeleton`, `quic-skeleton`, `minimal`
     /// and `none` (or empty), comma separated and case-insensitive.
     fn from_str(s: &str) -> Result<Self> {
         let mut set = AblationSet::NONE;
@@ -237,6 +285,7 @@ impl FromStr for AblationSet {
                     | match lower.as_str() {
                         "none" => 0,
                         "skeleton" => AblationSet::skeleton().0,
+                        "quic-skeleton" => AblationSet::quic_skeleton().0,
                         "minimal" => AblationSet::minimal().0,
                         name => match Ablation::ALL.into_iter().find(|a| a.name() == name) {
                             Some(a) => a.bit(),
@@ -244,7 +293,7 @@ impl FromStr for AblationSet {
                                 return Err(Error::UnknownName {
                                     what: "ablation",
                                     name: part.to_string(),
-                                    choices: "sig, kx, cipher, mac, hash, rng, cache, kdf, skeleton, minimal, none".into(),
+                                    choices: "sig, kx, cipher, mac, hash, rng, cache, kdf, quic-packet, quic-header, quic-keys, skeleton, quic-skeleton, minimal, none".into(),
                                 });
                             }
                         },
