@@ -237,6 +237,8 @@ fn h3_load(s: &Server, g: &Generated, set: &str, n: u64) -> Result<LoadReport, t
         max_concurrent_streams: 1,
         flood: None,
         qlog: None,
+        new_socket: false,
+        rebind_after: None,
     };
     tlslab_load::quic::run(&c, &h3)
 }
