@@ -259,6 +259,8 @@ fn probe_config(
         tls: Arc::new(tls),
         sni: Some(host.into()),
         timeout: Duration::from_secs(10),
+        transports: tlslab_probe::Transports::Tcp,
+        quic: None,
     })
 }
 
