@@ -25,7 +25,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-use crate::round::{ProbeConfig, parse_target};
+use crate::config::{ProbeConfig, parse_target};
 use crate::sample::{Phase, Sample};
 use crate::transport::probe_each;
 

@@ -25,6 +25,7 @@
 //! WAN emulator (that is `tlslab relay`).
 
 mod body;
+mod config;
 mod error;
 mod failed;
 pub mod quic;
@@ -32,15 +33,17 @@ mod round;
 mod sample;
 mod schedule;
 mod store;
+mod timed;
 mod transport;
 
 pub mod exporter;
 pub mod report;
 pub mod svg;
 
+pub use config::{ProbeConfig, QuicTls, Transports, parse_target};
 pub use error::Error;
-pub use round::{ProbeConfig, parse_target, probe_target};
+pub use round::probe_target;
 pub use sample::{Phase, Sample, Transport};
 pub use schedule::{Schedule, run};
 pub use store::{SqliteStore, Store, StoreError, open as open_store, postgres};
-pub use transport::{Transports, discover, h3_endpoint, probe_each};
+pub use transport::{discover, h3_endpoint, probe_each};

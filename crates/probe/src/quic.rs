@@ -12,31 +12,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rustls::client::Resumption;
-use rustls::client::danger::ServerCertVerifier;
 use tlslab_crypto::store::ClientSessions;
 use tlslab_load::Target;
 use tlslab_load::quic::http3::{self, CountingVerifier, Got, conn_kind, h3_open, request};
 
-use crate::error::Error;
+use crate::config::{ProbeConfig, parse_target};
 use crate::failed::Failed;
-use crate::round::{ProbeConfig, micros, parse_target, timed};
 use crate::sample::{Phase, Sample, Transport, now_ms};
-
-/// HTTP/3's client TLS: `tlslab load --h3`'s configuration (ALPN `h3`,
-/// early data on) and the verifier its trust asks for.
-#[derive(Clone, Debug)]
-pub struct QuicTls {
-    tls: rustls::ClientConfig,
-    verifier: Arc<dyn ServerCertVerifier>,
-}
-
-impl QuicTls {
-    /// From a load configuration's TLS settings; QUIC needs TLS 1.3.
-    pub fn new(cfg: &tlslab_load::LoadConfig) -> Result<QuicTls, Error> {
-        let (tls, verifier) = http3::client_tls(cfg)?;
-        Ok(QuicTls { tls, verifier })
-    }
-}
+use crate::timed::{micros, timed};
 
 /// Where a target's HTTP/3 is: the URL's own host and UDP port, or the
 /// endpoint its `Alt-Svc` names.

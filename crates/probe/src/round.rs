@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustls::HandshakeKind;
 use rustls::client::{Resumption, Tls12Resumption};
 use rustls::pki_types::ServerName;
-use rustls::{ClientConfig, HandshakeKind};
 use tlslab_crypto::store::ClientSessions;
 use tlslab_load::Target;
 use tlslab_load::client::{RoundTrips, classify};
@@ -19,98 +19,13 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::body::{Body, Framing};
-use crate::error::Error;
+use crate::config::{ProbeConfig, parse_target};
 use crate::failed::Failed;
-use crate::quic::QuicTls;
 use crate::sample::{Phase, Sample, now_ms};
-use crate::transport::Transports;
-
-/// How targets are probed.
-#[derive(Clone, Debug)]
-pub struct ProbeConfig {
-    /// The client TLS configuration (trust, versions, ALPN), as
-    /// [`tlslab_load::client::tls_config`] builds it; its session store is
-    /// replaced per probe.
-    pub tls: Arc<ClientConfig>,
-    /// The server name to send and verify instead of the URL's host.
-    pub sni: Option<String>,
-    /// Each phase (DNS, connect, handshake, GET) gives up after this long.
-    pub timeout: Duration,
-    /// The transports each probe of a target uses.
-    pub transports: Transports,
-    /// HTTP/3's client configuration, when [`ProbeConfig::transports`]
-    /// uses QUIC.
-    pub quic: Option<QuicTls>,
-}
-
-impl ProbeConfig {
-    /// A probe configuration over TCP from a load configuration's TLS
-    /// settings.
-    pub fn from_load(cfg: &tlslab_load::LoadConfig, timeout: Duration) -> Result<Self, Error> {
-        if timeout.is_zero() {
-            return Err(Error::ZeroTimeout);
-        }
-        Ok(ProbeConfig {
-            tls: Arc::new(tlslab_load::client::tls_config(cfg)?),
-            sni: cfg.sni.clone(),
-            timeout,
-            transports: Transports::Tcp,
-            quic: None,
-        })
-    }
-
-    /// This configuration probing over `transports`, with HTTP/3's client
-    /// built from `cfg` (the same trust and algorithms; QUIC needs TLS 1.3
-    /// among its versions) when they use QUIC.
-    pub fn over(
-        mut self,
-        transports: Transports,
-        cfg: &tlslab_load::LoadConfig,
-    ) -> Result<Self, Error> {
-        self.quic = match transports {
-            Transports::Tcp => None,
-            Transports::H3 | Transports::Both => Some(QuicTls::new(cfg)?),
-        };
-        self.transports = transports;
-        Ok(self)
-    }
-}
-
-pub(crate) fn micros(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
-}
+use crate::timed::{micros, timed};
 
 fn io_failed(e: &std::io::Error) -> Failed {
     Failed(classify(e), e.to_string())
-}
-
-pub(crate) async fn timed<T, F>(limit: Duration, f: F) -> Result<(T, Duration), Failed>
-where
-    F: std::future::Future<Output = Result<T, Failed>>,
-{
-    let start = Instant::now();
-    match tokio::time::timeout(limit, f).await {
-        Ok(Ok(v)) => Ok((v, start.elapsed())),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(Failed(
-            "timeout".into(),
-            format!("no answer within {limit:?} (--timeout)"),
-        )),
-    }
-}
-
-/// Parses a probe target: an `https://` URL. An `http://` one is refused
-/// (the probe times TLS handshakes), with the fix in the message.
-pub fn parse_target(url: &str) -> Result<Target, String> {
-    let t = Target::parse(url).map_err(|e| e.to_string())?;
-    if t.scheme != tlslab_load::Scheme::Https {
-        let rest = url.trim().split_once("://").map_or(url, |(_, r)| r);
-        return Err(format!(
-            "{url}: the probe times TLS handshakes, so it needs an https:// URL \
-             (write https://{rest})"
-        ));
-    }
-    Ok(t)
 }
 
 /// Probes `url` once. Never fails: a failure is recorded in the sample

@@ -6,11 +6,11 @@ use std::time::Duration;
 use rand::{RngExt, SeedableRng};
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::config::{ProbeConfig, Transports};
 use crate::error::Error;
-use crate::round::ProbeConfig;
 use crate::sample::{Sample, now_ms};
 use crate::store::{Store, StoreError};
-use crate::transport::{Transports, discover, probe_each};
+use crate::transport::{discover, probe_each};
 
 /// When rounds run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,24 +1,12 @@
-//! Which transports a probe uses ([`Transports`]), and how `both` finds a
-//! target's HTTP/3 endpoint: from the `Alt-Svc` header of its TCP
+//! A probe of one target over each of its transports ([`probe_each`]), and
+//! how `both` finds a target's HTTP/3 endpoint: from the `Alt-Svc` header of its TCP
 //! response ([`h3_endpoint`], RFC 7838), as browsers do.
 
+use crate::config::{ProbeConfig, Transports};
 use crate::error::Error;
 use crate::quic::{Endpoint, probe_h3};
-use crate::round::{ProbeConfig, probe_target};
+use crate::round::probe_target;
 use crate::sample::Sample;
-
-/// The transports each probe of a target uses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Transports {
-    /// TCP + TLS (HTTP/1.1) only.
-    #[default]
-    Tcp,
-    /// QUIC (HTTP/3) only, on the URL's host and UDP port.
-    H3,
-    /// TCP first, then HTTP/3 at the endpoint the TCP response's
-    /// `Alt-Svc` names.
-    Both,
-}
 
 /// The HTTP/3 endpoint an `Alt-Svc` header value advertises: the first
 /// alternative whose protocol is `h3` (drafts such as `h3-29` are not
