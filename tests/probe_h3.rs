@@ -242,6 +242,19 @@ fn the_exporter_labels_its_series_by_transport() {
         "{body}"
     );
     assert_eq!(body.matches("# TYPE tlslab_probe_success gauge").count(), 1);
+    // A target without HTTP/3 (and with a CA the exporter does not
+    // trust, so its TCP probe fails too): its h3 sample fails, saying why.
+    let plain = Serve::start(&[]);
+    let path = format!("/probe?target={}", plain.url("/bytes/16"));
+    let (status, body) = http_get(addr, &path).expect("scrape");
+    assert_eq!(status, 200, "{body}");
+    for want in [
+        "tlslab_probe_success{transport=\"tcp\"} 0",
+        "tlslab_probe_success{transport=\"h3\"} 0",
+        "tlslab_probe_error_info{transport=\"h3\",phase=\"alt_svc\",kind=\"no_alt_svc\"} 1",
+    ] {
+        assert!(body.contains(want), "missing {want}:\n{body}");
+    }
     assert!(p.try_status().is_none(), "exporter died: {}", p.describe());
 }
 

@@ -81,8 +81,9 @@ pub struct ProbeTlsArgs {
     /// it (1-RTT), then a connection resuming with the ticket that sends its GET in 0-RTT
     /// (timed from the first packet to the response's first byte); needs TLS 1.3. both: TCP,
     /// then HTTP/3 at the endpoint the TCP response's Alt-Svc header names (h3=":PORT", as
-    /// browsers find it; exit 1 if the target advertises none). The report and the
-    /// exporter keep the transports apart.
+    /// browsers find it; a target that advertises none stops the rounds before the first,
+    /// exit 1, and fails the exporter's HTTP/3 sample as alt_svc:no_alt_svc). The report
+    /// and the exporter keep the transports apart.
     #[arg(long, value_enum, default_value_t = ProbeTransport::Tcp, value_name = "TRANSPORT")]
     pub transport: ProbeTransport,
 

@@ -6,7 +6,7 @@ use crate::config::{ProbeConfig, Transports};
 use crate::error::Error;
 use crate::quic::{Endpoint, probe_h3};
 use crate::round::probe_target;
-use crate::sample::Sample;
+use crate::sample::{Sample, Transport, now_ms};
 
 /// The HTTP/3 endpoint an `Alt-Svc` header value advertises: the first
 /// alternative whose protocol is `h3` (drafts such as `h3-29` are not
@@ -73,8 +73,8 @@ pub async fn discover(cfg: &ProbeConfig, url: &str) -> Result<Endpoint, Error> {
 
 /// Probes `url` once over each of `cfg`'s transports: one sample each.
 /// With [`Transports::Both`] the HTTP/3 endpoint is the one this round's
-/// TCP response advertises, else `known` (found before), else the URL's
-/// own host and port.
+/// TCP response advertises, else `known` (found before); with neither,
+/// the HTTP/3 sample fails in phase `alt_svc` (kind `no_alt_svc`).
 pub async fn probe_each(cfg: &ProbeConfig, url: &str, known: Option<&Endpoint>) -> Vec<Sample> {
     match cfg.transports {
         Transports::Tcp => vec![probe_target(cfg, url).await],
@@ -82,7 +82,10 @@ pub async fn probe_each(cfg: &ProbeConfig, url: &str, known: Option<&Endpoint>) 
         Transports::Both => {
             let tcp = probe_target(cfg, url).await;
             let fresh = tcp.alt_svc.as_deref().and_then(h3_endpoint);
-            let h3 = probe_h3(cfg, url, fresh.as_ref().or(known)).await;
+            let h3 = match fresh.as_ref().or(known) {
+                Some(at) => probe_h3(cfg, url, Some(at)).await,
+                None => no_alt_svc(url, &tcp),
+            };
             vec![tcp, h3]
         }
     }
@@ -119,5 +122,27 @@ mod tests {
         ] {
             assert_eq!(h3_endpoint(none), None, "{none}");
         }
+    }
+}
+
+/// The HTTP/3 sample of a `both` probe whose TCP response advertised no
+/// HTTP/3 endpoint, and none was known: failed, saying why.
+fn no_alt_svc(url: &str, tcp: &Sample) -> Sample {
+    let why = match (&tcp.error_kind, &tcp.alt_svc) {
+        (Some(k), None) => format!("the TCP probe failed ({k}) before an Alt-Svc header"),
+        (_, Some(v)) => format!("the TCP response's Alt-Svc ({v:.200}) names no h3 alternative"),
+        (None, None) => "the TCP response has no Alt-Svc header".into(),
+    };
+    Sample {
+        target: url.to_string(),
+        transport: Transport::H3,
+        started_at_ms: now_ms(),
+        error_phase: Some("alt_svc".into()),
+        error_kind: Some("no_alt_svc".into()),
+        error: Some(format!(
+            "no HTTP/3 endpoint: {why}; enable HTTP/3 on the server (tlslab serve --h3 sends \
+             Alt-Svc: h3=\":PORT\") or probe with --transport tcp"
+        )),
+        ..Sample::default()
     }
 }
