@@ -91,6 +91,28 @@ pub async fn probe_each(cfg: &ProbeConfig, url: &str, known: Option<&Endpoint>) 
     }
 }
 
+/// The HTTP/3 sample of a `both` probe whose TCP response advertised no
+/// HTTP/3 endpoint, and none was known: failed, saying why.
+fn no_alt_svc(url: &str, tcp: &Sample) -> Sample {
+    let why = match (&tcp.error_kind, &tcp.alt_svc) {
+        (Some(k), None) => format!("the TCP probe failed ({k}) before an Alt-Svc header"),
+        (_, Some(v)) => format!("the TCP response's Alt-Svc ({v:.200}) names no h3 alternative"),
+        (None, None) => "the TCP response has no Alt-Svc header".into(),
+    };
+    Sample {
+        target: url.to_string(),
+        transport: Transport::H3,
+        started_at_ms: now_ms(),
+        error_phase: Some("alt_svc".into()),
+        error_kind: Some("no_alt_svc".into()),
+        error: Some(format!(
+            "no HTTP/3 endpoint: {why}; enable HTTP/3 on the server (tlslab serve --h3 sends \
+             Alt-Svc: h3=\":PORT\") or probe with --transport tcp"
+        )),
+        ..Sample::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,27 +144,5 @@ mod tests {
         ] {
             assert_eq!(h3_endpoint(none), None, "{none}");
         }
-    }
-}
-
-/// The HTTP/3 sample of a `both` probe whose TCP response advertised no
-/// HTTP/3 endpoint, and none was known: failed, saying why.
-fn no_alt_svc(url: &str, tcp: &Sample) -> Sample {
-    let why = match (&tcp.error_kind, &tcp.alt_svc) {
-        (Some(k), None) => format!("the TCP probe failed ({k}) before an Alt-Svc header"),
-        (_, Some(v)) => format!("the TCP response's Alt-Svc ({v:.200}) names no h3 alternative"),
-        (None, None) => "the TCP response has no Alt-Svc header".into(),
-    };
-    Sample {
-        target: url.to_string(),
-        transport: Transport::H3,
-        started_at_ms: now_ms(),
-        error_phase: Some("alt_svc".into()),
-        error_kind: Some("no_alt_svc".into()),
-        error: Some(format!(
-            "no HTTP/3 endpoint: {why}; enable HTTP/3 on the server (tlslab serve --h3 sends \
-             Alt-Svc: h3=\":PORT\") or probe with --transport tcp"
-        )),
-        ..Sample::default()
     }
 }
