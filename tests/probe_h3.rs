@@ -190,6 +190,13 @@ fn both_finds_h3_through_alt_svc_and_stores_each_transport() {
         LIMIT,
     ));
     assert_eq!(std::fs::read_dir(&charts).expect("charts").count(), 2);
+    let h3_svg = std::fs::read_dir(&charts)
+        .expect("charts")
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().ends_with("-h3.svg"))
+        .expect("the HTTP/3 chart");
+    let svg = std::fs::read_to_string(h3_svg.path()).expect("svg");
+    assert!(svg.contains("over HTTP/3"), "{svg}");
 }
 
 #[test]

@@ -43,7 +43,13 @@ pub fn target_svg(t: &TargetReport) -> Option<String> {
         let x_max = (n as f64) * BUCKET_MS;
         let mut chart = ChartBuilder::on(&top)
             .caption(
-                format!("{}: handshake time (client-observed)", t.target),
+                match t.transport {
+                    Transport::Tcp => format!("{}: handshake time (client-observed)", t.target),
+                    Transport::H3 => format!(
+                        "{} over HTTP/3: QUIC handshake time (client-observed)",
+                        t.target
+                    ),
+                },
                 ("sans-serif", 16),
             )
             .margin(12)
