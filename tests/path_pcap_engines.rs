@@ -163,8 +163,9 @@ fn experiment_pcap_writes_one_capture_per_packet_path_cell() {
     let err = String::from_utf8_lossy(&out.stderr);
     let doc = common::load_json(&out_dir.join("results.json"));
     let cells = doc["cells"].as_array().unwrap();
-    // 2 RTTs × 2 versions, each on a path of its own: four captures.
-    assert_eq!(cells.len(), 4, "{doc}");
+    // 2 RTTs × (2 TLS versions and HTTP/3), each on a path of its own:
+    // six captures.
+    assert_eq!(cells.len(), 6, "{doc}");
     let mut files = Vec::new();
     for c in cells {
         let id = c["id"].as_str().unwrap();

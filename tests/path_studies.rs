@@ -5,7 +5,9 @@
 //!
 //! - seed003-table2: the TCP connect T is one RTT over the packet path and
 //!   about nothing through the relay; TLS 1.2's full handshake two RTTs
-//!   and TLS 1.3's one over both.
+//!   and TLS 1.3's one over both; over the packet path its HTTP/3 cells
+//!   have no connect, a one-RTT QUIC handshake and a 0-RTT GET whose first
+//!   byte is one RTT from the first packet.
 //! - seed004-handshake's post-quantum cells: at 100 ms RTT an ML-DSA-87
 //!   chain (a first flight above the initial window of 10 segments) costs
 //!   one RTT more than an ECDSA chain over the packet path, and not
@@ -55,9 +57,24 @@ fn seed003_connect_is_one_rtt_over_the_packet_path_and_local_through_the_relay()
     let args = args("seed003-table2 --quick --path-kind both --no-progress");
     let (_, doc) = experiment_run(&args, &out_dir, Duration::from_secs(120));
     let cells = doc["cells"].as_array().unwrap();
-    // 2 RTTs × 2 versions × 2 paths.
-    assert_eq!(cells.len(), 8, "{doc}");
+    // 2 RTTs × 2 versions × 2 paths, and 2 RTTs over HTTP/3 (packet only).
+    assert_eq!(cells.len(), 10, "{doc}");
     for c in cells {
+        let f = &c["factors"];
+        if f["transport"] == "h3" {
+            assert_eq!(f["path"], "packet", "{c}");
+            let rtt: f64 = f["rtt_ms"].as_str().unwrap().parse().unwrap();
+            let m = &c["metrics"];
+            assert!(m["connect_p50_us"].is_null(), "no connect over QUIC: {c}");
+            let snc = m["handshake_full_us"][0][1].as_f64().unwrap() / 1000.0;
+            let zero = m["ttfb_p50_us"].as_f64().unwrap() / 1000.0;
+            let id = c["id"].as_str().unwrap();
+            eprintln!("{id}: QUIC full {snc:.2} ms, 0-RTT GET first byte {zero:.2} ms");
+            rounds(&format!("{id} QUIC full"), snc, 1.0, rtt);
+            rounds(&format!("{id} 0-RTT first byte"), zero, 1.0, rtt);
+            assert!(c["command_line"].as_str().unwrap().contains("--h3"), "{c}");
+            continue;
+        }
         let f = &c["factors"];
         let rtt: f64 = f["rtt_ms"].as_str().unwrap().parse().unwrap();
         let kind = f["path"].as_str().unwrap();

@@ -255,10 +255,10 @@ fn the_exporter_answers_one_round_per_scrape() {
     let (status, body) = http_get(addr, &path).expect("scrape");
     assert_eq!(status, 200, "{body}");
     for want in [
-        "tlslab_probe_phase_seconds{phase=\"tls_full\"}",
-        "tlslab_probe_phase_seconds{phase=\"tls_resumed\"}",
-        "tlslab_probe_resumption_accepted 1",
-        "tlslab_probe_success 1",
+        "tlslab_probe_phase_seconds{transport=\"tcp\",phase=\"tls_full\"}",
+        "tlslab_probe_phase_seconds{transport=\"tcp\",phase=\"tls_resumed\"}",
+        "tlslab_probe_resumption_accepted{transport=\"tcp\"} 1",
+        "tlslab_probe_success{transport=\"tcp\"} 1",
         "tlslab_probe_ssl_earliest_cert_expiry",
         "version=\"1.3\"",
     ] {
@@ -272,7 +272,10 @@ fn the_exporter_answers_one_round_per_scrape() {
     assert!(body.contains("https://127.0.0.1:1/"), "{body}");
     let refused = format!("/probe?target=https://127.0.0.1:{}/", free_port());
     let (_, body) = http_get(addr, &refused).expect("scrape");
-    assert!(body.contains("tlslab_probe_success 0"), "{body}");
+    assert!(
+        body.contains("tlslab_probe_success{transport=\"tcp\"} 0"),
+        "{body}"
+    );
     assert!(p.try_status().is_none(), "exporter died: {}", p.describe());
 }
 

@@ -55,6 +55,14 @@ fn store_suite(open: &dyn Fn() -> Box<dyn Store + Send>) {
     b.error_kind = Some("timeout".into());
     b.error = Some("connect timed out".into());
     b.status = None;
+    // An HTTP/3 sample of the same round: its transport and 0-RTT columns.
+    let h3 = Sample {
+        transport: tlslab_probe::Transport::H3,
+        connect_us: None,
+        zero_rtt_ttfb_us: Some(900),
+        early_data_accepted: Some(true),
+        ..sample("https://a/", 2_000, true)
+    };
     {
         let mut s = open();
         assert_eq!(s.round_count().expect("count"), 0);
@@ -62,7 +70,7 @@ fn store_suite(open: &dyn Fn() -> Box<dyn Store + Send>) {
             .commit_round(1_000, std::slice::from_ref(&a))
             .expect("commit 1");
         let r2 = s
-            .commit_round(2_000, &[b.clone(), a2.clone()])
+            .commit_round(2_000, &[b.clone(), a2.clone(), h3.clone()])
             .expect("commit 2");
         assert!(r2 > r1, "round ids grow: {r1} then {r2}");
         s.flush().expect("nothing waits");
@@ -71,9 +79,12 @@ fn store_suite(open: &dyn Fn() -> Box<dyn Store + Send>) {
     let s = open();
     assert_eq!(s.round_count().expect("count"), 2);
     let all = s.samples(None, None).expect("all");
-    assert_eq!(all.len(), 3);
+    assert_eq!(all.len(), 4);
     assert_eq!(all[0], a);
-    assert!(all[1..].contains(&b) && all[1..].contains(&a2), "{all:?}");
+    assert!(
+        all[1..].contains(&b) && all[1..].contains(&a2) && all[1..].contains(&h3),
+        "{all:?}"
+    );
     assert_eq!(s.samples(None, Some(2_000)).expect("until"), vec![a]);
     assert_eq!(s.samples(Some(2_001), None).expect("since"), vec![]);
 }
@@ -91,6 +102,91 @@ fn store_suite_on_postgres() {
     let Some(pg) = start() else { return };
     let url = pg.url();
     store_suite(&|| Box::new(PostgresStore::open(&url).expect("open postgres")));
+}
+
+/// Runs `sql` on `url` with psql, which must succeed; its output.
+fn psql(url: &str, sql: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .arg(url)
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-t", "-A", "-c", sql])
+        .output()
+        .expect("psql runs");
+    assert!(out.status.success(), "psql: {}", show(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A database written before HTTP/3 (schema version 1, made here with
+/// psql and that version's own DDL, not this build's migrations) still
+/// reads, its samples as TCP, and gains the transport column.
+#[test]
+#[ignore = "needs PostgreSQL (initdb, pg_ctl); .ci/run installs it"]
+fn a_version_1_postgres_database_is_migrated_and_reads_as_tcp() {
+    let Some(pg) = start() else { return };
+    if !common::require("psql") {
+        return;
+    }
+    let url = pg.url();
+    psql(
+        &url,
+        "CREATE TABLE schema_version (version BIGINT NOT NULL);
+         INSERT INTO schema_version (version) VALUES (1);
+         CREATE TABLE rounds (
+             id BIGSERIAL PRIMARY KEY,
+             started_at_ms BIGINT NOT NULL,
+             committed_at_ms BIGINT NOT NULL
+         );
+         CREATE TABLE samples (
+             round_id BIGINT NOT NULL REFERENCES rounds(id),
+             target TEXT NOT NULL,
+             started_at_ms BIGINT NOT NULL,
+             dns_us BIGINT, connect_us BIGINT, tls_full_us BIGINT, ttfb_us BIGINT,
+             get_us BIGINT, total_us BIGINT, status INTEGER,
+             resumed_connect_us BIGINT, tls_resumed_us BIGINT, resumed_get_us BIGINT,
+             resumption_offered BOOLEAN, resumption_accepted BOOLEAN,
+             version TEXT, suite TEXT, grp TEXT, alpn TEXT,
+             cert_not_after BIGINT, chain_len BIGINT,
+             full_handshake_bytes BIGINT, full_handshake_round_trips BIGINT,
+             resumed_handshake_bytes BIGINT, resumed_handshake_round_trips BIGINT,
+             error_phase TEXT, error_kind TEXT, error TEXT
+         );
+         CREATE INDEX samples_by_time ON samples(started_at_ms);
+         INSERT INTO rounds (started_at_ms, committed_at_ms) VALUES (1000, 1001);
+         INSERT INTO samples (round_id, target, started_at_ms, connect_us, tls_full_us,
+             tls_resumed_us, resumption_offered, resumption_accepted, version)
+             VALUES (1, 'https://old/', 1000, 300, 1500, 700, true, true, '1.3');",
+    );
+    let mut s = PostgresStore::open(&url).expect("open migrates");
+    let old = s.samples(None, None).expect("old samples read");
+    assert_eq!(old.len(), 1, "{old:?}");
+    assert_eq!(old[0].transport, tlslab_probe::Transport::Tcp);
+    assert_eq!(
+        (old[0].connect_us, old[0].tls_full_us),
+        (Some(300), Some(1500))
+    );
+    let cols = psql(
+        &url,
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'samples' \
+         AND column_name IN ('transport', 'zero_rtt_ttfb_us', 'early_data_accepted') \
+         ORDER BY column_name",
+    );
+    assert_eq!(
+        cols.split_whitespace().collect::<Vec<_>>(),
+        ["early_data_accepted", "transport", "zero_rtt_ttfb_us"]
+    );
+    assert_eq!(
+        psql(&url, "SELECT max(version) FROM schema_version").trim(),
+        "2"
+    );
+    let h3 = Sample {
+        transport: tlslab_probe::Transport::H3,
+        early_data_accepted: Some(false),
+        ..sample("https://old/", 2_000, true)
+    };
+    s.commit_round(2_000, std::slice::from_ref(&h3))
+        .expect("commit");
+    drop(s);
+    let s = PostgresStore::open(&url).expect("reopen");
+    assert_eq!(s.samples(Some(2_000), None).expect("new"), vec![h3]);
 }
 
 #[test]

@@ -14,14 +14,18 @@ use clap::{Args, Subcommand};
     after_help = "Examples:\n  tlslab probe https://example.com/ --interval 10m --jitter 1m --db probe.sqlite\n  \
     tlslab probe report --db probe.sqlite --since 2026-11-01\n  \
     tlslab probe https://example.com/ --db postgres://probe@127.0.0.1/probe\n  \
+    tlslab probe https://example.com/ --transport both --rounds 10 --interval 1m\n  \
+    tlslab probe https://127.0.0.1:8443/ --h3 --cacert certs/ca.pem --rounds 5 --interval 1s\n  \
     tlslab probe exporter --listen 127.0.0.1:9115\n  \
     sudo tlslab probe --path delay=25ms,rate=10mbit --rounds 20 --interval 1s --db wan.sqlite\n  \
     sudo tlslab path --delay 25ms --ready-port 8443 -- tlslab serve --listen 10.201.0.1:8443 ::: \
     tlslab probe https://10.201.0.1:8443/health --insecure --rounds 20 --interval 1s\n\n\
     Each round probes every target once, concurrently, one connection at a time per target: \
     DNS, TCP connect, a full handshake and a GET, then a new connection offering that session \
-    (a resumed handshake, accepted or not) and a GET. Each round is committed to the database \
-    in one transaction; SIGTERM or Ctrl-C finishes the current round and exits."
+    (a resumed handshake, accepted or not) and a GET. Over HTTP/3 (--transport h3|both) there \
+    is no connect: a full QUIC handshake and a 1-RTT GET, then a resumed handshake whose GET \
+    leaves in 0-RTT. Each round is committed to the database in one transaction; SIGTERM or \
+    Ctrl-C finishes the current round and exits."
 )]
 pub struct ProbeArgs {
     /// `report` or `exporter`; without one, probe the targets.
@@ -71,6 +75,43 @@ pub struct ProbeTlsArgs {
     /// Give up on a phase (DNS, connect, handshake, GET) after this long.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+
+    /// What to probe over. tcp: TCP connect, TLS handshakes, HTTP/1.1 GETs. h3: HTTP/3 over
+    /// QUIC at the URL's host and UDP port (no connect): a full QUIC handshake and a GET after
+    /// it (1-RTT), then a connection resuming with the ticket that sends its GET in 0-RTT
+    /// (timed from the first packet to the response's first byte); needs TLS 1.3. both: TCP,
+    /// then HTTP/3 at the endpoint the TCP response's Alt-Svc header names (h3=":PORT", as
+    /// browsers find it; a target that advertises none stops the rounds before the first,
+    /// exit 1, and fails the exporter's HTTP/3 sample as alt_svc:no_alt_svc). The report
+    /// and the exporter keep the transports apart.
+    #[arg(long, value_enum, default_value_t = ProbeTransport::Tcp, value_name = "TRANSPORT")]
+    pub transport: ProbeTransport,
+
+    /// Short for --transport h3.
+    #[arg(long, conflicts_with = "transport")]
+    pub h3: bool,
+}
+
+/// `--transport`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProbeTransport {
+    /// TCP + TLS, HTTP/1.1.
+    Tcp,
+    /// HTTP/3 over QUIC.
+    H3,
+    /// TCP, then HTTP/3 where Alt-Svc says.
+    Both,
+}
+
+impl ProbeTlsArgs {
+    /// The transports asked for (`--h3` or `--transport`).
+    pub fn transports(&self) -> tlslab_probe::Transports {
+        match (self.h3, self.transport) {
+            (true, _) | (false, ProbeTransport::H3) => tlslab_probe::Transports::H3,
+            (false, ProbeTransport::Tcp) => tlslab_probe::Transports::Tcp,
+            (false, ProbeTransport::Both) => tlslab_probe::Transports::Both,
+        }
+    }
 }
 
 /// `tlslab probe URL...`.
@@ -106,7 +147,9 @@ pub struct ProbeRunArgs {
     /// metered, ECDSA P-256, https://10.201.0.1:8443/specweb96/class1_3) across a packet-level
     /// WAN path: the server in one network namespace, the probe in another, so the TCP connect
     /// costs the path's round trip. Needs root (see `tlslab path`); e.g.
-    /// delay=25ms,rate=10mbit,loss=1% (keys as in `lab --path`). pcap=FILE captures every packet
+    /// delay=25ms,rate=10mbit,loss=1% (keys as in `lab --path`). With --transport h3 or both
+    /// the server also serves HTTP/3 on UDP 8443 (stateful tickets and 0-RTT on, and Alt-Svc)
+    /// and QUIC crosses the path. pcap=FILE captures every packet
     /// the path forwards or drops, both directions, to a pcapng file, as `tlslab path --pcap`
     /// (pcap-size=100MB, pcap-files=N); the report names its files and counts. To probe another
     /// server across a path, run both under `tlslab path -- SERVER ::: tlslab probe URL`.

@@ -34,7 +34,9 @@ fn probe_config(
     cfg.sni.clone_from(&a.sni);
     cfg.key_log = crate::output::key_log(a.keylog.as_ref());
     crate::output::warn_key_log(cfg.key_log.as_deref());
-    ProbeConfig::from_load(&cfg, a.timeout).map_err(usage)
+    ProbeConfig::from_load(&cfg, a.timeout)
+        .and_then(|c| c.over(a.transports(), &cfg))
+        .map_err(usage)
 }
 
 fn targets(a: &ProbeRunArgs) -> anyhow::Result<Vec<String>> {
@@ -146,7 +148,8 @@ fn rounds(a: &ProbeRunArgs) -> anyhow::Result<ExitCode> {
     let Some(spec) = &a.path else {
         return probe_rounds(&cfg, &targets, &schedule, &mut store, &a.db);
     };
-    let served = PathServer::start(spec, tlslab_crypto::pki::KeyType::EcdsaP256)
+    let h3 = a.tls.transports() != tlslab_probe::Transports::Tcp;
+    let served = PathServer::start_with(spec, tlslab_crypto::pki::KeyType::EcdsaP256, h3)
         .context("starting the path and its embedded server")?;
     eprintln!("tlslab probe: {}", served.describe());
     let cfg = probe_config(&a.tls, Some(served.roots()))?;
@@ -193,6 +196,29 @@ fn probe_rounds(
                         (Some(p), Some(k)) => format!("  error {p}:{k}"),
                         _ => String::new(),
                     };
+                    if s.transport == tlslab_probe::Transport::H3 {
+                        println!(
+                            "  {}  h3  quic full {} ms  1-RTT GET {} ms  quic resumed {} ms ({})  \
+                             0-RTT GET first byte {} ms ({}){}{err}",
+                            s.target,
+                            f(s.tls_full_us),
+                            f(s.get_us),
+                            f(s.tls_resumed_us),
+                            match s.resumption_accepted {
+                                Some(true) => "accepted",
+                                Some(false) => "refused",
+                                None => "-",
+                            },
+                            f(s.zero_rtt_ttfb_us),
+                            match s.early_data_accepted {
+                                Some(true) => "early data accepted",
+                                Some(false) => "early data rejected",
+                                None => "no early data",
+                            },
+                            s.body_bytes.map(|b| format!(" {b} B")).unwrap_or_default(),
+                        );
+                        continue;
+                    }
                     println!(
                         "  {}  tcp {} ms  full {} ms  resumed {} ms ({})  get {} ms{}  {}{err}",
                         s.target,
@@ -280,7 +306,7 @@ fn report(a: &ProbeReportArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("{}: no handshake to chart", t.target);
                 continue;
             };
-            let path = dir.join(tlslab_probe::svg::file_name(&t.target));
+            let path = dir.join(tlslab_probe::svg::file_name(&t.target, t.transport));
             std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("wrote {}", path.display());
         }

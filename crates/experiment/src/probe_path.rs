@@ -41,14 +41,30 @@ impl PathServer {
     /// an embedded server of a fresh `key` certificate that names the
     /// server's address, serving the SPECweb96 file set.
     pub fn start(cfg: &PathConfig, key: KeyType) -> Result<PathServer, Error> {
+        Self::start_with(cfg, key, false)
+    }
+
+    /// [`PathServer::start`], and with `h3` HTTP/3 too, on UDP [`PORT`] of
+    /// the same address (its TCP responses carry `Alt-Svc`): stateful
+    /// tickets and 0-RTT on, so a resumed QUIC connection's GET can leave
+    /// in early data, as `tlslab serve --tickets off --max-early-data
+    /// 16384 --h3` would serve it.
+    pub fn start_with(cfg: &PathConfig, key: KeyType, h3: bool) -> Result<PathServer, Error> {
         let path = Path::start(cfg)?;
         let handle = path.handle();
         let placement = Placement::split();
         let (server, rig) = rig::on_server(Some(&handle), || {
             let rig = Rig::generate(key, &[handle.server_ip().to_string()], placement)?;
             let mut c = rig.server(Content::Specweb96);
-            c.https = Some(SocketAddr::new(handle.server_ip(), PORT));
-            let server = Server::start(c)?;
+            let addr = SocketAddr::new(handle.server_ip(), PORT);
+            c.https = Some(addr);
+            let server = if h3 {
+                c.tls.tickets = false;
+                c.tls.max_early_data = 16_384;
+                Server::start_with_h3(c, Some(tlslab_server::H3Settings::new(addr)))?
+            } else {
+                Server::start(c)?
+            };
             Ok((server, rig))
         })?;
         Ok(PathServer {

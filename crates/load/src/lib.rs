@@ -58,7 +58,8 @@ pub use validate::validate;
 
 /// The load client's pieces that other engines reuse (`tlslab-probe`):
 /// its TLS client configuration, its round-trip counter and its error
-/// classes, so that a probe and a load run measure the same way.
+/// classes, so that a probe and a load run measure the same way. Its
+/// HTTP/3 client's pieces are in [`quic::http3`].
 pub mod client {
     pub use crate::errors::classify;
     pub use crate::io::RoundTrips;

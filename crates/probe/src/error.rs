@@ -16,6 +16,19 @@ pub enum Error {
     /// The load client refused the configuration (trust, versions).
     #[error(transparent)]
     Load(#[from] tlslab_load::Error),
+    /// `--transport both` found no HTTP/3 endpoint for a target.
+    #[error(
+        "{target} advertises no HTTP/3 endpoint: {reason}. `--transport both` takes the endpoint \
+         from the Alt-Svc header (h3=\":PORT\") of the target's TCP response, as browsers do; \
+         enable HTTP/3 on the server (`tlslab serve --h3` sends Alt-Svc), probe over TCP only \
+         (--transport tcp), or probe HTTP/3 at the URL's own UDP port (--transport h3)"
+    )]
+    NoAltSvc {
+        /// The target URL.
+        target: String,
+        /// What the discovery found instead.
+        reason: String,
+    },
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -25,89 +25,104 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-use crate::round::{ProbeConfig, parse_target, probe_target};
+use crate::config::{ProbeConfig, parse_target};
 use crate::sample::{Phase, Sample};
+use crate::transport::probe_each;
 
-/// The metrics of one probe, as the exporter returns them.
-pub fn metrics(s: &Sample) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP tlslab_probe_phase_seconds Duration of each probe phase, client-observed."
-    );
-    let _ = writeln!(out, "# TYPE tlslab_probe_phase_seconds gauge");
-    for p in [
-        Phase::Dns,
-        Phase::Connect,
-        Phase::TlsFull,
-        Phase::TlsResumed,
-        Phase::Ttfb,
-        Phase::Total,
-    ] {
-        if let Some(us) = s.phase_us(p) {
-            let _ = writeln!(
-                out,
-                "tlslab_probe_phase_seconds{{phase=\"{}\"}} {}",
-                p.name(),
-                us as f64 / 1e6
+/// One metric family: its HELP text and its series (`labels value`).
+struct Family {
+    help: &'static str,
+    series: Vec<String>,
+}
+
+/// The metrics of one probe's samples (one per transport), as the
+/// exporter returns them: every series is labelled `transport="tcp"` or
+/// `transport="h3"`, and each family's HELP and TYPE come once.
+pub fn metrics(samples: &[Sample]) -> String {
+    // Family name → its help and series, in the order first seen.
+    let mut order: Vec<&'static str> = Vec::new();
+    let mut families: HashMap<&'static str, Family> = HashMap::new();
+    let mut add = |name: &'static str, help: &'static str, labels: String, v: Option<f64>| {
+        let Some(v) = v else { return };
+        let f = families.entry(name).or_insert_with(|| {
+            order.push(name);
+            Family {
+                help,
+                series: Vec::new(),
+            }
+        });
+        f.series.push(format!("{name}{{{labels}}} {v}"));
+    };
+    for s in samples {
+        let tr = format!("transport=\"{}\"", s.transport.name());
+        for p in [
+            Phase::Dns,
+            Phase::Connect,
+            Phase::TlsFull,
+            Phase::TlsResumed,
+            Phase::Ttfb,
+            Phase::ZeroRttTtfb,
+            Phase::Total,
+        ] {
+            add(
+                "tlslab_probe_phase_seconds",
+                "Duration of each probe phase, client-observed (over h3: quic_full, quic_resumed, ttfb_1rtt, get_0rtt_first_byte).",
+                format!("{tr},phase=\"{}\"", p.label(s.transport)),
+                s.phase_us(p).map(|us| us as f64 / 1e6),
+            );
+        }
+        // Plain gauges: name, help, value (absent when not measured).
+        #[rustfmt::skip]
+        let gauges: [(&'static str, &'static str, Option<f64>); 7] = [
+            ("tlslab_probe_resumption_accepted", "1 if the server accepted the session offered on the second connection.", s.resumption_accepted.map(|a| f64::from(u8::from(a)))),
+            ("tlslab_probe_early_data_accepted", "Over h3: 1 if the server accepted the resumed connection's 0-RTT GET.", s.early_data_accepted.map(|a| f64::from(u8::from(a)))),
+            ("tlslab_probe_success", "1 if every phase of the probe succeeded.", Some(if s.error_kind.is_none() { 1.0 } else { 0.0 })),
+            ("tlslab_probe_http_body_bytes", "Body bytes of the GET response on the first connection.", s.body_bytes.map(|b| b as f64)),
+            ("tlslab_probe_ssl_earliest_cert_expiry", "The leaf certificate's not-after, Unix seconds.", s.cert_not_after.map(|t| t as f64)),
+            ("tlslab_probe_handshake_round_trips", "Round trips of the full handshake (TCP only).", s.full_handshake_round_trips.map(|t| t as f64)),
+            ("tlslab_probe_handshake_bytes", "Socket bytes (over h3: UDP bytes), both ways, of the full handshake.", s.full_handshake_bytes.map(|t| t as f64)),
+        ];
+        for (name, help, v) in gauges {
+            add(name, help, tr.clone(), v);
+        }
+        if let Some(v) = &s.version {
+            let labels = format!(
+                "{tr},version=\"{}\",suite=\"{}\",group=\"{}\"",
+                esc(v),
+                esc(s.suite.as_deref().unwrap_or("")),
+                esc(s.group.as_deref().unwrap_or(""))
+            );
+            add(
+                "tlslab_probe_tls_version_info",
+                "The negotiated TLS version.",
+                labels,
+                Some(1.0),
+            );
+        }
+        if let Some(k) = &s.error_kind {
+            let labels = format!(
+                "{tr},phase=\"{}\",kind=\"{}\"",
+                esc(s.error_phase.as_deref().unwrap_or("")),
+                esc(k)
+            );
+            add(
+                "tlslab_probe_error_info",
+                "The failed phase and error class.",
+                labels,
+                Some(1.0),
             );
         }
     }
-    // Plain gauges: name, help, value (absent when not measured).
-    #[rustfmt::skip]
-    let gauges = [
-        ("tlslab_probe_resumption_accepted", "1 if the server accepted the session offered on the second connection.", s.resumption_accepted.map(|a| f64::from(u8::from(a)))),
-        ("tlslab_probe_success", "1 if every phase of the probe succeeded.", Some(if s.error_kind.is_none() { 1.0 } else { 0.0 })),
-        ("tlslab_probe_http_body_bytes", "Body bytes of the GET response on the first connection.", s.body_bytes.map(|b| b as f64)),
-        ("tlslab_probe_ssl_earliest_cert_expiry", "The leaf certificate's not-after, Unix seconds.", s.cert_not_after.map(|t| t as f64)),
-        ("tlslab_probe_handshake_round_trips", "Round trips of the full handshake.", s.full_handshake_round_trips.map(|t| t as f64)),
-        ("tlslab_probe_handshake_bytes", "Socket bytes, both ways, of the full handshake.", s.full_handshake_bytes.map(|t| t as f64)),
-    ];
-    for (name, help, v) in gauges {
-        labelled_gauge(&mut out, name, help, "", v);
-    }
-    if let Some(v) = &s.version {
-        let labels = format!(
-            "{{version=\"{}\",suite=\"{}\",group=\"{}\"}}",
-            esc(v),
-            esc(s.suite.as_deref().unwrap_or("")),
-            esc(s.group.as_deref().unwrap_or(""))
-        );
-        let help = "The negotiated TLS version.";
-        labelled_gauge(
-            &mut out,
-            "tlslab_probe_tls_version_info",
-            help,
-            &labels,
-            Some(1.0),
-        );
-    }
-    if let Some(k) = &s.error_kind {
-        let labels = format!(
-            "{{phase=\"{}\",kind=\"{}\"}}",
-            esc(s.error_phase.as_deref().unwrap_or("")),
-            esc(k)
-        );
-        let help = "The failed phase and error class.";
-        labelled_gauge(
-            &mut out,
-            "tlslab_probe_error_info",
-            help,
-            &labels,
-            Some(1.0),
-        );
+    let mut out = String::new();
+    for name in order {
+        let f = &families[name];
+        let _ = writeln!(out, "# HELP {name} {}", f.help);
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for line in &f.series {
+            let _ = writeln!(out, "{line}");
+        }
     }
     out
-}
-
-/// Writes a gauge with its HELP and TYPE lines, if it has a value;
-/// `labels` is empty or `{name="value",…}`.
-fn labelled_gauge(out: &mut String, name: &str, help: &str, labels: &str, v: Option<f64>) {
-    if let Some(v) = v {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        let _ = writeln!(out, "{name}{labels} {v}");
-    }
 }
 
 fn esc(v: &str) -> String {
@@ -178,7 +193,7 @@ async fn handle(
                 if let Err(e) = parse_target(&t) {
                     return Ok(reply(StatusCode::BAD_REQUEST, format!("{e}\n")));
                 }
-                let s = probe_target(&cfg, &t).await;
+                let s = probe_each(&cfg, &t, None).await;
                 Ok(reply(StatusCode::OK, metrics(&s)))
             }
             _ => Ok(reply(
@@ -393,13 +408,29 @@ mod tests {
             version: Some("1.3".into()),
             ..Sample::default()
         };
-        let m = metrics(&s);
-        assert!(
-            m.contains("tlslab_probe_phase_seconds{phase=\"tls_full\"} 0.002"),
+        let h3 = Sample {
+            transport: crate::sample::Transport::H3,
+            zero_rtt_ttfb_us: Some(1_000),
+            early_data_accepted: Some(true),
+            ..s.clone()
+        };
+        let m = metrics(&[s, h3]);
+        for line in [
+            "tlslab_probe_phase_seconds{transport=\"tcp\",phase=\"tls_full\"} 0.002",
+            "tlslab_probe_phase_seconds{transport=\"h3\",phase=\"quic_full\"} 0.002",
+            "tlslab_probe_phase_seconds{transport=\"h3\",phase=\"get_0rtt_first_byte\"} 0.001",
+            "tlslab_probe_resumption_accepted{transport=\"tcp\"} 1",
+            "tlslab_probe_early_data_accepted{transport=\"h3\"} 1",
+            "tlslab_probe_success{transport=\"h3\"} 1",
+        ] {
+            assert!(m.contains(line), "no {line} in {m}");
+        }
+        assert!(m.contains("version=\"1.3\""), "{m}");
+        // One HELP and TYPE per family, whatever the transports.
+        assert_eq!(
+            m.matches("# TYPE tlslab_probe_phase_seconds gauge").count(),
+            1,
             "{m}"
         );
-        assert!(m.contains("tlslab_probe_resumption_accepted 1"), "{m}");
-        assert!(m.contains("tlslab_probe_success 1"), "{m}");
-        assert!(m.contains("version=\"1.3\""), "{m}");
     }
 }

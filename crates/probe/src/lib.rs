@@ -12,24 +12,38 @@
 //! cached handshake) and a daily time series; [`svg`] draws one chart per
 //! target.
 //!
+//! Over HTTP/3 ([`Transports`]) there is no connect: a probe times a fresh
+//! client's full QUIC handshake and a GET after it (1-RTT), then a second
+//! connection that offers the ticket (a resumed handshake) and sends its
+//! GET in 0-RTT, timed from the first packet to the response's first byte
+//! ([`quic`]). `both` probes TCP, then HTTP/3 at the endpoint the TCP
+//! response's `Alt-Svc` names. Each sample carries its [`Transport`], and
+//! the report and the exporter keep them apart.
+//!
 //! It is not a load generator (that is `tlslab-load`, whose TLS client
 //! configuration, round-trip counter and error classes it reuses) and not a
 //! WAN emulator (that is `tlslab relay`).
 
 mod body;
+mod config;
 mod error;
 mod failed;
+pub mod quic;
 mod round;
 mod sample;
 mod schedule;
 mod store;
+mod timed;
+mod transport;
 
 pub mod exporter;
 pub mod report;
 pub mod svg;
 
+pub use config::{ProbeConfig, QuicTls, Transports, parse_target};
 pub use error::Error;
-pub use round::{ProbeConfig, parse_target, probe_target};
-pub use sample::{Phase, Sample};
+pub use round::probe_target;
+pub use sample::{Phase, Sample, Transport};
 pub use schedule::{Schedule, run};
 pub use store::{SqliteStore, Store, StoreError, open as open_store, postgres};
+pub use transport::{discover, h3_endpoint, probe_each};

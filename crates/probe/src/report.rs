@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use tlslab_report::{columns, header, quantile};
 
-use crate::sample::{Phase, Sample};
+use crate::sample::{Phase, Sample, Transport};
 
 /// Width of a histogram bucket, as in seed 003's figures.
 pub const BUCKET_MS: f64 = 10.0;
@@ -19,7 +19,11 @@ pub const BUCKETS: usize = 100;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PhaseStats {
     /// The phase.
+    #[serde(skip)]
     pub phase: Phase,
+    /// Its name over the target's transport ([`Phase::label`]).
+    #[serde(rename = "phase")]
+    pub name: &'static str,
     /// Samples with this phase measured.
     pub count: usize,
     /// Milliseconds.
@@ -35,7 +39,9 @@ pub struct PhaseStats {
     pub histogram_10ms: Vec<u64>,
 }
 
-/// Seed 003's Table 2 for one target, from medians.
+/// Seed 003's Table 2 for one target over one transport, from medians.
+/// Over HTTP/3 there is no TCP connect (`tcp_ms` is empty and counts 0 in
+/// the sums), "SSL" is the QUIC handshake, and the GET is the 1-RTT one.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Table2 {
     /// Median TCP connect (first connections).
@@ -52,6 +58,19 @@ pub struct Table2 {
     pub t_cached_ms: Option<f64>,
     /// 1 − T(cached)/T(new).
     pub savings: Option<f64>,
+    /// Over HTTP/3: median time from the resumed connection's first
+    /// packet to the first byte of its 0-RTT GET's response.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_rtt_first_byte_ms: Option<f64>,
+}
+
+/// 0-RTT over HTTP/3: GETs sent in early data, and accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct EarlyData {
+    /// Resumed connections that sent their GET in 0-RTT.
+    pub sent: u64,
+    /// Of them, those the server accepted.
+    pub accepted: u64,
 }
 
 /// One day (UTC) of one target.
@@ -76,8 +95,14 @@ pub struct Day {
 pub struct TargetReport {
     /// The target URL.
     pub target: String,
+    /// What its connections ran over: one report per target and transport.
+    pub transport: Transport,
     /// Samples in the window.
     pub samples: usize,
+    /// Over HTTP/3: resumed connections that sent a GET in 0-RTT, and of
+    /// them those whose early data the server accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub early_data: Option<EarlyData>,
     /// Errors by `phase:kind`.
     pub errors: BTreeMap<String, u64>,
     /// Second connections that offered a session.
@@ -109,7 +134,7 @@ pub struct Report {
     pub last_sample_ms: Option<i64>,
     /// Samples in the window.
     pub samples: usize,
-    /// One entry per target, in URL order.
+    /// One entry per target and transport, in URL order (TCP first).
     pub targets: Vec<TargetReport>,
 }
 
@@ -136,7 +161,7 @@ fn phase_values(samples: &[&Sample], phase: Phase) -> Vec<f64> {
         .collect()
 }
 
-fn stats(phase: Phase, mut v: Vec<f64>) -> Option<PhaseStats> {
+fn stats(phase: Phase, transport: Transport, mut v: Vec<f64>) -> Option<PhaseStats> {
     if v.is_empty() {
         return None;
     }
@@ -151,6 +176,7 @@ fn stats(phase: Phase, mut v: Vec<f64>) -> Option<PhaseStats> {
     }
     Some(PhaseStats {
         phase,
+        name: phase.label(transport),
         count: v.len(),
         min_ms: v[0],
         median_ms: quantile(&v, 0.5),
@@ -166,13 +192,18 @@ pub fn utc_day(ms: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-fn table2(samples: &[&Sample]) -> Table2 {
+fn table2(samples: &[&Sample], transport: Transport) -> Table2 {
     let tcp = median(phase_values(samples, Phase::Connect));
     let new = median(phase_values(samples, Phase::TlsFull));
     let cached = median(phase_values(samples, Phase::TlsResumed));
     let get = median(phase_values(samples, Phase::Get));
-    let t_new = tcp.zip(new).zip(get).map(|((a, b), c)| a + b + c);
-    let t_cached = tcp.zip(cached).zip(get).map(|((a, b), c)| a + b + c);
+    // No connect over QUIC: the handshake is the first round trip.
+    let connect = match transport {
+        Transport::Tcp => tcp,
+        Transport::H3 => Some(0.0),
+    };
+    let t_new = connect.zip(new).zip(get).map(|((a, b), c)| a + b + c);
+    let t_cached = connect.zip(cached).zip(get).map(|((a, b), c)| a + b + c);
     let savings = t_new
         .zip(t_cached)
         .filter(|(n, _)| *n > 0.0)
@@ -185,10 +216,11 @@ fn table2(samples: &[&Sample]) -> Table2 {
         t_new_ms: t_new,
         t_cached_ms: t_cached,
         savings,
+        zero_rtt_first_byte_ms: median(phase_values(samples, Phase::ZeroRttTtfb)),
     }
 }
 
-fn target_report(target: &str, samples: &[&Sample]) -> TargetReport {
+fn target_report(target: &str, transport: Transport, samples: &[&Sample]) -> TargetReport {
     let mut errors = BTreeMap::new();
     let mut versions = BTreeMap::new();
     let (mut offered, mut accepted) = (0, 0);
@@ -209,7 +241,7 @@ fn target_report(target: &str, samples: &[&Sample]) -> TargetReport {
     }
     let phases = Phase::ALL
         .iter()
-        .filter_map(|&p| stats(p, phase_values(samples, p)))
+        .filter_map(|&p| stats(p, transport, phase_values(samples, p)))
         .collect();
     let mut by_day: BTreeMap<String, Vec<&Sample>> = BTreeMap::new();
     for s in samples {
@@ -238,24 +270,40 @@ fn target_report(target: &str, samples: &[&Sample]) -> TargetReport {
             }
         })
         .collect();
+    let sent = samples
+        .iter()
+        .filter(|s| s.early_data_accepted.is_some())
+        .count() as u64;
+    let early_data = (transport == Transport::H3).then(|| EarlyData {
+        sent,
+        accepted: samples
+            .iter()
+            .filter(|s| s.early_data_accepted == Some(true))
+            .count() as u64,
+    });
     TargetReport {
         target: target.to_string(),
+        transport,
         samples: samples.len(),
+        early_data,
         errors,
         resumption_offered: offered,
         resumption_accepted: accepted,
         versions,
         phases,
-        table2: table2(samples),
+        table2: table2(samples, transport),
         days,
     }
 }
 
 /// Builds the report of `samples` (already limited to the window).
 pub fn build(samples: &[Sample], since_ms: Option<i64>, until_ms: Option<i64>) -> Report {
-    let mut by_target: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+    let mut by_target: BTreeMap<(&str, Transport), Vec<&Sample>> = BTreeMap::new();
     for s in samples {
-        by_target.entry(&s.target).or_default().push(s);
+        by_target
+            .entry((&s.target, s.transport))
+            .or_default()
+            .push(s);
     }
     Report {
         observed: "client-observed by tlslab probe, over the samples in the window",
@@ -266,13 +314,45 @@ pub fn build(samples: &[Sample], since_ms: Option<i64>, until_ms: Option<i64>) -
         samples: samples.len(),
         targets: by_target
             .into_iter()
-            .map(|(t, v)| target_report(t, &v))
+            .map(|((t, transport), v)| target_report(t, transport, &v))
             .collect(),
     }
 }
 
 fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_string(), |x| format!("{x:.2}"))
+}
+
+/// Seed 003's Table 2 of one target as one line, in its transport's terms.
+fn table2_line(t: &TargetReport) -> String {
+    let x = &t.table2;
+    let savings = x.savings.map_or_else(
+        || "- (no accepted resumption)".into(),
+        |s| format!("{:.1} %", s * 100.0),
+    );
+    match t.transport {
+        Transport::Tcp => format!(
+            "  Table 2 (medians, ms): TCP {}  SSL new {}  SSL cached {}  GET {}  \
+             T(new) {}  T(cached) {}  savings {savings}\n",
+            opt(x.tcp_ms),
+            opt(x.ssl_new_ms),
+            opt(x.ssl_cached_ms),
+            opt(x.get_ms),
+            opt(x.t_new_ms),
+            opt(x.t_cached_ms),
+        ),
+        Transport::H3 => format!(
+            "  Table 2 over HTTP/3 (medians, ms; no connect): QUIC full {}  QUIC resumed {}  \
+             1-RTT GET {}  T(new) {}  T(cached) {}  savings {savings}  \
+             0-RTT GET first byte {}\n",
+            opt(x.ssl_new_ms),
+            opt(x.ssl_cached_ms),
+            opt(x.get_ms),
+            opt(x.t_new_ms),
+            opt(x.t_cached_ms),
+            opt(x.zero_rtt_first_byte_ms),
+        ),
+    }
 }
 
 fn chart(out: &mut String, title: &str, hist: &[u64]) {
@@ -309,7 +389,11 @@ impl Report {
             let _ = writeln!(out, "no samples in the window");
         }
         for t in &self.targets {
-            let _ = writeln!(out, "\n== {} ({} samples)", t.target, t.samples);
+            let over = match t.transport {
+                Transport::Tcp => "TCP + TLS",
+                Transport::H3 => "HTTP/3 over QUIC",
+            };
+            let _ = writeln!(out, "\n== {} over {over} ({} samples)", t.target, t.samples);
             let vs: Vec<String> = t
                 .versions
                 .iter()
@@ -326,38 +410,30 @@ impl Report {
                 t.resumption_accepted,
                 t.resumption_offered
             );
+            if let Some(e) = t.early_data {
+                let _ = writeln!(
+                    out,
+                    "  0-RTT: {} GET(s) sent in early data, {} accepted",
+                    e.sent, e.accepted
+                );
+            }
             if !t.errors.is_empty() {
                 let es: Vec<String> = t.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
                 let _ = writeln!(out, "  errors: {}", es.join(", "));
             }
             let mut rows = vec![header("phase|count|min ms|median|p90|p99")];
             rows.extend(t.phases.iter().map(|p| {
-                let mut row = vec![p.phase.name().to_string(), p.count.to_string()];
+                let mut row = vec![p.name.to_string(), p.count.to_string()];
                 row.extend([p.min_ms, p.median_ms, p.p90_ms, p.p99_ms].map(|v| format!("{v:.2}")));
                 row
             }));
-            out.push_str(&columns("  ", &[-12, 6, 9, 9, 9, 9], &rows));
+            out.push_str(&columns("  ", &[-20, 6, 9, 9, 9, 9], &rows));
             for p in &t.phases {
                 if matches!(p.phase, Phase::TlsFull | Phase::TlsResumed) {
-                    chart(&mut out, p.phase.name(), &p.histogram_10ms);
+                    chart(&mut out, p.name, &p.histogram_10ms);
                 }
             }
-            let x = &t.table2;
-            let _ = writeln!(
-                out,
-                "  Table 2 (medians, ms): TCP {}  SSL new {}  SSL cached {}  GET {}  \
-                 T(new) {}  T(cached) {}  savings {}",
-                opt(x.tcp_ms),
-                opt(x.ssl_new_ms),
-                opt(x.ssl_cached_ms),
-                opt(x.get_ms),
-                opt(x.t_new_ms),
-                opt(x.t_cached_ms),
-                x.savings.map_or_else(
-                    || "- (no accepted resumption)".into(),
-                    |s| format!("{:.1} %", s * 100.0)
-                )
-            );
+            out.push_str(&table2_line(t));
             let mut rows = vec![header(
                 "day (UTC)|samples|errors|full med ms|resumed med ms|accepted",
             )];
@@ -382,6 +458,7 @@ impl Report {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record([
             "target",
+            "transport",
             "phase",
             "count",
             "min_ms",
@@ -393,7 +470,8 @@ impl Report {
             for p in &t.phases {
                 w.write_record([
                     t.target.clone(),
-                    p.phase.name().to_string(),
+                    t.transport.name().to_string(),
+                    p.name.to_string(),
                     p.count.to_string(),
                     format!("{:.3}", p.min_ms),
                     format!("{:.3}", p.median_ms),

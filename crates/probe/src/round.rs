@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustls::HandshakeKind;
 use rustls::client::{Resumption, Tls12Resumption};
 use rustls::pki_types::ServerName;
-use rustls::{ClientConfig, HandshakeKind};
 use tlslab_crypto::store::ClientSessions;
 use tlslab_load::Target;
 use tlslab_load::client::{RoundTrips, classify};
@@ -19,72 +19,13 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::body::{Body, Framing};
-use crate::error::Error;
+use crate::config::{ProbeConfig, parse_target};
 use crate::failed::Failed;
 use crate::sample::{Phase, Sample, now_ms};
-
-/// How targets are probed.
-#[derive(Clone, Debug)]
-pub struct ProbeConfig {
-    /// The client TLS configuration (trust, versions, ALPN), as
-    /// [`tlslab_load::client::tls_config`] builds it; its session store is
-    /// replaced per probe.
-    pub tls: Arc<ClientConfig>,
-    /// The server name to send and verify instead of the URL's host.
-    pub sni: Option<String>,
-    /// Each phase (DNS, connect, handshake, GET) gives up after this long.
-    pub timeout: Duration,
-}
-
-impl ProbeConfig {
-    /// A probe configuration from a load configuration's TLS settings.
-    pub fn from_load(cfg: &tlslab_load::LoadConfig, timeout: Duration) -> Result<Self, Error> {
-        if timeout.is_zero() {
-            return Err(Error::ZeroTimeout);
-        }
-        Ok(ProbeConfig {
-            tls: Arc::new(tlslab_load::client::tls_config(cfg)?),
-            sni: cfg.sni.clone(),
-            timeout,
-        })
-    }
-}
-
-fn micros(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
-}
+use crate::timed::{micros, timed};
 
 fn io_failed(e: &std::io::Error) -> Failed {
     Failed(classify(e), e.to_string())
-}
-
-async fn timed<T, F>(limit: Duration, f: F) -> Result<(T, Duration), Failed>
-where
-    F: std::future::Future<Output = Result<T, Failed>>,
-{
-    let start = Instant::now();
-    match tokio::time::timeout(limit, f).await {
-        Ok(Ok(v)) => Ok((v, start.elapsed())),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(Failed(
-            "timeout".into(),
-            format!("no answer within {limit:?} (--timeout)"),
-        )),
-    }
-}
-
-/// Parses a probe target: an `https://` URL. An `http://` one is refused
-/// (the probe times TLS handshakes), with the fix in the message.
-pub fn parse_target(url: &str) -> Result<Target, String> {
-    let t = Target::parse(url).map_err(|e| e.to_string())?;
-    if t.scheme != tlslab_load::Scheme::Https {
-        let rest = url.trim().split_once("://").map_or(url, |(_, r)| r);
-        return Err(format!(
-            "{url}: the probe times TLS handshakes, so it needs an https:// URL \
-             (write https://{rest})"
-        ));
-    }
-    Ok(t)
 }
 
 /// Probes `url` once. Never fails: a failure is recorded in the sample
@@ -214,6 +155,7 @@ struct Conn {
     chain_len: Option<i64>,
     bytes: Option<i64>,
     round_trips: Option<i64>,
+    alt_svc: Option<String>,
 }
 
 impl Conn {
@@ -234,6 +176,7 @@ impl Conn {
         s.chain_len = self.chain_len;
         s.full_handshake_bytes = self.bytes;
         s.full_handshake_round_trips = self.round_trips;
+        s.alt_svc.clone_from(&self.alt_svc);
     }
 
     fn fill_second(&self, s: &mut Sample) {
@@ -301,6 +244,7 @@ async fn connection(
             c.ttfb = Some(g.ttfb);
             c.get = Some(g.total);
             c.body_bytes = Some(g.body_bytes);
+            c.alt_svc = g.alt_svc;
         }
         Err(f) => return Err((Step::Get, f, c)),
     }
@@ -353,6 +297,8 @@ struct Got {
     /// The most bytes [`get`] held at once (the head buffer): bounded by
     /// [`MAX_HEAD`] plus one read, whatever the body's size.
     peak_held: usize,
+    /// The response's `Alt-Svc` header, if any.
+    alt_svc: Option<String>,
 }
 
 /// The longest response head read.
@@ -382,6 +328,7 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin>(
         let mut ttfb = None;
         let mut peak_held = 0;
         let mut head: Option<(u16, Body)> = None;
+        let mut alt_svc = None;
         loop {
             let n = match s.read(&mut chunk).await {
                 Ok(n) => n,
@@ -397,7 +344,8 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin>(
                     head_buf.extend_from_slice(&chunk[..n]);
                     peak_held = peak_held.max(head_buf.capacity());
                     match parse_head(&head_buf)? {
-                        Some((status, body_at, framing)) => {
+                        Some((status, body_at, framing, alt)) => {
+                            alt_svc = alt;
                             let mut body = Body::new(framing);
                             let done = body.feed(&head_buf[body_at..])?;
                             head_buf = Vec::new();
@@ -425,6 +373,7 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin>(
                     total: start.elapsed(),
                     body_bytes: body.bytes,
                     peak_held: peak_held + chunk.len(),
+                    alt_svc: alt_svc.take(),
                 });
             }
         }
@@ -438,7 +387,11 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing)>, Failed> {
+/// A response head: its status, where its body starts, the body's
+/// framing and its `Alt-Svc` header (the last one, at most 1 KiB kept).
+type Head = (u16, usize, Framing, Option<String>);
+
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, Failed> {
     let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
         if buf.len() > MAX_HEAD {
             return Err(Failed(
@@ -463,6 +416,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing)>, Failed> {
             )
         })?;
     let mut framing = Framing::Close;
+    let mut alt_svc = None;
     for line in lines {
         let Some((k, v)) = line.split_once(':') else {
             continue;
@@ -476,12 +430,14 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing)>, Failed> {
             && v.to_ascii_lowercase().contains("chunked")
         {
             framing = Framing::Chunked;
+        } else if k.eq_ignore_ascii_case("alt-svc") {
+            alt_svc = Some(v.chars().take(1024).collect());
         }
     }
     if status == 204 || status == 304 {
         framing = Framing::Length(0);
     }
-    Ok(Some((status, end + 4, framing)))
+    Ok(Some((status, end + 4, framing, alt_svc)))
 }
 
 #[cfg(test)]
@@ -490,15 +446,22 @@ mod tests {
 
     #[test]
     fn heads_are_parsed_for_their_framing() {
-        let (st, at, f) = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+        let (st, at, f, alt) = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
             .ok()
             .flatten()
             .expect("complete head");
         assert_eq!((st, at), (200, 38));
         assert!(matches!(f, Framing::Length(5)));
+        assert_eq!(alt, None);
+        let (_, _, _, alt) =
+            parse_head(b"HTTP/1.1 200 OK\r\nalt-svc: h3=\":8443\"; ma=86400\r\n\r\n")
+                .ok()
+                .flatten()
+                .expect("head");
+        assert_eq!(alt.as_deref(), Some("h3=\":8443\"; ma=86400"));
         assert!(parse_head(b"HTTP/1.1 200 OK\r\n").ok().flatten().is_none());
         assert!(parse_head(b"SSH-2.0\r\n\r\n").is_err());
-        let (_, _, f) = parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let (_, _, f, _) = parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
             .ok()
             .flatten()
             .expect("head");

@@ -6,10 +6,11 @@ use std::time::Duration;
 use rand::{RngExt, SeedableRng};
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::config::{ProbeConfig, Transports};
 use crate::error::Error;
-use crate::round::{ProbeConfig, probe_target};
 use crate::sample::{Sample, now_ms};
 use crate::store::{Store, StoreError};
+use crate::transport::{discover, probe_each};
 
 /// When rounds run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +26,9 @@ pub struct Schedule {
 /// Runs rounds until `schedule.rounds` are done or SIGTERM/SIGINT arrives
 /// (the round in progress finishes and is committed first). Each committed
 /// round is passed to `on_round` with its id. Returns the rounds committed.
+/// With [`Transports::Both`], each target's HTTP/3 endpoint is found from
+/// its `Alt-Svc` before the first round ([`Error::NoAltSvc`] if it
+/// advertises none); each round then follows what its TCP response says.
 pub async fn run<S: Store>(
     cfg: &ProbeConfig,
     targets: &[String],
@@ -34,6 +38,13 @@ pub async fn run<S: Store>(
 ) -> Result<u64, Error> {
     if targets.is_empty() {
         return Err(Error::NoTargets);
+    }
+    let mut known = Vec::with_capacity(targets.len());
+    for t in targets {
+        known.push(match cfg.transports {
+            Transports::Both => Some(discover(cfg, t).await?),
+            Transports::Tcp | Transports::H3 => None,
+        });
     }
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -50,12 +61,13 @@ pub async fn run<S: Store>(
             for (i, t) in targets.iter().enumerate() {
                 let cfg = cfg.clone();
                 let t = t.clone();
-                set.spawn(async move { (i, probe_target(&cfg, &t).await) });
+                let known = known[i].clone();
+                set.spawn(async move { (i, probe_each(&cfg, &t, known.as_ref()).await) });
             }
-            let mut out: Vec<Option<Sample>> = vec![None; targets.len()];
+            let mut out: Vec<Vec<Sample>> = vec![Vec::new(); targets.len()];
             while let Some(r) = set.join_next().await {
                 if let Ok((i, s)) = r {
-                    out[i] = Some(s);
+                    out[i] = s;
                 }
             }
             out.into_iter().flatten().collect::<Vec<_>>()

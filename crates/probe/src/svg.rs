@@ -6,7 +6,7 @@
 use plotters::prelude::*;
 
 use crate::report::{BUCKET_MS, TargetReport};
-use crate::sample::Phase;
+use crate::sample::{Phase, Transport};
 
 const FULL: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const RESUMED: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
@@ -43,7 +43,13 @@ pub fn target_svg(t: &TargetReport) -> Option<String> {
         let x_max = (n as f64) * BUCKET_MS;
         let mut chart = ChartBuilder::on(&top)
             .caption(
-                format!("{}: handshake time (client-observed)", t.target),
+                match t.transport {
+                    Transport::Tcp => format!("{}: handshake time (client-observed)", t.target),
+                    Transport::H3 => format!(
+                        "{} over HTTP/3: QUIC handshake time (client-observed)",
+                        t.target
+                    ),
+                },
                 ("sans-serif", 16),
             )
             .margin(12)
@@ -139,9 +145,10 @@ pub fn target_svg(t: &TargetReport) -> Option<String> {
     Some(svg)
 }
 
-/// A file name for `target`'s chart: its URL with anything but letters,
-/// digits, `.` and `-` replaced by `_`.
-pub fn file_name(target: &str) -> String {
+/// A file name for the chart of `target` over `transport`: its URL with
+/// anything but letters, digits, `.` and `-` replaced by `_`, and `-h3`
+/// after it over HTTP/3.
+pub fn file_name(target: &str, transport: Transport) -> String {
     let stem: String = target
         .trim_start_matches("https://")
         .trim_start_matches("http://")
@@ -154,7 +161,11 @@ pub fn file_name(target: &str) -> String {
             }
         })
         .collect();
-    format!("{}.svg", stem.trim_matches('_'))
+    let suffix = match transport {
+        Transport::Tcp => "",
+        Transport::H3 => "-h3",
+    };
+    format!("{}{suffix}.svg", stem.trim_matches('_'))
 }
 
 #[cfg(test)]
@@ -183,7 +194,14 @@ mod tests {
             svg.contains("<polyline") || svg.contains("<path"),
             "no lines"
         );
-        assert_eq!(file_name("https://a.example/x?y"), "a.example_x_y.svg");
+        assert_eq!(
+            file_name("https://a.example/x?y", Transport::Tcp),
+            "a.example_x_y.svg"
+        );
+        assert_eq!(
+            file_name("https://a.example/x?y", Transport::H3),
+            "a.example_x_y-h3.svg"
+        );
         let none = crate::report::build(&[], None, None);
         assert!(none.targets.is_empty());
     }

@@ -2,7 +2,10 @@
 //! Dramatically Improved by Caching SSL Session Keys"): Table 2, the median
 //! TCP connect, full and cached handshake and GET times and the savings of
 //! caching, redone by the probe against an embedded server behind
-//! `tlslab relay` at several round-trip times.
+//! `tlslab relay` at several round-trip times. Across the packet-level
+//! path each round-trip time also gets an HTTP/3 cell: the QUIC handshakes,
+//! the 1-RTT GET and the 0-RTT GET's first byte (QUIC cannot cross the
+//! relay, which carries TCP).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,7 +13,8 @@ use std::time::Duration;
 
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_crypto::provider::Version;
-use tlslab_probe::{ProbeConfig, Sample, probe_target};
+use tlslab_probe::quic::{Endpoint, probe_h3};
+use tlslab_probe::{ProbeConfig, Sample, Transports, probe_target};
 use tlslab_report::study::{
     Cell, CellMetrics, Comparison, EngineReport, ProbeCell, ProbeCells, RelayCounts, StudyResults,
 };
@@ -39,6 +43,7 @@ pub const TABLE2: Builtin = Builtin {
                     "rtt_ms": p.rtts_ms,
                     "versions": p.versions.iter().map(|v| v.short()).collect::<Vec<_>>(),
                     "samples_per_cell": p.samples,
+                    "h3_on_packet_path": true,
                     "key": "rsa2048",
                     "path": crate::lab::PATH,
                 }
@@ -52,6 +57,41 @@ struct Plan {
     rtts_ms: Vec<u64>,
     versions: Vec<Version>,
     samples: usize,
+}
+
+/// What one cell probes over: TCP with one TLS version, or HTTP/3 (TLS 1.3
+/// inside QUIC; across the packet path only, for tlslab relay carries TCP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arm {
+    Tcp(Version),
+    H3,
+}
+
+impl Arm {
+    /// The arms of one round-trip time over `kind`.
+    fn all(p: &Plan, kind: PathKind) -> Vec<Arm> {
+        let mut v: Vec<Arm> = p.versions.iter().map(|&v| Arm::Tcp(v)).collect();
+        if kind == PathKind::Packet {
+            v.push(Arm::H3);
+        }
+        v
+    }
+
+    /// The TLS version negotiated.
+    fn version(self) -> Version {
+        match self {
+            Arm::Tcp(v) => v,
+            Arm::H3 => Version::Tls13,
+        }
+    }
+
+    /// What a point's name says of the arm: `tls1.3`, `h3`.
+    fn point(self) -> String {
+        match self {
+            Arm::Tcp(v) => format!("tls{}", v.short()),
+            Arm::H3 => "h3".into(),
+        }
+    }
 }
 
 fn plan(quick: bool) -> Plan {
@@ -115,7 +155,12 @@ pub const TABLE2_PAPER: [PaperRow; 5] = [
 fn run(s: &mut Session) -> Result<(), StudyError> {
     let p = plan(s.quick);
     let kinds = s.wan.kinds();
-    s.set_planned(p.rtts_ms.len() * p.versions.len() * kinds.len());
+    s.set_planned(
+        kinds
+            .iter()
+            .map(|&k| p.rtts_ms.len() * Arm::all(&p, k).len())
+            .sum(),
+    );
     s.say(&format!(
         "seed003-table2: {} probes per cell over {} at RTT {:?} ms; times are client-observed by \
          the probe",
@@ -163,8 +208,15 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
 }
 
 /// The probes of one cell, on a runtime of the calling thread (so their
-/// sockets are in its network namespace).
-fn probes(cfg: &ProbeConfig, url: &str, n: usize, id: &str) -> Result<Vec<Sample>, crate::Error> {
+/// sockets are in its network namespace): over TCP, or over HTTP/3 at
+/// `h3` (the server's UDP port).
+fn probes(
+    cfg: &ProbeConfig,
+    url: &str,
+    h3: Option<&Endpoint>,
+    n: usize,
+    id: &str,
+) -> Result<Vec<Sample>, crate::Error> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -172,7 +224,10 @@ fn probes(cfg: &ProbeConfig, url: &str, n: usize, id: &str) -> Result<Vec<Sample
     Ok(rt.block_on(async {
         let mut out = Vec::new();
         for _ in 0..n {
-            out.push(probe_target(cfg, url).await);
+            out.push(match h3 {
+                Some(at) => probe_h3(cfg, url, Some(at)).await,
+                None => probe_target(cfg, url).await,
+            });
         }
         out
     }))
@@ -188,8 +243,8 @@ fn run_cells(
     loopback: Option<(&Server, &Rig)>,
 ) -> Result<(), StudyError> {
     for &rtt in &p.rtts_ms {
-        for &v in &p.versions {
-            let point = format!("rtt{rtt}ms-tls{}{}", v.short(), kind.suffix());
+        for arm in Arm::all(p, kind) {
+            let point = format!("rtt{rtt}ms-{}{}", arm.point(), kind.suffix());
             let id = format!("{point}-r1");
             if s.has(&id) {
                 continue;
@@ -206,8 +261,8 @@ fn run_cells(
                     };
                     let path = RttPath::relay(rtt_d, upstream, &id)?;
                     let url = path.url(upstream.port(), crate::lab::PATH);
-                    let cfg = probe_config(&rig.roots, v, "localhost")?;
-                    let samples = probes(&cfg, &url, p.samples, &id);
+                    let cfg = probe_config(&rig.roots, arm, "localhost")?;
+                    let samples = probes(&cfg, &url, None, p.samples, &id);
                     (samples?, path.stop()?)
                 }
                 None => {
@@ -220,13 +275,25 @@ fn run_cells(
                         let rig = Rig::generate(KeyType::Rsa2048, &sans, placement)?;
                         let mut c = rig.server(Content::Specweb96);
                         c.https = Some(rig::server_bind(h));
-                        Ok((Server::start(c)?, rig))
+                        let server = if arm == Arm::H3 {
+                            // QUIC's 0-RTT needs stateful tickets.
+                            c.tls.tickets = false;
+                            c.tls.max_early_data = 16_384;
+                            rig::start_with_h3(c)?
+                        } else {
+                            Server::start(c)?
+                        };
+                        Ok((server, rig))
                     })?;
                     let port = server.0.https_addr().map_or(0, |a| a.port());
                     let url = path.url(port, crate::lab::PATH);
                     let host = rig::server_host(h);
-                    let samples = probe_config(&server.1.roots, v, &host).and_then(|cfg| {
-                        rig::on_client(h, || probes(&cfg, &url, p.samples, &id))
+                    let h3 = server.0.h3_addr().map(|a| Endpoint {
+                        host: None,
+                        port: a.port(),
+                    });
+                    let samples = probe_config(&server.1.roots, arm, &host).and_then(|cfg| {
+                        rig::on_client(h, || probes(&cfg, &url, h3.as_ref(), p.samples, &id))
                             .map_err(StudyError::from)
                     });
                     server.0.shutdown();
@@ -236,7 +303,7 @@ fn run_cells(
             if let Stopped::Packet(r) = &stopped {
                 s.say_capture(&id, r);
             }
-            let cell = cell(s, p, &id, point, rtt, v, kind, started, &samples, stopped)?;
+            let cell = cell(s, p, &id, point, rtt, arm, kind, started, &samples, stopped)?;
             s.push(cell)?;
         }
     }
@@ -245,25 +312,38 @@ fn run_cells(
 
 fn probe_config(
     roots: &rustls::RootCertStore,
-    v: Version,
+    arm: Arm,
     host: &str,
 ) -> Result<ProbeConfig, StudyError> {
     let mut load = tlslab_load::LoadConfig::new(vec![
         tlslab_load::Target::parse(&format!("https://{host}:443/")).map_err(crate::Error::from)?,
     ]);
-    load.versions = vec![v];
+    load.versions = vec![arm.version()];
     load.trust = tlslab_load::Trust::Roots(roots.clone());
     load.sni = Some(host.into());
     let tls = tlslab_load::client::tls_config(&load).map_err(crate::Error::from)?;
-    Ok(ProbeConfig {
+    let cfg = ProbeConfig {
         tls: Arc::new(tls),
         sni: Some(host.into()),
         timeout: Duration::from_secs(10),
+        transports: Transports::Tcp,
+        quic: None,
+    };
+    Ok(match arm {
+        Arm::Tcp(_) => cfg,
+        Arm::H3 => cfg
+            .over(Transports::H3, &load)
+            .map_err(|e| crate::Error::empty("seed003-table2", e.to_string()))?,
     })
 }
 
 /// An equivalent command line of a cell.
-fn command_line(p: &Plan, rtt: u64, v: Version, kind: PathKind) -> String {
+fn command_line(p: &Plan, rtt: u64, arm: Arm, kind: PathKind) -> String {
+    let v = arm.version();
+    let (serve_h3, probe_h3) = match arm {
+        Arm::Tcp(_) => ("", ""),
+        Arm::H3 => (" --tickets off --max-early-data 16384 --h3", " --h3"),
+    };
     let certs = format!(
         "tlslab certs --key rsa2048{} --out certs",
         match kind {
@@ -273,8 +353,8 @@ fn command_line(p: &Plan, rtt: u64, v: Version, kind: PathKind) -> String {
     );
     let probe = |target: &str, sni: &str| {
         format!(
-            "tlslab probe run {target}{} --tls {} --sni {sni} --cacert certs/{} --interval 1s \
-             --rounds {} --db table2.sqlite",
+            "tlslab probe {target}{}{probe_h3} --tls {} --sni {sni} --cacert certs/{} \
+             --interval 1s --rounds {} --db table2.sqlite",
             crate::lab::PATH,
             v.short(),
             pki::CA_CERT_FILE,
@@ -283,7 +363,8 @@ fn command_line(p: &Plan, rtt: u64, v: Version, kind: PathKind) -> String {
     };
     let serve = |listen: &str| {
         format!(
-            "tlslab serve --cert certs/{} --key-file certs/{} --listen {listen} --threads 1 --tls {}",
+            "tlslab serve --cert certs/{} --key-file certs/{} --listen {listen} --threads 1 --tls \
+             {}{serve_h3}",
             pki::CHAIN_FILE,
             pki::KEY_FILE,
             v.short()
@@ -315,7 +396,7 @@ fn cell(
     id: &str,
     point: String,
     rtt: u64,
-    v: Version,
+    arm: Arm,
     kind: PathKind,
     started: u64,
     samples: &[Sample],
@@ -343,17 +424,22 @@ fn cell(
     };
     let us = |ms: Option<f64>| ms.map(|m| (m * 1000.0).round() as u64);
     let p50 = |ms: Option<f64>| us(ms).map(|v| vec![(50.0, v)]).unwrap_or_default();
+    let v = arm.version();
+    let mut factors = BTreeMap::from([
+        ("rtt_ms".to_string(), rtt.to_string()),
+        ("version".to_string(), v.short().to_string()),
+        ("path".to_string(), kind.name().to_string()),
+    ]);
+    if arm == Arm::H3 {
+        factors.insert("transport".into(), "h3".into());
+    }
     let cell = Cell {
         id: id.to_string(),
         point,
-        factors: BTreeMap::from([
-            ("rtt_ms".to_string(), rtt.to_string()),
-            ("version".to_string(), v.short().to_string()),
-            ("path".to_string(), kind.name().to_string()),
-        ]),
+        factors,
         repeat: 1,
         order: 0,
-        command_line: command_line(p, rtt, v, kind),
+        command_line: command_line(p, rtt, arm, kind),
         started_unix_ms: started,
         metrics: CellMetrics {
             window_s: samples.len() as f64,
@@ -363,6 +449,9 @@ fn cell(
             handshake_full_us: p50(t.table2.ssl_new_ms),
             handshake_resumed_us: p50(t.table2.ssl_cached_ms),
             connect_p50_us: us(t.table2.tcp_ms),
+            // Over HTTP/3: the resumed connection's first packet to its
+            // 0-RTT GET's first byte.
+            ttfb_p50_us: us(t.table2.zero_rtt_first_byte_ms),
             full_round_trips: mean(|x| x.full_handshake_round_trips),
             resumed_round_trips: mean(|x| x.resumed_handshake_round_trips),
             reuse_achieved: t.resumption_accepted as f64 / t.resumption_offered.max(1) as f64,
@@ -397,12 +486,19 @@ fn cell(
     Ok(cell)
 }
 
+/// Whether a cell probed HTTP/3 over QUIC.
+fn is_h3(c: &Cell) -> bool {
+    c.factors.get("transport").is_some_and(|t| t == "h3")
+}
+
 /// Table 2's figures for one cell: T, Snc, Sc, H (ms) and the savings.
+/// Over HTTP/3 T is 0: there is no connect, the handshake's first flight
+/// opens the connection.
 fn today(c: &Cell) -> Option<(f64, f64, f64, f64)> {
     let m = &c.metrics;
     let ms = |v: Option<u64>| v.map(|x| x as f64 / 1000.0);
     Some((
-        ms(m.connect_p50_us)?,
+        ms(m.connect_p50_us).or(is_h3(c).then_some(0.0))?,
         ms(CellMetrics::at(&m.handshake_full_us, 50.0))?,
         ms(CellMetrics::at(&m.handshake_resumed_us, 50.0))?,
         ms(CellMetrics::at(&m.latency_us, 50.0))?,
@@ -439,31 +535,46 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
             savings: psav,
         } = *site;
         let kind = c.factors.get("path").map_or("relay", String::as_str);
-        let label = format!("RTT {rtt} ms, TLS {v}, path {kind} (paper: {host}, TCP {pt} ms)");
-        let measured = if kind == "packet" {
+        let h3 = is_h3(c);
+        let over = if h3 {
+            "HTTP/3 over QUIC (TLS 1.3)".to_string()
+        } else {
+            format!("TLS {v}")
+        };
+        let label = format!("RTT {rtt} ms, {over}, path {kind} (paper: {host}, TCP {pt} ms)");
+        let measured = if h3 {
+            "client-observed by the probe over HTTP/3 across the packet-level path (tlslab \
+             path, QUIC's datagrams between two namespaces), median over the cell's probes"
+        } else if kind == "packet" {
             "client-observed by the probe across the packet-level path (tlslab path, the \
              kernel's TCP between two namespaces), median over the cell's probes"
         } else {
             "client-observed by the probe through tlslab relay, median over the cell's probes"
         };
-        out.push(compare(
-            &format!("TCP connect (T), {label}"),
-            &format!("{pt} ms"),
-            "seed 003, Table 2 (T)",
-            Some(t),
-            "ms",
-            measured,
-            vec![c.id.clone()],
-            if kind == "packet" {
-                "a real TCP connect takes one round trip (SYN, SYN-ACK): trust this column \
+        if !h3 {
+            out.push(compare(
+                &format!("TCP connect (T), {label}"),
+                &format!("{pt} ms"),
+                "seed 003, Table 2 (T)",
+                Some(t),
+                "ms",
+                measured,
+                vec![c.id.clone()],
+                if kind == "packet" {
+                    "a real TCP connect takes one round trip (SYN, SYN-ACK): trust this column \
                  from the packet path"
-            } else {
-                "the relay accepts the TCP connection on loopback and delays only data, so T \
+                } else {
+                    "the relay accepts the TCP connection on loopback and delays only data, so T \
                  is local (about 0.2 ms), not a round trip: do not trust this column from the \
                  relay; its Snc, Sc and H are right"
-            },
-        ));
-        let hs_reason = if v == "1.2" {
+                },
+            ));
+        }
+        let hs_reason = if h3 {
+            "QUIC's full handshake takes one round trip with no connect before it: its first \
+             flight carries the ClientHello, so the paper's T and Snc (three round trips in \
+             1998) shrink to one"
+        } else if v == "1.2" {
             "TLS 1.2's full handshake takes two round trips, as SSL 3.0's did; the rest of the \
              paper's time was 1998 server queueing and a 100 MHz client (at least 40 ms locally)"
         } else {
@@ -488,9 +599,31 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
             "ms",
             measured,
             vec![c.id.clone()],
-            "a resumption takes one round trip then and now; today's key schedule costs \
-             microseconds where SSLeay on a 100 MHz Pentium took about 10 ms",
+            if h3 {
+                "a QUIC resumption takes one round trip, as TLS 1.3's does, with no connect \
+                 before it; its GET can leave in 0-RTT beside it (the row below)"
+            } else {
+                "a resumption takes one round trip then and now; today's key schedule costs \
+                 microseconds where SSLeay on a 100 MHz Pentium took about 10 ms"
+            },
         ));
+        if let Some(zero) = c.metrics.ttfb_p50_us.filter(|_| h3) {
+            out.push(compare(
+                &format!(
+                    "cached connection to the response's first byte (0-RTT GET, from the \
+                     first packet), {label}"
+                ),
+                &format!("{pc} ms (C = T + Sc + H, to the last byte)"),
+                "seed 003, Table 2 (C)",
+                Some(zero as f64 / 1000.0),
+                "ms",
+                measured,
+                vec![c.id.clone()],
+                "with 0-RTT the GET rides the resumed connection's first flight: the whole \
+                 cached connection, connect, handshake and request, costs one round trip, \
+                 where the paper's C paid a connect, a cached handshake and a GET in turn",
+            ));
+        }
         out.push(compare(
             &format!("GET (request to last byte), {label}"),
             &format!("{ph} ms"),
@@ -510,14 +643,21 @@ fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
             "seed 003, Table 2 (last column)",
             Some(100.0 * (w - cc) / w),
             "%",
-            if kind == "packet" {
+            if h3 {
+                "from the medians above: W = Snc + H, C = Sc + H (no connect over QUIC; the \
+                 GET the 1-RTT one)"
+            } else if kind == "packet" {
                 "from the medians above: W = T + Snc + H, C = T + Sc + H (T a real connect)"
             } else {
                 "from the medians above: W = T + Snc + H, C = T + Sc + H (T local: W and C \
                  lack one RTT each, so the savings read high; trust the packet path's)"
             },
             vec![c.id.clone()],
-            if v == "1.2" {
+            if h3 {
+                "over QUIC both handshakes take one round trip, so caching saves the \
+                 certificate and key-exchange computation; 0-RTT, not the cached handshake, \
+                 is QUIC's saving (the row above)"
+            } else if v == "1.2" {
                 "caching still saves one of TLS 1.2's two handshake round trips"
             } else {
                 "with TLS 1.3 both handshakes take one round trip, so caching saves only the \

@@ -1,89 +1,25 @@
 //! One closed-loop HTTP/3 client: its UDP endpoint, session store, reuse
 //! planner and connections.
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes};
 use parking_lot::Mutex;
 use rustls::client::Resumption;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tlslab_crypto::store::ClientSessions;
 use tlslab_stats::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
 
+use super::http3::{self, CountingVerifier, Got, Send, conn_kind, h3_open, request};
 use super::{Hs, Kind, Run};
 use crate::engine::{Backoff, Slot};
 use crate::reuse::ReusePlanner;
 
-/// The client's certificate verifier, counting its calls: a resumed TLS
-/// 1.3 handshake has no certificate to verify.
-#[derive(Debug)]
-struct Counting {
-    inner: Arc<dyn ServerCertVerifier>,
-    calls: Arc<AtomicU64>,
-}
-
-impl ServerCertVerifier for Counting {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
-/// The error kind of a failed QUIC connection.
-fn conn_kind(e: &quinn::ConnectionError) -> String {
-    use quinn::ConnectionError as E;
-    match e {
-        E::TimedOut => "timeout".into(),
-        E::Reset => "reset".into(),
-        E::ConnectionClosed(c) if c.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED => {
-            "refused".into()
-        }
-        E::TransportError(t) => format!("quic_{:?}", t.code).to_ascii_lowercase(),
-        E::ConnectionClosed(c) => format!("quic_{:?}", c.error_code).to_ascii_lowercase(),
-        E::ApplicationClosed(_) | E::LocallyClosed => "closed".into(),
-        E::VersionMismatch => "quic_version".into(),
-        E::CidsExhausted => "quic_cids".into(),
-    }
-}
-
 /// The transport of every client connection: quinn's defaults, idle
 /// after the run's `--timeout` (at most 600 s).
 fn transport(run: &Run) -> quinn::TransportConfig {
-    let mut t = quinn::TransportConfig::default();
-    let idle = run.timeout.min(Duration::from_secs(600));
-    t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
-    t
+    http3::transport(run.timeout.min(Duration::from_secs(600)))
 }
 
 /// A client identity: its UDP endpoint, session store and reuse planner.
@@ -144,24 +80,14 @@ impl Me {
     /// `--source-ip` address if given) and an empty session store.
     pub(super) fn new(run: Arc<Run>, id: u32, taken: Arc<AtomicU64>) -> Result<Me, String> {
         let sessions = ClientSessions::new();
-        let verified = Arc::new(AtomicU64::new(0));
         let mut c = run.base.clone();
         c.resumption = Resumption::store(sessions.clone());
-        c.dangerous().set_certificate_verifier(Arc::new(Counting {
-            inner: run.verifier.clone(),
-            calls: verified.clone(),
-        }));
-        let q = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(c))
-            .map_err(|e| e.to_string())?;
-        let mut config = quinn::ClientConfig::new(Arc::new(q));
-        config.transport_config(Arc::new(transport(&run)));
-        let local: SocketAddr = match (&run.source, run.addr.is_ipv6(), run.addr.ip().is_loopback())
-        {
-            (Some(s), _, _) => (s.for_client(id), 0).into(),
-            (None, false, true) => (Ipv4Addr::LOCALHOST, 0).into(),
-            (None, false, false) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-            (None, true, true) => (Ipv6Addr::LOCALHOST, 0).into(),
-            (None, true, false) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+        let (counting, verified) = CountingVerifier::wrap(run.verifier.clone());
+        c.dangerous().set_certificate_verifier(counting);
+        let config = http3::client_config(c, run.timeout.min(Duration::from_secs(600)))?;
+        let local: SocketAddr = match &run.source {
+            Some(s) => (s.for_client(id), 0).into(),
+            None => http3::local_for(run.addr),
         };
         let endpoint =
             quinn::Endpoint::client(local).map_err(|e| format!("UDP bind {local}: {e}"))?;
@@ -566,15 +492,6 @@ impl Me {
     }
 }
 
-/// A response as the client saw it.
-struct Got {
-    status: u16,
-    ttfb_at: Instant,
-    sent_at: Instant,
-    end: Instant,
-    body: u64,
-}
-
 fn fill(rec: &mut RequestRecord, r: &Result<Got, String>, start: Instant) {
     match r {
         Ok(g) => {
@@ -591,73 +508,5 @@ fn fill(rec: &mut RequestRecord, r: &Result<Got, String>, start: Instant) {
             rec.error = Some(e.clone());
             rec.total_us = start.elapsed().as_micros() as u64;
         }
-    }
-}
-
-type Send = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
-
-/// HTTP/3 over `conn`: the request sender and the task driving the
-/// connection (its control streams), aborted when dropped.
-struct H3 {
-    send: Send,
-    drive: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for H3 {
-    fn drop(&mut self) {
-        self.drive.abort();
-    }
-}
-
-async fn h3_open(conn: quinn::Connection) -> Result<H3, String> {
-    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
-        .await
-        .map_err(|e| format!("h3_connection: {e}"))?;
-    let drive = tokio::spawn(async move {
-        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
-    });
-    Ok(H3 { send, drive })
-}
-
-/// One GET on its own stream of `send`'s connection.
-async fn request(mut send: Send, uri: http::Uri, timeout: Duration) -> Result<Got, String> {
-    let work = async {
-        let sent_at = Instant::now();
-        let req = http::Request::get(uri)
-            .body(())
-            .map_err(|e| format!("h3_request: {e}"))?;
-        let mut stream = send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("h3_stream: {e}"))?;
-        // A server may answer before the request's FIN arrives and stop
-        // our sending (RFC 9114 §4.1: H3_NO_ERROR); a client must not
-        // discard the response then, so a failed finish is not a failure:
-        // the response, or its absence, decides.
-        let _ = stream.finish().await;
-        let resp = stream
-            .recv_response()
-            .await
-            .map_err(|e| format!("h3_response: {e}"))?;
-        let ttfb_at = Instant::now();
-        let mut body = 0u64;
-        while let Some(chunk) = stream
-            .recv_data()
-            .await
-            .map_err(|e| format!("h3_body: {e}"))?
-        {
-            body += chunk.remaining() as u64;
-        }
-        Ok::<_, String>(Got {
-            status: resp.status().as_u16(),
-            ttfb_at,
-            sent_at,
-            end: Instant::now(),
-            body,
-        })
-    };
-    match tokio::time::timeout(timeout, work).await {
-        Ok(r) => r,
-        Err(_) => Err("timeout".into()),
     }
 }

@@ -17,6 +17,7 @@
 
 mod client;
 pub mod flood;
+pub mod http3;
 mod ping;
 
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! (written once, in PostgreSQL's types, and translated for SQLite) and
 //! the one mapping between a [`Sample`] and its stored columns.
 
-use crate::sample::Sample;
+use crate::sample::{Sample, Transport};
 
 /// A database failure, naming the database and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -83,11 +83,15 @@ impl<S: Store + ?Sized> Store for Box<S> {
 }
 
 /// The schema version this build writes; migrations bring older files up.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`, in
-/// PostgreSQL's types; [`sqlite_types`] translates it for SQLite.
-pub(super) const MIGRATIONS: &[&str] = &[r"
+/// PostgreSQL's types; [`sqlite_types`] translates it for SQLite. Version
+/// 2 adds HTTP/3: the transport of each sample (rows written before it
+/// are `tcp`), the 0-RTT GET's first byte and whether its early data was
+/// accepted.
+pub(super) const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE rounds (
     id BIGSERIAL PRIMARY KEY,
     started_at_ms BIGINT NOT NULL,
@@ -108,7 +112,13 @@ CREATE TABLE samples (
     error_phase TEXT, error_kind TEXT, error TEXT
 );
 CREATE INDEX samples_by_time ON samples(started_at_ms);
-"];
+",
+    r"
+ALTER TABLE samples ADD COLUMN transport TEXT NOT NULL DEFAULT 'tcp';
+ALTER TABLE samples ADD COLUMN zero_rtt_ttfb_us BIGINT;
+ALTER TABLE samples ADD COLUMN early_data_accepted BOOLEAN;
+",
+];
 
 const _: () = assert!(MIGRATIONS.len() as i64 == SCHEMA_VERSION);
 
@@ -127,10 +137,11 @@ pub(super) const COLUMNS: &str = "target, started_at_ms, dns_us, connect_us, tls
     total_us, status, resumed_connect_us, tls_resumed_us, resumed_get_us, resumption_offered, \
     resumption_accepted, version, suite, grp, alpn, cert_not_after, chain_len, \
     full_handshake_bytes, full_handshake_round_trips, resumed_handshake_bytes, \
-    resumed_handshake_round_trips, error_phase, error_kind, error";
+    resumed_handshake_round_trips, error_phase, error_kind, error, transport, zero_rtt_ttfb_us, \
+    early_data_accepted";
 
 /// How many [`COLUMNS`] there are.
-pub(super) const N_COLUMNS: usize = 27;
+pub(super) const N_COLUMNS: usize = 30;
 
 /// One column's value, as a backend binds it.
 #[derive(Debug)]
@@ -179,6 +190,9 @@ pub(super) fn params(s: &Sample) -> [Param<'_>; N_COLUMNS] {
         text(&s.error_phase),
         text(&s.error_kind),
         text(&s.error),
+        Text(Some(s.transport.name())),
+        Int(s.zero_rtt_ttfb_us),
+        Bool(s.early_data_accepted),
     ]
 }
 
@@ -226,7 +240,15 @@ pub(super) fn read_sample<R: Row>(r: &R) -> Result<Sample, R::Error> {
         error_phase: r.text(24)?,
         error_kind: r.text(25)?,
         error: r.text(26)?,
+        transport: r
+            .text(27)?
+            .as_deref()
+            .and_then(Transport::from_name)
+            .unwrap_or_default(),
+        zero_rtt_ttfb_us: r.int(28)?,
+        early_data_accepted: r.boolean(29)?,
         body_bytes: None,
+        alt_svc: None,
     })
 }
 

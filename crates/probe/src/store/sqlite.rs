@@ -207,6 +207,7 @@ impl Row for rusqlite::Row<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::Transport;
 
     fn sample(target: &str, at: i64) -> Sample {
         Sample {
@@ -244,7 +245,87 @@ mod tests {
             .conn
             .query_row("SELECT count(*) FROM schema_version", [], |r| r.get(0))
             .expect("versions");
-        assert_eq!(v, 1);
+        assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    /// A database written before HTTP/3 (schema version 1, made here with
+    /// that version's own DDL, not this build's migrations) still reads,
+    /// its samples as TCP, and gains the transport column and HTTP/3's
+    /// columns, so HTTP/3 samples can follow.
+    #[test]
+    fn a_version_1_database_is_migrated_and_its_samples_read_as_tcp() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("v1.sqlite");
+        {
+            let old = Connection::open(&path).expect("create");
+            old.execute_batch(
+                "CREATE TABLE schema_version (version INTEGER NOT NULL);
+                 INSERT INTO schema_version (version) VALUES (1);
+                 CREATE TABLE rounds (
+                     id INTEGER PRIMARY KEY,
+                     started_at_ms INTEGER NOT NULL,
+                     committed_at_ms INTEGER NOT NULL
+                 );
+                 CREATE TABLE samples (
+                     round_id INTEGER NOT NULL REFERENCES rounds(id),
+                     target TEXT NOT NULL,
+                     started_at_ms INTEGER NOT NULL,
+                     dns_us INTEGER, connect_us INTEGER, tls_full_us INTEGER, ttfb_us INTEGER,
+                     get_us INTEGER, total_us INTEGER, status INTEGER,
+                     resumed_connect_us INTEGER, tls_resumed_us INTEGER, resumed_get_us INTEGER,
+                     resumption_offered INTEGER, resumption_accepted INTEGER,
+                     version TEXT, suite TEXT, grp TEXT, alpn TEXT,
+                     cert_not_after INTEGER, chain_len INTEGER,
+                     full_handshake_bytes INTEGER, full_handshake_round_trips INTEGER,
+                     resumed_handshake_bytes INTEGER, resumed_handshake_round_trips INTEGER,
+                     error_phase TEXT, error_kind TEXT, error TEXT
+                 );
+                 CREATE INDEX samples_by_time ON samples(started_at_ms);
+                 INSERT INTO rounds VALUES (1, 1000, 1001);
+                 INSERT INTO samples (round_id, target, started_at_ms, connect_us, tls_full_us,
+                     tls_resumed_us, resumption_offered, resumption_accepted, version)
+                     VALUES (1, 'https://old/', 1000, 300, 1500, 700, 1, 1, '1.3');",
+            )
+            .expect("the version 1 schema and one round");
+        }
+        let mut s = SqliteStore::open(&path, false).expect("open migrates");
+        let old = s.samples(None, None).expect("old samples read");
+        assert_eq!(old.len(), 1);
+        assert_eq!(old[0].transport, Transport::Tcp);
+        assert_eq!(
+            (old[0].connect_us, old[0].tls_full_us, old[0].tls_resumed_us),
+            (Some(300), Some(1500), Some(700))
+        );
+        assert_eq!(old[0].resumption_accepted, Some(true));
+        let columns: Vec<String> = s
+            .conn
+            .prepare("SELECT name FROM pragma_table_info('samples')")
+            .and_then(|mut st| {
+                st.query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .expect("columns");
+        for c in ["transport", "zero_rtt_ttfb_us", "early_data_accepted"] {
+            assert!(columns.iter().any(|n| n == c), "no {c} in {columns:?}");
+        }
+        let version: i64 = s
+            .conn
+            .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        // An HTTP/3 sample now goes in beside the old one and reads back.
+        let h3 = Sample {
+            transport: Transport::H3,
+            zero_rtt_ttfb_us: Some(900),
+            early_data_accepted: Some(true),
+            ..sample("https://old/", 2000)
+        };
+        s.commit_round(2000, std::slice::from_ref(&h3))
+            .expect("commit");
+        drop(s);
+        let s = SqliteStore::open(&path, false).expect("reopen");
+        assert_eq!(s.samples(Some(2000), None).expect("new"), vec![h3]);
+        assert_eq!(s.round_count().expect("rounds"), 2);
     }
 
     #[test]

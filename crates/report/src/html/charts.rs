@@ -426,6 +426,8 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
     // quic-vs-tcp: CPU per pattern and transport; TTFB against RTT beside
     // the arithmetic (its curves are drawn there, not below).
     super::h3::charts(r, &mut out, &mut missing);
+    // seed003-table2: W and C against RTT, TCP+TLS and HTTP/3.
+    super::table2::charts(r, &mut out, &mut missing);
 
     // Model curves (seed 004's 300/(1−ρ), M/M/1).
     let mut by_chart: BTreeMap<String, Vec<&crate::study::Curve>> = BTreeMap::new();

@@ -143,8 +143,11 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
         .cells
         .iter()
         // Not seed004-handshake's post-quantum QUIC cells (`sweep = pq`,
-        // charted by `super::pq`).
-        .filter(|c| c.factors.contains_key("transport") && !c.factors.contains_key("sweep"))
+        // charted by `super::pq`), nor seed003-table2's HTTP/3 cells
+        // (`transport = h3`, charted by `super::table2`).
+        .filter(|c| {
+            matches!(factor(c, "transport"), "quic" | "tcp") && !c.factors.contains_key("sweep")
+        })
         .collect();
     if cells.is_empty() {
         return;

@@ -14,6 +14,7 @@ mod markdown;
 mod page;
 mod pq;
 mod svg;
+mod table2;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -22,3 +23,4 @@ pub use h3::QUIC_TTFB_CHART;
 pub use markdown::render_markdown;
 pub use page::render_html;
 pub use svg::{Chart, DataPoint, Series, bar_chart, category_label, line_chart};
+pub use table2::TABLE2_CHART;

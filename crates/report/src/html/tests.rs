@@ -534,3 +534,92 @@ fn quic_vs_tcp_draws_cpu_bars_and_ttfb_beside_its_arithmetic_curves() {
         .unwrap();
     assert!((tcp50.y - 150.5).abs() < 1e-9, "{tcp50:?}");
 }
+
+#[test]
+fn seed003s_table2_is_charted_against_rtt_with_its_http3_cells() {
+    let mut cells = Vec::new();
+    for rtt in ["10", "50"] {
+        let r: u64 = rtt.parse().unwrap();
+        for (arm, version, h3) in [
+            ("tls1.2", "1.2", false),
+            ("tls1.3", "1.3", false),
+            ("h3", "1.3", true),
+        ] {
+            let id = format!("rtt{rtt}ms-{arm}-packet-r1");
+            let mut f = vec![("rtt_ms", rtt), ("version", version), ("path", "packet")];
+            if h3 {
+                f.push(("transport", "h3"));
+            }
+            let mut c = cell(&id, &id[..id.len() - 3], &f, 1.0, r * 1000);
+            let m = &mut c.metrics;
+            m.latency_us = vec![(50.0, r * 1000)];
+            m.handshake_full_us = vec![(50.0, r * 1000 * if version == "1.2" { 2 } else { 1 })];
+            m.handshake_resumed_us = vec![(50.0, r * 1000)];
+            m.connect_p50_us = (!h3).then_some(r * 1000);
+            m.ttfb_p50_us = h3.then_some(r * 1000 + 500);
+            cells.push(c);
+        }
+    }
+    // A relay cell: its T is local, so it is not drawn.
+    let mut relay = cells[0].clone();
+    relay.id = "rtt10ms-tls1.2-r1".into();
+    relay.factors.insert("path".into(), "relay".into());
+    cells.push(relay);
+    let (charts, missing) = charts(&doc("seed003-table2", cells));
+    let t2 = charts
+        .iter()
+        .find(|c| c.title == TABLE2_CHART)
+        .expect("the Table 2 chart");
+    let y = |series: &str, x: f64| {
+        t2.data
+            .iter()
+            .find(|d| d.series == series && d.x == x)
+            .map(|d| (d.y, d.cells.clone()))
+            .unwrap_or_else(|| panic!("no {series} at {x}: {:?}", t2.data))
+    };
+    // TLS 1.2 at 50 ms: T 50 + Snc 100 + H 50; C = 50 + 50 + 50.
+    assert_eq!(y("TLS 1.2 W (new)", 50.0).0, 200.0);
+    assert_eq!(y("TLS 1.2 C (cached)", 50.0).0, 150.0);
+    // HTTP/3: no connect.
+    assert_eq!(y("HTTP/3 W (new)", 50.0).0, 100.0);
+    assert_eq!(y("HTTP/3 0-RTT GET first byte", 10.0).0, 10.5);
+    assert_eq!(
+        y("TLS 1.2 W (new)", 10.0).1,
+        vec!["rtt10ms-tls1.2-packet-r1".to_string()],
+        "the relay cell is not drawn"
+    );
+    assert!(
+        t2.data
+            .iter()
+            .all(|d| !d.series.starts_with("TLS 1.3 0-RTT")),
+        "{:?}",
+        t2.data
+    );
+    // The quic-vs-tcp charts leave seed003's HTTP/3 cells alone.
+    assert!(
+        !charts.iter().any(|c| c.title == QUIC_TTFB_CHART),
+        "{missing:?}"
+    );
+    assert!(
+        !missing.iter().any(|m| m.contains(QUIC_TTFB_CHART)),
+        "{missing:?}"
+    );
+    // Without packet-path cells: a note, not a chart.
+    let (charts, missing) = charts_of_relay_only();
+    assert!(!charts.iter().any(|c| c.title == TABLE2_CHART));
+    assert!(
+        missing.iter().any(|m| m.contains(TABLE2_CHART)),
+        "{missing:?}"
+    );
+}
+
+fn charts_of_relay_only() -> (Vec<Chart>, Vec<String>) {
+    let c = cell(
+        "rtt10ms-tls1.3-r1",
+        "rtt10ms-tls1.3",
+        &[("rtt_ms", "10"), ("version", "1.3"), ("path", "relay")],
+        1.0,
+        1000,
+    );
+    charts(&doc("seed003-table2", vec![c]))
+}
