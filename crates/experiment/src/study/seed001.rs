@@ -112,7 +112,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     ));
     // The breakdown engine: one unit, skipped on resume once recorded.
     let command = format!(
-        "tlslab breakdown --insecure-ablation --workload new-conn --tls {} --key {} \
+        "tlslab breakdown --insecure-ablation --workload new-conn --tls {} --key-type {} \
          --file-size {} --cell {} --repeats {} --max-time {} --target-ci {} -c {}",
         cfg.version.short(),
         cfg.key.name(),
