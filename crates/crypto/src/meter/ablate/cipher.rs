@@ -16,10 +16,9 @@ use rustls::{
     Tls12CipherSuite, Tls13CipherSuite,
 };
 
+use super::quic::TAG_LEN;
 use super::{Ablation, AblationSet};
 
-/// The tag length of every AEAD rustls offers.
-pub(crate) const TAG_LEN: usize = 16;
 /// The largest plaintext a record may carry.
 const MAX_FRAGMENT: usize = 16384;
 /// Every byte of an ablated digest.

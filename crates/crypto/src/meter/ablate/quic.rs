@@ -15,7 +15,9 @@ use rustls::crypto::hmac;
 use rustls::crypto::tls13::{Hkdf, HkdfExpander, OkmBlock, OutputLengthError};
 use rustls::quic::{Algorithm, HeaderProtectionKey, PacketKey, Tag};
 
-use super::cipher::TAG_LEN;
+/// The tag length of every AEAD rustls offers (records and QUIC packets
+/// alike).
+pub(crate) const TAG_LEN: usize = 16;
 
 /// The Initial salts of QUIC v1 (RFC 9001 §5.2), v2 (RFC 9369 §3.3.1)
 /// and the last draft: an HKDF-Extract with one of them is the Initial
