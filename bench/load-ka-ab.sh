@@ -17,8 +17,10 @@ set -euo pipefail
 A=$1 B=$2 PAIRS=${3:-5} SECS=${4:-5}
 case "${PROTO:=h1}" in
   h1) proto=() srvproto=() ;;
-  h2) proto=(--h2 -m 10) srvproto=() ;;
-  h3) proto=(--h3 -m 10) srvproto=(--h3) ;;
+  # -m 10 streams on a kept-alive connection; with K=1 (one request a
+  # connection: the handshake) one stream, since -m may not exceed K.
+  h2) proto=(--h2 -m "$([ "${K:-0}" = 1 ] && echo 1 || echo 10)") srvproto=() ;;
+  h3) proto=(--h3 -m "$([ "${K:-0}" = 1 ] && echo 1 || echo 10)") srvproto=(--h3) ;;
   *) echo "$0: PROTO=$PROTO is not a protocol; use h1, h2 or h3" >&2; exit 2 ;;
 esac
 for t in "$A" "$B"; do [ -x "$t" ] || { echo "$0: $t is not an executable" >&2; exit 2; }; done
@@ -39,7 +41,8 @@ done
 
 load() { # binary label
   taskset -c 1 "$1" load "$url/4k.bin" --insecure --threads 1 --no-progress -c 50 \
-    --tls 1.3 "${proto[@]}" --requests-per-conn "${K:-0}" -d "${SECS}s" --json "$dir/$2.json" </dev/null >/dev/null 2>&1
+    --tls 1.3 "${proto[@]}" --requests-per-conn "${K:-0}" -d "${SECS}s" --json "$dir/$2.json" </dev/null >/dev/null 2>"$dir/$2.load.err" ||
+    { echo "$0: the $2 load failed: $(cat "$dir/$2.load.err")" >&2; return 1; }
 }
 us() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['client_cpu']['per_request_us'], j['requests']['succeeded'])" "$dir/$1.json"; }
 
