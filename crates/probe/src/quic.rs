@@ -19,7 +19,7 @@ use tlslab_load::quic::http3::{self, CountingVerifier, Got, conn_kind, h3_open, 
 use crate::config::{ProbeConfig, parse_target};
 use crate::failed::Failed;
 use crate::sample::{Phase, Sample, Transport, now_ms};
-use crate::timed::{micros, timed};
+use crate::timed::{micros, resolve};
 
 /// Where a target's HTTP/3 is: the URL's own host and UDP port, or the
 /// endpoint its `Alt-Svc` names.
@@ -65,23 +65,8 @@ pub async fn probe_h3(cfg: &ProbeConfig, url: &str, at: Option<&Endpoint>) -> Sa
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string();
-    let addr = match timed(cfg.timeout, async {
-        let mut it = tokio::net::lookup_host((lookup_host, port))
-            .await
-            .map_err(|e| Failed("dns".into(), e.to_string()))?;
-        it.next()
-            .ok_or_else(|| Failed("dns".into(), "no address".into()))
-    })
-    .await
-    {
-        Ok((a, d)) => {
-            s.dns_us = Some(micros(d));
-            a
-        }
-        Err(Failed(k, m)) => {
-            s.fail(Phase::Dns, k, m);
-            return s;
-        }
+    let Some(addr) = resolve(&mut s, cfg.timeout, &lookup_host, port).await else {
+        return s;
     };
     // The origin's name, whichever endpoint serves it (RFC 7838 §2.1).
     let name = cfg.sni.clone().unwrap_or_else(|| target.host.clone());

@@ -22,7 +22,7 @@ use crate::body::{Body, Framing};
 use crate::config::{ProbeConfig, parse_target};
 use crate::failed::Failed;
 use crate::sample::{Phase, Sample, now_ms};
-use crate::timed::{micros, timed};
+use crate::timed::{micros, resolve, timed};
 
 fn io_failed(e: &std::io::Error) -> Failed {
     Failed(classify(e), e.to_string())
@@ -45,24 +45,8 @@ pub async fn probe_target(cfg: &ProbeConfig, url: &str) -> Sample {
     };
     let start = Instant::now();
     // DNS
-    let hostport = (target.host.clone(), target.port);
-    let addr = match timed(cfg.timeout, async {
-        let mut it = tokio::net::lookup_host(hostport)
-            .await
-            .map_err(|e| Failed("dns".into(), e.to_string()))?;
-        it.next()
-            .ok_or_else(|| Failed("dns".into(), "no address".into()))
-    })
-    .await
-    {
-        Ok((a, d)) => {
-            s.dns_us = Some(micros(d));
-            a
-        }
-        Err(Failed(k, m)) => {
-            s.fail(Phase::Dns, k, m);
-            return s;
-        }
+    let Some(addr) = resolve(&mut s, cfg.timeout, &target.host, target.port).await else {
+        return s;
     };
     let name = match ServerName::try_from(cfg.sni.clone().unwrap_or(target.host.clone())) {
         Ok(n) => n,
