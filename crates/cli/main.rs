@@ -8,6 +8,7 @@
 
 mod args;
 mod cmd;
+mod flags;
 mod output;
 mod parse;
 mod usage;

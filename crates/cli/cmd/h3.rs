@@ -217,21 +217,6 @@ impl QlogArgs {
     }
 }
 
-/// The note a run with `--qlog` prints on stderr before it starts: where
-/// the files go and the caps (qlog holds no secrets, but can be large).
-pub fn note_qlog(cmd: &str, role: &str, q: Option<&QlogOptions>) {
-    if let Some(q) = q {
-        eprintln!(
-            "tlslab {cmd}: qlog: one file per QUIC connection, {}/{role}-*.sqlog, at most {} \
-             files and {} bytes (--qlog-max-files, --qlog-max-bytes); open them in qvis, \
-             https://qvis.quictools.info",
-            q.dir.display(),
-            q.limits.max_files,
-            q.limits.max_bytes
-        );
-    }
-}
-
 /// The most NEW_TOKEN tokens `--quic-new-tokens` sends per connection.
 const MAX_NEW_TOKENS: u32 = 16;
 
@@ -297,7 +282,7 @@ impl LoadH3Args {
             return Ok(tlslab_load::run(cfg)?);
         }
         let qlog = self.qlog.options()?;
-        note_qlog("load", "client", qlog.as_ref());
+        crate::flags::note_qlog("load", "client", qlog.as_ref());
         let h3 = tlslab_load::quic::Http3 {
             max_concurrent_streams: streams,
             flood,

@@ -53,19 +53,6 @@ impl LoadPlan {
     }
 }
 
-/// `--cacert FILE` or `--insecure` (`load`, `probe`): the roots to trust.
-pub fn trust(cacert: Option<&PathBuf>, insecure: bool) -> anyhow::Result<Trust> {
-    Ok(match (cacert, insecure) {
-        (Some(_), true) => return bail("--cacert and --insecure contradict each other; drop one"),
-        (Some(path), false) => {
-            tlslab_crypto::pki::load_roots(path).map_err(usage)?;
-            Trust::CaFile(path.clone())
-        }
-        (None, true) => Trust::Insecure,
-        (None, false) => Trust::WebPki,
-    })
-}
-
 /// `load --source-ip RANGE [--clients-per-ip N]`.
 fn source_ip(a: &LoadArgs) -> Result<Option<tlslab_load::source::SourceAddrs>, Usage> {
     match &a.source_ip {
@@ -107,8 +94,8 @@ pub fn config(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
     provider::build(&versions, &algorithms).map_err(usage)?;
 
     let any_tls = targets.iter().any(|t| t.is_tls());
-    let trust = trust(a.cacert.as_ref(), a.insecure)?;
-    let ablation = crate::cmd::serve::ablation(a.ablate.as_deref(), a.insecure_ablation)?;
+    let trust = crate::flags::trust(a.cacert.as_ref(), a.insecure)?;
+    let ablation = crate::flags::ablation(a.ablate.as_deref(), a.insecure_ablation)?;
     if !ablation.is_empty() && !matches!(trust, Trust::CaFile(_)) {
         return bail(format!(
             "--ablate {ablation} runs only against a lab server whose CA you give; \

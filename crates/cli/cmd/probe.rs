@@ -23,7 +23,7 @@ fn probe_config(
     cfg.versions = tlslab_crypto::provider::parse_versions(&a.tls).map_err(usage)?;
     cfg.trust = match roots {
         Some(r) => tlslab_load::Trust::Roots(r.clone()),
-        None => crate::cmd::load::trust(a.cacert.as_ref(), a.insecure)?,
+        None => crate::flags::trust(a.cacert.as_ref(), a.insecure)?,
     };
     if a.insecure {
         eprintln!(

@@ -146,7 +146,7 @@ pub fn config(a: &ServeArgs) -> anyhow::Result<ServePlan> {
             }
         }
     };
-    let ablation = ablation(a.ablate.as_deref(), a.insecure_ablation)?;
+    let ablation = crate::flags::ablation(a.ablate.as_deref(), a.insecure_ablation)?;
     if !ablation.is_empty() && !a.allow_remote {
         let addrs = [Some(a.listen), a.http, a.metrics];
         if let Some(addr) = addrs.into_iter().flatten().find(|s| !s.ip().is_loopback()) {
@@ -260,24 +260,6 @@ pub fn config(a: &ServeArgs) -> anyhow::Result<ServePlan> {
         },
         generate,
     })
-}
-
-/// Parses `--ablate`, which needs `--insecure-ablation`.
-pub fn ablation(
-    spec: Option<&str>,
-    confirmed: bool,
-) -> anyhow::Result<tlslab_crypto::meter::AblationSet> {
-    let Some(spec) = spec else {
-        return Ok(tlslab_crypto::meter::AblationSet::NONE);
-    };
-    let set: tlslab_crypto::meter::AblationSet = spec.parse().map_err(usage)?;
-    if !set.is_empty() && !confirmed {
-        return bail(format!(
-            "--ablate {spec} replaces TLS stages with no-ops and makes every connection insecure; \
-             add --insecure-ablation to confirm"
-        ));
-    }
-    Ok(set)
 }
 
 /// Parses `--session-cache`, which may name a Redis-shared cache
@@ -448,7 +430,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
             .contains(&tlslab_crypto::provider::Version::Tls13),
     )?;
     crate::output::warn_key_log(plan.config.tls.key_log.as_deref());
-    crate::cmd::h3::note_qlog("serve", "server", h3.as_ref().and_then(|h| h.qlog.as_ref()));
+    crate::flags::note_qlog("serve", "server", h3.as_ref().and_then(|h| h.qlog.as_ref()));
     let prepared = plan.prepare()?;
     let server =
         tlslab_server::Server::start_with_h3(prepared.config, h3).context("starting the server")?;

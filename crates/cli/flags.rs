@@ -1,0 +1,57 @@
+//! Flag groups that several commands share, turned into engine values:
+//! `--ablate`/`--insecure-ablation` (`serve`, `load`), `--cacert`/
+//! `--insecure` (`load`, `probe`) and the `--qlog` note (`serve`, `load`).
+//! Commands import this, never each other, for them.
+
+use std::path::PathBuf;
+
+use tlslab_load::Trust;
+use tlslab_runtime::qlog::QlogOptions;
+
+use crate::usage::{bail, usage};
+
+/// Parses `--ablate`, which needs `--insecure-ablation`.
+pub fn ablation(
+    spec: Option<&str>,
+    confirmed: bool,
+) -> anyhow::Result<tlslab_crypto::meter::AblationSet> {
+    let Some(spec) = spec else {
+        return Ok(tlslab_crypto::meter::AblationSet::NONE);
+    };
+    let set: tlslab_crypto::meter::AblationSet = spec.parse().map_err(usage)?;
+    if !set.is_empty() && !confirmed {
+        return bail(format!(
+            "--ablate {spec} replaces TLS stages with no-ops and makes every connection insecure; \
+             add --insecure-ablation to confirm"
+        ));
+    }
+    Ok(set)
+}
+
+/// `--cacert FILE` or `--insecure` (`load`, `probe`): the roots to trust.
+pub fn trust(cacert: Option<&PathBuf>, insecure: bool) -> anyhow::Result<Trust> {
+    Ok(match (cacert, insecure) {
+        (Some(_), true) => return bail("--cacert and --insecure contradict each other; drop one"),
+        (Some(path), false) => {
+            tlslab_crypto::pki::load_roots(path).map_err(usage)?;
+            Trust::CaFile(path.clone())
+        }
+        (None, true) => Trust::Insecure,
+        (None, false) => Trust::WebPki,
+    })
+}
+
+/// The note a run with `--qlog` prints on stderr before it starts: where
+/// the files go and the caps (qlog holds no secrets, but can be large).
+pub fn note_qlog(cmd: &str, role: &str, q: Option<&QlogOptions>) {
+    if let Some(q) = q {
+        eprintln!(
+            "tlslab {cmd}: qlog: one file per QUIC connection, {}/{role}-*.sqlog, at most {} \
+             files and {} bytes (--qlog-max-files, --qlog-max-bytes); open them in qvis, \
+             https://qvis.quictools.info",
+            q.dir.display(),
+            q.limits.max_files,
+            q.limits.max_bytes
+        );
+    }
+}
