@@ -283,15 +283,15 @@ impl LoadH3Args {
         }
         let qlog = self.qlog.options()?;
         crate::flags::note_qlog("load", "client", qlog.as_ref());
-        let h3 = tlslab_load::quic::Http3 {
+        let mut cfg = cfg.clone();
+        cfg.http3 = Some(tlslab_load::Http3 {
             max_concurrent_streams: streams,
             flood,
             qlog,
             new_socket: self.quic_new_socket,
             rebind_after: self.quic_rebind_after,
-        };
-        tlslab_load::quic::validate(cfg, &h3)
-            .map_err(|e| anyhow::Error::new(Usage(e.to_string())))?;
+        });
+        tlslab_load::validate(&cfg).map_err(|e| anyhow::Error::new(Usage(e.to_string())))?;
         if let Some(f) = flood {
             let first = &cfg.targets[0];
             let what = match f.kind {
@@ -313,7 +313,7 @@ impl LoadH3Args {
                     }),
             );
         }
-        Ok(tlslab_load::quic::run(cfg, &h3)?)
+        Ok(tlslab_load::run(&cfg)?)
     }
 }
 

@@ -170,6 +170,8 @@ pub fn config(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
         warmup: a.warmup,
         requests_per_conn: a.requests_per_conn,
         http2,
+        // Set by `--h3` (LoadH3Args::run), which runs the QUIC engine.
+        http3: None,
         reuse: reuse / 100.0,
         resume_with: a.resume_with,
         versions,

@@ -130,21 +130,12 @@ impl Transport {
         }
     }
 
-    /// Runs `load` over this transport.
+    /// Runs `load` over this transport (HTTP/3 with one stream in flight
+    /// per connection).
     pub(crate) fn run(self, load: &LoadConfig) -> Result<LoadReport, Error> {
-        Ok(match self {
-            Transport::Tcp => tlslab_load::run(load)?,
-            Transport::Quic => tlslab_load::quic::run(
-                load,
-                &tlslab_load::quic::Http3 {
-                    max_concurrent_streams: 1,
-                    flood: None,
-                    qlog: None,
-                    new_socket: false,
-                    rebind_after: None,
-                },
-            )?,
-        })
+        let mut load = load.clone();
+        load.http3 = (self == Transport::Quic).then(|| tlslab_load::Http3::new(1));
+        Ok(tlslab_load::run(&load)?)
     }
 }
 

@@ -10,6 +10,7 @@ use tlslab_stats::ConfigEcho;
 use tlslab_workload::think::ThinkTime;
 
 use crate::error::Error;
+use crate::protocol::{Http2, Http3};
 use crate::source;
 use crate::target::Target;
 
@@ -94,18 +95,6 @@ pub struct OpenLoop {
     pub max_in_flight: usize,
 }
 
-/// HTTP/2 load (`--h2`): each closed-loop client keeps one connection at a
-/// time, offering ALPN `h2` only over TLS (a server that selects anything
-/// else fails the connection as `alpn_not_h2`) and speaking HTTP/2 with
-/// prior knowledge (h2c) over `http://`. Up to `max_concurrent_streams`
-/// streams are in flight on the connection, as h2load's `-m`;
-/// [`LoadConfig::requests_per_conn`] then counts streams per connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Http2 {
-    /// Streams in flight per connection (`-m`), at least 1.
-    pub max_concurrent_streams: u32,
-}
-
 /// How resumption is offered for TLS 1.2 (TLS 1.3 always uses tickets).
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -187,6 +176,9 @@ pub struct LoadConfig {
     /// Speak HTTP/2 instead of HTTP/1.1 (`--h2`, `-m`); `None`: HTTP/1.1.
     /// Closed loop with the URLs or SPECweb96 workload only.
     pub http2: Option<Http2>,
+    /// `--h3`: HTTP/3 over QUIC and its options; [`crate::run`] then runs
+    /// the QUIC engine. Excludes [`LoadConfig::http2`].
+    pub http3: Option<Http3>,
     /// Requested share of resumed handshakes, 0.0–1.0 (`--reuse P` / 100).
     pub reuse: f64,
     /// How TLS 1.2 resumption is offered.
@@ -308,6 +300,7 @@ impl LoadConfig {
             warmup: Duration::ZERO,
             requests_per_conn: 1,
             http2: None,
+            http3: None,
             reuse: 0.0,
             resume_with: ResumeWith::Auto,
             versions: vec![Version::Tls12, Version::Tls13],

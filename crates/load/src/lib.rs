@@ -37,6 +37,7 @@ mod errors;
 mod hdr;
 mod io;
 mod progress;
+mod protocol;
 pub mod quic;
 mod reuse;
 pub mod shard;
@@ -48,13 +49,34 @@ mod users;
 mod validate;
 
 pub use config::{
-    Arrivals, DEFAULT_RETRY_BACKOFF, HdrLog, Http2, LoadConfig, OpenLoop, RETRY_BACKOFF_CAP,
-    Replay, ResumeWith, Trust, Workload, retry_backoff_bound,
+    Arrivals, DEFAULT_RETRY_BACKOFF, HdrLog, LoadConfig, OpenLoop, RETRY_BACKOFF_CAP, Replay,
+    ResumeWith, Trust, Workload, retry_backoff_bound,
 };
-pub use engine::run;
+pub use protocol::{Http2, Http3};
+
+/// Runs the load described by `cfg` over its protocol: HTTP/3 when
+/// [`LoadConfig::http3`] is set (the QUIC engine, [`quic::run`]), else
+/// HTTP/1.1 or HTTP/2 over TCP (the engine behind one seam for both). The
+/// one place the transport is chosen; see [`engine::run`] for what a run
+/// does and when it fails.
+pub fn run(cfg: &LoadConfig) -> Result<tlslab_stats::LoadReport, Error> {
+    match &cfg.http3 {
+        Some(h3) => quic::run(cfg, h3),
+        None => engine::run(cfg),
+    }
+}
+
+/// Checks `cfg` for its protocol without running it: [`quic::validate`]
+/// with [`LoadConfig::http3`], else the TCP engine's checks. A failure is
+/// a usage error that names the fix.
+pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
+    match &cfg.http3 {
+        Some(h3) => quic::validate(cfg, h3),
+        None => validate::validate(cfg),
+    }
+}
 pub use error::Error;
 pub use users::{Second, Users, UsersReport, run_users};
-pub use validate::validate;
 
 /// The load client's pieces that other engines reuse (`tlslab-probe`):
 /// its TLS client configuration, its round-trip counter and its error

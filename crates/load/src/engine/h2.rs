@@ -32,9 +32,9 @@ use tokio::net::TcpStream;
 use super::client::{Client, Open};
 use super::identity::Identity;
 use super::shared::{CLOSE_GRACE, InFlight, Shared};
-use crate::config::Http2;
 use crate::conn::{Partial, user_agent, with_timeout};
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression};
+use crate::protocol::Http2;
 
 /// The error kind of a TLS connection on which the server did not select
 /// `h2` by ALPN.

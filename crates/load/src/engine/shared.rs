@@ -142,7 +142,7 @@ pub(super) struct Shared {
     pub(super) resume_with: ResumeWith,
     pub(super) early_data: bool,
     /// `--h2`: the protocol every connection speaks (else HTTP/1.1).
-    pub(super) http2: Option<crate::config::Http2>,
+    pub(super) http2: Option<crate::protocol::Http2>,
     pub(super) collector: Collector,
     pub(super) csv: Option<CsvSink>,
     pub(super) progress: Option<Progress>,

@@ -35,72 +35,19 @@ use std::time::{Duration, Instant};
 use rand::{Rng as _, RngExt as _};
 use tlslab_schema::transport::{Flood as FloodReport, FloodReceived};
 
-use crate::Error;
+use crate::error::Error;
 
 pub use super::ping::{PingReport, ping_only};
+pub use crate::protocol::{FloodKind, MAX_INITIALS, MAX_PING_CLIENTS, MAX_PING_RATE, MAX_RATE};
 
-/// The highest [`Flood::rate`], Initials per second.
-pub const MAX_RATE: u32 = 100_000;
-/// The most Initials one flood sends, whatever its rate and duration.
-pub const MAX_INITIALS: u64 = 10_000_000;
 /// The longest a flood runs.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 /// The most source sockets.
 pub const MAX_SOCKETS: usize = 1024;
 /// The source sockets of `load --flood`.
 pub const DEFAULT_SOCKETS: usize = 64;
-/// The highest rate of new PING-only clients, per second.
-pub const MAX_PING_RATE: u32 = 1000;
-/// The most PING-only clients one flood starts.
-pub const MAX_PING_CLIENTS: u64 = 10_000;
 /// The size of a junk datagram: an Initial's minimum (RFC 9000 §14.1).
 const INITIAL_SIZE: usize = 1200;
-
-/// What the flood sends (`load --h3 --flood KIND`).
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FloodKind {
-    /// Real ClientHellos, never continued.
-    Valid,
-    /// Random bytes and Initial headers with garbage payloads.
-    Junk,
-    /// Valid and junk in turn.
-    #[default]
-    Mixed,
-    /// Clients that complete a handshake, then send only PINGs.
-    #[cfg_attr(feature = "clap", value(name = "ping-only"))]
-    PingOnly,
-}
-
-impl FloodKind {
-    /// The kind's name in reports and on the command line: `valid`,
-    /// `junk`, `mixed` or `ping-only`.
-    pub fn name(self) -> &'static str {
-        match self {
-            FloodKind::Valid => "valid",
-            FloodKind::Junk => "junk",
-            FloodKind::Mixed => "mixed",
-            FloodKind::PingOnly => "ping-only",
-        }
-    }
-
-    /// The highest rate of this kind: Initials, or new PING-only clients,
-    /// per second.
-    pub fn max_rate(self) -> u32 {
-        match self {
-            FloodKind::PingOnly => MAX_PING_RATE,
-            _ => MAX_RATE,
-        }
-    }
-
-    /// The most Initials (or PING-only clients) a flood of this kind sends.
-    pub fn max_count(self) -> u64 {
-        match self {
-            FloodKind::PingOnly => MAX_PING_CLIENTS,
-            _ => MAX_INITIALS,
-        }
-    }
-}
 
 /// One flood's settings.
 #[derive(Clone, Debug)]
@@ -230,7 +177,7 @@ impl Drop for Flooding {
 /// the valid Initials of a flood or for PING-only clients. It verifies
 /// nothing: a flood never gets that far, and a PING-only client sends
 /// nothing worth protecting.
-pub fn tls_for(cfg: &crate::LoadConfig) -> Result<Arc<rustls::ClientConfig>, Error> {
+pub fn tls_for(cfg: &crate::config::LoadConfig) -> Result<Arc<rustls::ClientConfig>, Error> {
     let meter = tlslab_crypto::meter::Meter::new();
     let mut c = crate::tls::base_config(cfg, &meter)?;
     c.alpn_protocols = vec![b"h3".to_vec()];

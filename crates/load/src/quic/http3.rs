@@ -18,7 +18,8 @@ use bytes::{Buf, Bytes};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
-use crate::{Error, LoadConfig};
+use crate::config::LoadConfig;
+use crate::error::Error;
 
 /// A certificate verifier that counts its calls: a full handshake makes
 /// one, a resumed TLS 1.3 handshake none.

@@ -27,49 +27,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use rustls::client::danger::ServerCertVerifier;
 use tlslab_crypto::meter::{Meter, Op};
-use tlslab_runtime::qlog::{QlogDir, QlogOptions};
+use tlslab_runtime::qlog::QlogDir;
 use tlslab_runtime::{CpuPin, RuntimeSpec, allowed_cpus};
 use tlslab_schema::transport::{Transport, TransportPhase};
 use tlslab_stats::{Collector, CpuUsage, LoadReport, Window};
 
+use crate::config::{LoadConfig, Trust, Workload};
 use crate::engine::{BackoffRun, Clock, OpenLoopRun, Slot, arrivals, slot_at};
-use crate::{Error, LoadConfig, Trust, Workload, tls};
-
-/// `load --h3` options beyond [`LoadConfig`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Http3 {
-    /// Streams in flight per connection (`-m`), at least 1.
-    pub max_concurrent_streams: u32,
-    /// `--flood KIND --flood-rate N`: a bounded flood from other source
-    /// ports beside the load, for as long as the load runs.
-    pub flood: Option<FloodPlan>,
-    /// `--qlog DIR`: one qlog file per connection (warm-up ones too),
-    /// `DIR/client-<client>-<connection>.sqlog`, up to the caps.
-    pub qlog: Option<QlogOptions>,
-    /// `--quic-new-socket`: each connection after a client's first from a
-    /// new UDP socket (a new source port), as browsers open one per
-    /// connection; else one socket per client for all its connections.
-    pub new_socket: bool,
-    /// `--quic-rebind-after N`: each client moves to a new UDP socket once,
-    /// after N of its requests succeeded, with its connection open (a NAT
-    /// rebinding, as quinn's `Endpoint::rebind` makes it).
-    pub rebind_after: Option<u64>,
-}
-
-/// The flood `load --h3 --flood` sends beside the load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FloodPlan {
-    /// What it sends (`--flood`).
-    pub kind: flood::FloodKind,
-    /// Initials, or new PING-only clients, per second (`--flood-rate`).
-    pub rate: u32,
-    /// At most this many (`--flood-max`); default: the rate times the
-    /// run's duration and warm-up, within [`flood::FloodKind::max_count`].
-    pub max: Option<u64>,
-    /// Whether the target may be an address that is not loopback
-    /// (`--flood-allow-remote`).
-    pub allow_remote: bool,
-}
+use crate::error::Error;
+pub use crate::protocol::{FloodPlan, Http3};
+use crate::tls;
 
 /// What one client connection measured of its handshake.
 #[derive(Clone, Copy, Debug, Default)]
@@ -561,7 +528,7 @@ pub fn run(cfg: &LoadConfig, h3: &Http3) -> Result<LoadReport, Error> {
 fn open_arrivals(
     run: Arc<Run>,
     clock: Clock,
-    ol: crate::OpenLoop,
+    ol: crate::config::OpenLoop,
     state: Arc<OpenLoopRun>,
     clients: usize,
 ) -> Result<impl Future<Output = ()> + Send + 'static, Error> {

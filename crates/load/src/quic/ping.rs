@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tlslab_schema::transport::{Flood as FloodReport, PingOnly};
 
-use crate::Error;
+use crate::error::Error;
 
 /// How often a PING-only client of a flood sends a PING.
 pub const PING_INTERVAL: Duration = Duration::from_secs(1);
