@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     Proc, Serve, args, args_with, argv, assert_no_panic, exits, expect_ok, free_port, http_get,
-    run, run_tlslab, show, tempdir, tlslab, usage_error,
+    run, run_tlslab, show, start_exporter, tempdir, tlslab, usage_error,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -244,13 +244,7 @@ fn bad_databases_and_flags_are_usage_errors_that_name_the_fix() {
 fn the_exporter_answers_one_round_per_scrape() {
     let serve = Serve::start(&[]);
     let line = "probe exporter --listen 127.0.0.1:0 --cacert CA";
-    let mut p = Proc::spawn(tlslab(args_with(line, &[("CA", serve.ca_str())])));
-    let line = p.next_line(Instant::now() + LIMIT).expect("listening line");
-    let addr: std::net::SocketAddr = line
-        .strip_prefix("exporter listening on http://")
-        .and_then(|r| r.split('/').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    let (mut exporter, addr) = start_exporter(line, serve.ca_str(), LIMIT);
     let path = format!("/probe?target={}", serve.url("/bytes/1024"));
     let (status, body) = http_get(addr, &path).expect("scrape");
     assert_eq!(status, 200, "{body}");
@@ -276,7 +270,11 @@ fn the_exporter_answers_one_round_per_scrape() {
         body.contains("tlslab_probe_success{transport=\"tcp\"} 0"),
         "{body}"
     );
-    assert!(p.try_status().is_none(), "exporter died: {}", p.describe());
+    assert!(
+        exporter.try_status().is_none(),
+        "exporter died: {}",
+        exporter.describe()
+    );
 }
 
 #[test]

@@ -13,11 +13,11 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{
-    Proc, Serve, args_with, assert_usage_error, exits, expect_ok, http_get, run, run_tlslab, show,
-    tempdir, tlslab,
+    Serve, args_with, assert_usage_error, exits, expect_ok, http_get, run, run_tlslab, show,
+    start_exporter, tempdir, tlslab,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -224,13 +224,7 @@ fn the_exporter_labels_its_series_by_transport() {
     a.push("--h3");
     let serve = Serve::start(&a);
     let line = "probe exporter --listen 127.0.0.1:0 --cacert CA --transport both";
-    let mut p = Proc::spawn(tlslab(args_with(line, &[("CA", serve.ca_str())])));
-    let line = p.next_line(Instant::now() + LIMIT).expect("listening line");
-    let addr: std::net::SocketAddr = line
-        .strip_prefix("exporter listening on http://")
-        .and_then(|r| r.split('/').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    let (mut exporter, addr) = start_exporter(line, serve.ca_str(), LIMIT);
     let path = format!("/probe?target={}", serve.url("/bytes/1024"));
     let (status, body) = http_get(addr, &path).expect("scrape");
     assert_eq!(status, 200, "{body}");
@@ -262,7 +256,11 @@ fn the_exporter_labels_its_series_by_transport() {
     ] {
         assert!(body.contains(want), "missing {want}:\n{body}");
     }
-    assert!(p.try_status().is_none(), "exporter died: {}", p.describe());
+    assert!(
+        exporter.try_status().is_none(),
+        "exporter died: {}",
+        exporter.describe()
+    );
 }
 
 #[test]

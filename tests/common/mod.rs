@@ -488,6 +488,22 @@ impl Serve {
     }
 }
 
+/// Starts `tlslab LINE` (a `probe exporter --listen 127.0.0.1:0 …` line,
+/// with `CA` replaced by `ca`) and waits (≤ `limit`) for its `exporter
+/// listening on http://ADDR/` line: the process and its address.
+pub fn start_exporter(line: &str, ca: &str, limit: Duration) -> (Proc, SocketAddr) {
+    let p = Proc::spawn(tlslab(args_with(line, &[("CA", ca)])));
+    let first = p
+        .next_line(Instant::now() + limit)
+        .expect("the exporter's listening line");
+    let addr = first
+        .strip_prefix("exporter listening on http://")
+        .and_then(|r| r.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"));
+    (p, addr)
+}
+
 /// A running `tlslab relay` (an emulated WAN path in front of a server),
 /// stopped with SIGTERM on drop.
 pub struct Relay {
