@@ -148,13 +148,7 @@ impl Dispatch {
     fn metric(&self, name: &str) -> f64 {
         let (status, body) = http_get(self.metrics, "/metrics").expect("GET /metrics");
         assert_eq!(status, 200, "{body}");
-        body.lines()
-            .filter(|l| !l.starts_with('#'))
-            .find_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                (k == name).then(|| v.parse::<f64>().ok()).flatten()
-            })
-            .unwrap_or_else(|| panic!("metric {name} not in:\n{body}"))
+        common::metric(&body, name)
     }
 
     fn routed(&self, by: &str) -> f64 {
