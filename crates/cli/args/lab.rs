@@ -264,6 +264,15 @@ pub struct OverloadArgs {
     /// tries again at once, as httperf does: then every shed connection comes straight back.
     #[arg(long, default_value = "100ms", value_name = "B", value_parser = parse_duration)]
     pub retry_backoff: Duration,
+    /// Seed 002 over HTTP/3: the server's QUIC listener, and user sessions
+    /// whose every request is a new QUIC connection (from the session's
+    /// own UDP socket, resuming with its session store). Admission decides
+    /// on the first Initial: `session` admits an attempt offering a PSK the
+    /// server can resume and sheds new full handshakes beyond its budget
+    /// (refused); `static` is quinn's connection limit. The embedded
+    /// server only.
+    #[arg(long)]
+    pub h3: bool,
 
     /// Write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]

@@ -219,6 +219,12 @@ pub fn overload(a: &OverloadArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    if nginx && a.h3 {
+        return Err(usage(
+            "--h3 runs the embedded server only (nginx here has no HTTP/3); use --servers tlslab",
+        ));
+    }
+    plan.h3 = a.h3;
     if nginx {
         if a.nginx_limit_conn == 0 {
             return Err(usage("--nginx-limit-conn must be at least 1"));

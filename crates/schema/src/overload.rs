@@ -141,6 +141,15 @@ pub struct OverloadReport {
     pub robustness: Vec<Robustness>,
     /// What was not run, said plainly.
     pub not_run: Vec<String>,
+    /// `tcp` (HTTPS over TCP) or `h3` (`overload --h3`: HTTP/3 over QUIC,
+    /// each request a new QUIC connection). Reports from before it was
+    /// recorded were TCP's, and read as `tcp`.
+    #[serde(default = "tcp")]
+    pub transport: String,
+}
+
+fn tcp() -> String {
+    "tcp".into()
 }
 
 /// The robustness run of one admission mode.

@@ -90,6 +90,10 @@ pub struct OverloadPlan {
     /// an attempt that follows a failure ([`Users::retry_backoff`]); zero:
     /// at once, as httperf.
     pub retry_backoff: Duration,
+    /// `--h3`: the embedded server's HTTP/3 listener, and user sessions
+    /// over QUIC (each request a new QUIC connection); admission decides
+    /// on the first Initial. Only the embedded server speaks it.
+    pub h3: bool,
 }
 
 /// The default backoff base: the AWS SDKs' (100 ms, full jitter).
@@ -162,6 +166,7 @@ impl OverloadPlan {
             // 13's runs), and the points would measure it.
             key: KeyType::Rsa4096,
             retry_backoff: RETRY_BACKOFF,
+            h3: false,
         }
     }
 

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use tlslab_load::{LoadConfig, Users, UsersReport};
-use tlslab_server::{AdmissionMode, AdmissionSettings, Content, Server, SessionCache};
+use tlslab_server::{
+    AdmissionMode, AdmissionSettings, Content, H3Settings, QuicAdmission, Server, SessionCache,
+};
 
 use super::plan::{Arm, NginxPlan, OverloadPlan};
 use super::report::ServerSide;
@@ -83,7 +85,30 @@ pub(super) fn start_server(
         max_handshakes_in_flight: (admission == AdmissionMode::Static).then_some(plan.static_limit),
         ..AdmissionSettings::default()
     };
-    Ok(Server::start(c)?)
+    Ok(Server::start_with_h3(
+        c,
+        plan.h3.then(|| h3_settings(plan, admission)),
+    )?)
+}
+
+/// The HTTP/3 listener of a point with `admission`: `tlslab serve --h3`'s
+/// defaults (Retry under load, 30 s idle timeout), on a free loopback
+/// port, with the admission policy of the same name over QUIC: `static`
+/// is quinn's connection limit at the TCP arm's handshakes in flight,
+/// `session` the TCP controller's rule on the Initial (shed attempts
+/// refused).
+fn h3_settings(plan: &OverloadPlan, admission: AdmissionMode) -> H3Settings {
+    let mut h = H3Settings::new((std::net::Ipv4Addr::LOCALHOST, 0).into());
+    h.max_connections = server_connections();
+    h.admission = match admission {
+        AdmissionMode::Off => QuicAdmission::Off,
+        AdmissionMode::Static => {
+            h.max_connections = plan.static_limit;
+            QuicAdmission::Static
+        }
+        AdmissionMode::Session => QuicAdmission::Session,
+    };
+    h
 }
 
 pub(super) fn load(
@@ -94,8 +119,15 @@ pub(super) fn load(
     window: Duration,
     seed: u64,
 ) -> Result<LoadConfig, Error> {
-    let addr = server.https_addr().expect("an HTTPS listener");
-    load_to(rig, plan, addr.port(), arm, window, seed)
+    let addr = match plan.h3 {
+        true => server.h3_addr().expect("an HTTP/3 listener"),
+        false => server.https_addr().expect("an HTTPS listener"),
+    };
+    let mut cfg = load_to(rig, plan, addr.port(), arm, window, seed)?;
+    if plan.h3 {
+        cfg.http3 = Some(tlslab_load::Http3::new(1));
+    }
+    Ok(cfg)
 }
 
 /// The user-session load against `https://127.0.0.1:PORT/bytes/1024`.
@@ -130,19 +162,47 @@ pub(super) fn point(
     let cfg = load(rig, plan, &server, arm, window, seed)?;
     let client = tlslab_load::run_users(&cfg, users(plan, arm, rate))?;
     let rss = rss_kib();
+    let quic = server.quic_snapshot();
     let s = server.shutdown();
     let hs = s.handshakes;
     let a = s.admission.unwrap_or_default();
+    let (requests_served, handshakes_full, handshakes_resumed, failures, full_shed, resume_shed) =
+        match &quic {
+            // Over QUIC: the HTTP/3 listener's counts; a refused or
+            // ignored attempt is a failure, as a shed TCP connection is.
+            Some(q) if plan.h3 => (
+                q.requests,
+                q.handshakes.full,
+                q.handshakes.resumed,
+                q.handshake_failures.values().sum::<u64>()
+                    + q.shed.refused
+                    + q.shed.ignored
+                    + q.refused_at_limit,
+                a.quic.full_shed,
+                a.quic.resume_shed,
+            ),
+            _ => (
+                s.requests.total(),
+                hs.tls12.full + hs.tls13.full + hs.tls13.full_hrr,
+                hs.resumed(),
+                s.failures_total(),
+                a.full_shed,
+                a.resume_shed,
+            ),
+        };
     Ok((
         client,
         ServerSide {
-            source: "the embedded server's own counters".into(),
-            requests_served: s.requests.total(),
-            handshakes_full: hs.tls12.full + hs.tls13.full + hs.tls13.full_hrr,
-            handshakes_resumed: hs.resumed(),
-            handshake_failures: Some(s.failures_total()),
-            full_shed: a.full_shed,
-            resume_shed: a.resume_shed,
+            source: match plan.h3 {
+                true => "the embedded server's own counters (its HTTP/3 listener)".into(),
+                false => "the embedded server's own counters".into(),
+            },
+            requests_served,
+            handshakes_full,
+            handshakes_resumed,
+            handshake_failures: Some(failures),
+            full_shed,
+            resume_shed,
             limit: a.limit,
             worker_cpu_secs: s.worker_cpu.as_secs_f64(),
             rss_kib: rss,

@@ -21,8 +21,17 @@ impl OverloadText for OverloadReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "tlslab overload: capacity {:.1} user sessions/s (K = {} requests, each on a new connection); server key {}; {}",
-            self.capacity_users_per_sec, self.requests_per_session, self.key, self.placement
+            "tlslab overload{}: capacity {:.1} user sessions/s (K = {} requests, each on a new {} connection); server key {}; {}",
+            if self.transport == "h3" { " --h3" } else { "" },
+            self.capacity_users_per_sec,
+            self.requests_per_session,
+            if self.transport == "h3" {
+                "QUIC"
+            } else {
+                "TLS"
+            },
+            self.key,
+            self.placement
         );
         let _ = writeln!(
             out,
@@ -38,15 +47,17 @@ impl OverloadText for OverloadReport {
             }
         );
         let c = &self.shed_cost;
-        let _ = writeln!(
-            out,
-            "shedding: {:.1} µs of server worker CPU per shed connection against {:.1} µs per full handshake ({:.1} %), {} of each from {} concurrent clients (a busy server), server-observed",
-            c.shed_us,
-            c.full_handshake_us,
-            c.ratio * 100.0,
-            c.connections,
-            c.clients
-        );
+        if c.connections > 0 {
+            let _ = writeln!(
+                out,
+                "shedding: {:.1} µs of server worker CPU per shed connection against {:.1} µs per full handshake ({:.1} %), {} of each from {} concurrent clients (a busy server), server-observed",
+                c.shed_us,
+                c.full_handshake_us,
+                c.ratio * 100.0,
+                c.connections,
+                c.clients
+            );
+        }
         let _ = writeln!(
             out,
             "goodput = requests of completed sessions/s, throughput = all responses/s, p99 of completed requests (client-observed, per point window); shed, full hs and srv CPU server-observed (a fresh server per point, over the point)"
@@ -242,6 +253,7 @@ mod tests {
                 timeline: vec![tlslab_load::Second::default()],
             }],
             not_run: vec![],
+            transport: "tcp".into(),
         };
         let v = serde_json::to_value(&report).unwrap();
         let mut paths = Vec::new();

@@ -15,14 +15,33 @@ use crate::rig::Rig;
 
 /// Runs `plan`, reporting progress lines through `progress`.
 pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<OverloadReport, Error> {
+    if plan.h3 && plan.arms.iter().any(|a| a.server == Peer::Nginx) {
+        return Err(Error::Nginx(
+            "overload --h3 runs the embedded server only (nginx here has no HTTP/3); drop nginx from --servers".into(),
+        ));
+    }
     let rig = Rig::generate(plan.key, &[], plan.placement.clone())?;
-    let shed_cost = shed_cost(&rig, plan, 300)?;
-    progress(&format!(
-        "overload: a shed costs {:.1} µs of server CPU, a full handshake {:.1} µs ({:.1} %)",
-        shed_cost.shed_us,
-        shed_cost.full_handshake_us,
-        shed_cost.ratio * 100.0
-    ));
+    let mut not_run = Vec::new();
+    // The shed-cost runs are TCP's (a ClientHello, then a close); a QUIC
+    // attempt's is bench/quic_admission_cpu.sh's (BENCHMARKS.md).
+    let shed_cost = if plan.h3 {
+        not_run.push("the shed cost over QUIC (bench/quic_admission_cpu.sh measures it)".into());
+        ShedCost {
+            full_handshake_us: f64::NAN,
+            shed_us: f64::NAN,
+            ratio: f64::NAN,
+            ..ShedCost::default()
+        }
+    } else {
+        let c = shed_cost(&rig, plan, 300)?;
+        progress(&format!(
+            "overload: a shed costs {:.1} µs of server CPU, a full handshake {:.1} µs ({:.1} %)",
+            c.shed_us,
+            c.full_handshake_us,
+            c.ratio * 100.0
+        ));
+        c
+    };
     let (capacity, sweep) = match plan.capacity {
         Some(c) => {
             progress(&format!(
@@ -101,14 +120,16 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
         sweep,
         points,
         robustness,
-        not_run: if plan.arms.iter().any(|a| a.server == Peer::Nginx) {
-            Vec::new()
-        } else {
-            vec![
-                "nginx with limit_conn as the unprotected reference (pass --servers tlslab,nginx)"
-                    .into(),
-            ]
+        not_run: {
+            if !plan.h3 && !plan.arms.iter().any(|a| a.server == Peer::Nginx) {
+                not_run.push(
+                    "nginx with limit_conn as the unprotected reference (pass --servers tlslab,nginx)"
+                        .into(),
+                );
+            }
+            not_run
         },
+        transport: if plan.h3 { "h3" } else { "tcp" }.into(),
         capacity_from: if plan.capacity.is_some() {
             "given".into()
         } else {

@@ -37,7 +37,12 @@
 //!
 //! It reuses the load engine's TLS client configuration and session store
 //! (`tlslab_crypto::store::ClientSessions`), not its closed-loop clients:
-//! one request per connection, HTTP/1.1 only.
+//! one request per connection, over HTTP/1.1, or over HTTP/3 when the
+//! configuration asks for it ([`LoadConfig::http3`]; see [`quic`]): then
+//! each request is a new QUIC connection from the session's own UDP
+//! socket, and the same knobs (reuse, timeout, retry, backoff) apply.
+
+mod quic;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -123,6 +128,8 @@ struct Ctx {
     k: u32,
     end: Instant,
     c: Counters,
+    /// HTTP/3 (`LoadConfig::http3`): what its connections share.
+    quic: Option<quic::QuicBase>,
 }
 
 /// Runs the user-session workload of `cfg` and `users` and returns what it
@@ -152,9 +159,23 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
             "user sessions measure TLS sessions: give an https:// URL".into(),
         ));
     }
+    if cfg.http2.is_some() {
+        return Err(Error::Invalid(
+            "user sessions speak HTTP/1.1, or HTTP/3 with --h3; not HTTP/2".into(),
+        ));
+    }
     let name = crate::target::server_name(cfg.sni.as_deref(), &target.host)?;
     let (path, host) = target.request_parts()?;
     let base = crate::tls::base_config(cfg, &Meter::new())?;
+    let quic = match &cfg.http3 {
+        Some(h3) if h3.max_concurrent_streams > 1 || h3.flood.is_some() => {
+            return Err(Error::Invalid(
+                "user sessions make one request per connection: no -m or --flood with them".into(),
+            ));
+        }
+        Some(_) => Some(quic::QuicBase::new(cfg, target)?),
+        None => None,
+    };
     let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
     let cpus = pin
         .as_ref()
@@ -196,6 +217,7 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
                 latency: Mutex::new(hdrhistogram::Histogram::new(3).ok()),
                 ..Default::default()
             },
+            quic,
         });
         let mut rng = tlslab_workload::rng(cfg.seed, u64::MAX);
         let gap = |rate: f64| ThinkTime::Exp {
@@ -320,10 +342,25 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
     let mut failures = 0u32;
     'session: loop {
         ctx.c.started.fetch_add(1, Ordering::Relaxed);
-        let sessions = ClientSessions::new();
-        let mut cfg = ctx.base.clone();
-        cfg.resumption = rustls::client::Resumption::store(sessions.clone());
-        let cfg = Arc::new(cfg);
+        // The session's client: a TLS configuration with its own session
+        // store over TCP, or a UDP socket and store of its own over QUIC.
+        let (sessions, client) = match &ctx.quic {
+            Some(base) => match quic::QuicUser::new(base, ctx.addr, ctx.timeout) {
+                Ok(q) => (q.sessions.clone(), Client::Quic(q)),
+                Err(reason) => {
+                    // No socket: counted as a failure, and the run goes on.
+                    *ctx.c.failures.lock().entry(reason.into()).or_insert(0) += 1;
+                    ctx.c.abandoned.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            },
+            None => {
+                let sessions = ClientSessions::new();
+                let mut cfg = ctx.base.clone();
+                cfg.resumption = rustls::client::Resumption::store(sessions.clone());
+                (sessions, Client::Tcp(Arc::new(cfg)))
+            }
+        };
         let mut i = 0;
         // Whether request i offers the session: drawn once per request.
         let mut offer = None;
@@ -337,7 +374,7 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
             }
             let o = *offer.get_or_insert_with(|| rng.random_bool(ctx.reuse.clamp(0.0, 1.0)));
             sessions.set_offer(o);
-            match request(&ctx, cfg.clone()).await {
+            match request(&ctx, &client).await {
                 Ok(()) => {
                     i += 1;
                     offer = None;
@@ -379,11 +416,35 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
     }
 }
 
+/// A user session's client, by transport.
+enum Client {
+    /// TLS over TCP: the configuration with the session's store.
+    Tcp(Arc<rustls::ClientConfig>),
+    /// QUIC: the session's socket and store.
+    Quic(quic::QuicUser),
+}
+
 /// One request on a new connection, within the timeout, made as the
-/// engine's clients make theirs ([`crate::conn`]). Errors are failure
-/// reasons.
-async fn request(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<(), &'static str> {
+/// engine's clients make theirs ([`crate::conn`], or HTTP/3's
+/// [`crate::quic::http3`]), counted. Errors are failure reasons.
+async fn request(ctx: &Ctx, client: &Client) -> Result<(), &'static str> {
     let t0 = Instant::now();
+    let resumed = match (client, &ctx.quic) {
+        (Client::Quic(q), Some(base)) => {
+            with_timeout(ctx.timeout, q.request(base, ctx.addr, ctx.timeout))
+                .await
+                .unwrap_or(Err("timeout"))?
+        }
+        (Client::Tcp(cfg), _) => request_tcp(ctx, cfg.clone()).await?,
+        (Client::Quic(_), None) => return Err("quic_config"),
+    };
+    counted(ctx, t0, resumed);
+    Ok(())
+}
+
+/// One HTTP/1.1 request on a new TLS connection, within the timeout;
+/// whether its handshake was resumed.
+async fn request_tcp(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<bool, &'static str> {
     let work = async {
         let tcp = crate::source::connect(None, ctx.addr)
             .await
@@ -408,9 +469,13 @@ async fn request(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<(), &'stat
         }
         Ok(resumed)
     };
-    let resumed = with_timeout(ctx.timeout, work)
+    with_timeout(ctx.timeout, work)
         .await
-        .unwrap_or(Err("timeout"))?;
+        .unwrap_or(Err("timeout"))
+}
+
+/// Counts a response that took from `t0` until now.
+fn counted(ctx: &Ctx, t0: Instant, resumed: bool) {
     let c = &ctx.c;
     c.responses.fetch_add(1, Ordering::Relaxed);
     if Instant::now() < ctx.end {
@@ -425,7 +490,6 @@ async fn request(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<(), &'stat
     if let Some(h) = c.latency.lock().as_mut() {
         let _ = h.record(t0.elapsed().as_micros() as u64);
     }
-    Ok(())
 }
 
 #[cfg(test)]
