@@ -198,7 +198,7 @@ const FLAGS: &[(&str, &str)] = &[
         "overload",
         "--quick --window --loads --timeout --requests --robustness --robust-for \
          --servers --nginx-bin --nginx-limit-conn --nginx-dir --capacity --key-type \
-         --retry-backoff --json",
+         --retry-backoff --reuse --h3 --json",
     ),
     (
         "cluster",

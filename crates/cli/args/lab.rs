@@ -264,6 +264,13 @@ pub struct OverloadArgs {
     /// tries again at once, as httperf does: then every shed connection comes straight back.
     #[arg(long, default_value = "100ms", value_name = "B", value_parser = parse_duration)]
     pub retry_backoff: Duration,
+    /// The share of a user's requests after its first that offer its TLS session, in percent
+    /// (drawn per request), for every arm that reuses (the standard plan's no-reuse arm stays
+    /// at 0). Default 80: a fifth of a session's later connections are then full handshakes,
+    /// which no server can tell from a new user's; seed 002 compared all against none.
+    #[arg(long, value_name = "PCT")]
+    pub reuse: Option<f64>,
+
     /// Seed 002 over HTTP/3: the server's QUIC listener, and user sessions
     /// whose every request is a new QUIC connection (from the session's
     /// own UDP socket, resuming with its session store). Admission decides

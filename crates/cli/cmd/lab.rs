@@ -188,6 +188,14 @@ pub fn overload(a: &OverloadArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    if let Some(r) = a.reuse {
+        if !(0.0..=100.0).contains(&r) {
+            return Err(usage("--reuse takes a percentage from 0 to 100, e.g. 80"));
+        }
+        for arm in plan.arms.iter_mut().filter(|arm| arm.reuse > 0.0) {
+            arm.reuse = r / 100.0;
+        }
+    }
     plan.retry_backoff = a.retry_backoff;
     plan.key = a.key_type;
     if a.requests == 0 {
