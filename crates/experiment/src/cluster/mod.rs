@@ -34,8 +34,10 @@
 //! are one CPU of capacity: the cluster's throughput is what three nodes
 //! sharing it sustain.
 
+mod dispatch;
 mod nodes;
 mod plan;
+mod quic;
 mod report;
 mod run;
 
