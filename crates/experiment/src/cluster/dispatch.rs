@@ -114,8 +114,7 @@ impl Dispatch {
             },
             quic_lb: spec.quic_lb.into_iter().collect(),
             // `dispatch --max-flows`'s default.
-            max_flows: std::num::NonZeroUsize::new(100_000)
-                .unwrap_or(std::num::NonZeroUsize::MIN),
+            max_flows: std::num::NonZeroUsize::new(100_000).unwrap_or(std::num::NonZeroUsize::MIN),
         };
         let d = rt.block_on(tlslab_dispatch::Dispatcher::bind(cfg))?;
         let addr = d

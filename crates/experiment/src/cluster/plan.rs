@@ -188,7 +188,10 @@ impl ClusterConfig {
     fn validate_h3(&self) -> Result<(), Error> {
         let bad = |m: String| Err(Error::Cluster(m));
         if self.node_kind != NodeKind::Tlslab {
-            return bad("--h3 needs --nodes tlslab (the nodes serve HTTP/3 with QUIC-LB connection IDs)".into());
+            return bad(
+                "--h3 needs --nodes tlslab (the nodes serve HTTP/3 with QUIC-LB connection IDs)"
+                    .into(),
+            );
         }
         if self.dispatcher != DispatcherKind::Tlslab {
             return bad("--h3 needs --dispatcher tlslab (tlslab dispatch --udp; HAProxy does not balance QUIC)".into());
@@ -409,7 +412,10 @@ mod tests {
             ),
             (|c| c.mechanisms = vec![Mechanism::Tls12Id], "tls13-ticket"),
             (|c| c.node_kind = NodeKind::Nginx, "--nodes tlslab"),
-            (|c| c.dispatcher = DispatcherKind::Haproxy, "--dispatcher tlslab"),
+            (
+                |c| c.dispatcher = DispatcherKind::Haproxy,
+                "--dispatcher tlslab",
+            ),
         ] {
             let mut c = ClusterConfig::quick().over_quic();
             change(&mut c);

@@ -14,11 +14,11 @@ use tlslab_server::{Content, RemoteCache, Server, TicketKeys};
 
 use super::dispatch::{Dispatch, DispatchSpec};
 use super::nodes::{self, Redis};
-use super::quic;
 use super::plan::{
     Arm, ClusterConfig, ClusterPlacement, DispatcherKind, Mechanism, NodeKind, NodeSetup, Sharing,
     arms, not_applicable,
 };
+use super::quic;
 use super::report::{
     ClusterCell, ClusterReport, METHOD, RedisGets, SCHEMA_VERSION, Skipped, targets,
 };
@@ -404,8 +404,7 @@ fn run_on(
     // Over QUIC the shared ticket keys are Redis's too.
     let needs_redis = plan.iter().any(|(_, a)| {
         a.iter().any(|a| {
-            a.sharing == Sharing::RedisCache
-                || (cfg.h3 && a.sharing == Sharing::SharedTicketKeys)
+            a.sharing == Sharing::RedisCache || (cfg.h3 && a.sharing == Sharing::SharedTicketKeys)
         })
     });
     let env = Env::setup(cfg, needs_redis, path)?;
@@ -519,9 +518,9 @@ fn run_cell(
     let haproxy = match (cfg.dispatcher, &env.haproxy) {
         (DispatcherKind::Tlslab, _) => Ok(None),
         (DispatcherKind::Haproxy, Some(bin)) => Ok(Some((bin.as_path(), env.dir.path()))),
-        (DispatcherKind::Haproxy, None) => Err(Error::Cluster(
-            "--dispatcher haproxy needs haproxy".into(),
-        )),
+        (DispatcherKind::Haproxy, None) => {
+            Err(Error::Cluster("--dispatcher haproxy needs haproxy".into()))
+        }
     };
     let result = haproxy
         .and_then(|haproxy| {
