@@ -79,15 +79,16 @@ pub const CLUSTER_H3: Builtin = Builtin {
         let c = cluster_config(quick).over_quic();
         (
             serde_json::json!({
+                // In key order: the results document reads back sorted.
                 "cluster": {
-                    "h3": true,
-                    "nodes": c.nodes,
-                    "reuse_percent": c.reuse,
-                    "policies": c.policies.iter().map(|p| p.name()).collect::<Vec<_>>(),
-                    "sharing": c.sharing.iter().map(|s| s.name()).collect::<Vec<_>>(),
-                    "mechanisms": c.mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>(),
                     "cell_s": c.cell.as_secs_f64(),
                     "clients": c.clients,
+                    "h3": true,
+                    "mechanisms": c.mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>(),
+                    "nodes": c.nodes,
+                    "policies": c.policies.iter().map(|p| p.name()).collect::<Vec<_>>(),
+                    "reuse_percent": c.reuse,
+                    "sharing": c.sharing.iter().map(|s| s.name()).collect::<Vec<_>>(),
                 }
             }),
             c.reuse.len() * (c.policies.len() + 1),
