@@ -25,7 +25,7 @@ fn list_names_every_study_and_which_cannot_run() {
     let out = run_tlslab(&["experiment", "list"], Duration::from_secs(20));
     let s = expect_ok(&out);
     for name in args(
-        "seed000-reuse seed000-cluster seed001-breakdown seed002-overload seed003-table2 \
+        "seed000-reuse seed000-cluster seed000-cluster-h3 seed001-breakdown seed002-overload seed003-table2 \
          seed004-handshake quic-vs-tcp",
     ) {
         assert!(s.contains(name), "{name} missing from:\n{s}");

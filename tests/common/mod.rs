@@ -15,6 +15,7 @@ pub mod load;
 pub mod netpath;
 pub mod nginx;
 pub mod peers;
+pub mod quic_lb;
 pub mod study_doc;
 pub mod tshark;
 pub mod udp_tap;

@@ -293,18 +293,29 @@ pub struct OverloadArgs {
     tlslab cluster --json cluster.json\n  \
     tlslab cluster --reuse 80 --mechanism tls12-id,tls12-ticket,tls13-ticket \
     --sharing none,redis-cache,shared-ticket-keys\n  \
-    tlslab cluster --nodes nginx --dispatcher haproxy --reuse 0,80\n\n\
+    tlslab cluster --nodes nginx --dispatcher haproxy --reuse 0,80\n  \
+    tlslab cluster --h3 --quick\n\n\
     N nodes (each its own session cache and ticket keys) behind a dispatcher, and a closed-loop \
     load with one request per connection, all on 127.0.0.1. Every node is pinned to the first CPU \
     this process may use; the load, the dispatcher and redis-server share the second. Every figure \
     of a cell is over the cell's load run: throughput client-observed; cluster CPU per request \
     (summed over the nodes) and achieved resumption server-observed; routing efficiency \
     dispatcher-observed (tlslab dispatch), or the nodes' resumed handshakes over the client's \
-    offers (HAProxy). Exit 1 if a peer (nginx, haproxy, redis-server) an arm needs is missing.")]
+    offers (HAProxy). With --h3 the cluster runs over QUIC: HTTP/3 nodes with QUIC-LB connection \
+    IDs behind tlslab dispatch --udp, a load opening each connection from a new source port, \
+    TLS 1.3 tickets; the arms are blind, cid, session and blind with ticket keys shared through \
+    Redis. Exit 1 if a peer (nginx, haproxy, redis-server) an arm needs is missing.")]
 pub struct ClusterArgs {
     /// A short smoke run: reuse 0,80 and 3 s cells (unless --reuse / --cell say otherwise).
     #[arg(long)]
     pub quick: bool,
+
+    /// The cluster over QUIC: every node also serves HTTP/3 (`serve --h3 --quic-lb`, a QUIC-LB
+    /// server ID each), the dispatcher is `dispatch --udp`, the load `load --h3
+    /// --quic-new-socket`; TLS 1.3 tickets. Default arms: --policy blind,cid,session --sharing
+    /// none,shared-ticket-keys (ticket keys shared through a redis-server this command starts).
+    #[arg(long)]
+    pub h3: bool,
 
     /// What the nodes are.
     #[arg(long, value_enum, default_value = "tlslab")]
@@ -324,28 +335,26 @@ pub struct ClusterArgs {
     pub reuse: Option<Vec<u32>>,
 
     /// Dispatch policies, each with per-node state: round-robin, least-conn, random, source-ip,
-    /// session.
-    #[arg(
-        long,
-        value_name = "LIST",
-        value_delimiter = ',',
-        default_value = "round-robin,session"
-    )]
-    pub policy: Vec<tlslab_dispatch::Policy>,
+    /// session; with --h3: blind, source-ip, cid, session [default: round-robin,session; --h3:
+    /// blind,cid,session].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub policy: Option<Vec<tlslab_dispatch::Policy>>,
 
     /// Resumption mechanisms: tls12-id (session IDs, tickets off), tls12-ticket, tls13-ticket
-    /// (stateless tickets sealed with the node's ticket keys).
+    /// (stateless tickets sealed with the node's ticket keys) [default: all three; --h3:
+    /// tls13-ticket, the only one].
     #[arg(long, value_name = "LIST", value_delimiter = ',',
-          default_value = "tls12-id,tls12-ticket,tls13-ticket",
           value_parser = |s: &str| s.parse::<Mechanism>())]
-    pub mechanism: Vec<Mechanism>,
+    pub mechanism: Option<Vec<Mechanism>>,
 
-    /// Sharing arms, each with round-robin dispatch: none (per-node state: the round-robin
-    /// cell), redis-cache (a redis-server this command starts; nodes use
-    /// `memory:N+redis://…`), shared-ticket-keys (one ticket key file for every node).
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "none",
+    /// Sharing arms, each with blind dispatch (round-robin; --h3: the 4-tuple hash): none
+    /// (per-node state: the blind cell), redis-cache (a redis-server this command starts; nodes
+    /// use `memory:N+redis://…`), shared-ticket-keys (one ticket key file for every node; with
+    /// --h3 keys shared through a redis-server, as `serve --ticket-keys redis://…`)
+    /// [default: none; --h3: none,shared-ticket-keys].
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
           value_parser = |s: &str| s.parse::<Sharing>())]
-    pub sharing: Vec<Sharing>,
+    pub sharing: Option<Vec<Sharing>>,
 
     /// Length of each cell's load run [default: 10s; --quick: 3s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]

@@ -275,15 +275,24 @@ fn cluster_config(a: &ClusterArgs) -> anyhow::Result<ClusterConfig> {
     } else {
         ClusterConfig::standard()
     };
+    if a.h3 {
+        cfg = cfg.over_quic();
+    }
     cfg.nodes = a.node_count;
     cfg.node_kind = a.nodes;
     cfg.dispatcher = a.dispatcher;
     if let Some(r) = &a.reuse {
         cfg.reuse.clone_from(r);
     }
-    cfg.policies = dedup(&a.policy);
-    cfg.mechanisms = dedup(&a.mechanism);
-    cfg.sharing = dedup(&a.sharing);
+    if let Some(p) = &a.policy {
+        cfg.policies = dedup(p);
+    }
+    if let Some(m) = &a.mechanism {
+        cfg.mechanisms = dedup(m);
+    }
+    if let Some(s) = &a.sharing {
+        cfg.sharing = dedup(s);
+    }
     cfg.cell = a.cell.unwrap_or(cfg.cell);
     cfg.clients = a.clients;
     cfg.key = a.key_type;

@@ -7,14 +7,16 @@
 //! 001's no-op-and-Amdahl cost table; and [`overload`], seed 002's
 //! collapse under overload and session-aware admission control; and
 //! [`cluster`], seed 000's cluster experiment (Fig. 9): session-aware
-//! dispatch against blind dispatch and shared session state; and
+//! dispatch against blind dispatch and shared session state, over TCP
+//! and QUIC; and
 //! [`probe_path`], the embedded server on a packet-level path's server end
 //! that `tlslab probe --path` probes.
 //!
 //! [`study`] is `tlslab experiment`: a declared TOML matrix, or a built-in
 //! study per seed paper (`seed000-reuse`, `seed001-breakdown`,
 //! `seed002-overload`, `seed003-table2`, `seed004-handshake`; and
-//! `seed000-cluster`, through [`cluster`]; and `quic-vs-tcp`, HTTP/3 over
+//! `seed000-cluster` and `seed000-cluster-h3` (over QUIC), through
+//! [`cluster`]; and `quic-vs-tcp`, HTTP/3 over
 //! QUIC against TCP+TLS 1.3), run with
 //! interleaved repeats into one resumable results document
 //! (`tlslab_report::study::StudyResults`) with the paper's figures beside

@@ -194,6 +194,11 @@ pub struct ClusterCell {
     pub achieved_over_requested: Option<f64>,
     /// Connections on which the client offered a session (client-observed).
     pub client_offers: u64,
+    /// `client_offers` ÷ the client's handshakes: the share of connections
+    /// that offered a session (client-observed), beside
+    /// `resumption_achieved`. Absent in reports written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumption_offered: Option<f64>,
     /// Share of resumption attempts the chosen node accepted: for `tlslab
     /// dispatch` dispatcher-observed (its `/metrics`), for HAProxy the
     /// nodes' resumed handshakes ÷ the client's offers. Null without attempts.
@@ -269,6 +274,10 @@ pub struct ClusterReport<P = serde_json::Value> {
     pub node_kind: NodeKind,
     /// What the dispatcher was.
     pub dispatcher: DispatcherKind,
+    /// `--h3`: the cluster over QUIC (HTTP/3 nodes with QUIC-LB connection
+    /// IDs behind `tlslab dispatch --udp`); absent (false) over TCP.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub h3: bool,
     /// Where each part ran.
     pub placement: ClusterPlacement,
     /// Closed-loop clients.

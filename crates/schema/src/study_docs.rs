@@ -5,10 +5,14 @@
 mod tests {
     use crate::study::{EngineReport, StudyResults};
 
-    const DOCS: [(&str, &str); 12] = [
+    const DOCS: [(&str, &str); 13] = [
         (
             "seed000-cluster",
             include_str!("../../../docs/results/seed000-cluster/results.json"),
+        ),
+        (
+            "seed000-cluster-h3",
+            include_str!("../../../docs/results/seed000-cluster-h3/results.json"),
         ),
         (
             "seed000-reuse",

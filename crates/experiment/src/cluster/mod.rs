@@ -29,13 +29,20 @@
 //! (its own one-thread runtime) or an `haproxy` process in TCP mode with
 //! the stick-table recipe for TLS 1.2 session IDs.
 //!
+//! Over QUIC (`--h3`, [`ClusterConfig::h3`]) the nodes also serve HTTP/3
+//! with QUIC-LB connection IDs (`quic.rs`), the dispatcher is `tlslab
+//! dispatch --udp` (`dispatch.rs`), the load opens each connection from a
+//! new source port, and shared ticket keys come from Redis.
+//!
 //! CPUs: with two or more CPUs, every node runs on the first; the load,
 //! the dispatcher and `redis-server` share the second. The nodes together
 //! are one CPU of capacity: the cluster's throughput is what three nodes
 //! sharing it sustain.
 
+mod dispatch;
 mod nodes;
 mod plan;
+mod quic;
 mod report;
 mod run;
 

@@ -66,6 +66,14 @@ pub struct ClusterConfig {
     /// load in its client namespace, so only the client ↔ dispatcher
     /// traffic crosses it. Needs root.
     pub path: Option<tlslab_path::PathConfig>,
+    /// `--h3`: the cluster over QUIC. Every node also serves HTTP/3 with
+    /// QUIC-LB connection IDs carrying its server ID, the dispatcher is
+    /// `tlslab dispatch --udp` (policies `blind`, `source-ip`, `cid`,
+    /// `session`) and the load `load --h3 --quic-new-socket` (a new source
+    /// port per connection, as browsers open one); TLS 1.3 tickets only.
+    /// The shared-ticket-keys arm distributes the keys through Redis
+    /// (`serve --ticket-keys redis://…`).
+    pub h3: bool,
 }
 
 impl ClusterConfig {
@@ -89,6 +97,31 @@ impl ClusterConfig {
             redis_timeout: Duration::from_millis(5),
             quick: false,
             path: None,
+            h3: false,
+        }
+    }
+
+    /// `self` over QUIC (`--h3`) with its own arms: `blind`, `cid` and
+    /// `session` with per-node ticket keys, and `blind` with ticket keys
+    /// shared through Redis; TLS 1.3 tickets.
+    pub fn over_quic(self) -> ClusterConfig {
+        ClusterConfig {
+            h3: true,
+            policies: vec![Policy::Blind, Policy::Cid, Policy::Session],
+            mechanisms: vec![Mechanism::Tls13Ticket],
+            sharing: vec![Sharing::None, Sharing::SharedTicketKeys],
+            ..self
+        }
+    }
+
+    /// The policy of the sharing arms: round-robin over TCP, the 4-tuple
+    /// hash (`blind`) over QUIC, where `tlslab dispatch --udp` has no
+    /// round-robin.
+    pub fn blind_policy(&self) -> Policy {
+        if self.h3 {
+            Policy::Blind
+        } else {
+            Policy::RoundRobin
         }
     }
 
@@ -126,6 +159,9 @@ impl ClusterConfig {
         if self.clients == 0 {
             return bad("--clients must be at least 1".into());
         }
+        if self.h3 {
+            self.validate_h3()?;
+        }
         if let Some(groups) = &self.groups {
             let known = tlslab_crypto::provider::all_group_names();
             if groups.is_empty() {
@@ -142,6 +178,40 @@ impl ClusterConfig {
             if self.node_kind == NodeKind::Nginx {
                 openssl_groups(groups)?;
             }
+        }
+        Ok(())
+    }
+}
+
+impl ClusterConfig {
+    /// What `--h3` cannot be combined with; the message names the flag.
+    fn validate_h3(&self) -> Result<(), Error> {
+        let bad = |m: String| Err(Error::Cluster(m));
+        if self.node_kind != NodeKind::Tlslab {
+            return bad(
+                "--h3 needs --nodes tlslab (the nodes serve HTTP/3 with QUIC-LB connection IDs)"
+                    .into(),
+            );
+        }
+        if self.dispatcher != DispatcherKind::Tlslab {
+            return bad("--h3 needs --dispatcher tlslab (tlslab dispatch --udp; HAProxy does not balance QUIC)".into());
+        }
+        if self.path.is_some() {
+            return bad("--h3 does not run across --path yet; drop --path".into());
+        }
+        if let Some(p) = self.policies.iter().find(|p| {
+            !matches!(
+                p,
+                Policy::Blind | Policy::SourceIp | Policy::Cid | Policy::Session
+            )
+        }) {
+            return bad(format!(
+                "--policy {} is not one of dispatch --udp's; with --h3 use blind, source-ip, cid, session",
+                p.name()
+            ));
+        }
+        if self.mechanisms != [Mechanism::Tls13Ticket] {
+            return bad("QUIC runs TLS 1.3 only: with --h3 give --mechanism tls13-ticket".into());
         }
         Ok(())
     }
@@ -259,11 +329,12 @@ pub(super) fn arms(cfg: &ClusterConfig) -> Vec<Arm> {
             sharing: Sharing::None,
         })
         .collect();
-    if cfg.sharing.contains(&Sharing::None) && !cfg.policies.contains(&Policy::RoundRobin) {
+    let blind = cfg.blind_policy();
+    if cfg.sharing.contains(&Sharing::None) && !cfg.policies.contains(&blind) {
         out.insert(
             0,
             Arm {
-                policy: Policy::RoundRobin,
+                policy: blind,
                 sharing: Sharing::None,
             },
         );
@@ -271,7 +342,7 @@ pub(super) fn arms(cfg: &ClusterConfig) -> Vec<Arm> {
     for &s in &cfg.sharing {
         if s != Sharing::None {
             out.push(Arm {
-                policy: Policy::RoundRobin,
+                policy: blind,
                 sharing: s,
             });
         }
@@ -322,6 +393,35 @@ mod tests {
             labels,
             ["round-robin", "session", "round-robin+redis-cache"]
         );
+    }
+
+    #[test]
+    fn quic_arms_are_blind_cid_session_and_blind_with_shared_keys() {
+        let cfg = ClusterConfig::quick().over_quic();
+        cfg.validate().unwrap();
+        let labels: Vec<String> = arms(&cfg).into_iter().map(Arm::label).collect();
+        assert_eq!(
+            labels,
+            ["blind", "cid", "session", "blind+shared-ticket-keys"]
+        );
+        for (change, says) in [
+            (
+                (|c: &mut ClusterConfig| c.policies = vec![Policy::RoundRobin])
+                    as fn(&mut ClusterConfig),
+                "--policy round-robin",
+            ),
+            (|c| c.mechanisms = vec![Mechanism::Tls12Id], "tls13-ticket"),
+            (|c| c.node_kind = NodeKind::Nginx, "--nodes tlslab"),
+            (
+                |c| c.dispatcher = DispatcherKind::Haproxy,
+                "--dispatcher tlslab",
+            ),
+        ] {
+            let mut c = ClusterConfig::quick().over_quic();
+            change(&mut c);
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
     }
 
     #[test]

@@ -32,7 +32,39 @@ fn cell_at<'a>(
         .find(|c| c.mechanism == m && c.arm == arm && (c.reuse_requested - reuse).abs() < 1e-9)
 }
 
+/// Issue 32's targets over QUIC at 80 % reuse: session-aware routing
+/// reaches the ticket's issuer, and session and shared keys resume what
+/// the client offered (within a point).
+fn quic_targets(cfg: &ClusterConfig, cells: &[ClusterCell]) -> Vec<TargetCheck> {
+    let m = Mechanism::Tls13Ticket;
+    let n = cfg.nodes;
+    let mut out = vec![check(
+        format!("issue 32: QUIC session at 80 % reuse, {n} nodes: routing efficiency ≥ 0.99"),
+        cell_at(cells, m, "session", 0.8).and_then(|c| c.routing_efficiency),
+        0.99,
+        false,
+    )];
+    for arm in ["session", "blind+shared-ticket-keys"] {
+        let gap = cell_at(cells, m, arm, 0.8).and_then(|c| {
+            c.resumption_offered
+                .map(|o| (c.resumption_achieved - o).abs())
+        });
+        out.push(check(
+            format!(
+                "issue 32: QUIC {arm} at 80 % reuse, {n} nodes: |resumed − offered| share ≤ 0.01"
+            ),
+            gap,
+            0.01,
+            true,
+        ));
+    }
+    out
+}
+
 pub(super) fn targets(cfg: &ClusterConfig, cells: &[ClusterCell]) -> Vec<TargetCheck> {
+    if cfg.h3 {
+        return quic_targets(cfg, cells);
+    }
     let mut out = Vec::new();
     let nodes = match cfg.node_kind {
         NodeKind::Tlslab => "tlslab",
@@ -121,13 +153,17 @@ impl ClusterText for ClusterReport {
             "tlslab cluster{}: {} {} nodes behind {}, {} clients, {:.1} s per cell, {} certificate, GET {}",
             if self.quick { " (quick)" } else { "" },
             self.nodes,
-            match self.node_kind {
-                NodeKind::Tlslab => "tlslab serve",
-                NodeKind::Nginx => "nginx",
+            match (self.node_kind, self.h3) {
+                (NodeKind::Tlslab, false) => "tlslab serve",
+                (NodeKind::Tlslab, true) =>
+                    "tlslab serve --h3 (HTTP/3 over QUIC, QUIC-LB connection IDs)",
+                (NodeKind::Nginx, _) => "nginx",
             },
-            match self.dispatcher {
-                DispatcherKind::Tlslab => "tlslab dispatch",
-                DispatcherKind::Haproxy =>
+            match (self.dispatcher, self.h3) {
+                (DispatcherKind::Tlslab, false) => "tlslab dispatch",
+                (DispatcherKind::Tlslab, true) =>
+                    "tlslab dispatch --udp (a new client port per connection)",
+                (DispatcherKind::Haproxy, _) =>
                     "HAProxy (TCP mode; session = stick-table recipe on the TLS 1.2 session ID)",
             },
             self.clients,
@@ -151,9 +187,9 @@ impl ClusterText for ClusterReport {
         let _ = writeln!(o);
         let mut rows = vec![
             header(
-                "mechanism|arm|reuse|req/s|p50 ms|cpu µs/req|resumed|routing|nodes|client|disp µs|errors",
+                "mechanism|arm|reuse|req/s|p50 ms|cpu µs/req|offered|resumed|routing|nodes|client|disp µs|errors",
             ),
-            header("||%|(client)|(client)|(server)|(server)|eff.|busy|busy|/conn|"),
+            header("||%|(client)|(client)|(server)|(client)|(server)|eff.|busy|busy|/conn|"),
         ];
         rows.extend(self.cells.iter().map(|c| {
             vec![
@@ -164,6 +200,8 @@ impl ClusterText for ClusterReport {
                 c.latency_p50_us
                     .map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3)),
                 format!("{:.1}", c.cluster_cpu_us_per_request),
+                c.resumption_offered
+                    .map_or("-".into(), |o| format!("{:.1}%", o * 100.0)),
                 format!("{:.1}%", c.resumption_achieved * 100.0),
                 c.routing_efficiency.map_or("-".into(), |e| {
                     let mark = if c.routing_efficiency_source == "dispatcher" {
@@ -183,7 +221,7 @@ impl ClusterText for ClusterReport {
                 c.errors.to_string(),
             ]
         }));
-        let widths = [-13, -31, 5, 8, 8, 9, 8, 8, 7, 7, 7, 6];
+        let widths = [-13, -31, 5, 8, 8, 9, 8, 8, 8, 7, 7, 7, 6];
         o.push_str(&columns("", &widths, &rows));
         let _ = writeln!(
             o,
@@ -281,14 +319,27 @@ impl ClusterText for ClusterReport {
             widths.push(1);
             widths.extend(arms.iter().map(|_| 14));
             widths.extend([1, 15, 6]);
-            let has_ratio =
-                arms.iter().any(|a| a == "round-robin") && arms.iter().any(|a| a == "session");
+            // The blind baseline: round-robin over TCP, the 4-tuple hash
+            // over QUIC.
+            let base = if arms.iter().any(|a| a == "round-robin") {
+                "round-robin"
+            } else {
+                "blind"
+            };
+            let has_ratio = arms.iter().any(|a| a == base) && arms.iter().any(|a| a == "session");
             let mut head = vec!["reuse".to_string()];
             head.extend(arms.iter().map(|a| short(a)));
             head.push("|".into());
             head.extend(arms.iter().map(|a| short(a)));
             if has_ratio {
-                head.extend(["|".into(), "session÷rr rps  cpu".into()]);
+                head.extend([
+                    "|".into(),
+                    if base == "blind" {
+                        "session÷blind rps cpu".into()
+                    } else {
+                        "session÷rr rps  cpu".into()
+                    },
+                ]);
             }
             let mut rows = vec![head];
             for &r in &reuses {
@@ -304,7 +355,7 @@ impl ClusterText for ClusterReport {
                         format!("{:.1}", c.cluster_cpu_us_per_request)
                     })
                 }));
-                if has_ratio && let (Some(rr), Some(se)) = (get("round-robin"), get("session")) {
+                if has_ratio && let (Some(rr), Some(se)) = (get(base), get("session")) {
                     row.extend([
                         "|".into(),
                         format!("{:.2}x", se.throughput_rps / rr.throughput_rps.max(1e-9)),
@@ -352,6 +403,8 @@ fn short(arm: &str) -> String {
         "session" => "session-aware".into(),
         "round-robin+redis-cache" => "rr+redis-cache".into(),
         "round-robin+shared-ticket-keys" => "rr+shared-keys".into(),
+        "blind" => "blind (hash)".into(),
+        "blind+shared-ticket-keys" => "blind+shared".into(),
         a => a.chars().take(14).collect(),
     }
 }
@@ -384,6 +437,7 @@ mod tests {
             resumption_achieved: 0.8,
             achieved_over_requested: Some(1.0),
             client_offers: 1,
+            resumption_offered: None,
             routing_efficiency: Some(1.0),
             routing_efficiency_source: "dispatcher".into(),
             dispatcher_cpu_us_per_conn: None,

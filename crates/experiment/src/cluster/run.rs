@@ -2,22 +2,23 @@
 //! peers), the nodes and the dispatcher of each cell, and the sweep.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Read;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tlslab_crypto::provider::Algorithms;
-use tlslab_dispatch::Policy;
 use tlslab_path::PathHandle;
 use tlslab_report::LoadReport;
 use tlslab_server::{Content, RemoteCache, Server, TicketKeys};
 
-use super::nodes::{self, Proc, Redis};
+use super::dispatch::{Dispatch, DispatchSpec};
+use super::nodes::{self, Redis};
 use super::plan::{
     Arm, ClusterConfig, ClusterPlacement, DispatcherKind, Mechanism, NodeKind, NodeSetup, Sharing,
     arms, not_applicable,
 };
+use super::quic;
 use super::report::{
     ClusterCell, ClusterReport, METHOD, RedisGets, SCHEMA_VERSION, Skipped, targets,
 };
@@ -41,10 +42,13 @@ enum Node {
 }
 
 impl Node {
+    /// Where the dispatcher sends its clients: the HTTP/3 listener with
+    /// `--h3`, else the TLS one.
     fn addr(&self) -> SocketAddr {
         match self {
             Node::Embedded(s) => s
-                .https_addr()
+                .h3_addr()
+                .or_else(|| s.https_addr())
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
             Node::Nginx(n) => n.addr,
         }
@@ -54,12 +58,17 @@ impl Node {
         match self {
             Node::Embedded(s) => {
                 let r = Reading::of(s);
+                // With `--h3` the clients come over QUIC only.
+                let (handshakes, resumed) = match s.h3_addr() {
+                    Some(_) => (r.quic.full + r.quic.resumed, r.quic.resumed),
+                    None => (r.handshakes, r.resumed),
+                };
                 NodeCounters {
                     redis: r.redis,
                     cpu_ns: r.cpu.as_nanos() as u64,
                     requests: r.served,
-                    handshakes: r.handshakes,
-                    resumed: r.resumed,
+                    handshakes,
+                    resumed,
                 }
             }
             Node::Nginx(n) => {
@@ -106,6 +115,8 @@ struct Env {
     /// The path's ends (`--path`): every part here runs on its server
     /// end, the load on its client end.
     path: Option<PathHandle>,
+    /// `--h3`: the QUIC-LB configuration of the nodes and the dispatcher.
+    lb: Option<tlslab_crypto::quic::LbParams>,
 }
 
 fn random_key() -> Result<Vec<u8>, Error> {
@@ -135,7 +146,7 @@ fn start_nodes(env: &Env, kind: NodeKind, n: usize, setup: NodeSetup) -> Result<
             env.node_keys[i].0.clone()
         };
         let node = match kind {
-            NodeKind::Tlslab => start_embedded(env, setup, keys, &prefix)?,
+            NodeKind::Tlslab => start_embedded(env, setup, keys, &prefix, i)?,
             NodeKind::Nginx => {
                 let bin = env
                     .nginx
@@ -157,10 +168,31 @@ fn start_nodes(env: &Env, kind: NodeKind, n: usize, setup: NodeSetup) -> Result<
         };
         nodes.push(node);
     }
+    if env.lb.is_some() && setup.sharing == Sharing::SharedTicketKeys && setup.tickets() {
+        let servers: Vec<&Server> = nodes
+            .iter()
+            .filter_map(|n| match n {
+                Node::Embedded(s) => Some(s),
+                Node::Nginx(_) => None,
+            })
+            .collect();
+        if let Err(e) = quic::wait_for_shared_keys(&servers) {
+            for n in nodes {
+                n.stop();
+            }
+            return Err(e);
+        }
+    }
     Ok(nodes)
 }
 
-fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf, prefix: &str) -> Result<Node, Error> {
+fn start_embedded(
+    env: &Env,
+    setup: NodeSetup,
+    keys: PathBuf,
+    prefix: &str,
+    i: usize,
+) -> Result<Node, Error> {
     let ttl = Duration::from_secs(300);
     let tickets = setup.tickets();
     let remote_cache = match (setup.sharing, &env.redis) {
@@ -187,12 +219,28 @@ fn start_embedded(env: &Env, setup: NodeSetup, keys: PathBuf, prefix: &str) -> R
     };
     tls.tickets = tickets;
     tls.remote_cache = remote_cache;
-    tls.ticket_keys = if tickets {
-        TicketKeys::File(keys)
-    } else {
-        TicketKeys::Local
+    tls.ticket_keys = match (tickets, &env.lb, setup.sharing, &env.redis) {
+        (false, ..) => TicketKeys::Local,
+        // Over QUIC the shared keys come from Redis, as `serve
+        // --ticket-keys redis://…` shares them in a deployment.
+        (true, Some(_), Sharing::SharedTicketKeys, Some(r)) => {
+            quic::redis_ticket_keys(r.url(), prefix)
+        }
+        (true, Some(_), Sharing::SharedTicketKeys, None) => {
+            return Err(Error::Cluster(
+                "the shared-ticket-keys arm of --h3 has no redis-server".into(),
+            ));
+        }
+        (true, ..) => TicketKeys::File(keys),
     };
-    Ok(Node::Embedded(Server::start(cfg)?))
+    let server = match &env.lb {
+        Some(lb) => {
+            let h3 = quic::h3_settings(cfg.https.unwrap_or(rig::server_bind(None)), lb, i);
+            Server::start_with_h3(cfg, Some(h3))?
+        }
+        None => Server::start(cfg)?,
+    };
+    Ok(Node::Embedded(server))
 }
 
 impl Env {
@@ -211,7 +259,12 @@ impl Env {
             DispatcherKind::Tlslab => None,
         };
         let redis_bin = if needs_redis {
-            Some(nodes::need_tool("redis-server", "--sharing redis-cache")?)
+            let what = if cfg.h3 {
+                "--h3 --sharing shared-ticket-keys (keys shared through Redis)"
+            } else {
+                "--sharing redis-cache"
+            };
+            Some(nodes::need_tool("redis-server", what)?)
         } else {
             None
         };
@@ -240,6 +293,14 @@ impl Env {
         }
         let shared_keys = dir.path().join("ticket-shared.key");
         write_secret(&shared_keys, &random_key()?)?;
+        let lb = if cfg.h3 {
+            let k = random_key()?;
+            let mut key = [0u8; 16];
+            key.copy_from_slice(&k[..16]);
+            Some(quic::lb_params(key)?)
+        } else {
+            None
+        };
         let redis = match redis_bin {
             Some(_) => Some(nodes::start_redis(dir.path(), &placement.redis)?),
             None => None,
@@ -259,173 +320,9 @@ impl Env {
             redis_timeout: cfg.redis_timeout,
             groups: cfg.groups.clone(),
             path: path.cloned(),
+            lb,
         })
     }
-}
-
-enum Dispatch {
-    Embedded {
-        rt: tokio::runtime::Runtime,
-        threads: std::sync::Arc<tlslab_runtime::Threads>,
-        addr: SocketAddr,
-        metrics: SocketAddr,
-        stop: tokio::sync::watch::Sender<bool>,
-    },
-    Haproxy {
-        proc: Proc,
-        addr: SocketAddr,
-    },
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct DispatchCounters {
-    cpu_ns: u64,
-    attempts: Option<u64>,
-    accepted: Option<u64>,
-}
-
-impl Dispatch {
-    fn start(
-        env: &Env,
-        kind: DispatcherKind,
-        policy: Policy,
-        nodes: &[Node],
-        tags: &[Vec<u8>],
-    ) -> Result<Dispatch, Error> {
-        match kind {
-            DispatcherKind::Tlslab => {
-                let pin = if env.placement.dispatcher.is_empty() {
-                    None
-                } else {
-                    Some(
-                        tlslab_runtime::CpuPin::new(&env.placement.dispatcher)
-                            .map_err(|e| Error::Cluster(format!("dispatcher CPUs: {e}")))?,
-                    )
-                };
-                let (rt, threads) = tlslab_runtime::RuntimeSpec::new("cluster-dispatch", 1)
-                    .pinned(pin)
-                    .build()
-                    .map_err(|e| Error::Cluster(format!("dispatcher runtime: {e}")))?;
-                let backends = nodes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| tlslab_dispatch::Backend {
-                        addr: n.addr(),
-                        tags: tags.get(i).map(|t| vec![t.clone()]).unwrap_or_default(),
-                        server_id: None,
-                    })
-                    .collect();
-                let cfg = tlslab_dispatch::Config {
-                    listen: rig::server_bind(env.path.as_ref()),
-                    backends,
-                    policy,
-                    session_timeout: Duration::from_secs(300),
-                    max_sessions: std::num::NonZeroUsize::new(1_000_000)
-                        .unwrap_or(std::num::NonZeroUsize::MIN),
-                    hello_timeout: Duration::from_secs(5),
-                    idle_timeout: tlslab_dispatch::DEFAULT_IDLE_TIMEOUT,
-                    bad_input: tlslab_dispatch::BadInputAction::Forward,
-                    send_proxy_v2: false,
-                    health_check: tlslab_dispatch::HealthCheck::Off,
-                    health_interval: Duration::from_secs(1),
-                    connect_timeout: Duration::from_secs(2),
-                    metrics: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-                    transport: tlslab_dispatch::Transport::Tcp,
-                    quic_lb: Vec::new(),
-                    max_flows: std::num::NonZeroUsize::MIN,
-                };
-                let d = rt.block_on(tlslab_dispatch::Dispatcher::bind(cfg))?;
-                let addr = d
-                    .local_addr()
-                    .map_err(|e| Error::Cluster(format!("dispatcher: {e}")))?;
-                let metrics = d
-                    .metrics_addr()
-                    .ok_or_else(|| Error::Cluster("dispatcher metrics listener missing".into()))?;
-                let (stop, rx) = tokio::sync::watch::channel(false);
-                rt.spawn(d.run(rx));
-                Ok(Dispatch::Embedded {
-                    rt,
-                    threads,
-                    addr,
-                    metrics,
-                    stop,
-                })
-            }
-            DispatcherKind::Haproxy => {
-                let bin = env
-                    .haproxy
-                    .as_ref()
-                    .ok_or_else(|| Error::Cluster("--dispatcher haproxy needs haproxy".into()))?;
-                let backends: Vec<SocketAddr> = nodes.iter().map(Node::addr).collect();
-                let (proc, addr) = nodes::start_haproxy(
-                    bin,
-                    env.dir.path(),
-                    rig::server_bind(env.path.as_ref()).ip(),
-                    policy,
-                    &backends,
-                    &env.placement.dispatcher,
-                )?;
-                Ok(Dispatch::Haproxy { proc, addr })
-            }
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        match self {
-            Dispatch::Embedded { addr, .. } | Dispatch::Haproxy { addr, .. } => *addr,
-        }
-    }
-
-    fn counters(&self) -> DispatchCounters {
-        match self {
-            Dispatch::Embedded {
-                threads, metrics, ..
-            } => {
-                let text = scrape(*metrics).unwrap_or_default();
-                DispatchCounters {
-                    cpu_ns: threads.cpu_time().total().as_nanos() as u64,
-                    attempts: metric(&text, "tlslab_dispatch_resumption_attempts_total")
-                        .map(|v| v as u64),
-                    accepted: metric(&text, "tlslab_dispatch_resumptions_accepted_total")
-                        .map(|v| v as u64),
-                }
-            }
-            Dispatch::Haproxy { proc, .. } => DispatchCounters {
-                cpu_ns: nodes::cpu_ns(proc),
-                attempts: None,
-                accepted: None,
-            },
-        }
-    }
-
-    fn stop(self) {
-        match self {
-            Dispatch::Embedded { rt, stop, .. } => {
-                let _ = stop.send(true);
-                rt.shutdown_timeout(Duration::from_secs(1));
-            }
-            Dispatch::Haproxy { proc, .. } => drop(proc),
-        }
-    }
-}
-
-/// GET /metrics over HTTP/1.0 from a loopback address.
-fn scrape(addr: SocketAddr) -> Option<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    Some(body)
-}
-
-/// The value of an unlabelled Prometheus sample.
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines().find_map(|l| {
-        let (n, v) = l.split_once(' ')?;
-        (n == name).then(|| v.trim().parse().ok())?
-    })
 }
 
 /// Runs the experiment. `progress` receives one line per cell as it ends.
@@ -504,9 +401,12 @@ fn run_on(
         }
         plan.push((m, run_arms));
     }
-    let needs_redis = plan
-        .iter()
-        .any(|(_, a)| a.iter().any(|a| a.sharing == Sharing::RedisCache));
+    // Over QUIC the shared ticket keys are Redis's too.
+    let needs_redis = plan.iter().any(|(_, a)| {
+        a.iter().any(|a| {
+            a.sharing == Sharing::RedisCache || (cfg.h3 && a.sharing == Sharing::SharedTicketKeys)
+        })
+    });
     let env = Env::setup(cfg, needs_redis, path)?;
     let mut peers = BTreeMap::new();
     if let Some(b) = &env.nginx {
@@ -527,13 +427,15 @@ fn run_on(
     progress(&format!(
         "tlslab cluster: {} {} nodes behind {}, {total} cells of {:.1} s, {} clients, {} certificate; {}",
         cfg.nodes,
-        match cfg.node_kind {
-            NodeKind::Tlslab => "tlslab serve",
-            NodeKind::Nginx => "nginx",
+        match (cfg.node_kind, cfg.h3) {
+            (NodeKind::Tlslab, false) => "tlslab serve",
+            (NodeKind::Tlslab, true) => "tlslab serve --h3 (QUIC-LB connection IDs)",
+            (NodeKind::Nginx, _) => "nginx",
         },
-        match cfg.dispatcher {
-            DispatcherKind::Tlslab => "tlslab dispatch",
-            DispatcherKind::Haproxy => "haproxy (TCP mode)",
+        match (cfg.dispatcher, cfg.h3) {
+            (DispatcherKind::Tlslab, false) => "tlslab dispatch",
+            (DispatcherKind::Tlslab, true) => "tlslab dispatch --udp",
+            (DispatcherKind::Haproxy, _) => "haproxy (TCP mode)",
         },
         cfg.cell.as_secs_f64(),
         cfg.clients,
@@ -567,6 +469,7 @@ fn run_on(
         nodes: cfg.nodes,
         node_kind: cfg.node_kind,
         dispatcher: cfg.dispatcher,
+        h3: cfg.h3,
         placement: env.placement,
         clients: cfg.clients,
         cell_s: cfg.cell.as_secs_f64(),
@@ -603,8 +506,34 @@ fn run_cell(
     } else {
         Vec::new()
     };
-    let result =
-        Dispatch::start(env, cfg.dispatcher, arm.policy, &nodes, &tags).and_then(|dispatch| {
+    let backends = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| tlslab_dispatch::Backend {
+            addr: n.addr(),
+            tags: tags.get(i).map(|t| vec![t.clone()]).unwrap_or_default(),
+            server_id: env.lb.as_ref().map(|_| quic::server_id(i)),
+        })
+        .collect();
+    let haproxy = match (cfg.dispatcher, &env.haproxy) {
+        (DispatcherKind::Tlslab, _) => Ok(None),
+        (DispatcherKind::Haproxy, Some(bin)) => Ok(Some((bin.as_path(), env.dir.path()))),
+        (DispatcherKind::Haproxy, None) => {
+            Err(Error::Cluster("--dispatcher haproxy needs haproxy".into()))
+        }
+    };
+    let result = haproxy
+        .and_then(|haproxy| {
+            Dispatch::start(DispatchSpec {
+                listen: rig::server_bind(env.path.as_ref()),
+                policy: arm.policy,
+                backends,
+                quic_lb: env.lb.clone(),
+                cpus: &env.placement.dispatcher,
+                haproxy,
+            })
+        })
+        .and_then(|dispatch| {
             let r = measure(cfg, env, &nodes, &dispatch, setup, arm, reuse, &label);
             dispatch.stop();
             r
@@ -639,6 +568,15 @@ fn measure(
     load.resume_with = setup.resume_with();
     load.versions = vec![super::plan::version_of(setup.mechanism)];
     load.algorithms.groups = cfg.groups.clone();
+    if cfg.h3 {
+        // One stream per connection, each connection from a new source
+        // port (as browsers open one): the 4-tuple hash then spreads a
+        // client's connections over the nodes.
+        load.http3 = Some(tlslab_load::Http3 {
+            new_socket: true,
+            ..tlslab_load::Http3::new(1)
+        });
+    }
 
     let redis_cpu = || env.redis.as_ref().and_then(Redis::proc).map(nodes::cpu_ns);
     let before: Vec<NodeCounters> = nodes.iter().map(Node::counters).collect();
@@ -723,6 +661,7 @@ fn measure(
         resumption_achieved: achieved,
         achieved_over_requested: (reuse > 0).then(|| achieved / requested),
         client_offers: offers,
+        resumption_offered: Some(report.reuse.offered),
         routing_efficiency: eff,
         routing_efficiency_source: source.to_string(),
         dispatcher_cpu_us_per_conn: Some(d_cpu as f64 / 1e3 / proxied as f64),
@@ -759,19 +698,4 @@ fn progress_line(c: &ClusterCell) -> String {
         c.routing_efficiency
             .map_or("-".to_string(), |e| format!("{e:.3}"))
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metric_reads_unlabelled_samples() {
-        let text = "# HELP x\ntlslab_dispatch_resumption_attempts_total 42\ntlslab_dispatch_routing_efficiency NaN\n";
-        assert_eq!(
-            metric(text, "tlslab_dispatch_resumption_attempts_total"),
-            Some(42.0)
-        );
-        assert_eq!(metric(text, "missing"), None);
-    }
 }

@@ -48,6 +48,7 @@ pub fn builtins() -> Vec<Builtin> {
     vec![
         seed000::REUSE,
         seed000::CLUSTER,
+        seed000::CLUSTER_H3,
         seed001::BREAKDOWN,
         seed002::OVERLOAD,
         seed003::TABLE2,

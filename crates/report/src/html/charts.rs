@@ -126,7 +126,13 @@ pub fn goodput(c: &Cell) -> f64 {
 const BLIND_POLICIES: [&str; 4] = ["round-robin", "least-conn", "random", "source-ip"];
 
 fn policy_label(p: &str) -> String {
-    if BLIND_POLICIES.contains(&p) {
+    if p == "cid" {
+        // QUIC-LB connection IDs keep a connection on its node; a new
+        // connection's first Initials go by the 4-tuple hash.
+        "cid (QUIC-LB; blind to sessions)".into()
+    } else if p == "blind" {
+        "blind (4-tuple hash)".into()
+    } else if BLIND_POLICIES.contains(&p) {
         format!("{p} (blind)")
     } else if p == "session" {
         "session (session-aware)".into()
@@ -353,20 +359,32 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
                     && c.factors.contains_key("policy")
             };
             let points = per_point(r, |c| in_mech(c).then_some(c.metrics.requests_per_s));
+            // A cluster over QUIC (`cluster --h3`) says so in the title.
+            let transport = points
+                .iter()
+                .find_map(|p| p.first.factors.get("transport").cloned());
             let data = best_per_reuse(points, |p| {
                 let policy = policy_label(p.first.factors.get("policy").map_or("", |s| s.as_str()));
                 match series_key(
                     p.first,
-                    &["clients", "rate", "reuse", "policy", "mechanism"],
+                    &[
+                        "clients",
+                        "rate",
+                        "reuse",
+                        "policy",
+                        "mechanism",
+                        "transport",
+                    ],
                 ) {
                     rest if rest == "all" => policy,
                     rest => format!("{policy} {rest}"),
                 }
             });
+            let over = transport.map_or(String::new(), |t| format!(", over {}", t.to_uppercase()));
             let title = if mechanism.is_empty() {
-                "Cluster throughput against reuse, blind and session-aware dispatch".to_string()
+                format!("Cluster throughput against reuse, blind and session-aware dispatch{over}")
             } else {
-                format!("Cluster throughput against reuse ({mechanism})")
+                format!("Cluster throughput against reuse ({mechanism}{over})")
             };
             let before = out.len();
             push_line(

@@ -232,6 +232,56 @@ fn cluster_document_draws_blind_against_session_aware_per_mechanism() {
     assert!(html.contains("id=\"d1-cell-tls13-ticket-session-reuse1-r1\""));
 }
 
+/// A `cluster --h3` study (seed000-cluster-h3): the QUIC arms, one chart
+/// titled with the transport, each arm a line.
+#[test]
+fn quic_cluster_document_draws_every_arm_over_quic() {
+    let mut cells = Vec::new();
+    for (policy, gain) in [
+        ("blind", 0.3),
+        ("cid", 0.3),
+        ("session", 1.0),
+        ("blind+shared-ticket-keys", 1.0),
+    ] {
+        for reuse in ["0", "0.8"] {
+            let r: f64 = reuse.parse().unwrap();
+            let point = format!("tls13-ticket-{}-reuse{reuse}", policy.replace('+', "-"));
+            let factors = [
+                ("mechanism", "tls13-ticket"),
+                ("policy", policy),
+                ("reuse", reuse),
+                ("transport", "quic"),
+            ];
+            let rps = 1000.0 * (1.0 + gain * r);
+            cells.push(cell(&format!("{point}-r1"), &point, &factors, rps, 2000));
+        }
+    }
+    let (charts, missing) = charts(&doc("seed000-cluster-h3", cells));
+    let c: Vec<&Chart> = charts
+        .iter()
+        .filter(|c| c.title.starts_with("Cluster throughput"))
+        .collect();
+    assert_eq!(c.len(), 1, "{missing:?}");
+    assert!(
+        c[0].title.contains("tls13-ticket, over QUIC"),
+        "{}",
+        c[0].title
+    );
+    let mut series: Vec<&str> = c[0].data.iter().map(|p| p.series.as_str()).collect();
+    series.sort_unstable();
+    series.dedup();
+    assert_eq!(
+        series,
+        [
+            "blind (4-tuple hash)",
+            "blind+shared-ticket-keys",
+            "cid (QUIC-LB; blind to sessions)",
+            "session (session-aware)",
+        ]
+    );
+    assert!(svg_has_lines(&c[0].svg));
+}
+
 fn svg_has_lines(svg: &str) -> bool {
     svg.contains("<polyline") || svg.contains("<path")
 }
