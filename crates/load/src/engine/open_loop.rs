@@ -1,6 +1,5 @@
 //! The open loop: arrivals at a rate, each one request on a new
-//! connection, timed from its intended start; TCP's and (through
-//! [`arrivals`]) HTTP/3's.
+//! connection, timed from its intended start, over any protocol.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,7 +15,7 @@ use tlslab_workload::think::ThinkTime;
 /// An open loop's state: requests in flight now; measured arrivals, the
 /// late ones and the dropped ones.
 #[derive(Default)]
-pub(crate) struct OpenLoopRun {
+pub(super) struct OpenLoopRun {
     in_flight: AtomicUsize,
     scheduled: AtomicU64,
     late: AtomicU64,
@@ -25,7 +24,7 @@ pub(crate) struct OpenLoopRun {
 
 impl OpenLoopRun {
     /// The report's `open_loop` section.
-    pub(crate) fn report(&self, ol: &OpenLoop) -> tlslab_stats::OpenLoop {
+    pub(super) fn report(&self, ol: &OpenLoop) -> tlslab_stats::OpenLoop {
         tlslab_stats::OpenLoop {
             rate: ol.rate,
             arrivals: ol.arrivals.name().into(),
@@ -44,10 +43,10 @@ const LATE: Duration = Duration::from_millis(1);
 /// process's stream), the start of its warm-up (the first arrival's
 /// origin) and its deadline.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Clock {
-    pub(crate) seed: u64,
-    pub(crate) run_start: Instant,
-    pub(crate) deadline: Option<Instant>,
+pub(super) struct Clock {
+    pub(super) seed: u64,
+    pub(super) run_start: Instant,
+    pub(super) deadline: Option<Instant>,
 }
 
 /// The open loop: one arrival after another at the intended times, each a
@@ -56,9 +55,8 @@ pub(crate) struct Clock {
 /// coordinated omission). `slot_at` takes an arrival's slot, `None` when
 /// the run is over. The times are kept by a blocking thread sleeping with
 /// the OS's precision (tokio's timer has a 1 ms tick, which would make
-/// most arrivals late by the 1 ms threshold). Used by the TCP engine and
-/// by `load --h3`.
-pub(crate) async fn arrivals<S, A, F>(
+/// most arrivals late by the 1 ms threshold).
+pub(super) async fn arrivals<S, A, F>(
     clock: Clock,
     run: Arc<OpenLoopRun>,
     ol: OpenLoop,
@@ -159,7 +157,7 @@ impl Drop for Place {
     }
 }
 
-/// The TCP engine's open loop: each arrival one request on a new
+/// The open loop: each arrival one request on a new
 /// connection of an identity from the pool, in turn, its latency counted
 /// from its intended time.
 pub(super) async fn tcp_arrivals(

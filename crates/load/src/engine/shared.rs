@@ -143,6 +143,9 @@ pub(super) struct Shared {
     pub(super) early_data: bool,
     /// `--h2`: the protocol every connection speaks (else HTTP/1.1).
     pub(super) http2: Option<crate::protocol::Http2>,
+    /// `--h3`: every connection speaks HTTP/3 over QUIC; the run's QUIC
+    /// state.
+    pub(super) quic: Option<Arc<super::quic::QuicRun>>,
     pub(super) collector: Collector,
     pub(super) csv: Option<CsvSink>,
     pub(super) progress: Option<Progress>,
@@ -169,7 +172,7 @@ pub(super) struct Shared {
 
 /// Whether a request is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Slot {
+pub(super) enum Slot {
     Warmup,
     Measured,
 }
@@ -177,7 +180,7 @@ pub(crate) enum Slot {
 /// The slot of a request that starts at `now` in a run whose window
 /// starts at `window_start` and ends at `deadline`, taking one from
 /// `budget` (`-n`) if measured; `None` when the run is over.
-pub(crate) fn slot_at(
+pub(super) fn slot_at(
     now: Instant,
     window_start: Instant,
     deadline: Option<Instant>,
