@@ -187,11 +187,6 @@ fn validate_h3(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
             "--mss is TCP-only (a TCP socket option; QUIC has no segments); drop --mss or --h3",
         );
     }
-    if cfg.start_at.is_some() {
-        return bad(
-            "--start-at is TCP-only (distributed load runs over TCP); drop --start-at or --h3",
-        );
-    }
     if cfg.targets.iter().any(|t| !t.is_tls()) {
         return bad("--h3 needs https:// URLs (QUIC is always encrypted)");
     }
