@@ -42,8 +42,7 @@ use tokio_rustls::TlsConnector;
 use self::browser::BrowserRun;
 use self::client::Client;
 use self::identity::Identity;
-use self::open_loop::OpenLoopRun;
-use self::open_loop::tcp_arrivals;
+use self::open_loop::{OpenLoopRun, open_arrivals};
 use self::quic::QuicRun;
 use self::replay::{ReplayRun, replay_worker};
 use self::shared::{CLOSE_GRACE, Shared, group_origins, until_deadline};
@@ -450,7 +449,7 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
             }
         }
         (Some((ol, run)), _) => {
-            set.spawn(tcp_arrivals(shared.clone(), run.clone(), identities, *ol));
+            set.spawn(open_arrivals(shared.clone(), run.clone(), identities, *ol));
         }
     }
 

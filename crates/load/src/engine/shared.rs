@@ -177,30 +177,6 @@ pub(super) enum Slot {
     Measured,
 }
 
-/// The slot of a request that starts at `now` in a run whose window
-/// starts at `window_start` and ends at `deadline`, taking one from
-/// `budget` (`-n`) if measured; `None` when the run is over.
-pub(super) fn slot_at(
-    now: Instant,
-    window_start: Instant,
-    deadline: Option<Instant>,
-    budget: Option<&AtomicU64>,
-) -> Option<Slot> {
-    if deadline.is_some_and(|d| now >= d) {
-        return None;
-    }
-    if now < window_start {
-        return Some(Slot::Warmup);
-    }
-    match budget {
-        None => Some(Slot::Measured),
-        Some(b) => b
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .ok()
-            .map(|_| Slot::Measured),
-    }
-}
-
 impl Shared {
     /// The error kind of `e`; a TLS error that a different `--ablate` set on
     /// the server explains is `tls_ablation_mismatch`, and its explanation
@@ -221,10 +197,23 @@ impl Shared {
         self.slot_at(Instant::now())
     }
 
-    /// The slot of a request that starts at `now`, or `None` when the run
-    /// is over.
+    /// The slot of a request that starts at `now`: warm-up before the
+    /// window, else measured, taking one from the `-n` budget; `None` when
+    /// the run is over (its deadline passed or the budget is spent).
     pub(super) fn slot_at(&self, now: Instant) -> Option<Slot> {
-        slot_at(now, self.window_start, self.deadline, self.budget.as_ref())
+        if self.deadline.is_some_and(|d| now >= d) {
+            return None;
+        }
+        if now < self.window_start {
+            return Some(Slot::Warmup);
+        }
+        match &self.budget {
+            None => Some(Slot::Measured),
+            Some(b) => b
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .ok()
+                .map(|_| Slot::Measured),
+        }
     }
 
     /// Returns true if and only if another request may follow (a hint for
