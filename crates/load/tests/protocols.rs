@@ -81,8 +81,17 @@ impl Proto {
         let mut cfg = ServeConfig::new(any_port(), content, tls);
         cfg.threads = 1;
         cfg.access_log = log.map(Path::to_path_buf);
-        let h3 = (self == Proto::H3).then(|| H3Settings::new(any_port()));
-        (Server::start_with_h3(cfg, h3).unwrap(), g)
+        // HTTP/3 listens on the HTTPS listener's port, over UDP, where a
+        // concurrent test's client socket may be: try other ports then.
+        let mut tries = 0;
+        loop {
+            let h3 = (self == Proto::H3).then(|| H3Settings::new(any_port()));
+            match Server::start_with_h3(cfg.clone(), h3) {
+                Ok(s) => return (s, g),
+                Err(e) if tries < 5 && e.to_string().contains("in use") => tries += 1,
+                Err(e) => panic!("{self:?} server: {e}"),
+            }
+        }
     }
 
     /// The URL of `path` on `srv` in this protocol.

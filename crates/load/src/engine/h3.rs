@@ -18,23 +18,17 @@
 //! counts from the connection's start (or the open loop's intended start);
 //! every other stream's counts from the moment it was sent.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use http::Uri;
 use http::uri::{Authority, Scheme};
 use tlslab_stats::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
 
 use super::client::{Client, Open};
-use super::identity::Identity;
 use super::quic::{Hs, Kind, QuicIdentity, QuicRun};
-use super::shared::{InFlight, Shared, Slot};
+use super::shared::{Shared, Slot};
 use crate::io::HandshakeSlot;
 use crate::quic::http3::{self, Got, H3, Send, conn_kind, h3_open, request};
 
@@ -247,76 +241,31 @@ impl Client {
     }
 
     /// The connection's requests after the first: up to `-m` streams in
-    /// flight until `K` were sent, the run is over or one failed, with the
-    /// think time (`--think-time`) between a stream's end and the next
-    /// request in its place, as over HTTP/2.
-    async fn h3_streams(
+    /// flight until `K` were sent, the run is over or one failed, as over
+    /// HTTP/2 ([`Client::multiplex`]).
+    async fn h3_streams<'a>(
         &mut self,
-        sh: &Shared,
+        sh: &'a Shared,
         q: &QuicRun,
         qi: &QuicIdentity,
         send: &Send,
         authority: &Authority,
         conn_no: u64,
     ) {
-        let ident: Arc<Identity> = self.ident.clone();
-        let o = &sh.origins[ident.origin];
-        let k = sh.requests_per_conn;
+        let launch = |open: Open<'a>| {
+            let (send, timeout) = (send.clone(), sh.timeout);
+            let uri = absolute(authority, &open.uri);
+            async move {
+                let got = request(send, uri, timeout).await;
+                (open, got)
+            }
+        };
+        let done =
+            |c: &mut Client, open, got: Result<Got, String>| c.h3_done(sh, q, qi, open, &got, None);
         let m = q.streams as usize;
-        let mut streams = FuturesUnordered::new();
-        let mut sent: u32 = 1;
-        let mut closing = false;
-        let mut thinking: BinaryHeap<Reverse<Instant>> = BinaryHeap::new();
-        if (k == 0 || sent < k)
-            && let Some(d) = self.think_time()
-        {
-            thinking.push(Reverse(Instant::now() + d));
-        }
-        loop {
-            let now = Instant::now();
-            while thinking.peek().is_some_and(|t| t.0 <= now) {
-                thinking.pop();
-            }
-            while !closing && streams.len() + thinking.len() < m && (k == 0 || sent < k) {
-                let Some(slot) = sh.next_slot() else {
-                    closing = true;
-                    break;
-                };
-                let start = Instant::now();
-                let (target, uri, retry) = self.next_target(o);
-                let open = Open {
-                    slot,
-                    guard: InFlight::new(sh, slot),
-                    rec: self.blank_record(conn_no, sent, target, start, retry),
-                    uri,
-                    start,
-                };
-                let (send, timeout) = (send.clone(), sh.timeout);
-                let uri = absolute(authority, &open.uri);
-                streams.push(async move {
-                    let got = request(send, uri, timeout).await;
-                    (open, got)
-                });
-                sent += 1;
-            }
-            if streams.is_empty() && (closing || thinking.is_empty()) {
-                break;
-            }
-            let think_end = thinking.peek().map(|t| t.0);
-            tokio::select! {
-                () = tokio::time::sleep_until(think_end.unwrap_or(now).into()), if think_end.is_some() => {}
-                Some((open, got)) = streams.next() => {
-                    if !self.h3_done(sh, q, qi, open, &got, None) {
-                        closing = true;
-                    } else if !closing
-                        && (k == 0 || sent < k)
-                        && let Some(d) = self.think_time()
-                    {
-                        thinking.push(Reverse(Instant::now() + d));
-                    }
-                }
-            }
-        }
+        let never = std::future::pending::<()>();
+        self.multiplex(sh, m, conn_no, 1, None, launch, never, done)
+            .await;
     }
 }
 

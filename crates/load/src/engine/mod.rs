@@ -9,7 +9,8 @@
 //! - [`identity`]: client identities, their session stores and reuse
 //!   counters;
 //! - [`client`]: the per-connection client (connect, handshake, requests);
-//! - [`h2`]: the same over HTTP/2, with concurrent streams (`--h2`);
+//! - [`h2`]: the same over HTTP/2, with concurrent streams (`--h2`), kept
+//!   in flight by [`streams`], which HTTP/3's connections use too;
 //! - [`h3`]: the same over HTTP/3 on QUIC (`--h3`), and [`quic`] the QUIC
 //!   state of the run and of each identity;
 //! - [`browser`]: the e-commerce browser driving a client;
@@ -25,6 +26,7 @@ mod open_loop;
 mod quic;
 mod replay;
 mod shared;
+mod streams;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
