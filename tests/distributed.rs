@@ -224,6 +224,53 @@ fn three_agents_on_loopback_merge_exactly() {
     }
 }
 
+// HTTP/3 runs behind the same engine seam as TCP: sharded agents wait for
+// one start and merge as over TCP.
+#[test]
+fn three_h3_agents_on_loopback_merge_exactly() {
+    let dir = tempdir();
+    let serve = Serve::start(&["--h3"]);
+    let ca = serve.ca_str();
+    let url = serve.url("/bytes/1024");
+    let quic = |m: &Metrics, name: &str| m.count(name, &[("transport", "quic")]);
+    let before = quic(&serve.metrics(), "tlslab_transport_requests_total");
+    let at = start_at(3);
+    let dirs: Vec<PathBuf> = (1..=3).map(|i| agent_dir(dir.path(), i)).collect();
+    let extra = args("--h3 -c 6 -n 120 --reuse 50");
+    let agents: Vec<Proc> = (1..=3)
+        .map(|i| spawn_agent(&url, ca, i, &at, dir.path(), &extra))
+        .collect();
+    for a in agents {
+        let f = a.wait(LIMIT);
+        assert!(f.status.is_some_and(|s| s.success()), "agent failed: {f:?}");
+    }
+    for d in &dirs {
+        let r = load_json(&d.join("report.json"));
+        assert_eq!(r["http"]["protocol"], "h3", "{r:#}");
+    }
+    let (out, merged) = merge(dir.path(), &dirs, &[]);
+    let text = expect_ok(&out);
+    assert!(text.contains("agents: 3 of 3 merged"), "{text}");
+    assert_eq!(num(&merged, "requests/attempted"), 120.0);
+    assert_eq!(num(&merged, "requests/succeeded"), 120.0, "{merged:#}");
+    // Server-observed: the same requests, over QUIC.
+    let after = common::poll(
+        Duration::from_secs(5),
+        || serve.metrics(),
+        |m| quic(m, "tlslab_transport_requests_total") - before >= 120.0,
+    );
+    assert_eq!(
+        quic(&after, "tlslab_transport_requests_total") - before,
+        120.0
+    );
+    assert_eq!(
+        csv_totals(&dirs).len() as f64,
+        num(&merged, "latency/total/count")
+    );
+    let skew = num(&merged, "distributed/start_skew_ms");
+    assert!(skew <= 250.0, "start skew {skew} ms");
+}
+
 #[test]
 fn an_agent_killed_mid_run_is_reported_missing() {
     let dir = tempdir();

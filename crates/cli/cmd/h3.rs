@@ -226,7 +226,7 @@ const DEFAULT_FLOOD_RATE: u32 = 100;
 impl LoadH3Args {
     /// The flood of `--flood`, checked: a usage error without --h3, without
     /// --confirm-flood, or with a flood flag but no --flood.
-    pub fn flood(&self) -> anyhow::Result<Option<tlslab_load::quic::FloodPlan>> {
+    pub fn flood(&self) -> anyhow::Result<Option<tlslab_load::FloodPlan>> {
         let Some(kind) = self.flood else {
             if self.flood_rate.is_some()
                 || self.flood_max.is_some()
@@ -253,7 +253,7 @@ impl LoadH3Args {
                 kind.name()
             )));
         }
-        Ok(Some(tlslab_load::quic::FloodPlan {
+        Ok(Some(tlslab_load::FloodPlan {
             kind,
             rate: self.flood_rate.unwrap_or(DEFAULT_FLOOD_RATE),
             max: self.flood_max,
@@ -384,14 +384,15 @@ mod tests {
                 unreachable!()
             };
             let cfg = crate::cmd::load::config(&a).unwrap().cfg;
-            let h3 = tlslab_load::quic::Http3 {
+            let mut cfg = cfg;
+            cfg.http3 = Some(tlslab_load::Http3 {
                 max_concurrent_streams: 1,
                 flood: a.h3.flood().unwrap(),
                 qlog: None,
                 new_socket: false,
                 rebind_after: None,
-            };
-            tlslab_load::quic::validate(&cfg, &h3).map_err(|e| e.to_string())
+            });
+            tlslab_load::validate(&cfg).map_err(|e| e.to_string())
         };
         let e = check("https://192.0.2.1:8443/", &["--flood", "valid"]).unwrap_err();
         assert!(e.contains("--flood-allow-remote"), "{e}");

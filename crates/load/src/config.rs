@@ -176,8 +176,8 @@ pub struct LoadConfig {
     /// Speak HTTP/2 instead of HTTP/1.1 (`--h2`, `-m`); `None`: HTTP/1.1.
     /// Closed loop with the URLs or SPECweb96 workload only.
     pub http2: Option<Http2>,
-    /// `--h3`: HTTP/3 over QUIC and its options; [`crate::run`] then runs
-    /// the QUIC engine. Excludes [`LoadConfig::http2`].
+    /// `--h3`: HTTP/3 over QUIC and its options; every connection then
+    /// speaks HTTP/3. Excludes [`LoadConfig::http2`].
     pub http3: Option<Http3>,
     /// Requested share of resumed handshakes, 0.0–1.0 (`--reuse P` / 100).
     pub reuse: f64,

@@ -19,10 +19,12 @@
 //! parallel connections) or an access-log [`Replay`]. [`sweep_series`]
 //! repeats runs at growing client counts or rates until the knee.
 //!
-//! With [`LoadConfig::http2`] a closed-loop client speaks HTTP/2 instead
-//! (ALPN `h2` only; prior knowledge over `http://`) and keeps up to
-//! `max_concurrent_streams` streams in flight on its connection; every
-//! stream is one request and one record.
+//! With [`LoadConfig::http2`] a client speaks HTTP/2 instead (ALPN `h2`
+//! only; prior knowledge over `http://`), and with [`LoadConfig::http3`]
+//! HTTP/3 over QUIC (a UDP socket per client); both keep up to
+//! `max_concurrent_streams` streams in flight on a connection, and every
+//! stream is one request and one record. The protocol is one seam of the
+//! engine: every loop and workload runs over each of them.
 //!
 //! It is not for serving (that is `tlslab-server`) nor for printing (that
 //! is `tlslab-report`). Network failures are
@@ -52,28 +54,21 @@ pub use config::{
     Arrivals, DEFAULT_RETRY_BACKOFF, HdrLog, LoadConfig, OpenLoop, RETRY_BACKOFF_CAP, Replay,
     ResumeWith, Trust, Workload, retry_backoff_bound,
 };
-pub use protocol::{Http2, Http3};
+pub use protocol::{FloodKind, FloodPlan, Http2, Http3};
 
-/// Runs the load described by `cfg` over its protocol: HTTP/3 when
-/// [`LoadConfig::http3`] is set (the QUIC engine, [`quic::run`]), else
-/// HTTP/1.1 or HTTP/2 over TCP (the engine behind one seam for both). The
-/// one place the transport is chosen; see [`engine::run`] for what a run
-/// does and when it fails.
+/// Runs the load described by `cfg` over its protocol: HTTP/1.1, HTTP/2
+/// ([`LoadConfig::http2`]) or HTTP/3 over QUIC ([`LoadConfig::http3`]),
+/// each behind the engine's one protocol seam, with the same loops,
+/// workloads and report. See [`engine::run`] for what a run does and when
+/// it fails.
 pub fn run(cfg: &LoadConfig) -> Result<tlslab_stats::LoadReport, Error> {
-    match &cfg.http3 {
-        Some(h3) => quic::run(cfg, h3),
-        None => engine::run(cfg),
-    }
+    engine::run(cfg)
 }
 
-/// Checks `cfg` for its protocol without running it: [`quic::validate`]
-/// with [`LoadConfig::http3`], else the TCP engine's checks. A failure is
-/// a usage error that names the fix.
+/// Checks `cfg` without running it (see [`validate::validate`]). A failure
+/// is a usage error that names the fix.
 pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
-    match &cfg.http3 {
-        Some(h3) => quic::validate(cfg, h3),
-        None => validate::validate(cfg),
-    }
+    validate::validate(cfg)
 }
 pub use error::Error;
 pub use users::{Second, Users, UsersReport, run_users};

@@ -64,7 +64,9 @@ pub(crate) fn base_config(cfg: &LoadConfig, meter: &Arc<Meter>) -> Result<Client
     let mut config = builder.with_no_client_auth();
     // HTTP/2 offers h2 only, so that a server without it says so (the
     // connection fails as `alpn_not_h2`) instead of falling back.
-    config.alpn_protocols = if cfg.http2.is_some() {
+    config.alpn_protocols = if cfg.http3.is_some() {
+        vec![b"h3".to_vec()]
+    } else if cfg.http2.is_some() {
         vec![b"h2".to_vec()]
     } else {
         vec![b"http/1.1".to_vec()]

@@ -6,11 +6,12 @@ use tlslab_workload::think::ThinkTime;
 
 use crate::config::{LoadConfig, Workload};
 use crate::error::Error;
+use crate::protocol::Http3;
 
 /// The most clients a run may have (client numbers are 32-bit).
 const MAX_CLIENTS: usize = 1_000_000;
 
-/// The most streams in flight per HTTP/2 connection (`-m`).
+/// The most streams in flight per HTTP/2 or HTTP/3 connection (`-m`).
 const MAX_STREAMS: u32 = 10_000;
 
 /// The longest warm-up or duration accepted (a year), so deadlines cannot
@@ -111,6 +112,9 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
             );
         }
     }
+    if let Some(h3) = &cfg.http3 {
+        validate_h3(cfg, h3)?;
+    }
     let model = match cfg.workload {
         Workload::Replay => "a replay takes its order, timing and resumption from the log",
         Workload::Ecommerce => {
@@ -127,6 +131,101 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
         return Err(Error::Invalid(format!(
             "{model}; drop --rate, --retry-on-failure, --think-time, --reuse and --requests-per-conn"
         )));
+    }
+    Ok(())
+}
+
+/// The rules of HTTP/3 over QUIC (`--h3`): what QUIC cannot carry, and the
+/// bounds of the flood beside the load.
+fn validate_h3(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
+    let bad = |m: &str| Err(Error::Invalid(m.to_string()));
+    if h3.max_concurrent_streams == 0 || h3.max_concurrent_streams > MAX_STREAMS {
+        return Err(Error::Invalid(format!(
+            "-m {}: give 1 to 10,000 streams per connection",
+            h3.max_concurrent_streams
+        )));
+    }
+    if h3.rebind_after == Some(0) {
+        return bad(
+            "--quic-rebind-after 0: give the number of requests (at least 1) after which each client rebinds",
+        );
+    }
+    if cfg.http2.is_some() {
+        return bad("--h3 and --h2 exclude each other; choose one");
+    }
+    if cfg.workload == Workload::Ecommerce {
+        return bad(
+            "--h3 with --workload ecommerce: the e-commerce model's browser fetches a page's \
+             inline objects over parallel HTTP/1.1 connections, and a browser speaking HTTP/3 \
+             would multiplex them on one; drop --h3 (or use urls, specweb96 or replay)",
+        );
+    }
+    if cfg.ablation.contains(tlslab_crypto::meter::Ablation::Cache) {
+        return bad(
+            "--ablate cache is TLS 1.2 session-ID resumption, which QUIC does not have; drop cache from --ablate",
+        );
+    }
+    if !cfg
+        .versions
+        .contains(&tlslab_crypto::provider::Version::Tls13)
+    {
+        return bad("QUIC needs TLS 1.3; use --tls 1.3 or 1.2,1.3");
+    }
+    // A closed loop's connections carry K requests; an open loop's arrival
+    // and a replayed request are one request on a connection of its own.
+    let closed = cfg.open_loop.is_none() && cfg.replay.is_none();
+    if closed && cfg.requests_per_conn > 0 && h3.max_concurrent_streams > cfg.requests_per_conn {
+        let (m, k) = (h3.max_concurrent_streams, cfg.requests_per_conn);
+        return Err(Error::Invalid(format!(
+            "-m {m} keeps {m} streams in flight, but --requests-per-conn {k} closes each HTTP/3 \
+             connection after {k} request(s); give --requests-per-conn 0 (keep-alive) or at \
+             least {m}, or -m {k}"
+        )));
+    }
+    if cfg.mss.is_some() {
+        return bad(
+            "--mss is TCP-only (a TCP socket option; QUIC has no segments); drop --mss or --h3",
+        );
+    }
+    if cfg.targets.iter().any(|t| !t.is_tls()) {
+        return bad("--h3 needs https:// URLs (QUIC is always encrypted)");
+    }
+    let first = &cfg.targets[0];
+    if cfg
+        .targets
+        .iter()
+        .any(|t| t.host != first.host || t.port != first.port)
+    {
+        return bad("--h3 loads one origin; give URLs with the same host and port");
+    }
+    if let Some(f) = h3.flood {
+        let host = first.host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !loopback && !f.allow_remote {
+            return Err(Error::Invalid(format!(
+                "--flood sends only to loopback, and {host} is not; give a 127.0.0.1 (or [::1]) \
+                 URL, or add --flood-allow-remote for a server you run"
+            )));
+        }
+        let (max_rate, max_count) = (f.kind.max_rate(), f.kind.max_count());
+        if f.rate == 0 || f.rate > max_rate {
+            return Err(Error::Invalid(format!(
+                "--flood-rate {}: give 1 to {max_rate} per second for --flood {}",
+                f.rate,
+                f.kind.name()
+            )));
+        }
+        if let Some(m) = f.max
+            && (m == 0 || m > max_count)
+        {
+            return Err(Error::Invalid(format!(
+                "--flood-max {m}: give 1 to {max_count} for --flood {}",
+                f.kind.name()
+            )));
+        }
     }
     Ok(())
 }

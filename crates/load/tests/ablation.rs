@@ -233,14 +233,14 @@ fn h3_load(s: &Server, g: &Generated, set: &str, n: u64) -> Result<LoadReport, t
     c.timeout = Duration::from_secs(1);
     c.versions = vec![Version::Tls13];
     c.ablation = set.parse().unwrap();
-    let h3 = tlslab_load::quic::Http3 {
+    c.http3 = Some(tlslab_load::Http3 {
         max_concurrent_streams: 1,
         flood: None,
         qlog: None,
         new_socket: false,
         rebind_after: None,
-    };
-    tlslab_load::quic::run(&c, &h3)
+    });
+    tlslab_load::run(&c)
 }
 
 #[test]

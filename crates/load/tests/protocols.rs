@@ -1,37 +1,50 @@
 //! Every loop and workload over every protocol behind the load engine's
-//! protocol seam (`Client::connection`): HTTP/1.1 and HTTP/2 over TLS, each
-//! run against an in-process tlslab server on 127.0.0.1 and checked
-//! against what the server counted and logged.
-//!
-//! HTTP/3 is not behind this seam yet: `load --h3` is its own engine
-//! (crates/load/src/quic), with its own tests in quic.rs.
+//! protocol seam (`Client::connection`): HTTP/1.1 and HTTP/2 over TLS and
+//! HTTP/3 over QUIC, each run against an in-process tlslab server on
+//! 127.0.0.1 and checked against what the server counted and logged.
 
 mod common;
 use common::*;
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tlslab_load::{Arrivals, Http2, LoadConfig, OpenLoop, ThinkTime, Workload};
-use tlslab_server::Server;
+use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_load::{Arrivals, Http2, Http3, LoadConfig, OpenLoop, Target, ThinkTime, Workload};
+use tlslab_server::{CertSource, Content, H3Settings, ServeConfig, Server, TlsSettings};
 use tlslab_stats::LoadReport;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Proto {
     H1,
     H2,
+    H3,
 }
 
 impl Proto {
-    const ALL: [Proto; 2] = [Proto::H1, Proto::H2];
+    const ALL: [Proto; 3] = [Proto::H1, Proto::H2, Proto::H3];
 
+    /// Sets the protocol on `cfg`, with 2 streams per connection (1 where
+    /// a closed loop's connection carries a single request).
     fn apply(self, cfg: &mut LoadConfig) {
-        cfg.http2 = match self {
-            Proto::H1 => None,
-            Proto::H2 => Some(Http2 {
-                max_concurrent_streams: 2,
-            }),
+        let m = match cfg.requests_per_conn {
+            0 => 2,
+            k => k.min(2),
         };
+        cfg.http2 = (self == Proto::H2).then_some(Http2 {
+            max_concurrent_streams: m,
+        });
+        cfg.http3 = (self == Proto::H3).then(|| Http3::new(m));
+    }
+
+    /// Sets the streams per connection.
+    fn streams(self, cfg: &mut LoadConfig, m: u32) {
+        if let Some(h2) = &mut cfg.http2 {
+            h2.max_concurrent_streams = m;
+        }
+        if let Some(h3) = &mut cfg.http3 {
+            h3.max_concurrent_streams = m;
+        }
     }
 
     /// The request line's version in the server's access log.
@@ -39,6 +52,15 @@ impl Proto {
         match self {
             Proto::H1 => "HTTP/1.1",
             Proto::H2 => "HTTP/2.0",
+            Proto::H3 => "HTTP/3.0",
+        }
+    }
+
+    /// The transport field that ends each line of the access log.
+    fn log_transport(self) -> &'static str {
+        match self {
+            Proto::H3 => " quic",
+            _ => " tcp",
         }
     }
 
@@ -46,7 +68,53 @@ impl Proto {
         match self {
             Proto::H1 => "http/1.1",
             Proto::H2 => "h2",
+            Proto::H3 => "h3",
         }
+    }
+
+    /// A server serving `content` with a fresh ECDSA chain and one worker
+    /// thread, with an HTTP/3 listener for [`Proto::H3`], writing an access
+    /// log to `log` if given.
+    fn server(self, content: Content, log: Option<&Path>) -> (Server, Generated) {
+        let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+        let tls = TlsSettings::new(CertSource::Generated(g.clone()));
+        let mut cfg = ServeConfig::new(any_port(), content, tls);
+        cfg.threads = 1;
+        cfg.access_log = log.map(Path::to_path_buf);
+        // HTTP/3 listens on the HTTPS listener's port, over UDP, where a
+        // concurrent test's client socket may be: try other ports then.
+        let mut tries = 0;
+        loop {
+            let h3 = (self == Proto::H3).then(|| H3Settings::new(any_port()));
+            match Server::start_with_h3(cfg.clone(), h3) {
+                Ok(s) => return (s, g),
+                Err(e) if tries < 5 && e.to_string().contains("in use") => tries += 1,
+                Err(e) => panic!("{self:?} server: {e}"),
+            }
+        }
+    }
+
+    /// The URL of `path` on `srv` in this protocol.
+    fn url(self, srv: &Server, path: &str) -> Target {
+        match self {
+            Proto::H3 => {
+                Target::parse(&format!("https://{}{path}", srv.h3_addr().unwrap())).unwrap()
+            }
+            _ => https(srv, path),
+        }
+    }
+}
+
+/// The HTTP/3 requests the server answered and its QUIC connections
+/// established, once it has answered `want` (or after 10 s).
+fn quic_counts(srv: &Server, want: u64) -> (u64, u64) {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let q = srv.quic_snapshot().expect("an HTTP/3 listener");
+        if q.requests >= want || Instant::now() > end {
+            return (q.requests, q.established);
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -62,6 +130,7 @@ fn run_checked(
     want: u64,
 ) -> (LoadReport, Vec<Row>) {
     let (report, rows) = run_logged(cfg);
+    let quic = (proto == Proto::H3).then(|| quic_counts(&srv, want));
     let snap = srv.shutdown();
     assert_eq!(report.requests.attempted, want, "{proto:?}");
     assert_eq!(
@@ -73,26 +142,35 @@ fn run_checked(
     assert_eq!(http.protocol, proto.report_name());
     // Server-observed: the same requests, in the protocol asked for. The
     // warm-up is zero, so the server saw the measured requests only.
-    assert_eq!(snap.requests.https, want, "{proto:?}: {snap:?}");
+    let (requests, connections) = match quic {
+        Some(q) => {
+            assert_eq!(snap.requests.https, 0, "{proto:?}: {snap:?}");
+            q
+        }
+        None => (snap.requests.https, snap.connections.https),
+    };
+    assert_eq!(requests, want, "{proto:?}: {snap:?}");
     let text = std::fs::read_to_string(log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len() as u64, want, "{proto:?}");
-    let version = proto.log_version();
+    let (version, transport) = (proto.log_version(), proto.log_transport());
     assert!(
-        lines.iter().all(|l| l.contains(version)),
+        lines
+            .iter()
+            .all(|l| l.contains(version) && l.ends_with(transport)),
         "{proto:?}: {:?}",
         &lines[..2]
     );
     assert_eq!(
-        snap.connections.https, http.connections,
+        connections, http.connections,
         "{proto:?}: the server's connections are the client's"
     );
     (report, rows)
 }
 
-fn logged_server(dir: &Path) -> (Server, tlslab_crypto::pki::Generated, std::path::PathBuf) {
+fn logged_server(proto: Proto, dir: &Path) -> (Server, Generated, std::path::PathBuf) {
     let log = dir.join("access.log");
-    let (srv, g) = tls_server(Some(&log), |_| {});
+    let (srv, g) = proto.server(Content::Empty, Some(&log));
     (srv, g, log)
 }
 
@@ -100,8 +178,8 @@ fn logged_server(dir: &Path) -> (Server, tlslab_crypto::pki::Generated, std::pat
 fn closed_loop_urls_over_every_protocol() {
     for proto in Proto::ALL {
         let dir = tempfile::tempdir().unwrap();
-        let (srv, g, log) = logged_server(dir.path());
-        let mut cfg = config(vec![https(&srv, "/bytes/100")], &g);
+        let (srv, g, log) = logged_server(proto, dir.path());
+        let mut cfg = config(vec![proto.url(&srv, "/bytes/100")], &g);
         cfg.clients = 2;
         cfg.requests = Some(40);
         cfg.requests_per_conn = 5;
@@ -119,8 +197,8 @@ fn closed_loop_urls_over_every_protocol() {
 fn open_loop_over_every_protocol_makes_a_connection_per_arrival() {
     for proto in Proto::ALL {
         let dir = tempfile::tempdir().unwrap();
-        let (srv, g, log) = logged_server(dir.path());
-        let mut cfg = config(vec![https(&srv, "/health")], &g);
+        let (srv, g, log) = logged_server(proto, dir.path());
+        let mut cfg = config(vec![proto.url(&srv, "/health")], &g);
         cfg.clients = 4;
         cfg.requests = Some(20);
         cfg.open_loop = Some(OpenLoop {
@@ -144,14 +222,8 @@ fn specweb96_over_every_protocol() {
     for proto in Proto::ALL {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("access.log");
-        let g = tlslab_crypto::pki::generate(tlslab_crypto::pki::KeyType::EcdsaP256, &[]).unwrap();
-        let tls = tlslab_server::TlsSettings::new(tlslab_server::CertSource::Generated(g.clone()));
-        let mut scfg =
-            tlslab_server::ServeConfig::new(any_port(), tlslab_server::Content::Specweb96, tls);
-        scfg.threads = 1;
-        scfg.access_log = Some(log.clone());
-        let srv = Server::start(scfg).unwrap();
-        let mut cfg = config(vec![https(&srv, "")], &g);
+        let (srv, g) = proto.server(Content::Specweb96, Some(&log));
+        let mut cfg = config(vec![proto.url(&srv, "")], &g);
         cfg.workload = Workload::Specweb96;
         cfg.clients = 2;
         cfg.requests = Some(30);
@@ -170,17 +242,15 @@ fn specweb96_over_every_protocol() {
 fn think_time_over_every_protocol_separates_requests_on_a_connection() {
     for proto in Proto::ALL {
         let dir = tempfile::tempdir().unwrap();
-        let (srv, g, log) = logged_server(dir.path());
-        let mut cfg = config(vec![https(&srv, "/health")], &g);
+        let (srv, g, log) = logged_server(proto, dir.path());
+        let mut cfg = config(vec![proto.url(&srv, "/health")], &g);
         cfg.clients = 1;
         cfg.requests = Some(4);
         cfg.requests_per_conn = 0;
         cfg.think_time = ThinkTime::Const(Duration::from_millis(150));
         // One stream at a time, so the pauses are between requests.
         proto.apply(&mut cfg);
-        if let Some(h2) = &mut cfg.http2 {
-            h2.max_concurrent_streams = 1;
-        }
+        proto.streams(&mut cfg, 1);
         let (_, rows) = run_checked(proto, srv, &log, &mut cfg, 4);
         let mut starts: Vec<u64> = rows.iter().map(|r| num(r, "t_start_us")).collect();
         starts.sort_unstable();
@@ -201,10 +271,16 @@ fn retry_on_failure_over_every_protocol_repeats_the_failed_request() {
     for proto in Proto::ALL {
         // 100 ms of server CPU per request against a 40 ms timeout: every
         // request fails, and each failure is retried by the same client.
-        let (srv, g) = tls_server(None, |_| {});
-        let mut cfg = config(vec![https(&srv, "/dyn?work=100000")], &g);
+        // Over QUIC the handshake must finish within the timeout too (else
+        // no server answered at all): 600 ms against 200 ms.
+        let (work, timeout) = match proto {
+            Proto::H3 => (600_000, 200),
+            _ => (100_000, 40),
+        };
+        let (srv, g) = proto.server(Content::Empty, None);
+        let mut cfg = config(vec![proto.url(&srv, &format!("/dyn?work={work}"))], &g);
         proto.apply(&mut cfg);
-        cfg.timeout = Duration::from_millis(40);
+        cfg.timeout = Duration::from_millis(timeout);
         cfg.retry_on_failure = true;
         cfg.requests = Some(4);
         let (report, rows) = run_logged(&mut cfg);
@@ -235,10 +311,10 @@ fn replay_over_every_protocol_makes_the_logged_requests() {
     }
     for proto in Proto::ALL {
         let dir = tempfile::tempdir().unwrap();
-        let (srv, g, log) = logged_server(dir.path());
+        let (srv, g, log) = logged_server(proto, dir.path());
         let (entries, parsed) = parse::parse_str(&text);
         let (entries, filtered) = filter::filter(entries, &Default::default(), None);
-        let mut cfg = config(vec![https(&srv, "")], &g);
+        let mut cfg = config(vec![proto.url(&srv, "")], &g);
         cfg.workload = Workload::Replay;
         cfg.duration = None;
         cfg.clients = 2;

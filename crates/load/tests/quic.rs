@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use common::any_port;
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_load::quic::flood::{self, Flood, FloodKind};
-use tlslab_load::quic::{self as h3, Http3};
-use tlslab_load::{Error, LoadConfig, Target, Trust};
+use tlslab_load::{Error, Http3, LoadConfig, Target, Trust};
 
 const STREAMS: Http3 = Http3 {
     max_concurrent_streams: 1,
@@ -28,6 +27,7 @@ const STREAMS: Http3 = Http3 {
 /// certificates unchecked.
 fn h3_config(addr: SocketAddr, secs: u64) -> LoadConfig {
     let mut c = LoadConfig::new(vec![Target::parse(&format!("https://{addr}/")).unwrap()]);
+    c.http3 = Some(STREAMS);
     c.trust = Trust::Insecure;
     c.duration = Some(Duration::from_secs(secs));
     c.clients = 1;
@@ -70,7 +70,7 @@ fn refusing_server() -> (SocketAddr, Arc<AtomicU64>, tokio::runtime::Runtime) {
 fn h3_backs_off_against_a_refusing_server() {
     let (addr, seen, _rt) = refusing_server();
     let cfg = h3_config(addr, 2);
-    let report = h3::run(&cfg, &STREAMS).expect("the server answers (it refuses)");
+    let report = tlslab_load::run(&cfg).expect("the server answers (it refuses)");
     let attempts = seen.load(Ordering::Relaxed);
     // 10 ms base, doubling to 320 ms: about 15 attempts in 2 s; at once,
     // thousands.
@@ -89,7 +89,7 @@ fn h3_says_no_quic_server_answered_on_a_silent_port() {
     let silent = UdpSocket::bind(any_port()).unwrap();
     let addr = silent.local_addr().unwrap();
     let cfg = h3_config(addr, 1);
-    let err = h3::run(&cfg, &STREAMS).expect_err("nothing answered");
+    let err = tlslab_load::run(&cfg).expect_err("nothing answered");
     assert!(matches!(err, Error::NoQuicServer { .. }), "{err:?}");
     assert!(!err.is_usage(), "a runtime failure: exit 1");
     let msg = err.to_string();

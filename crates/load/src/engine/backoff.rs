@@ -12,33 +12,19 @@
 //! made (TLS, HTTP, a timed-out request) is the server answering, not the
 //! server gone, and does not back off.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 use super::shared::Shared;
 use crate::config::retry_backoff_bound;
 
-/// One client's (or replay worker's) backoff state; the TCP engine's
-/// clients and the HTTP/3 ones ([`crate::quic`]) alike.
+/// One client's (or replay worker's) backoff state, whatever its protocol.
 #[derive(Default)]
-pub(crate) struct Backoff {
+pub(super) struct Backoff {
     /// Connections in a row that could not be made.
     failures: u32,
     /// The jitter's stream, made on the first wait (boxed: an idle
     /// client's task keeps this struct; see tests/idle_memory.rs).
     rng: Option<Box<tlslab_workload::Rng>>,
-}
-
-/// The run's backoff settings and the counters of its waits.
-pub(crate) struct BackoffRun<'a> {
-    /// The base B (`--retry-backoff`).
-    pub(crate) base: Duration,
-    /// The run's seed, for the jitter.
-    pub(crate) seed: u64,
-    /// Waits made.
-    pub(crate) waits: &'a AtomicU64,
-    /// Their total, ns.
-    pub(crate) ns: &'a AtomicU64,
 }
 
 /// The stream numbers of the jitter, apart from the workload's streams of
@@ -47,7 +33,7 @@ const STREAM_BASE: u64 = 0xb0ff_0000_0000;
 
 impl Backoff {
     /// Notes whether the last connection attempt was made.
-    pub(crate) fn record(&mut self, connected: bool) {
+    pub(super) fn record(&mut self, connected: bool) {
         self.failures = if connected {
             0
         } else {
@@ -59,28 +45,18 @@ impl Backoff {
     /// below the bound; counts the wait in `sh`. `stream` (the client's
     /// number) seeds the jitter with the run's seed.
     pub(super) async fn wait(&mut self, sh: &Shared, stream: u64) {
-        let run = BackoffRun {
-            base: sh.retry_backoff,
-            seed: sh.seed,
-            waits: &sh.backoff_waits,
-            ns: &sh.backoff_ns,
-        };
-        self.wait_in(&run, stream).await;
-    }
-
-    /// [`Backoff::wait`] with the run's settings given.
-    pub(crate) async fn wait_in(&mut self, run: &BackoffRun<'_>, stream: u64) {
         use rand::RngExt as _;
-        let bound = retry_backoff_bound(run.base, self.failures);
+        let bound = retry_backoff_bound(sh.retry_backoff, self.failures);
         if self.failures == 0 || bound.is_zero() {
             return;
         }
         let rng = self
             .rng
-            .get_or_insert_with(|| Box::new(tlslab_workload::rng(run.seed, STREAM_BASE + stream)));
+            .get_or_insert_with(|| Box::new(tlslab_workload::rng(sh.seed, STREAM_BASE + stream)));
         let wait = bound.mul_f64(rng.random::<f64>());
-        run.waits.fetch_add(1, Ordering::Relaxed);
-        run.ns.fetch_add(wait.as_nanos() as u64, Ordering::Relaxed);
+        sh.backoff_waits.fetch_add(1, Ordering::Relaxed);
+        sh.backoff_ns
+            .fetch_add(wait.as_nanos() as u64, Ordering::Relaxed);
         tokio::time::sleep(wait).await;
     }
 }

@@ -182,16 +182,14 @@ impl Client {
         self.failed(target, uri);
     }
 
-    /// The start of a connection: its first request (counted from
-    /// `intended` if given, else from now), then the TCP connection, its
-    /// time in the record. `None` when it could not be made: the request is
-    /// counted as failed and the next attempt backs off.
-    pub(super) async fn open_tcp<'a>(
+    /// A new connection's number and its first request, begun now (the
+    /// returned instant) and counted from `intended` if given.
+    pub(super) fn begin<'a>(
         &mut self,
         sh: &'a Shared,
         slot: Slot,
         intended: Option<Instant>,
-    ) -> Option<(Open<'a>, TcpStream)> {
+    ) -> (Open<'a>, Instant) {
         let o = &sh.origins[self.ident.origin];
         let conn = {
             let mut st = self.ident.state.lock();
@@ -203,13 +201,28 @@ impl Client {
         let guard = InFlight::new(sh, slot);
         let (target, uri, retry) = self.next_target(o);
         let rec = self.blank_record(conn, 0, target, start, retry);
-        let mut first = Open {
+        let first = Open {
             slot,
             guard,
             rec,
             uri,
             start,
         };
+        (first, t0)
+    }
+
+    /// The start of a connection: its first request (counted from
+    /// `intended` if given, else from now), then the TCP connection, its
+    /// time in the record. `None` when it could not be made: the request is
+    /// counted as failed and the next attempt backs off.
+    pub(super) async fn open_tcp<'a>(
+        &mut self,
+        sh: &'a Shared,
+        slot: Slot,
+        intended: Option<Instant>,
+    ) -> Option<(Open<'a>, TcpStream)> {
+        let o = &sh.origins[self.ident.origin];
+        let (mut first, t0) = self.begin(sh, slot, intended);
         let connected = match o.resolve(sh.timeout).await {
             Ok(addr) => {
                 let src = sh.source.as_ref().map(|s| s.for_client(self.ident.id));
@@ -245,8 +258,14 @@ impl Client {
     ///
     /// This is the engine's protocol seam: the loops (closed, open, think
     /// time, retry, browser, replay) call it, and it hands the connection to
-    /// the run's protocol once TCP is up.
+    /// the run's protocol: HTTP/3 over QUIC ([`h3_connection`]), else
+    /// HTTP/2 or HTTP/1.1 once TCP is up.
+    ///
+    /// [`h3_connection`]: Self::h3_connection
     pub(super) async fn connection(&mut self, sh: &Shared, slot: Slot, intended: Option<Instant>) {
+        if let Some(q) = &sh.quic {
+            return Box::pin(self.h3_connection(sh, q, slot, intended)).await;
+        }
         let Some((first, tcp)) = self.open_tcp(sh, slot, intended).await else {
             return;
         };

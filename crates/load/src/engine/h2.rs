@@ -11,14 +11,10 @@
 //! stream's total counts from the moment it was sent. Time to first byte is
 //! per stream: its HEADERS sent → its response HEADERS received.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use http::header::USER_AGENT;
 use http::uri::{Authority, Scheme as UriScheme};
 use http::{Request, Uri};
@@ -31,7 +27,7 @@ use tokio::net::TcpStream;
 
 use super::client::{Client, Open};
 use super::identity::Identity;
-use super::shared::{CLOSE_GRACE, InFlight, Shared};
+use super::shared::{CLOSE_GRACE, Shared};
 use crate::conn::{Partial, user_agent, with_timeout};
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression};
 use crate::protocol::Http2;
@@ -164,76 +160,26 @@ impl Client {
         // spawns); it ends when the connection does, or once `sender` is
         // dropped and the connection closed.
         let mut conn = std::pin::pin!(conn);
-        let mut conn_ended = false;
-        let k = sh.requests_per_conn;
-        let m = h2.max_concurrent_streams as usize;
-        // Each stream's future, polled here in the connection's task (as
-        // h2load does), not spawned: a task per stream cost a spawn, a
-        // join and a timer.
-        let mut streams = FuturesUnordered::new();
-        let mut sent: u32 = 0;
-        let mut closing = false;
         let conn_no = first.rec.conn;
-        let mut next = Some(first);
-        // `--think-time`: a finished stream's slot stays taken for a think
-        // time before it carries the next request (with `-m 1`, the pause
-        // between requests of an HTTP/1.1 connection). Each entry is when a
-        // thinking slot becomes free.
-        let mut thinking: BinaryHeap<Reverse<Instant>> = BinaryHeap::new();
-        loop {
-            let now = Instant::now();
-            while thinking.peek().is_some_and(|t| t.0 <= now) {
-                thinking.pop();
+        let m = h2.max_concurrent_streams as usize;
+        let ended = {
+            let conn = conn.as_mut();
+            async move {
+                let _ = conn.await;
             }
-            while !closing && streams.len() + thinking.len() < m && (k == 0 || sent < k) {
-                let stream = match next.take() {
-                    Some(s) => s,
-                    None => {
-                        let Some(slot) = sh.next_slot() else {
-                            closing = true;
-                            break;
-                        };
-                        let start = Instant::now();
-                        let (target, uri, retry) = self.next_target(o);
-                        Open {
-                            slot,
-                            guard: InFlight::new(sh, slot),
-                            rec: self.blank_record(conn_no, sent, target, start, retry),
-                            uri,
-                            start,
-                        }
-                    }
-                };
-                streams.push(launch(&mut sender, &to, stream, sh.timeout));
-                sent += 1;
-            }
-            if streams.is_empty() && (closing || thinking.is_empty()) {
-                break;
-            }
-            let think_end = thinking.peek().map(|t| t.0);
-            tokio::select! {
-                () = tokio::time::sleep_until(think_end.unwrap_or(now).into()), if think_end.is_some() => {}
-                r = &mut conn, if !conn_ended => {
-                    // The server closed the connection (or it broke): the
-                    // streams in flight end now, with an error if cut off.
-                    let _ = r;
-                    conn_ended = true;
-                    closing = true;
-                }
-                Some((st, end)) = streams.next() => {
-                    if !self.h2_stream_done(sh, hs.as_ref(), st, end) {
-                        closing = true;
-                    } else if !closing
-                        && (k == 0 || sent < k)
-                        && let Some(d) = self.think_time()
-                    {
-                        // (After the connection's last stream, the loop
-                        // around the connection thinks, as over HTTP/1.1.)
-                        thinking.push(Reverse(Instant::now() + d));
-                    }
-                }
-            }
-        }
+        };
+        let conn_ended = self
+            .multiplex(
+                sh,
+                m,
+                conn_no,
+                0,
+                Some(first),
+                |stream| launch(&mut sender, &to, stream, sh.timeout),
+                ended,
+                |c: &mut Client, st, end| c.h2_stream_done(sh, hs.as_ref(), st, end),
+            )
+            .await;
         drop(sender);
         if !conn_ended {
             // Let the connection close cleanly (GOAWAY, close_notify, FIN).

@@ -1,5 +1,5 @@
-//! Client identities: a number, an origin, a session store and reuse
-//! counters, kept across connections.
+//! Client identities: a number, an origin, a session store (and over
+//! HTTP/3 a UDP endpoint) and reuse counters, kept across connections.
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use tlslab_crypto::store::ClientSessions;
 use tlslab_workload::specweb96::Sampler;
 use tokio_rustls::TlsConnector;
 
+use super::quic::QuicIdentity;
 use super::shared::Shared;
 use crate::config::Workload;
 use crate::reuse::ReusePlanner;
@@ -42,6 +43,8 @@ pub(super) struct Identity {
     pub(super) id: u32,
     pub(super) origin: usize,
     pub(super) tls: Option<ClientTls>,
+    /// Over HTTP/3: the identity's UDP endpoint and QUIC configuration.
+    pub(super) quic: Option<QuicIdentity>,
     pub(super) state: parking_lot::Mutex<IdState>,
 }
 
@@ -49,9 +52,12 @@ impl Identity {
     pub(super) fn new(sh: &Shared, id: u32) -> Self {
         let origin = id as usize % sh.origins.len();
         let o = &sh.origins[origin];
+        let mut quic = None;
         let tls = o.tls.as_ref().map(|(name, base)| {
             let sessions = ClientSessions::new();
             let config = tls::client_config(base, sessions.clone(), &sh.wrap_store, sh.resume_with);
+            // Over HTTP/3, QUIC's configuration on the same session store.
+            quic = sh.quic.as_ref().and_then(|q| QuicIdentity::new(q, &config));
             ClientTls {
                 connector: TlsConnector::from(config).early_data(sh.early_data),
                 sessions,
@@ -68,6 +74,7 @@ impl Identity {
             id,
             origin,
             tls,
+            quic,
             state: parking_lot::Mutex::new(IdState {
                 planner: ReusePlanner::new(sh.reuse),
                 picker,

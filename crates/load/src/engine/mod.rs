@@ -9,7 +9,10 @@
 //! - [`identity`]: client identities, their session stores and reuse
 //!   counters;
 //! - [`client`]: the per-connection client (connect, handshake, requests);
-//! - [`h2`]: the same over HTTP/2, with concurrent streams (`--h2`);
+//! - [`h2`]: the same over HTTP/2, with concurrent streams (`--h2`), kept
+//!   in flight by [`streams`], which HTTP/3's connections use too;
+//! - [`h3`]: the same over HTTP/3 on QUIC (`--h3`), and [`quic`] the QUIC
+//!   state of the run and of each identity;
 //! - [`browser`]: the e-commerce browser driving a client;
 //! - [`backoff`]: the wait after connections that could not be made.
 
@@ -17,10 +20,13 @@ mod backoff;
 mod browser;
 mod client;
 mod h2;
+mod h3;
 mod identity;
 mod open_loop;
+mod quic;
 mod replay;
 mod shared;
+mod streams;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,15 +41,13 @@ use tlslab_workload::replay::Scheduler;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
-pub(crate) use self::backoff::{Backoff, BackoffRun};
 use self::browser::BrowserRun;
 use self::client::Client;
 use self::identity::Identity;
-use self::open_loop::tcp_arrivals;
-pub(crate) use self::open_loop::{Clock, OpenLoopRun, arrivals};
+use self::open_loop::{OpenLoopRun, open_arrivals};
+use self::quic::QuicRun;
 use self::replay::{ReplayRun, replay_worker};
 use self::shared::{CLOSE_GRACE, Shared, group_origins, until_deadline};
-pub(crate) use self::shared::{Slot, slot_at};
 use crate::config::{LoadConfig, OpenLoop, Workload};
 use crate::conn::with_timeout;
 use crate::error::Error;
@@ -110,6 +114,10 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         None
     };
     let origins = group_origins(cfg, tls_base.as_ref())?;
+    let quic = match (&cfg.http3, &tls_base) {
+        (Some(h3), Some(base)) => Some(Arc::new(QuicRun::new(cfg, h3, base)?)),
+        _ => None,
+    };
     // CpuPin checks the CPUs and that pinning works here.
     let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
     let capacity = cfg.threads.min(
@@ -173,6 +181,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         resume_with: cfg.resume_with,
         early_data: cfg.early_data,
         http2: cfg.http2,
+        quic: quic.clone(),
         collector: Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4)))
             .with_hdr_log(hdr_log.clone()),
         csv,
@@ -204,14 +213,34 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         browser: generator.map(|g| Arc::new(BrowserRun::new(g))),
         replay: cfg.replay.clone().map(|r| Arc::new(ReplayRun::new(r))),
     };
+    // `--flood`: it starts with the run (its warm-up too) and ends with it.
+    let flooding = match cfg.http3.as_ref().and_then(|h| h.flood) {
+        Some(plan) => Some(start_flood(cfg, plan, addr_of(&shared)?)?),
+        None => None,
+    };
+    let addr = addr_of(&shared);
     let out = rt.block_on(orchestrate(shared, &mode, threads));
+    let flood = flooding.map(crate::quic::flood::Flooding::stop);
+    if let Some(q) = &quic {
+        rt.block_on(q.close_endpoints(cfg.timeout));
+    }
     rt.shutdown_timeout(CLOSE_GRACE);
     if let Some(log) = log {
         log.finish()?;
     }
     crate::hdr::finish(hdr_log.as_ref())?;
+    if let (Some(q), Ok(addr)) = (&quic, addr)
+        && let Some(e) = q.nobody_answered(cfg, addr)
+    {
+        return Err(e);
+    }
 
-    let config = cfg.echo(urls);
+    let mut config = cfg.echo(urls);
+    if quic.is_some() {
+        // QUIC is TLS 1.3 only, and resumes with tickets.
+        config.resume_with = "ticket".into();
+        config.versions = vec!["TLSv1.3".into()];
+    }
     let window = Window {
         start_unix_ms: out.start_unix_ms,
         measured_s: out.measured.as_secs_f64(),
@@ -247,6 +276,12 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     report.open_loop = mode.open_loop.as_ref().map(|(o, run)| run.report(o));
     let socket = socket.snapshot();
     report.socket = (socket.connections > 0).then_some(socket);
+    if let Some(q) = &quic {
+        // Round trips are not counted over QUIC (see h3.rs): no mean.
+        report.handshake.full.round_trips_mean = None;
+        report.handshake.resumed.round_trips_mean = None;
+        report.transport = Some(q.report(flood));
+    }
     Ok(report)
 }
 
@@ -264,21 +299,62 @@ fn http_summary(cfg: &LoadConfig, report: &LoadReport, out: &Outcome) -> tlslab_
             handshake_ns += t.nanos;
         }
     }
+    // Over QUIC the provider's packet protection is metered as `quic_*`
+    // operations, neither handshake nor record: no split per request.
+    let quic = cfg.http3.is_some();
     tlslab_stats::Http {
-        protocol: if cfg.http2.is_some() {
-            "h2"
-        } else {
-            "http/1.1"
+        protocol: match (&cfg.http2, &cfg.http3) {
+            (_, Some(_)) => "h3",
+            (Some(_), None) => "h2",
+            (None, None) => "http/1.1",
         }
         .into(),
-        max_concurrent_streams: cfg.http2.map(|h| h.max_concurrent_streams),
+        max_concurrent_streams: cfg
+            .http2
+            .map(|h| h.max_concurrent_streams)
+            .or(cfg.http3.as_ref().map(|h| h.max_concurrent_streams)),
         connections: out.connections,
         requests_per_connection: (out.connections > 0)
             .then(|| report.requests.attempted as f64 / out.connections as f64),
         handshakes_per_request: per_request(report.reuse.handshakes as f64),
-        handshake_crypto_us_per_request: per_request(handshake_ns as f64 / 1e3),
-        record_crypto_us_per_request: per_request(record_ns as f64 / 1e3),
+        handshake_crypto_us_per_request: per_request(handshake_ns as f64 / 1e3).filter(|_| !quic),
+        record_crypto_us_per_request: per_request(record_ns as f64 / 1e3).filter(|_| !quic),
     }
+}
+
+/// The address of the run's first origin, resolved before the run: where
+/// a flood goes, and the QUIC server that may not answer.
+fn addr_of(sh: &Shared) -> Result<std::net::SocketAddr, Error> {
+    let o = &sh.origins[0];
+    o.addr.get().copied().ok_or_else(|| Error::Resolve {
+        host: o.host.clone(),
+        port: o.port,
+        source: None,
+    })
+}
+
+/// Starts `--flood` beside the load against `addr`, for the run's
+/// duration and warm-up.
+fn start_flood(
+    cfg: &LoadConfig,
+    plan: crate::protocol::FloodPlan,
+    addr: std::net::SocketAddr,
+) -> Result<crate::quic::flood::Flooding, Error> {
+    use crate::quic::flood;
+    let span = cfg.duration.map_or(flood::MAX_DURATION, |d| d + cfg.warmup);
+    let mut f = flood::Flood::new(addr, plan.kind, plan.rate, span);
+    if let Some(m) = plan.max {
+        f.max_initials = m;
+    }
+    f.allow_remote = plan.allow_remote;
+    f.server_name = cfg
+        .sni
+        .clone()
+        .unwrap_or_else(|| cfg.targets[0].host.clone());
+    f.seed = cfg.seed;
+    // Its own TLS configuration and meter: the flood's key shares and
+    // handshakes are not the load's.
+    flood::start(f, flood::tls_for(cfg)?)
 }
 
 /// `--ablate cache`: one handshake before the clients start and outside
@@ -375,7 +451,7 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
             }
         }
         (Some((ol, run)), _) => {
-            set.spawn(tcp_arrivals(shared.clone(), run.clone(), identities, *ol));
+            set.spawn(open_arrivals(shared.clone(), run.clone(), identities, *ol));
         }
     }
 

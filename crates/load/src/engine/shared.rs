@@ -143,6 +143,9 @@ pub(super) struct Shared {
     pub(super) early_data: bool,
     /// `--h2`: the protocol every connection speaks (else HTTP/1.1).
     pub(super) http2: Option<crate::protocol::Http2>,
+    /// `--h3`: every connection speaks HTTP/3 over QUIC; the run's QUIC
+    /// state.
+    pub(super) quic: Option<Arc<super::quic::QuicRun>>,
     pub(super) collector: Collector,
     pub(super) csv: Option<CsvSink>,
     pub(super) progress: Option<Progress>,
@@ -169,33 +172,9 @@ pub(super) struct Shared {
 
 /// Whether a request is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Slot {
+pub(super) enum Slot {
     Warmup,
     Measured,
-}
-
-/// The slot of a request that starts at `now` in a run whose window
-/// starts at `window_start` and ends at `deadline`, taking one from
-/// `budget` (`-n`) if measured; `None` when the run is over.
-pub(crate) fn slot_at(
-    now: Instant,
-    window_start: Instant,
-    deadline: Option<Instant>,
-    budget: Option<&AtomicU64>,
-) -> Option<Slot> {
-    if deadline.is_some_and(|d| now >= d) {
-        return None;
-    }
-    if now < window_start {
-        return Some(Slot::Warmup);
-    }
-    match budget {
-        None => Some(Slot::Measured),
-        Some(b) => b
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .ok()
-            .map(|_| Slot::Measured),
-    }
 }
 
 impl Shared {
@@ -218,10 +197,23 @@ impl Shared {
         self.slot_at(Instant::now())
     }
 
-    /// The slot of a request that starts at `now`, or `None` when the run
-    /// is over.
+    /// The slot of a request that starts at `now`: warm-up before the
+    /// window, else measured, taking one from the `-n` budget; `None` when
+    /// the run is over (its deadline passed or the budget is spent).
     pub(super) fn slot_at(&self, now: Instant) -> Option<Slot> {
-        slot_at(now, self.window_start, self.deadline, self.budget.as_ref())
+        if self.deadline.is_some_and(|d| now >= d) {
+            return None;
+        }
+        if now < self.window_start {
+            return Some(Slot::Warmup);
+        }
+        match &self.budget {
+            None => Some(Slot::Measured),
+            Some(b) => b
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .ok()
+                .map(|_| Slot::Measured),
+        }
     }
 
     /// Returns true if and only if another request may follow (a hint for

@@ -1,5 +1,5 @@
 //! The pieces of one HTTP/3 connection that tlslab's QUIC clients share:
-//! `load --h3`'s clients (`client.rs`) and `tlslab-probe`'s HTTP/3 rounds.
+//! `load --h3`'s clients (the load engine's `h3` connections) and `tlslab-probe`'s HTTP/3 rounds.
 //! The client TLS configuration (ALPN `h3`, early data on), a certificate
 //! verifier that counts its calls (a resumed TLS 1.3 handshake verifies no
 //! certificate, which is how a client learns that it resumed), the
@@ -18,7 +18,7 @@ use bytes::{Buf, Bytes};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
-use crate::config::LoadConfig;
+use crate::config::{LoadConfig, Trust};
 use crate::error::Error;
 
 /// A certificate verifier that counts its calls: a full handshake makes
@@ -93,8 +93,43 @@ pub fn client_tls(
     let mut base = crate::tls::base_config(cfg, &tlslab_crypto::meter::Meter::new())?;
     base.alpn_protocols = vec![b"h3".to_vec()];
     base.enable_early_data = true;
-    let verifier = super::verifier(cfg, &base)?;
+    let verifier = verifier(cfg, &base)?;
     Ok((base, verifier))
+}
+
+/// The verifier the run's trust asks for, on the metering provider; with
+/// `--ablate`, the ablation's (see `tls::base_config`, which has already
+/// refused a run without the lab server's CA).
+pub fn verifier(
+    cfg: &LoadConfig,
+    base: &rustls::ClientConfig,
+) -> Result<Arc<dyn ServerCertVerifier>, Error> {
+    let prov = base.crypto_provider().clone();
+    if !cfg.ablation.is_empty() {
+        let roots = match &cfg.trust {
+            Trust::CaFile(path) => tlslab_crypto::pki::load_roots(path)?,
+            Trust::Roots(r) => r.clone(),
+            Trust::WebPki | Trust::Insecure => {
+                return Err(Error::Invalid(
+                    "--ablate runs only against a lab server whose CA you give: use --cacert FILE"
+                        .into(),
+                ));
+            }
+        };
+        return Ok(cfg.ablation.server_cert_verifier(&prov, roots)?);
+    }
+    let roots = match &cfg.trust {
+        Trust::Insecure => return Ok(tlslab_crypto::pki::any_certificate(prov)),
+        Trust::CaFile(path) => tlslab_crypto::pki::load_roots(path)?,
+        Trust::Roots(r) => r.clone(),
+        Trust::WebPki => rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        },
+    };
+    rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), prov)
+        .build()
+        .map(|v| v as Arc<dyn ServerCertVerifier>)
+        .map_err(|e| Error::Invalid(format!("--cacert: {e}; give a PEM file of CA certificates")))
 }
 
 /// The transport of every client connection: quinn's defaults, idle
@@ -190,6 +225,20 @@ pub async fn h3_open(conn: quinn::Connection) -> Result<H3, String> {
     Ok(H3 { send, drive })
 }
 
+/// The error kind of a failed request stream: `timeout` when its QUIC
+/// connection went idle for the idle timeout (the run's `--timeout`), as a
+/// request that outlived the timeout; else `what: ` and h3's message.
+fn stream_kind(what: &str, e: &h3::error::StreamError) -> String {
+    use h3::error::{ConnectionError, StreamError};
+    match e {
+        StreamError::ConnectionError {
+            0: ConnectionError::Timeout { .. },
+            ..
+        } => "timeout".into(),
+        _ => format!("{what}: {e}"),
+    }
+}
+
 /// One GET of `uri` on its own stream of `send`'s connection, within
 /// `timeout`; an error is its class (`h3_stream: …`, `timeout`).
 pub async fn request(mut send: Send, uri: http::Uri, timeout: Duration) -> Result<Got, String> {
@@ -201,7 +250,7 @@ pub async fn request(mut send: Send, uri: http::Uri, timeout: Duration) -> Resul
         let mut stream = send
             .send_request(req)
             .await
-            .map_err(|e| format!("h3_stream: {e}"))?;
+            .map_err(|e| stream_kind("h3_stream", &e))?;
         // A server may answer before the request's FIN arrives and stop
         // our sending (RFC 9114 §4.1: H3_NO_ERROR); a client must not
         // discard the response then, so a failed finish is not a failure:
@@ -210,13 +259,13 @@ pub async fn request(mut send: Send, uri: http::Uri, timeout: Duration) -> Resul
         let resp = stream
             .recv_response()
             .await
-            .map_err(|e| format!("h3_response: {e}"))?;
+            .map_err(|e| stream_kind("h3_response", &e))?;
         let ttfb_at = Instant::now();
         let mut body = 0u64;
         while let Some(chunk) = stream
             .recv_data()
             .await
-            .map_err(|e| format!("h3_body: {e}"))?
+            .map_err(|e| stream_kind("h3_body", &e))?
         {
             body += chunk.remaining() as u64;
         }
