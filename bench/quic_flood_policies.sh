@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Issue 33, item 4: what an Initial flood costs `serve --h3` under each QUIC
+# admission policy, and what the legitimate clients see.
+#
+#   bench/quic_flood_policies.sh TLSLAB [SECONDS] [VALID_RATE] [JUNK_RATE]
+#
+# The server (`serve --h3`, one worker thread, ECDSA P-256, TLS 1.3, a fresh
+# one per cell) runs pinned to CPU 0; `load` (and its flood thread) pinned to
+# CPU 1. The policies (--quic-retry off unless the policy is Retry itself, so
+# `off` is the unprotected reference and no policy borrows quinn's default
+# under-load Retry):
+#   off              --quic-admission off --quic-retry off
+#   static           --quic-admission static --quic-max-connections 64
+#   retry-threshold  --quic-admission retry-threshold --quic-retry-threshold 16
+#   session          --admission session (--quic-shed-with refuse)
+# Per policy, three cells, each a legitimate `load --h3 -c 4 --reuse 80
+# --timeout 2s --warmup 2s -d SECONDS` (a new QUIC connection per request,
+# 80 % of them resumed, closed loop):
+#   none    no flood
+#   valid   + `--flood valid --flood-rate VALID_RATE/s` (default 2000): real
+#           ClientHellos from 64 other source ports that never continue
+#   junk    + `--flood junk --flood-rate JUNK_RATE/s` (default 20000):
+#           Initial-sized random datagrams and Initial headers with garbage
+#           payloads (the "invalid Initials": quinn drops them when the
+#           Initial's AEAD fails, before any policy sees them)
+# and once, first, `full`: policy off, no flood, `--reuse 0`: the server CPU
+# per full QUIC handshake (CPU ÷ tlslab_transport_handshakes_total{kind=full}).
+#
+# Figures, and who observed them (window: the load's warm-up + SECONDS, from
+# just before `load` starts to just after it ends):
+#   goodput, p99   client-observed (load's report: requests/s over its
+#                  measured window, p99 of request start to response end)
+#   server CPU     utime+stime of the serve process (/proc/PID/stat), and its
+#                  share of the window ("busy": 1.00 = its CPU saturated)
+#   outcomes       server-observed counter deltas over the window:
+#                  accepted (tlslab_transport_connections less the
+#                  requests answered: one per legitimate connection), retried
+#                  (_retries), refused (_refused at the limit + _admission_shed
+#                  refuse), ignored (_admission_shed ignore); the flood's
+#                  Initials sent are client-observed (its report). Junk that
+#                  quinn drops is counted by no server counter (quinn-proto
+#                  drops an Initial that fails authentication silently).
+#   cost per Initial  (server CPU in the flood cell − the cell's legitimate
+#                  requests × the no-flood cell's CPU per request (same
+#                  policy) − flood handshakes accepted × a full handshake's
+#                  CPU) ÷ the flood's Initials that were not accepted; as a
+#                  share of a full handshake's CPU (target ≤ 5 %).
+# The flood is bounded by its --flood-max (rate × window) and the load's
+# duration; 127.0.0.1 only.
+set -euo pipefail
+[ $# -ge 1 ] || { echo "usage: $0 TLSLAB [SECONDS] [VALID_RATE] [JUNK_RATE]" >&2; exit 2; }
+BIN=$1 SECS=${2:-8} VRATE=${3:-2000} JRATE=${4:-20000}
+WARM=2
+[ -x "$BIN" ] || { echo "$0: $BIN is not an executable" >&2; exit 2; }
+command -v taskset >/dev/null || { echo "$0: taskset is missing (apt-get install util-linux)" >&2; exit 2; }
+command -v curl >/dev/null || { echo "$0: curl is missing" >&2; exit 2; }
+dir=$(mktemp -d)
+pid=""
+trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+tck=$(getconf CLK_TCK)
+
+# shellcheck source=bench/serve-lib.sh
+. "$(dirname "$0")/serve-lib.sh"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+metric() { # name labels-substring: the sum of the matching samples
+  curl -s "$METRICS" | awk -v n="$1" -v l="$2" \
+    'index($1, n "{") == 1 && index($1, l) > 0 { s += $2 } END { printf "%.0f\n", s + 0 }'
+}
+counters() { # the server's counters, one "name value" a line
+  echo "accepted $(metric tlslab_transport_connections_total quic)"
+  echo "retried $(metric tlslab_transport_retries_total quic)"
+  echo "refused_limit $(metric tlslab_transport_refused_total quic)"
+  echo "shed_refuse $(metric tlslab_transport_admission_shed_total 'action="refuse"')"
+  echo "shed_retry $(metric tlslab_transport_admission_shed_total 'action="retry"')"
+  echo "shed_ignore $(metric tlslab_transport_admission_shed_total 'action="ignore"')"
+  echo "requests $(metric tlslab_transport_requests_total quic)"
+  echo "full $(metric tlslab_transport_handshakes_total 'kind="full"')"
+  echo "resumed $(metric tlslab_transport_handshakes_total 'kind="resumed"')"
+}
+
+policy_flags() {
+  case $1 in
+    off) echo "--quic-admission off --quic-retry off" ;;
+    static) echo "--quic-admission static --quic-max-connections 64 --quic-retry off" ;;
+    retry-threshold) echo "--quic-admission retry-threshold --quic-retry-threshold 16" ;;
+    session) echo "--admission session --quic-admission session --quic-retry off" ;;
+  esac
+}
+
+one() { # policy cell
+  local policy=$1 cell=$2 flags flood=() reuse=80 c0 c1
+  read -r -a flags <<<"$(policy_flags "$policy")"
+  serve_start --threads 1 --key-type ecdsa-p256 --tls 1.3 --h3 "${flags[@]}"
+  local url=$URL/bytes/1024 n=$(((WARM + SECS)))
+  case $cell in
+    valid) flood=(--flood valid --flood-rate "$VRATE/s" --flood-max "$((VRATE * n))" --confirm-flood) ;;
+    junk) flood=(--flood junk --flood-rate "$JRATE/s" --flood-max "$((JRATE * n))" --confirm-flood) ;;
+    full) reuse=0 ;;
+  esac
+  counters >"$dir/$policy.$cell.before"
+  c0=$(cpu_ticks "$pid")
+  local t0 t1
+  t0=$(date +%s.%N)
+  taskset -c 1 "$BIN" load "$url" --h3 --cacert "$CA" --threads 1 --no-progress \
+    -c 4 --reuse "$reuse" --timeout 2s --warmup "${WARM}s" -d "${SECS}s" \
+    --json "$dir/$policy.$cell.json" "${flood[@]}" \
+    </dev/null >/dev/null 2>"$dir/$policy.$cell.err" \
+    || echo "$0: load $policy $cell exited non-zero: $(tail -2 "$dir/$policy.$cell.err")" >&2
+  t1=$(date +%s.%N)
+  c1=$(cpu_ticks "$pid")
+  counters >"$dir/$policy.$cell.after"
+  awk -v a="$c0" -v b="$c1" -v t="$tck" -v s="$t0" -v e="$t1" \
+    'BEGIN { printf "%.4f %.4f\n", (b - a) / t, e - s }' >"$dir/$policy.$cell.cpu"
+  kill -TERM "$pid"
+  wait "$pid" 2>/dev/null || true
+  pid=""
+  sleep 1
+}
+
+uptime
+one off full
+for policy in off static retry-threshold session; do
+  for cell in none valid junk; do
+    one "$policy" "$cell"
+  done
+done
+uptime
+
+python3 - "$dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+def cnt(p, c):
+    f = lambda w: dict((k, float(v)) for k, v in (l.split() for l in open(f"{d}/{p}.{c}.{w}")))
+    a, b = f("before"), f("after")
+    return {k: b[k] - a[k] for k in a}
+def cpu(p, c):
+    s, w = map(float, open(f"{d}/{p}.{c}.cpu").read().split())
+    return s, w
+def load(p, c):
+    j = json.load(open(f"{d}/{p}.{c}.json"))
+    errs = sum(v for v in j["errors"].values() if isinstance(v, int))
+    fl = (j.get("transport") or {}).get("flood") or {}
+    return j, errs, fl
+
+s, w = cpu("off", "full")
+k = cnt("off", "full")
+full_us = s * 1e6 / k["full"]
+print(f"full handshake (policy off, no flood, reuse 0): server CPU {s:.2f} s over {w:.1f} s, "
+      f"{k['full']:.0f} full handshakes: {full_us:.1f} us each (server-observed)")
+print()
+print("policy          cell  goodput ÷none  p99 ms errs busy   sent     hs  retry refuse ignore "
+      "failed dropped  us/Initial(not hs) ÷full")
+for p in ["off", "static", "retry-threshold", "session"]:
+    base = None
+    for c in ["none", "valid", "junk"]:
+        j, errs, fl = load(p, c)
+        s, w = cpu(p, c)
+        k = cnt(p, c)
+        gp = j["throughput"]["requests_per_s"]
+        p99 = (j["latency"]["total"].get("p99_us") or 0) / 1e3
+        if c == "none":
+            base = (gp, s / max(k["requests"], 1))
+        ratio = gp / base[0] if base[0] else float("nan")
+        sent = fl.get("valid", 0) + fl.get("junk_random", 0) + fl.get("junk_header", 0)
+        # Every legitimate connection makes one request (load's default) and
+        # one handshake; what the counters hold beyond the requests answered
+        # is the flood's (server-observed, warm-up included like the CPU).
+        conns = max(k["accepted"] - k["requests"], 0)
+        hs = max(k["full"] + k["resumed"] - k["requests"], 0)
+        refused = k["refused_limit"] + k["shed_refuse"]
+        retried, ignored = k["retried"], k["shed_ignore"]
+        failed = max(conns - hs, 0)
+        dropped = max(sent - conns - retried - refused - ignored, 0)
+        cost = ""
+        if c != "none" and sent > hs:
+            rest = s - k["requests"] * base[1] - hs * full_us / 1e6
+            us = rest * 1e6 / (sent - hs)
+            cost = f"{us:18.1f} {100 * us / full_us:5.1f} %"
+        if c == "none":
+            sent = conns = hs = failed = dropped = 0
+        print(f"{p:15} {c:5} {gp:7.1f} {ratio:5.3f} {p99:7.1f} {errs:4d} {s / w:4.2f} {sent:6d} "
+              f"{hs:6.0f} {retried:6.0f} {refused:6.0f} {ignored:6.0f} {failed:6.0f} {dropped:7.0f} {cost}")
+print()
+print("hs: flood handshakes the server answered with a ServerHello (its full + resumed handshakes")
+print("less the requests answered); failed: flood attempts accepted that ended before one (e.g. junk")
+print("quinn took for an Initial, closed with a protocol violation); dropped: sent (client-observed)")
+print("less every attempt the server counted (quinn dropped them silently). us/Initial: the cell's")
+print("server CPU less its requests at the no-flood cell's CPU per request and its flood handshakes")
+print("at a full handshake's, per flood Initial not answered with a handshake.")
+PY
