@@ -19,9 +19,9 @@
 #   none    no flood
 #   valid   + `--flood valid --flood-rate VALID_RATE/s` (default 2000): real
 #           ClientHellos from 64 other source ports that never continue
-#   junk    + `--flood junk --flood-rate JUNK_RATE/s` (default 20000):
+#   junk    + `--flood junk --flood-rate JUNK_RATE/s` (default 50000):
 #           Initial-sized random datagrams and Initial headers with garbage
-#           payloads (the "invalid Initials": quinn drops them when the
+#           payloads (the "invalid Initials": quinn drops most when the
 #           Initial's AEAD fails, before any policy sees them)
 # and once, first, `full`: policy off, no flood, `--reuse 0`: the server CPU
 # per full QUIC handshake (CPU ÷ tlslab_transport_handshakes_total{kind=full}).
@@ -32,24 +32,29 @@
 #                  measured window, p99 of request start to response end)
 #   server CPU     utime+stime of the serve process (/proc/PID/stat), and its
 #                  share of the window ("busy": 1.00 = its CPU saturated)
-#   outcomes       server-observed counter deltas over the window:
-#                  accepted (tlslab_transport_connections less the
-#                  requests answered: one per legitimate connection), retried
-#                  (_retries), refused (_refused at the limit + _admission_shed
-#                  refuse), ignored (_admission_shed ignore); the flood's
-#                  Initials sent are client-observed (its report). Junk that
-#                  quinn drops is counted by no server counter (quinn-proto
-#                  drops an Initial that fails authentication silently).
-#   cost per Initial  (server CPU in the flood cell − the cell's legitimate
-#                  requests × the no-flood cell's CPU per request (same
-#                  policy) − flood handshakes accepted × a full handshake's
-#                  CPU) ÷ the flood's Initials that were not accepted; as a
-#                  share of a full handshake's CPU (target ≤ 5 %).
+#   outcomes       server-observed counter deltas over the window, less
+#                  what the legitimate load accounts for (one connection, one
+#                  handshake and one request each: the requests answered):
+#                  hs (flood attempts answered with a ServerHello:
+#                  tlslab_transport_handshakes full + resumed), retry
+#                  (_retries), refuse (_refused at the limit + _admission_shed
+#                  refuse), ignore (_admission_shed ignore), failed (attempts
+#                  accepted, tlslab_transport_connections, that ended before a
+#                  ServerHello: junk quinn took for an Initial, closed with a
+#                  protocol violation), dropped (the flood's Initials sent,
+#                  client-observed from its report, less every attempt the
+#                  server counted: quinn-proto drops an Initial whose AEAD
+#                  fails silently, and no server counter sees it)
+#   cost per Initial  (server CPU in the flood cell − the cell's requests ×
+#                  the no-flood cell's CPU per request (same policy) − the
+#                  flood's hs × a full handshake's CPU) ÷ the flood's Initials
+#                  not answered with a handshake; and as a share of a full
+#                  handshake's CPU (target ≤ 5 %)
 # The flood is bounded by its --flood-max (rate × window) and the load's
 # duration; 127.0.0.1 only.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 TLSLAB [SECONDS] [VALID_RATE] [JUNK_RATE]" >&2; exit 2; }
-BIN=$1 SECS=${2:-8} VRATE=${3:-2000} JRATE=${4:-20000}
+BIN=$1 SECS=${2:-8} VRATE=${3:-2000} JRATE=${4:-50000}
 WARM=2
 [ -x "$BIN" ] || { echo "$0: $BIN is not an executable" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "$0: taskset is missing (apt-get install util-linux)" >&2; exit 2; }
@@ -148,8 +153,8 @@ full_us = s * 1e6 / k["full"]
 print(f"full handshake (policy off, no flood, reuse 0): server CPU {s:.2f} s over {w:.1f} s, "
       f"{k['full']:.0f} full handshakes: {full_us:.1f} us each (server-observed)")
 print()
-print("policy          cell  goodput ÷none  p99 ms errs busy   sent     hs  retry refuse ignore "
-      "failed dropped  us/Initial(not hs) ÷full")
+print("policy          cell  goodput ÷none  p99 ms errs busy   sent  sent/s     hs  retry refuse "
+      "ignore failed dropped  us/Initial(not hs) ÷full")
 for p in ["off", "static", "retry-threshold", "session"]:
     base = None
     for c in ["none", "valid", "junk"]:
@@ -178,7 +183,8 @@ for p in ["off", "static", "retry-threshold", "session"]:
             cost = f"{us:18.1f} {100 * us / full_us:5.1f} %"
         if c == "none":
             sent = conns = hs = failed = dropped = 0
-        print(f"{p:15} {c:5} {gp:7.1f} {ratio:5.3f} {p99:7.1f} {errs:4d} {s / w:4.2f} {sent:6d} "
+        rate = sent / fl["elapsed_s"] if fl.get("elapsed_s") else 0
+        print(f"{p:15} {c:5} {gp:7.1f} {ratio:5.3f} {p99:7.1f} {errs:4d} {s / w:4.2f} {sent:6d} {rate:7.0f} "
               f"{hs:6.0f} {retried:6.0f} {refused:6.0f} {ignored:6.0f} {failed:6.0f} {dropped:7.0f} {cost}")
 print()
 print("hs: flood handshakes the server answered with a ServerHello (its full + resumed handshakes")
@@ -186,5 +192,6 @@ print("less the requests answered); failed: flood attempts accepted that ended b
 print("quinn took for an Initial, closed with a protocol violation); dropped: sent (client-observed)")
 print("less every attempt the server counted (quinn dropped them silently). us/Initial: the cell's")
 print("server CPU less its requests at the no-flood cell's CPU per request and its flood handshakes")
-print("at a full handshake's, per flood Initial not answered with a handshake.")
+print("at a full handshake's, per flood Initial not answered with a handshake. sent/s: the flood's")
+print("achieved rate (client-observed; its thread shares CPU 1 with the load). busy: server CPU share.")
 PY
