@@ -2,7 +2,7 @@
 # Issue 33, item 4: what an Initial flood costs `serve --h3` under each QUIC
 # admission policy, and what the legitimate clients see.
 #
-#   bench/quic_flood_policies.sh TLSLAB [SECONDS] [VALID_RATE] [JUNK_RATE]
+#   [RATE=300] [REUSE=80] bench/quic_flood_policies.sh TLSLAB [SECONDS] [VALID_RATE] [JUNK_RATE]
 #
 # The server (`serve --h3`, one worker thread, ECDSA P-256, TLS 1.3, a fresh
 # one per cell) runs pinned to CPU 0; `load` (and its flood thread) pinned to
@@ -13,9 +13,14 @@
 #   static           --quic-admission static --quic-max-connections 64
 #   retry-threshold  --quic-admission retry-threshold --quic-retry-threshold 16
 #   session          --admission session (--quic-shed-with refuse)
-# Per policy, three cells, each a legitimate `load --h3 -c 4 --reuse 80
-# --timeout 2s --warmup 2s -d SECONDS` (a new QUIC connection per request,
-# 80 % of them resumed, closed loop):
+# Per policy, three cells, each a legitimate `load --h3 -c 8 --rate RATE
+# --reuse REUSE --timeout 2s --warmup 2s -d SECONDS` (open loop, default 300
+# arrivals/s, each a new QUIC connection, default 80 % of them resumed by
+# seed 000's running counter; REUSE=100: every client resumes whenever it
+# holds a ticket, returning users only): well under the server's capacity,
+# so its goodput is what the server lets through, not what the client CPU
+# can drive; and from the end of its warm-up (its clients hold tickets by
+# then) a second `load` (-c 1 --rate 1, -d SECONDS) carrying the flood:
 #   none    no flood
 #   valid   + `--flood valid --flood-rate VALID_RATE/s` (default 2000): real
 #           ClientHellos from 64 other source ports that never continue
@@ -23,13 +28,14 @@
 #           Initial-sized random datagrams and Initial headers with garbage
 #           payloads (the "invalid Initials": quinn drops most when the
 #           Initial's AEAD fails, before any policy sees them)
-# and once, first, `full`: policy off, no flood, `--reuse 0`: the server CPU
+# and once, first, `full`: policy off, no flood, closed loop `-c 4 --reuse 0`: the server CPU
 # per full QUIC handshake (CPU ÷ tlslab_transport_handshakes_total{kind=full}).
 #
 # Figures, and who observed them (window: the load's warm-up + SECONDS, from
 # just before `load` starts to just after it ends):
-#   goodput, p99   client-observed (load's report: requests/s over its
-#                  measured window, p99 of request start to response end)
+#   goodput, p99   client-observed (the legitimate load's report: requests
+#                  that succeeded ÷ its measured window, p99 of request start
+#                  (intended, open loop) to response end)
 #   server CPU     utime+stime of the serve process (/proc/PID/stat), and its
 #                  share of the window ("busy": 1.00 = its CPU saturated)
 #   outcomes       server-observed counter deltas over the window, less
@@ -50,11 +56,12 @@
 #                  flood's hs × a full handshake's CPU) ÷ the flood's Initials
 #                  not answered with a handshake; and as a share of a full
 #                  handshake's CPU (target ≤ 5 %)
-# The flood is bounded by its --flood-max (rate × window) and the load's
-# duration; 127.0.0.1 only.
+# The flood is bounded by its --flood-max (rate × SECONDS) and its load's
+# duration; 127.0.0.1 only. Goodput, p99 and errors are the legitimate
+# load's; the flood's own 1/s client is not in them.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 TLSLAB [SECONDS] [VALID_RATE] [JUNK_RATE]" >&2; exit 2; }
-BIN=$1 SECS=${2:-8} VRATE=${3:-2000} JRATE=${4:-50000}
+BIN=$1 SECS=${2:-8} VRATE=${3:-2000} JRATE=${4:-50000} RATE=${RATE:-300} REUSE=${REUSE:-80}
 WARM=2
 [ -x "$BIN" ] || { echo "$0: $BIN is not an executable" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "$0: taskset is missing (apt-get install util-linux)" >&2; exit 2; }
@@ -83,6 +90,31 @@ counters() { # the server's counters, one "name value" a line
   echo "resumed $(metric tlslab_transport_handshakes_total 'kind="resumed"')"
 }
 
+start() { # serve flags...: serve_start's work, tried up to 3 times (serve --h3
+  # takes the TCP port's number over UDP, which a QUIC client of the last
+  # cell may still hold), with what serve said when it gives up
+  local try
+  for try in 1 2 3; do
+    taskset -c 0 "$BIN" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 "$@" \
+      </dev/null >"$dir/serve.out" 2>"$dir/serve.err" &
+    pid=$!
+    for _ in $(seq 600); do
+      [ -n "$(field "$dir/serve.out" ca)" ] && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    URL=$(field "$dir/serve.out" https)
+    METRICS=$(field "$dir/serve.out" metrics)
+    CA=$(field "$dir/serve.out" ca)
+    [ -n "$CA" ] && return 0
+    echo "$0: serve did not start (try $try): $(cat "$dir/serve.out" "$dir/serve.err")" >&2
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    pid=""
+  done
+  exit 1
+}
+
 policy_flags() {
   case $1 in
     off) echo "--quic-admission off --quic-retry off" ;;
@@ -93,24 +125,37 @@ policy_flags() {
 }
 
 one() { # policy cell
-  local policy=$1 cell=$2 flags flood=() reuse=80 c0 c1
+  local policy=$1 cell=$2 flags flood=() legit=(-c 8 --rate "$RATE" --reuse "$REUSE") c0 c1 fp=""
   read -r -a flags <<<"$(policy_flags "$policy")"
-  serve_start --threads 1 --key-type ecdsa-p256 --tls 1.3 --h3 "${flags[@]}"
-  local url=$URL/bytes/1024 n=$(((WARM + SECS)))
+  start --threads 1 --key-type ecdsa-p256 --tls 1.3 --h3 "${flags[@]}"
+  local url=$URL/bytes/1024
   case $cell in
-    valid) flood=(--flood valid --flood-rate "$VRATE/s" --flood-max "$((VRATE * n))" --confirm-flood) ;;
-    junk) flood=(--flood junk --flood-rate "$JRATE/s" --flood-max "$((JRATE * n))" --confirm-flood) ;;
-    full) reuse=0 ;;
+    valid) flood=(--flood valid --flood-rate "$VRATE/s" --flood-max "$((VRATE * SECS))") ;;
+    junk) flood=(--flood junk --flood-rate "$JRATE/s" --flood-max "$((JRATE * SECS))") ;;
+    full) legit=(-c 4 --reuse 0) ;;
   esac
   counters >"$dir/$policy.$cell.before"
   c0=$(cpu_ticks "$pid")
   local t0 t1
   t0=$(date +%s.%N)
   taskset -c 1 "$BIN" load "$url" --h3 --cacert "$CA" --threads 1 --no-progress \
-    -c 4 --reuse "$reuse" --timeout 2s --warmup "${WARM}s" -d "${SECS}s" \
-    --json "$dir/$policy.$cell.json" "${flood[@]}" \
-    </dev/null >/dev/null 2>"$dir/$policy.$cell.err" \
-    || echo "$0: load $policy $cell exited non-zero: $(tail -2 "$dir/$policy.$cell.err")" >&2
+    "${legit[@]}" --timeout 2s --warmup "${WARM}s" -d "${SECS}s" \
+    --json "$dir/$policy.$cell.json" </dev/null >/dev/null 2>"$dir/$policy.$cell.err" &
+  local lp=$!
+  if [ ${#flood[@]} -gt 0 ]; then
+    # The flood from a second load (its own 1/s client beside it), from
+    # the end of the legitimate load's warm-up (its clients hold tickets
+    # by then) to the end of its window.
+    sleep "$WARM"
+    taskset -c 1 "$BIN" load "$url" --h3 --cacert "$CA" --threads 1 --no-progress \
+      -c 1 --rate 1 --timeout 2s -d "${SECS}s" --json "$dir/$policy.$cell.flood.json" \
+      "${flood[@]}" --confirm-flood </dev/null >/dev/null 2>"$dir/$policy.$cell.flood.err" &
+    fp=$!
+  fi
+  wait "$lp" || echo "$0: load $policy $cell exited non-zero: $(tail -1 "$dir/$policy.$cell.err")" >&2
+  if [ -n "$fp" ]; then
+    wait "$fp" || echo "$0: flood $policy $cell exited non-zero: $(tail -1 "$dir/$policy.$cell.flood.err")" >&2
+  fi
   t1=$(date +%s.%N)
   c1=$(cpu_ticks "$pid")
   counters >"$dir/$policy.$cell.after"
@@ -144,7 +189,11 @@ def cpu(p, c):
 def load(p, c):
     j = json.load(open(f"{d}/{p}.{c}.json"))
     errs = sum(v for v in j["errors"].values() if isinstance(v, int))
-    fl = (j.get("transport") or {}).get("flood") or {}
+    try:
+        f = json.load(open(f"{d}/{p}.{c}.flood.json"))
+        fl = (f.get("transport") or {}).get("flood") or {}
+    except FileNotFoundError:
+        fl = {}
     return j, errs, fl
 
 s, w = cpu("off", "full")
@@ -161,7 +210,7 @@ for p in ["off", "static", "retry-threshold", "session"]:
         j, errs, fl = load(p, c)
         s, w = cpu(p, c)
         k = cnt(p, c)
-        gp = j["throughput"]["requests_per_s"]
+        gp = j["requests"]["succeeded"] / j["window"]["measured_s"]
         p99 = (j["latency"]["total"].get("p99_us") or 0) / 1e3
         if c == "none":
             base = (gp, s / max(k["requests"], 1))
