@@ -2,7 +2,8 @@
 # Issue 33, item 4: what an Initial flood costs `serve --h3` under each QUIC
 # admission policy, and what the legitimate clients see.
 #
-#   [RATE=300] [REUSE=80] bench/quic_flood_policies.sh TLSLAB [SECONDS] [VALID_RATE] [JUNK_RATE]
+#   [RATE=300] [REUSE=80] [POLICIES="off static retry-threshold session"] \
+#     bench/quic_flood_policies.sh TLSLAB [SECONDS] [VALID_RATE] [JUNK_RATE]
 #
 # The server (`serve --h3`, one worker thread, ECDSA P-256, TLS 1.3, a fresh
 # one per cell) runs pinned to CPU 0; `load` (and its flood thread) pinned to
@@ -62,6 +63,7 @@
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 TLSLAB [SECONDS] [VALID_RATE] [JUNK_RATE]" >&2; exit 2; }
 BIN=$1 SECS=${2:-8} VRATE=${3:-2000} JRATE=${4:-50000} RATE=${RATE:-300} REUSE=${REUSE:-80}
+POLICIES=${POLICIES:-off static retry-threshold session}
 WARM=2
 [ -x "$BIN" ] || { echo "$0: $BIN is not an executable" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "$0: taskset is missing (apt-get install util-linux)" >&2; exit 2; }
@@ -169,14 +171,14 @@ one() { # policy cell
 
 uptime
 one off full
-for policy in off static retry-threshold session; do
+for policy in $POLICIES; do
   for cell in none valid junk; do
     one "$policy" "$cell"
   done
 done
 uptime
 
-python3 - "$dir" <<'PY'
+python3 - "$dir" "$POLICIES" <<'PY'
 import json, sys
 d = sys.argv[1]
 def cnt(p, c):
@@ -204,7 +206,7 @@ print(f"full handshake (policy off, no flood, reuse 0): server CPU {s:.2f} s ove
 print()
 print("policy          cell  goodput ÷none  p99 ms errs busy   sent  sent/s     hs  retry refuse "
       "ignore failed dropped  us/Initial(not hs) ÷full")
-for p in ["off", "static", "retry-threshold", "session"]:
+for p in sys.argv[2].split():
     base = None
     for c in ["none", "valid", "junk"]:
         j, errs, fl = load(p, c)
