@@ -30,13 +30,13 @@ fn side(stage: &str, quic: bool) -> &str {
 
 fn label(stage: &str) -> &str {
     match stage {
-        REMAINDER => "non-TLS | QUIC+H3",
+        REMAINDER => "non-TLS or QUIC+H3",
         s => s,
     }
 }
 
-/// The ids of the column's cells over `transport` whose configuration is
-/// the stage's (or every one of that transport for a derived row).
+/// The ids of the column's cells over `transport`: every share of a
+/// table rests on its baseline cells and its ablated ones, so on all.
 fn cells(r: &StudyResults, transport: &str) -> Vec<String> {
     r.cells
         .iter()
@@ -84,8 +84,8 @@ fn side_by_side(
                  connection and full handshake per request, TLS 1.3 with the same key and \
                  group over both; TCP's bar beside QUIC's for every stage (a stage only one \
                  transport has has one bar). Error bars are 95 % intervals of the paired \
-                 per-round shares. The last pair is TCP's non-TLS share beside QUIC's \
-                 transport + HTTP/3 remainder. Seed 001's method, issue 34.",
+                 per-round shares. The `non-TLS or QUIC+H3` pair is TCP's non-TLS share \
+                 beside QUIC's transport + HTTP/3 remainder. Seed 001's method, issue 34.",
             ),
             ("stage: transport", "% of server CPU"),
             svg,

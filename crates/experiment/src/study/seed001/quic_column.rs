@@ -187,7 +187,7 @@ pub(super) fn comparisons(doc: &StudyResults) -> Vec<Comparison> {
         ),
         compare(
             "QUIC-only stages + the remainder's growth, against QUIC's measured extra CPU",
-            "target 100 % ± 10 (issue 34)",
+            "target: 100 % ± 10",
             "issue 34",
             Some(d.explained_fraction * 100.0).filter(|x| x.is_finite()),
             "%",
