@@ -294,6 +294,18 @@ pub struct StageCost {
     pub delta_us: f64,
 }
 
+/// The seed001 study's QUIC column: its `engine_report` is seed 001's
+/// TCP breakdown (a [`BreakdownReport`]) with one more key, `quic`, the
+/// `breakdown --transport both` pair (TCP+TLS 1.3 and QUIC with the same
+/// key and group). A document written before the column existed has no
+/// `quic` key and reads as `quic: None`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuicColumn {
+    /// TCP+TLS 1.3 and QUIC side by side, and their difference.
+    #[serde(default)]
+    pub quic: Option<BreakdownPair>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,6 +336,12 @@ mod tests {
         let r: BreakdownReport = serde_json::from_value(engine_report(QUICK)).unwrap();
         assert_eq!(r.schema_version, 2);
         assert!(r.server_cpu_busy.is_nan() && r.bottleneck.is_empty());
+    }
+
+    #[test]
+    fn a_seed001_document_without_the_quic_column_reads_as_none() {
+        let c: QuicColumn = serde_json::from_value(engine_report(FULL)).unwrap();
+        assert_eq!(c.quic, None);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Seed 001 (Coarfa, Druschel, Wallach: "Performance Analysis of TLS Web
 //! Servers"): the no-op-and-Amdahl cost breakdown (Fig. 10 and the cost
 //! table of §3.13) through `breakdown`, and the session cache's benefit
-//! (§3.7, §3.13): throughput with session reuse against without.
+//! (§3.7, §3.13): throughput with session reuse against without. Its QUIC
+//! column ([`quic_column`], issue 34) runs the breakdown over TCP+TLS 1.3
+//! and over QUIC and names the stages that make up the difference.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,21 +17,35 @@ use super::matrix::CellSpec;
 use super::session::{Builtin, Session, StudyError, compare, flag_duration, one, ratio};
 use crate::breakdown::{self, BreakdownConfig, BreakdownReport, Workload};
 
+mod quic_column;
+
 /// `seed001-breakdown`.
 pub const BREAKDOWN: Builtin = Builtin {
     name: "seed001-breakdown",
-    title: "Where a TLS server's CPU goes (no-op ablation, Amdahl) and what the session cache saves",
+    title: "Where a TLS server's CPU goes (no-op ablation, Amdahl), over TCP and over QUIC, and what the session cache saves",
     seed: "seed 001, Fig. 10, §3.7, §3.13",
     engine: "breakdown",
     landed: true,
-    duration: "quick ~1 min, full ~6 min",
+    duration: "quick ~2 min, full ~15 min",
     not_landed: "",
     insecure_ablation: true,
     run,
     plan: |quick| {
         let (cfg, cache) = plan(quick);
+        let q = quic_column::plan(quick);
         (
             serde_json::json!({
+                "quic_column": {
+                    "transport": "both",
+                    "workload": "new-conn",
+                    "version": q.version.short(),
+                    "key": q.key.name(),
+                    "cell_s": q.cell.as_secs_f64(),
+                    "clients": q.clients,
+                    "repeats": q.repeats,
+                    "max_time_s": q.max_time.as_secs_f64(),
+                    "target_ci95": q.target_ci95,
+                },
                 "breakdown": {
                     "workload": "new-conn",
                     "version": cfg.version.short(),
@@ -46,7 +62,7 @@ pub const BREAKDOWN: Builtin = Builtin {
                     "cell_s": cache.0[0].cell.as_secs_f64(),
                 },
             }),
-            1 + cache.0.len() * cache.1 as usize,
+            2 + cache.0.len() * cache.1 as usize,
         )
     },
 };
@@ -105,8 +121,8 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     let (cfg, (points, repeats)) = plan(s.quick);
     s.say(&format!(
         "seed001-breakdown: WARNING: the breakdown runs an embedded loopback server and client \
-         with TLS stages replaced by no-ops (insecure; for measurement only); then {} session \
-         cache cells; {}",
+         with TLS stages replaced by no-ops (insecure; for measurement only), over TCP with TLS \
+         1.2, then over TCP+TLS 1.3 and QUIC side by side; then {} session cache cells; {}",
         points.len() * repeats as usize,
         s.placement.describe()
     ));
@@ -125,29 +141,46 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     );
     s.engine_once(
         |progress| breakdown::run(&cfg, progress),
-        |report, doc, started| doc.cells.extend(breakdown_cells(report, &command, started)),
+        |report, doc, started| {
+            doc.cells.extend(breakdown_cells(
+                report,
+                &command,
+                started,
+                ("breakdown-", &[], 0),
+            ))
+        },
     )?;
+    quic_column::run(s)?;
     let mut rig = LoadRig::new(s.placement.clone());
     let r = rig.run_cells(s, &points, repeats);
     rig.shutdown();
     r?;
-    let comparisons = comparisons(&s.doc);
+    let mut comparisons = comparisons(&s.doc);
+    comparisons.extend(quic_column::comparisons(&s.doc));
     s.finish(comparisons)
 }
 
 /// One cell per configuration and round of the breakdown (its raw
-/// per-round figures).
-fn breakdown_cells(r: &BreakdownReport, command: &str, started: u64) -> Vec<Cell> {
+/// per-round figures), points `{prefix}{configuration}`, with `factors`
+/// beside the configuration; `order` counts on from `first`.
+fn breakdown_cells(
+    r: &BreakdownReport,
+    command: &str,
+    started: u64,
+    (prefix, factors, first): (&str, &[(&str, &str)], usize),
+) -> Vec<Cell> {
     let mut out = Vec::new();
     for row in &r.rows {
-        let point = format!("breakdown-{}", slug(&row.config.name));
+        let point = format!("{prefix}{}", slug(&row.config.name));
+        let mut f = BTreeMap::from([("configuration".to_string(), row.config.name.clone())]);
+        f.extend(factors.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         for (i, (cpu, rps)) in row.cpu_us.iter().zip(&row.requests_per_s).enumerate() {
             out.push(Cell {
                 id: format!("{point}-r{}", i + 1),
                 point: point.clone(),
-                factors: BTreeMap::from([("configuration".to_string(), row.config.name.clone())]),
+                factors: f.clone(),
                 repeat: i as u32 + 1,
-                order: out.len(),
+                order: first + out.len(),
                 command_line: command.to_string(),
                 started_unix_ms: started,
                 metrics: CellMetrics {
@@ -330,10 +363,10 @@ mod tests {
     }
 
     #[test]
-    fn the_plan_counts_the_engine_run_and_the_cache_cells() {
+    fn the_plan_counts_the_engine_runs_and_the_cache_cells() {
         let (_, units) = (BREAKDOWN.plan)(true);
-        assert_eq!(units, 1 + 2);
+        assert_eq!(units, 2 + 2);
         let (_, units) = (BREAKDOWN.plan)(false);
-        assert_eq!(units, 1 + 2 * 3);
+        assert_eq!(units, 2 + 2 * 3);
     }
 }

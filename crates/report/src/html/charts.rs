@@ -341,6 +341,8 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
             }),
             None => missing.push("breakdown: the engine report has no stage shares".into()),
         }
+        // Seed 001's QUIC column: TCP+TLS 1.3 and QUIC side by side.
+        super::breakdown_pair::charts(r, &mut out, &mut missing);
     } else {
         missing.push(
             "breakdown bar chart: no `breakdown` engine report (stage shares) in this document"

@@ -144,9 +144,12 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
         .iter()
         // Not seed004-handshake's post-quantum QUIC cells (`sweep = pq`,
         // charted by `super::pq`), nor seed003-table2's HTTP/3 cells
-        // (`transport = h3`, charted by `super::table2`).
+        // (`transport = h3`, charted by `super::table2`), nor seed001's
+        // QUIC column (`configuration`, charted by `super::breakdown_pair`).
         .filter(|c| {
-            matches!(factor(c, "transport"), "quic" | "tcp") && !c.factors.contains_key("sweep")
+            matches!(factor(c, "transport"), "quic" | "tcp")
+                && !c.factors.contains_key("sweep")
+                && !c.factors.contains_key("configuration")
         })
         .collect();
     if cells.is_empty() {

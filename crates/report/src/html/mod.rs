@@ -7,6 +7,7 @@
 //! anchors in the cell table). A chart is drawn only when its data exists;
 //! the page says which charts were left out and why.
 
+mod breakdown_pair;
 mod cells;
 mod charts;
 mod h3;
@@ -18,6 +19,7 @@ mod table2;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use breakdown_pair::{BREAKDOWN_DIFFERENCE_CHART, BREAKDOWN_PAIR_CHART};
 pub use charts::{charts, goodput};
 pub use h3::QUIC_TTFB_CHART;
 pub use markdown::render_markdown;
