@@ -103,43 +103,11 @@ pub(crate) fn server_bind(path: Option<&PathHandle>) -> SocketAddr {
 }
 
 /// Starts `c` with an HTTP/3 (QUIC) listener beside its TLS one, on the
-/// TLS listener's address (the same port number, over UDP) and `serve
-/// --h3`'s other defaults.
-///
-/// With port 0 the UDP port is the number the kernel gave the TCP listener,
-/// which another process may hold over UDP (a breakdown run once stopped
-/// at its 12th round so): the start is tried again, on a new TCP port, up
-/// to [`H3_BIND_TRIES`] times.
+/// TLS listener's address (the same port number, over UDP: with port 0 the
+/// server picks a number free for both) and `serve --h3`'s other defaults.
 pub(crate) fn start_with_h3(c: ServeConfig) -> Result<Server, Error> {
     let addr = c.https.unwrap_or(LOOPBACK);
-    let any_port = addr.port() == 0;
-    Ok(on_a_free_udp_port(any_port, || {
-        Server::start_with_h3(c.clone(), Some(H3Settings::new(addr)))
-    })?)
-}
-
-/// How many times [`start_with_h3`] starts a server whose UDP port was
-/// taken.
-const H3_BIND_TRIES: usize = 5;
-
-/// `start()`, again while it fails to bind the HTTP/3 listener's UDP port
-/// and `any_port` says another port number is as good (at most
-/// [`H3_BIND_TRIES`] times in all).
-fn on_a_free_udp_port<T>(
-    any_port: bool,
-    mut start: impl FnMut() -> Result<T, tlslab_server::Error>,
-) -> Result<T, tlslab_server::Error> {
-    let mut tries = 1;
-    loop {
-        match start() {
-            Err(tlslab_server::Error::Bind { what: "h3", .. })
-                if any_port && tries < H3_BIND_TRIES =>
-            {
-                tries += 1;
-            }
-            r => return r,
-        }
-    }
+    Ok(Server::start_with_h3(c, Some(H3Settings::new(addr)))?)
 }
 
 /// How a cell's load reaches the server.
@@ -397,46 +365,4 @@ pub(crate) fn measure_over(
         return Err(Error::empty(label, m.report.error_summary()));
     }
     Ok(m)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn taken() -> tlslab_server::Error {
-        tlslab_server::Error::Bind {
-            what: "h3",
-            addr: LOOPBACK,
-            source: std::io::ErrorKind::AddrInUse.into(),
-        }
-    }
-
-    #[test]
-    fn a_taken_udp_port_is_tried_again_on_a_new_one_a_bounded_number_of_times() {
-        let mut calls = 0;
-        let r = on_a_free_udp_port(true, || {
-            calls += 1;
-            if calls < 3 { Err(taken()) } else { Ok(calls) }
-        });
-        assert_eq!(r.unwrap(), 3);
-        // Always taken: it gives up, with the bind error.
-        let mut calls = 0;
-        let r: Result<(), _> = on_a_free_udp_port(true, || {
-            calls += 1;
-            Err(taken())
-        });
-        assert!(matches!(
-            r,
-            Err(tlslab_server::Error::Bind { what: "h3", .. })
-        ));
-        assert_eq!(calls, H3_BIND_TRIES);
-        // A port the caller chose is not replaced.
-        let mut calls = 0;
-        let r: Result<(), _> = on_a_free_udp_port(false, || {
-            calls += 1;
-            Err(taken())
-        });
-        assert!(r.is_err());
-        assert_eq!(calls, 1);
-    }
 }

@@ -92,6 +92,42 @@ fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener> {
     socket.listen(BACKLOG).map_err(err)
 }
 
+/// How many TCP ports [`bind_with_udp`] tries.
+const PORT_PAIR_TRIES: usize = 16;
+
+/// The HTTPS listener on `addr` (port 0) and a UDP socket on the same
+/// address and port number, for `--h3` on the HTTPS address. The kernel
+/// picks the TCP port; the same number over UDP may be held by another
+/// socket (a client's ephemeral port, say), and then another TCP port is
+/// taken, up to [`PORT_PAIR_TRIES`] times.
+fn bind_with_udp(addr: SocketAddr) -> Result<(TcpListener, std::net::UdpSocket)> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let l = bind("https", addr)?;
+        let port = l
+            .local_addr()
+            .map_err(|source| Error::Bind {
+                what: "https",
+                addr,
+                source,
+            })?
+            .port();
+        let at = SocketAddr::new(addr.ip(), port);
+        match std::net::UdpSocket::bind(at) {
+            Ok(u) => return Ok((l, u)),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < PORT_PAIR_TRIES => {}
+            Err(source) => {
+                return Err(Error::Bind {
+                    what: "h3",
+                    addr: at,
+                    source,
+                });
+            }
+        }
+    }
+}
+
 /// With an ablation, refuses non-loopback addresses unless `allow_remote`;
 /// returns the warnings to print at start.
 fn ablation_guard(cfg: &ServeConfig, h3: Option<SocketAddr>) -> Result<Vec<String>> {
@@ -311,6 +347,11 @@ impl Server {
 
         let mut loops = Vec::new();
         let mut addrs = [None, None, None];
+        // `--h3` on the HTTPS address with port 0 takes the port number the
+        // kernel gives TCP, over UDP: its socket is bound here, beside the
+        // TCP one, on a number free for both.
+        let mut udp = None;
+        let follows = quic.as_ref().is_some_and(|p| p.follows(cfg.https));
         {
             let _enter = rt.enter();
             let listeners = [
@@ -321,7 +362,13 @@ impl Server {
             let mut bound = Vec::new();
             for (i, (what, addr, kind)) in listeners.into_iter().enumerate() {
                 if let Some(addr) = addr {
-                    let l = bind(what, addr)?;
+                    let l = if kind == Some(Listener::Https) && follows {
+                        let (l, u) = bind_with_udp(addr)?;
+                        udp = Some(u);
+                        l
+                    } else {
+                        bind(what, addr)?
+                    };
                     if kind == Some(Listener::Https) && admission.is_some() {
                         // Admission control's queue signal: the kernel
                         // stamps each connection's first bytes.
@@ -375,6 +422,7 @@ impl Server {
                             .filter(|a| a.settings.mode == AdmissionMode::Session),
                     },
                     shutdown_rx.clone(),
+                    udp,
                 )?;
                 let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));
                 Some(Box::new(l))
@@ -533,6 +581,28 @@ mod tests {
         c.tls.ablation = ablation.parse().unwrap();
         c.allow_remote = allow_remote;
         c
+    }
+
+    #[test]
+    fn an_https_port_for_h3_is_free_over_udp_too() {
+        // UDP ports held as a client's ephemeral ones would be: the kernel
+        // may give TCP one of their numbers, which must then be skipped.
+        let held: Vec<_> = (0..500)
+            .filter_map(|_| std::net::UdpSocket::bind("127.0.0.1:0").ok())
+            .collect();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _enter = rt.enter();
+        for _ in 0..40 {
+            let (l, u) = bind_with_udp("127.0.0.1:0".parse().unwrap()).unwrap();
+            assert_eq!(
+                l.local_addr().unwrap().port(),
+                u.local_addr().unwrap().port()
+            );
+        }
+        drop(held);
     }
 
     #[test]

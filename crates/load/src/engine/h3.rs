@@ -104,22 +104,19 @@ impl Client {
             Some(s) => (s.for_client(ident.id), 0).into(),
             None => http3::local_for(addr),
         };
-        let endpoint = match qi.endpoint(q, local) {
+        let conn_no = first.rec.conn;
+        let endpoint = match qi.endpoint(q, ident.id, local, q.new_socket && conn_no > 0) {
             Ok(e) => e,
             Err(kind) => {
                 self.backoff.record(false);
                 return self.fail(sh, first, kind);
             }
         };
-        let conn_no = first.rec.conn;
         let mut one = Some(qi.handshaking.lock().await);
         let verified0 = qi.verified.load(Ordering::Relaxed);
         let offer = self.offer(sh, tls);
         tls.sessions.set_offer(offer);
         q.attempts.fetch_add(1, Ordering::Relaxed);
-        if q.new_socket && conn_no > 0 {
-            qi.rebind(q);
-        }
         let config = qi.config_for(q, ident.id, conn_no, addr, t0);
         let connecting = match endpoint.connect_with(config, addr, &q.server_name) {
             Ok(c) => c,

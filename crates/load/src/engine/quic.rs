@@ -72,7 +72,7 @@ pub(super) struct QuicRun {
     pub(super) answered: AtomicBool,
     /// Every identity's UDP endpoint, to let their CONNECTION_CLOSE frames
     /// out before the runtime stops.
-    endpoints: Mutex<Vec<quinn::Endpoint>>,
+    endpoints: Mutex<std::collections::HashMap<u32, quinn::Endpoint>>,
 }
 
 impl QuicRun {
@@ -125,7 +125,9 @@ impl QuicRun {
     /// stop with the runtime, and without this the last connection's close
     /// could be lost, the server holding it until its idle timeout.
     pub(super) async fn close_endpoints(&self, wait: Duration) {
-        let endpoints = std::mem::take(&mut *self.endpoints.lock());
+        let endpoints: Vec<_> = std::mem::take(&mut *self.endpoints.lock())
+            .into_values()
+            .collect();
         for e in &endpoints {
             e.close(0u32.into(), b"done");
         }
@@ -210,20 +212,31 @@ impl QuicIdentity {
     /// The identity's endpoint, bound on first use to `local` (its
     /// `--source-ip` address, else loopback or unspecified of the server's
     /// family); the error kind when it cannot be bound.
+    ///
+    /// With `fresh` (`--quic-new-socket`, a connection after the
+    /// identity's first), a new endpoint on a new socket replaces it: the
+    /// previous one stays with its closing connection, whose last packets
+    /// leave from their own port, until that connection is gone.
     pub(super) fn endpoint(
         &self,
         q: &QuicRun,
+        id: u32,
         local: SocketAddr,
+        fresh: bool,
     ) -> Result<quinn::Endpoint, &'static str> {
         let mut e = self.endpoint.lock();
-        if let Some(e) = &*e {
+        if let (Some(e), false) = (&*e, fresh) {
             return Ok(e.clone());
         }
         let made = quinn::Endpoint::client(local).map_err(|err| {
             tracing::warn!("HTTP/3 client: UDP bind {local}: {err}");
             "udp_bind"
         })?;
-        q.endpoints.lock().push(made.clone());
+        if e.is_some() {
+            q.rebinds.fetch_add(1, Ordering::Relaxed);
+        }
+        // The run closes each identity's current endpoint at its end.
+        q.endpoints.lock().insert(id, made.clone());
         *e = Some(made.clone());
         Ok(made)
     }

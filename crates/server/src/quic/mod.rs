@@ -252,6 +252,12 @@ pub(crate) fn prepare(
 }
 
 impl Prepared {
+    /// Whether the listener takes the TLS listener's port number: `--h3`
+    /// on its address (`configured`) with port 0.
+    pub(crate) fn follows(&self, configured: Option<SocketAddr>) -> bool {
+        configured == Some(self.settings.addr) && self.settings.addr.port() == 0
+    }
+
     /// `--h3` on the TLS listener's address with port 0: the UDP port the
     /// TCP one was given, so that one port number serves both.
     pub(crate) fn follow(&mut self, configured: Option<SocketAddr>, bound: Option<SocketAddr>) {
@@ -294,7 +300,14 @@ pub(crate) struct Shared {
 }
 
 /// Binds the UDP socket and starts accepting; call inside the runtime.
-pub(crate) fn start(p: Prepared, sh: Shared, shutdown: watch::Receiver<bool>) -> Result<Listener> {
+/// Starts the listener on `p`'s address, or on `bound` (a UDP socket
+/// already bound there) if given.
+pub(crate) fn start(
+    p: Prepared,
+    sh: Shared,
+    shutdown: watch::Receiver<bool>,
+    bound: Option<std::net::UdpSocket>,
+) -> Result<Listener> {
     let Shared {
         handler,
         burners,
@@ -316,7 +329,10 @@ pub(crate) fn start(p: Prepared, sh: Shared, shutdown: watch::Receiver<bool>) ->
         addr,
         source,
     };
-    let socket = std::net::UdpSocket::bind(addr).map_err(bind_err)?;
+    let socket = match bound {
+        Some(s) => s,
+        None => std::net::UdpSocket::bind(addr).map_err(bind_err)?,
+    };
     // The same probe quinn's runtime makes on this socket: report what it finds.
     if let Ok(state) = quinn::udp::UdpSocketState::new((&socket).into()) {
         p.stats
@@ -497,7 +513,7 @@ async fn connection(
     let _open = Open(c.stats.clone());
     let door::Attempt {
         incoming,
-        guard,
+        mut guard,
         hello_read,
     } = a;
     // The PSK the ClientHello offers is claimed in Redis first (GETDEL),
@@ -545,6 +561,23 @@ async fn connection(
             Err(_) => return c.stats.failure("early_data"),
         }
     } else {
+        // Admission's in-flight count is of handshakes the server still
+        // has work for: once the whole ClientHello is in, rustls has made
+        // the server's flight (key share, signature), and what remains is
+        // waiting for the client. A flood of ClientHellos that never
+        // continue would otherwise count in flight until the handshake
+        // timeout and hold the controller at its floor (issue 33's valid
+        // flood: legitimate goodput 0.02 with full handshakes needed).
+        if guard.is_some() {
+            tokio::select! {
+                r = tokio::time::timeout(c.handshake_timeout, connecting.handshake_data()) => match r {
+                    Ok(Ok(_)) => drop(guard.take()),
+                    Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
+                    Err(_) => return c.stats.failure("timeout"),
+                },
+                why = info.idle.closing() => return c.stats.failure(why.name()),
+            }
+        }
         // A half-open handshake is idle: evicted, it is dropped (quinn
         // closes it).
         tokio::select! {
