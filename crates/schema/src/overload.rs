@@ -286,6 +286,12 @@ mod tests {
         let r: OverloadReport = serde_json::from_value(v.clone()).unwrap();
         assert!(r.points.len() > 4 && r.shed_cost.full_handshake_us > 0.0);
         assert!(r.points.iter().any(|p| p.arm.admission == "session"));
+        // Written before `transport` was recorded: read as TCP's, and
+        // written back with it.
+        assert!(v.get("transport").is_none());
+        assert_eq!(r.transport, "tcp");
+        let mut v = v;
+        v["transport"] = "tcp".into();
         assert_eq!(serde_json::to_value(&r).unwrap(), v);
     }
 
