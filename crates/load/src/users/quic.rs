@@ -13,7 +13,7 @@ use rustls::client::Resumption;
 use rustls::client::danger::ServerCertVerifier;
 use tlslab_crypto::store::ClientSessions;
 
-use crate::LoadConfig;
+use crate::config::LoadConfig;
 use crate::error::Error;
 use crate::quic::http3::{self, CountingVerifier};
 
@@ -28,7 +28,7 @@ pub(super) struct QuicBase {
 
 impl QuicBase {
     /// The HTTP/3 side of `cfg`'s first target.
-    pub(super) fn new(cfg: &LoadConfig, target: &crate::Target) -> Result<QuicBase, Error> {
+    pub(super) fn new(cfg: &LoadConfig, target: &crate::target::Target) -> Result<QuicBase, Error> {
         let (tls, verifier) = http3::client_tls(cfg)?;
         let uri = format!("https://{}{}", target.host_header(), target.path)
             .parse()
