@@ -33,20 +33,7 @@ fn gtlsclient_resumes_against_serve_h3() {
     let tp = dir.path().join("tp");
     let port = s.https.port().to_string();
     let url = format!("https://127.0.0.1:{port}/bytes/10");
-    for i in 0..2 {
-        let mut cmd = std::process::Command::new(tool("gtlsclient"));
-        cmd.args(["--session-file", sess.to_str().unwrap()])
-            .args(["--tp-file", tp.to_str().unwrap()])
-            .args(["--disable-early-data", "--exit-on-all-streams-close", "-q"])
-            .args(["--no-quic-dump", "--no-http-dump", "--timeout=10s"])
-            .args(["127.0.0.1", &port, &url]);
-        let out = run(cmd, LIMIT);
-        assert!(
-            out.status.success(),
-            "gtlsclient run {i}: {}",
-            common::show(&out)
-        );
-    }
+    gtlsclient_runs(2, &sess, &tp, &port, &url);
     let m = s.metrics();
     let get = |k: &str| m.quic_handshakes(k);
     assert_eq!(
@@ -277,20 +264,7 @@ fn gtlsclient_resumes_through_dispatch_udp_on_the_ticket_issuer() {
     let port = d.listen.port().to_string();
     let url = format!("https://127.0.0.1:{port}/bytes/10");
     const RUNS: usize = 5;
-    for i in 0..RUNS {
-        let mut cmd = std::process::Command::new(tool("gtlsclient"));
-        cmd.args(["--session-file", sess.to_str().unwrap()])
-            .args(["--tp-file", tp.to_str().unwrap()])
-            .args(["--disable-early-data", "--exit-on-all-streams-close", "-q"])
-            .args(["--no-quic-dump", "--no-http-dump", "--timeout=10s"])
-            .args(["127.0.0.1", &port, &url]);
-        let out = run(cmd, LIMIT);
-        assert!(
-            out.status.success(),
-            "gtlsclient run {i}: {}",
-            common::show(&out)
-        );
-    }
+    gtlsclient_runs(RUNS, &sess, &tp, &port, &url);
     let counts = per_node(&nodes);
     let issuer = counts
         .iter()
@@ -358,4 +332,24 @@ fn aioquic_zero_rtt_through_dispatch_udp_reaches_the_ticket_issuer() {
         })
         .sum();
     assert_eq!(requests, 2.0);
+}
+
+/// `n` runs of gtlsclient, each a new process (and source port) resuming
+/// from the session and transport-parameter files of the one before, with
+/// early data off; every run must succeed.
+fn gtlsclient_runs(n: usize, sess: &std::path::Path, tp: &std::path::Path, port: &str, url: &str) {
+    for i in 0..n {
+        let mut cmd = std::process::Command::new(tool("gtlsclient"));
+        cmd.args(["--session-file", sess.to_str().unwrap()])
+            .args(["--tp-file", tp.to_str().unwrap()])
+            .args(["--disable-early-data", "--exit-on-all-streams-close", "-q"])
+            .args(["--no-quic-dump", "--no-http-dump", "--timeout=10s"])
+            .args(["127.0.0.1", port, url]);
+        let out = run(cmd, LIMIT);
+        assert!(
+            out.status.success(),
+            "gtlsclient run {i}: {}",
+            common::show(&out)
+        );
+    }
 }

@@ -117,6 +117,23 @@ fn slug(s: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
+/// `tlslab breakdown` with `cfg`'s settings and `extra` flags (e.g.
+/// ` --transport both`): the command that runs the same by hand.
+fn breakdown_command(cfg: &BreakdownConfig, extra: &str) -> String {
+    format!(
+        "tlslab breakdown --insecure-ablation{extra} --workload new-conn --tls {} --key-type {} \
+         --file-size {} --cell {} --repeats {} --max-time {} --target-ci {} -c {}",
+        cfg.version.short(),
+        cfg.key.name(),
+        cfg.file_size,
+        flag_duration(cfg.cell),
+        cfg.repeats,
+        flag_duration(cfg.max_time),
+        cfg.target_ci95 * 100.0,
+        cfg.clients
+    )
+}
+
 fn run(s: &mut Session) -> Result<(), StudyError> {
     let (cfg, (points, repeats)) = plan(s.quick);
     s.say(&format!(
@@ -127,18 +144,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
         s.placement.describe()
     ));
     // The breakdown engine: one unit, skipped on resume once recorded.
-    let command = format!(
-        "tlslab breakdown --insecure-ablation --workload new-conn --tls {} --key-type {} \
-         --file-size {} --cell {} --repeats {} --max-time {} --target-ci {} -c {}",
-        cfg.version.short(),
-        cfg.key.name(),
-        cfg.file_size,
-        flag_duration(cfg.cell),
-        cfg.repeats,
-        flag_duration(cfg.max_time),
-        cfg.target_ci95 * 100.0,
-        cfg.clients
-    );
+    let command = breakdown_command(&cfg, "");
     s.engine_once(
         |progress| breakdown::run(&cfg, progress),
         |report, doc, started| {

@@ -16,7 +16,7 @@ use tlslab_report::study::{Comparison, EngineReport, StudyResults};
 use tlslab_schema::breakdown::{BreakdownPair, QuicColumn};
 use tlslab_schema::engine::sort_keys;
 
-use super::super::session::{Session, StudyError, compare, flag_duration, now_ms};
+use super::super::session::{Session, StudyError, compare, now_ms};
 use super::breakdown_cells;
 use crate::breakdown::{self, BreakdownConfig, REMAINDER_QUIC, Transport, Workload};
 
@@ -42,18 +42,7 @@ pub(super) fn plan(quick: bool) -> BreakdownConfig {
 
 /// The command that runs the same pair by hand.
 fn command(cfg: &BreakdownConfig) -> String {
-    format!(
-        "tlslab breakdown --insecure-ablation --transport both --workload new-conn --tls {} \
-         --key-type {} --file-size {} --cell {} --repeats {} --max-time {} --target-ci {} -c {}",
-        cfg.version.short(),
-        cfg.key.name(),
-        cfg.file_size,
-        flag_duration(cfg.cell),
-        cfg.repeats,
-        flag_duration(cfg.max_time),
-        cfg.target_ci95 * 100.0,
-        cfg.clients
-    )
+    super::breakdown_command(cfg, " --transport both")
 }
 
 /// The pair already in the document, if any.
