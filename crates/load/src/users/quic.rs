@@ -109,7 +109,7 @@ impl QuicUser {
         // could not resume.
         let _ = tokio::time::timeout(timeout.min(Duration::from_millis(200)), async {
             while !self.sessions.has_session() && conn.close_reason().is_none() {
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
         .await;
