@@ -272,8 +272,8 @@ pub struct OverloadArgs {
     pub reuse: Option<f64>,
 
     /// Seed 002 over HTTP/3: the server's QUIC listener, and user sessions
-    /// whose every request is a new QUIC connection (from the session's
-    /// own UDP socket, resuming with its session store). Admission decides
+    /// whose every request is a new QUIC connection (from one of a few UDP
+    /// sockets the users share, resuming with the session's store). Admission decides
     /// on the first Initial: `session` admits an attempt offering a PSK the
     /// server can resume and sheds new full handshakes beyond its budget
     /// (refused); `static` is quinn's connection limit. The embedded

@@ -39,8 +39,9 @@
 //! (`tlslab_crypto::store::ClientSessions`), not its closed-loop clients:
 //! one request per connection, over HTTP/1.1, or over HTTP/3 when the
 //! configuration asks for it ([`LoadConfig::http3`]; see [`quic`]): then
-//! each request is a new QUIC connection from the session's own UDP
-//! socket, and the same knobs (reuse, timeout, retry, backoff) apply.
+//! each request is a new QUIC connection (from one of a few UDP sockets
+//! the users share), and the same knobs (reuse, timeout, retry, backoff)
+//! apply.
 
 mod quic;
 
@@ -259,6 +260,9 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
                 .fetch_add(tasks.len() as u64, Ordering::Relaxed);
             tasks.abort_all();
         }
+        if let Some(q) = &ctx.quic {
+            q.close();
+        }
         Ok::<_, Error>(report(&ctx, duration))
     })?;
     let cpu = threads.cpu_time().total().saturating_sub(cpu0);
@@ -343,7 +347,8 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
     'session: loop {
         ctx.c.started.fetch_add(1, Ordering::Relaxed);
         // The session's client: a TLS configuration with its own session
-        // store over TCP, or a UDP socket and store of its own over QUIC.
+        // store over TCP, or a shared UDP socket and a store of its own
+        // over QUIC.
         let (sessions, client) = match &ctx.quic {
             Some(base) => match quic::QuicUser::new(base, ctx.addr, ctx.timeout) {
                 Ok(q) => (q.sessions.clone(), Client::Quic(q)),
