@@ -1,7 +1,8 @@
 //! The user sessions over HTTP/3 (`overload --h3`): each request of a
 //! session on a new QUIC connection, with the session's TLS session store,
-//! from one of a few UDP sockets the users share ([`ENDPOINTS`]). It uses the HTTP/3 client of `load --h3`
-//! ([`crate::quic::http3`]), not a client of its own.
+//! from one of a few UDP sockets the users share ([`ENDPOINTS`]). It uses
+//! the HTTP/3 client of `load --h3` ([`crate::quic::http3`]), not a client
+//! of its own.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
