@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::load::load_report;
 use common::{
     Proc, Serve, args, args_with, argv, expect_ok, http_get, load_json, num, poll, run_tlslab,
-    tempdir, tlslab, url_addr, usage_error,
+    tempdir, tlslab, usage_error,
 };
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -49,23 +49,11 @@ impl Dispatch {
             args.push(b.clone());
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        let proc = Proc::spawn(tlslab(&args)).graceful_drop();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let (mut listen, mut metrics) = (None, None);
-        while listen.is_none() || metrics.is_none() {
-            let line = proc
-                .next_line(deadline)
-                .unwrap_or_else(|| panic!("dispatch did not start:\n{}", proc.describe()));
-            if let Some(a) = line.strip_prefix("tlslab dispatch: listen ") {
-                listen = a.trim().parse().ok();
-            } else if let Some(u) = line.strip_prefix("tlslab dispatch: metrics ") {
-                metrics = url_addr(u.trim());
-            }
-        }
+        let (proc, listen, metrics) = common::spawn_dispatch(&args);
         Dispatch {
             proc,
-            listen: listen.unwrap(),
-            metrics: metrics.unwrap(),
+            listen,
+            metrics,
         }
     }
 

@@ -387,6 +387,26 @@ pub fn parse_serve_line(line: &str) -> Option<(&str, &str)> {
     Some((kind, value.trim()))
 }
 
+/// Starts `tlslab` with `args` (a `dispatch` command line with `--listen`
+/// and `--metrics` on port 0) and reads the addresses it prints: the
+/// process, its listening address and its `/metrics` address.
+pub fn spawn_dispatch(args: &[String]) -> (Proc, SocketAddr, SocketAddr) {
+    let proc = Proc::spawn(tlslab(args)).graceful_drop();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut listen, mut metrics) = (None, None);
+    while listen.is_none() || metrics.is_none() {
+        let line = proc
+            .next_line(deadline)
+            .unwrap_or_else(|| panic!("dispatch did not start:\n{}", proc.describe()));
+        if let Some(a) = line.strip_prefix("tlslab dispatch: listen ") {
+            listen = a.trim().parse().ok();
+        } else if let Some(u) = line.strip_prefix("tlslab dispatch: metrics ") {
+            metrics = url_addr(u.trim());
+        }
+    }
+    (proc, listen.unwrap(), metrics.unwrap())
+}
+
 /// `https://127.0.0.1:8443` or `http://127.0.0.1:9/metrics` → the address.
 pub fn url_addr(url: &str) -> Option<SocketAddr> {
     let rest = url

@@ -121,23 +121,11 @@ impl Dispatch {
         for b in backends {
             args.extend(["--backend".into(), b.clone()]);
         }
-        let proc = Proc::spawn(tlslab(&args)).graceful_drop();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let (mut listen, mut metrics) = (None, None);
-        while listen.is_none() || metrics.is_none() {
-            let line = proc
-                .next_line(deadline)
-                .unwrap_or_else(|| panic!("dispatch did not start:\n{}", proc.describe()));
-            if let Some(a) = line.strip_prefix("tlslab dispatch: listen ") {
-                listen = a.trim().parse().ok();
-            } else if let Some(u) = line.strip_prefix("tlslab dispatch: metrics ") {
-                metrics = url_addr(u.trim());
-            }
-        }
+        let (proc, listen, metrics) = super::spawn_dispatch(&args);
         Dispatch {
             _proc: proc,
-            listen: listen.unwrap(),
-            metrics: metrics.unwrap(),
+            listen,
+            metrics,
         }
     }
 
