@@ -180,6 +180,11 @@ fn bad_quic_flags_are_usage_errors() {
         ),
         ("serve --quic-new-tokens 2", "need --h3"),
         ("serve --h3 --quic-new-tokens 17", "give 0 to 16"),
+        ("serve --quic-recv-buffer 1048576", "need --h3"),
+        (
+            "serve --h3 --quic-recv-buffer 100",
+            "give 4096 to 1073741824 bytes",
+        ),
     ];
     for (line, why) in cases {
         let args = args_with(line, &[("URL", "https://127.0.0.1:9/")]);

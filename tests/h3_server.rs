@@ -404,3 +404,22 @@ fn new_tokens_are_quinns_two_by_default_and_none_when_asked() {
         );
     }
 }
+
+#[test]
+fn the_receive_buffer_is_the_one_asked_for_and_its_drops_are_reported() {
+    // 1 MiB fits any rmem_max a test machine has (here 4 MiB; Linux's
+    // default is 208 KB, then the figure is rmem_max's unless root).
+    let s = Serve::start(&["--h3", "--quic-recv-buffer", "1048576"]);
+    load_h3(&s, 2, 20);
+    let m = metrics_until(&s, |m| quic(m, "tlslab_transport_requests_total") >= 20.0);
+    let granted = quic(&m, "tlslab_transport_receive_buffer_bytes");
+    let max: f64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .map_or(0.0, |m| m.trim().parse().unwrap_or(0.0));
+    // The kernel's figure: twice what it granted.
+    assert!(
+        granted == 2.0 * 1048576.0 || granted == 2.0 * max.min(1048576.0),
+        "receive buffer {granted} (rmem_max {max})"
+    );
+    // 20 requests on 2 connections leave nothing dropped.
+    assert_eq!(quic(&m, "tlslab_transport_receive_drops_total"), 0.0);
+}

@@ -31,9 +31,10 @@ impl ServeH3Args {
                 || self.quic_retry_threshold.is_some()
                 || self.qlog.qlog.is_some()
                 || self.quic_lb.is_some()
+                || self.quic_recv_buffer.is_some()
             {
                 return Err(usage(
-                    "--quic-idle-timeout, --quic-max-connections, --quic-retry, --quic-new-tokens, --quic-admission, --quic-shed-with, --quic-retry-threshold, --quic-lb and --qlog need --h3; add --h3",
+                    "--quic-idle-timeout, --quic-max-connections, --quic-recv-buffer, --quic-retry, --quic-new-tokens, --quic-admission, --quic-shed-with, --quic-retry-threshold, --quic-lb and --qlog need --h3; add --h3",
                 ));
             }
             return Ok(None);
@@ -71,6 +72,14 @@ impl ServeH3Args {
                 ));
             }
             s.max_connections = n;
+        }
+        if let Some(n) = self.quic_recv_buffer {
+            if !(MIN_RECV_BUFFER..=MAX_RECV_BUFFER).contains(&n) {
+                return Err(usage(format!(
+                    "--quic-recv-buffer {n}: give {MIN_RECV_BUFFER} to {MAX_RECV_BUFFER} bytes (a few MB holds a burst of Initials)"
+                )));
+            }
+            s.recv_buffer = n;
         }
         s.retry = match self.quic_retry {
             Some(Retry::Off) => tlslab_server::QuicRetry::Off,
@@ -219,6 +228,11 @@ impl QlogArgs {
 
 /// The most NEW_TOKEN tokens `--quic-new-tokens` sends per connection.
 const MAX_NEW_TOKENS: u32 = 16;
+
+/// `--quic-recv-buffer`'s bounds: the kernel's own floor (SOCK_MIN_RCVBUF
+/// is about 2.3 KB) and 1 GiB (the kernel takes an int, doubled).
+const MIN_RECV_BUFFER: usize = 4096;
+const MAX_RECV_BUFFER: usize = 1 << 30;
 
 /// `--flood-rate` when not given.
 const DEFAULT_FLOOD_RATE: u32 = 100;

@@ -23,11 +23,14 @@
 //!   hard one, once at start.
 //! - [`tcp_info`] reads the kernel's TCP_INFO of a socket (segments, MSS,
 //!   congestion window): one `unsafe` block.
+//! - [`udp_queue`] reads when the kernel received the last datagram a UDP
+//!   socket read (`SIOCGSTAMPNS`: one `unsafe` block) and how many it
+//!   dropped for a full receive buffer.
 //! - [`costs`]: what a thread set's CPU went on (`tlslab lab --explain`):
 //!   per-thread syscall, write and task-clock counters from
 //!   `perf_event_open`, and allocations counted by [`CountingAlloc`] (the
 //!   tlslab binary's global allocator; its `unsafe impl GlobalAlloc` is the
-//!   workspace's other `unsafe`), summed by [`Threads::costs`].
+//!   workspace's third `unsafe`), summed by [`Threads::costs`].
 //! - [`cork`] and [`uncorked`] coalesce a connection's flushed writes
 //!   (TLS flights, HTTP responses, `close_notify`) into one `write` per
 //!   wait of the task that owns it.
@@ -52,6 +55,7 @@ mod runtime;
 pub mod tcp_info;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod udp_queue;
 
 pub use cork::{Corked, Uncork, cork, uncorked};
 pub use costs::{CountingAlloc, ThreadCosts};

@@ -2,10 +2,11 @@
 //! retransmissions, as `ss -ti` shows them.
 //!
 //! Neither nix 0.30 nor socket2 0.6 nor rustix 1.1 exposes TCP_INFO, so
-//! this is one of the workspace's two `unsafe` places (the other is
-//! the counting allocator, costs/alloc.rs): a `getsockopt` into a
-//! zeroed `libc::tcp_info` of the size passed, which the kernel fills up to
-//! that size (older kernels fill less; the rest stays zero).
+//! this is one of the workspace's three `unsafe` places (the others are
+//! the counting allocator, costs/alloc.rs, and udp_queue.rs's ioctl): a
+//! `getsockopt` into a zeroed `libc::tcp_info` of the size passed, which
+//! the kernel fills up to that size (older kernels fill less; the rest
+//! stays zero).
 
 use std::os::fd::{AsRawFd, RawFd};
 

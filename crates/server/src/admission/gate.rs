@@ -108,6 +108,10 @@ pub(crate) struct Admission {
     quic: [[AtomicU64; 2]; 2],
     misclassified: AtomicU64,
     unparsed: AtomicU64,
+    /// QUIC's admitted full handshakes whose server flight is made
+    /// ([`InFlight::done`]): the controller's completions over QUIC, which
+    /// the server's TCP handshake counts do not see.
+    pub(super) quic_full_done: AtomicU64,
     pub(super) delay_ns: AtomicU64,
     pub(super) delay_n: AtomicU64,
     /// The last tick's signals, verdict and the controller's estimate of
@@ -123,6 +127,18 @@ const UNLIMITED: u64 = u64::MAX;
 pub(crate) struct InFlight {
     adm: Arc<Admission>,
     pub(crate) kind: HelloKind,
+}
+
+impl InFlight {
+    /// The server's work on this QUIC handshake is done (its flight, key
+    /// share and signature made): a full one counts as served for the
+    /// controller's estimate of what the server serves. The count in
+    /// flight drops with the guard.
+    pub(crate) fn done(self) {
+        if self.kind == HelloKind::Full {
+            self.adm.quic_full_done.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Drop for InFlight {
@@ -172,6 +188,7 @@ impl Admission {
             quic: Default::default(),
             misclassified: AtomicU64::new(0),
             unparsed: AtomicU64::new(0),
+            quic_full_done: AtomicU64::new(0),
             delay_ns: AtomicU64::new(0),
             delay_n: AtomicU64::new(0),
             last: Mutex::new((Signals::default(), false, 0.0)),
@@ -422,6 +439,23 @@ mod tests {
         };
         assert_eq!(s.quic, q);
         assert_eq!(s.limit, Some(0.0));
+    }
+
+    #[test]
+    fn a_quic_full_handshake_done_counts_as_completed_and_leaves_the_flight() {
+        let adm = session(1);
+        let (Verdict::Admit(full), Verdict::Admit(resume)) = (
+            adm.decide_on(HelloKind::Full, Door::Quic),
+            adm.decide_on(HelloKind::Resume, Door::Quic),
+        ) else {
+            panic!("unlimited before the first overload")
+        };
+        assert_eq!(adm.stats().full_in_flight, 1);
+        full.done();
+        resume.done();
+        // Only the full one feeds the controller's completions over QUIC.
+        assert_eq!(adm.quic_full_done.load(Ordering::Relaxed), 1);
+        assert_eq!((adm.stats().in_flight, adm.stats().full_in_flight), (0, 0));
     }
 
     #[test]

@@ -27,7 +27,10 @@ pub(crate) async fn control(
     let threads = &stats.threads;
     let mut cpu = threads.cpu_time().total();
     let mut wait = threads.run_queue_wait();
-    let mut completed = stats.full_handshakes();
+    // Full handshakes completed: TCP's by the server's counts, QUIC's as
+    // their server flights are made.
+    let full_completed = || stats.full_handshakes() + adm.quic_full_done.load(Ordering::Relaxed);
+    let mut completed = full_completed();
     let mut full_admitted = 0;
     let mut full_shed = 0;
     let mut tick = tokio::time::interval(TICK);
@@ -50,7 +53,7 @@ pub(crate) async fn control(
         let ns = adm.delay_ns.swap(0, Ordering::Relaxed);
         let fa = adm.admitted[0].load(Ordering::Relaxed);
         let fs = adm.shed[0].load(Ordering::Relaxed);
-        let fc = stats.full_handshakes();
+        let fc = full_completed();
         let sig = Signals {
             queue_delay: Duration::from_nanos(ns.checked_div(n).unwrap_or(0)),
             cpu_busy: busy,

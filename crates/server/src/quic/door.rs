@@ -20,13 +20,17 @@
 //!    closed to make room, or a refusal.
 //!
 //! The controller's signals are the TCP listener's, with QUIC's own queue
-//! delay: the time from reading an attempt's ClientHello off the socket
-//! (its last datagram) to the admission decision, which grows when the
-//! runtime's workers (which run quinn's endpoint, the accept loop and every
-//! handshake) fall behind. The CPU-busy signal and the full handshakes
-//! completed are the workers' and the metering provider's, which QUIC
-//! shares with TCP; the full handshakes in flight count QUIC's until their
-//! handshake ends.
+//! delay: the time from the kernel's receipt of an attempt's ClientHello
+//! (its last datagram's receive stamp, [`super::sniff::SniffSocket`]) to
+//! the admission decision. It grows when the runtime's workers (which run
+//! quinn's endpoint, the accept loop and every handshake) fall behind, and
+//! first in the socket's receive queue, where an overloaded server's
+//! Initials wait before quinn reads them, as a TCP server's ClientHellos
+//! wait in its accept queue. The CPU-busy signal is the workers', which
+//! QUIC shares with TCP. A QUIC full handshake counts in flight from its
+//! admission until the server's flight is made (rustls has read the whole
+//! ClientHello and signed), and counts as completed then
+//! ([`InFlight::done`]): what the controller takes as served over QUIC.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -51,6 +51,7 @@ mod door;
 mod lb;
 mod session;
 mod sniff;
+mod socket;
 mod stats;
 
 use std::net::SocketAddr;
@@ -119,11 +120,14 @@ pub struct H3Settings {
     /// `--quic-lb`: QUIC-LB connection IDs carrying this node's server ID
     /// (else quinn's random 8-byte ones).
     pub quic_lb: Option<tlslab_crypto::quic::LbConfig>,
+    /// The UDP socket's receive buffer asked for, bytes
+    /// (`--quic-recv-buffer`; 4 MiB by default).
+    pub recv_buffer: usize,
 }
 
 impl H3Settings {
     /// A listener on `addr`: 30 s idle timeout, 10,000 connections, a
-    /// Retry from half of them on.
+    /// Retry from half of them on, a 4 MiB receive buffer.
     pub fn new(addr: SocketAddr) -> Self {
         H3Settings {
             addr,
@@ -135,6 +139,7 @@ impl H3Settings {
             admission: QuicAdmission::Off,
             shed_with: QuicShedWith::Refuse,
             quic_lb: None,
+            recv_buffer: socket::DEFAULT_RECV_BUFFER,
         }
     }
 
@@ -346,6 +351,17 @@ pub(crate) fn start(
         what: "--h3: no tokio runtime to run quinn on",
         source: None,
     })?;
+    let granted = socket::size_recv_buffer(&socket, p.settings.recv_buffer).map_err(bind_err)?;
+    p.stats.recv_buffer.store(granted as u64, Ordering::Relaxed);
+    if let Ok(dup) = socket.try_clone() {
+        p.stats.socket.set(dup).ok();
+    }
+    // Admission control times how long each Initial waited in the socket's
+    // queue from the kernel's receive stamps, read through a duplicate.
+    let stamps = match &admission {
+        Some(_) => Some(socket.try_clone().map_err(bind_err)?),
+        None => None,
+    };
     let socket = runtime.wrap_udp_socket(socket).map_err(bind_err)?;
     // A remote cache of TLS 1.3 tickets, or session-aware admission: read
     // each ClientHello off its Initials, so that its PSK is claimed before
@@ -353,10 +369,8 @@ pub(crate) fn start(
     let (socket, hellos) = if remote.is_some() || admission.is_some() {
         let hellos = sniff::Hellos::new();
         p.stats.hellos.set(hellos.clone()).ok();
-        let s: Arc<dyn quinn::AsyncUdpSocket> = Arc::new(sniff::SniffSocket {
-            inner: socket,
-            hellos: hellos.clone(),
-        });
+        let s: Arc<dyn quinn::AsyncUdpSocket> =
+            Arc::new(sniff::SniffSocket::new(socket, hellos.clone(), stamps));
         (s, Some(hellos))
     } else {
         (socket, None)
@@ -571,7 +585,11 @@ async fn connection(
         if guard.is_some() {
             tokio::select! {
                 r = tokio::time::timeout(c.handshake_timeout, connecting.handshake_data()) => match r {
-                    Ok(Ok(_)) => drop(guard.take()),
+                    Ok(Ok(_)) => {
+                        if let Some(g) = guard.take() {
+                            g.done();
+                        }
+                    }
                     Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
                     Err(_) => return c.stats.failure("timeout"),
                 },
@@ -591,7 +609,10 @@ async fn connection(
     };
     // The server's handshake work is done (with 0-RTT, its flight is out):
     // no longer in flight for admission control, nor half-open.
-    drop((guard, half_open));
+    if let Some(g) = guard {
+        g.done();
+    }
+    drop(half_open);
     // The HTTP side starts: the request timeout runs from now.
     info.idle.start();
     let handshaking = Arc::new(AtomicBool::new(done.is_some()));

@@ -35,6 +35,7 @@ use parking_lot::Mutex;
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use tlslab_crypto::quic::initial::{HelloReader, Read};
+use tlslab_runtime::udp_queue;
 use tlslab_wire::quic::AssemblerLimits;
 use tokio::sync::Notify;
 
@@ -52,8 +53,9 @@ const READ_EXPIRY: Duration = Duration::from_secs(2);
 /// What the reader found for one handshake.
 #[derive(Debug)]
 pub(crate) struct Found {
-    /// When the ClientHello was read whole (its last datagram read off the
-    /// socket).
+    /// When the ClientHello's last datagram arrived: the kernel's receive
+    /// stamp where the socket keeps them ([`SniffSocket::stamps`]), else
+    /// when it was read off the socket.
     pub(crate) at: Instant,
     /// The PSK identities the ClientHello offers (at most two).
     pub(crate) psk: Vec<Vec<u8>>,
@@ -104,18 +106,24 @@ impl Hellos {
     }
 
     /// Reads one datagram, timed.
-    fn observe_timed(&self, from: SocketAddr, datagram: &[u8]) {
+    fn observe_timed(
+        &self,
+        from: SocketAddr,
+        datagram: &[u8],
+        waited: &mut dyn FnMut() -> Duration,
+    ) {
         let t = Instant::now();
-        self.observe(from, datagram);
+        self.observe(from, datagram, waited);
         self.datagrams.fetch_add(1, Ordering::Relaxed);
         self.nanos
             .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Reads one datagram from `from` (a long header: an Initial, or a
-    /// packet the reader skips). Never fails: what does not read is left
-    /// for quinn to judge.
-    fn observe(&self, from: SocketAddr, datagram: &[u8]) {
+    /// packet the reader skips); `waited` says how long it waited in the
+    /// kernel (asked only of a datagram that completes a ClientHello).
+    /// Never fails: what does not read is left for quinn to judge.
+    fn observe(&self, from: SocketAddr, datagram: &[u8], waited: &mut dyn FnMut() -> Duration) {
         let now = Instant::now();
         let hello = match self.reader.lock().push(datagram, now) {
             Ok(Read::Hello(h)) => h,
@@ -144,7 +152,8 @@ impl Hellos {
                 found.remove(&k);
             }
         }
-        found.insert((from, hello.dcid), Found { at: now, psk });
+        let at = now.checked_sub(waited()).unwrap_or(now);
+        found.insert((from, hello.dcid), Found { at, psk });
         drop(found);
         self.notify.notify_waiters();
     }
@@ -199,6 +208,39 @@ impl Hellos {
 pub(crate) struct SniffSocket {
     pub(crate) inner: Arc<dyn AsyncUdpSocket>,
     pub(crate) hellos: Arc<Hellos>,
+    /// The same socket (a duplicate descriptor), to read the kernel's
+    /// receive stamp of a batch's last datagram after quinn read it
+    /// (`tlslab_runtime::udp_queue`): how long an Initial waited in the
+    /// socket's queue, admission control's queue signal over QUIC. `None`:
+    /// not wanted (no admission control), and a ClientHello's time is when
+    /// it was read.
+    pub(crate) stamps: Option<std::net::UdpSocket>,
+}
+
+impl SniffSocket {
+    /// Wraps `inner`; with `stamps`, turns the kernel's receive stamps on
+    /// for it.
+    pub(crate) fn new(
+        inner: Arc<dyn AsyncUdpSocket>,
+        hellos: Arc<Hellos>,
+        stamps: Option<std::net::UdpSocket>,
+    ) -> Self {
+        // The first call turns stamping on (nothing is read yet).
+        let stamps = stamps.filter(|s| udp_queue::last_receive_stamp(s).is_ok());
+        SniffSocket {
+            inner,
+            hellos,
+            stamps,
+        }
+    }
+
+    /// How long the batch just read had waited in the kernel, at least
+    /// (its last datagram's wait; zero without stamps).
+    fn waited(&self) -> Duration {
+        self.stamps
+            .as_ref()
+            .map_or(Duration::ZERO, udp_queue::last_datagram_waited)
+    }
 }
 
 impl AsyncUdpSocket for SniffSocket {
@@ -218,12 +260,16 @@ impl AsyncUdpSocket for SniffSocket {
     ) -> Poll<std::io::Result<usize>> {
         let r = self.inner.poll_recv(cx, bufs, meta);
         if let Poll::Ready(Ok(n)) = &r {
+            // Read once per batch, and only for a batch that completes a
+            // ClientHello: the stamp is the batch's last datagram's.
+            let mut waited = None;
+            let mut waited = || *waited.get_or_insert_with(|| self.waited());
             for (buf, m) in bufs.iter().zip(meta.iter()).take(*n) {
                 let data = &buf[..m.len.min(buf.len())];
                 // GRO: several datagrams of `stride` bytes in one buffer.
                 for d in data.chunks(m.stride.max(1)) {
                     if d.first().is_some_and(|b| b & 0x80 != 0) {
-                        self.hellos.observe_timed(m.addr, d);
+                        self.hellos.observe_timed(m.addr, d, &mut waited);
                     }
                 }
             }
@@ -245,5 +291,66 @@ impl AsyncUdpSocket for SniffSocket {
 
     fn may_fragment(&self) -> bool {
         self.inner.may_fragment()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quinn::Runtime;
+    use std::future::poll_fn;
+
+    /// RFC 9001 Appendix A.2's client Initial: a 1,200-byte datagram whose
+    /// ClientHello (no PSK) is whole in it; its DCID is 8394c8f03e515708.
+    fn rfc9001_initial() -> Vec<u8> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../crypto/tests/data/rfc9001_client_initial.hex"
+        );
+        let hex: String = std::fs::read_to_string(path)
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Sends the Initial, leaves it `wait` in the socket's queue, reads it
+    /// through a [`SniffSocket`] and returns how old its ClientHello reads.
+    async fn age_of_hello(stamped: bool, wait: Duration) -> Duration {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let stamps = stamped.then(|| rx.try_clone().unwrap());
+        let inner = quinn::TokioRuntime.wrap_udp_socket(rx).unwrap();
+        let to = inner.local_addr().unwrap();
+        let hellos = Hellos::new();
+        let sock = SniffSocket::new(inner, hellos.clone(), stamps);
+        // The kernel may turn stamping on from a work queue.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(&rfc9001_initial(), to).unwrap();
+        std::thread::sleep(wait);
+        let mut buf = vec![0u8; 2048];
+        let mut bufs = [IoSliceMut::new(&mut buf)];
+        let mut meta = [RecvMeta::default()];
+        let n = poll_fn(|cx| sock.poll_recv(cx, &mut bufs, &mut meta))
+            .await
+            .unwrap();
+        assert_eq!((n, meta[0].len), (1, 1200));
+        let dcid = [0x83, 0x94, 0xc8, 0xf0, 0x3e, 0x51, 0x57, 0x08];
+        let found = hellos.take(tx.local_addr().unwrap(), &dcid);
+        found.expect("the ClientHello was read").at.elapsed()
+    }
+
+    #[tokio::test]
+    async fn a_hello_that_waited_in_the_socket_reads_as_old_with_stamps() {
+        let wait = Duration::from_millis(80);
+        // With the kernel's stamp: the time in the socket's queue counts.
+        let stamped = age_of_hello(true, wait).await;
+        assert!(stamped >= wait, "{stamped:?}");
+        // Without: only the time since quinn read it.
+        let unstamped = age_of_hello(false, wait).await;
+        assert!(unstamped < wait, "{unstamped:?}");
     }
 }

@@ -53,6 +53,11 @@ pub(crate) struct QuicStats {
     pub(crate) shed: [AtomicU64; 3],
     /// The ClientHello reader on the socket, when installed.
     pub(crate) hellos: std::sync::OnceLock<Arc<super::sniff::Hellos>>,
+    /// The kernel's figure for the socket's receive buffer
+    /// (`--quic-recv-buffer`), and a duplicate of the socket to read its
+    /// drops from.
+    pub(crate) recv_buffer: AtomicU64,
+    pub(crate) socket: std::sync::OnceLock<std::net::UdpSocket>,
 }
 
 impl QuicStats {
@@ -103,6 +108,11 @@ impl QuicStats {
                 retried: get(&self.shed[1]),
                 ignored: get(&self.shed[2]),
             },
+            receive_buffer_bytes: get(&self.recv_buffer),
+            receive_drops: self
+                .socket
+                .get()
+                .and_then(|s| tlslab_runtime::udp_queue::receive_drops(s).ok()),
             hello_reads: self.hellos.get().map(|h| {
                 let (datagrams, t) = h.cost();
                 HelloReads {
@@ -204,6 +214,14 @@ pub struct QuicSnapshot {
     /// of TLS 1.3 tickets, or `session` admission).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hello_reads: Option<HelloReads>,
+    /// The UDP socket's receive buffer, the kernel's figure (twice the
+    /// bytes granted, `--quic-recv-buffer`).
+    pub receive_buffer_bytes: u64,
+    /// Datagrams the kernel dropped because the socket's receive buffer
+    /// was full (`ss -u -m`'s `d`); absent where `/proc/net/udp` could not
+    /// be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receive_drops: Option<u64>,
 }
 
 impl QuicSnapshot {
@@ -240,6 +258,12 @@ impl QuicSnapshot {
     /// are any.
     fn admission_summary(&self) -> String {
         let mut out = String::new();
+        if let Some(n) = self.receive_drops.filter(|n| *n > 0) {
+            out += &format!(
+                ", {n} datagrams dropped at a full receive buffer ({} KB; raise --quic-recv-buffer)",
+                self.receive_buffer_bytes / 1024
+            );
+        }
         let d = self.shed;
         if d.refused + d.retried + d.ignored > 0 {
             out += &format!(
@@ -448,6 +472,23 @@ impl Collector for QuicCollector {
             "quinn-udp's GSO segments per send (1: GSO not in use).",
             true,
             one(s.gso_segments),
-        )
+        )?;
+        labelled(
+            &mut enc,
+            "tlslab_transport_receive_buffer_bytes",
+            "The UDP socket's receive buffer, the kernel's figure (twice the bytes granted; --quic-recv-buffer).",
+            true,
+            one(s.receive_buffer_bytes),
+        )?;
+        match s.receive_drops {
+            Some(n) => labelled(
+                &mut enc,
+                "tlslab_transport_receive_drops",
+                "Datagrams the kernel dropped because the UDP socket's receive buffer was full (ss -u -m's d).",
+                false,
+                one(n),
+            ),
+            None => Ok(()),
+        }
     }
 }
