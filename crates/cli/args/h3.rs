@@ -64,11 +64,13 @@ pub struct ServeH3Args {
     #[arg(long, value_name = "N")]
     pub quic_max_connections: Option<usize>,
 
-    /// With --h3: the UDP socket's receive buffer, bytes (default 4194304). An overloaded
-    /// server's new attempts wait there; beyond it the kernel drops them unseen and each
-    /// client waits its probe timeout (reported as receive drops in the summary, JSON and
-    /// /metrics). Past net.core.rmem_max it needs root (SO_RCVBUFFORCE); else the kernel's
-    /// maximum is used, and the figure it granted is reported.
+    /// With --h3: the UDP socket's receive buffer, bytes [default: the system's,
+    /// net.core.rmem_default]. An overloaded server's new attempts wait there; beyond it the
+    /// kernel drops them unseen and each client waits its probe timeout (reported as receive
+    /// drops in the summary, JSON and /metrics). A larger one turns drops into queueing delay,
+    /// which --admission session sees, but lets a flood queue ahead of real clients. Past
+    /// net.core.rmem_max it needs root (SO_RCVBUFFORCE); else the kernel's maximum is used,
+    /// and the figure it granted is reported.
     #[arg(long, value_name = "BYTES")]
     pub quic_recv_buffer: Option<usize>,
 

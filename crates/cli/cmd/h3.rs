@@ -79,7 +79,7 @@ impl ServeH3Args {
                     "--quic-recv-buffer {n}: give {MIN_RECV_BUFFER} to {MAX_RECV_BUFFER} bytes (a few MB holds a burst of Initials)"
                 )));
             }
-            s.recv_buffer = n;
+            s.recv_buffer = Some(n);
         }
         s.retry = match self.quic_retry {
             Some(Retry::Off) => tlslab_server::QuicRetry::Off,

@@ -54,6 +54,11 @@ pub struct Signals {
     pub full_completed_rate: f64,
     /// Full handshakes shed in the tick.
     pub full_shed: u64,
+    /// Datagrams the kernel dropped in the tick because the QUIC socket's
+    /// receive buffer was full: its queue overflowed, so whatever its
+    /// delay reads, the queue is at least as long as the buffer holds
+    /// (the dropped are never timed; TCP: always 0).
+    pub queue_drops: u64,
 }
 
 impl Controller {
@@ -77,7 +82,7 @@ impl Controller {
 
     /// True if `s` shows overload.
     pub fn overloaded(&self, s: &Signals) -> bool {
-        (s.queue_delay > self.target && s.cpu_busy >= self.cpu_high)
+        ((s.queue_delay > self.target || s.queue_drops > 0) && s.cpu_busy >= self.cpu_high)
             || s.in_flight > self.in_flight_cap
     }
 
@@ -135,7 +140,12 @@ impl Controller {
         // the factor is 1 − (delay − target) / DRAIN, between β and 0.95);
         // never below a quarter of the peak, so that shed clients retrying
         // cannot drive the limit to nothing.
-        let excess = s.queue_delay.saturating_sub(self.target).as_secs_f64();
+        let mut excess = s.queue_delay.saturating_sub(self.target).as_secs_f64();
+        if s.queue_drops > 0 {
+            // An overflowing queue's excess is not measured (the dropped
+            // waited forever): taken as a quarter of DRAIN at least.
+            excess = excess.max(DRAIN.as_secs_f64() / 4.0);
+        }
         let gradient = (1.0 - excess / DRAIN.as_secs_f64()).clamp(self.beta, 0.95);
         let capacity = if self.served > 0.0 {
             self.served
@@ -172,6 +182,26 @@ const INCREASE: f64 = 0.1;
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_overflowing_queue_is_overload_when_the_cpu_is_busy() {
+        let mut ctl = Controller::new(Duration::from_millis(10), 0.8, 100);
+        // A short queue (under the target) that drops: the buffer is full.
+        let s = Signals {
+            queue_delay: Duration::from_millis(2),
+            cpu_busy: 0.95,
+            full_completed_rate: 200.0,
+            queue_drops: 30,
+            ..Signals::default()
+        };
+        assert!(ctl.overloaded(&s));
+        // Cut by at least a quarter from what is served.
+        let l = ctl.update(&s).expect("a limit");
+        assert!(l <= 0.75 * 200.0 + 1e-9, "{l}");
+        // Drops with an idle CPU are a burst, not overload.
+        let idle = Signals { cpu_busy: 0.3, ..s };
+        assert!(!ctl.overloaded(&idle));
+    }
+
     /// A simulated server: it completes at most `capacity` full handshakes
     /// per second on one CPU; admitted work beyond that queues, and a new
     /// connection waits for the queue (its queueing delay).
@@ -204,6 +234,7 @@ mod tests {
                 full_admitted_rate: admitted,
                 full_completed_rate: done / dt,
                 full_shed: ((offered - admitted) * dt) as u64,
+                queue_drops: 0,
             };
             (s, done / dt)
         }
@@ -221,6 +252,7 @@ mod tests {
                 full_admitted_rate: admitted,
                 full_completed_rate: 0.0,
                 full_shed: ((offered - admitted) * dt) as u64,
+                queue_drops: 0,
             }
         }
     }

@@ -112,6 +112,9 @@ pub(crate) struct Admission {
     /// ([`InFlight::done`]): the controller's completions over QUIC, which
     /// the server's TCP handshake counts do not see.
     pub(super) quic_full_done: AtomicU64,
+    /// The QUIC listener's UDP socket (a duplicate), whose kernel drop
+    /// count is the controller's overflow signal ([`Signals::queue_drops`]).
+    quic_socket: std::sync::OnceLock<std::net::UdpSocket>,
     pub(super) delay_ns: AtomicU64,
     pub(super) delay_n: AtomicU64,
     /// The last tick's signals, verdict and the controller's estimate of
@@ -189,6 +192,7 @@ impl Admission {
             misclassified: AtomicU64::new(0),
             unparsed: AtomicU64::new(0),
             quic_full_done: AtomicU64::new(0),
+            quic_socket: std::sync::OnceLock::new(),
             delay_ns: AtomicU64::new(0),
             delay_n: AtomicU64::new(0),
             last: Mutex::new((Signals::default(), false, 0.0)),
@@ -201,6 +205,22 @@ impl Admission {
         self.delay_ns
             .fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
         self.delay_n.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Watches the QUIC listener's UDP socket for drops (the first one
+    /// given).
+    pub(crate) fn watch_quic_socket(&self, socket: std::net::UdpSocket) {
+        let _ = self.quic_socket.set(socket);
+    }
+
+    /// The datagrams the kernel has dropped on the QUIC socket for a full
+    /// receive buffer (0 without one, or where `/proc/net/udp` cannot be
+    /// read).
+    pub(super) fn quic_drops(&self) -> u64 {
+        self.quic_socket
+            .get()
+            .and_then(|s| tlslab_runtime::udp_queue::receive_drops(s).ok())
+            .unwrap_or(0)
     }
 
     /// A ClientHello that did not parse: counted, and treated as full.

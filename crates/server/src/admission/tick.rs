@@ -31,6 +31,7 @@ pub(crate) async fn control(
     // their server flights are made.
     let full_completed = || stats.full_handshakes() + adm.quic_full_done.load(Ordering::Relaxed);
     let mut completed = full_completed();
+    let mut drops = adm.quic_drops();
     let mut full_admitted = 0;
     let mut full_shed = 0;
     let mut tick = tokio::time::interval(TICK);
@@ -54,6 +55,7 @@ pub(crate) async fn control(
         let fa = adm.admitted[0].load(Ordering::Relaxed);
         let fs = adm.shed[0].load(Ordering::Relaxed);
         let fc = full_completed();
+        let dropped = adm.quic_drops();
         let sig = Signals {
             queue_delay: Duration::from_nanos(ns.checked_div(n).unwrap_or(0)),
             cpu_busy: busy,
@@ -61,7 +63,9 @@ pub(crate) async fn control(
             full_admitted_rate: (fa - full_admitted) as f64 / dt,
             full_completed_rate: (fc - completed) as f64 / dt,
             full_shed: fs - full_shed,
+            queue_drops: dropped.saturating_sub(drops),
         };
+        drops = dropped;
         (at, cpu, wait, full_admitted, full_shed, completed) = (now, cpu_now, wait_now, fa, fs, fc);
         let overloaded = ctl.overloaded(&sig);
         if overloaded {
@@ -83,6 +87,7 @@ pub(crate) async fn control(
             full_admitted_per_s = sig.full_admitted_rate,
             full_completed_per_s = sig.full_completed_rate,
             full_shed = sig.full_shed,
+            queue_drops = sig.queue_drops,
             overloaded,
             limit = ctl.limit(),
             served_full_per_s = ctl.served(),

@@ -121,13 +121,13 @@ pub struct H3Settings {
     /// (else quinn's random 8-byte ones).
     pub quic_lb: Option<tlslab_crypto::quic::LbConfig>,
     /// The UDP socket's receive buffer asked for, bytes
-    /// (`--quic-recv-buffer`; 4 MiB by default).
-    pub recv_buffer: usize,
+    /// (`--quic-recv-buffer`); `None`: the system's default.
+    pub recv_buffer: Option<usize>,
 }
 
 impl H3Settings {
     /// A listener on `addr`: 30 s idle timeout, 10,000 connections, a
-    /// Retry from half of them on, a 4 MiB receive buffer.
+    /// Retry from half of them on, the system's receive buffer.
     pub fn new(addr: SocketAddr) -> Self {
         H3Settings {
             addr,
@@ -139,7 +139,7 @@ impl H3Settings {
             admission: QuicAdmission::Off,
             shed_with: QuicShedWith::Refuse,
             quic_lb: None,
-            recv_buffer: socket::DEFAULT_RECV_BUFFER,
+            recv_buffer: None,
         }
     }
 
@@ -357,9 +357,13 @@ pub(crate) fn start(
         p.stats.socket.set(dup).ok();
     }
     // Admission control times how long each Initial waited in the socket's
-    // queue from the kernel's receive stamps, read through a duplicate.
+    // queue from the kernel's receive stamps, read through a duplicate, and
+    // watches it for drops.
     let stamps = match &admission {
-        Some(_) => Some(socket.try_clone().map_err(bind_err)?),
+        Some(adm) => {
+            adm.watch_quic_socket(socket.try_clone().map_err(bind_err)?);
+            Some(socket.try_clone().map_err(bind_err)?)
+        }
         None => None,
     };
     let socket = runtime.wrap_udp_socket(socket).map_err(bind_err)?;

@@ -1,33 +1,34 @@
-//! The QUIC listener's UDP socket: its receive buffer, sized for bursts of
-//! Initials, and the datagrams the kernel dropped when it was full anyway.
+//! The QUIC listener's UDP socket: its receive buffer, and the datagrams
+//! the kernel dropped when it was full.
 //!
 //! An overloaded QUIC server's new attempts wait in one place, the
-//! socket's receive queue, as a TCP server's wait in its accept queue. The
-//! kernel's default (`net.core.rmem_default`, 208 KB here) holds about 90
-//! loopback datagrams of 1,200 bytes: at a few thousand datagrams a second
-//! it fills in tens of milliseconds, and what follows is dropped, unseen by
-//! the server, until the client's probe timeout resends it (a second or so
-//! for a first Initial). Under `overload --h3` at 3x, 12,223 datagrams were
-//! dropped so on the server's socket in one sweep (`ss -u -m`'s `d`), each
-//! a handshake stalled past the users' 1 s timeout. A larger buffer turns
-//! those drops into queueing delay, which admission control sees
-//! ([`super::sniff`]) and sheds by; the drops left are reported
-//! (`receive_drops`).
+//! socket's receive queue, as a TCP server's wait in its accept queue, and
+//! beyond the buffer the kernel drops them unseen. The system's default
+//! (`net.core.rmem_default`, 208 KB here) holds about 90 loopback
+//! datagrams of 1,200 bytes: tens of milliseconds at a few thousand a
+//! second. Under `overload --h3` at 3x, 12,223 datagrams were dropped so
+//! on the server's socket in one sweep (`ss -u -m`'s `d`). A larger buffer
+//! (`--quic-recv-buffer`) turns drops into queueing delay, which admission
+//! control sees ([`super::sniff`]); but it also lets a flood of junk
+//! Initials queue ahead of real clients: with 4 MiB, a 50,000/s junk flood
+//! held the queue near its 90 ms and `session` shed real clients' new
+//! handshakes (legitimate goodput 0.79 of no flood, against 1.00 with the
+//! default, `bench/quic_flood_policies.sh`). The default is the system's;
+//! the drops are reported either way (`receive_drops`).
 
 use std::io;
 use std::net::UdpSocket;
 
 use nix::sys::socket::{getsockopt, setsockopt, sockopt};
 
-/// `--quic-recv-buffer`'s default: 4 MiB (nginx and HAProxy leave it to
-/// the system; quinn's and msquic's guides ask for a few MB).
-pub(super) const DEFAULT_RECV_BUFFER: usize = 4 << 20;
-
-/// Asks for a receive buffer of `bytes` on `socket` (`SO_RCVBUF`, and past
-/// `net.core.rmem_max`, `SO_RCVBUFFORCE`, which needs CAP_NET_ADMIN) and
-/// returns the kernel's figure for what it set: twice the bytes granted
-/// (its bookkeeping included), `rmem_max` at most without the capability.
-pub(super) fn size_recv_buffer(socket: &UdpSocket, bytes: usize) -> io::Result<usize> {
+/// With `bytes`, asks for a receive buffer that large on `socket`
+/// (`SO_RCVBUF`, and past `net.core.rmem_max`, `SO_RCVBUFFORCE`, which
+/// needs CAP_NET_ADMIN); returns the kernel's figure for the buffer: twice
+/// the bytes granted (its bookkeeping included).
+pub(super) fn size_recv_buffer(socket: &UdpSocket, bytes: Option<usize>) -> io::Result<usize> {
+    let Some(bytes) = bytes else {
+        return Ok(getsockopt(socket, sockopt::RcvBuf)?);
+    };
     setsockopt(socket, sockopt::RcvBuf, &bytes)?;
     let got = getsockopt(socket, sockopt::RcvBuf)?;
     if got / 2 < bytes {
@@ -45,7 +46,8 @@ mod tests {
     fn the_buffer_asked_for_is_set_up_to_what_the_kernel_allows() {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         let before = getsockopt(&s, sockopt::RcvBuf).unwrap();
-        let got = size_recv_buffer(&s, 1 << 20).unwrap();
+        assert_eq!(size_recv_buffer(&s, None).unwrap(), before);
+        let got = size_recv_buffer(&s, Some(1 << 20)).unwrap();
         // Either the whole MiB (doubled) or, without the capability and
         // with a smaller rmem_max, rmem_max (doubled); more than before in
         // either case unless rmem_max is the default itself.
