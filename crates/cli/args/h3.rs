@@ -1,5 +1,5 @@
 //! The HTTP/3 (QUIC) flags of `serve` and `load`, flattened into their
-//! arguments (their checks are `cmd::h3`'s).
+//! arguments (their checks are `flags::h3`'s).
 
 use std::path::PathBuf;
 use std::time::Duration;

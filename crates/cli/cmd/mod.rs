@@ -2,14 +2,13 @@
 //! builder: no I/O but reading small files the flags name), then the run
 //! step (certificates generated, logs read, the engine started).
 //! A command imports `args`, the leaves and `flags` (the flag groups
-//! several commands share), and, still, three others that do not import
-//! it back: `sweep` builds on `load`, `load` on `distributed` (its agent
-//! directory), `tools` on `load` (reading an access log).
+//! several commands share: `load`'s plan, which `sweep` and `fileset`
+//! build on too, its distributed agent, and the HTTP/3 flags), never
+//! another command.
 
 pub mod dispatch;
 pub mod distributed;
 pub mod experiment;
-pub mod h3;
 pub mod lab;
 pub mod load;
 pub mod path;

@@ -64,7 +64,7 @@ pub fn config(
         if one.duration.is_none() && one.requests.is_none() {
             one.duration = Some(Duration::from_secs(2));
         }
-        configs.push(crate::cmd::load::config(&one)?.prepare(None)?);
+        configs.push(crate::flags::load::config(&one)?.prepare(None)?);
     }
     Ok((
         configs,

@@ -65,7 +65,7 @@ fn fileset_files(a: &FilesetArgs) -> anyhow::Result<FilesetFiles> {
                     "--workload replay needs --access-log FILE, the access log whose paths to write",
                 );
             };
-            let (entries, _) = crate::cmd::load::parse_log(log, false)?;
+            let (entries, _) = crate::flags::load::parse_log(log, false)?;
             let (files, skipped) = ReplayPlan::new(&entries, PathMode::Original).file_tree();
             Ok(FilesetFiles {
                 files,

@@ -397,7 +397,7 @@ mod tests {
             else {
                 unreachable!()
             };
-            let cfg = crate::cmd::load::config(&a).unwrap().cfg;
+            let cfg = crate::flags::load::config(&a).unwrap().cfg;
             let mut cfg = cfg;
             cfg.http3 = Some(tlslab_load::Http3 {
                 max_concurrent_streams: 1,

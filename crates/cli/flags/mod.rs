@@ -1,7 +1,13 @@
 //! Flag groups that several commands share, turned into engine values:
 //! `--ablate`/`--insecure-ablation` (`serve`, `load`), `--cacert`/
-//! `--insecure` (`load`, `probe`) and the `--qlog` note (`serve`, `load`).
-//! Commands import this, never each other, for them.
+//! `--insecure` (`load`, `probe`) and the `--qlog` note (`serve`, `load`)
+//! here; the HTTP/3 flags of `serve` and `load` ([`h3`]); `load`'s flags
+//! into a plan (`load`, `sweep`, `fileset`: [`load`]); and the distributed
+//! flags of `load` ([`shard`]). Commands import these, never each other.
+
+pub mod h3;
+pub mod load;
+pub mod shard;
 
 use std::path::PathBuf;
 
