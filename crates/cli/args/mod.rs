@@ -5,6 +5,7 @@
 pub mod h3;
 pub mod lab;
 pub mod load;
+pub mod peers;
 pub mod probe;
 pub mod serve;
 pub mod tools;
@@ -88,7 +89,7 @@ pub enum Command {
     Experiment(lab::ExperimentArgs),
     /// Outside peers' config files (nginx, Apache, HAProxy), for the benchmark scripts.
     #[command(hide = true)]
-    Peers(crate::cmd::peers::PeersArgs),
+    Peers(peers::PeersArgs),
 }
 
 impl Command {
