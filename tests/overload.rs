@@ -305,6 +305,42 @@ fn overload_over_both_transports_sets_quic_beside_tcp() {
             .unwrap_or_else(|| panic!("no side-by-side row for {}: {stdout}", t["arm_name"]));
         assert!(row.contains(&format!("{}/{}", g(t), g(q))), "{row}");
     }
+    // `tlslab report` draws the same JSON: a goodput panel per transport
+    // whose data rows are the JSON's points, and the pair.
+    let html = dir.path().join("o.html");
+    common::expect_ok(&common::run_tlslab(
+        &[
+            "report",
+            json.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        limit,
+    ));
+    let page = std::fs::read_to_string(&html).unwrap();
+    use tlslab_report::html::{OVERLOAD_PAIR_CHART, OVERLOAD_QUIC_CHART, OVERLOAD_TCP_CHART};
+    for title in [OVERLOAD_TCP_CHART, OVERLOAD_QUIC_CHART, OVERLOAD_PAIR_CHART] {
+        assert!(
+            page.contains(&format!("<b>{title}</b>")),
+            "no chart {title}"
+        );
+    }
+    for r in [&v, q] {
+        for p in r["points"].as_array().unwrap() {
+            let s = &p["server"];
+            let row = format!(
+                "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                report_num(p["client"]["goodput_rps"].as_f64().unwrap_or(f64::NAN)),
+                whole(&p["offered_users_per_sec"]),
+                whole(&p["client"]["latency_p99_ms"]),
+                s["handshakes_full"],
+                s["handshakes_resumed"],
+                s["full_shed"],
+                s["resume_shed"]
+            );
+            assert!(page.contains(&row), "{}: no row {row}", r["transport"]);
+        }
+    }
 }
 
 /// `tlslab experiment run seed002-overload --quick`, then `tlslab report`:
