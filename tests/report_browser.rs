@@ -106,6 +106,15 @@ fn html_report_opens_in_headless_chromium_without_errors() {
     )
     .unwrap();
     inputs.push(cluster.to_str().unwrap().into());
+    // The committed quick seed002 run: TCP's and QUIC's overload panels
+    // and their pair, data tables with extra columns.
+    inputs.push(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/results/seed002-overload/results.json"
+        )
+        .into(),
+    );
     let html = dir.path().join("report.html");
     let mut args: Vec<&str> = vec!["report"];
     args.extend(inputs.iter().map(String::as_str));
@@ -154,6 +163,13 @@ fn html_report_opens_in_headless_chromium_without_errors() {
     assert!(drawn.iter().all(|d| *d), "an SVG draws nothing: {drawn:?}");
     assert!(dom.contains("Goodput against offered load"));
     assert!(dom.contains("Cluster throughput against reuse"));
+    for title in [
+        tlslab_report::html::OVERLOAD_TCP_CHART,
+        tlslab_report::html::OVERLOAD_QUIC_CHART,
+        tlslab_report::html::OVERLOAD_PAIR_CHART,
+    ] {
+        assert!(dom.contains(title), "no chart {title}");
+    }
 
     // The page as a reader sees it in a 900 px window, measured by a
     // script in a copy (the report itself has none).

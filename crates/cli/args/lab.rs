@@ -156,7 +156,7 @@ pub struct BreakdownArgs {
         value_name = "TRANSPORT",
         conflicts_with = "h3"
     )]
-    pub transport: BreakdownTransport,
+    pub transport: Transport,
 
     /// Short for --transport h3.
     #[arg(long)]
@@ -168,9 +168,9 @@ pub struct BreakdownArgs {
     pub json: Option<PathBuf>,
 }
 
-/// `tlslab breakdown --transport`.
+/// `--transport` of `tlslab breakdown` and `tlslab overload`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BreakdownTransport {
+pub enum Transport {
     /// HTTP/1.1 over TLS over TCP.
     Tcp,
     /// HTTP/3 over QUIC.
@@ -183,7 +183,8 @@ pub enum BreakdownTransport {
 /// `tlslab overload`.
 #[derive(Clone, Debug, Args)]
 #[command(
-    after_help = "Example:\n  tlslab overload --quick --json overload.json\n\n\
+    after_help = "Examples:\n  tlslab overload --quick --json overload.json\n  \
+    tlslab overload --quick --transport both --json overload.json\n\n\
     The server (1 worker thread, RSA-4096 unless --key-type, tickets on) and the client run in this \
     process, pinned to the first and second CPU this process may use. Capacity is found first by \
     doubling the arrival rate of users until the sessions completed per second in the second half \
@@ -280,6 +281,17 @@ pub struct OverloadArgs {
     /// server only.
     #[arg(long)]
     pub h3: bool,
+
+    /// Over what: tcp (HTTPS over TCP), h3 (the same as --h3) or both (the plan over TCP, then
+    /// over QUIC, each with its own capacity sweep; the text sets the two side by side, and
+    /// the JSON is the TCP report with the QUIC one under `quic`).
+    #[arg(
+        long,
+        default_value = "tcp",
+        value_name = "TRANSPORT",
+        conflicts_with = "h3"
+    )]
+    pub transport: Transport,
 
     /// Write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]

@@ -79,7 +79,7 @@ pub enum Command {
     /// or sharing session state, swept over reuse and resumption mechanisms.
     Cluster(lab::ClusterArgs),
     /// Write a self-contained HTML (inline SVG charts) or Markdown report of experiment results,
-    /// `load --json` and `sweep --json` files.
+    /// `load --json`, `sweep --json` and `overload --json` files.
     Report(tools::ReportArgs),
     /// The capacity model: connections/s and requests/s per core, cores for a load, response
     /// time by M/M/c and seed 004's 300/(1-ρ); `--check` measures it.

@@ -364,13 +364,14 @@ pub struct PathArgs {
     tlslab load https://127.0.0.1:8443/ --cacert certs/ca.pem -d 5s --rate 1000 --json r1000.json\n  \
     tlslab report r500.json r1000.json --html loads.html\n\n\
     Inputs are told apart by their shape: a `tlslab experiment` results document \
-    (\"kind\": \"tlslab-experiment\"), a `sweep --json` report, or a `load --json` report; all \
+    (\"kind\": \"tlslab-experiment\"), a `sweep --json` report, a `load --json` report, or an \
+    `overload --json` report (with --transport both: TCP and QUIC side by side); all \
     `load --json` files given together form one document with a cell per file. The HTML page is \
     self-contained (inline SVG charts and CSS, no script, no network fetch) and opens offline. A \
     chart whose data is absent is left out with a note saying why. Every number links to the cell \
     that produced it; the cells are listed in an appendix with their command lines.")]
 pub struct ReportArgs {
-    /// Results documents, `load --json` or `sweep --json` files.
+    /// Results documents, `load --json`, `sweep --json` or `overload --json` files.
     #[arg(required = true, value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
 

@@ -12,7 +12,7 @@ use tlslab_experiment::lab::LabText;
 use tlslab_experiment::overload::OverloadText;
 
 use crate::args::lab::{
-    BreakdownArgs, BreakdownTransport, BreakdownWorkload, ClusterArgs, LabArgs, OverloadArgs,
+    BreakdownArgs, BreakdownWorkload, ClusterArgs, LabArgs, OverloadArgs, Transport,
 };
 use crate::output::print_and_save;
 use crate::usage::{bail, usage};
@@ -76,12 +76,8 @@ pub fn breakdown_config(
     let [version] = versions[..] else {
         return bail("--tls takes one version for breakdown: 1.2 or 1.3");
     };
-    let transport = if a.h3 {
-        BreakdownTransport::H3
-    } else {
-        a.transport
-    };
-    if transport != BreakdownTransport::Tcp && version != provider::Version::Tls13 {
+    let transport = if a.h3 { Transport::H3 } else { a.transport };
+    if transport != Transport::Tcp && version != provider::Version::Tls13 {
         return bail("QUIC runs TLS 1.3 only: use --tls 1.3 with --h3 or --transport h3|both");
     }
     let workload = match a.workload {
@@ -120,10 +116,8 @@ pub fn breakdown_config(
         max_time,
         target_ci95: a.target_ci / 100.0,
         transport: match transport {
-            BreakdownTransport::H3 => tlslab_experiment::breakdown::Transport::Quic,
-            BreakdownTransport::Tcp | BreakdownTransport::Both => {
-                tlslab_experiment::breakdown::Transport::Tcp
-            }
+            Transport::H3 => tlslab_experiment::breakdown::Transport::Quic,
+            Transport::Tcp | Transport::Both => tlslab_experiment::breakdown::Transport::Tcp,
         },
     })
 }
@@ -135,7 +129,7 @@ pub fn breakdown(a: &BreakdownArgs) -> anyhow::Result<ExitCode> {
         "tlslab: WARNING: breakdown runs an embedded loopback server and client with TLS stages \
          replaced by no-ops (insecure; for measurement only)"
     );
-    let both = a.transport == BreakdownTransport::Both && !a.h3;
+    let both = a.transport == Transport::Both && !a.h3;
     let report = tlslab_experiment::breakdown::run(&cfg, |line| eprintln!("{line}"))
         .context("running the breakdown")?;
     if !both {
@@ -227,12 +221,19 @@ pub fn overload(a: &OverloadArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    if nginx && a.h3 {
+    let transport = if a.h3 { Transport::H3 } else { a.transport };
+    if nginx && transport == Transport::H3 {
         return Err(usage(
             "--h3 runs the embedded server only (nginx here has no HTTP/3); use --servers tlslab",
         ));
     }
-    plan.h3 = a.h3;
+    if !tlslab && transport == Transport::Both {
+        return Err(usage(
+            "--transport both runs the embedded server over QUIC (nginx here has no HTTP/3); \
+             use --servers tlslab or tlslab,nginx",
+        ));
+    }
+    plan.h3 = transport == Transport::H3;
     if nginx {
         if a.nginx_limit_conn == 0 {
             return Err(usage("--nginx-limit-conn must be at least 1"));
@@ -263,7 +264,11 @@ pub fn overload(a: &OverloadArgs) -> anyhow::Result<ExitCode> {
     if plan.arms.is_empty() {
         return Err(usage("--servers: name at least one of tlslab, nginx"));
     }
-    let report = overload::run(&plan, |line| eprintln!("{line}")).context("running overload")?;
+    let report = match transport {
+        Transport::Both => overload::run_both(&plan, |line| eprintln!("{line}")),
+        Transport::Tcp | Transport::H3 => overload::run(&plan, |line| eprintln!("{line}")),
+    }
+    .context("running overload")?;
     print_and_save(&report.render(), &report, a.json.as_deref())
 }
 

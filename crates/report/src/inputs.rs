@@ -1,7 +1,11 @@
 //! The files `tlslab report` accepts, told apart by their shape:
 //! - a results document of `tlslab experiment` (`"kind": "tlslab-experiment"`);
 //! - a `tlslab sweep --json` report (`over` and `series`);
-//! - a `tlslab load --json` report (`config`, `throughput` and `latency`).
+//! - a `tlslab load --json` report (`config`, `throughput` and `latency`);
+//! - a `tlslab overload --json` report (`points` and
+//!   `capacity_users_per_sec`), its QUIC run under `quic` with
+//!   `--transport both`: a document of its own with the report as its
+//!   engine report and no cells.
 //!
 //! Every `load --json` file given becomes one cell of a single document
 //! ("load runs"), so several runs at different rates or reuse levels chart
@@ -25,6 +29,8 @@ pub enum InputKind {
     Load,
     /// A `tlslab sweep --json` report.
     Sweep,
+    /// A `tlslab overload --json` report.
+    Overload,
 }
 
 /// An input that cannot be reported. Every variant names the file.
@@ -52,7 +58,8 @@ pub enum InputError {
     /// The file is not JSON.
     #[error(
         "{path}: not JSON ({msg}); give the JSON file that `tlslab experiment run`, \
-         `tlslab load --json FILE` or `tlslab sweep --json FILE` wrote"
+         `tlslab load --json FILE`, `tlslab sweep --json FILE` or `tlslab overload --json FILE` \
+         wrote"
     )]
     NotJson {
         /// The file.
@@ -62,8 +69,8 @@ pub enum InputError {
     },
     /// The file is JSON of another kind.
     #[error(
-        "{path}: not a tlslab results document, `load --json` or `sweep --json` report \
-         ({what}); `tlslab report` reads only those three"
+        "{path}: not a tlslab results document, `load --json`, `sweep --json` or \
+         `overload --json` report ({what}); `tlslab report` reads only those four"
     )]
     Unknown {
         /// The file.
@@ -71,7 +78,7 @@ pub enum InputError {
         /// What it looked like.
         what: String,
     },
-    /// The file looks like one of the three kinds but does not parse as it.
+    /// The file looks like one of the four kinds but does not parse as it.
     #[error("{path}: looks like a {kind} but does not parse as one: {msg}")]
     Invalid {
         /// The file.
@@ -109,13 +116,15 @@ impl Head {
 }
 
 /// The kind of a parsed JSON input, by its shape; `None` if it is none of
-/// the three.
+/// the four.
 pub fn detect(v: &serde_json::Value) -> Option<InputKind> {
     let o = v.as_object()?;
     if Head::of(v).kind.as_deref() == Some(STUDY_KIND) {
         Some(InputKind::Study)
     } else if o.contains_key("over") && o.contains_key("series") {
         Some(InputKind::Sweep)
+    } else if o.contains_key("points") && o.contains_key("capacity_users_per_sec") {
+        Some(InputKind::Overload)
     } else if o.contains_key("config") && o.contains_key("throughput") && o.contains_key("latency")
     {
         Some(InputKind::Load)
@@ -214,6 +223,30 @@ pub fn loads_document(loads: &[(String, LoadReport)]) -> StudyResults {
     doc
 }
 
+/// A document of an `overload --json` report: no cells (the points are
+/// in the report, which the overload charts read), the report as its
+/// engine report, and what it did not run as notes.
+pub fn overload_document(r: &tlslab_schema::overload::OverloadReport, name: &str) -> StudyResults {
+    let mut doc = StudyResults::imported(
+        name,
+        if r.quic.is_some() {
+            "a `tlslab overload --transport both --json` report (TCP and QUIC)"
+        } else {
+            "a `tlslab overload --json` report"
+        },
+        vec![],
+    );
+    doc.engine_report = crate::study::EngineReport::engine(r);
+    for q in std::iter::once(r).chain(r.quic.as_deref()) {
+        doc.notes
+            .extend(q.not_run.iter().map(|n| match q.transport.as_str() {
+                "h3" => format!("over QUIC: {n}"),
+                _ => n.clone(),
+            }));
+    }
+    doc
+}
+
 /// Reads every input and returns the documents to report, in the order
 /// given (all `load --json` files together, where the first of them was).
 pub fn read_inputs(paths: &[PathBuf]) -> Result<Vec<StudyResults>, InputError> {
@@ -244,6 +277,11 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Vec<StudyResults>, InputError> {
                 let s: SweepReport = serde_json::from_value(v)
                     .map_err(|e| invalid("`tlslab sweep --json` report", e))?;
                 slots.push(Slot::Doc(Box::new(StudyResults::from_sweep(&s, &name))));
+            }
+            InputKind::Overload => {
+                let r: tlslab_schema::overload::OverloadReport = serde_json::from_value(v)
+                    .map_err(|e| invalid("`tlslab overload --json` report", e))?;
+                slots.push(Slot::Doc(Box::new(overload_document(&r, &name))));
             }
             InputKind::Load => {
                 let l: LoadReport = serde_json::from_value(v)

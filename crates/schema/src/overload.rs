@@ -146,6 +146,13 @@ pub struct OverloadReport {
     /// recorded were TCP's, and read as `tcp`.
     #[serde(default = "tcp")]
     pub transport: String,
+    /// The same plan over QUIC (`overload --transport both`, and the
+    /// seed002 study): a report of its own (`transport` `h3`, its own
+    /// capacity sweep), set beside this TCP one so the two are read at
+    /// multiples of each transport's own capacity. Absent otherwise, and
+    /// in reports from before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<Box<OverloadReport>>,
 }
 
 fn tcp() -> String {

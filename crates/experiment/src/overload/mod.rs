@@ -43,5 +43,5 @@ pub use plan::{Arm, NGINX_LIMIT_CONN, NginxPlan, OverloadPlan, Peer, RETRY_BACKO
 pub use report::{
     CLIENT_SATURATED, OverloadReport, OverloadText, Point, Robustness, ServerSide, ShedCost,
 };
-pub use run::run;
+pub use run::{run, run_both};
 pub use sweep::{SweepStep, judge_step};

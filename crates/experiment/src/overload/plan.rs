@@ -197,6 +197,17 @@ impl OverloadPlan {
             ..OverloadPlan::standard(placement)
         }
     }
+
+    /// The same plan over QUIC (`--h3`): the embedded server's arms only
+    /// (nginx here has no HTTP/3), each at multiples of QUIC's own
+    /// capacity, which its own sweep finds unless the capacity is given.
+    pub fn over_quic(&self) -> Self {
+        let mut p = self.clone();
+        p.h3 = true;
+        p.arms.retain(|a| a.server == Peer::Tlslab);
+        p.nginx = None;
+        p
+    }
 }
 
 #[cfg(test)]

@@ -168,8 +168,71 @@ impl OverloadText for OverloadReport {
         for n in &self.not_run {
             let _ = writeln!(out, "\nnot run: {n}");
         }
+        if let Some(q) = &self.quic {
+            let _ = writeln!(out);
+            out.push_str(&q.render());
+            out.push_str(&side_by_side(self, q));
+        }
         out
     }
+}
+
+/// The TCP and QUIC points of the same arm at the same multiple of each
+/// transport's own capacity, one row each: goodput, p99, handshakes and
+/// sheds, TCP's figure before QUIC's.
+fn side_by_side(tcp: &OverloadReport, quic: &OverloadReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nTCP and QUIC side by side, each at multiples of its own capacity (TCP {:.1}, QUIC {:.1} user sessions/s); \
+         each cell is TCP/QUIC. goodput and p99 client-observed over each point's window; handshakes and sheds \
+         server-observed over the point's fresh server",
+        tcp.capacity_users_per_sec, quic.capacity_users_per_sec
+    );
+    let widths = [-32, 5, 11, 11, 13, 13, 13, 9];
+    let head = "arm|load|goodput|p99 ms|full hs|resumed hs|full shed|res shed";
+    out.push_str(&columns("  ", &widths, &[header(head)]));
+    for t in &tcp.points {
+        let Some(q) = quic
+            .points
+            .iter()
+            .find(|q| q.arm_name == t.arm_name && q.multiplier == t.multiplier)
+        else {
+            continue;
+        };
+        let pair = |a: String, b: String| format!("{a}/{b}");
+        let row = vec![
+            t.arm_name.clone(),
+            format!("{}x", t.multiplier),
+            pair(
+                format!("{:.0}", t.client.goodput_rps),
+                format!("{:.0}", q.client.goodput_rps),
+            ),
+            pair(
+                format!("{:.0}", t.client.latency_p99_ms),
+                format!("{:.0}", q.client.latency_p99_ms),
+            ),
+            pair(
+                t.server.handshakes_full.to_string(),
+                q.server.handshakes_full.to_string(),
+            ),
+            pair(
+                t.server.handshakes_resumed.to_string(),
+                q.server.handshakes_resumed.to_string(),
+            ),
+            pair(
+                t.server.full_shed.to_string(),
+                q.server.full_shed.to_string(),
+            ),
+            pair(
+                t.server.resume_shed.to_string(),
+                q.server.resume_shed.to_string(),
+            ),
+        ];
+        out.push_str(&columns("  ", &widths, &[row]));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -254,6 +317,7 @@ mod tests {
             }],
             not_run: vec![],
             transport: "tcp".into(),
+            quic: None,
         };
         let v = serde_json::to_value(&report).unwrap();
         let mut paths = Vec::new();

@@ -130,12 +130,31 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
             not_run
         },
         transport: if plan.h3 { "h3" } else { "tcp" }.into(),
+        quic: None,
         capacity_from: if plan.capacity.is_some() {
             "given".into()
         } else {
             "sweep".into()
         },
     })
+}
+
+/// Runs `plan` over TCP, then [over QUIC](OverloadPlan::over_quic), each
+/// with its own capacity sweep (unless the capacity is given), and sets
+/// the QUIC report beside the TCP one (`quic`): `overload --transport
+/// both` and the seed002 study. The QUIC run's progress lines say so.
+pub fn run_both(
+    plan: &OverloadPlan,
+    mut progress: impl FnMut(&str),
+) -> Result<OverloadReport, Error> {
+    let tcp_plan = OverloadPlan {
+        h3: false,
+        ..plan.clone()
+    };
+    let mut tcp = run(&tcp_plan, &mut progress)?;
+    let quic = run(&plan.over_quic(), |l| progress(&format!("over QUIC: {l}")))?;
+    tcp.quic = Some(Box::new(quic));
+    Ok(tcp)
 }
 
 /// 60 s (or the plan's `robust_high`) at 3x capacity, then 0.5x; 10 s

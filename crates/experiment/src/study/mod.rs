@@ -138,6 +138,10 @@ pub fn run_builtin(
     if let (Some(m), PathChoice::Packet | PathChoice::Both) = (matrix.as_object_mut(), opts.path) {
         m.insert("path".into(), opts.path.name().into());
     }
+    // Sorted as every section a document writes (the build's serde_json
+    // keeps insertion order), so a written document reads back and writes
+    // the same bytes.
+    let matrix = tlslab_schema::engine::sort_keys(matrix);
     let mut s = Session::open(b.name, b.title, b.seed, matrix, units, placement, opts, log)?;
     (b.run)(&mut s)?;
     Ok(s.doc)

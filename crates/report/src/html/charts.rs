@@ -1,7 +1,8 @@
 //! The charts of a study document: which figures its cells support
 //! (latency against throughput, throughput and server CPU against reuse,
 //! handshake percentiles, the breakdown, the cluster figure, goodput
-//! against offered load, seed 004's sweep and model curves), each point
+//! against offered load (an overload report's per transport), seed 004's
+//! sweep and model curves), each point
 //! linked to the cells it came from.
 
 use std::collections::BTreeMap;
@@ -289,6 +290,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
             x_label: "1/(1-percentile)".into(),
             y_label: "handshake time, ms".into(),
             data: hdr,
+            columns: Vec::new(),
         });
     } else {
         missing.push(
@@ -338,6 +340,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
                 x_label: "stage".into(),
                 y_label: "% of server CPU".into(),
                 data,
+                columns: Vec::new(),
             }),
             None => missing.push("breakdown: the engine report has no stage shares".into()),
         }
@@ -416,8 +419,12 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
         );
     }
 
-    // Goodput against offered load: cells with a `rate` factor.
-    if has("rate") {
+    // Goodput against offered load: an overload report's, one panel per
+    // transport against multiples of its capacity; else cells with a
+    // `rate` factor.
+    if super::overload_pair::has_report(r) {
+        super::overload_pair::charts(r, &mut out, &mut missing);
+    } else if has("rate") {
         let data = per_point(r, |c| c.factors.contains_key("rate").then(|| goodput(c)))
             .into_iter()
             .filter_map(|p| {
@@ -481,6 +488,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
                 x_label: curves[0].x.clone(),
                 y_label: curves[0].y.clone(),
                 data,
+                columns: Vec::new(),
             });
         }
     }

@@ -132,6 +132,7 @@ fn ttfb_chart(r: &StudyResults, cells: &[&Cell], out: &mut Vec<Chart>, missing: 
             x_label: x.into(),
             y_label: y.into(),
             data,
+            columns: Vec::new(),
         }),
         None => missing.push(format!("{QUIC_TTFB_CHART}: the chart could not be drawn")),
     }
@@ -145,11 +146,14 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
         // Not seed004-handshake's post-quantum QUIC cells (`sweep = pq`,
         // charted by `super::pq`), nor seed003-table2's HTTP/3 cells
         // (`transport = h3`, charted by `super::table2`), nor seed001's
-        // QUIC column (`configuration`, charted by `super::breakdown_pair`).
+        // QUIC column (`configuration`, charted by `super::breakdown_pair`),
+        // nor seed002's overload points (`arm`, charted by
+        // `super::overload_pair`).
         .filter(|c| {
             matches!(factor(c, "transport"), "quic" | "tcp")
                 && !c.factors.contains_key("sweep")
                 && !c.factors.contains_key("configuration")
+                && !c.factors.contains_key("arm")
         })
         .collect();
     if cells.is_empty() {

@@ -61,19 +61,30 @@ pub fn render_markdown(docs: &[StudyResults]) -> String {
         for c in &charts {
             let _ = writeln!(
                 s,
-                "### {}\n\n{}\n\n| series | {} | {} | cells |\n|---|---:|---:|---|",
-                c.title, c.caption, c.x_label, c.y_label
+                "### {}\n\n{}\n\n| series | {} | {} |{} cells |\n|---|---:|---:|{}---|",
+                c.title,
+                c.caption,
+                c.x_label,
+                c.y_label,
+                c.columns
+                    .iter()
+                    .map(|(head, _)| format!(" {head} |"))
+                    .collect::<String>(),
+                "---:|".repeat(c.columns.len())
             );
-            for p in &c.data {
+            for (pi, p) in c.data.iter().enumerate() {
                 let y = match p.cells.first() {
                     Some(id) => format!("[{}](#cell-{id})", fmt_num(p.y)),
                     None => fmt_num(p.y),
                 };
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {y} | {} |",
+                    "| {} | {} | {y} |{} {} |",
                     p.series,
                     fmt_num(p.x),
+                    (0..c.columns.len())
+                        .map(|ci| format!(" {} |", c.column_value(ci, pi)))
+                        .collect::<String>(),
                     p.cells
                         .iter()
                         .map(|id| format!("[{id}](#cell-{id})"))

@@ -147,12 +147,16 @@ pub fn render_html(docs: &[StudyResults]) -> String {
             let _ = write!(
                 h,
                 "<details><summary>Data of this chart ({} points; each links to its cells)</summary>\
-                 <div class=\"wide\"><table><tr><th class=\"l\">series</th><th>{}</th><th>{}</th><th class=\"l\">cells</th></tr>",
+                 <div class=\"wide\"><table><tr><th class=\"l\">series</th><th>{}</th><th>{}</th>{}<th class=\"l\">cells</th></tr>",
                 c.data.len(),
                 esc(&c.x_label),
-                esc(&c.y_label)
+                esc(&c.y_label),
+                c.columns
+                    .iter()
+                    .map(|(head, _)| format!("<th>{}</th>", esc(head)))
+                    .collect::<String>()
             );
-            for p in &c.data {
+            for (pi, p) in c.data.iter().enumerate() {
                 let y = match p.cells.first() {
                     Some(id) => {
                         format!("<a href=\"#{prefix}cell-{}\">{}</a>", esc(id), fmt_num(p.y))
@@ -161,9 +165,12 @@ pub fn render_html(docs: &[StudyResults]) -> String {
                 };
                 let _ = write!(
                     h,
-                    "<tr><td class=\"l\">{}</td><td>{}</td><td>{y}</td><td class=\"l\">{}</td></tr>",
+                    "<tr><td class=\"l\">{}</td><td>{}</td><td>{y}</td>{}<td class=\"l\">{}</td></tr>",
                     esc(&p.series),
                     fmt_num(p.x),
+                    (0..c.columns.len())
+                        .map(|ci| format!("<td>{}</td>", esc(c.column_value(ci, pi))))
+                        .collect::<String>(),
                     cell_links(&prefix, &p.cells)
                 );
             }

@@ -332,6 +332,7 @@ fn ttfb_chart(
             x_label: "round-trip time, ms".into(),
             y_label: "connect + handshake + TTFB, ms".into(),
             data,
+            columns: Vec::new(),
         }),
         _ => missing.push(format!("{title}: no cells through a path")),
     }

@@ -21,6 +21,9 @@ pub struct Chart {
     pub y_label: String,
     /// The plotted points, each with the cells it came from.
     pub data: Vec<DataPoint>,
+    /// More figures measured at each point, for the data table: (header,
+    /// one value per point of `data`, in its order). Usually empty.
+    pub columns: Vec<(String, Vec<String>)>,
 }
 
 impl Chart {
@@ -39,7 +42,16 @@ impl Chart {
             x_label: x_label.into(),
             y_label: y_label.into(),
             data,
+            columns: Vec::new(),
         }
+    }
+
+    /// The value of extra column `col` at point `i`, or `""`.
+    pub fn column_value(&self, col: usize, i: usize) -> &str {
+        self.columns
+            .get(col)
+            .and_then(|c| c.1.get(i))
+            .map_or("", String::as_str)
     }
 }
 

@@ -107,6 +107,7 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
             x_label: x.into(),
             y_label: y.into(),
             data,
+            columns: Vec::new(),
         }),
         None => missing.push(format!("{TABLE2_CHART}: the chart could not be drawn")),
     }
