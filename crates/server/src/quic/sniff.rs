@@ -142,6 +142,8 @@ impl Hellos {
                 .unwrap_or_default(),
             Err(_) => return,
         };
+        // Asked before the lock: it is a system call.
+        let at = now.checked_sub(waited()).unwrap_or(now);
         let mut found = self.found.lock();
         if found.len() >= MAX_READ {
             found.retain(|_, f| now.saturating_duration_since(f.at) < READ_EXPIRY);
@@ -152,7 +154,6 @@ impl Hellos {
                 found.remove(&k);
             }
         }
-        let at = now.checked_sub(waited()).unwrap_or(now);
         found.insert((from, hello.dcid), Found { at, psk });
         drop(found);
         self.notify.notify_waiters();
