@@ -185,7 +185,11 @@ fn keys_are_derived_lazily_only_under_rfc_initial_keys() {
     assert!(rfc_initial_keys(&inner()));
     // Ablated QUIC key schedule, header or packet protection: rustls's
     // keys throughout, like the ablated client's.
-    for a in [Ablation::QuicKeys, Ablation::QuicHeader, Ablation::QuicPacket] {
+    for a in [
+        Ablation::QuicKeys,
+        Ablation::QuicHeader,
+        Ablation::QuicPacket,
+    ] {
         let set: AblationSet = [a].into_iter().collect();
         let p = ablated(rustls::crypto::aws_lc_rs::default_provider(), &set).unwrap();
         assert!(!rfc_initial_keys(&with_provider(p)), "{a:?}");
