@@ -10,6 +10,13 @@
 field() { sed -n "s/^tlslab serve: $2 \([^ ]*\).*/\1/p" "$1"; }
 
 serve_start() {
+  # Emptied here, before serve starts: the redirection below truncates in
+  # the child, after the fork, so the first look could otherwise read the
+  # previous serve's lines (its URL and a CA file already deleted) and go
+  # on with a server that is not there ("serve did not start", nothing on
+  # stderr; or "cannot read CA file" in the load).
+  : >"$dir/serve.out"
+  : >"$dir/serve.err"
   taskset -c 0 "$BIN" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 "$@" \
     </dev/null >"$dir/serve.out" 2>"$dir/serve.err" &
   pid=$!

@@ -13,7 +13,8 @@ pub mod initial;
 pub mod lb;
 
 pub use initial::{
-    HelloReader, InitialError, InitialHello, OpenedInitial, Read, open_initial, open_server_initial,
+    ClientHeaderKey, HelloReader, InitialError, InitialHello, OpenedInitial, Read,
+    ServerInitialKeys, open_initial, open_server_initial, retry_tag_v1,
 };
 pub use lb::{
     Cid, CidIssuer, Codec, LbConfig, LbConfigError, LbParams, LbRouter, Mode, Route, ServerId,

@@ -48,6 +48,7 @@
 //! control, decided on the client's first Initial.
 
 mod door;
+mod initial_keys;
 mod lb;
 mod session;
 mod sniff;
@@ -230,6 +231,7 @@ pub(crate) fn prepare(
         ))
     })?;
     let crypto = Arc::new(session::Counting {
+        lazy_initial: initial_keys::rfc_initial_keys(&quic),
         inner: Arc::new(quic),
         kinds: stats.kinds.clone(),
         meter: meter.clone(),

@@ -73,6 +73,9 @@ pub(crate) struct Counting {
     /// The listener's crypto meter: the time inside rustls's handshake
     /// calls goes there as `quic_tls`.
     pub(crate) meter: Arc<Meter>,
+    /// `inner` derives RFC 9001's Initial keys (no `--ablate` set replaces
+    /// them): each attempt's are derived as far as it needs them.
+    pub(crate) lazy_initial: bool,
 }
 
 impl crypto::ServerConfig for Counting {
@@ -81,10 +84,18 @@ impl crypto::ServerConfig for Counting {
         version: u32,
         dst_cid: &ConnectionId,
     ) -> Result<Keys, crypto::UnsupportedVersion> {
-        self.inner.initial_keys(version, dst_cid)
+        // The client's header key now, the rest when first used: a shed
+        // attempt needs at most the server's side (super::initial_keys).
+        super::initial_keys::initial_keys(&self.inner, self.lazy_initial, version, dst_cid)
     }
 
     fn retry_tag(&self, version: u32, orig_dst_cid: &ConnectionId, packet: &[u8]) -> [u8; 16] {
+        // v1's fixed key built once, not per Retry as quinn's does.
+        if version == 1
+            && let Some(tag) = tlslab_crypto::quic::retry_tag_v1(orig_dst_cid, packet)
+        {
+            return tag;
+        }
         self.inner.retry_tag(version, orig_dst_cid, packet)
     }
 
