@@ -34,20 +34,22 @@
 //!   handshakes per second; unlimited until the first overload).
 //!
 //! The controller ([`Controller`]) ticks every 100 ms on three
-//! signals: the mean queueing delay of the new connections read in the
+//! signals (four over QUIC): the mean queueing delay of the new connections read in the
 //! tick (how long their ClientHello waited in the kernel, accept queue
 //! included, before a worker read it: the server's queue, timed from the
 //! kernel's receive timestamp so that a slow client does not count; see
 //! `queue.rs`; over QUIC, the time since the kernel received the datagram
 //! that completed the ClientHello, the UDP socket's receive queue
-//! included; see `quic::sniff`), the CPU saturation of the workers (the CPU time they used
-//! plus the time they waited runnable for a CPU, from schedstat, over a
-//! budget of `min(threads, CPUs)`: on a shared machine a starved worker is
-//! saturated though it used less CPU), and the full handshakes in flight
-//! (admitted resumptions, never shed, do not count). The server is
-//! overloaded when the queue delay exceeds the target while the CPU is
-//! busy (at least `cpu_high`), or when more full handshakes are in flight
-//! than the cap. It keeps *served*: the full handshakes completed (over
+//! included; see `quic::sniff`), the CPU saturation of the workers (the
+//! CPU time they used plus the time they waited runnable for a CPU, from
+//! schedstat, over a budget of `min(threads, CPUs)`: on a shared machine a
+//! starved worker is saturated though it used less CPU), and the full
+//! handshakes in flight (admitted resumptions, never shed, do not count);
+//! over QUIC also the datagrams the kernel dropped at the socket's full
+//! receive buffer. The server is overloaded when the queue delay exceeds
+//! the target (or the QUIC socket dropped) while the CPU is busy (at least
+//! `cpu_high`), or when more full handshakes are in flight than the cap.
+//! It keeps *served*: the full handshakes completed (over
 //! QUIC: whose server flight is made) per
 //! second in the ticks that found the CPU saturated, smoothed over about
 //! half a second (what the server has shown it serves beside its other
