@@ -203,45 +203,40 @@ impl HeaderKey for LazyHeader {
 /// `key`, as rustls's key does (RFC 9001 §5.4.1); false (nothing changed)
 /// if the packet is too short for its sample.
 fn unprotect(key: &ClientHeaderKey, pn_offset: usize, packet: &mut [u8]) -> bool {
-    let sample_at = pn_offset + 4;
-    let Some(sample) = packet.get(sample_at..sample_at + ClientHeaderKey::SAMPLE_LEN) else {
-        return false;
-    };
-    let Ok(mask) = key.mask(sample) else {
-        return false;
-    };
-    let Some(first) = packet.first_mut() else {
-        return false;
-    };
-    // Long header: 4 protected bits; short: 5.
-    *first ^= mask[0] & if *first & 0x80 != 0 { 0x0f } else { 0x1f };
-    let pn_len = usize::from(*first & 0x03) + 1;
-    for (b, m) in packet[pn_offset..pn_offset + pn_len]
-        .iter_mut()
-        .zip(&mask[1..])
-    {
-        *b ^= m;
-    }
-    true
+    mask_header(|s| key.mask(s).ok(), pn_offset, packet, false)
 }
 
 /// Applies the header protection of a server's long-header packet with
 /// `key`, as rustls's key does; false (nothing changed) if the packet is
 /// too short for its sample.
 fn protect(key: &ServerInitialKeys, pn_offset: usize, packet: &mut [u8]) -> bool {
+    mask_header(|s| key.mask(s).ok(), pn_offset, packet, true)
+}
+
+/// XORs the header protection mask `mask` makes of the packet's sample
+/// into its first byte (4 bits of a long header, 5 of a short one) and its
+/// packet number, whose length the first byte gives: read before masking
+/// when `protecting`, after when removing.
+fn mask_header(
+    mask: impl FnOnce(&[u8]) -> Option<[u8; 5]>,
+    pn_offset: usize,
+    packet: &mut [u8],
+    protecting: bool,
+) -> bool {
     let sample_at = pn_offset + 4;
-    let Some(sample) = packet.get(sample_at..sample_at + ClientHeaderKey::SAMPLE_LEN) else {
-        return false;
-    };
-    let Ok(mask) = key.mask(sample) else {
+    let Some(mask) = packet
+        .get(sample_at..sample_at + ClientHeaderKey::SAMPLE_LEN)
+        .and_then(mask)
+    else {
         return false;
     };
     let Some(first) = packet.first_mut() else {
         return false;
     };
-    // The packet number's length from the first byte before it is masked.
-    let pn_len = usize::from(*first & 0x03) + 1;
+    let pn_bits = |b: u8| usize::from(b & 0x03) + 1;
+    let plain = *first;
     *first ^= mask[0] & if *first & 0x80 != 0 { 0x0f } else { 0x1f };
+    let pn_len = pn_bits(if protecting { plain } else { *first });
     for (b, m) in packet[pn_offset..pn_offset + pn_len]
         .iter_mut()
         .zip(&mask[1..])
