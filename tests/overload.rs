@@ -327,17 +327,7 @@ fn overload_over_both_transports_sets_quic_beside_tcp() {
     }
     for r in [&v, q] {
         for p in r["points"].as_array().unwrap() {
-            let s = &p["server"];
-            let row = format!(
-                "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
-                report_num(p["client"]["goodput_rps"].as_f64().unwrap_or(f64::NAN)),
-                whole(&p["offered_users_per_sec"]),
-                whole(&p["client"]["latency_p99_ms"]),
-                s["handshakes_full"],
-                s["handshakes_resumed"],
-                s["full_shed"],
-                s["resume_shed"]
-            );
+            let row = format!("<td>{}</td>{}", goodput(p), point_columns(p));
             assert!(page.contains(&row), "{}: no row {row}", r["transport"]);
         }
     }
@@ -406,24 +396,14 @@ fn seed002_study_reports_tcp_and_quic_side_by_side() {
         for p in points {
             // The chart's data row: goodput (linked to its cell), then the
             // point's p99 and server-observed handshakes and sheds.
-            let s = &p["server"];
-            let row = format!(
-                "{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
-                report_num(p["client"]["goodput_rps"].as_f64().unwrap_or(f64::NAN)),
-                whole(&p["offered_users_per_sec"]),
-                whole(&p["client"]["latency_p99_ms"]),
-                s["handshakes_full"],
-                s["handshakes_resumed"],
-                s["full_shed"],
-                s["resume_shed"]
-            );
+            let row = format!("{}</a></td>{}", goodput(p), point_columns(p));
             assert!(
                 html.contains(&row),
                 "{} {}: no row {row}",
                 r["transport"],
                 p["arm_name"]
             );
-            assert!(s["handshakes_full"].as_u64().unwrap() > 0, "{p}");
+            assert!(p["server"]["handshakes_full"].as_u64().unwrap() > 0, "{p}");
         }
     }
     // A cell per point of each transport, QUIC's marked.
@@ -433,4 +413,24 @@ fn seed002_study_reports_tcp_and_quic_side_by_side() {
         .filter(|c| c["factors"]["transport"] == "quic")
         .count();
     assert_eq!((cells.len(), quic_cells), (8, 4));
+}
+
+/// A point's goodput as the report prints it.
+fn goodput(p: &serde_json::Value) -> String {
+    report_num(p["client"]["goodput_rps"].as_f64().unwrap_or(f64::NAN))
+}
+
+/// The report's data columns after a point's goodput: offered users/s,
+/// p99, and the server-observed handshakes and sheds.
+fn point_columns(p: &serde_json::Value) -> String {
+    let s = &p["server"];
+    format!(
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+        whole(&p["offered_users_per_sec"]),
+        whole(&p["client"]["latency_p99_ms"]),
+        s["handshakes_full"],
+        s["handshakes_resumed"],
+        s["full_shed"],
+        s["resume_shed"]
+    )
 }
