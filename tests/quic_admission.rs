@@ -1,7 +1,8 @@
 //! Admission control of QUIC connection attempts on 127.0.0.1 (issue
 //! 33): `serve --h3 --admission session` admits an HTTP/3 client that
 //! resumes and sheds a new one, as `--quic-shed-with` says, with the
-//! decisions on `/metrics` by transport; the `retry-threshold` policy sends
+//! decisions on `/metrics` by transport, and a returning client (a
+//! NEW_TOKEN token) ahead of new ones; the `retry-threshold` policy sends
 //! Retry once handshakes from unvalidated addresses are half-open; and the
 //! usage errors of the flags.
 
@@ -110,6 +111,40 @@ fn a_resumed_client_is_admitted_and_a_new_one_shed(how: &str) -> Metrics {
     // No handshake was started for a shed attempt.
     assert_eq!(m.quic_handshakes("full"), 1.0, "{text}");
     m
+}
+
+/// A returning client goes ahead of new ones: with a budget of one full
+/// handshake, a client that never resumes makes its first full handshake
+/// on the budget and its second, whose Initial carries the NEW_TOKEN token
+/// the first connection got, on a borrowed one; a new client (a new
+/// process: no token) after it is shed.
+#[test]
+fn session_admission_over_quic_admits_a_returning_client_ahead_of_a_new_one() {
+    let s = Serve::start(&[
+        "--tickets",
+        "off",
+        "--h3",
+        "--admission",
+        "session",
+        "--admission-fixed-limit",
+        "0.05/s",
+    ]);
+    let r = load(&s, "--reuse 0 -c 1 -n 2");
+    assert_eq!(num(&r, "requests/succeeded"), 2.0, "{r:#}");
+    assert_eq!(num(&r, "transport/full/count"), 2.0, "{r:#}");
+    let (r, stderr) = load_failing(&s, "--reuse 0 -c 1 -n 1 --timeout 1500ms");
+    let r = r.unwrap_or_else(|| panic!("a refused client writes its report: {stderr}"));
+    assert_eq!(num(&r, "requests/succeeded"), 0.0, "{r:#}");
+    let m = s.metrics();
+    let text = s.metrics_text();
+    assert_eq!(decisions(&m, "quic", "full", "admitted"), 2.0, "{text}");
+    assert_eq!(
+        m.count("tlslab_admission_returning_ahead_total", &[]),
+        1.0,
+        "{text}"
+    );
+    assert!(decisions(&m, "quic", "full", "shed") >= 1.0, "{text}");
+    assert_eq!(m.quic_handshakes("full"), 2.0, "{text}");
 }
 
 #[test]

@@ -77,6 +77,11 @@ pub struct ServerSide {
     pub full_shed: u64,
     /// Resumptions shed (nginx: `limit_conn` 503s on a resumed session).
     pub resume_shed: u64,
+    /// Over QUIC: full handshakes of returning clients (an Initial with a
+    /// NEW_TOKEN token) admitted ahead of new clients, when a new client's
+    /// would have been shed. Absent over TCP and for nginx.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returning_ahead: Option<u64>,
     /// The controller's last limit (full handshakes/s; static: in-flight
     /// cap; nginx: its `limit_conn`), if any.
     pub limit: Option<f64>,

@@ -525,6 +525,12 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
     )?;
     counter(
         enc,
+        "tlslab_admission_returning_ahead",
+        "QUIC full handshakes of returning clients (an Initial with a NEW_TOKEN token this server issued) admitted on a budget borrowed ahead of new clients, when a new client's would have been shed.",
+        q.full_returning_ahead,
+    )?;
+    counter(
+        enc,
         "tlslab_admission_misclassified",
         "ClientHellos admitted as resumptions whose handshake ended full (stale or forged ticket); each is charged to the full-handshake budget.",
         a.misclassified,

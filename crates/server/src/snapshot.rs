@@ -224,6 +224,13 @@ impl Snapshot {
                 a.misclassified,
                 a.overload_ticks
             );
+            if a.quic.full_returning_ahead > 0 {
+                let _ = writeln!(
+                    s,
+                    "  admission over QUIC: {} full handshakes of returning clients (a NEW_TOKEN token) admitted ahead of new clients",
+                    a.quic.full_returning_ahead
+                );
+            }
         }
         if !self.ablation.is_empty() {
             let _ = writeln!(

@@ -96,6 +96,22 @@ impl OverloadText for OverloadReport {
             ];
             out.push_str(&columns("  ", &widths, &[row]));
         }
+        let ahead: Vec<String> = self
+            .points
+            .iter()
+            .filter_map(|p| {
+                let n = p.server.returning_ahead.filter(|n| *n > 0)?;
+                Some(format!("{} at {}x: {n}", p.arm_name, p.multiplier))
+            })
+            .collect();
+        if !ahead.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nover QUIC, full handshakes of returning clients (a NEW_TOKEN token) admitted ahead of \
+                 new clients (server-observed): {}",
+                ahead.join(", ")
+            );
+        }
         let saturated: Vec<String> = self
             .points
             .iter()

@@ -26,6 +26,35 @@ struct Bucket {
 pub(crate) enum Door {
     Tcp,
     Quic,
+    /// QUIC, from a returning client: its Initial carries an
+    /// address-validation token from this server's NEW_TOKEN frame, which
+    /// quinn has checked (address, age) and logged as used. Its full
+    /// handshake may borrow from the budget ahead of new clients' (seed
+    /// 002's rule, admit the users already in a session first, which a TCP
+    /// server can apply only to resumptions).
+    QuicReturning,
+}
+
+/// How a full handshake may take from the bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Draw {
+    /// A whole token, or shed.
+    Whole,
+    /// Down to the bucket's floor (a returning client over QUIC).
+    Borrow,
+    /// Charged whatever the bucket holds (a resumption that ended full).
+    Charge,
+}
+
+/// What the bucket gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Took {
+    /// Nothing: shed.
+    No,
+    /// A whole token.
+    Whole,
+    /// A borrowed one (a new client would have been shed).
+    Borrowed,
 }
 
 /// The decisions on one transport's ClientHellos.
@@ -39,6 +68,10 @@ pub struct Decisions {
     pub resume_admitted: u64,
     /// Resumptions shed.
     pub resume_shed: u64,
+    /// Of the full handshakes admitted, those of returning clients (QUIC:
+    /// a NEW_TOKEN token) admitted on a borrowed token: a new client's
+    /// would have been shed at that instant.
+    pub full_returning_ahead: u64,
 }
 
 /// The admission counters and signals at one instant.
@@ -106,6 +139,9 @@ pub(crate) struct Admission {
     pub(super) shed: [AtomicU64; 2],
     /// Of those, QUIC's: `[admitted, shed]` × `[full, resume]`.
     quic: [[AtomicU64; 2]; 2],
+    /// QUIC full handshakes of returning clients admitted ahead of new
+    /// ones ([`Decisions::full_returning_ahead`]).
+    returning_ahead: AtomicU64,
     misclassified: AtomicU64,
     unparsed: AtomicU64,
     /// QUIC's admitted full handshakes whose server flight is made
@@ -189,6 +225,7 @@ impl Admission {
             admitted: Default::default(),
             shed: Default::default(),
             quic: Default::default(),
+            returning_ahead: AtomicU64::new(0),
             misclassified: AtomicU64::new(0),
             unparsed: AtomicU64::new(0),
             quic_full_done: AtomicU64::new(0),
@@ -235,25 +272,28 @@ impl Admission {
         }
     }
 
-    /// Takes a token for a full handshake (or charges one, `force`).
-    fn take_token(&self, now: Instant, force: bool) -> bool {
+    /// Takes a token for a full handshake as `draw` allows. The bucket
+    /// holds at most a burst (a tenth of a second at the limit) and goes
+    /// down to minus a burst: a returning client may borrow that far ahead of
+    /// new clients, so the limit still bounds every full handshake.
+    fn take_token(&self, now: Instant, draw: Draw) -> Took {
         let Some(rate) = self.limit_now() else {
-            return true;
+            return Took::Whole;
         };
         let burst = (rate * 0.1).max(1.0);
         let mut b = self.bucket.lock();
         let dt = now.saturating_duration_since(b.at).as_secs_f64();
         b.at = now;
         b.tokens = (b.tokens + dt * rate).min(burst);
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            true
-        } else if force {
-            b.tokens = (b.tokens - 1.0).max(-burst);
-            true
+        let took = if b.tokens >= 1.0 {
+            Took::Whole
+        } else if draw == Draw::Charge || (draw == Draw::Borrow && b.tokens >= 1.0 - burst) {
+            Took::Borrowed
         } else {
-            false
-        }
+            return Took::No;
+        };
+        b.tokens = (b.tokens - 1.0).max(-burst);
+        took
     }
 
     /// Decides on a ClientHello of `kind` that came over TCP.
@@ -269,12 +309,25 @@ impl Admission {
             AdmissionMode::Static => self.in_flight.load(Ordering::Relaxed) < self.in_flight_cap,
             AdmissionMode::Session => match kind {
                 HelloKind::Resume => true,
-                HelloKind::Full => self.take_token(Instant::now(), false),
+                HelloKind::Full => {
+                    let draw = match door {
+                        Door::QuicReturning => Draw::Borrow,
+                        Door::Tcp | Door::Quic => Draw::Whole,
+                    };
+                    match self.take_token(Instant::now(), draw) {
+                        Took::No => false,
+                        Took::Whole => true,
+                        Took::Borrowed => {
+                            self.returning_ahead.fetch_add(1, Ordering::Relaxed);
+                            true
+                        }
+                    }
+                }
             },
         };
         let counters = if admit { &self.admitted } else { &self.shed };
         counters[kind.idx()].fetch_add(1, Ordering::Relaxed);
-        if door == Door::Quic {
+        if door != Door::Tcp {
             self.quic[usize::from(!admit)][kind.idx()].fetch_add(1, Ordering::Relaxed);
         }
         let guard = || {
@@ -301,7 +354,7 @@ impl Admission {
     pub(crate) fn misclassified(&self) {
         self.misclassified.fetch_add(1, Ordering::Relaxed);
         if self.settings.mode == AdmissionMode::Session {
-            self.take_token(Instant::now(), true);
+            self.take_token(Instant::now(), Draw::Charge);
         }
     }
 
@@ -321,6 +374,7 @@ impl Admission {
                     full_shed: q(1, 0),
                     resume_admitted: q(0, 1),
                     resume_shed: q(1, 1),
+                    full_returning_ahead: self.returning_ahead.load(Ordering::Relaxed),
                 }
             },
             misclassified: self.misclassified.load(Ordering::Relaxed),
@@ -459,6 +513,45 @@ mod tests {
         };
         assert_eq!(s.quic, q);
         assert_eq!(s.limit, Some(0.0));
+    }
+
+    #[test]
+    fn a_returning_quic_client_borrows_ahead_of_new_ones_down_to_the_floor() {
+        // 100 full handshakes/s: the bucket starts with its burst, 10.
+        let adm = Arc::new(Admission::new(
+            AdmissionSettings {
+                mode: AdmissionMode::Session,
+                fixed_limit: Some(100.0),
+                ..Default::default()
+            },
+            Resumable::default(),
+            1,
+        ));
+        let mut held = Vec::new();
+        while let Verdict::Admit(g) = adm.decide_on(HelloKind::Full, Door::Quic) {
+            held.push(g);
+            assert!(held.len() <= 11, "new clients beyond the burst");
+        }
+        // New clients are shed now, over either transport; a returning
+        // client borrows up to a burst ahead, then is shed too.
+        assert!(matches!(adm.decide(HelloKind::Full), Verdict::Shed(None)));
+        let mut ahead = 0;
+        while let Verdict::Admit(g) = adm.decide_on(HelloKind::Full, Door::QuicReturning) {
+            held.push(g);
+            ahead += 1;
+            assert!(ahead <= 11, "returning clients beyond the floor");
+        }
+        assert!((10..=11).contains(&ahead), "{ahead}");
+        // The debt is repaid before a new client is admitted again.
+        assert!(matches!(
+            adm.decide_on(HelloKind::Full, Door::Quic),
+            Verdict::Shed(None)
+        ));
+        let s = adm.stats();
+        assert_eq!(s.quic.full_returning_ahead, ahead);
+        assert_eq!(s.quic.full_admitted, held.len() as u64);
+        assert_eq!(s.quic.full_shed, 3);
+        assert_eq!(s.full_shed, 4);
     }
 
     #[test]

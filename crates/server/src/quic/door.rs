@@ -214,7 +214,15 @@ fn judge(
             HelloKind::Full
         }
     };
-    match adm.decide_on(kind, Door::Quic) {
+    // A NEW_TOKEN token this server issued, checked by quinn (address,
+    // age, used once): a client that has been served before, whose full
+    // handshake goes ahead of new clients'. (A Retry token validates the
+    // address too, but a retried client is not a returning one.)
+    let door = match incoming.remote_address_validated() && incoming.may_retry() {
+        true => Door::QuicReturning,
+        false => Door::Quic,
+    };
+    match adm.decide_on(kind, door) {
         Verdict::Admit(guard) => place(
             Attempt {
                 incoming,
