@@ -22,10 +22,11 @@ use std::time::Duration;
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_path::PathHandle;
-use tlslab_report::study::{Cell, CellMetrics, Verbatim, fmt_level};
+use tlslab_report::study::{Cell, CellMetrics, Comparison, Verbatim, fmt_level};
 use tlslab_server::{Content, Server};
 
-use super::session::{Builtin, Session, StudyError, factor_map, flag_duration, now_ms};
+use super::About;
+use super::session::{Session, StudyError, factor_map, flag_duration, now_ms};
 use crate::pin::Placement;
 use crate::rig::{self, Rig, Transport};
 
@@ -34,21 +35,38 @@ mod analyse;
 pub(crate) use analyse::{Kind, analyse, arithmetic_curves};
 
 /// `quic-vs-tcp`.
-pub const QUIC_VS_TCP: Builtin = Builtin {
-    name: "quic-vs-tcp",
-    title: "HTTP/3 over QUIC against TCP+TLS 1.3: server CPU per full, resumed and keep-alive request from 0 to 100 % reuse; time to first byte of full, resumed and 0-RTT requests against RTT (root)",
-    seed: "issue 23 (protocol arithmetic, no paper)",
-    engine: "load --h3",
-    landed: true,
-    duration: "quick ~45 s, full ~4 min",
-    not_landed: "",
-    insecure_ablation: false,
-    run,
-    plan: |quick| {
+pub(super) struct QuicVsTcp;
+
+impl super::Study for QuicVsTcp {
+    fn about(&self) -> About {
+        About {
+            name: "quic-vs-tcp",
+            title: "HTTP/3 over QUIC against TCP+TLS 1.3: server CPU per full, resumed and keep-alive request from 0 to 100 % reuse; time to first byte of full, resumed and 0-RTT requests against RTT (root)",
+            seed: "issue 23 (protocol arithmetic, no paper)",
+            engine: "load --h3",
+            duration: "quick ~45 s, full ~4 min",
+        }
+    }
+    fn crosses_packet_path(&self) -> bool {
+        true
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let p = plan(quick);
         (p.to_json(), p.units())
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        run(s)
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        let p = plan(s.quick);
+        let (comparisons, notes) = analyse(&s.doc, &p);
+        s.doc.curves = arithmetic_curves(&s.doc, &p);
+        for n in notes {
+            s.note(n);
+        }
+        comparisons
+    }
+}
 
 /// The certificate of every cell.
 const KEY: KeyType = KeyType::EcdsaP256;
@@ -380,10 +398,5 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
             }
         }
     }
-    let (comparisons, notes) = analyse(&s.doc, &p);
-    s.doc.curves = arithmetic_curves(&s.doc, &p);
-    for n in notes {
-        s.note(n);
-    }
-    s.finish(comparisons)
+    Ok(())
 }

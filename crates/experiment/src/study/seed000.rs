@@ -12,39 +12,61 @@ use tlslab_report::study::{Cell, CellMetrics, Comparison};
 
 use crate::cluster::{self, ClusterConfig, ClusterReport};
 
+use super::About;
 use super::load_cell::LoadRig;
 use super::matrix::{Engine, Level, Matrix, Pin};
-use super::session::{Builtin, Session, StudyError, best, compare, flag_duration, one, ratio};
+use super::session::{Session, StudyError, best, compare, flag_duration, one, ratio};
 
 /// `seed000-reuse`.
-pub const REUSE: Builtin = Builtin {
-    name: "seed000-reuse",
-    title: "Throughput and server CPU against session reuse, TLS 1.2 and 1.3, RSA and ECDSA",
-    seed: "seed 000, Figs. 4-5",
-    engine: "load",
-    landed: true,
-    duration: "quick ~30 s, full ~7 min",
-    not_landed: "",
-    insecure_ablation: false,
-    run: run_reuse,
-    plan: |quick| {
+pub(super) struct Reuse;
+
+impl super::Study for Reuse {
+    fn about(&self) -> About {
+        About {
+            name: "seed000-reuse",
+            title: "Throughput and server CPU against session reuse, TLS 1.2 and 1.3, RSA and ECDSA",
+            seed: "seed 000, Figs. 4-5",
+            engine: "load",
+            duration: "quick ~30 s, full ~7 min",
+        }
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let m = reuse_matrix(quick);
         (m.to_json(), m.cell_count())
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        let m = reuse_matrix(s.quick);
+        s.say(&format!(
+            "seed000-reuse: {} cells of {} s; {}; requests/s client-observed over each cell's \
+             window, server CPU per request server-observed",
+            m.cell_count(),
+            m.cell.as_secs_f64(),
+            s.placement.describe()
+        ));
+        let mut rig = LoadRig::new(s.placement.clone());
+        let r = rig.run_matrix(s, &m);
+        rig.shutdown();
+        r
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        reuse_comparisons(&s.doc)
+    }
+}
 
 /// `seed000-cluster`: `tlslab cluster`'s Fig. 9 sweep as a study.
-pub const CLUSTER: Builtin = Builtin {
-    name: "seed000-cluster",
-    title: "A three-node cluster behind a session-blind and a session-aware dispatcher",
-    seed: "seed 000, Fig. 9",
-    engine: "cluster",
-    landed: true,
-    duration: "quick ~1 min, full ~8 min",
-    insecure_ablation: false,
-    not_landed: "",
-    run: run_cluster,
-    plan: |quick| {
+pub(super) struct Cluster;
+
+impl super::Study for Cluster {
+    fn about(&self) -> About {
+        About {
+            name: "seed000-cluster",
+            title: "A three-node cluster behind a session-blind and a session-aware dispatcher",
+            seed: "seed 000, Fig. 9",
+            engine: "cluster",
+            duration: "quick ~1 min, full ~8 min",
+        }
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let c = cluster_config(quick);
         (
             serde_json::json!({
@@ -59,23 +81,31 @@ pub const CLUSTER: Builtin = Builtin {
             }),
             c.reuse.len() * c.policies.len() * c.mechanisms.len(),
         )
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        run_cluster(s)
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        cluster_comparisons(&s.doc)
+    }
+}
 
 /// `seed000-cluster-h3`: `tlslab cluster --h3`, Fig. 9 over QUIC (issue
 /// 32): blind, cid and session dispatch with per-node ticket keys, and
 /// blind with keys shared through Redis.
-pub const CLUSTER_H3: Builtin = Builtin {
-    name: "seed000-cluster-h3",
-    title: "Fig. 9 over QUIC: HTTP/3 nodes behind a 4-tuple, a QUIC-LB and a session-aware dispatcher, and shared ticket keys (redis-server)",
-    seed: "seed 000, Fig. 9; issue 32",
-    engine: "cluster --h3",
-    landed: true,
-    duration: "quick ~40 s, full ~4 min",
-    insecure_ablation: false,
-    not_landed: "",
-    run: run_cluster_h3,
-    plan: |quick| {
+pub(super) struct ClusterH3;
+
+impl super::Study for ClusterH3 {
+    fn about(&self) -> About {
+        About {
+            name: "seed000-cluster-h3",
+            title: "Fig. 9 over QUIC: HTTP/3 nodes behind a 4-tuple, a QUIC-LB and a session-aware dispatcher, and shared ticket keys (redis-server)",
+            seed: "seed 000, Fig. 9; issue 32",
+            engine: "cluster --h3",
+            duration: "quick ~40 s, full ~4 min",
+        }
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let c = cluster_config(quick).over_quic();
         (
             serde_json::json!({
@@ -93,8 +123,14 @@ pub const CLUSTER_H3: Builtin = Builtin {
             }),
             c.reuse.len() * (c.policies.len() + 1),
         )
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        run_cluster_h3(s)
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        cluster_h3_comparisons(&s.doc)
+    }
+}
 
 fn cluster_config(quick: bool) -> ClusterConfig {
     if quick {
@@ -150,9 +186,7 @@ fn run_cluster(s: &mut Session) -> Result<(), StudyError> {
                 doc.notes.push(format!("not run: {m} {arm}: {why}"));
             }
         },
-    )?;
-    let c = cluster_comparisons(&s.doc);
-    s.finish(c)
+    )
 }
 
 fn run_cluster_h3(s: &mut Session) -> Result<(), StudyError> {
@@ -174,9 +208,7 @@ fn run_cluster_h3(s: &mut Session) -> Result<(), StudyError> {
     s.engine_once(
         |progress| cluster::run(&cfg, progress),
         |report, doc, started| doc.cells.extend(cluster_cells(report, &command, started)),
-    )?;
-    let c = cluster_h3_comparisons(&s.doc);
-    s.finish(c)
+    )
 }
 
 /// Fig. 9's gain over QUIC: session-aware ÷ blind (4-tuple) throughput
@@ -375,8 +407,8 @@ pub fn reuse_matrix(quick: bool) -> Matrix {
     };
     let cell = Duration::from_millis(cell);
     Matrix {
-        name: REUSE.name.into(),
-        title: REUSE.title.into(),
+        name: super::Study::about(&Reuse).name.into(),
+        title: super::Study::about(&Reuse).title.into(),
         engine: Engine::Load,
         repeats,
         cell,
@@ -409,23 +441,6 @@ pub fn reuse_matrix(quick: bool) -> Matrix {
 
 fn rps(c: &Cell) -> Option<f64> {
     Some(c.metrics.requests_per_s)
-}
-
-fn run_reuse(s: &mut Session) -> Result<(), StudyError> {
-    let m = reuse_matrix(s.quick);
-    s.say(&format!(
-        "seed000-reuse: {} cells of {} s; {}; requests/s client-observed over each cell's \
-         window, server CPU per request server-observed",
-        m.cell_count(),
-        m.cell.as_secs_f64(),
-        s.placement.describe()
-    ));
-    let mut rig = LoadRig::new(s.placement.clone());
-    let r = rig.run_matrix(s, &m);
-    rig.shutdown();
-    r?;
-    let comparisons = reuse_comparisons(&s.doc);
-    s.finish(comparisons)
 }
 
 const MEASURED_RPS: &str = "client-observed requests/s over each cell's window; median over \

@@ -12,25 +12,31 @@ use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
+use super::About;
 use super::load_cell::LoadRig;
 use super::matrix::CellSpec;
-use super::session::{Builtin, Session, StudyError, compare, flag_duration, one, ratio};
+use super::session::{Session, StudyError, compare, flag_duration, one, ratio};
 use crate::breakdown::{self, BreakdownConfig, BreakdownReport, Workload};
 
 mod quic_column;
 
 /// `seed001-breakdown`.
-pub const BREAKDOWN: Builtin = Builtin {
-    name: "seed001-breakdown",
-    title: "Where a TLS server's CPU goes (no-op ablation, Amdahl), over TCP and over QUIC, and what the session cache saves",
-    seed: "seed 001, Fig. 10, §3.7, §3.13",
-    engine: "breakdown",
-    landed: true,
-    duration: "quick ~2 min, full ~15 min",
-    not_landed: "",
-    insecure_ablation: true,
-    run,
-    plan: |quick| {
+pub(super) struct Breakdown;
+
+impl super::Study for Breakdown {
+    fn about(&self) -> About {
+        About {
+            name: "seed001-breakdown",
+            title: "Where a TLS server's CPU goes (no-op ablation, Amdahl), over TCP and over QUIC, and what the session cache saves",
+            seed: "seed 001, Fig. 10, §3.7, §3.13",
+            engine: "breakdown",
+            duration: "quick ~2 min, full ~15 min",
+        }
+    }
+    fn insecure_ablation(&self) -> bool {
+        true
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let (cfg, cache) = plan(quick);
         let q = quic_column::plan(quick);
         (
@@ -64,8 +70,16 @@ pub const BREAKDOWN: Builtin = Builtin {
             }),
             2 + cache.0.len() * cache.1 as usize,
         )
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        run(s)
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        let mut c = comparisons(&s.doc);
+        c.extend(quic_column::comparisons(&s.doc));
+        c
+    }
+}
 
 /// The reuse share of the "with session cache" cells.
 const CACHED_REUSE: f64 = 0.8;
@@ -160,10 +174,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
     let mut rig = LoadRig::new(s.placement.clone());
     let r = rig.run_cells(s, &points, repeats);
     rig.shutdown();
-    r?;
-    let mut comparisons = comparisons(&s.doc);
-    comparisons.extend(quic_column::comparisons(&s.doc));
-    s.finish(comparisons)
+    r
 }
 
 /// One cell per configuration and round of the breakdown (its raw
@@ -370,9 +381,9 @@ mod tests {
 
     #[test]
     fn the_plan_counts_the_engine_runs_and_the_cache_cells() {
-        let (_, units) = (BREAKDOWN.plan)(true);
+        let (_, units) = super::super::Study::plan(&Breakdown, true);
         assert_eq!(units, 2 + 2);
-        let (_, units) = (BREAKDOWN.plan)(false);
+        let (_, units) = super::super::Study::plan(&Breakdown, false);
         assert_eq!(units, 2 + 2 * 3);
     }
 }

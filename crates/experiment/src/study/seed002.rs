@@ -8,22 +8,25 @@
 
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
-use super::session::{Builtin, Session, StudyError, compare, flag_duration, one, ratio};
+use super::About;
+use super::session::{Session, StudyError, compare, flag_duration, one, ratio};
 use crate::overload::{self, OverloadPlan, OverloadReport};
 use crate::pin::Placement;
 
 /// `seed002-overload`.
-pub const OVERLOAD: Builtin = Builtin {
-    name: "seed002-overload",
-    title: "Goodput against offered load over TCP and QUIC: collapse under overload, client behaviour, admission control",
-    seed: "seed 002, Figs. 3-7; issue 33",
-    engine: "overload",
-    landed: true,
-    duration: "quick ~2 min, full ~12 min",
-    not_landed: "",
-    insecure_ablation: false,
-    run,
-    plan: |quick| {
+pub(super) struct Overload;
+
+impl super::Study for Overload {
+    fn about(&self) -> About {
+        About {
+            name: "seed002-overload",
+            title: "Goodput against offered load over TCP and QUIC: collapse under overload, client behaviour, admission control",
+            seed: "seed 002, Figs. 3-7; issue 33",
+            engine: "overload",
+            duration: "quick ~2 min, full ~12 min",
+        }
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let p = plan(quick, Placement::split());
         (
             serde_json::json!({
@@ -38,8 +41,14 @@ pub const OVERLOAD: Builtin = Builtin {
             }),
             1,
         )
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        run(s)
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        comparisons(&s.doc)
+    }
+}
 
 fn plan(quick: bool, placement: Placement) -> OverloadPlan {
     if quick {
@@ -78,9 +87,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
                     }));
             }
         },
-    )?;
-    let c = comparisons(&s.doc);
-    s.finish(c)
+    )
 }
 
 /// One cell per point (arm × offered load) of one transport's report,

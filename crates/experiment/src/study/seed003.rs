@@ -20,22 +20,28 @@ use tlslab_report::study::{
 };
 use tlslab_server::{Content, Server};
 
+use super::About;
 use super::rtt_path::{PathKind, RttPath, Stopped};
-use super::session::{Builtin, Session, StudyError, compare, now_ms};
+use super::session::{Session, StudyError, compare, now_ms};
 use crate::rig::{self, Rig};
 
 /// `seed003-table2`.
-pub const TABLE2: Builtin = Builtin {
-    name: "seed003-table2",
-    title: "Table 2: median TCP connect, full and cached handshake, GET, and the savings of caching, against RTT",
-    seed: "seed 003, Table 2",
-    engine: "probe+relay",
-    landed: true,
-    duration: "quick ~15 s, full ~2 min",
-    not_landed: "",
-    insecure_ablation: false,
-    run,
-    plan: |quick| {
+pub(super) struct Table2;
+
+impl super::Study for Table2 {
+    fn about(&self) -> About {
+        About {
+            name: "seed003-table2",
+            title: "Table 2: median TCP connect, full and cached handshake, GET, and the savings of caching, against RTT",
+            seed: "seed 003, Table 2",
+            engine: "probe+relay",
+            duration: "quick ~15 s, full ~2 min",
+        }
+    }
+    fn takes_path(&self) -> bool {
+        true
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let p = plan(quick);
         (
             serde_json::json!({
@@ -50,8 +56,14 @@ pub const TABLE2: Builtin = Builtin {
             }),
             p.rtts_ms.len() * p.versions.len(),
         )
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        run(s)
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        comparisons(&s.doc)
+    }
+}
 
 struct Plan {
     rtts_ms: Vec<u64>,
@@ -203,8 +215,7 @@ fn run(s: &mut Session) -> Result<(), StudyError> {
             PathKind::Packet => run_cells(s, &p, kind, None)?,
         }
     }
-    let c = comparisons(&s.doc);
-    s.finish(c)
+    Ok(())
 }
 
 /// The probes of one cell, on a runtime of the calling thread (so their
