@@ -220,7 +220,7 @@ fn start(placement: &Placement, path: Option<&PathHandle>) -> Result<Embedded, S
         c.tls.versions = vec![Version::Tls13];
         c.tls.tickets = false;
         c.tls.max_early_data = 16384;
-        let server = rig::start_with_h3(c)?;
+        let server = Transport::Quic.start(c)?;
         Ok(Embedded { server, rig })
     })?)
 }

@@ -23,7 +23,7 @@ use tlslab_server::{Content, Server};
 use super::About;
 use super::rtt_path::{PathKind, RttPath, Stopped};
 use super::session::{Session, StudyError, compare, now_ms};
-use crate::rig::{self, Rig};
+use crate::rig::{self, Rig, Transport};
 
 /// `seed003-table2`.
 pub(super) struct Table2;
@@ -286,14 +286,15 @@ fn run_cells(
                         let rig = Rig::generate(KeyType::Rsa2048, &sans, placement)?;
                         let mut c = rig.server(Content::Specweb96);
                         c.https = Some(rig::server_bind(h));
-                        let server = if arm == Arm::H3 {
+                        let transport = if arm == Arm::H3 {
                             // QUIC's 0-RTT needs stateful tickets.
                             c.tls.tickets = false;
                             c.tls.max_early_data = 16_384;
-                            rig::start_with_h3(c)?
+                            Transport::Quic
                         } else {
-                            Server::start(c)?
+                            Transport::Tcp
                         };
+                        let server = transport.start(c)?;
                         Ok((server, rig))
                     })?;
                     let port = server.0.https_addr().map_or(0, |a| a.port());
