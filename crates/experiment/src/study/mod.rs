@@ -17,7 +17,7 @@
 //! embedded server (server-observed CPU), the probe, `breakdown`,
 //! `overload` or `cluster`.
 
-use tlslab_report::study::{Comparison, StudyResults};
+use tlslab_report::study::{ChartKind, Comparison, StudyResults};
 
 use crate::pin::Placement;
 
@@ -75,6 +75,9 @@ pub trait Study: Sync {
     /// The paper's figures against today's, from the measured document (a
     /// study may add its model curves and notes to it here).
     fn compare(&self, s: &mut Session) -> Vec<Comparison>;
+    /// The figures `tlslab report` draws of its document (written to the
+    /// document's `charts`).
+    fn charts(&self) -> &'static [ChartKind];
 }
 
 /// What `experiment list` says of a study.
@@ -186,6 +189,7 @@ pub fn run_builtin(
     let matrix = tlslab_schema::engine::sort_keys(matrix);
     let a = b.about();
     let mut s = Session::open(a.name, a.title, a.seed, matrix, units, placement, opts, log)?;
+    s.doc.charts = b.charts().to_vec();
     b.run(&mut s)?;
     let comparisons = b.compare(&mut s);
     s.finish(comparisons)?;
@@ -272,7 +276,7 @@ mod tests {
     use super::session::compare;
     use super::*;
     use tlslab_report::study::{
-        Cell, CellMetrics, Curve, EngineReport, STUDY_KIND, STUDY_SCHEMA_VERSION, StudyResults,
+        Cell, CellMetrics, Curve, EngineReport, STUDY_KIND, STUDY_SCHEMA_VERSION,
     };
 
     fn document() -> StudyResults {
@@ -324,6 +328,7 @@ mod tests {
                 points: vec![(0.0, 1.0)],
             }],
             notes: vec!["n".into()],
+            charts: vec![ChartKind::Reuse],
         }
     }
 
@@ -437,6 +442,34 @@ mod tests {
             ..opts(PathChoice::Relay)
         };
         assert!(check_pcap(builtin("seed000-reuse").unwrap(), &none).is_ok());
+    }
+
+    // Each study's declared charts are those its committed documents
+    // (docs/results/, most written before studies declared them) draw by
+    // what their cells support.
+    #[test]
+    fn declared_charts_are_those_the_committed_documents_support() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/results");
+        let titles = |d: &StudyResults| -> Vec<String> {
+            let charts = tlslab_report::html::charts(d).0;
+            charts.into_iter().map(|c| c.title).collect()
+        };
+        let mut checked = 0;
+        for b in builtins() {
+            for dir in ["", "full/"] {
+                let path = format!("{root}/{dir}{}/results.json", b.about().name);
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                let mut doc: StudyResults = serde_json::from_str(&text).unwrap();
+                doc.charts.clear();
+                let supported = titles(&doc);
+                doc.charts = b.charts().to_vec();
+                assert_eq!(titles(&doc), supported, "{path}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 12, "{checked} documents");
     }
 
     #[test]

@@ -29,6 +29,7 @@ use super::About;
 use super::session::{Session, StudyError, factor_map, flag_duration, now_ms};
 use crate::pin::Placement;
 use crate::rig::{self, Rig, Transport};
+use tlslab_report::study::ChartKind;
 
 mod analyse;
 
@@ -65,6 +66,14 @@ impl super::Study for QuicVsTcp {
             s.note(n);
         }
         comparisons
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[
+            ChartKind::LatencyThroughput,
+            ChartKind::Reuse,
+            ChartKind::HandshakePercentiles,
+            ChartKind::QuicVsTcp,
+        ]
     }
 }
 

@@ -16,6 +16,7 @@ use super::About;
 use super::load_cell::LoadRig;
 use super::matrix::{Engine, Level, Matrix, Pin};
 use super::session::{Session, StudyError, best, compare, flag_duration, one, ratio};
+use tlslab_report::study::ChartKind;
 
 /// `seed000-reuse`.
 pub(super) struct Reuse;
@@ -50,6 +51,13 @@ impl super::Study for Reuse {
     }
     fn compare(&self, s: &mut Session) -> Vec<Comparison> {
         reuse_comparisons(&s.doc)
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[
+            ChartKind::LatencyThroughput,
+            ChartKind::Reuse,
+            ChartKind::HandshakePercentiles,
+        ]
     }
 }
 
@@ -87,6 +95,9 @@ impl super::Study for Cluster {
     }
     fn compare(&self, s: &mut Session) -> Vec<Comparison> {
         cluster_comparisons(&s.doc)
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[ChartKind::Cluster]
     }
 }
 
@@ -129,6 +140,9 @@ impl super::Study for ClusterH3 {
     }
     fn compare(&self, s: &mut Session) -> Vec<Comparison> {
         cluster_h3_comparisons(&s.doc)
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[ChartKind::Cluster, ChartKind::QuicVsTcp]
     }
 }
 

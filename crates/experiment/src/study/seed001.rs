@@ -17,6 +17,7 @@ use super::load_cell::LoadRig;
 use super::matrix::CellSpec;
 use super::session::{Session, StudyError, compare, flag_duration, one, ratio};
 use crate::breakdown::{self, BreakdownConfig, BreakdownReport, Workload};
+use tlslab_report::study::ChartKind;
 
 mod quic_column;
 
@@ -78,6 +79,13 @@ impl super::Study for Breakdown {
         let mut c = comparisons(&s.doc);
         c.extend(quic_column::comparisons(&s.doc));
         c
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[
+            ChartKind::Reuse,
+            ChartKind::HandshakePercentiles,
+            ChartKind::Breakdown,
+        ]
     }
 }
 

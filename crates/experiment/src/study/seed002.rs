@@ -12,6 +12,7 @@ use super::About;
 use super::session::{Session, StudyError, compare, flag_duration, one, ratio};
 use crate::overload::{self, OverloadPlan, OverloadReport};
 use crate::pin::Placement;
+use tlslab_report::study::ChartKind;
 
 /// `seed002-overload`.
 pub(super) struct Overload;
@@ -47,6 +48,9 @@ impl super::Study for Overload {
     }
     fn compare(&self, s: &mut Session) -> Vec<Comparison> {
         comparisons(&s.doc)
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[ChartKind::Goodput]
     }
 }
 

@@ -24,6 +24,7 @@ use super::About;
 use super::rtt_path::{PathKind, RttPath, Stopped};
 use super::session::{Session, StudyError, compare, now_ms};
 use crate::rig::{self, Rig, Transport};
+use tlslab_report::study::ChartKind;
 
 /// `seed003-table2`.
 pub(super) struct Table2;
@@ -62,6 +63,9 @@ impl super::Study for Table2 {
     }
     fn compare(&self, s: &mut Session) -> Vec<Comparison> {
         comparisons(&s.doc)
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[ChartKind::Table2]
     }
 }
 

@@ -18,6 +18,7 @@ use super::load_cell::LoadRig;
 use super::matrix::{CellSpec, point_name};
 use super::rtt_path::{PathChoice, PathKind};
 use super::session::{Session, StudyError, compare, cpu_us, one, ratio};
+use tlslab_report::study::ChartKind;
 
 /// `seed004-handshake`.
 pub(super) struct Handshake;
@@ -64,6 +65,16 @@ impl super::Study for Handshake {
         comparisons.extend(super::pq::analyse(&s.doc));
         s.doc.curves = curves;
         comparisons
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[
+            ChartKind::LatencyThroughput,
+            ChartKind::Reuse,
+            ChartKind::HandshakePercentiles,
+            ChartKind::Goodput,
+            ChartKind::PostQuantum,
+            ChartKind::Curves,
+        ]
     }
 }
 

@@ -217,6 +217,7 @@ impl Session {
                 engine_report: None,
                 curves: vec![],
                 notes: vec![],
+                charts: vec![],
             }
         };
         if let Some(dir) = &opts.pcap {
