@@ -59,8 +59,7 @@ impl PathServer {
             let addr = SocketAddr::new(handle.server_ip(), PORT);
             c.https = Some(addr);
             let transport = if h3 {
-                c.tls.tickets = false;
-                c.tls.max_early_data = 16_384;
+                rig::zero_rtt(&mut c);
                 Transport::Quic
             } else {
                 Transport::Tcp

@@ -102,6 +102,15 @@ pub(crate) fn server_bind(path: Option<&PathHandle>) -> SocketAddr {
     path.map_or(LOOPBACK, |h| SocketAddr::new(h.server_ip(), 0))
 }
 
+/// Stateful tickets and 0-RTT of up to 16 KiB on `c` (rustls accepts early
+/// data only with stateful tickets), as `serve --tickets off
+/// --max-early-data 16384` serves: a resumed connection's first request
+/// may leave in early data.
+pub(crate) fn zero_rtt(c: &mut ServeConfig) {
+    c.tls.tickets = false;
+    c.tls.max_early_data = 16_384;
+}
+
 /// How a cell's load reaches the server: the one place an experiment
 /// tells TCP from QUIC (which listeners its server starts, which one its
 /// load connects to, and how the load speaks).

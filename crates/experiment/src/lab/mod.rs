@@ -124,8 +124,7 @@ fn start_server(
         c.https = Some(addr);
         c.http = l.http.then_some(addr);
         if l.early {
-            c.tls.tickets = false;
-            c.tls.max_early_data = 16384;
+            rig::zero_rtt(&mut c);
         }
         let server = l.transport.start(c)?;
         Ok(Embedded { key, server, rig })

@@ -25,20 +25,21 @@ mod load_cell;
 pub mod matrix;
 mod path_kind;
 mod pq;
-mod quic;
+mod quic_vs_tcp;
 pub mod rtt_path;
-mod seed000;
-mod seed001;
-mod seed002;
-mod seed003;
-mod seed004;
+mod seed000_cluster;
+mod seed000_reuse;
+mod seed001_breakdown;
+mod seed002_overload;
+mod seed003_table2;
+mod seed004_handshake;
 mod session;
 
 pub use crate::rig::Transport;
 pub use load_cell::LoadRig;
 pub use matrix::{Matrix, MatrixError};
 pub use rtt_path::{PathChoice, PathKind};
-pub use seed000::FIG9_REFERENCE;
+pub use seed000_cluster::FIG9_REFERENCE;
 pub use session::{
     RESULTS_FILE, RunOptions, Session, StudyError, environment, now_ms, read_document, write_atomic,
 };
@@ -98,14 +99,14 @@ pub struct About {
 /// The built-in studies, in seed order: the one list of them.
 pub fn builtins() -> [&'static dyn Study; 8] {
     [
-        &seed000::Reuse,
-        &seed000::Cluster,
-        &seed000::ClusterH3,
-        &seed001::Breakdown,
-        &seed002::Overload,
-        &seed003::Table2,
-        &seed004::Handshake,
-        &quic::QuicVsTcp,
+        &seed000_reuse::Reuse,
+        &seed000_cluster::Cluster,
+        &seed000_cluster::ClusterH3,
+        &seed001_breakdown::Breakdown,
+        &seed002_overload::Overload,
+        &seed003_table2::Table2,
+        &seed004_handshake::Handshake,
+        &quic_vs_tcp::QuicVsTcp,
     ]
 }
 

@@ -58,7 +58,35 @@ impl super::Study for Handshake {
         )
     }
     fn run(&self, s: &mut Session) -> Result<(), StudyError> {
-        run(s)
+        let p = plan_over(s.quick, s.wan.kinds());
+        // The plan above counts the round-trip cells over the relay only.
+        s.set_planned(units(&p));
+        for why in p.bytes.iter().filter_map(CellSpec::excluded) {
+            s.note(why);
+        }
+        s.say(&format!(
+            "seed004-handshake: handshake bytes and round trips (client-observed by the load \
+             engine's socket counters), then the response-time model at utilisations {:?}; {}",
+            p.utils,
+            s.placement.describe()
+        ));
+        let quic_note = super::pq::quic_relay_note(s.wan.kinds());
+        for note in s
+            .wan
+            .kinds()
+            .iter()
+            .map(|&k| super::pq::trust_note(k))
+            .chain(quic_note)
+        {
+            s.note(note);
+        }
+        if let Some(note) = quic_note {
+            s.say(&format!("seed004-handshake: {note}"));
+        }
+        let mut rig = LoadRig::new(s.placement.clone());
+        let r = run_cells(s, &p, &mut rig);
+        rig.shutdown();
+        r
     }
     fn compare(&self, s: &mut Session) -> Vec<Comparison> {
         let (curves, mut comparisons) = analyse(&s.doc, &plan_over(s.quick, s.wan.kinds()));
@@ -180,38 +208,6 @@ fn mean_latency_ms(c: &Cell) -> Option<f64> {
         .total
         .mean_us
         .map(|us| us / 1000.0)
-}
-
-fn run(s: &mut Session) -> Result<(), StudyError> {
-    let p = plan_over(s.quick, s.wan.kinds());
-    // The plan above counts the round-trip cells over the relay only.
-    s.set_planned(units(&p));
-    for why in p.bytes.iter().filter_map(CellSpec::excluded) {
-        s.note(why);
-    }
-    s.say(&format!(
-        "seed004-handshake: handshake bytes and round trips (client-observed by the load \
-         engine's socket counters), then the response-time model at utilisations {:?}; {}",
-        p.utils,
-        s.placement.describe()
-    ));
-    let quic_note = super::pq::quic_relay_note(s.wan.kinds());
-    for note in s
-        .wan
-        .kinds()
-        .iter()
-        .map(|&k| super::pq::trust_note(k))
-        .chain(quic_note)
-    {
-        s.note(note);
-    }
-    if let Some(note) = quic_note {
-        s.say(&format!("seed004-handshake: {note}"));
-    }
-    let mut rig = LoadRig::new(s.placement.clone());
-    let r = run_cells(s, &p, &mut rig);
-    rig.shutdown();
-    r
 }
 
 fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyError> {

@@ -73,7 +73,32 @@ impl super::Study for Breakdown {
         )
     }
     fn run(&self, s: &mut Session) -> Result<(), StudyError> {
-        run(s)
+        let (cfg, (points, repeats)) = plan(s.quick);
+        s.say(&format!(
+            "seed001-breakdown: WARNING: the breakdown runs an embedded loopback server and client \
+             with TLS stages replaced by no-ops (insecure; for measurement only), over TCP with TLS \
+             1.2, then over TCP+TLS 1.3 and QUIC side by side; then {} session cache cells; {}",
+            points.len() * repeats as usize,
+            s.placement.describe()
+        ));
+        // The breakdown engine: one unit, skipped on resume once recorded.
+        let command = breakdown_command(&cfg, "");
+        s.engine_once(
+            |progress| breakdown::run(&cfg, progress),
+            |report, doc, started| {
+                doc.cells.extend(breakdown_cells(
+                    report,
+                    &command,
+                    started,
+                    ("breakdown-", &[], 0),
+                ))
+            },
+        )?;
+        quic_column::run(s)?;
+        let mut rig = LoadRig::new(s.placement.clone());
+        let r = rig.run_cells(s, &points, repeats);
+        rig.shutdown();
+        r
     }
     fn compare(&self, s: &mut Session) -> Vec<Comparison> {
         let mut c = comparisons(&s.doc);
@@ -154,35 +179,6 @@ fn breakdown_command(cfg: &BreakdownConfig, extra: &str) -> String {
         cfg.target_ci95 * 100.0,
         cfg.clients
     )
-}
-
-fn run(s: &mut Session) -> Result<(), StudyError> {
-    let (cfg, (points, repeats)) = plan(s.quick);
-    s.say(&format!(
-        "seed001-breakdown: WARNING: the breakdown runs an embedded loopback server and client \
-         with TLS stages replaced by no-ops (insecure; for measurement only), over TCP with TLS \
-         1.2, then over TCP+TLS 1.3 and QUIC side by side; then {} session cache cells; {}",
-        points.len() * repeats as usize,
-        s.placement.describe()
-    ));
-    // The breakdown engine: one unit, skipped on resume once recorded.
-    let command = breakdown_command(&cfg, "");
-    s.engine_once(
-        |progress| breakdown::run(&cfg, progress),
-        |report, doc, started| {
-            doc.cells.extend(breakdown_cells(
-                report,
-                &command,
-                started,
-                ("breakdown-", &[], 0),
-            ))
-        },
-    )?;
-    quic_column::run(s)?;
-    let mut rig = LoadRig::new(s.placement.clone());
-    let r = rig.run_cells(s, &points, repeats);
-    rig.shutdown();
-    r
 }
 
 /// One cell per configuration and round of the breakdown (its raw

@@ -56,7 +56,54 @@ impl super::Study for QuicVsTcp {
         (p.to_json(), p.units())
     }
     fn run(&self, s: &mut Session) -> Result<(), StudyError> {
-        run(s)
+        let p = plan(s.quick);
+        s.say(&format!(
+            "quic-vs-tcp: server CPU per request, TCP+TLS 1.3 and HTTP/3 over QUIC ({}, {GROUP}), \
+             {} cells x {} repeat(s) on loopback; {}",
+            KEY.name(),
+            p.cpu.len(),
+            p.repeats,
+            s.placement.describe()
+        ));
+        run_points(s, &p.cpu, p.repeats, None)?;
+        match ttfb_blocked() {
+            Some(why) => {
+                s.say(&format!("quic-vs-tcp: {why}"));
+                s.note(why);
+            }
+            None => {
+                for &rtt in &p.rtts_ms {
+                    let points: Vec<Point> = p
+                        .ttfb
+                        .iter()
+                        .filter(|x| x.rtt_ms == Some(rtt))
+                        .cloned()
+                        .collect();
+                    if points.iter().all(|x| s.has(&format!("{}-r1", x.point))) {
+                        continue;
+                    }
+                    s.say(&format!(
+                        "quic-vs-tcp: time to first byte across the packet-level path at {rtt} ms \
+                         RTT (delay {} ms each way), {} cells",
+                        rtt / 2,
+                        points.len()
+                    ));
+                    let mut cfg: tlslab_path::PathConfig = format!("delay={}ms", rtt / 2)
+                        .parse()
+                        .map_err(crate::Error::Path)?;
+                    // One path carries this RTT's cells: one capture, named by it.
+                    let name = format!("ttfb-rtt{rtt}ms");
+                    cfg.pcap.file = s.capture(&name);
+                    let path = tlslab_path::Path::start(&cfg).map_err(crate::Error::from)?;
+                    let handle = path.handle();
+                    let r = run_points(s, &points, 1, Some(&handle));
+                    let stopped = path.stop().map_err(crate::Error::from);
+                    r?;
+                    s.say_capture(&name, &stopped?);
+                }
+            }
+        }
+        Ok(())
     }
     fn compare(&self, s: &mut Session) -> Vec<Comparison> {
         let p = plan(s.quick);
@@ -227,8 +274,7 @@ fn start(placement: &Placement, path: Option<&PathHandle>) -> Result<Embedded, S
         let mut c = rig.server(Content::Empty);
         c.https = Some(rig::server_bind(path));
         c.tls.versions = vec![Version::Tls13];
-        c.tls.tickets = false;
-        c.tls.max_early_data = 16384;
+        rig::zero_rtt(&mut c);
         let server = Transport::Quic.start(c)?;
         Ok(Embedded { server, rig })
     })?)
@@ -357,55 +403,4 @@ fn ttfb_blocked() -> Option<String> {
          experiment run quic-vs-tcp …) to measure it. The server-CPU part ran."
             .to_string()
     })
-}
-
-fn run(s: &mut Session) -> Result<(), StudyError> {
-    let p = plan(s.quick);
-    s.say(&format!(
-        "quic-vs-tcp: server CPU per request, TCP+TLS 1.3 and HTTP/3 over QUIC ({}, {GROUP}), \
-         {} cells x {} repeat(s) on loopback; {}",
-        KEY.name(),
-        p.cpu.len(),
-        p.repeats,
-        s.placement.describe()
-    ));
-    run_points(s, &p.cpu, p.repeats, None)?;
-    match ttfb_blocked() {
-        Some(why) => {
-            s.say(&format!("quic-vs-tcp: {why}"));
-            s.note(why);
-        }
-        None => {
-            for &rtt in &p.rtts_ms {
-                let points: Vec<Point> = p
-                    .ttfb
-                    .iter()
-                    .filter(|x| x.rtt_ms == Some(rtt))
-                    .cloned()
-                    .collect();
-                if points.iter().all(|x| s.has(&format!("{}-r1", x.point))) {
-                    continue;
-                }
-                s.say(&format!(
-                    "quic-vs-tcp: time to first byte across the packet-level path at {rtt} ms \
-                     RTT (delay {} ms each way), {} cells",
-                    rtt / 2,
-                    points.len()
-                ));
-                let mut cfg: tlslab_path::PathConfig = format!("delay={}ms", rtt / 2)
-                    .parse()
-                    .map_err(crate::Error::Path)?;
-                // One path carries this RTT's cells: one capture, named by it.
-                let name = format!("ttfb-rtt{rtt}ms");
-                cfg.pcap.file = s.capture(&name);
-                let path = tlslab_path::Path::start(&cfg).map_err(crate::Error::from)?;
-                let handle = path.handle();
-                let r = run_points(s, &points, 1, Some(&handle));
-                let stopped = path.stop().map_err(crate::Error::from);
-                r?;
-                s.say_capture(&name, &stopped?);
-            }
-        }
-    }
-    Ok(())
 }

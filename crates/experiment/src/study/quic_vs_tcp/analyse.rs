@@ -264,7 +264,7 @@ pub(crate) fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Comparison>, Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::study::quic::plan;
+    use crate::study::quic_vs_tcp::plan;
     use std::collections::BTreeMap;
 
     fn cell(point: &str, factors: &[(&str, &str)], cpu: f64, p50_us: u64) -> Cell {

@@ -44,7 +44,35 @@ impl super::Study for Overload {
         )
     }
     fn run(&self, s: &mut Session) -> Result<(), StudyError> {
-        run(s)
+        let p = plan(s.quick, s.placement.clone());
+        s.say(&format!(
+            "seed002-overload: over TCP, then over QUIC: a capacity sweep, then {} arms x {} loads of {} s; {}",
+            p.arms.len(),
+            p.multipliers.len(),
+            p.window.as_secs_f64(),
+            s.placement.describe()
+        ));
+        let command = format!(
+            "tlslab overload{} --transport both --window {} --loads {} --requests {}",
+            if s.quick { " --quick" } else { "" },
+            flag_duration(p.window),
+            crate::join(&p.multipliers, ","),
+            p.requests
+        );
+        s.engine_once(
+            |progress| overload::run_both(&p, progress),
+            |report, doc, started| {
+                for r in std::iter::once(report).chain(report.quic.as_deref()) {
+                    let c = cells(r, &command, started, doc.cells.len());
+                    doc.cells.extend(c);
+                    doc.notes
+                        .extend(r.not_run.iter().map(|n| match r.transport.as_str() {
+                            "h3" => format!("over QUIC: {n}"),
+                            _ => n.clone(),
+                        }));
+                }
+            },
+        )
     }
     fn compare(&self, s: &mut Session) -> Vec<Comparison> {
         comparisons(&s.doc)
@@ -60,38 +88,6 @@ fn plan(quick: bool, placement: Placement) -> OverloadPlan {
     } else {
         OverloadPlan::standard(placement)
     }
-}
-
-fn run(s: &mut Session) -> Result<(), StudyError> {
-    let p = plan(s.quick, s.placement.clone());
-    s.say(&format!(
-        "seed002-overload: over TCP, then over QUIC: a capacity sweep, then {} arms x {} loads of {} s; {}",
-        p.arms.len(),
-        p.multipliers.len(),
-        p.window.as_secs_f64(),
-        s.placement.describe()
-    ));
-    let command = format!(
-        "tlslab overload{} --transport both --window {} --loads {} --requests {}",
-        if s.quick { " --quick" } else { "" },
-        flag_duration(p.window),
-        crate::join(&p.multipliers, ","),
-        p.requests
-    );
-    s.engine_once(
-        |progress| overload::run_both(&p, progress),
-        |report, doc, started| {
-            for r in std::iter::once(report).chain(report.quic.as_deref()) {
-                let c = cells(r, &command, started, doc.cells.len());
-                doc.cells.extend(c);
-                doc.notes
-                    .extend(r.not_run.iter().map(|n| match r.transport.as_str() {
-                        "h3" => format!("over QUIC: {n}"),
-                        _ => n.clone(),
-                    }));
-            }
-        },
-    )
 }
 
 /// One cell per point (arm × offered load) of one transport's report,
