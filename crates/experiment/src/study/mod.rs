@@ -97,8 +97,8 @@ pub struct About {
 }
 
 /// The built-in studies, in seed order: the one list of them.
-pub fn builtins() -> [&'static dyn Study; 8] {
-    [
+pub fn builtins() -> &'static [&'static dyn Study] {
+    &[
         &seed000_reuse::Reuse,
         &seed000_cluster::Cluster,
         &seed000_cluster::ClusterH3,
@@ -112,14 +112,15 @@ pub fn builtins() -> [&'static dyn Study; 8] {
 
 /// The names of the studies that take `--path-kind`, for messages.
 pub fn path_studies() -> String {
-    let names = builtins().into_iter().filter(|b| b.takes_path());
+    let names = builtins().iter().filter(|b| b.takes_path());
     crate::join(names.map(|b| b.about().name), " and ")
 }
 
 /// The built-in named `name`.
 pub fn builtin(name: &str) -> Result<&'static dyn Study, StudyError> {
     builtins()
-        .into_iter()
+        .iter()
+        .copied()
         .find(|b| b.about().name == name)
         .ok_or_else(|| {
             StudyError::Usage(format!(
@@ -135,7 +136,7 @@ pub fn render_list() -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let mut rows = vec![tlslab_report::header("study|engine|status|paper|title")];
-    rows.extend(builtins().into_iter().map(|b| {
+    rows.extend(builtins().iter().map(|b| {
         let a = b.about();
         let status = format!("runs ({})", a.duration);
         vec![
@@ -208,7 +209,7 @@ fn check_pcap(study: &dyn Study, opts: &RunOptions) -> Result<(), StudyError> {
     let crosses =
         (study.takes_path() && opts.path != PathChoice::Relay) || study.crosses_packet_path();
     if !crosses {
-        let always = builtins().into_iter().filter(|b| b.crosses_packet_path());
+        let always = builtins().iter().filter(|b| b.crosses_packet_path());
         return Err(StudyError::Usage(format!(
             "--pcap {}: {} {}; --pcap captures the packet-level path, which the \
              round-trip cells of {} cross with --path-kind packet or both, as do {}'s \
