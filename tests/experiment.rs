@@ -1,8 +1,7 @@
 //! `tlslab experiment`: the list, a declared matrix (parsing errors exit 2,
-//! a run, an interrupted run resumed), a study whose engine has not landed,
-//! and one built-in study end to end (`seed004-handshake --quick`). Every
-//! run is the real binary against its embedded loopback server, bounded in
-//! time.
+//! a run, an interrupted run resumed), and one built-in study end to end
+//! (`seed004-handshake --quick`). Every run is the real binary against its
+//! embedded loopback server, bounded in time.
 
 mod common;
 

@@ -42,10 +42,10 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         if a.path != PathChoice::Relay {
-            return Err(usage(
-                "--path-kind is for the built-in studies seed003-table2 and seed004-handshake; a \
-                 matrix's cells run on loopback",
-            ));
+            return Err(usage(format!(
+                "--path-kind is for the built-in studies {}; a matrix's cells run on loopback",
+                study::path_studies()
+            )));
         }
         let m = Matrix::from_file(path).map_err(usage)?;
         let opts = RunOptions {
@@ -69,7 +69,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         let name = a.name.as_deref().unwrap_or_default();
         let b = study::builtin(name).map_err(usage_or_runtime)?;
-        if b.landed && b.insecure_ablation && !a.insecure_ablation {
+        if b.insecure_ablation() && !a.insecure_ablation {
             return Err(usage(format!(
                 "{name} replaces TLS stages with no-ops on its loopback server and client \
                  (insecure, for measurement only); confirm with --insecure-ablation"
@@ -84,20 +84,18 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
             path: a.path,
             pcap: a.pcap.clone(),
         };
-        if b.landed {
-            eprintln!(
-                "tlslab experiment: {name}{}{} ({}), into {}",
-                if a.quick { " --quick" } else { "" },
-                if a.path == PathChoice::Relay {
-                    String::new()
-                } else {
-                    format!(" --path-kind {}", a.path.name())
-                },
-                b.seed,
-                opts.out.join(study::RESULTS_FILE).display()
-            );
-        }
-        study::run_builtin(&b, &opts, log).map_err(usage_or_runtime)?
+        eprintln!(
+            "tlslab experiment: {name}{}{} ({}), into {}",
+            if a.quick { " --quick" } else { "" },
+            if a.path == PathChoice::Relay {
+                String::new()
+            } else {
+                format!(" --path-kind {}", a.path.name())
+            },
+            b.about().seed,
+            opts.out.join(study::RESULTS_FILE).display()
+        );
+        study::run_builtin(b, &opts, log).map_err(usage_or_runtime)?
     };
     print_summary(&doc, &a)?;
     Ok(ExitCode::SUCCESS)

@@ -115,11 +115,16 @@ pub fn breakdown_config(
         repeats: a.repeats.unwrap_or(if a.quick { 2 } else { 3 }),
         max_time,
         target_ci95: a.target_ci / 100.0,
-        transport: match transport {
-            Transport::H3 => tlslab_experiment::breakdown::Transport::Quic,
-            Transport::Tcp | Transport::Both => tlslab_experiment::breakdown::Transport::Tcp,
-        },
+        transport: engine_transport(transport),
     })
+}
+
+/// The engine's transport of `--transport` (`both` starts over TCP).
+fn engine_transport(t: Transport) -> tlslab_experiment::study::Transport {
+    match t {
+        Transport::H3 => tlslab_experiment::study::Transport::Quic,
+        Transport::Tcp | Transport::Both => tlslab_experiment::study::Transport::Tcp,
+    }
 }
 
 /// Runs `tlslab breakdown`.
@@ -129,19 +134,13 @@ pub fn breakdown(a: &BreakdownArgs) -> anyhow::Result<ExitCode> {
         "tlslab: WARNING: breakdown runs an embedded loopback server and client with TLS stages \
          replaced by no-ops (insecure; for measurement only)"
     );
-    let both = a.transport == Transport::Both && !a.h3;
-    let report = tlslab_experiment::breakdown::run(&cfg, |line| eprintln!("{line}"))
-        .context("running the breakdown")?;
-    if !both {
+    if a.transport != Transport::Both || a.h3 {
+        let report = tlslab_experiment::breakdown::run(&cfg, |line| eprintln!("{line}"))
+            .context("running the breakdown")?;
         return print_and_save(&report.render(), &report, a.json.as_deref());
     }
-    let quic_cfg = tlslab_experiment::breakdown::BreakdownConfig {
-        transport: tlslab_experiment::breakdown::Transport::Quic,
-        ..cfg
-    };
-    let quic = tlslab_experiment::breakdown::run(&quic_cfg, |line| eprintln!("{line}"))
-        .context("running the breakdown over QUIC")?;
-    let pair = tlslab_experiment::breakdown::pair(report, quic);
+    let pair = tlslab_experiment::breakdown::run_both(&cfg, |line| eprintln!("{line}"))
+        .context("running the breakdown over TCP, then over QUIC")?;
     print_and_save(
         &tlslab_experiment::breakdown::render_pair(&pair),
         &pair,
@@ -233,7 +232,7 @@ pub fn overload(a: &OverloadArgs) -> anyhow::Result<ExitCode> {
              use --servers tlslab or tlslab,nginx",
         ));
     }
-    plan.h3 = transport == Transport::H3;
+    plan.transport = engine_transport(transport);
     if nginx {
         if a.nginx_limit_conn == 0 {
             return Err(usage("--nginx-limit-conn must be at least 1"));

@@ -16,7 +16,7 @@ use tlslab_server::{Content, Server};
 
 use crate::Error;
 use crate::pin::Placement;
-use crate::rig::{self, Reading, Rig};
+use crate::rig::{self, Reading, Rig, Transport};
 
 /// The port the server listens on at the path's server address. The
 /// namespace is this run's own, so the port is free, and the URL is the
@@ -58,13 +58,13 @@ impl PathServer {
             let mut c = rig.server(Content::Specweb96);
             let addr = SocketAddr::new(handle.server_ip(), PORT);
             c.https = Some(addr);
-            let server = if h3 {
-                c.tls.tickets = false;
-                c.tls.max_early_data = 16_384;
-                Server::start_with_h3(c, Some(tlslab_server::H3Settings::new(addr)))?
+            let transport = if h3 {
+                rig::zero_rtt(&mut c);
+                Transport::Quic
             } else {
-                Server::start(c)?
+                Transport::Tcp
             };
+            let server = transport.start(c)?;
             Ok((server, rig))
         })?;
         Ok(PathServer {

@@ -102,15 +102,18 @@ pub(crate) fn server_bind(path: Option<&PathHandle>) -> SocketAddr {
     path.map_or(LOOPBACK, |h| SocketAddr::new(h.server_ip(), 0))
 }
 
-/// Starts `c` with an HTTP/3 (QUIC) listener beside its TLS one, on the
-/// TLS listener's address (the same port number, over UDP: with port 0 the
-/// server picks a number free for both) and `serve --h3`'s other defaults.
-pub(crate) fn start_with_h3(c: ServeConfig) -> Result<Server, Error> {
-    let addr = c.https.unwrap_or(LOOPBACK);
-    Ok(Server::start_with_h3(c, Some(H3Settings::new(addr)))?)
+/// Stateful tickets and 0-RTT of up to 16 KiB on `c` (rustls accepts early
+/// data only with stateful tickets), as `serve --tickets off
+/// --max-early-data 16384` serves: a resumed connection's first request
+/// may leave in early data.
+pub(crate) fn zero_rtt(c: &mut ServeConfig) {
+    c.tls.tickets = false;
+    c.tls.max_early_data = 16_384;
 }
 
-/// How a cell's load reaches the server.
+/// How a cell's load reaches the server: the one place an experiment
+/// tells TCP from QUIC (which listeners its server starts, which one its
+/// load connects to, and how the load speaks).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Transport {
     #[default]
@@ -130,11 +133,42 @@ impl Transport {
         }
     }
 
-    /// Runs `load` over this transport (HTTP/3 with one stream in flight
-    /// per connection).
+    /// Starts `c` with this transport's listeners: its TLS one, and over
+    /// QUIC an HTTP/3 one beside it that `h3` makes from the TLS
+    /// listener's address (the same port number over UDP: with port 0 the
+    /// server picks a number free for both).
+    pub(crate) fn start_with(
+        self,
+        c: ServeConfig,
+        h3: impl FnOnce(SocketAddr) -> H3Settings,
+    ) -> Result<Server, Error> {
+        let h3 = (self == Transport::Quic).then(|| h3(c.https.unwrap_or(LOOPBACK)));
+        Ok(Server::start_with_h3(c, h3)?)
+    }
+
+    /// [`Transport::start_with`] with `serve --h3`'s defaults.
+    pub(crate) fn start(self, c: ServeConfig) -> Result<Server, Error> {
+        self.start_with(c, H3Settings::new)
+    }
+
+    /// The listener of `server` this transport's load connects to.
+    pub(crate) fn listener(self, server: &Server) -> Option<SocketAddr> {
+        match self {
+            Transport::Tcp => server.https_addr(),
+            Transport::Quic => server.h3_addr(),
+        }
+    }
+
+    /// Makes `load` speak this transport: HTTP/1.1 over TLS, or HTTP/3
+    /// with one stream in flight per connection.
+    pub(crate) fn speak(self, load: &mut LoadConfig) {
+        load.http3 = (self == Transport::Quic).then(|| tlslab_load::Http3::new(1));
+    }
+
+    /// Runs `load` over this transport.
     pub(crate) fn run(self, load: &LoadConfig) -> Result<LoadReport, Error> {
         let mut load = load.clone();
-        load.http3 = (self == Transport::Quic).then(|| tlslab_load::Http3::new(1));
+        self.speak(&mut load);
         Ok(tlslab_load::run(&load)?)
     }
 }

@@ -69,6 +69,40 @@ pub struct StudyResults {
     /// sentences (for example a TLS 1.2 cell with a TLS 1.3-only group).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The figures the report draws, as the study declares them; empty (a
+    /// declared matrix, or a document written before studies declared
+    /// them): every figure its cells support.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub charts: Vec<ChartKind>,
+}
+
+/// A figure of `tlslab report`, as a study names it in its document's
+/// `charts`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChartKind {
+    /// Latency against throughput, per reuse level (seed 000 Figs. 4-5).
+    LatencyThroughput,
+    /// Throughput and server CPU against session reuse (seed 000 Figs. 4-5).
+    Reuse,
+    /// Handshake time percentiles per handshake kind.
+    HandshakePercentiles,
+    /// The breakdown's stage shares, and its QUIC column (seed 001).
+    Breakdown,
+    /// Cluster throughput against reuse, per dispatch policy (seed 000
+    /// Fig. 9).
+    Cluster,
+    /// Goodput against offered load (seed 002).
+    Goodput,
+    /// Bytes and round trips per handshake of seed 004's post-quantum sweep.
+    PostQuantum,
+    /// quic-vs-tcp's server CPU per pattern and time to first byte against
+    /// RTT.
+    QuicVsTcp,
+    /// seed003-table2's W and C against RTT.
+    Table2,
+    /// The document's model curves.
+    Curves,
 }
 
 /// Where the experiment ran.
@@ -404,6 +438,7 @@ impl StudyResults {
             engine_report: None,
             curves: vec![],
             notes: vec![],
+            charts: vec![],
         }
     }
 

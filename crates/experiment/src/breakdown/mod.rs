@@ -34,7 +34,7 @@
 //! Over QUIC (`transport: Quic`) the cells are HTTP/3 requests to the
 //! server's QUIC listener, the TLS stages are those QUIC uses, and QUIC's
 //! own three (packet protection, header protection, key schedule) join
-//! them; [`pair`] sets a TCP and a QUIC report side by side.
+//! them; [`run_both`] runs both and [`pair`] sets the two reports side by side.
 //!
 //! Beside it, the crypto meter's direct attribution: in each baseline cell,
 //! the server time inside each stage's operations per request, over the same
@@ -53,4 +53,4 @@ pub use plan::{
     quic_skeleton,
 };
 pub use report::{BreakdownReport, BreakdownText, Row, Share, stage_label};
-pub use run::run;
+pub use run::{run, run_both};

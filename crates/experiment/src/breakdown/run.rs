@@ -10,11 +10,28 @@ use tlslab_report::interval::{self, Interval};
 use tlslab_server::{Content, Server};
 
 use super::analyse::{Cell, Sample, analyse, paired_fractions};
+use super::compare::BreakdownPair;
 use super::plan::{BreakdownConfig, Configuration, Transport, Workload, configurations, meter_ops};
 use super::report::BreakdownReport;
 use crate::Error;
 use crate::pin::Placement;
 use crate::rig::{Reading, Rig};
+
+/// `--transport both`: the breakdown of `cfg` over TCP, then the same over
+/// QUIC, side by side; the one entry of `tlslab breakdown --transport both`
+/// and of seed001-breakdown's QUIC column.
+pub fn run_both(
+    cfg: &BreakdownConfig,
+    mut progress: impl FnMut(&str),
+) -> Result<BreakdownPair, Error> {
+    let tcp = run(cfg, &mut progress)?;
+    let quic_cfg = BreakdownConfig {
+        transport: Transport::Quic,
+        ..cfg.clone()
+    };
+    let quic = run(&quic_cfg, &mut progress)?;
+    Ok(super::pair(tcp, quic))
+}
 
 /// Runs the breakdown. `progress` receives one line per cell.
 pub fn run(
@@ -134,23 +151,18 @@ fn prepare(
         serve.http = serve.https.take();
     }
     let path = format!("/bytes/{}", cfg.file_size);
-    let (server, url) = if cfg.transport == Transport::Quic {
-        // The HTTP/3 listener on the TLS listener's rustls configuration
-        // (and so its ablated provider), on loopback like every listener.
-        let server = crate::rig::start_with_h3(serve)?;
-        let Some(a) = server.h3_addr() else {
+    // Over QUIC, the HTTP/3 listener on the TLS listener's rustls
+    // configuration (and so its ablated provider), on loopback like every
+    // listener.
+    let server = cfg.transport.start(serve)?;
+    let url = match (cfg.transport.listener(&server), server.http_addr()) {
+        (Some(a), _) => format!("https://localhost:{}{path}", a.port()),
+        (None, Some(a)) => format!("http://{a}{path}"),
+        (None, None) => {
             server.shutdown();
-            return Err(Error::empty(&c.name, "the server has no HTTP/3 listener"));
-        };
-        (server, format!("https://localhost:{}{path}", a.port()))
-    } else {
-        let server = Server::start(serve)?;
-        let url = match (server.https_addr(), server.http_addr()) {
-            (Some(a), _) => format!("https://localhost:{}{path}", a.port()),
-            (None, Some(a)) => format!("http://{a}{path}"),
-            (None, None) => unreachable!("one listener is always configured"),
-        };
-        (server, url)
+            let what = format!("the server has no {} listener", cfg.transport.name());
+            return Err(Error::empty(&c.name, what));
+        }
     };
     let (k, reuse) = match cfg.workload {
         Workload::NewConn => (1, 0.0),

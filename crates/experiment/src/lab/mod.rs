@@ -101,8 +101,8 @@ struct Embedded {
 struct Listeners {
     /// A plain-HTTP listener beside the TLS one.
     http: bool,
-    /// An HTTP/3 listener on the TLS one's port.
-    h3: bool,
+    /// [`Transport::Quic`]: an HTTP/3 listener on the TLS one's port too.
+    transport: Transport,
     /// Stateful tickets and 0-RTT (up to 16 KiB) instead of stateless
     /// tickets.
     early: bool,
@@ -124,14 +124,9 @@ fn start_server(
         c.https = Some(addr);
         c.http = l.http.then_some(addr);
         if l.early {
-            c.tls.tickets = false;
-            c.tls.max_early_data = 16384;
+            rig::zero_rtt(&mut c);
         }
-        let server = if l.h3 {
-            rig::start_with_h3(c)?
-        } else {
-            Server::start(c)?
-        };
+        let server = l.transport.start(c)?;
         Ok(Embedded { key, server, rig })
     })
 }
@@ -174,7 +169,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
     ));
     let listeners = Listeners {
         http: true,
-        h3: true,
+        transport: Transport::Quic,
         early: false,
     };
     let start = |key, l| start_server(key, &placement, l, handle.as_ref());
@@ -183,7 +178,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         KeyType::Rsa2048,
         Listeners {
             http: false,
-            h3: false,
+            transport: Transport::Tcp,
             ..listeners
         },
     )?;

@@ -39,7 +39,7 @@ mod report;
 mod run;
 mod sweep;
 
-pub use plan::{Arm, NGINX_LIMIT_CONN, NginxPlan, OverloadPlan, Peer, RETRY_BACKOFF};
+pub use plan::{Arm, NGINX_LIMIT_CONN, NginxPlan, OverloadPlan, Peer, RETRY_BACKOFF, Transport};
 pub use report::{
     CLIENT_SATURATED, OverloadReport, OverloadText, Point, Robustness, ServerSide, ShedCost,
 };

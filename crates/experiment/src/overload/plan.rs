@@ -7,6 +7,7 @@ use tlslab_crypto::pki::KeyType;
 use tlslab_server::AdmissionMode;
 
 use crate::pin::Placement;
+pub use crate::rig::Transport;
 
 pub use tlslab_schema::overload::Peer;
 
@@ -90,10 +91,11 @@ pub struct OverloadPlan {
     /// an attempt that follows a failure ([`Users::retry_backoff`]); zero:
     /// at once, as httperf.
     pub retry_backoff: Duration,
-    /// `--h3`: the embedded server's HTTP/3 listener, and user sessions
-    /// over QUIC (each request a new QUIC connection); admission decides
-    /// on the first Initial. Only the embedded server speaks it.
-    pub h3: bool,
+    /// `--h3` ([`Transport::Quic`]): the embedded server's HTTP/3
+    /// listener, and user sessions over QUIC (each request a new QUIC
+    /// connection); admission decides on the first Initial. Only the
+    /// embedded server speaks it.
+    pub transport: Transport,
 }
 
 /// The default backoff base: the AWS SDKs' (100 ms, full jitter).
@@ -166,7 +168,7 @@ impl OverloadPlan {
             // 13's runs), and the points would measure it.
             key: KeyType::Rsa4096,
             retry_backoff: RETRY_BACKOFF,
-            h3: false,
+            transport: Transport::Tcp,
         }
     }
 
@@ -203,7 +205,7 @@ impl OverloadPlan {
     /// capacity, which its own sweep finds unless the capacity is given.
     pub fn over_quic(&self) -> Self {
         let mut p = self.clone();
-        p.h3 = true;
+        p.transport = Transport::Quic;
         p.arms.retain(|a| a.server == Peer::Tlslab);
         p.nginx = None;
         p

@@ -8,7 +8,7 @@ use tlslab_server::{
     AdmissionMode, AdmissionSettings, Content, H3Settings, QuicAdmission, Server, SessionCache,
 };
 
-use super::plan::{Arm, NginxPlan, OverloadPlan};
+use super::plan::{Arm, NginxPlan, OverloadPlan, Transport};
 use super::report::ServerSide;
 use crate::Error;
 use crate::rig::Rig;
@@ -85,10 +85,8 @@ pub(super) fn start_server(
         max_handshakes_in_flight: (admission == AdmissionMode::Static).then_some(plan.static_limit),
         ..AdmissionSettings::default()
     };
-    Ok(Server::start_with_h3(
-        c,
-        plan.h3.then(|| h3_settings(plan, admission)),
-    )?)
+    plan.transport
+        .start_with(c, |_| h3_settings(plan, admission))
 }
 
 /// The HTTP/3 listener of a point with `admission`: `tlslab serve --h3`'s
@@ -119,14 +117,12 @@ pub(super) fn load(
     window: Duration,
     seed: u64,
 ) -> Result<LoadConfig, Error> {
-    let addr = match plan.h3 {
-        true => server.h3_addr().expect("an HTTP/3 listener"),
-        false => server.https_addr().expect("an HTTPS listener"),
-    };
+    let addr = plan
+        .transport
+        .listener(server)
+        .expect("the transport's listener");
     let mut cfg = load_to(rig, plan, addr.port(), arm, window, seed)?;
-    if plan.h3 {
-        cfg.http3 = Some(tlslab_load::Http3::new(1));
-    }
+    plan.transport.speak(&mut cfg);
     Ok(cfg)
 }
 
@@ -170,7 +166,7 @@ pub(super) fn point(
         match &quic {
             // Over QUIC: the HTTP/3 listener's counts; a refused or
             // ignored attempt is a failure, as a shed TCP connection is.
-            Some(q) if plan.h3 => (
+            Some(q) if plan.transport == Transport::Quic => (
                 q.requests,
                 q.handshakes.full,
                 q.handshakes.resumed,
@@ -193,9 +189,11 @@ pub(super) fn point(
     Ok((
         client,
         ServerSide {
-            source: match plan.h3 {
-                true => "the embedded server's own counters (its HTTP/3 listener)".into(),
-                false => "the embedded server's own counters".into(),
+            source: match plan.transport {
+                Transport::Quic => {
+                    "the embedded server's own counters (its HTTP/3 listener)".into()
+                }
+                Transport::Tcp => "the embedded server's own counters".into(),
             },
             requests_served,
             handshakes_full,

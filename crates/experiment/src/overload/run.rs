@@ -6,7 +6,7 @@ use std::time::Duration;
 use tlslab_load::Users;
 use tlslab_server::AdmissionMode;
 
-use super::plan::{Arm, OverloadPlan, Peer};
+use super::plan::{Arm, OverloadPlan, Peer, Transport};
 use super::point::{load, max_users, point, point_nginx, rss_kib, start_server};
 use super::report::{OverloadReport, Point, Robustness, ShedCost};
 use super::sweep::find_capacity;
@@ -15,7 +15,7 @@ use crate::rig::Rig;
 
 /// Runs `plan`, reporting progress lines through `progress`.
 pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<OverloadReport, Error> {
-    if plan.h3 && plan.arms.iter().any(|a| a.server == Peer::Nginx) {
+    if plan.transport == Transport::Quic && plan.arms.iter().any(|a| a.server == Peer::Nginx) {
         return Err(Error::Nginx(
             "overload --h3 runs the embedded server only (nginx here has no HTTP/3); drop nginx from --servers".into(),
         ));
@@ -24,7 +24,7 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
     let mut not_run = Vec::new();
     // The shed-cost runs are TCP's (a ClientHello, then a close); a QUIC
     // attempt's is bench/quic_admission_cpu.sh's (BENCHMARKS.md).
-    let shed_cost = if plan.h3 {
+    let shed_cost = if plan.transport == Transport::Quic {
         not_run.push("the shed cost over QUIC (bench/quic_admission_cpu.sh measures it)".into());
         ShedCost {
             full_handshake_us: f64::NAN,
@@ -121,7 +121,9 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
         points,
         robustness,
         not_run: {
-            if !plan.h3 && !plan.arms.iter().any(|a| a.server == Peer::Nginx) {
+            if plan.transport == Transport::Tcp
+                && !plan.arms.iter().any(|a| a.server == Peer::Nginx)
+            {
                 not_run.push(
                     "nginx with limit_conn as the unprotected reference (pass --servers tlslab,nginx)"
                         .into(),
@@ -129,7 +131,11 @@ pub fn run(plan: &OverloadPlan, mut progress: impl FnMut(&str)) -> Result<Overlo
             }
             not_run
         },
-        transport: if plan.h3 { "h3" } else { "tcp" }.into(),
+        transport: match plan.transport {
+            Transport::Tcp => "tcp",
+            Transport::Quic => "h3",
+        }
+        .into(),
         quic: None,
         capacity_from: if plan.capacity.is_some() {
             "given".into()
@@ -148,7 +154,7 @@ pub fn run_both(
     mut progress: impl FnMut(&str),
 ) -> Result<OverloadReport, Error> {
     let tcp_plan = OverloadPlan {
-        h3: false,
+        transport: Transport::Tcp,
         ..plan.clone()
     };
     let mut tcp = run(&tcp_plan, &mut progress)?;

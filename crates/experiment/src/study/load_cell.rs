@@ -77,7 +77,10 @@ impl LoadRig {
             )));
         }
         let emb = self.server(spec)?;
-        let upstream = listener(&emb.server, spec.transport);
+        let upstream = spec
+            .transport
+            .listener(&emb.server)
+            .unwrap_or(rig::LOOPBACK);
         // With a round-trip time, through `tlslab relay`.
         let path = match spec.rtt {
             Some(rtt) => Some(RttPath::relay(rtt, upstream, &id)?),
@@ -111,7 +114,11 @@ impl LoadRig {
             let generated = pki::generate_chain(spec.key, spec.intermediate, &sans)?;
             start(generated, placement, spec, h)
         })?;
-        let port = listener(&emb.server, spec.transport).port();
+        let port = spec
+            .transport
+            .listener(&emb.server)
+            .unwrap_or(rig::LOOPBACK)
+            .port();
         let url = path.url(port, &spec.path);
         let m = cell_load(&emb.rig, spec, repeat, &url).and_then(|load| {
             let started = now_ms();
@@ -259,20 +266,8 @@ fn start(
     let mut serve = rig.server(Content::Specweb96);
     serve.tls.cert_compression = spec.cert_compression.clone();
     serve.https = Some(rig::server_bind(path));
-    let server = match spec.transport {
-        Transport::Tcp => Server::start(serve)?,
-        Transport::Quic => rig::start_with_h3(serve)?,
-    };
+    let server = spec.transport.start(serve)?;
     Ok(Embedded { server, rig })
-}
-
-/// The address of `server`'s listener for `transport`.
-fn listener(server: &Server, transport: Transport) -> std::net::SocketAddr {
-    match transport {
-        Transport::Tcp => server.https_addr(),
-        Transport::Quic => server.h3_addr(),
-    }
-    .unwrap_or_else(|| ([127, 0, 0, 1], 0).into())
 }
 
 /// The load of one cell against `url`.

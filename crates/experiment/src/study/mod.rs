@@ -9,14 +9,15 @@
 //!   atomically (temporary file and rename) after every cell, so a run
 //!   interrupted at any point resumes with `--resume DIR`, skipping the cells
 //!   already in it; and the progress bar (indicatif, only on a terminal).
-//! - [`builtins`]: the studies, each with its paper's figures embedded as
-//!   reference data and compared with today's, measured.
+//! - [`builtins`]: the studies, each a [`Study`] in its own file, with its
+//!   paper's figures embedded as reference data and compared with today's,
+//!   measured.
 //!
 //! Every figure comes from an engine: the load engine (client-observed), the
-//! embedded server (server-observed CPU), the probe, `breakdown` or
-//! `overload`. A study whose engine has not landed says so and runs nothing.
+//! embedded server (server-observed CPU), the probe, `breakdown`,
+//! `overload` or `cluster`.
 
-use tlslab_report::study::StudyResults;
+use tlslab_report::study::{ChartKind, Comparison, StudyResults};
 
 use crate::pin::Placement;
 
@@ -24,53 +25,108 @@ mod load_cell;
 pub mod matrix;
 mod path_kind;
 mod pq;
-mod quic;
+mod quic_vs_tcp;
 pub mod rtt_path;
-mod seed000;
-mod seed001;
-mod seed002;
-mod seed003;
-mod seed004;
+mod seed000_cluster;
+mod seed000_reuse;
+mod seed001_breakdown;
+mod seed002_overload;
+mod seed003_table2;
+mod seed004_handshake;
 mod session;
 
 pub use crate::rig::Transport;
 pub use load_cell::LoadRig;
 pub use matrix::{Matrix, MatrixError};
 pub use rtt_path::{PathChoice, PathKind};
-pub use seed000::FIG9_REFERENCE;
+pub use seed000_cluster::FIG9_REFERENCE;
 pub use session::{
-    Builtin, RESULTS_FILE, RunOptions, Session, StudyError, environment, now_ms, read_document,
-    write_atomic,
+    RESULTS_FILE, RunOptions, Session, StudyError, environment, now_ms, read_document, write_atomic,
 };
 
-/// The built-in studies, in seed order.
-pub fn builtins() -> Vec<Builtin> {
-    vec![
-        seed000::REUSE,
-        seed000::CLUSTER,
-        seed000::CLUSTER_H3,
-        seed001::BREAKDOWN,
-        seed002::OVERLOAD,
-        seed003::TABLE2,
-        seed004::HANDSHAKE,
-        quic::QUIC_VS_TCP,
+/// A built-in study: what it redoes, its plan, how it measures its cells,
+/// how it sets the paper's figures beside today's, and whether it takes a
+/// path. Adding a study is one file implementing this and one line in
+/// [`builtins`] (docs/experiment.md).
+pub trait Study: Sync {
+    /// Its name, title, paper, engine and duration.
+    fn about(&self) -> About;
+    /// Whether its round-trip cells take `--path-kind` (relay, packet or
+    /// both); any other study refuses a path other than the default.
+    fn takes_path(&self) -> bool {
+        false
+    }
+    /// Whether some of its cells cross the packet-level path whatever
+    /// `--path-kind` says (so `--pcap` has packets to capture).
+    fn crosses_packet_path(&self) -> bool {
+        false
+    }
+    /// Whether it replaces TLS stages with no-ops (loopback only), which the
+    /// command line must confirm with `--insecure-ablation`.
+    fn insecure_ablation(&self) -> bool {
+        false
+    }
+    /// The planned matrix (recorded in the document and compared on
+    /// `--resume`) and its number of units (cells, or an engine's own run)
+    /// for the progress bar, for `--quick` or the full version.
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize);
+    /// Measures the cells into the session's document (a resumed run skips
+    /// the cells it has).
+    fn run(&self, s: &mut Session) -> Result<(), StudyError>;
+    /// The paper's figures against today's, from the measured document (a
+    /// study may add its model curves and notes to it here).
+    fn compare(&self, s: &mut Session) -> Vec<Comparison>;
+    /// The figures `tlslab report` draws of its document (written to the
+    /// document's `charts`).
+    fn charts(&self) -> &'static [ChartKind];
+}
+
+/// What `experiment list` says of a study.
+#[derive(Clone, Copy, Debug)]
+pub struct About {
+    /// Its name, as `experiment run NAME` takes it.
+    pub name: &'static str,
+    /// A one-line title.
+    pub title: &'static str,
+    /// The seed paper and the figures it redoes.
+    pub seed: &'static str,
+    /// The engine it drives.
+    pub engine: &'static str,
+    /// How long the `--quick` and full versions take, roughly.
+    pub duration: &'static str,
+}
+
+/// The built-in studies, in seed order: the one list of them.
+pub fn builtins() -> &'static [&'static dyn Study] {
+    &[
+        &seed000_reuse::Reuse,
+        &seed000_cluster::Cluster,
+        &seed000_cluster::ClusterH3,
+        &seed001_breakdown::Breakdown,
+        &seed002_overload::Overload,
+        &seed003_table2::Table2,
+        &seed004_handshake::Handshake,
+        &quic_vs_tcp::QuicVsTcp,
     ]
 }
 
-/// The studies whose round-trip cells take `--path` (relay, packet or
-/// both); any other refuses a path other than the default.
-pub const PATH_STUDIES: [&str; 2] = ["seed003-table2", "seed004-handshake"];
+/// The names of the studies that take `--path-kind`, for messages.
+pub fn path_studies() -> String {
+    let names = builtins().iter().filter(|b| b.takes_path());
+    crate::join(names.map(|b| b.about().name), " and ")
+}
 
 /// The built-in named `name`.
-pub fn builtin(name: &str) -> Result<Builtin, StudyError> {
+pub fn builtin(name: &str) -> Result<&'static dyn Study, StudyError> {
     builtins()
-        .into_iter()
-        .find(|b| b.name == name)
+        .iter()
+        .copied()
+        .find(|b| b.about().name == name)
         .ok_or_else(|| {
             StudyError::Usage(format!(
                 "no built-in study '{name}'; `tlslab experiment list` lists them ({}), or run your \
              own matrix with `tlslab experiment run --config FILE.toml`",
-                crate::join(builtins().iter().map(|b| b.name), ", ")
+                crate::join(builtins().iter().map(|b| b.about().name), ", ")
             ))
         })
 }
@@ -80,18 +136,15 @@ pub fn render_list() -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let mut rows = vec![tlslab_report::header("study|engine|status|paper|title")];
-    rows.extend(builtins().into_iter().map(|b| {
-        let status = if b.landed {
-            format!("runs ({})", b.duration)
-        } else {
-            "engine not landed".into()
-        };
+    rows.extend(builtins().iter().map(|b| {
+        let a = b.about();
+        let status = format!("runs ({})", a.duration);
         vec![
-            b.name.into(),
-            b.engine.into(),
+            a.name.into(),
+            a.engine.into(),
             status,
-            b.seed.into(),
-            b.title.into(),
+            a.seed.into(),
+            a.title.into(),
         ]
     }));
     s.push_str(&tlslab_report::columns(
@@ -107,33 +160,27 @@ pub fn render_list() -> String {
     s
 }
 
-/// Runs a built-in study into `opts.out`.
+/// Runs a built-in study into `opts.out`: its plan, its cells, then its
+/// comparisons.
 pub fn run_builtin(
-    b: &Builtin,
+    b: &dyn Study,
     opts: &RunOptions,
     log: Box<dyn FnMut(&str)>,
 ) -> Result<StudyResults, StudyError> {
-    if !b.landed {
-        return Err(StudyError::NotLanded {
-            study: b.name.into(),
-            engine: b.engine.into(),
-            what: b.not_landed.into(),
-        });
-    }
     if opts.path != PathChoice::Relay {
-        if !PATH_STUDIES.contains(&b.name) {
+        if !b.takes_path() {
             return Err(StudyError::Usage(format!(
                 "--path-kind {}: {} has no round-trip cells; --path-kind is for {}",
                 opts.path.name(),
-                b.name,
-                PATH_STUDIES.join(" and ")
+                b.about().name,
+                path_studies()
             )));
         }
         opts.path.check()?;
     }
-    check_pcap(b.name, opts)?;
+    check_pcap(b, opts)?;
     let placement = Placement::split();
-    let (mut matrix, units) = (b.plan)(opts.quick);
+    let (mut matrix, units) = b.plan(opts.quick);
     // A resumed run must cross the same path.
     if let (Some(m), PathChoice::Packet | PathChoice::Both) = (matrix.as_object_mut(), opts.path) {
         m.insert("path".into(), opts.path.name().into());
@@ -142,33 +189,40 @@ pub fn run_builtin(
     // keeps insertion order), so a written document reads back and writes
     // the same bytes.
     let matrix = tlslab_schema::engine::sort_keys(matrix);
-    let mut s = Session::open(b.name, b.title, b.seed, matrix, units, placement, opts, log)?;
-    (b.run)(&mut s)?;
+    let a = b.about();
+    let mut s = Session::open(a.name, a.title, a.seed, matrix, units, placement, opts, log)?;
+    s.doc.charts = b.charts().to_vec();
+    b.run(&mut s)?;
+    let comparisons = b.compare(&mut s);
+    s.finish(comparisons)?;
     Ok(s.doc)
 }
 
 /// `--pcap DIR` is for a study whose cells cross the packet-level path:
-/// seed003-table2 and seed004-handshake with `--path-kind packet|both`, and
-/// quic-vs-tcp (its time-to-first-byte cells); a usage error otherwise, or
-/// without the privilege the path needs.
-fn check_pcap(study: &str, opts: &RunOptions) -> Result<(), StudyError> {
+/// a path study ([`Study::takes_path`]) with `--path-kind packet|both`, and
+/// one that always crosses it ([`Study::crosses_packet_path`]); a usage
+/// error otherwise, or without the privilege the path needs.
+fn check_pcap(study: &dyn Study, opts: &RunOptions) -> Result<(), StudyError> {
     let Some(dir) = &opts.pcap else {
         return Ok(());
     };
-    let crosses = (PATH_STUDIES.contains(&study) && opts.path != PathChoice::Relay)
-        || study == quic::QUIC_VS_TCP.name;
+    let crosses =
+        (study.takes_path() && opts.path != PathChoice::Relay) || study.crosses_packet_path();
     if !crosses {
+        let always = builtins().iter().filter(|b| b.crosses_packet_path());
         return Err(StudyError::Usage(format!(
-            "--pcap {}: {study} {}; --pcap captures the packet-level path, which the \
-             round-trip cells of {} cross with --path-kind packet or both, as do quic-vs-tcp's \
+            "--pcap {}: {} {}; --pcap captures the packet-level path, which the \
+             round-trip cells of {} cross with --path-kind packet or both, as do {}'s \
              time-to-first-byte cells",
             dir.display(),
-            if PATH_STUDIES.contains(&study) {
+            study.about().name,
+            if study.takes_path() {
                 "crosses tlslab relay (--path-kind relay), which has no packets to capture"
             } else {
                 "crosses no packet-level path"
             },
-            PATH_STUDIES.join(" and ")
+            path_studies(),
+            crate::join(always.map(|b| b.about().name), " and ")
         )));
     }
     if !tlslab_path::privileged() {
@@ -191,7 +245,7 @@ pub fn run_matrix(
         return Err(StudyError::Usage(format!(
             "--path-kind {}: a matrix's cells run on loopback; --path-kind is for the built-in studies {}",
             opts.path.name(),
-            PATH_STUDIES.join(" and ")
+            path_studies()
         )));
     }
     if opts.pcap.is_some() {
@@ -224,7 +278,7 @@ mod tests {
     use super::session::compare;
     use super::*;
     use tlslab_report::study::{
-        Cell, CellMetrics, Curve, EngineReport, STUDY_KIND, STUDY_SCHEMA_VERSION, StudyResults,
+        Cell, CellMetrics, Curve, EngineReport, STUDY_KIND, STUDY_SCHEMA_VERSION,
     };
 
     fn document() -> StudyResults {
@@ -276,6 +330,7 @@ mod tests {
                 points: vec![(0.0, 1.0)],
             }],
             notes: vec!["n".into()],
+            charts: vec![ChartKind::Reuse],
         }
     }
 
@@ -359,7 +414,7 @@ mod tests {
             ("seed003-table2", PathChoice::Relay),
             ("seed004-handshake", PathChoice::Relay),
         ] {
-            let e = check_pcap(study, &opts(path)).unwrap_err();
+            let e = check_pcap(builtin(study).unwrap(), &opts(path)).unwrap_err();
             assert!(e.is_usage(), "{e}");
             crate::assert_has(
                 &e.to_string(),
@@ -376,7 +431,7 @@ mod tests {
             ("seed004-handshake", PathChoice::Both),
             ("quic-vs-tcp", PathChoice::Relay),
         ] {
-            let r = check_pcap(study, &opts(path));
+            let r = check_pcap(builtin(study).unwrap(), &opts(path));
             if tlslab_path::privileged() {
                 assert!(r.is_ok(), "{study}: {r:?}");
             } else {
@@ -388,36 +443,75 @@ mod tests {
             pcap: None,
             ..opts(PathChoice::Relay)
         };
-        assert!(check_pcap("seed000-reuse", &none).is_ok());
+        assert!(check_pcap(builtin("seed000-reuse").unwrap(), &none).is_ok());
+    }
+
+    // Each study's declared charts are those its committed documents
+    // (docs/results/, most written before studies declared them) draw by
+    // what their cells support.
+    #[test]
+    fn declared_charts_are_those_the_committed_documents_support() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/results");
+        let titles = |d: &StudyResults| -> Vec<String> {
+            let charts = tlslab_report::html::charts(d).0;
+            charts.into_iter().map(|c| c.title).collect()
+        };
+        let mut checked = 0;
+        for b in builtins() {
+            for dir in ["", "full/"] {
+                let path = format!("{root}/{dir}{}/results.json", b.about().name);
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                let mut doc: StudyResults = serde_json::from_str(&text).unwrap();
+                doc.charts.clear();
+                let supported = titles(&doc);
+                doc.charts = b.charts().to_vec();
+                assert_eq!(titles(&doc), supported, "{path}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 12, "{checked} documents");
     }
 
     #[test]
     fn the_list_names_every_builtin_and_unknown_names_are_usage_errors() {
         let list = render_list();
         for b in builtins() {
-            assert!(list.contains(b.name));
+            assert!(list.contains(b.about().name));
+            assert_eq!(
+                builtin(b.about().name).unwrap().about().title,
+                b.about().title
+            );
         }
-        assert!(builtin("nope").unwrap_err().is_usage());
-        assert!(builtin("seed000-cluster").unwrap().landed);
-        // Every built-in has landed; the refusal path is checked on a study
-        // whose engine is marked missing.
-        let cluster = Builtin {
-            landed: false,
-            not_landed: "needs an engine this build lacks",
-            ..builtin("seed000-cluster").unwrap()
-        };
+        assert!(builtin("nope").is_err_and(|e| e.is_usage()));
+        assert_eq!(path_studies(), "seed003-table2 and seed004-handshake");
+    }
+
+    // --path-kind other than relay is refused (exit 2, before any work) by a
+    // study without round-trip cells, naming the studies that take it.
+    #[test]
+    fn a_path_is_for_the_studies_that_take_one() {
         let opts = RunOptions {
             out: std::env::temp_dir().join("tlslab-never-written"),
             resume: false,
             quick: true,
             command_line: vec![],
             progress_bar: false,
-            path: PathChoice::Relay,
+            path: PathChoice::Packet,
             pcap: None,
         };
-        let e = run_builtin(&cluster, &opts, Box::new(|_| {})).unwrap_err();
-        assert!(matches!(e, StudyError::NotLanded { .. }) && e.is_usage());
-        assert!(e.to_string().contains("engine not landed"), "{e}");
+        let b = builtin("seed000-cluster").unwrap();
+        let e = run_builtin(b, &opts, Box::new(|_| {})).unwrap_err();
+        assert!(e.is_usage(), "{e}");
+        crate::assert_has(
+            &e.to_string(),
+            &[
+                "--path-kind packet",
+                "seed000-cluster",
+                "seed003-table2 and seed004-handshake",
+            ],
+        );
         assert!(!opts.out.exists());
     }
 }

@@ -24,19 +24,6 @@ pub enum StudyError {
     /// does not fit: a usage error (exit 2).
     #[error("{0}")]
     Usage(String),
-    /// The study's engine is not part of this build (exit 2); nothing ran.
-    #[error(
-        "{study}: engine not landed: {engine}. Nothing was run and no figure is given; \
-         {what}"
-    )]
-    NotLanded {
-        /// The study.
-        study: String,
-        /// The engine it needs.
-        engine: String,
-        /// What to do meanwhile.
-        what: String,
-    },
     /// An engine failed while measuring (exit 1).
     #[error(transparent)]
     Run(#[from] crate::Error),
@@ -53,7 +40,7 @@ pub enum StudyError {
 impl StudyError {
     /// Whether this is a usage error (exit code 2).
     pub fn is_usage(&self) -> bool {
-        matches!(self, StudyError::Usage(_) | StudyError::NotLanded { .. })
+        matches!(self, StudyError::Usage(_))
     }
 }
 
@@ -61,33 +48,6 @@ impl From<MatrixError> for StudyError {
     fn from(e: MatrixError) -> Self {
         StudyError::Usage(e.to_string())
     }
-}
-
-/// A built-in study.
-#[derive(Clone, Copy, Debug)]
-pub struct Builtin {
-    /// Its name, as `experiment run NAME` takes it.
-    pub name: &'static str,
-    /// A one-line title.
-    pub title: &'static str,
-    /// The seed paper and the figures it redoes.
-    pub seed: &'static str,
-    /// The engine it drives.
-    pub engine: &'static str,
-    /// Whether that engine is in this build.
-    pub landed: bool,
-    /// How long the `--quick` and full versions take, roughly.
-    pub duration: &'static str,
-    /// For a study whose engine has not landed: what to do meanwhile.
-    pub not_landed: &'static str,
-    /// Whether it replaces TLS stages with no-ops (loopback only), which the
-    /// command line must confirm with `--insecure-ablation`.
-    pub insecure_ablation: bool,
-    pub(super) run: fn(&mut Session) -> Result<(), StudyError>,
-    /// The planned matrix (recorded in the document and compared on
-    /// `--resume`) and its number of units (cells, or an engine's own run)
-    /// for the progress bar, for `--quick` or the full version.
-    pub(super) plan: fn(bool) -> (serde_json::Value, usize),
 }
 
 /// How a run is done.
@@ -102,8 +62,8 @@ pub struct RunOptions {
     pub command_line: Vec<String>,
     /// Draw a progress bar (the caller checks stderr is a terminal).
     pub progress_bar: bool,
-    /// The path the round-trip cells cross (seed003-table2 and
-    /// seed004-handshake; [`super::PATH_STUDIES`]).
+    /// The path the round-trip cells cross (the studies that take one,
+    /// [`super::Study::takes_path`]).
     pub path: super::PathChoice,
     /// `--pcap DIR`: each run of the packet-level path writes its capture
     /// to `DIR/NAME.pcapng` (NAME: the cell's id, or the path's own name
@@ -257,6 +217,7 @@ impl Session {
                 engine_report: None,
                 curves: vec![],
                 notes: vec![],
+                charts: vec![],
             }
         };
         if let Some(dir) = &opts.pcap {

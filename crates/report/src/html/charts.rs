@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use super::cells::ms;
 use super::svg::{Chart, DataPoint, bar_chart, line_chart, push_line, to_series};
 use crate::interval::median;
-use crate::study::{Cell, CellMetrics, StudyResults};
+use crate::study::{Cell, CellMetrics, ChartKind, StudyResults};
 use tlslab_schema::breakdown::BreakdownReport;
 
 /// Groups cells by the value of `factor`, keeping the order of first sight.
@@ -142,17 +142,42 @@ fn policy_label(p: &str) -> String {
     }
 }
 
-/// The charts whose data exists in `r`, and a note for each left out.
+/// Whether the report draws `k` of `r`: the charts its study declared, or
+/// for a document that declares none (a matrix, or one written before
+/// studies declared them) those its cells support.
+fn draws(r: &StudyResults, k: ChartKind) -> bool {
+    if !r.charts.is_empty() {
+        return r.charts.contains(&k);
+    }
+    let has = |f: &str| r.cells.iter().any(|c| c.factors.contains_key(f));
+    match k {
+        ChartKind::LatencyThroughput => has("reuse"),
+        ChartKind::Reuse => has("reuse") && !has("policy"),
+        ChartKind::Breakdown => r.engine_report_as::<BreakdownReport>().is_some(),
+        ChartKind::Cluster => has("policy"),
+        ChartKind::Goodput => super::overload_pair::has_report(r) || has("rate"),
+        ChartKind::Table2 => r.study == "seed003-table2",
+        ChartKind::HandshakePercentiles
+        | ChartKind::PostQuantum
+        | ChartKind::QuicVsTcp
+        | ChartKind::Curves => true,
+    }
+}
+
+/// The charts `r` draws ([`draws`]) whose data exists in it, and a note
+/// for each left out.
 pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
     let mut out = Vec::new();
     let mut missing = Vec::new();
-    let has = |f: &str| r.cells.iter().any(|c| c.factors.contains_key(f));
-    let cluster = has("policy");
+    let draws = |k| draws(r, k);
+    // A chart left out gets a note when the study declared it, or, in a
+    // document that declares none, always.
+    let noted = |k| r.charts.is_empty() || r.charts.contains(&k);
     let p50 = |c: &Cell| CellMetrics::at(&c.metrics.latency_us, 50.0).map(ms);
     let thr = |c: &Cell| Some(c.metrics.requests_per_s);
 
     // Latency against throughput per reuse level.
-    if has("reuse") {
+    if draws(ChartKind::LatencyThroughput) {
         let thr_pts = per_point(r, thr);
         let data: Vec<DataPoint> = per_point(r, p50)
             .into_iter()
@@ -173,12 +198,12 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
             data,
             "needs more than one client count or rate per reuse level",
         );
-    } else {
+    } else if noted(ChartKind::LatencyThroughput) {
         missing.push("latency against throughput: no cell has a `reuse` factor".into());
     }
 
     // Throughput against reuse (a cluster study has its own figure below).
-    if has("reuse") && !cluster {
+    if draws(ChartKind::Reuse) {
         let data = best_per_reuse(per_point(r, thr), |p| {
             series_key(p.first, &["clients", "rate", "reuse"])
         });
@@ -226,7 +251,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
             data,
             "no cells with server-observed CPU at two or more reuse levels",
         );
-    } else if !has("reuse") {
+    } else if !draws(ChartKind::LatencyThroughput) && r.charts.is_empty() {
         missing.push("throughput against reuse: no cell has a `reuse` factor".into());
     }
 
@@ -271,7 +296,8 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
         }
     }
     let hdr_series = to_series(&hdr);
-    if hdr_series.iter().any(|s| s.1.len() > 1)
+    if draws(ChartKind::HandshakePercentiles)
+        && hdr_series.iter().any(|s| s.1.len() > 1)
         && let Some(svg) = line_chart(
             "Handshake time percentiles per handshake kind",
             "1/(1-percentile): 2 = p50, 10 = p90, 100 = p99, 1000 = p99.9",
@@ -292,7 +318,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
             data: hdr,
             columns: Vec::new(),
         });
-    } else {
+    } else if noted(ChartKind::HandshakePercentiles) {
         missing.push(
             "handshake percentile plot: no cell recorded three or more handshake percentiles"
                 .into(),
@@ -300,7 +326,10 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
     }
 
     // The breakdown bar chart.
-    if let Some(report) = r.engine_report_as::<BreakdownReport>() {
+    if let Some(report) = r
+        .engine_report_as::<BreakdownReport>()
+        .filter(|_| draws(ChartKind::Breakdown))
+    {
         let bars: Vec<(String, f64, f64)> = report
             .shares
             .iter()
@@ -346,7 +375,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
         }
         // Seed 001's QUIC column: TCP+TLS 1.3 and QUIC side by side.
         super::breakdown_pair::charts(r, &mut out, &mut missing);
-    } else {
+    } else if noted(ChartKind::Breakdown) {
         missing.push(
             "breakdown bar chart: no `breakdown` engine report (stage shares) in this document"
                 .into(),
@@ -355,7 +384,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
 
     // The cluster figure (seed 000 Fig. 9): throughput against reuse, blind
     // against session-aware dispatch, one chart per resumption mechanism.
-    if cluster {
+    if draws(ChartKind::Cluster) {
         let cells: Vec<&Cell> = r.cells.iter().collect();
         let mut drawn = 0;
         for (mechanism, _) in group_by(&cells, "mechanism") {
@@ -411,7 +440,7 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
         if drawn == 0 {
             missing.push("cluster figure: no policy had two reuse levels".into());
         }
-    } else {
+    } else if noted(ChartKind::Cluster) {
         missing.push(
             "cluster figure (seed 000 Fig. 9): no cell has a `policy` factor (a cluster study \
              document, `seed000-cluster`)"
@@ -422,9 +451,14 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
     // Goodput against offered load: an overload report's, one panel per
     // transport against multiples of its capacity; else cells with a
     // `rate` factor.
-    if super::overload_pair::has_report(r) {
+    if !draws(ChartKind::Goodput) {
+        if noted(ChartKind::Goodput) {
+            missing
+                .push("goodput against offered load: no open-loop cells (no `rate` factor)".into());
+        }
+    } else if super::overload_pair::has_report(r) {
         super::overload_pair::charts(r, &mut out, &mut missing);
-    } else if has("rate") {
+    } else {
         let data = per_point(r, |c| c.factors.contains_key("rate").then(|| goodput(c)))
             .into_iter()
             .filter_map(|p| {
@@ -444,17 +478,24 @@ pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
             data,
             "needs open-loop cells at two or more rates",
         );
-    } else {
-        missing.push("goodput against offered load: no open-loop cells (no `rate` factor)".into());
     }
 
     // Seed 004's post-quantum sweep.
-    super::pq::charts(r, &mut out, &mut missing);
+    if draws(ChartKind::PostQuantum) {
+        super::pq::charts(r, &mut out, &mut missing);
+    }
     // quic-vs-tcp: CPU per pattern and transport; TTFB against RTT beside
     // the arithmetic (its curves are drawn there, not below).
-    super::h3::charts(r, &mut out, &mut missing);
+    if draws(ChartKind::QuicVsTcp) {
+        super::h3::charts(r, &mut out, &mut missing);
+    }
     // seed003-table2: W and C against RTT, TCP+TLS and HTTP/3.
-    super::table2::charts(r, &mut out, &mut missing);
+    if draws(ChartKind::Table2) {
+        super::table2::charts(r, &mut out, &mut missing);
+    }
+    if !draws(ChartKind::Curves) {
+        return (out, missing);
+    }
 
     // Model curves (seed 004's 300/(1−ρ), M/M/1).
     let mut by_chart: BTreeMap<String, Vec<&crate::study::Curve>> = BTreeMap::new();

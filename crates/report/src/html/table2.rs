@@ -38,9 +38,6 @@ fn w_c(c: &Cell, h3: bool) -> Option<(f64, f64)> {
 /// Adds the chart to `out` (or a note to `missing`) for a
 /// `seed003-table2` document.
 pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<String>) {
-    if r.study != "seed003-table2" {
-        return;
-    }
     let cells: Vec<&Cell> = r
         .cells
         .iter()

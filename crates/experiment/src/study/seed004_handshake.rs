@@ -13,23 +13,30 @@ use tlslab_crypto::provider::Version;
 use tlslab_report::capacity::seed004_response;
 use tlslab_report::study::{Cell, Comparison, Curve, StudyResults, fmt_level};
 
+use super::About;
 use super::load_cell::LoadRig;
 use super::matrix::{CellSpec, point_name};
 use super::rtt_path::{PathChoice, PathKind};
-use super::session::{Builtin, Session, StudyError, compare, cpu_us, one, ratio};
+use super::session::{Session, StudyError, compare, cpu_us, one, ratio};
+use tlslab_report::study::ChartKind;
 
 /// `seed004-handshake`.
-pub const HANDSHAKE: Builtin = Builtin {
-    name: "seed004-handshake",
-    title: "Bytes and round trips per handshake (RSA, ECDSA, ML-DSA chains, X25519MLKEM768, certificate compression, over TCP and QUIC) and the 300/(1-ρ) response-time model",
-    seed: "seed 004, Factors Affecting Performance I-II",
-    engine: "load",
-    landed: true,
-    duration: "quick ~2 min, ~3 min with --path-kind both; full ~11 min with --path-kind both",
-    not_landed: "",
-    insecure_ablation: false,
-    run,
-    plan: |quick| {
+pub(super) struct Handshake;
+
+impl super::Study for Handshake {
+    fn about(&self) -> About {
+        About {
+            name: "seed004-handshake",
+            title: "Bytes and round trips per handshake (RSA, ECDSA, ML-DSA chains, X25519MLKEM768, certificate compression, over TCP and QUIC) and the 300/(1-ρ) response-time model",
+            seed: "seed 004, Factors Affecting Performance I-II",
+            engine: "load",
+            duration: "quick ~2 min, ~3 min with --path-kind both; full ~11 min with --path-kind both",
+        }
+    }
+    fn takes_path(&self) -> bool {
+        true
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let p = plan(quick);
         let points: Vec<&str> = p
             .bytes
@@ -49,8 +56,55 @@ pub const HANDSHAKE: Builtin = Builtin {
             }),
             units(&p),
         )
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        let p = plan_over(s.quick, s.wan.kinds());
+        // The plan above counts the round-trip cells over the relay only.
+        s.set_planned(units(&p));
+        for why in p.bytes.iter().filter_map(CellSpec::excluded) {
+            s.note(why);
+        }
+        s.say(&format!(
+            "seed004-handshake: handshake bytes and round trips (client-observed by the load \
+             engine's socket counters), then the response-time model at utilisations {:?}; {}",
+            p.utils,
+            s.placement.describe()
+        ));
+        let quic_note = super::pq::quic_relay_note(s.wan.kinds());
+        for note in s
+            .wan
+            .kinds()
+            .iter()
+            .map(|&k| super::pq::trust_note(k))
+            .chain(quic_note)
+        {
+            s.note(note);
+        }
+        if let Some(note) = quic_note {
+            s.say(&format!("seed004-handshake: {note}"));
+        }
+        let mut rig = LoadRig::new(s.placement.clone());
+        let r = run_cells(s, &p, &mut rig);
+        rig.shutdown();
+        r
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        let (curves, mut comparisons) = analyse(&s.doc, &plan_over(s.quick, s.wan.kinds()));
+        comparisons.extend(super::pq::analyse(&s.doc));
+        s.doc.curves = curves;
+        comparisons
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[
+            ChartKind::LatencyThroughput,
+            ChartKind::Reuse,
+            ChartKind::HandshakePercentiles,
+            ChartKind::Goodput,
+            ChartKind::PostQuantum,
+            ChartKind::Curves,
+        ]
+    }
+}
 
 /// The cells `p` runs (the progress bar's total).
 fn units(p: &Plan) -> usize {
@@ -154,42 +208,6 @@ fn mean_latency_ms(c: &Cell) -> Option<f64> {
         .total
         .mean_us
         .map(|us| us / 1000.0)
-}
-
-fn run(s: &mut Session) -> Result<(), StudyError> {
-    let p = plan_over(s.quick, s.wan.kinds());
-    // The plan above counts the round-trip cells over the relay only.
-    s.set_planned(units(&p));
-    for why in p.bytes.iter().filter_map(CellSpec::excluded) {
-        s.note(why);
-    }
-    s.say(&format!(
-        "seed004-handshake: handshake bytes and round trips (client-observed by the load \
-         engine's socket counters), then the response-time model at utilisations {:?}; {}",
-        p.utils,
-        s.placement.describe()
-    ));
-    let quic_note = super::pq::quic_relay_note(s.wan.kinds());
-    for note in s
-        .wan
-        .kinds()
-        .iter()
-        .map(|&k| super::pq::trust_note(k))
-        .chain(quic_note)
-    {
-        s.note(note);
-    }
-    if let Some(note) = quic_note {
-        s.say(&format!("seed004-handshake: {note}"));
-    }
-    let mut rig = LoadRig::new(s.placement.clone());
-    let r = run_cells(s, &p, &mut rig);
-    rig.shutdown();
-    r?;
-    let (curves, mut comparisons) = analyse(&s.doc, &p);
-    comparisons.extend(super::pq::analyse(&s.doc));
-    s.doc.curves = curves;
-    s.finish(comparisons)
 }
 
 fn run_cells(s: &mut Session, p: &Plan, rig: &mut LoadRig) -> Result<(), StudyError> {
@@ -440,7 +458,7 @@ mod tests {
         let p = plan(true);
         assert_eq!(p.bytes.len(), 8);
         assert_eq!(p.bytes.iter().filter(|c| c.excluded().is_some()).count(), 2);
-        let (_, units) = (HANDSHAKE.plan)(true);
+        let (_, units) = super::super::Study::plan(&Handshake, true);
         assert_eq!(units, 6 + 2 + 2 + p.pq.len());
         assert_eq!(p.bytes[0].point, "tls1.2-rsa2048-x25519-reuse0.5");
         // `--path-kind both` adds the round-trip cells over the packet path (TCP

@@ -12,25 +12,32 @@ use tlslab_crypto::pki::KeyType;
 use tlslab_crypto::provider::Version;
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
+use super::About;
 use super::load_cell::LoadRig;
 use super::matrix::CellSpec;
-use super::session::{Builtin, Session, StudyError, compare, flag_duration, one, ratio};
+use super::session::{Session, StudyError, compare, flag_duration, one, ratio};
 use crate::breakdown::{self, BreakdownConfig, BreakdownReport, Workload};
+use tlslab_report::study::ChartKind;
 
 mod quic_column;
 
 /// `seed001-breakdown`.
-pub const BREAKDOWN: Builtin = Builtin {
-    name: "seed001-breakdown",
-    title: "Where a TLS server's CPU goes (no-op ablation, Amdahl), over TCP and over QUIC, and what the session cache saves",
-    seed: "seed 001, Fig. 10, §3.7, §3.13",
-    engine: "breakdown",
-    landed: true,
-    duration: "quick ~2 min, full ~15 min",
-    not_landed: "",
-    insecure_ablation: true,
-    run,
-    plan: |quick| {
+pub(super) struct Breakdown;
+
+impl super::Study for Breakdown {
+    fn about(&self) -> About {
+        About {
+            name: "seed001-breakdown",
+            title: "Where a TLS server's CPU goes (no-op ablation, Amdahl), over TCP and over QUIC, and what the session cache saves",
+            seed: "seed 001, Fig. 10, §3.7, §3.13",
+            engine: "breakdown",
+            duration: "quick ~2 min, full ~15 min",
+        }
+    }
+    fn insecure_ablation(&self) -> bool {
+        true
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let (cfg, cache) = plan(quick);
         let q = quic_column::plan(quick);
         (
@@ -64,8 +71,48 @@ pub const BREAKDOWN: Builtin = Builtin {
             }),
             2 + cache.0.len() * cache.1 as usize,
         )
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        let (cfg, (points, repeats)) = plan(s.quick);
+        s.say(&format!(
+            "seed001-breakdown: WARNING: the breakdown runs an embedded loopback server and client \
+             with TLS stages replaced by no-ops (insecure; for measurement only), over TCP with TLS \
+             1.2, then over TCP+TLS 1.3 and QUIC side by side; then {} session cache cells; {}",
+            points.len() * repeats as usize,
+            s.placement.describe()
+        ));
+        // The breakdown engine: one unit, skipped on resume once recorded.
+        let command = breakdown_command(&cfg, "");
+        s.engine_once(
+            |progress| breakdown::run(&cfg, progress),
+            |report, doc, started| {
+                doc.cells.extend(breakdown_cells(
+                    report,
+                    &command,
+                    started,
+                    ("breakdown-", &[], 0),
+                ))
+            },
+        )?;
+        quic_column::run(s)?;
+        let mut rig = LoadRig::new(s.placement.clone());
+        let r = rig.run_cells(s, &points, repeats);
+        rig.shutdown();
+        r
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        let mut c = comparisons(&s.doc);
+        c.extend(quic_column::comparisons(&s.doc));
+        c
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[
+            ChartKind::Reuse,
+            ChartKind::HandshakePercentiles,
+            ChartKind::Breakdown,
+        ]
+    }
+}
 
 /// The reuse share of the "with session cache" cells.
 const CACHED_REUSE: f64 = 0.8;
@@ -132,38 +179,6 @@ fn breakdown_command(cfg: &BreakdownConfig, extra: &str) -> String {
         cfg.target_ci95 * 100.0,
         cfg.clients
     )
-}
-
-fn run(s: &mut Session) -> Result<(), StudyError> {
-    let (cfg, (points, repeats)) = plan(s.quick);
-    s.say(&format!(
-        "seed001-breakdown: WARNING: the breakdown runs an embedded loopback server and client \
-         with TLS stages replaced by no-ops (insecure; for measurement only), over TCP with TLS \
-         1.2, then over TCP+TLS 1.3 and QUIC side by side; then {} session cache cells; {}",
-        points.len() * repeats as usize,
-        s.placement.describe()
-    ));
-    // The breakdown engine: one unit, skipped on resume once recorded.
-    let command = breakdown_command(&cfg, "");
-    s.engine_once(
-        |progress| breakdown::run(&cfg, progress),
-        |report, doc, started| {
-            doc.cells.extend(breakdown_cells(
-                report,
-                &command,
-                started,
-                ("breakdown-", &[], 0),
-            ))
-        },
-    )?;
-    quic_column::run(s)?;
-    let mut rig = LoadRig::new(s.placement.clone());
-    let r = rig.run_cells(s, &points, repeats);
-    rig.shutdown();
-    r?;
-    let mut comparisons = comparisons(&s.doc);
-    comparisons.extend(quic_column::comparisons(&s.doc));
-    s.finish(comparisons)
 }
 
 /// One cell per configuration and round of the breakdown (its raw
@@ -370,9 +385,9 @@ mod tests {
 
     #[test]
     fn the_plan_counts_the_engine_runs_and_the_cache_cells() {
-        let (_, units) = (BREAKDOWN.plan)(true);
+        let (_, units) = super::super::Study::plan(&Breakdown, true);
         assert_eq!(units, 2 + 2);
-        let (_, units) = (BREAKDOWN.plan)(false);
+        let (_, units) = super::super::Study::plan(&Breakdown, false);
         assert_eq!(units, 2 + 2 * 3);
     }
 }

@@ -22,33 +22,107 @@ use std::time::Duration;
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_crypto::provider::Version;
 use tlslab_path::PathHandle;
-use tlslab_report::study::{Cell, CellMetrics, Verbatim, fmt_level};
+use tlslab_report::study::{Cell, CellMetrics, Comparison, Verbatim, fmt_level};
 use tlslab_server::{Content, Server};
 
-use super::session::{Builtin, Session, StudyError, factor_map, flag_duration, now_ms};
+use super::About;
+use super::session::{Session, StudyError, factor_map, flag_duration, now_ms};
 use crate::pin::Placement;
 use crate::rig::{self, Rig, Transport};
+use tlslab_report::study::ChartKind;
 
 mod analyse;
 
 pub(crate) use analyse::{Kind, analyse, arithmetic_curves};
 
 /// `quic-vs-tcp`.
-pub const QUIC_VS_TCP: Builtin = Builtin {
-    name: "quic-vs-tcp",
-    title: "HTTP/3 over QUIC against TCP+TLS 1.3: server CPU per full, resumed and keep-alive request from 0 to 100 % reuse; time to first byte of full, resumed and 0-RTT requests against RTT (root)",
-    seed: "issue 23 (protocol arithmetic, no paper)",
-    engine: "load --h3",
-    landed: true,
-    duration: "quick ~45 s, full ~4 min",
-    not_landed: "",
-    insecure_ablation: false,
-    run,
-    plan: |quick| {
+pub(super) struct QuicVsTcp;
+
+impl super::Study for QuicVsTcp {
+    fn about(&self) -> About {
+        About {
+            name: "quic-vs-tcp",
+            title: "HTTP/3 over QUIC against TCP+TLS 1.3: server CPU per full, resumed and keep-alive request from 0 to 100 % reuse; time to first byte of full, resumed and 0-RTT requests against RTT (root)",
+            seed: "issue 23 (protocol arithmetic, no paper)",
+            engine: "load --h3",
+            duration: "quick ~45 s, full ~4 min",
+        }
+    }
+    fn crosses_packet_path(&self) -> bool {
+        true
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let p = plan(quick);
         (p.to_json(), p.units())
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        let p = plan(s.quick);
+        s.say(&format!(
+            "quic-vs-tcp: server CPU per request, TCP+TLS 1.3 and HTTP/3 over QUIC ({}, {GROUP}), \
+             {} cells x {} repeat(s) on loopback; {}",
+            KEY.name(),
+            p.cpu.len(),
+            p.repeats,
+            s.placement.describe()
+        ));
+        run_points(s, &p.cpu, p.repeats, None)?;
+        match ttfb_blocked() {
+            Some(why) => {
+                s.say(&format!("quic-vs-tcp: {why}"));
+                s.note(why);
+            }
+            None => {
+                for &rtt in &p.rtts_ms {
+                    let points: Vec<Point> = p
+                        .ttfb
+                        .iter()
+                        .filter(|x| x.rtt_ms == Some(rtt))
+                        .cloned()
+                        .collect();
+                    if points.iter().all(|x| s.has(&format!("{}-r1", x.point))) {
+                        continue;
+                    }
+                    s.say(&format!(
+                        "quic-vs-tcp: time to first byte across the packet-level path at {rtt} ms \
+                         RTT (delay {} ms each way), {} cells",
+                        rtt / 2,
+                        points.len()
+                    ));
+                    let mut cfg: tlslab_path::PathConfig = format!("delay={}ms", rtt / 2)
+                        .parse()
+                        .map_err(crate::Error::Path)?;
+                    // One path carries this RTT's cells: one capture, named by it.
+                    let name = format!("ttfb-rtt{rtt}ms");
+                    cfg.pcap.file = s.capture(&name);
+                    let path = tlslab_path::Path::start(&cfg).map_err(crate::Error::from)?;
+                    let handle = path.handle();
+                    let r = run_points(s, &points, 1, Some(&handle));
+                    let stopped = path.stop().map_err(crate::Error::from);
+                    r?;
+                    s.say_capture(&name, &stopped?);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        let p = plan(s.quick);
+        let (comparisons, notes) = analyse(&s.doc, &p);
+        s.doc.curves = arithmetic_curves(&s.doc, &p);
+        for n in notes {
+            s.note(n);
+        }
+        comparisons
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[
+            ChartKind::LatencyThroughput,
+            ChartKind::Reuse,
+            ChartKind::HandshakePercentiles,
+            ChartKind::QuicVsTcp,
+        ]
+    }
+}
 
 /// The certificate of every cell.
 const KEY: KeyType = KeyType::EcdsaP256;
@@ -200,9 +274,8 @@ fn start(placement: &Placement, path: Option<&PathHandle>) -> Result<Embedded, S
         let mut c = rig.server(Content::Empty);
         c.https = Some(rig::server_bind(path));
         c.tls.versions = vec![Version::Tls13];
-        c.tls.tickets = false;
-        c.tls.max_early_data = 16384;
-        let server = rig::start_with_h3(c)?;
+        rig::zero_rtt(&mut c);
+        let server = Transport::Quic.start(c)?;
         Ok(Embedded { server, rig })
     })?)
 }
@@ -330,60 +403,4 @@ fn ttfb_blocked() -> Option<String> {
          experiment run quic-vs-tcp …) to measure it. The server-CPU part ran."
             .to_string()
     })
-}
-
-fn run(s: &mut Session) -> Result<(), StudyError> {
-    let p = plan(s.quick);
-    s.say(&format!(
-        "quic-vs-tcp: server CPU per request, TCP+TLS 1.3 and HTTP/3 over QUIC ({}, {GROUP}), \
-         {} cells x {} repeat(s) on loopback; {}",
-        KEY.name(),
-        p.cpu.len(),
-        p.repeats,
-        s.placement.describe()
-    ));
-    run_points(s, &p.cpu, p.repeats, None)?;
-    match ttfb_blocked() {
-        Some(why) => {
-            s.say(&format!("quic-vs-tcp: {why}"));
-            s.note(why);
-        }
-        None => {
-            for &rtt in &p.rtts_ms {
-                let points: Vec<Point> = p
-                    .ttfb
-                    .iter()
-                    .filter(|x| x.rtt_ms == Some(rtt))
-                    .cloned()
-                    .collect();
-                if points.iter().all(|x| s.has(&format!("{}-r1", x.point))) {
-                    continue;
-                }
-                s.say(&format!(
-                    "quic-vs-tcp: time to first byte across the packet-level path at {rtt} ms \
-                     RTT (delay {} ms each way), {} cells",
-                    rtt / 2,
-                    points.len()
-                ));
-                let mut cfg: tlslab_path::PathConfig = format!("delay={}ms", rtt / 2)
-                    .parse()
-                    .map_err(crate::Error::Path)?;
-                // One path carries this RTT's cells: one capture, named by it.
-                let name = format!("ttfb-rtt{rtt}ms");
-                cfg.pcap.file = s.capture(&name);
-                let path = tlslab_path::Path::start(&cfg).map_err(crate::Error::from)?;
-                let handle = path.handle();
-                let r = run_points(s, &points, 1, Some(&handle));
-                let stopped = path.stop().map_err(crate::Error::from);
-                r?;
-                s.say_capture(&name, &stopped?);
-            }
-        }
-    }
-    let (comparisons, notes) = analyse(&s.doc, &p);
-    s.doc.curves = arithmetic_curves(&s.doc, &p);
-    for n in notes {
-        s.note(n);
-    }
-    s.finish(comparisons)
 }

@@ -50,20 +50,6 @@ fn recorded(doc: &StudyResults) -> Option<BreakdownPair> {
     doc.engine_report_as::<QuicColumn>()?.quic
 }
 
-/// Runs both breakdowns of `cfg` (TCP, then QUIC) and pairs them.
-pub(crate) fn run_pair(
-    cfg: &BreakdownConfig,
-    progress: &mut dyn FnMut(&str),
-) -> Result<BreakdownPair, crate::Error> {
-    let tcp = breakdown::run(cfg, &mut *progress)?;
-    let quic_cfg = BreakdownConfig {
-        transport: Transport::Quic,
-        ..cfg.clone()
-    };
-    let quic = breakdown::run(&quic_cfg, &mut *progress)?;
-    Ok(breakdown::pair(tcp, quic))
-}
-
 /// Adds the pair's cells and puts it into the document's engine report
 /// under `quic`.
 pub(crate) fn record(doc: &mut StudyResults, pair: &BreakdownPair, command: &str, started: u64) {
@@ -114,7 +100,7 @@ pub(super) fn run(s: &mut Session) -> Result<(), StudyError> {
     let cfg = plan(s.quick);
     let started = now_ms();
     let mut lines = Vec::new();
-    let pair = run_pair(&cfg, &mut |l| lines.push(l.to_string()))?;
+    let pair = breakdown::run_both(&cfg, |l: &str| lines.push(l.to_string()))?;
     for l in &lines {
         s.say(l);
     }
@@ -231,7 +217,7 @@ mod tests {
             max_time: std::time::Duration::from_secs(1),
             ..plan(true)
         };
-        let pair = run_pair(&cfg, &mut |l| eprintln!("{l}")).expect("the pair runs");
+        let pair = breakdown::run_both(&cfg, |l: &str| eprintln!("{l}")).expect("the pair runs");
         let mut doc: StudyResults = serde_json::from_str(include_str!(
             "../../../../../docs/results/full/seed001-breakdown/results.json"
         ))

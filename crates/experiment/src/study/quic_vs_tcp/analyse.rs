@@ -264,7 +264,7 @@ pub(crate) fn analyse(doc: &StudyResults, p: &Plan) -> (Vec<Comparison>, Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::study::quic::plan;
+    use crate::study::quic_vs_tcp::plan;
     use std::collections::BTreeMap;
 
     fn cell(point: &str, factors: &[(&str, &str)], cpu: f64, p50_us: u64) -> Cell {
@@ -303,7 +303,7 @@ mod tests {
         let p = plan(true);
         assert_eq!(p.cpu.len(), 8);
         assert_eq!(p.ttfb.len(), p.rtts_ms.len() * 6);
-        let (_, units) = (super::super::QUIC_VS_TCP.plan)(true);
+        let (_, units) = super::super::super::Study::plan(&super::super::QuicVsTcp, true);
         assert_eq!(units, 8 + p.ttfb.len());
         // The RTT cells have no `reuse` factor (they are not reuse points),
         // one client, and a warm-up of at least four round trips.

@@ -8,22 +8,26 @@
 
 use tlslab_report::study::{Cell, CellMetrics, Comparison, StudyResults};
 
-use super::session::{Builtin, Session, StudyError, compare, flag_duration, one, ratio};
+use super::About;
+use super::session::{Session, StudyError, compare, flag_duration, one, ratio};
 use crate::overload::{self, OverloadPlan, OverloadReport};
 use crate::pin::Placement;
+use tlslab_report::study::ChartKind;
 
 /// `seed002-overload`.
-pub const OVERLOAD: Builtin = Builtin {
-    name: "seed002-overload",
-    title: "Goodput against offered load over TCP and QUIC: collapse under overload, client behaviour, admission control",
-    seed: "seed 002, Figs. 3-7; issue 33",
-    engine: "overload",
-    landed: true,
-    duration: "quick ~2 min, full ~12 min",
-    not_landed: "",
-    insecure_ablation: false,
-    run,
-    plan: |quick| {
+pub(super) struct Overload;
+
+impl super::Study for Overload {
+    fn about(&self) -> About {
+        About {
+            name: "seed002-overload",
+            title: "Goodput against offered load over TCP and QUIC: collapse under overload, client behaviour, admission control",
+            seed: "seed 002, Figs. 3-7; issue 33",
+            engine: "overload",
+            duration: "quick ~2 min, full ~12 min",
+        }
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let p = plan(quick, Placement::split());
         (
             serde_json::json!({
@@ -38,8 +42,45 @@ pub const OVERLOAD: Builtin = Builtin {
             }),
             1,
         )
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        let p = plan(s.quick, s.placement.clone());
+        s.say(&format!(
+            "seed002-overload: over TCP, then over QUIC: a capacity sweep, then {} arms x {} loads of {} s; {}",
+            p.arms.len(),
+            p.multipliers.len(),
+            p.window.as_secs_f64(),
+            s.placement.describe()
+        ));
+        let command = format!(
+            "tlslab overload{} --transport both --window {} --loads {} --requests {}",
+            if s.quick { " --quick" } else { "" },
+            flag_duration(p.window),
+            crate::join(&p.multipliers, ","),
+            p.requests
+        );
+        s.engine_once(
+            |progress| overload::run_both(&p, progress),
+            |report, doc, started| {
+                for r in std::iter::once(report).chain(report.quic.as_deref()) {
+                    let c = cells(r, &command, started, doc.cells.len());
+                    doc.cells.extend(c);
+                    doc.notes
+                        .extend(r.not_run.iter().map(|n| match r.transport.as_str() {
+                            "h3" => format!("over QUIC: {n}"),
+                            _ => n.clone(),
+                        }));
+                }
+            },
+        )
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        comparisons(&s.doc)
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[ChartKind::Goodput]
+    }
+}
 
 fn plan(quick: bool, placement: Placement) -> OverloadPlan {
     if quick {
@@ -47,40 +88,6 @@ fn plan(quick: bool, placement: Placement) -> OverloadPlan {
     } else {
         OverloadPlan::standard(placement)
     }
-}
-
-fn run(s: &mut Session) -> Result<(), StudyError> {
-    let p = plan(s.quick, s.placement.clone());
-    s.say(&format!(
-        "seed002-overload: over TCP, then over QUIC: a capacity sweep, then {} arms x {} loads of {} s; {}",
-        p.arms.len(),
-        p.multipliers.len(),
-        p.window.as_secs_f64(),
-        s.placement.describe()
-    ));
-    let command = format!(
-        "tlslab overload{} --transport both --window {} --loads {} --requests {}",
-        if s.quick { " --quick" } else { "" },
-        flag_duration(p.window),
-        crate::join(&p.multipliers, ","),
-        p.requests
-    );
-    s.engine_once(
-        |progress| overload::run_both(&p, progress),
-        |report, doc, started| {
-            for r in std::iter::once(report).chain(report.quic.as_deref()) {
-                let c = cells(r, &command, started, doc.cells.len());
-                doc.cells.extend(c);
-                doc.notes
-                    .extend(r.not_run.iter().map(|n| match r.transport.as_str() {
-                        "h3" => format!("over QUIC: {n}"),
-                        _ => n.clone(),
-                    }));
-            }
-        },
-    )?;
-    let c = comparisons(&s.doc);
-    s.finish(c)
 }
 
 /// One cell per point (arm × offered load) of one transport's report,

@@ -20,22 +20,29 @@ use tlslab_report::study::{
 };
 use tlslab_server::{Content, Server};
 
+use super::About;
 use super::rtt_path::{PathKind, RttPath, Stopped};
-use super::session::{Builtin, Session, StudyError, compare, now_ms};
-use crate::rig::{self, Rig};
+use super::session::{Session, StudyError, compare, now_ms};
+use crate::rig::{self, Rig, Transport};
+use tlslab_report::study::ChartKind;
 
 /// `seed003-table2`.
-pub const TABLE2: Builtin = Builtin {
-    name: "seed003-table2",
-    title: "Table 2: median TCP connect, full and cached handshake, GET, and the savings of caching, against RTT",
-    seed: "seed 003, Table 2",
-    engine: "probe+relay",
-    landed: true,
-    duration: "quick ~15 s, full ~2 min",
-    not_landed: "",
-    insecure_ablation: false,
-    run,
-    plan: |quick| {
+pub(super) struct Table2;
+
+impl super::Study for Table2 {
+    fn about(&self) -> About {
+        About {
+            name: "seed003-table2",
+            title: "Table 2: median TCP connect, full and cached handshake, GET, and the savings of caching, against RTT",
+            seed: "seed 003, Table 2",
+            engine: "probe+relay",
+            duration: "quick ~15 s, full ~2 min",
+        }
+    }
+    fn takes_path(&self) -> bool {
+        true
+    }
+    fn plan(&self, quick: bool) -> (serde_json::Value, usize) {
         let p = plan(quick);
         (
             serde_json::json!({
@@ -50,8 +57,67 @@ pub const TABLE2: Builtin = Builtin {
             }),
             p.rtts_ms.len() * p.versions.len(),
         )
-    },
-};
+    }
+    fn run(&self, s: &mut Session) -> Result<(), StudyError> {
+        let p = plan(s.quick);
+        let kinds = s.wan.kinds();
+        s.set_planned(
+            kinds
+                .iter()
+                .map(|&k| p.rtts_ms.len() * Arm::all(&p, k).len())
+                .sum(),
+        );
+        s.say(&format!(
+            "seed003-table2: {} probes per cell over {} at RTT {:?} ms; times are client-observed by \
+             the probe",
+            p.samples,
+            crate::join(
+                kinds.iter().map(|k| match k {
+                    PathKind::Relay => "tlslab relay",
+                    PathKind::Packet => "the packet-level tlslab path",
+                }),
+                " and "
+            ),
+            p.rtts_ms
+        ));
+        for &kind in kinds {
+            let note = match kind {
+                PathKind::Relay => {
+                    "TCP connect (T) through tlslab relay (path = relay) is to the relay on loopback: \
+                     the relay accepts locally and delays data, not the SYN, so T does not include \
+                     the emulated RTT and W and C are smaller than on a real path by one RTT each; \
+                     trust its Snc, Sc and H, not its T"
+                }
+                PathKind::Packet => {
+                    "through the packet-level path (path = packet, tlslab path: delay RTT/2 each \
+                     way, the kernel's own TCP between two network namespaces) T is a real TCP \
+                     connect of one RTT, so W and C are as on a WAN; trust every column there"
+                }
+            };
+            s.note(note);
+        }
+        for &kind in kinds {
+            match kind {
+                PathKind::Relay => {
+                    let rig = Rig::generate(KeyType::Rsa2048, &[], s.placement.clone())?;
+                    let server = Server::start(rig.server(Content::Specweb96))
+                        .map_err(crate::Error::from)?;
+                    let r = run_cells(s, &p, kind, Some((&server, &rig)));
+                    server.shutdown();
+                    r?;
+                }
+                PathKind::Packet => run_cells(s, &p, kind, None)?,
+            }
+        }
+        Ok(())
+    }
+    fn compare(&self, s: &mut Session) -> Vec<Comparison> {
+        comparisons(&s.doc)
+    }
+    fn charts(&self) -> &'static [ChartKind] {
+        &[ChartKind::Table2]
+    }
+}
 
 struct Plan {
     rtts_ms: Vec<u64>,
@@ -152,61 +218,6 @@ pub const TABLE2_PAPER: [PaperRow; 5] = [
     row("wwwus.netscape.com", [80, 940, 320, 410, 1430, 810, 43]),
 ];
 
-fn run(s: &mut Session) -> Result<(), StudyError> {
-    let p = plan(s.quick);
-    let kinds = s.wan.kinds();
-    s.set_planned(
-        kinds
-            .iter()
-            .map(|&k| p.rtts_ms.len() * Arm::all(&p, k).len())
-            .sum(),
-    );
-    s.say(&format!(
-        "seed003-table2: {} probes per cell over {} at RTT {:?} ms; times are client-observed by \
-         the probe",
-        p.samples,
-        crate::join(
-            kinds.iter().map(|k| match k {
-                PathKind::Relay => "tlslab relay",
-                PathKind::Packet => "the packet-level tlslab path",
-            }),
-            " and "
-        ),
-        p.rtts_ms
-    ));
-    for &kind in kinds {
-        let note = match kind {
-            PathKind::Relay => {
-                "TCP connect (T) through tlslab relay (path = relay) is to the relay on loopback: \
-                 the relay accepts locally and delays data, not the SYN, so T does not include \
-                 the emulated RTT and W and C are smaller than on a real path by one RTT each; \
-                 trust its Snc, Sc and H, not its T"
-            }
-            PathKind::Packet => {
-                "through the packet-level path (path = packet, tlslab path: delay RTT/2 each \
-                 way, the kernel's own TCP between two network namespaces) T is a real TCP \
-                 connect of one RTT, so W and C are as on a WAN; trust every column there"
-            }
-        };
-        s.note(note);
-    }
-    for &kind in kinds {
-        match kind {
-            PathKind::Relay => {
-                let rig = Rig::generate(KeyType::Rsa2048, &[], s.placement.clone())?;
-                let server =
-                    Server::start(rig.server(Content::Specweb96)).map_err(crate::Error::from)?;
-                let r = run_cells(s, &p, kind, Some((&server, &rig)));
-                server.shutdown();
-                r?;
-            }
-            PathKind::Packet => run_cells(s, &p, kind, None)?,
-        }
-    }
-    let c = comparisons(&s.doc);
-    s.finish(c)
-}
-
 /// The probes of one cell, on a runtime of the calling thread (so their
 /// sockets are in its network namespace): over TCP, or over HTTP/3 at
 /// `h3` (the server's UDP port).
@@ -275,14 +286,13 @@ fn run_cells(
                         let rig = Rig::generate(KeyType::Rsa2048, &sans, placement)?;
                         let mut c = rig.server(Content::Specweb96);
                         c.https = Some(rig::server_bind(h));
-                        let server = if arm == Arm::H3 {
-                            // QUIC's 0-RTT needs stateful tickets.
-                            c.tls.tickets = false;
-                            c.tls.max_early_data = 16_384;
-                            rig::start_with_h3(c)?
+                        let transport = if arm == Arm::H3 {
+                            rig::zero_rtt(&mut c);
+                            Transport::Quic
                         } else {
-                            Server::start(c)?
+                            Transport::Tcp
                         };
+                        let server = transport.start(c)?;
                         Ok((server, rig))
                     })?;
                     let port = server.0.https_addr().map_or(0, |a| a.port());
