@@ -201,7 +201,8 @@ pub(super) fn point(
             handshake_failures: Some(failures),
             full_shed,
             resume_shed,
-            returning_ahead: plan.h3.then_some(a.quic.full_returning_ahead),
+            returning_ahead: (plan.transport == Transport::Quic)
+                .then_some(a.quic.full_returning_ahead),
             limit: a.limit,
             worker_cpu_secs: s.worker_cpu.as_secs_f64(),
             rss_kib: rss,
