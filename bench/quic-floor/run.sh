@@ -12,14 +12,19 @@ N=${N:-2000}
 WARMUP=${WARMUP:-200}
 C=${C:-4}
 GROUP=${GROUP:-x25519}
-ENGINES=${ENGINES:-"tcp quinn s2n s2n-tls"}
+SUITE=${SUITE:-aes256gcm}
+ENGINES=${ENGINES:-"tcp quinn s2n s2n-tls${VENDORED_BIN:+ quinn-vendored}"}
 PORT=${PORT:-47311}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
-PERF=${PERF:-}   # a directory: record each QUIC server's first round with perf there
+# Optional: a second build with tlslab's vendored quinn-proto (README.md),
+# measured as one more engine, "quinn-vendored", against the same client.
+VENDORED_BIN=${VENDORED_BIN:-}
+PERF=${PERF:-}   # a directory: record each server's first round with perf there
 
 [[ -x $BIN ]] || { echo "error: $BIN not built: cargo build --release --manifest-path $here/Cargo.toml (or set BIN=)" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "error: taskset missing: apt-get install util-linux" >&2; exit 2; }
+[[ $ENGINES != *quinn-vendored* || -x $VENDORED_BIN ]] || { echo "error: quinn-vendored needs VENDORED_BIN= (README.md)" >&2; exit 2; }
 [[ " $ENGINES " == *" tcp "* ]] || { echo "error: ENGINES must include tcp (the ratios divide by it)" >&2; exit 2; }
 
 work=$(mktemp -d)
@@ -30,20 +35,21 @@ trap cleanup EXIT
 
 # One measurement: prints µs per handshake, or "-" if the round failed.
 measure() {
-    local engine=$1 client=tcp perf_pid=
+    local engine=$1 client=tcp perf_pid= sbin=$BIN sengine=$1
     [[ $engine == tcp ]] || client=quinn
+    if [[ $engine == quinn-vendored ]]; then sbin=$VENDORED_BIN sengine=quinn; fi
     : >"$work/server.out"
-    taskset -c "$SERVER_CPU" "$BIN" server --engine "$engine" --port "$PORT" --cert-dir "$work/cert" \
-        --group "$GROUP" --warmup "$WARMUP" --handshakes "$N" >"$work/server.out" 2>"$work/server.err" &
+    taskset -c "$SERVER_CPU" "$sbin" server --engine "$sengine" --port "$PORT" --cert-dir "$work/cert" \
+        --group "$GROUP" --suite "$SUITE" --warmup "$WARMUP" --handshakes "$N" >"$work/server.out" 2>"$work/server.err" &
     spid=$!
     for _ in $(seq 100); do grep -q listening "$work/server.err" 2>/dev/null && break; sleep 0.05; done
-    if [[ -n $PERF && $engine != tcp && ! -e $PERF/$engine.data ]]; then
+    if [[ -n $PERF && ! -e $PERF/$engine.data ]]; then
         perf record -q -e cpu-clock -F 2999 -p "$spid" -o "$PERF/$engine.data" >/dev/null 2>&1 &
         perf_pid=$!
         sleep 0.3
     fi
     if ! taskset -c "$CLIENT_CPU" "$BIN" client --engine "$client" --port "$PORT" --cert-dir "$work/cert" \
-        --group "$GROUP" --connections $((WARMUP + N)) --concurrency "$C" >"$work/client.out" 2>"$work/client.err"; then
+        --group "$GROUP" --suite "$SUITE" --connections $((WARMUP + N)) --concurrency "$C" >"$work/client.out" 2>"$work/client.err"; then
         echo "round failed for $engine: $(tail -2 "$work/client.err" | tr '\n' ' ')" >&2
     fi
     for _ in $(seq 50); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
@@ -59,7 +65,7 @@ measure() {
 
 read -r -a engines <<<"$ENGINES"
 k=${#engines[@]}
-echo "# quic-floor: N=$N warmup=$WARMUP concurrency=$C group=$GROUP server cpu $SERVER_CPU, client cpu $CLIENT_CPU"
+echo "# quic-floor: N=$N warmup=$WARMUP concurrency=$C group=$GROUP suite=$SUITE server cpu $SERVER_CPU, client cpu $CLIENT_CPU"
 echo "# load before: $(uptime)"
 header="round"
 for e in "${engines[@]}"; do header+=$'\t'"$e"; done

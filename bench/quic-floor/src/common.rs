@@ -46,13 +46,64 @@ impl Group {
     }
 }
 
-/// aws-lc-rs with exactly one key-exchange group. The client offering only
-/// this group is what makes the negotiated group certain for every server:
-/// a TLS 1.3 server can only pick a group the client offers.
-pub fn provider(group: Group) -> Arc<CryptoProvider> {
-    let mut p = aws_lc_rs::default_provider();
-    p.kx_groups = vec![group.kx()];
-    Arc::new(p)
+/// The TLS 1.3 cipher suite, the same on both sides for every engine.
+/// Its hash is the handshake's: SHA-384 for AES-256-GCM (rustls' first
+/// choice with aws-lc-rs, so what tlslab negotiates), SHA-256 for AES-128-GCM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Suite {
+    Aes128Gcm,
+    Aes256Gcm,
+}
+
+impl Suite {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "aes128gcm" => Ok(Self::Aes128Gcm),
+            "aes256gcm" => Ok(Self::Aes256Gcm),
+            _ => bail!("unknown suite {s:?}: use aes128gcm or aes256gcm"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Aes128Gcm => "aes128gcm",
+            Self::Aes256Gcm => "aes256gcm",
+        }
+    }
+
+    fn rustls(self) -> rustls::SupportedCipherSuite {
+        match self {
+            Self::Aes128Gcm => aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256,
+            Self::Aes256Gcm => aws_lc_rs::cipher_suite::TLS13_AES_256_GCM_SHA384,
+        }
+    }
+}
+
+/// What both sides agree on: one group and one suite.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    pub group: Group,
+    pub suite: Suite,
+}
+
+/// aws-lc-rs with exactly one key-exchange group and one cipher suite. The
+/// client offering only these is what makes the negotiated group and suite
+/// certain for every server: a TLS 1.3 server can only pick what the client
+/// offers, or fail.
+pub fn provider(p: Params) -> Arc<CryptoProvider> {
+    let mut c = aws_lc_rs::default_provider();
+    c.kx_groups = vec![p.group.kx()];
+    c.cipher_suites = vec![p.suite.rustls()];
+    Arc::new(c)
+}
+
+/// QUIC's Initial packets are always protected with AES-128-GCM-SHA256,
+/// whatever suite the handshake then negotiates; quinn needs it given apart.
+pub fn quic_initial_suite() -> rustls::quic::Suite {
+    aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .and_then(|s| s.quic_suite())
+        .unwrap_or_else(|| unreachable!("aws-lc-rs AES-128-GCM is a TLS 1.3 suite for QUIC"))
 }
 
 /// The certificate and key, as DER and PEM (s2n-tls takes PEM).
@@ -108,9 +159,9 @@ pub fn load_identity(dir: &Path) -> Result<Identity> {
 }
 
 /// The rustls server configuration for TCP, quinn and s2n-quic's rustls
-/// provider: TLS 1.3 only, one group, no tickets, no session cache, no 0-RTT.
-pub fn rustls_server(id: &Identity, group: Group) -> Result<rustls::ServerConfig> {
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider(group))
+/// provider: TLS 1.3 only, one group, one suite, no tickets, no session cache, no 0-RTT.
+pub fn rustls_server(id: &Identity, p: Params) -> Result<rustls::ServerConfig> {
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider(p))
         .with_protocol_versions(&[&rustls::version::TLS13])
         .context("TLS 1.3 with aws-lc-rs")?
         .with_no_client_auth()
@@ -124,13 +175,13 @@ pub fn rustls_server(id: &Identity, group: Group) -> Result<rustls::ServerConfig
 }
 
 /// The rustls client configuration (TCP and quinn clients): trusts the one
-/// certificate, TLS 1.3 only, one group, resumption and 0-RTT off.
-pub fn rustls_client(id: &Identity, group: Group) -> Result<rustls::ClientConfig> {
+/// certificate, TLS 1.3 only, one group, one suite, resumption and 0-RTT off.
+pub fn rustls_client(id: &Identity, p: Params) -> Result<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(id.cert_der.clone())
         .context("trusting the certificate")?;
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider(group))
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider(p))
         .with_protocol_versions(&[&rustls::version::TLS13])
         .context("TLS 1.3 with aws-lc-rs")?
         .with_root_certificates(roots)
@@ -156,7 +207,7 @@ pub fn process_cpu() -> (u64, u64) {
 /// the window closes and exits the process 300 ms later.
 pub struct Window {
     engine: &'static str,
-    group: Group,
+    params: Params,
     warmup: u64,
     count: u64,
     done: std::sync::atomic::AtomicU64,
@@ -164,10 +215,10 @@ pub struct Window {
 }
 
 impl Window {
-    pub fn new(engine: &'static str, group: Group, warmup: u64, count: u64) -> Arc<Self> {
+    pub fn new(engine: &'static str, params: Params, warmup: u64, count: u64) -> Arc<Self> {
         let w = Arc::new(Self {
             engine,
-            group,
+            params,
             warmup,
             count,
             done: std::sync::atomic::AtomicU64::new(0),
@@ -205,9 +256,10 @@ impl Window {
         let wall = t0.elapsed().as_secs_f64();
         let (user, sys) = (u1 - u0, s1 - s0);
         println!(
-            "engine={} group={} handshakes={} cpu_us={} user_us={} sys_us={} wall_s={:.3} us_per_handshake={:.1}",
+            "engine={} group={} suite={} handshakes={} cpu_us={} user_us={} sys_us={} wall_s={:.3} us_per_handshake={:.1}",
             self.engine,
-            self.group.name(),
+            self.params.group.name(),
+            self.params.suite.name(),
             self.count,
             user + sys,
             user,

@@ -11,30 +11,33 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 
-use common::Group;
+use common::{Group, Params, Suite};
 
 const USAGE: &str = "\
 usage:
   quic-floor gen-cert --dir DIR
       write a self-signed ECDSA P-256 certificate for \"localhost\" into DIR
   quic-floor server --engine tcp|quinn|s2n|s2n-tls --port PORT --cert-dir DIR
-                    [--group x25519|x25519mlkem768] [--warmup W] --handshakes N
+                    [--group G] [--suite S] [--warmup W] --handshakes N
       serve on 127.0.0.1:PORT (TCP or UDP); close each connection right after
       its handshake; after W handshakes open a CPU window, after W+N print
       `engine=.. handshakes=N cpu_us=.. us_per_handshake=..` and exit 0.
       s2n = s2n-quic with its rustls provider, s2n-tls = with s2n-tls.
   quic-floor client --engine tcp|quinn --port PORT --cert-dir DIR
-                    [--group x25519|x25519mlkem768] --connections N [--concurrency C]
+                    [--group G] [--suite S] --connections N [--concurrency C]
       N full handshakes (fresh connection, no resumption), C at a time; the
       quinn client drives both QUIC servers. Exit 1 if any handshake failed.
-defaults: --group x25519, --warmup 0, --concurrency 1";
+  --group x25519|x25519mlkem768 (default x25519) and --suite aes256gcm|aes128gcm
+  (default aes256gcm, rustls' first choice) must match on server and client:
+  each side offers only that group and suite.
+defaults: --warmup 0, --concurrency 1";
 
 struct Args {
     cmd: String,
     engine: Option<String>,
     port: Option<u16>,
     dir: Option<PathBuf>,
-    group: Group,
+    params: Params,
     warmup: u64,
     count: Option<u64>,
     concurrency: u64,
@@ -49,7 +52,10 @@ fn parse(argv: &[String]) -> Result<Args> {
         engine: None,
         port: None,
         dir: None,
-        group: Group::X25519,
+        params: Params {
+            group: Group::X25519,
+            suite: Suite::Aes256Gcm,
+        },
         warmup: 0,
         count: None,
         concurrency: 1,
@@ -72,7 +78,8 @@ fn parse(argv: &[String]) -> Result<Args> {
                 )
             }
             "--dir" | "--cert-dir" => a.dir = Some(PathBuf::from(v)),
-            "--group" => a.group = Group::parse(v)?,
+            "--group" => a.params.group = Group::parse(v)?,
+            "--suite" => a.params.suite = Suite::parse(v)?,
             "--warmup" => a.warmup = num(v)?,
             "--handshakes" | "--connections" => a.count = Some(num(v)?),
             "--concurrency" => a.concurrency = num(v)?.max(1),
@@ -90,8 +97,8 @@ fn need<T: Clone>(v: &Option<T>, flag: &str) -> Result<T> {
 /// Everything checked before any work; an error here is a usage error (exit 2).
 enum Job {
     GenCert(PathBuf),
-    Server(String, u16, PathBuf, Group, u64, u64),
-    Client(String, u16, PathBuf, Group, u64, u64),
+    Server(String, u16, PathBuf, Params, u64, u64),
+    Client(String, u16, PathBuf, Params, u64, u64),
 }
 
 fn job(a: &Args) -> Result<Job> {
@@ -110,7 +117,7 @@ fn job(a: &Args) -> Result<Job> {
                 engine,
                 need(&a.port, "--port")?,
                 need(&a.dir, "--cert-dir")?,
-                a.group,
+                a.params,
                 a.warmup,
                 n,
             ))
@@ -124,7 +131,7 @@ fn job(a: &Args) -> Result<Job> {
                 engine,
                 need(&a.port, "--port")?,
                 need(&a.dir, "--cert-dir")?,
-                a.group,
+                a.params,
                 need(&a.count, "--connections")?,
                 a.concurrency,
             ))
@@ -140,44 +147,37 @@ fn job(a: &Args) -> Result<Job> {
 async fn run(job: Job) -> Result<()> {
     match job {
         Job::GenCert(dir) => common::gen_cert(&dir),
-        Job::Server(engine, port, dir, group, warmup, n) => {
+        Job::Server(engine, port, dir, p, warmup, n) => {
             let id = common::load_identity(&dir)?;
             match engine.as_str() {
-                "tcp" => {
-                    tcp::serve(
-                        port,
-                        &id,
-                        group,
-                        common::Window::new("tcp", group, warmup, n),
-                    )
-                    .await
-                }
+                "tcp" => tcp::serve(port, &id, p, common::Window::new("tcp", p, warmup, n)).await,
                 "quinn" => {
-                    let w = common::Window::new("quinn", group, warmup, n);
-                    quic::serve_quinn(port, &id, group, w).await
+                    let w = common::Window::new("quinn", p, warmup, n);
+                    quic::serve_quinn(port, &id, p, w).await
                 }
                 "s2n" => {
-                    let w = common::Window::new("s2n", group, warmup, n);
-                    quic::serve_s2n(port, &id, group, quic::S2nTls::Rustls, w).await
+                    let w = common::Window::new("s2n", p, warmup, n);
+                    quic::serve_s2n(port, &id, p, quic::S2nTls::Rustls, w).await
                 }
                 _ => {
-                    let w = common::Window::new("s2n-tls", group, warmup, n);
-                    quic::serve_s2n(port, &id, group, quic::S2nTls::S2nTls, w).await
+                    let w = common::Window::new("s2n-tls", p, warmup, n);
+                    quic::serve_s2n(port, &id, p, quic::S2nTls::S2nTls, w).await
                 }
             }
         }
-        Job::Client(engine, port, dir, group, n, c) => {
+        Job::Client(engine, port, dir, p, n, c) => {
             let id = common::load_identity(&dir)?;
             let t0 = std::time::Instant::now();
             let (ok, failed) = if engine == "tcp" {
-                tcp::client(port, &id, group, n, c).await?
+                tcp::client(port, &id, p, n, c).await?
             } else {
-                quic::client(port, &id, group, n, c).await?
+                quic::client(port, &id, p, n, c).await?
             };
             let (u, s) = common::process_cpu();
             println!(
-                "client engine={engine} group={} ok={ok} failed={failed} wall_s={:.3} client_cpu_us={}",
-                group.name(),
+                "client engine={engine} group={} suite={} ok={ok} failed={failed} wall_s={:.3} client_cpu_us={}",
+                p.group.name(),
+                p.suite.name(),
                 t0.elapsed().as_secs_f64(),
                 u + s
             );

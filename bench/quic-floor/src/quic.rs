@@ -10,20 +10,21 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::common::{rustls_client, rustls_server, Group, Identity, Window, ALPN, SERVER_NAME};
+use crate::common::{
+    quic_initial_suite, rustls_client, rustls_server, Group, Identity, Params, Window, ALPN,
+    SERVER_NAME,
+};
 
 fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-pub async fn serve_quinn(
-    port: u16,
-    id: &Identity,
-    group: Group,
-    window: Arc<Window>,
-) -> Result<()> {
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(rustls_server(id, group)?)
-        .context("rustls config for QUIC")?;
+pub async fn serve_quinn(port: u16, id: &Identity, p: Params, window: Arc<Window>) -> Result<()> {
+    let crypto = quinn::crypto::rustls::QuicServerConfig::with_initial(
+        Arc::new(rustls_server(id, p)?),
+        quic_initial_suite(),
+    )
+    .context("rustls config for QUIC")?;
     let cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let endpoint = quinn::Endpoint::server(cfg, addr(port))
         .with_context(|| format!("binding udp 127.0.0.1:{port}: pick a free port with --port"))?;
@@ -53,14 +54,14 @@ pub enum S2nTls {
 pub async fn serve_s2n(
     port: u16,
     id: &Identity,
-    group: Group,
+    p: Params,
     tls: S2nTls,
     window: Arc<Window>,
 ) -> Result<()> {
     let builder = s2n_quic::Server::builder();
     let server = match tls {
         S2nTls::Rustls => {
-            let tls = s2n_quic::provider::tls::rustls::Server::from(rustls_server(id, group)?);
+            let tls = s2n_quic::provider::tls::rustls::Server::from(rustls_server(id, p)?);
             builder
                 .with_tls(tls)
                 .context("s2n-quic rustls provider")?
@@ -75,9 +76,10 @@ pub async fn serve_s2n(
                 .context("s2n-tls certificate")?
                 .with_application_protocols([ALPN])
                 .context("s2n-tls ALPN")?;
-            // default_tls13 accepts X25519 (the client offers nothing else);
-            // the hybrid group needs the post-quantum policy.
-            let policy = match group {
+            // default_tls13 accepts X25519 and both AES-GCM suites (the
+            // client offers one of each, nothing else); the hybrid group
+            // needs the post-quantum policy.
+            let policy = match p.group {
                 Group::X25519 => "default_tls13",
                 Group::X25519MlKem768 => "default_pq",
             };
@@ -118,9 +120,12 @@ async fn one(endpoint: &quinn::Endpoint, port: u16) -> Result<()> {
     }
 }
 
-pub async fn client(port: u16, id: &Identity, group: Group, n: u64, c: u64) -> Result<(u64, u64)> {
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(rustls_client(id, group)?)
-        .context("rustls config for QUIC")?;
+pub async fn client(port: u16, id: &Identity, p: Params, n: u64, c: u64) -> Result<(u64, u64)> {
+    let crypto = quinn::crypto::rustls::QuicClientConfig::with_initial(
+        Arc::new(rustls_client(id, p)?),
+        quic_initial_suite(),
+    )
+    .context("rustls config for QUIC")?;
     let mut endpoint = quinn::Endpoint::client(addr(0)).context("binding the client socket")?;
     endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
     let next = Arc::new(std::sync::atomic::AtomicU64::new(0));

@@ -9,10 +9,10 @@ use anyhow::{Context, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::common::{rustls_client, rustls_server, Group, Identity, Window, SERVER_NAME};
+use crate::common::{rustls_client, rustls_server, Identity, Params, Window, SERVER_NAME};
 
-pub async fn serve(port: u16, id: &Identity, group: Group, window: Arc<Window>) -> Result<()> {
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(rustls_server(id, group)?));
+pub async fn serve(port: u16, id: &Identity, p: Params, window: Arc<Window>) -> Result<()> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(rustls_server(id, p)?));
     let listener = TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("binding 127.0.0.1:{port}: pick a free port with --port"))?;
@@ -80,8 +80,8 @@ async fn one(
     Ok(())
 }
 
-pub async fn client(port: u16, id: &Identity, group: Group, n: u64, c: u64) -> Result<(u64, u64)> {
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(rustls_client(id, group)?));
+pub async fn client(port: u16, id: &Identity, p: Params, n: u64, c: u64) -> Result<(u64, u64)> {
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(rustls_client(id, p)?));
     let name = rustls::pki_types::ServerName::try_from(SERVER_NAME)?.to_owned();
     let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = Vec::new();
