@@ -18,11 +18,13 @@ usage:
   quic-floor gen-cert --dir DIR
       write a self-signed ECDSA P-256 certificate for \"localhost\" into DIR
   quic-floor server --engine tcp|quinn|s2n|s2n-tls --port PORT --cert-dir DIR
-                    [--group G] [--suite S] [--warmup W] --handshakes N
+                    [--group G] [--suite S] [--warmup W] --handshakes N [--new-tokens K]
       serve on 127.0.0.1:PORT (TCP or UDP); close each connection right after
       its handshake; after W handshakes open a CPU window, after W+N print
       `engine=.. handshakes=N cpu_us=.. us_per_handshake=..` and exit 0.
       s2n = s2n-quic with its rustls provider, s2n-tls = with s2n-tls.
+      --new-tokens K (quinn only): NEW_TOKEN frames per connection (quinn's
+      default: 2).
   quic-floor client --engine tcp|quinn --port PORT --cert-dir DIR
                     [--group G] [--suite S] --connections N [--concurrency C]
       N full handshakes (fresh connection, no resumption), C at a time; the
@@ -41,6 +43,7 @@ struct Args {
     warmup: u64,
     count: Option<u64>,
     concurrency: u64,
+    new_tokens: Option<u32>,
 }
 
 fn parse(argv: &[String]) -> Result<Args> {
@@ -59,6 +62,7 @@ fn parse(argv: &[String]) -> Result<Args> {
         warmup: 0,
         count: None,
         concurrency: 1,
+        new_tokens: None,
     };
     let mut it = argv[1..].iter();
     while let Some(flag) = it.next() {
@@ -83,6 +87,12 @@ fn parse(argv: &[String]) -> Result<Args> {
             "--warmup" => a.warmup = num(v)?,
             "--handshakes" | "--connections" => a.count = Some(num(v)?),
             "--concurrency" => a.concurrency = num(v)?.max(1),
+            "--new-tokens" => {
+                a.new_tokens = Some(
+                    v.parse()
+                        .map_err(|_| anyhow::anyhow!("--new-tokens wants a count, got {v:?}"))?,
+                )
+            }
             _ => bail!("unknown flag {flag}"),
         }
     }
@@ -97,7 +107,7 @@ fn need<T: Clone>(v: &Option<T>, flag: &str) -> Result<T> {
 /// Everything checked before any work; an error here is a usage error (exit 2).
 enum Job {
     GenCert(PathBuf),
-    Server(String, u16, PathBuf, Params, u64, u64),
+    Server(String, u16, PathBuf, Params, u64, u64, Option<u32>),
     Client(String, u16, PathBuf, Params, u64, u64),
 }
 
@@ -120,6 +130,7 @@ fn job(a: &Args) -> Result<Job> {
                 a.params,
                 a.warmup,
                 n,
+                a.new_tokens,
             ))
         }
         "client" => {
@@ -147,13 +158,13 @@ fn job(a: &Args) -> Result<Job> {
 async fn run(job: Job) -> Result<()> {
     match job {
         Job::GenCert(dir) => common::gen_cert(&dir),
-        Job::Server(engine, port, dir, p, warmup, n) => {
+        Job::Server(engine, port, dir, p, warmup, n, new_tokens) => {
             let id = common::load_identity(&dir)?;
             match engine.as_str() {
                 "tcp" => tcp::serve(port, &id, p, common::Window::new("tcp", p, warmup, n)).await,
                 "quinn" => {
                     let w = common::Window::new("quinn", p, warmup, n);
-                    quic::serve_quinn(port, &id, p, w).await
+                    quic::serve_quinn(port, &id, p, new_tokens, w).await
                 }
                 "s2n" => {
                     let w = common::Window::new("s2n", p, warmup, n);

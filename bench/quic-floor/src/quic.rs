@@ -19,13 +19,26 @@ fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-pub async fn serve_quinn(port: u16, id: &Identity, p: Params, window: Arc<Window>) -> Result<()> {
+/// `new_tokens`: NEW_TOKEN frames sent per connection (quinn's default, 2
+/// with its `bloom` feature, when None).
+pub async fn serve_quinn(
+    port: u16,
+    id: &Identity,
+    p: Params,
+    new_tokens: Option<u32>,
+    window: Arc<Window>,
+) -> Result<()> {
     let crypto = quinn::crypto::rustls::QuicServerConfig::with_initial(
         Arc::new(rustls_server(id, p)?),
         quic_initial_suite(),
     )
     .context("rustls config for QUIC")?;
-    let cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    if let Some(n) = new_tokens {
+        let mut tokens = quinn::ValidationTokenConfig::default();
+        tokens.sent(n);
+        cfg.validation_token_config(tokens);
+    }
     let endpoint = quinn::Endpoint::server(cfg, addr(port))
         .with_context(|| format!("binding udp 127.0.0.1:{port}: pick a free port with --port"))?;
     eprintln!("quinn: listening on udp 127.0.0.1:{port}");
