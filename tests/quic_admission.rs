@@ -60,12 +60,10 @@ fn shed(m: &Metrics, action: &str) -> f64 {
     )
 }
 
-/// A server with `session` admission over TCP and QUIC whose budget is
-/// one full handshake (then one per 20 s, longer than the test): the
-/// first HTTP/3 client's full handshake is admitted and its resumptions
-/// must be; a new client after it must be shed by `how`.
-fn a_resumed_client_is_admitted_and_a_new_one_shed(how: &str) -> Metrics {
-    let s = Serve::start(&[
+/// `serve --h3 --admission session` with a budget of one full handshake
+/// (then one per 20 s, longer than a test), stateful tickets, and `extra`.
+fn one_full_handshake_budget(extra: &[&str]) -> Serve {
+    let mut args = vec![
         "--tickets",
         "off",
         "--h3",
@@ -73,9 +71,17 @@ fn a_resumed_client_is_admitted_and_a_new_one_shed(how: &str) -> Metrics {
         "session",
         "--admission-fixed-limit",
         "0.05/s",
-        "--quic-shed-with",
-        how,
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    Serve::start(&args)
+}
+
+/// A server with `session` admission over TCP and QUIC whose budget is
+/// one full handshake (then one per 20 s, longer than the test): the
+/// first HTTP/3 client's full handshake is admitted and its resumptions
+/// must be; a new client after it must be shed by `how`.
+fn a_resumed_client_is_admitted_and_a_new_one_shed(how: &str) -> Metrics {
+    let s = one_full_handshake_budget(&["--quic-shed-with", how]);
     // One full handshake (the budget's one), then 11 resumptions.
     let r = load(&s, "--reuse 100 -c 1 -n 12");
     assert_eq!(num(&r, "requests/succeeded"), 12.0, "{r:#}");
@@ -120,15 +126,7 @@ fn a_resumed_client_is_admitted_and_a_new_one_shed(how: &str) -> Metrics {
 /// process: no token) after it is shed.
 #[test]
 fn session_admission_over_quic_admits_a_returning_client_ahead_of_a_new_one() {
-    let s = Serve::start(&[
-        "--tickets",
-        "off",
-        "--h3",
-        "--admission",
-        "session",
-        "--admission-fixed-limit",
-        "0.05/s",
-    ]);
+    let s = one_full_handshake_budget(&[]);
     let r = load(&s, "--reuse 0 -c 1 -n 2");
     assert_eq!(num(&r, "requests/succeeded"), 2.0, "{r:#}");
     assert_eq!(num(&r, "transport/full/count"), 2.0, "{r:#}");

@@ -16,7 +16,7 @@ use tlslab_server::{Content, Server};
 
 use crate::Error;
 use crate::pin::Placement;
-use crate::rig::{self, Reading, Rig, Transport};
+use crate::rig::{self, Reading, Rig};
 
 /// The port the server listens on at the path's server address. The
 /// namespace is this run's own, so the port is free, and the URL is the
@@ -58,12 +58,7 @@ impl PathServer {
             let mut c = rig.server(Content::Specweb96);
             let addr = SocketAddr::new(handle.server_ip(), PORT);
             c.https = Some(addr);
-            let transport = if h3 {
-                rig::zero_rtt(&mut c);
-                Transport::Quic
-            } else {
-                Transport::Tcp
-            };
+            let transport = rig::h3_with_zero_rtt(h3, &mut c);
             let server = transport.start(c)?;
             Ok((server, rig))
         })?;

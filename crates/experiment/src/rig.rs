@@ -111,6 +111,16 @@ pub(crate) fn zero_rtt(c: &mut ServeConfig) {
     c.tls.max_early_data = 16_384;
 }
 
+/// The transport of a path study's server: HTTP/3 with 0-RTT
+/// ([`zero_rtt`]) when `h3`, else TCP as configured.
+pub(crate) fn h3_with_zero_rtt(h3: bool, c: &mut ServeConfig) -> Transport {
+    if !h3 {
+        return Transport::Tcp;
+    }
+    zero_rtt(c);
+    Transport::Quic
+}
+
 /// How a cell's load reaches the server: the one place an experiment
 /// tells TCP from QUIC (which listeners its server starts, which one its
 /// load connects to, and how the load speaks).

@@ -23,7 +23,7 @@ use tlslab_server::{Content, Server};
 use super::About;
 use super::rtt_path::{PathKind, RttPath, Stopped};
 use super::session::{Session, StudyError, compare, now_ms};
-use crate::rig::{self, Rig, Transport};
+use crate::rig::{self, Rig};
 use tlslab_report::study::ChartKind;
 
 /// `seed003-table2`.
@@ -286,12 +286,7 @@ fn run_cells(
                         let rig = Rig::generate(KeyType::Rsa2048, &sans, placement)?;
                         let mut c = rig.server(Content::Specweb96);
                         c.https = Some(rig::server_bind(h));
-                        let transport = if arm == Arm::H3 {
-                            rig::zero_rtt(&mut c);
-                            Transport::Quic
-                        } else {
-                            Transport::Tcp
-                        };
+                        let transport = rig::h3_with_zero_rtt(arm == Arm::H3, &mut c);
                         let server = transport.start(c)?;
                         Ok((server, rig))
                     })?;
