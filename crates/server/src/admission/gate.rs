@@ -275,7 +275,8 @@ impl Admission {
     /// Takes a token for a full handshake as `draw` allows. The bucket
     /// holds at most a burst (a tenth of a second at the limit) and goes
     /// down to minus a burst: a returning client may borrow that far ahead of
-    /// new clients, so the limit still bounds every full handshake.
+    /// new clients, so the limit still bounds every full handshake. A limit
+    /// of 0 (`--admission-fixed-limit 0`) lends nothing.
     fn take_token(&self, now: Instant, draw: Draw) -> Took {
         let Some(rate) = self.limit_now() else {
             return Took::Whole;
@@ -287,7 +288,9 @@ impl Admission {
         b.tokens = (b.tokens + dt * rate).min(burst);
         let took = if b.tokens >= 1.0 {
             Took::Whole
-        } else if draw == Draw::Charge || (draw == Draw::Borrow && b.tokens >= 1.0 - burst) {
+        } else if draw == Draw::Charge
+            || (draw == Draw::Borrow && rate > 0.0 && b.tokens >= 1.0 - burst)
+        {
             Took::Borrowed
         } else {
             return Took::No;
@@ -503,11 +506,16 @@ mod tests {
             adm.decide_on(HelloKind::Full, Door::Quic),
             Verdict::Shed(None)
         ));
+        // A limit of 0 lends nothing, not even to a returning client.
+        assert!(matches!(
+            adm.decide_on(HelloKind::Full, Door::QuicReturning),
+            Verdict::Shed(None)
+        ));
         assert!(matches!(adm.decide(HelloKind::Full), Verdict::Shed(None)));
         let s = adm.stats();
-        assert_eq!((s.full_shed, s.resume_admitted), (2, 1));
+        assert_eq!((s.full_shed, s.resume_admitted), (3, 1));
         let q = Decisions {
-            full_shed: 1,
+            full_shed: 2,
             resume_admitted: 1,
             ..Decisions::default()
         };
