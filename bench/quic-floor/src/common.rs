@@ -277,3 +277,51 @@ impl Window {
         });
     }
 }
+
+/// Runs `n` handshakes from `c` tasks, each made by `one` (called with
+/// nothing but its own clone of the shared state), each within 10 s: the
+/// handshakes that succeeded and those that failed. The first three
+/// failures are printed, prefixed with `label`.
+pub async fn drive<S, F, Fut>(
+    label: &'static str,
+    n: u64,
+    c: u64,
+    state: S,
+    one: F,
+) -> Result<(u64, u64)>
+where
+    S: Clone + Send + 'static,
+    F: Fn(S) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send,
+{
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..c {
+        let (state, one, next) = (state.clone(), one.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut failed) = (0u64, 0u64);
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                match tokio::time::timeout(std::time::Duration::from_secs(10), one(state.clone()))
+                    .await
+                {
+                    Ok(Ok(())) => ok += 1,
+                    Ok(Err(e)) => {
+                        failed += 1;
+                        if failed <= 3 {
+                            eprintln!("{label}: {e:#}");
+                        }
+                    }
+                    Err(_) => failed += 1,
+                }
+            }
+            (ok, failed)
+        }));
+    }
+    let mut total = (0, 0);
+    for t in tasks {
+        let (ok, failed) = t.await.context("client task")?;
+        total.0 += ok;
+        total.1 += failed;
+    }
+    Ok(total)
+}

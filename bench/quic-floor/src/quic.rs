@@ -6,7 +6,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
@@ -141,32 +140,12 @@ pub async fn client(port: u16, id: &Identity, p: Params, n: u64, c: u64) -> Resu
     .context("rustls config for QUIC")?;
     let mut endpoint = quinn::Endpoint::client(addr(0)).context("binding the client socket")?;
     endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
-    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..c {
-        let (endpoint, next) = (endpoint.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            let (mut ok, mut failed) = (0u64, 0u64);
-            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
-                match tokio::time::timeout(Duration::from_secs(10), one(&endpoint, port)).await {
-                    Ok(Ok(())) => ok += 1,
-                    Ok(Err(e)) => {
-                        failed += 1;
-                        if failed <= 3 {
-                            eprintln!("quic client: {e:#}");
-                        }
-                    }
-                    Err(_) => failed += 1,
-                }
-            }
-            (ok, failed)
-        }));
-    }
-    let mut total = (0, 0);
-    for t in tasks {
-        let (ok, failed) = t.await.context("client task")?;
-        total.0 += ok;
-        total.1 += failed;
-    }
-    Ok(total)
+    crate::common::drive(
+        "quic client",
+        n,
+        c,
+        endpoint,
+        move |e: quinn::Endpoint| async move { one(&e, port).await },
+    )
+    .await
 }

@@ -83,34 +83,15 @@ async fn one(
 pub async fn client(port: u16, id: &Identity, p: Params, n: u64, c: u64) -> Result<(u64, u64)> {
     let connector = tokio_rustls::TlsConnector::from(Arc::new(rustls_client(id, p)?));
     let name = rustls::pki_types::ServerName::try_from(SERVER_NAME)?.to_owned();
-    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..c {
-        let (connector, name, next) = (connector.clone(), name.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            let (mut ok, mut failed) = (0u64, 0u64);
-            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
-                match tokio::time::timeout(Duration::from_secs(10), one(&connector, port, &name))
-                    .await
-                {
-                    Ok(Ok(())) => ok += 1,
-                    Ok(Err(e)) => {
-                        failed += 1;
-                        if failed <= 3 {
-                            eprintln!("tcp client: {e:#}");
-                        }
-                    }
-                    Err(_) => failed += 1,
-                }
-            }
-            (ok, failed)
-        }));
-    }
-    let mut total = (0, 0);
-    for t in tasks {
-        let (ok, failed) = t.await.context("client task")?;
-        total.0 += ok;
-        total.1 += failed;
-    }
-    Ok(total)
+    crate::common::drive(
+        "tcp client",
+        n,
+        c,
+        (connector, name),
+        move |(connector, name): (
+            tokio_rustls::TlsConnector,
+            rustls::pki_types::ServerName<'static>,
+        )| async move { one(&connector, port, &name).await },
+    )
+    .await
 }
