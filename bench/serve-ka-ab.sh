@@ -16,7 +16,9 @@
 # connection carries one request, a full handshake (no reuse): server CPU
 # per handshake instead. PROTO picks the protocol: h1 (the default,
 # HTTP/1.1), h2 (`--h2 -m 10`, h2load's -m) or h3 (HTTP/3 over QUIC, `--h3
-# -m 10`; the server also gets `--h3`). Every address is 127.0.0.1.
+# -m 10`; the server also gets `--h3`). With LOG=1 each server writes an
+# access log (`--access-log`, in the temporary directory), as
+# bench/peers.sh's servers do. Every address is 127.0.0.1.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE AFTER [PAIRS] [SECONDS]" >&2; exit 2; }
 A=$1 B=$2 PAIRS=${3:-5} SECS=${4:-5}
@@ -37,9 +39,10 @@ tck=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 start() { # binary label: starts a server, writes its pid and URL to $dir/label.*
-  local bin=$1 label=$2
+  local bin=$1 label=$2 log=()
+  [ "${LOG:-0}" = 1 ] && log=(--access-log "$dir/$label.access.log")
   taskset -c 0 "$bin" serve --listen 127.0.0.1:0 --root "$dir" --threads 1 \
-    --tls 1.2,1.3 --tickets on "${srvproto[@]}" </dev/null >"$dir/$label.out" 2>"$dir/$label.err" &
+    --tls 1.2,1.3 --tickets on "${srvproto[@]}" "${log[@]}" </dev/null >"$dir/$label.out" 2>"$dir/$label.err" &
   echo $! >"$dir/$label.pid"
   local url=""
   for _ in $(seq 100); do

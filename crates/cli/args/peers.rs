@@ -78,6 +78,11 @@ pub struct TlsArgs {
     /// The access log file (none: no access log).
     #[arg(long, requires = "log_format")]
     pub access_log: Option<PathBuf>,
+    /// Batch the access log's writes, as `tlslab serve --access-log` does
+    /// (nginx: `buffer=64k flush=100ms`; Apache: `BufferedLogs On`), rather
+    /// than one `write` per request.
+    #[arg(long, requires = "access_log")]
+    pub log_buffered: bool,
     /// Write the config here (nginx: also create the temp dirs) instead of printing it.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -112,6 +117,11 @@ pub struct NginxArgs {
     /// The listen socket's backlog.
     #[arg(long)]
     pub backlog: Option<u32>,
+    /// open_file_cache: keep served files' descriptors open, so a request
+    /// does not open, stat and close its file (`tlslab serve` holds its
+    /// files in memory).
+    #[arg(long)]
+    pub open_file_cache: bool,
     /// HTTP/2 on, spelled for the version of this nginx binary.
     #[arg(long, value_name = "NGINX")]
     pub h2_for: Option<PathBuf>,

@@ -40,7 +40,13 @@ pub fn run(a: &PeersArgs) -> anyhow::Result<ExitCode> {
             c.curves = t.curves.clone();
             if let (Some(format), Some(path)) = (&t.log_format, &t.access_log) {
                 let (name, format, path) = ("tlslab".into(), format.clone(), path.clone());
-                c.logs.push(AccessLog { name, format, path });
+                let buffered = t.log_buffered;
+                c.logs.push(AccessLog {
+                    name,
+                    format,
+                    path,
+                    buffered,
+                });
             }
             c.worker_connections = n.worker_connections;
             c.rlimit_nofile = n.rlimit_nofile;
@@ -49,6 +55,7 @@ pub fn run(a: &PeersArgs) -> anyhow::Result<ExitCode> {
             c.keepalive_requests = n.keepalive_requests;
             c.keepalive_timeout = n.keepalive_timeout.clone();
             c.backlog = n.backlog;
+            c.open_file_cache = n.open_file_cache;
             if let Some(bin) = &n.h2_for {
                 let v = tlslab_peers::nginx::version(bin)
                     .with_context(|| format!("cannot read the version of {}", bin.display()))?;
@@ -80,6 +87,7 @@ pub fn run(a: &PeersArgs) -> anyhow::Result<ExitCode> {
                 tls13_suites: t.tls13_suites.clone(),
                 curves: t.curves.clone(),
                 log: t.log_format.clone().zip(t.access_log.clone()),
+                buffered_logs: t.log_buffered,
             };
             emit(&c.render(), t.out.as_ref())
         }

@@ -50,6 +50,9 @@ pub struct ApacheConf {
     pub curves: Option<String>,
     /// Access log: (LogFormat, file); none: no access log.
     pub log: Option<(String, PathBuf)>,
+    /// `BufferedLogs On`: the access log is written in batches, as `tlslab
+    /// serve --access-log` writes its own; false: one `write` per request.
+    pub buffered_logs: bool,
 }
 
 impl ApacheConf {
@@ -98,6 +101,9 @@ impl ApacheConf {
         if let Some((format, file)) = &self.log {
             let _ = writeln!(c, "LogFormat \"{format}\" tlslab");
             let _ = writeln!(c, "CustomLog {} tlslab", file.display());
+            if self.buffered_logs {
+                c.push_str("BufferedLogs On\n");
+            }
         }
         let _ = write!(
             c,
@@ -151,9 +157,8 @@ pub fn builtin_modules(apache2: &Path) -> BTreeSet<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn builtin_modules_are_not_loaded_again() {
-        let c = ApacheConf {
+    fn conf() -> ApacheConf {
+        ApacheConf {
             dir: "/d".into(),
             port: 8443,
             cert: "/c".into(),
@@ -169,8 +174,13 @@ mod tests {
             tls13_suites: None,
             curves: None,
             log: Some(("%k".into(), "/d/access.log".into())),
+            buffered_logs: false,
         }
-        .render();
+    }
+
+    #[test]
+    fn builtin_modules_are_not_loaded_again() {
+        let c = conf().render();
         assert!(c.contains("LoadModule ssl_module /mods/mod_ssl.so"), "{c}");
         assert!(!c.contains("unixd_module"));
         assert!(c.contains("Listen 127.0.0.1:8443 https"));
@@ -178,5 +188,13 @@ mod tests {
         assert!(c.contains("SSLSessionTickets off"));
         assert!(c.contains("ThreadsPerChild 64"));
         assert!(c.contains("CustomLog /d/access.log tlslab"));
+        assert!(!c.contains("BufferedLogs"));
+    }
+
+    #[test]
+    fn a_buffered_log_is_a_directive() {
+        let mut c = conf();
+        c.buffered_logs = true;
+        assert!(c.render().contains("BufferedLogs On\n"));
     }
 }

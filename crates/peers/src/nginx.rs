@@ -23,6 +23,10 @@ pub struct AccessLog {
     pub format: String,
     /// The log file.
     pub path: PathBuf,
+    /// Lines are batched and written at most every 100 ms, or at 64 KiB
+    /// (`buffer=64k flush=100ms`), as `tlslab serve --access-log` writes
+    /// its own; false: one `write` per request, nginx's default.
+    pub buffered: bool,
 }
 
 /// Session tickets.
@@ -72,6 +76,10 @@ pub struct NginxConf {
     pub limit_conn: Option<usize>,
     /// The listen socket's `backlog`, if set.
     pub backlog: Option<u32>,
+    /// `open_file_cache`: keep the descriptors and metadata of up to 1,000
+    /// served files open (revalidated hourly), so a request does not open,
+    /// stat and close its file; `tlslab serve` holds its files in memory.
+    pub open_file_cache: bool,
     /// HTTP/2 on, written for this nginx version ([`version`]).
     pub http2: Option<(u32, u32, u32)>,
     /// `ssl_ciphers` (TLS 1.2), if set.
@@ -108,6 +116,7 @@ impl NginxConf {
             keepalive_timeout: None,
             limit_conn: None,
             backlog: None,
+            open_file_cache: false,
             http2: None,
             tls12_ciphers: None,
             tls13_suites: None,
@@ -124,6 +133,7 @@ impl NginxConf {
             name: name.into(),
             format: format.into(),
             path: self.prefix.join(file),
+            buffered: false,
         });
         self
     }
@@ -168,9 +178,19 @@ impl NginxConf {
             let _ = writeln!(c, "    {t}_temp_path {p}/tmp/{t};");
         }
         c.push_str("    default_type application/octet-stream;\n");
+        if self.open_file_cache {
+            c.push_str(
+                "    open_file_cache max=1000 inactive=3600s;\n    open_file_cache_valid 3600s;\n",
+            );
+        }
         for l in &self.logs {
             let _ = writeln!(c, "    log_format {} '{}';", l.name, l.format);
-            let _ = writeln!(c, "    access_log {} {};", l.path.display(), l.name);
+            let buffer = if l.buffered {
+                " buffer=64k flush=100ms"
+            } else {
+                ""
+            };
+            let _ = writeln!(c, "    access_log {} {}{buffer};", l.path.display(), l.name);
         }
         if self.logs.is_empty() {
             c.push_str("    access_log off;\n");
@@ -384,6 +404,22 @@ mod tests {
             ],
         );
         assert!(!c.contains("limit_conn"));
+        assert!(!c.contains("open_file_cache"));
+    }
+
+    #[test]
+    fn a_buffered_log_and_the_open_file_cache_are_directives() {
+        let mut n = conf().log("tlslab", "$status", "access.log");
+        n.logs[0].buffered = true;
+        n.open_file_cache = true;
+        has_all(
+            &n.render(),
+            &[
+                "access_log /tmp/x/access.log tlslab buffer=64k flush=100ms;",
+                "open_file_cache max=1000 inactive=3600s;",
+                "open_file_cache_valid 3600s;",
+            ],
+        );
     }
 
     #[test]

@@ -104,8 +104,10 @@ impl AccessLog {
         })
     }
 
-    /// Queues one line, waiting for room if the writer is far behind.
-    fn send(&self, line: &str) {
+    /// Queues one line, written by `line` straight into the batch (no line
+    /// of its own is allocated), waiting for room if the writer is far
+    /// behind.
+    fn send(&self, line: impl FnOnce(&mut Vec<u8>)) {
         let mut q = lock(&self.shared.queue);
         while q.buf.len() >= MAX_BYTES && !q.stop {
             self.shared.wake.notify_one();
@@ -115,7 +117,7 @@ impl AccessLog {
                 .wait(q)
                 .unwrap_or_else(PoisonError::into_inner);
         }
-        q.buf.extend_from_slice(line.as_bytes());
+        line(&mut q.buf);
         if q.buf.len() >= WAKE_BYTES {
             self.shared.wake.notify_one();
         }
@@ -218,26 +220,29 @@ impl Pending {
         }
     }
 
-    /// Formats the line and queues it.
+    /// Formats the line into the log's batch.
     pub(crate) fn emit(self) {
         let c = &self.conn;
-        let line = format!(
-            "{} - - [{}] \"{}\" {} {} \"-\" \"{}\" {} {} {} {} {} {} {}\n",
-            c.peer.ip().to_canonical(),
-            time_local(SystemTime::now()),
-            self.request,
-            self.status,
-            self.sent,
-            self.user_agent,
-            c.tls.0,
-            c.tls.1,
-            self.start.elapsed().as_micros(),
-            c.id,
-            self.on_conn,
-            if self.early { "1" } else { "." },
-            c.transport.name(),
-        );
-        self.log.send(&line);
+        let (now, took) = (SystemTime::now(), self.start.elapsed());
+        self.log.send(|buf| {
+            let _ = write!(buf, "{} - - [", c.peer.ip().to_canonical());
+            push_time_local(buf, now);
+            let _ = writeln!(
+                buf,
+                "] \"{}\" {} {} \"-\" \"{}\" {} {} {} {} {} {} {}",
+                self.request,
+                self.status,
+                self.sent,
+                self.user_agent,
+                c.tls.0,
+                c.tls.1,
+                took.as_micros(),
+                c.id,
+                self.on_conn,
+                if self.early { "1" } else { "." },
+                c.transport.name(),
+            );
+        });
     }
 }
 
@@ -346,6 +351,23 @@ pub(crate) fn escape(s: &[u8]) -> String {
 }
 
 /// `dd/Mon/yyyy:HH:MM:SS +0000` (UTC).
+/// Appends `$time_local` of `t`, formatted once a second per thread (as
+/// nginx caches its time strings) rather than on every line.
+fn push_time_local(buf: &mut Vec<u8>, t: SystemTime) {
+    thread_local! {
+        static CACHED: std::cell::RefCell<(u64, String)> =
+            const { std::cell::RefCell::new((u64::MAX, String::new())) };
+    }
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    CACHED.with_borrow_mut(|(at, text)| {
+        if *at != secs {
+            *text = time_local(t);
+            *at = secs;
+        }
+        buf.extend_from_slice(text.as_bytes());
+    });
+}
+
 fn time_local(t: SystemTime) -> String {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -383,6 +405,20 @@ fn request_line<B>(req: &http::Request<B>) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn the_cached_time_follows_the_second() {
+        let mut buf = Vec::new();
+        for s in [1_795_308_244, 1_795_308_244, 1_795_308_245, 0] {
+            push_time_local(&mut buf, UNIX_EPOCH + Duration::from_secs(s));
+            buf.push(b'|');
+        }
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "22/Nov/2026:00:44:04 +0000|22/Nov/2026:00:44:04 +0000|\
+             22/Nov/2026:00:44:05 +0000|01/Jan/1970:00:00:00 +0000|"
+        );
+    }
 
     #[test]
     fn time_local_matches_known_dates() {
