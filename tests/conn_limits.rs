@@ -17,17 +17,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Metrics, Serve, expect_ok, load_json, num, run_tlslab, tempdir};
+use common::{Metrics, Serve, expect_ok, load_json, num, rt, run_tlslab, tempdir};
 
 /// A bound on every wait here.
 const WAIT: Duration = Duration::from_secs(10);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
 
 fn quic(m: &Metrics, name: &str) -> f64 {
     m.count(name, &[("transport", "quic")])
@@ -172,7 +165,7 @@ fn half_open_quic_handshakes_cannot_lock_out_a_real_client() {
         "--quic-retry",
         "off",
     ]);
-    let rt = runtime();
+    let rt = rt();
     let ca = s.ca.clone().expect("an ephemeral CA");
     // Five more than the limit: those wait for room in front of the real
     // client, each behind an eviction.
@@ -210,7 +203,7 @@ fn half_open_quic_handshakes_cannot_lock_out_a_real_client() {
 #[test]
 fn by_default_a_half_open_flood_gets_retries_and_takes_no_slot() {
     let s = Serve::start(&["--h3", "--quic-max-connections", "20"]);
-    let rt = runtime();
+    let rt = rt();
     let ca = s.ca.clone().expect("an ephemeral CA");
     let initials = rt.block_on(capture_initials(&ca, 60));
     let _flood = flood(s.https, &initials);
@@ -248,7 +241,7 @@ fn quiet_quic_clients_are_evicted_at_the_limit_and_closed_at_the_request_timeout
         "--keepalive-timeout",
         "3s",
     ]);
-    let rt = runtime();
+    let rt = rt();
     rt.block_on(async {
         let ping = Some(Duration::from_millis(200));
         let mut quiet = Vec::new();

@@ -11,17 +11,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Metrics, Serve, expect_ok, load_json, num, run_tlslab, tempdir};
+use common::{Metrics, Serve, expect_ok, load_json, num, rt, run_tlslab, tempdir};
 
 /// A bound on every QUIC wait here.
 const WAIT: Duration = Duration::from_secs(10);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
 
 /// A QUIC client trusting `ca` (ALPN h3) whose own idle timeout is 10 s.
 fn client_config(ca: &Path) -> quinn::ClientConfig {
@@ -116,7 +109,7 @@ fn metrics_until(s: &Serve, ok: impl Fn(&Metrics) -> bool) -> Metrics {
 #[test]
 fn quic_retry_always_sends_a_retry_and_the_handshake_still_completes() {
     let s = Serve::start(&["--h3", "--quic-retry", "always"]);
-    let rt = runtime();
+    let rt = rt();
     let (first, wire) = rt.block_on(async {
         let (via, wire) = retry_counting_relay(s.https).await;
         let (ep, conn) = connect_via(&s, via)
@@ -158,7 +151,7 @@ fn quic_retry_under_load_starts_at_half_the_connection_limit() {
         "--quic-max-connections",
         "2",
     ]);
-    let rt = runtime();
+    let rt = rt();
     let retries = rt.block_on(async {
         // Nothing open: no Retry. Each client goes through a relay that
         // counts the Retry packets on the wire.
@@ -205,7 +198,7 @@ fn quic_retry_under_load_starts_at_half_the_connection_limit() {
 #[test]
 fn quic_max_connections_closes_the_longest_idle_to_admit_a_new_one() {
     let s = Serve::start(&["--h3", "--quic-max-connections", "2"]);
-    let rt = runtime();
+    let rt = rt();
     rt.block_on(async {
         let mut held = vec![
             connect(&s).await.expect("connection 1 of 2"),
@@ -267,7 +260,7 @@ fn quic_max_connections_refuses_a_new_one_when_none_is_idle() {
         dir.path().join("load.json").to_str().unwrap(),
     ]));
     metrics_until(&s, |m| quic(m, "tlslab_transport_requests_total") == 1.0);
-    let rt = runtime();
+    let rt = rt();
     rt.block_on(async {
         let t0 = Instant::now();
         match connect(&s).await {
@@ -300,7 +293,7 @@ fn quic_max_connections_refuses_a_new_one_when_none_is_idle() {
 #[test]
 fn quic_idle_timeout_closes_a_silent_connection() {
     let s = Serve::start(&["--h3", "--quic-idle-timeout", "300ms"]);
-    let rt = runtime();
+    let rt = rt();
     let (took, reason) = rt.block_on(async {
         let (ep, c) = connect(&s).await.expect("a handshake");
         let t0 = Instant::now();

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tlslab_dispatch::{BadInputAction, Config, Dispatcher, HealthCheck, Policy};
-use tlslab_runtime::testkit::{Slowloris, served};
+use tlslab_testkit::slowloris::{Slowloris, served};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;

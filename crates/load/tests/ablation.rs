@@ -1,29 +1,25 @@
 //! The client's crypto meter and ablations, against an in-process tlslab
 //! server on 127.0.0.1 with the same (or a different) ablation set.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tlslab_crypto::meter::AblationSet;
-use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_crypto::pki::Generated;
 use tlslab_crypto::provider::Version;
 use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
 use tlslab_report::LoadReportText;
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
 use tlslab_stats::LoadReport;
-
-fn any_port() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
+use tlslab_testkit::{generated, loopback};
 
 /// A server with a fresh ECDSA P-256 chain, one worker thread, `versions`
 /// and the ablations `set`.
 fn server(set: &str, versions: &[Version]) -> (Server, Generated) {
-    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let g = generated();
     let mut tls = TlsSettings::new(CertSource::Generated(g.clone()));
     tls.versions = versions.to_vec();
     tls.ablation = set.parse().unwrap();
-    let mut cfg = ServeConfig::new(any_port(), Content::Empty, tls);
+    let mut cfg = ServeConfig::new(loopback(), Content::Empty, tls);
     cfg.threads = 1;
     (Server::start(cfg).unwrap(), g)
 }
@@ -209,13 +205,13 @@ fn ablation_needs_the_lab_ca() {
 /// A server with an HTTP/3 listener beside its TLS one, both ablated by
 /// `set`, on 127.0.0.1.
 fn h3_server(set: &str) -> (Server, Generated) {
-    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let g = generated();
     let mut tls = TlsSettings::new(CertSource::Generated(g.clone()));
     tls.versions = vec![Version::Tls13];
     tls.ablation = set.parse().unwrap();
-    let mut cfg = ServeConfig::new(any_port(), Content::Empty, tls);
+    let mut cfg = ServeConfig::new(loopback(), Content::Empty, tls);
     cfg.threads = 1;
-    let h3 = tlslab_server::H3Settings::new(any_port());
+    let h3 = tlslab_server::H3Settings::new(loopback());
     (Server::start_with_h3(cfg, Some(h3)).unwrap(), g)
 }
 

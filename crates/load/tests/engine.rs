@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_crypto::pki::Generated;
 use tlslab_crypto::provider::{Algorithms, Version};
 use tlslab_load::{LoadConfig, ResumeWith, Target, Trust};
 use tlslab_report::LoadReportText;
@@ -242,7 +242,7 @@ fn refused_port_counts_refused_errors() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let g = generated();
     let mut cfg = config(
         vec![Target::parse(&format!("https://127.0.0.1:{port}/")).unwrap()],
         &g,
@@ -291,7 +291,7 @@ fn silent_server_times_out() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     // Accepts (the kernel does) but never answers the ClientHello.
-    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let g = generated();
     let mut cfg = config(
         vec![Target::parse(&format!("https://{addr}/")).unwrap()],
         &g,
@@ -398,7 +398,7 @@ fn early_data_is_sent_on_resumption() {
 #[test]
 fn certificate_checks_fail_as_tls_errors_unless_insecure() {
     let (srv, g) = server(|_| {});
-    let other = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let other = generated();
     let mut cfg = config(vec![https(&srv, "/bytes/10")], &other);
     cfg.requests = Some(2);
     let report = tlslab_load::run(&cfg).unwrap();

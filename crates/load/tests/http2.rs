@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_crypto::pki::Generated;
 use tlslab_load::{Http2, Target};
 use tlslab_server::{Server, TlsSettings};
 
@@ -256,7 +256,7 @@ fn the_deadline_cuts_streams_off_as_unfinished() {
 
 #[test]
 fn h2_rejects_what_it_cannot_do() {
-    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let g = generated();
     let t = Target::parse("https://127.0.0.1:1/").unwrap();
     let base = || {
         let mut c = config(vec![t.clone()], &g);

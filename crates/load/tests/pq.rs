@@ -20,7 +20,7 @@ fn server(leaf: KeyType, mid: Option<KeyType>, comp: &[CertCompression]) -> (Ser
     let mut tls = TlsSettings::new(CertSource::Generated(g.clone()));
     tls.versions = vec![Version::Tls13];
     tls.cert_compression = comp.to_vec();
-    let mut cfg = ServeConfig::new(any_port(), Content::Empty, tls);
+    let mut cfg = ServeConfig::new(loopback(), Content::Empty, tls);
     cfg.threads = 1;
     (Server::start(cfg).unwrap(), g)
 }

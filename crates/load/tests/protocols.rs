@@ -9,7 +9,7 @@ use common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_crypto::pki::Generated;
 use tlslab_load::{Arrivals, Http2, Http3, LoadConfig, OpenLoop, Target, ThinkTime, Workload};
 use tlslab_server::{CertSource, Content, H3Settings, ServeConfig, Server, TlsSettings};
 use tlslab_stats::LoadReport;
@@ -76,14 +76,14 @@ impl Proto {
     /// thread, with an HTTP/3 listener for [`Proto::H3`], writing an access
     /// log to `log` if given.
     fn server(self, content: Content, log: Option<&Path>) -> (Server, Generated) {
-        let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+        let g = generated();
         let tls = TlsSettings::new(CertSource::Generated(g.clone()));
-        let mut cfg = ServeConfig::new(any_port(), content, tls);
+        let mut cfg = ServeConfig::new(loopback(), content, tls);
         cfg.threads = 1;
         cfg.access_log = log.map(Path::to_path_buf);
         // HTTP/3 on the HTTPS listener's port number, over UDP (the server
         // picks a number free for both).
-        let h3 = (self == Proto::H3).then(|| H3Settings::new(any_port()));
+        let h3 = (self == Proto::H3).then(|| H3Settings::new(loopback()));
         match Server::start_with_h3(cfg, h3) {
             Ok(s) => (s, g),
             Err(e) => panic!("{self:?} server: {e}"),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::any_port;
+use common::{generated, loopback};
 use tlslab_crypto::pki::{self, KeyType};
 use tlslab_load::quic::flood::{self, Flood, FloodKind};
 use tlslab_load::{Error, Http3, LoadConfig, Target, Trust};
@@ -50,7 +50,7 @@ fn refusing_server() -> (SocketAddr, Arc<AtomicU64>, tokio::runtime::Runtime) {
             .unwrap();
     let endpoint = {
         let _in = rt.enter();
-        quinn::Endpoint::server(config, any_port()).unwrap()
+        quinn::Endpoint::server(config, loopback()).unwrap()
     };
     let addr = endpoint.local_addr().unwrap();
     let seen = Arc::new(AtomicU64::new(0));
@@ -86,7 +86,7 @@ fn h3_backs_off_against_a_refusing_server() {
 // said "the server is too slow (or hangs)"; it says nothing answered.
 #[test]
 fn h3_says_no_quic_server_answered_on_a_silent_port() {
-    let silent = UdpSocket::bind(any_port()).unwrap();
+    let silent = UdpSocket::bind(loopback()).unwrap();
     let addr = silent.local_addr().unwrap();
     let cfg = h3_config(addr, 1);
     let err = tlslab_load::run(&cfg).expect_err("nothing answered");
@@ -117,7 +117,7 @@ fn drain(sink: &UdpSocket, quiet: Duration) -> Vec<(Vec<u8>, SocketAddr)> {
 
 #[test]
 fn a_mixed_flood_sends_each_kind_from_many_ports_and_stops_by_itself() {
-    let sink = UdpSocket::bind(any_port()).unwrap();
+    let sink = UdpSocket::bind(loopback()).unwrap();
     let target = sink.local_addr().unwrap();
     let tls = flood::tls_for(&LoadConfig::new(vec![
         Target::parse(&format!("https://{target}/")).unwrap(),
@@ -166,7 +166,7 @@ fn a_mixed_flood_sends_each_kind_from_many_ports_and_stops_by_itself() {
 
 #[test]
 fn a_flood_stops_at_its_count_and_when_asked() {
-    let sink = UdpSocket::bind(any_port()).unwrap();
+    let sink = UdpSocket::bind(loopback()).unwrap();
     let target = sink.local_addr().unwrap();
     let tls = flood::tls_for(&LoadConfig::new(vec![
         Target::parse(&format!("https://{target}/")).unwrap(),
@@ -202,20 +202,17 @@ fn a_flood_stops_at_its_count_and_when_asked() {
 
 #[test]
 fn ping_only_clients_hold_connections_with_pings_and_no_request() {
-    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let g = generated();
     let tls = tlslab_server::TlsSettings::new(tlslab_server::CertSource::Generated(g));
-    let cfg = tlslab_server::ServeConfig::new(any_port(), tlslab_server::Content::Empty, tls);
-    let h3 = tlslab_server::H3Settings::new(any_port());
+    let cfg = tlslab_server::ServeConfig::new(loopback(), tlslab_server::Content::Empty, tls);
+    let h3 = tlslab_server::H3Settings::new(loopback());
     let server = tlslab_server::Server::start_with_h3(cfg, Some(h3)).unwrap();
     let addr = server.h3_addr().unwrap();
     let tls = flood::tls_for(&LoadConfig::new(vec![
         Target::parse(&format!("https://{addr}/")).unwrap(),
     ]))
     .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tlslab_testkit::rt();
     let r = rt
         .block_on(flood::ping_only(
             addr,

@@ -7,15 +7,15 @@ use common::*;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_crypto::pki::Generated;
 use tlslab_load::{Arrivals, LoadConfig, OpenLoop, ThinkTime, Workload};
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
 use tlslab_stats::LoadReport;
 
 fn server(content: Content, threads: usize) -> (Server, Generated) {
-    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let g = generated();
     let tls = TlsSettings::new(CertSource::Generated(g.clone()));
-    let mut cfg = ServeConfig::new(any_port(), content, tls);
+    let mut cfg = ServeConfig::new(loopback(), content, tls);
     cfg.threads = threads;
     (Server::start(cfg).unwrap(), g)
 }

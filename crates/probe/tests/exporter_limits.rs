@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tlslab_probe::ProbeConfig;
 use tlslab_probe::exporter::{Limits, serve_with};
-use tlslab_runtime::testkit::{Slowloris, served};
+use tlslab_testkit::slowloris::{Slowloris, served};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -53,8 +53,6 @@ mod pin;
 pub mod qlog;
 mod runtime;
 pub mod tcp_info;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 pub mod udp_queue;
 
 pub use cork::{Corked, Uncork, cork, uncorked};

@@ -274,3 +274,47 @@ pub fn metric(text: &str, prefix: &str) -> f64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("sample {prefix} has no number in:\n{text}"))
 }
+
+/// Sends `bytes` on a fresh connection, half-closes if asked, and returns
+/// everything the server sent until it closed (or 5 s passed).
+pub fn raw(addr: SocketAddr, bytes: &[u8], half_close: bool) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    if half_close {
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+/// One read from `s` within `limit`: what it read (empty at EOF), or the
+/// error (a timeout when nothing came).
+pub fn read_within(s: &mut TcpStream, limit: Duration) -> std::io::Result<Vec<u8>> {
+    s.set_read_timeout(Some(limit))?;
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf)?;
+    Ok(buf[..n].to_vec())
+}
+
+/// A plain HTTP/1.1 GET with `Connection: close`; returns (status, body).
+pub fn plain_get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>, String) {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let resp = raw(addr, req.as_bytes(), false);
+    split_response(&resp)
+}
+
+pub fn split_response(resp: &[u8]) -> (u16, Vec<u8>, String) {
+    let end = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(resp)));
+    let head = String::from_utf8_lossy(&resp[..end]).to_string();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, resp[end + 4..].to_vec(), head)
+}

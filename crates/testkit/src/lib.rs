@@ -2,28 +2,58 @@
 //! crate's (`crates/*/tests/`): a dev-dependency, never linked into the
 //! binary.
 //!
-//! It holds what every suite needs and nothing specific to one engine:
+//! It holds what more than one suite needs:
 //! - waits bounded in time ([`poll`], [`eventually`]);
 //! - the skip rule for a test that needs a tool or privilege this machine
 //!   lacks ([`skip`], [`require`]): loud locally, a failure under `CI=true`;
-//! - 127.0.0.1 addresses and free ports ([`loopback`], [`free_port`]) and
-//!   temporary directories ([`tempdir`]);
+//! - 127.0.0.1 addresses and free ports ([`loopback`], [`free_port`]),
+//!   temporary directories ([`tempdir`]), a test CA ([`generated`]);
+//! - [`process`]: a command run with a time limit, a child killed on drop
+//!   ([`Proc`]);
+//! - [`cli`]: the real `tlslab` binary run, and `serve`, `relay`,
+//!   `dispatch` and `probe exporter` started on port 0 and stopped
+//!   ([`Serve`], [`Relay`], [`spawn_dispatch`], [`start_exporter`]);
+//!   [`load`]: `tlslab load` with a JSON report; [`report`]: JSON reports
+//!   read back;
 //! - [`http`]: a bounded HTTP/1.0 GET, raw TCP exchanges, a rustls client
 //!   for a test CA, and the OpenMetrics text of `/metrics` parsed into
-//!   samples ([`Metrics`]), or one sample read off it ([`metric`]).
+//!   samples ([`Metrics`]), or one sample read off it ([`metric`]);
+//! - [`net`]: a tokio runtime for one test and an echo upstream;
+//!   [`slowloris`]: many slow clients against a server (the hardening
+//!   tests);
+//! - the real peers: [`nginx`] as a reference server, the output of
+//!   h2load and `openssl s_client` ([`peers`]), a QUIC-LB cluster of
+//!   `serve --h3` nodes behind `dispatch --udp` ([`quic_lb`]), and a UDP
+//!   tap in front of QUIC servers ([`udp_tap`]).
 //!
-//! Each suite's own harness (`tests/common`, `crates/*/tests/common`)
-//! builds its engine-specific helpers on these.
+//! What stands for one suite alone stays beside it: the engine fixtures of
+//! `crates/{load,relay,server}/tests/common`, the in-memory handshakes of
+//! `crates/wire/tests/support` (wire's tests stay free of tokio and of this
+//! kit), and `tests/common`'s path, capture and report modules.
 
 #![allow(missing_docs)]
 
+pub mod cli;
 pub mod http;
+pub mod load;
+pub mod net;
+pub mod nginx;
+pub mod peers;
+pub mod process;
+pub mod quic_lb;
+pub mod report;
+pub mod slowloris;
+pub mod udp_tap;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+pub use cli::*;
 pub use http::*;
+pub use net::*;
+pub use process::*;
+pub use report::*;
 
 /// Calls `read` every 50 ms until `done` holds of what it returned or
 /// `limit` has passed; returns the last value either way, so the caller's
@@ -105,4 +135,10 @@ pub fn have(tool: &str) -> bool {
 /// install, if it is missing.
 pub fn tool(name: &str) -> PathBuf {
     tlslab_peers::need_tool(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A fresh ECDSA P-256 test CA and server chain (for `localhost`).
+pub fn generated() -> tlslab_crypto::pki::Generated {
+    tlslab_crypto::pki::generate(tlslab_crypto::pki::KeyType::EcdsaP256, &[])
+        .expect("generate certificates")
 }

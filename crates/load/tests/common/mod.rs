@@ -1,21 +1,20 @@
-//! Helpers shared by the load engine's integration tests.
+//! The load engine's fixtures, shared by its suites: an in-process server
+//! and a bounded `LoadConfig` trusting its CA, and the `--log` CSV read
+//! back. The generic pieces (loopback, a test CA) are the one test kit's
+//! (`tlslab-testkit`), re-exported here.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_crypto::pki::Generated;
 use tlslab_load::{LoadConfig, Target, Trust};
 use tlslab_server::{CertSource, Content, ServeConfig, Server, TlsSettings};
 use tlslab_stats::LoadReport;
 
-/// 127.0.0.1 port 0 (the one test kit's [`tlslab_testkit::loopback`]).
-pub fn any_port() -> SocketAddr {
-    tlslab_testkit::loopback()
-}
+pub use tlslab_testkit::{generated, loopback};
 
 pub fn https(s: &Server, path: &str) -> Target {
     Target::parse(&format!("https://{}{path}", s.https_addr().unwrap())).unwrap()
@@ -25,11 +24,11 @@ pub fn https(s: &Server, path: &str) -> Target {
 /// plain HTTP listener, writing an access log to `log` if given; `tweak`
 /// adjusts the TLS settings.
 pub fn tls_server(log: Option<&Path>, tweak: impl FnOnce(&mut TlsSettings)) -> (Server, Generated) {
-    let g = pki::generate(KeyType::EcdsaP256, &[]).unwrap();
+    let g = generated();
     let mut tls = TlsSettings::new(CertSource::Generated(g.clone()));
     tweak(&mut tls);
-    let mut cfg = ServeConfig::new(any_port(), Content::Empty, tls);
-    cfg.http = Some(any_port());
+    let mut cfg = ServeConfig::new(loopback(), Content::Empty, tls);
+    cfg.http = Some(loopback());
     cfg.threads = 1;
     cfg.access_log = log.map(Path::to_path_buf);
     (Server::start(cfg).unwrap(), g)

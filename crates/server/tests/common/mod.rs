@@ -1,11 +1,11 @@
-//! Helpers shared by the server tests: configurations, a real client
-//! (tokio-rustls and hyper), and raw-socket requests. Every address is
-//! loopback. The generic pieces (bounded waits, loopback, metrics) are the
-//! one test kit's (`tlslab-testkit`), re-exported here.
+//! The server suites' fixtures: configurations, and a real client
+//! (tokio-rustls and hyper) that reports the handshake kind and version.
+//! Every address is loopback. The generic pieces (bounded waits, loopback,
+//! a test CA, a runtime, raw-socket requests, metrics) are the one test
+//! kit's (`tlslab-testkit`), re-exported here.
 #![allow(dead_code, missing_docs, unused_imports)]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,18 +15,16 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::client::Resumption;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, HandshakeKind, ProtocolVersion};
-use tlslab_crypto::pki::{self, Generated, KeyType};
+use tlslab_crypto::pki::Generated;
 use tlslab_crypto::provider::{self, Algorithms, Version};
 use tlslab_crypto::store::ClientSessions;
 use tlslab_server::{CertSource, Content, ServeConfig, SessionCache, TlsSettings};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-pub use tlslab_testkit::{eventually, loopback, metric};
-
-pub fn generated() -> Generated {
-    pki::generate(KeyType::EcdsaP256, &[]).expect("generate certificates")
-}
+pub use tlslab_testkit::{
+    eventually, generated, loopback, metric, plain_get, raw, read_within, rt, split_response,
+};
 
 /// An HTTPS-only config on an ephemeral loopback port, 2 worker threads.
 pub fn config(g: &Generated, content: Content) -> ServeConfig {
@@ -81,13 +79,6 @@ pub fn client_config(
     }
     c.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
     Arc::new(c)
-}
-
-pub fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// What one HTTPS request saw.
@@ -177,48 +168,4 @@ pub async fn https_get(addr: SocketAddr, cfg: Arc<ClientConfig>, path: &str) -> 
         .await
         .expect("HTTPS request")
         .remove(0)
-}
-
-/// Sends `bytes` on a fresh connection, half-closes if asked, and returns
-/// everything the server sent until it closed (or 5 s passed).
-pub fn raw(addr: SocketAddr, bytes: &[u8], half_close: bool) -> Vec<u8> {
-    let mut s = StdTcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(bytes).unwrap();
-    if half_close {
-        s.shutdown(std::net::Shutdown::Write).unwrap();
-    }
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    out
-}
-
-/// One read from `s` within `limit`: what it read (empty at EOF), or the
-/// error (a timeout when nothing came).
-pub fn read_within(s: &mut StdTcpStream, limit: Duration) -> std::io::Result<Vec<u8>> {
-    s.set_read_timeout(Some(limit))?;
-    let mut buf = [0u8; 512];
-    let n = s.read(&mut buf)?;
-    Ok(buf[..n].to_vec())
-}
-
-/// A plain HTTP/1.1 GET with `Connection: close`; returns (status, body).
-pub fn plain_get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>, String) {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    let resp = raw(addr, req.as_bytes(), false);
-    split_response(&resp)
-}
-
-pub fn split_response(resp: &[u8]) -> (u16, Vec<u8>, String) {
-    let end = resp
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(resp)));
-    let head = String::from_utf8_lossy(&resp[..end]).to_string();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, resp[end + 4..].to_vec(), head)
 }

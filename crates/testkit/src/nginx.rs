@@ -10,7 +10,7 @@ use std::time::Duration;
 use tlslab_peers::nginx::{NginxConf, Tickets};
 pub use tlslab_peers::nginx::{parse_version, version};
 
-use super::{Certs, poll, tool};
+use crate::{Certs, poll, tool};
 
 /// How long the log helpers wait for nginx to log a request: it logs one
 /// when it completes, which may be just after the client has its last byte.

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use super::{Serve, assert_no_panic, errors, expect_ok, load_json, run_tlslab, show};
+use crate::{Serve, assert_no_panic, errors, expect_ok, load_json, run_tlslab, show};
 
 /// How long [`replay_on_serve`]'s load may take.
 const LIMIT: Duration = Duration::from_secs(60);

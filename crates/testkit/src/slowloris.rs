@@ -1,6 +1,6 @@
-//! What the crates' hardening tests share (feature `testkit`, a
-//! dev-dependency only): a slowloris of many clients against a loopback
-//! server, and the summary of the real clients' times beside it.
+//! What the crates' hardening tests share (probe's exporter, dispatch): a
+//! slowloris of many clients against a loopback server, and the summary of
+//! the real clients' times beside it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

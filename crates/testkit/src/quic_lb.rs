@@ -4,9 +4,8 @@
 //! tests/h3_interop.rs).
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
-use super::{Proc, Serve, http_get, tlslab, url_addr};
+use crate::{Proc, Serve, http_get};
 
 /// The AES-128 key of the encrypted configurations.
 pub const KEY: &str = "8f95f09245765f80256934e50c66207f";
@@ -121,7 +120,7 @@ impl Dispatch {
         for b in backends {
             args.extend(["--backend".into(), b.clone()]);
         }
-        let (proc, listen, metrics) = super::spawn_dispatch(&args);
+        let (proc, listen, metrics) = crate::spawn_dispatch(&args);
         Dispatch {
             _proc: proc,
             listen,
@@ -132,7 +131,7 @@ impl Dispatch {
     pub fn metric(&self, name: &str) -> f64 {
         let (status, body) = http_get(self.metrics, "/metrics").expect("GET /metrics");
         assert_eq!(status, 200, "{body}");
-        super::metric(&body, name)
+        crate::metric(&body, name)
     }
 
     pub fn routed(&self, by: &str) -> f64 {
