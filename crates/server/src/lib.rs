@@ -86,14 +86,18 @@ pub use config::{
 };
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use error::{Error, ErrorKind, Result};
+pub use idle::Transport;
 pub use quic::{
-    H3Settings, HelloReads, QuicAdmission, QuicHandshakes, QuicRetry, QuicShed, QuicSnapshot,
+    H3Settings, HelloReads, QuicAdmission, QuicFigures, QuicHandshakes, QuicRetry, QuicShed,
 };
 pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};
 pub use snapshot::Snapshot;
-pub use stats::{EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, Listener, PerListener};
+pub use stats::{
+    EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, Listener, PerListener,
+    TransportFigures,
+};
 pub use tlslab_crypto::store::{CacheStats, TicketStats};
 pub use tlslab_crypto::ticket_keys::TicketKeyStats;
 pub use tlslab_runtime::{process_cpu_time, thread_cpu_time};
