@@ -214,6 +214,12 @@ impl Snapshot {
             self.bytes_sent.https,
             self.bytes_sent.http
         );
+        if let Some(q) = &self.quic {
+            let _ = writeln!(s, "  {}", q.summary());
+            if let Some(l) = &q.qlog {
+                let _ = writeln!(s, "  {}", l.summary());
+            }
+        }
         match self.session_cache {
             Some(c) => {
                 let ratio = match self.cache_hit_ratio() {
@@ -301,12 +307,6 @@ impl Snapshot {
                 "  ablation: {} (INSECURE: measurement only)",
                 self.ablation
             );
-        }
-        if let Some(q) = &self.quic {
-            let _ = writeln!(s, "  {}", q.summary());
-            if let Some(l) = &q.qlog {
-                let _ = writeln!(s, "  {}", l.summary());
-            }
         }
         let ops: Vec<_> = Op::ALL
             .into_iter()
