@@ -8,7 +8,8 @@
 //! server: handshakes by version and kind, session-cache and ticket
 //! counters, raw socket bytes, failures by reason, the CPU time of the
 //! server's own worker threads, and the calls, time and bytes of every
-//! cryptographic operation. It exposes those as a [`Snapshot`], a human
+//! cryptographic operation. It exposes those, for every listener (the
+//! HTTP/3 one's in [`Snapshot::quic`]), as one [`Snapshot`], a human
 //! [`Snapshot::summary`] and Prometheus/OpenMetrics text on a separate
 //! metrics address.
 //!
