@@ -16,7 +16,7 @@ use tlslab_crypto::pki::{self, KeyType};
 use tlslab_load::{Http3, LoadConfig, Target, ThinkTime, Trust, Users, UsersReport};
 use tlslab_server::{
     AdmissionMode, AdmissionSettings, AdmissionStats, CertSource, Content, H3Settings,
-    QuicAdmission, QuicSnapshot, ServeConfig, Server, TlsSettings,
+    QuicAdmission, QuicFigures, ServeConfig, Server, TlsSettings,
 };
 
 fn server(g: &pki::Generated, mode: AdmissionMode) -> Server {
@@ -45,7 +45,7 @@ fn run(
     g: &pki::Generated,
     mode: AdmissionMode,
     rate: f64,
-) -> (UsersReport, QuicSnapshot, AdmissionStats) {
+) -> (UsersReport, QuicFigures, AdmissionStats) {
     let s = server(g, mode);
     let port = s.h3_addr().unwrap().port();
     let mut cfg = LoadConfig::new(vec![
@@ -69,7 +69,7 @@ fn run(
         retry_backoff: Duration::from_millis(50),
     };
     let r = tlslab_load::run_users(&cfg, users).unwrap();
-    let q = s.quic_snapshot().unwrap();
+    let q = s.snapshot().quic.unwrap();
     let a = s.shutdown().admission.unwrap_or_default();
     (r, q, a)
 }

@@ -461,18 +461,11 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
     }
     tlslab_server::wait_for_signal().context("waiting for SIGINT/SIGTERM")?;
-    let quic = server.quic_snapshot();
     let summary = server.shutdown();
     if let Some(dir) = prepared.ephemeral_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
     println!("{}", summary.summary());
-    if let Some(q) = quic {
-        println!("{}", q.summary());
-        if let Some(l) = &q.qlog {
-            println!("{}", l.summary());
-        }
-    }
     Ok(ExitCode::SUCCESS)
 }
 

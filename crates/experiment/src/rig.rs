@@ -143,6 +143,15 @@ impl Transport {
         }
     }
 
+    /// The server's listener this transport's load meets (its figures in
+    /// [`tlslab_server::Snapshot::transport`]).
+    pub(crate) fn server_transport(self) -> tlslab_server::Transport {
+        match self {
+            Transport::Tcp => tlslab_server::Transport::Tcp,
+            Transport::Quic => tlslab_server::Transport::Quic,
+        }
+    }
+
     /// Starts `c` with this transport's listeners: its TLS one, and over
     /// QUIC an HTTP/3 one beside it that `h3` makes from the TLS
     /// listener's address (the same port number over UDP: with port 0 the
@@ -289,27 +298,25 @@ impl Reading {
     /// The counters of `server` now.
     pub fn of(server: &Server) -> Reading {
         let snap = server.snapshot();
-        let q = server.quic_snapshot();
-        let quic = q.as_ref().map_or(Handshakes::default(), |q| Handshakes {
-            full: q.handshakes.full,
-            resumed: q.handshakes.resumed,
-            zero_rtt: q.handshakes.early_data_accepted,
-        });
-        let (total, resumed) = (snap.handshakes.total(), snap.handshakes.resumed());
+        let on = |t: Transport| {
+            snap.transport(t.server_transport())
+                .map_or(Handshakes::default(), |f| Handshakes {
+                    full: f.full_handshakes,
+                    resumed: f.resumed_handshakes,
+                    zero_rtt: f.early_data_accepted,
+                })
+        };
+        let tcp = on(Transport::Tcp);
         Reading {
             unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64() * 1e3),
             cpu: snap.worker_cpu,
-            served: snap.requests.total() + q.as_ref().map_or(0, |q| q.requests),
-            handshakes: total,
-            resumed,
-            tcp: Handshakes {
-                full: total.saturating_sub(resumed),
-                resumed,
-                zero_rtt: snap.early_data.connections,
-            },
-            quic,
+            served: snap.total().requests,
+            handshakes: tcp.full + tcp.resumed,
+            resumed: tcp.resumed,
+            tcp,
+            quic: on(Transport::Quic),
             crypto: snap.crypto,
             redis: snap
                 .redis

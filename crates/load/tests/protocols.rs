@@ -106,7 +106,7 @@ impl Proto {
 fn quic_counts(srv: &Server, want: u64) -> (u64, u64) {
     let end = Instant::now() + Duration::from_secs(10);
     loop {
-        let q = srv.quic_snapshot().expect("an HTTP/3 listener");
+        let q = srv.snapshot().quic.expect("an HTTP/3 listener");
         if q.requests >= want || Instant::now() > end {
             return (q.requests, q.established);
         }

@@ -225,7 +225,7 @@ fn ping_only_clients_hold_connections_with_pings_and_no_request() {
         .unwrap();
     assert_eq!((r.connected, r.failed, r.closed_early), (3, 0, 0), "{r:?}");
     assert!(r.pings >= 3 * 5, "{r:?}");
-    let s = server.quic_snapshot().unwrap();
+    let s = server.snapshot().quic.unwrap();
     assert!(s.established >= 3, "{s:?}");
     assert_eq!(s.requests, 0, "no request");
 }

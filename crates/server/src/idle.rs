@@ -64,10 +64,11 @@ const SERVED: u64 = 1 << 63;
 /// evictable, but bounded by the handshake timeout, not the idle ones.
 const HANDSHAKE: u64 = 1 << 62;
 
-/// The transport of a registry entry: each connection limit evicts only
-/// its own transport's connections.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Transport {
+/// A transport the server listens on. Each connection limit evicts only its
+/// own transport's connections, and a [`Snapshot`](crate::Snapshot) reads
+/// the figures both keep per transport ([`Snapshot::transport`](crate::Snapshot::transport)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transport {
     /// TCP: the HTTPS and plain HTTP listeners (`--max-connections`).
     Tcp = 0,
     /// QUIC: the HTTP/3 listener (`--quic-max-connections`).
@@ -75,8 +76,9 @@ pub(crate) enum Transport {
 }
 
 impl Transport {
-    /// Its name in the access log (`$transport`) and metric labels.
-    pub(crate) fn name(self) -> &'static str {
+    /// Its name in the access log (`$transport`) and metric labels (`tcp`,
+    /// `quic`).
+    pub fn name(self) -> &'static str {
         match self {
             Transport::Tcp => "tcp",
             Transport::Quic => "quic",

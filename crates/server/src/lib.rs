@@ -8,7 +8,8 @@
 //! server: handshakes by version and kind, session-cache and ticket
 //! counters, raw socket bytes, failures by reason, the CPU time of the
 //! server's own worker threads, and the calls, time and bytes of every
-//! cryptographic operation. It exposes those as a [`Snapshot`], a human
+//! cryptographic operation. It exposes those, for every listener (the
+//! HTTP/3 one's in [`Snapshot::quic`]), as one [`Snapshot`], a human
 //! [`Snapshot::summary`] and Prometheus/OpenMetrics text on a separate
 //! metrics address.
 //!
@@ -86,14 +87,18 @@ pub use config::{
 };
 pub use content::{DYN_MAX_BYTES, DYN_MAX_WORK, MAX_ROOT_BYTES};
 pub use error::{Error, ErrorKind, Result};
+pub use idle::Transport;
 pub use quic::{
-    H3Settings, HelloReads, QuicAdmission, QuicHandshakes, QuicRetry, QuicShed, QuicSnapshot,
+    H3Settings, HelloReads, QuicAdmission, QuicFigures, QuicHandshakes, QuicRetry, QuicShed,
 };
 pub use redis_cache::RedisStats;
 pub use server::Server;
 pub use signal::{Signal, wait_for_signal};
 pub use snapshot::Snapshot;
-pub use stats::{EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, Listener, PerListener};
+pub use stats::{
+    EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, Listener, PerListener,
+    TransportFigures,
+};
 pub use tlslab_crypto::store::{CacheStats, TicketStats};
 pub use tlslab_crypto::ticket_keys::TicketKeyStats;
 pub use tlslab_runtime::{process_cpu_time, thread_cpu_time};

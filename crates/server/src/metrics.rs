@@ -17,43 +17,22 @@ use tlslab_crypto::meter::OpStat;
 use tlslab_crypto::provider::Version;
 
 use crate::cert_compression::{AlgorithmSample, CompressionStats};
+use crate::quic::metric_families;
 use crate::snapshot::{Snapshot, Sources};
 use crate::stats::{IdleClosed, Listener};
 
 /// The content type of [`render`]'s output.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// Every family, from one [`Snapshot`] per scrape: TCP's and QUIC's
+/// figures of one concept in one family, told apart by `transport`.
 #[derive(Debug)]
-struct StatsCollector(Arc<Sources>, Vec<Box<dyn TransportMetrics>>);
-
-/// A listener on a transport other than TCP (QUIC's), whose figures join
-/// the TCP listener's in the families both have, under their own
-/// `transport` label: one family per concept.
-pub(crate) trait TransportMetrics: fmt::Debug + Send + Sync {
-    /// Its figures now.
-    fn figures(&self) -> TransportFigures;
-}
-
-/// What a [`TransportMetrics`] adds to the shared families.
-pub(crate) struct TransportFigures {
-    /// The `transport` label's value.
-    pub(crate) transport: &'static str,
-    /// Completed handshakes (all TLS 1.3) by kind.
-    pub(crate) handshakes: Vec<(&'static str, u64)>,
-    /// Failed handshakes by reason.
-    pub(crate) failures: Vec<(String, u64)>,
-    pub(crate) idle_closed: IdleClosed,
-    /// Connections accepted; requests answered; payload bytes (counted as
-    /// each connection closes); open now.
-    pub(crate) connections: u64,
-    pub(crate) requests: u64,
-    pub(crate) bytes_received: u64,
-    pub(crate) bytes_sent: u64,
-    pub(crate) open_connections: u64,
-}
+struct StatsCollector(Arc<Sources>);
 
 /// The `transport` label of the TCP listeners' series.
 const TCP: &str = "tcp";
+/// The `transport` label of the HTTP/3 listener's series.
+const QUIC: &str = "quic";
 
 fn counter<N: EncodeCounterValue>(
     enc: &mut DescriptorEncoder<'_>,
@@ -143,7 +122,7 @@ fn per_listener(
     name: &str,
     help: &str,
     get: impl Fn(Listener) -> u64,
-    others: impl Iterator<Item = (&'static str, u64)>,
+    others: Option<(&'static str, u64)>,
 ) -> Result<(), fmt::Error> {
     let series = |t: &str, l: &str| vec![("transport", t.to_string()), ("listener", l.to_string())];
     labelled_counter(
@@ -153,14 +132,18 @@ fn per_listener(
         Listener::ALL
             .map(|l| (series(TCP, l.name()), get(l)))
             .into_iter()
-            .chain(others.map(|(t, n)| (series(t, Listener::Https.name()), n))),
+            .chain(
+                others
+                    .into_iter()
+                    .map(|(t, n)| (series(t, Listener::Https.name()), n)),
+            ),
     )
 }
 
 impl Collector for StatsCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
         let s: Snapshot = self.0.snapshot();
-        let others: Vec<TransportFigures> = self.1.iter().map(|t| t.figures()).collect();
+        let quic = s.quic.as_ref();
         let tcp = || ("transport", TCP.to_string());
         let mut hs = Vec::new();
         for v in [Version::Tls12, Version::Tls13] {
@@ -183,15 +166,18 @@ impl Collector for StatsCollector {
                 ));
             }
         }
-        for o in &others {
-            for (kind, n) in &o.handshakes {
+        if let Some(q) = quic {
+            for (kind, n) in [
+                ("full", q.handshakes.full),
+                ("resumed", q.handshakes.resumed),
+            ] {
                 hs.push((
                     vec![
-                        ("transport", o.transport.to_string()),
+                        ("transport", QUIC.to_string()),
                         ("version", Version::Tls13.short().to_string()),
                         ("kind", kind.to_string()),
                     ],
-                    *n,
+                    n,
                 ));
             }
         }
@@ -208,13 +194,10 @@ impl Collector for StatsCollector {
             s.handshake_failures
                 .iter()
                 .map(|(r, n)| (vec![tcp(), ("reason", r.clone())], *n))
-                .chain(others.iter().flat_map(|o| {
-                    o.failures.iter().map(|(r, n)| {
+                .chain(quic.iter().flat_map(|q| {
+                    q.handshake_failures.iter().map(|(r, n)| {
                         (
-                            vec![
-                                ("transport", o.transport.to_string()),
-                                ("reason", r.clone()),
-                            ],
+                            vec![("transport", QUIC.to_string()), ("reason", r.clone())],
                             *n,
                         )
                     })
@@ -314,28 +297,28 @@ impl Collector for StatsCollector {
             "tlslab_requests",
             "HTTP requests received, by transport and listener.",
             |l| s.requests.get(l),
-            others.iter().map(|o| (o.transport, o.requests)),
+            quic.map(|q| (QUIC, q.requests)),
         )?;
         per_listener(
             &mut enc,
             "tlslab_bytes_received",
             "Raw bytes read from client sockets, TLS records included, by transport and listener (QUIC: UDP payload, counted as each connection closes).",
             |l| s.bytes_received.get(l),
-            others.iter().map(|o| (o.transport, o.bytes_received)),
+            quic.map(|q| (QUIC, q.bytes_received)),
         )?;
         per_listener(
             &mut enc,
             "tlslab_bytes_sent",
             "Raw bytes written to client sockets, TLS records included, by transport and listener (QUIC: UDP payload, counted as each connection closes).",
             |l| s.bytes_sent.get(l),
-            others.iter().map(|o| (o.transport, o.bytes_sent)),
+            quic.map(|q| (QUIC, q.bytes_sent)),
         )?;
         per_listener(
             &mut enc,
             "tlslab_connections",
             "Client connections accepted, by transport and listener.",
             |l| s.connections.get(l),
-            others.iter().map(|o| (o.transport, o.connections)),
+            quic.map(|q| (QUIC, q.connections)),
         )?;
         let idle = |t: &str, c: &IdleClosed| {
             [
@@ -354,11 +337,9 @@ impl Collector for StatsCollector {
             &mut enc,
             "tlslab_idle_closed",
             "Connections closed for sitting idle, by transport and reason: no first request within --request-timeout (request_timeout), no next request within --keepalive-timeout (keepalive_timeout), or the longest-idle one at the connection limit (evicted; over QUIC a half-open handshake included).",
-            idle(TCP, &s.idle_closed).into_iter().chain(
-                others
-                    .iter()
-                    .flat_map(|o| idle(o.transport, &o.idle_closed)),
-            ),
+            idle(TCP, &s.idle_closed)
+                .into_iter()
+                .chain(quic.into_iter().flat_map(|q| idle(QUIC, &q.idle_closed))),
         )?;
         let mut open = enc.encode_descriptor(
             "tlslab_open_connections",
@@ -367,7 +348,7 @@ impl Collector for StatsCollector {
             MetricType::Gauge,
         )?;
         for (t, n) in std::iter::once((TCP, s.open_connections))
-            .chain(others.iter().map(|o| (o.transport, o.open_connections)))
+            .chain(quic.map(|q| (QUIC, q.open_connections)))
         {
             ConstGauge::new(n as i64).encode(open.encode_family(&[("transport", t)])?)?;
         }
@@ -389,6 +370,9 @@ impl Collector for StatsCollector {
             "Seconds since the server started listening.",
             s.uptime.as_secs() as i64,
         )?;
+        if let Some(q) = quic {
+            metric_families(&mut enc, q)?;
+        }
         crypto(&mut enc, &s)
     }
 }
@@ -592,7 +576,7 @@ fn admission(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::E
 }
 
 /// A registry exposing every figure of `sources`.
-pub(crate) fn registry(sources: Arc<Sources>, others: Vec<Box<dyn TransportMetrics>>) -> Registry {
+pub(crate) fn registry(sources: Arc<Sources>) -> Registry {
     let mut r = Registry::default();
     if let Some(redis) = &sources.redis {
         r.register(
@@ -601,7 +585,7 @@ pub(crate) fn registry(sources: Arc<Sources>, others: Vec<Box<dyn TransportMetri
             redis.histogram.clone(),
         );
     }
-    r.register_collector(Box::new(StatsCollector(sources, others)));
+    r.register_collector(Box::new(StatsCollector(sources)));
     r
 }
 

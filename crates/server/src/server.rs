@@ -252,18 +252,9 @@ impl Server {
             redis: redis.clone(),
             ticket_keys: ring.clone(),
             admission: admission.clone(),
+            quic: quic.as_ref().map(|q| q.stats.clone()),
         });
-        let quic_metrics = quic
-            .as_ref()
-            .map(|q| crate::quic::QuicCollector(q.stats.clone(), conns.clone()));
-        let others: Vec<Box<dyn metrics::TransportMetrics>> = quic_metrics
-            .iter()
-            .map(|q| Box::new(q.clone()) as Box<dyn metrics::TransportMetrics>)
-            .collect();
-        let mut registry = metrics::registry(sources.clone(), others);
-        if let Some(q) = quic_metrics {
-            registry.register_collector(Box::new(q));
-        }
+        let mut registry = metrics::registry(sources.clone());
         if let Some(c) = compression {
             registry.register_collector(Box::new(crate::metrics::CompressionCollector(c)));
         }
@@ -479,13 +470,6 @@ impl Server {
         self.quic.as_ref().map(|q| q.addr)
     }
 
-    /// The HTTP/3 listener's counters now.
-    pub fn quic_snapshot(&self) -> Option<crate::quic::QuicSnapshot> {
-        self.quic
-            .as_ref()
-            .map(|q| q.stats.snapshot(&self.shared.idle))
-    }
-
     /// The bound address of the plain-HTTP listener.
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http
@@ -496,7 +480,8 @@ impl Server {
         self.metrics
     }
 
-    /// The counters now.
+    /// The counters now, of every listener (the HTTP/3 one's in
+    /// [`Snapshot::quic`]).
     pub fn snapshot(&self) -> Snapshot {
         self.sources.snapshot()
     }

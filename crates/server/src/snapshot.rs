@@ -1,5 +1,6 @@
-//! The [`Snapshot`] of every figure the server keeps, its human summary,
-//! and [`Sources`], the live parts it is read from.
+//! The [`Snapshot`] of every figure the server keeps, over every
+//! transport, its human summary, and [`Sources`], the live parts it is
+//! read from.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -18,20 +19,30 @@ use crate::admission::{Admission, AdmissionStats};
 use crate::config::AdmissionMode;
 use crate::idle::{CloseReason, Conns, Transport};
 use crate::io::ByteCounters;
+use crate::quic::{QuicFigures, QuicStats};
 use crate::redis_cache::{RedisStats, RedisStore};
-use crate::stats::{EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, PerListener, Stats};
+use crate::stats::{
+    EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, PerListener, Stats, TransportFigures,
+};
 
 /// The server's counters at one instant. Every figure is observed by the
 /// server itself, from its start until `uptime` later.
+///
+/// The TCP listeners' figures are the fields from `handshakes` to
+/// `idle_closed`, the HTTP/3 listener's are [`quic`](Self::quic); the
+/// figures both transports keep are read per transport with
+/// [`transport`](Self::transport) and summed with [`total`](Self::total).
+/// Everything else (caches, tickets, CPU, crypto, admission) is the
+/// server's, shared by both.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Snapshot {
     /// Time since the server began listening: the window of every other
     /// figure.
     #[serde(serialize_with = "secs")]
     pub uptime: Duration,
-    /// Completed TLS handshakes by version and kind.
+    /// Completed TLS handshakes over TCP by version and kind.
     pub handshakes: HandshakeCounts,
-    /// Failed or abandoned TLS handshakes by reason (`timeout`, `eof`,
+    /// Failed or abandoned TLS handshakes over TCP by reason (`timeout`, `eof`,
     /// `not_tls`, `http_on_tls_port`, `decode_error`, `alert_<name>`, ...).
     pub handshake_failures: BTreeMap<String, u64>,
     /// Session-cache counters (`None` when the cache is off).
@@ -48,10 +59,14 @@ pub struct Snapshot {
     pub bytes_sent: PerListener,
     /// Connections accepted.
     pub connections: PerListener,
-    /// Connections open now.
+    /// TCP connections open now.
     pub open_connections: u64,
-    /// Connections closed for being idle, by reason.
+    /// TCP connections closed for being idle, by reason.
     pub idle_closed: IdleClosed,
+    /// The HTTP/3 listener's figures (`None` without one, and absent from
+    /// the JSON then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicFigures>,
     /// CPU time of the server runtime's threads (see
     /// [`Server::cpu_time`](crate::Server::cpu_time)).
     #[serde(serialize_with = "secs")]
@@ -82,9 +97,53 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 }
 
 impl Snapshot {
-    /// All failed handshakes.
+    /// All failed handshakes over TCP.
     pub fn failures_total(&self) -> u64 {
         self.handshake_failures.values().sum()
+    }
+
+    /// The figures both transports keep, of one transport (`None`: QUIC
+    /// without an HTTP/3 listener).
+    pub fn transport(&self, t: Transport) -> Option<TransportFigures> {
+        match t {
+            Transport::Tcp => Some(TransportFigures {
+                full_handshakes: self.handshakes.total() - self.handshakes.resumed(),
+                resumed_handshakes: self.handshakes.resumed(),
+                early_data_accepted: self.early_data.connections,
+                handshake_failures: self.failures_total(),
+                requests: self.requests.total(),
+                early_requests: self.early_data.requests,
+                bytes_received: self.bytes_received.total(),
+                bytes_sent: self.bytes_sent.total(),
+                connections: self.connections.total(),
+                open_connections: self.open_connections,
+                idle_closed: self.idle_closed,
+            }),
+            Transport::Quic => self.quic.as_ref().map(|q| TransportFigures {
+                full_handshakes: q.handshakes.full,
+                resumed_handshakes: q.handshakes.resumed,
+                early_data_accepted: q.handshakes.early_data_accepted,
+                handshake_failures: q.handshake_failures.values().sum::<u64>()
+                    + q.shed.refused
+                    + q.shed.ignored
+                    + q.refused_at_limit,
+                requests: q.requests,
+                early_requests: q.early_requests,
+                bytes_received: q.bytes_received,
+                bytes_sent: q.bytes_sent,
+                connections: q.connections,
+                open_connections: q.open_connections,
+                idle_closed: q.idle_closed,
+            }),
+        }
+    }
+
+    /// The figures both transports keep, summed over both.
+    pub fn total(&self) -> TransportFigures {
+        [Transport::Tcp, Transport::Quic]
+            .into_iter()
+            .filter_map(|t| self.transport(t))
+            .fold(TransportFigures::default(), |a, b| a + b)
     }
 
     /// The share of session-cache lookups that found a session, if any
@@ -155,6 +214,12 @@ impl Snapshot {
             self.bytes_sent.https,
             self.bytes_sent.http
         );
+        if let Some(q) = &self.quic {
+            let _ = writeln!(s, "  {}", q.summary());
+            if let Some(l) = &q.qlog {
+                let _ = writeln!(s, "  {}", l.summary());
+            }
+        }
         match self.session_cache {
             Some(c) => {
                 let ratio = match self.cache_hit_ratio() {
@@ -193,10 +258,14 @@ impl Snapshot {
                 self.early_data.refused
             );
         }
-        let per_req = match self.requests.total() {
+        let which = match self.quic {
+            Some(_) => "https + http + h3",
+            None => "https + http",
+        };
+        let per_req = match self.total().requests {
             0 => String::new(),
             n => format!(
-                ", {:.1} µs per request (https + http)",
+                ", {:.1} µs per request ({which})",
                 self.worker_cpu.as_secs_f64() * 1e6 / n as f64
             ),
         };
@@ -277,6 +346,8 @@ pub(crate) struct Sources {
     pub(crate) ticket_keys: Option<Arc<TicketKeyRing>>,
     /// Admission control, if on.
     pub(crate) admission: Option<Arc<Admission>>,
+    /// The HTTP/3 listener's counters, if it is on.
+    pub(crate) quic: Option<Arc<QuicStats>>,
 }
 
 impl Sources {
@@ -326,6 +397,7 @@ impl Sources {
             redis: self.redis.as_ref().map(|r| r.stats()),
             ticket_keys: self.ticket_keys.as_ref().map(|r| r.stats()),
             admission: self.admission.as_ref().map(|a| a.stats()),
+            quic: self.quic.as_ref().map(|q| q.figures(&self.idle)),
         }
     }
 }
@@ -369,6 +441,7 @@ mod tests {
             redis: None,
             ticket_keys: None,
             admission: None,
+            quic: None,
         };
         let snap = sources.snapshot();
         assert_eq!(snap.open_connections, 0);
@@ -396,5 +469,61 @@ mod tests {
         assert!(json["uptime"].is_f64());
         assert_eq!(json["ablation"], serde_json::json!(["sig", "kx"]));
         assert_eq!(json["crypto"], serde_json::json!([]));
+        assert!(json.get("quic").is_none(), "no HTTP/3 listener: {json}");
+        assert_eq!(snap.transport(Transport::Quic), None);
+        assert_eq!(snap.total(), snap.transport(Transport::Tcp).unwrap());
+    }
+
+    /// With an HTTP/3 listener the one snapshot carries its figures: per
+    /// transport, in total, in the summary and in the JSON.
+    #[test]
+    fn quic_figures_join_tcp_ones() {
+        let stats = Arc::new(Stats::new(
+            None,
+            None,
+            Arc::new(Threads::default()),
+            Meter::new(),
+            AblationSet::default(),
+        ));
+        stats.handshake(Some(Version::Tls13), Some(HandshakeKind::Full));
+        stats.request(Listener::Https);
+        stats.request(Listener::Https);
+        let quic = Arc::new(QuicStats::default());
+        quic.kinds.hellos.fetch_add(3, Ordering::Relaxed);
+        quic.kinds.resumed.fetch_add(1, Ordering::Relaxed);
+        quic.requests.fetch_add(5, Ordering::Relaxed);
+        quic.connections.fetch_add(4, Ordering::Relaxed);
+        quic.shed[0].fetch_add(1, Ordering::Relaxed);
+        quic.shed[1].fetch_add(1, Ordering::Relaxed);
+        quic.failure("timeout");
+        let sources = Sources {
+            stats,
+            idle: Arc::new(Conns::new(Timeouts {
+                request: Duration::from_secs(60),
+                keepalive: Duration::from_secs(75),
+            })),
+            redis: None,
+            ticket_keys: None,
+            admission: None,
+            quic: Some(quic),
+        };
+        let snap = sources.snapshot();
+        let q = snap.transport(Transport::Quic).expect("an HTTP/3 listener");
+        assert_eq!((q.full_handshakes, q.resumed_handshakes), (2, 1));
+        assert_eq!(q.requests, 5);
+        assert_eq!(q.connections, 4);
+        // The failure, and the refused attempt; the retried one comes back.
+        assert_eq!(q.handshake_failures, 2);
+        let t = snap.total();
+        assert_eq!(t.requests, 7);
+        assert_eq!(t.full_handshakes, 3);
+        assert_eq!(t.resumed_handshakes, 1);
+        let text = snap.summary();
+        assert!(text.contains("\n  quic: 4 connections"), "{text}");
+        assert!(text.contains("per request (https + http + h3)"), "{text}");
+        let json = serde_json::to_value(&snap).unwrap();
+        assert_eq!(json["quic"]["requests"], 5);
+        assert_eq!(json["quic"]["shed"]["retried"], 1);
+        assert_eq!(json["requests"]["https"], 2, "TCP's fields unchanged");
     }
 }

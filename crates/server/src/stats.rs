@@ -152,6 +152,66 @@ impl IdleClosed {
     }
 }
 
+/// The figures both transports keep, for one of them
+/// ([`Snapshot::transport`](crate::Snapshot::transport)) or both together
+/// ([`Snapshot::total`](crate::Snapshot::total)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TransportFigures {
+    /// Completed full handshakes (TCP: after a HelloRetryRequest too).
+    pub full_handshakes: u64,
+    /// Completed resumed handshakes.
+    pub resumed_handshakes: u64,
+    /// Of the resumed ones, those whose 0-RTT (TLS 1.3 early data) the
+    /// server accepted.
+    pub early_data_accepted: u64,
+    /// Connections that never completed a handshake, for any reason; over
+    /// QUIC with the attempts shed by admission (refused or ignored) or
+    /// refused at the connection limit, as a shed TCP connection is a
+    /// failure. A QUIC attempt sent a Retry is not counted: its client
+    /// comes back.
+    pub handshake_failures: u64,
+    /// HTTP requests (TCP: both listeners).
+    pub requests: u64,
+    /// Requests answered before the handshake completed (0-RTT, 0.5-RTT).
+    pub early_requests: u64,
+    /// Bytes received (TCP: raw socket bytes, TLS records included; QUIC:
+    /// UDP payload of closed connections).
+    pub bytes_received: u64,
+    /// Bytes sent, counted as `bytes_received` is.
+    pub bytes_sent: u64,
+    /// Connections accepted (QUIC: attempts accepted for a handshake).
+    pub connections: u64,
+    /// Connections open now.
+    pub open_connections: u64,
+    /// Connections closed for sitting idle, by reason.
+    pub idle_closed: IdleClosed,
+}
+
+impl std::ops::Add for TransportFigures {
+    type Output = TransportFigures;
+
+    fn add(self, o: TransportFigures) -> TransportFigures {
+        let i = |a: IdleClosed, b: IdleClosed| IdleClosed {
+            request_timeout: a.request_timeout + b.request_timeout,
+            keepalive_timeout: a.keepalive_timeout + b.keepalive_timeout,
+            evicted: a.evicted + b.evicted,
+        };
+        TransportFigures {
+            full_handshakes: self.full_handshakes + o.full_handshakes,
+            resumed_handshakes: self.resumed_handshakes + o.resumed_handshakes,
+            early_data_accepted: self.early_data_accepted + o.early_data_accepted,
+            handshake_failures: self.handshake_failures + o.handshake_failures,
+            requests: self.requests + o.requests,
+            early_requests: self.early_requests + o.early_requests,
+            bytes_received: self.bytes_received + o.bytes_received,
+            bytes_sent: self.bytes_sent + o.bytes_sent,
+            connections: self.connections + o.connections,
+            open_connections: self.open_connections + o.open_connections,
+            idle_closed: i(self.idle_closed, o.idle_closed),
+        }
+    }
+}
+
 /// The live counters of one server.
 #[derive(Debug)]
 pub(crate) struct Stats {

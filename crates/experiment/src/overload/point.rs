@@ -158,34 +158,17 @@ pub(super) fn point(
     let cfg = load(rig, plan, &server, arm, window, seed)?;
     let client = tlslab_load::run_users(&cfg, users(plan, arm, rate))?;
     let rss = rss_kib();
-    let quic = server.quic_snapshot();
     let s = server.shutdown();
-    let hs = s.handshakes;
     let a = s.admission.unwrap_or_default();
-    let (requests_served, handshakes_full, handshakes_resumed, failures, full_shed, resume_shed) =
-        match &quic {
-            // Over QUIC: the HTTP/3 listener's counts; a refused or
-            // ignored attempt is a failure, as a shed TCP connection is.
-            Some(q) if plan.transport == Transport::Quic => (
-                q.requests,
-                q.handshakes.full,
-                q.handshakes.resumed,
-                q.handshake_failures.values().sum::<u64>()
-                    + q.shed.refused
-                    + q.shed.ignored
-                    + q.refused_at_limit,
-                a.quic.full_shed,
-                a.quic.resume_shed,
-            ),
-            _ => (
-                s.requests.total(),
-                hs.tls12.full + hs.tls13.full + hs.tls13.full_hrr,
-                hs.resumed(),
-                s.failures_total(),
-                a.full_shed,
-                a.resume_shed,
-            ),
-        };
+    // The counts of the listener the load met (over QUIC a refused or
+    // ignored attempt is a failure, as a shed TCP connection is).
+    let t = s
+        .transport(plan.transport.server_transport())
+        .unwrap_or_default();
+    let (full_shed, resume_shed) = match plan.transport {
+        Transport::Quic => (a.quic.full_shed, a.quic.resume_shed),
+        Transport::Tcp => (a.full_shed, a.resume_shed),
+    };
     Ok((
         client,
         ServerSide {
@@ -195,10 +178,10 @@ pub(super) fn point(
                 }
                 Transport::Tcp => "the embedded server's own counters".into(),
             },
-            requests_served,
-            handshakes_full,
-            handshakes_resumed,
-            handshake_failures: Some(failures),
+            requests_served: t.requests,
+            handshakes_full: t.full_handshakes,
+            handshakes_resumed: t.resumed_handshakes,
+            handshake_failures: Some(t.handshake_failures),
             full_shed,
             resume_shed,
             returning_ahead: (plan.transport == Transport::Quic)

@@ -76,8 +76,8 @@ use crate::idle::{Busy, ConnInfo, Conns, Member};
 use crate::redis_cache::RedisStore;
 
 pub use door::QuicAdmission;
-pub use stats::{HelloReads, QuicHandshakes, QuicShed, QuicSnapshot};
-pub(crate) use stats::{QuicCollector, QuicStats};
+pub use stats::{HelloReads, QuicFigures, QuicHandshakes, QuicShed};
+pub(crate) use stats::{QuicStats, encode as metric_families};
 
 /// Address validation of the QUIC listener (`--quic-retry`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -280,7 +280,6 @@ impl Prepared {
 /// A running QUIC listener.
 pub(crate) struct Listener {
     pub(crate) addr: SocketAddr,
-    pub(crate) stats: Arc<QuicStats>,
     endpoint: quinn::Endpoint,
     _task: JoinHandle<()>,
 }
@@ -417,7 +416,6 @@ pub(crate) fn start(
     tracing::info!(h3 = %local, "tlslab QUIC listener (HTTP/3) listening");
     Ok(Listener {
         addr: local,
-        stats: p.stats,
         endpoint,
         _task: task,
     })

@@ -1,5 +1,6 @@
-//! The QUIC listener's counters, its snapshot and its metrics, which carry
-//! `transport="quic"` beside the TCP listener's figures.
+//! The QUIC listener's counters, its part of the server's
+//! [`Snapshot`](crate::Snapshot) ([`QuicFigures`]), its line of the
+//! shutdown summary and its own metric families (`transport="quic"`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -7,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -17,7 +17,6 @@ use tlslab_runtime::qlog::QlogDir;
 
 use super::session::Kinds;
 use crate::idle::{CloseReason, Conns, Transport};
-use crate::metrics::{TransportFigures, TransportMetrics};
 use crate::stats::IdleClosed;
 
 /// Live counters of the QUIC listener.
@@ -66,15 +65,14 @@ impl QuicStats {
     }
 
     /// The figures now; `idle` is the server's connection registry.
-    pub(crate) fn snapshot(&self, idle: &Conns) -> QuicSnapshot {
+    pub(crate) fn figures(&self, idle: &Conns) -> QuicFigures {
         let closed = |r| idle.closed(Transport::Quic, r);
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let hellos = get(&self.kinds.hellos);
         let resumed = get(&self.kinds.resumed);
         let offered = get(&self.kinds.early_offered);
         let accepted = get(&self.kinds.early_accepted);
-        QuicSnapshot {
-            transport: "quic",
+        QuicFigures {
             connections: get(&self.connections),
             established: get(&self.established),
             open_connections: get(&self.open),
@@ -158,11 +156,12 @@ pub struct HelloReads {
     pub seconds: f64,
 }
 
-/// The QUIC listener's figures (`Server::quic_snapshot`).
+/// The HTTP/3 listener's figures: [`Snapshot::quic`](crate::Snapshot::quic).
+/// The ones TCP has too are also read, beside TCP's, through
+/// [`Snapshot::transport`](crate::Snapshot::transport) and
+/// [`Snapshot::total`](crate::Snapshot::total).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct QuicSnapshot {
-    /// Always `quic`: the transport label of these figures.
-    pub transport: &'static str,
+pub struct QuicFigures {
     /// Connection attempts accepted for a handshake.
     pub connections: u64,
     /// Connections whose handshake completed.
@@ -224,9 +223,9 @@ pub struct QuicSnapshot {
     pub receive_drops: Option<u64>,
 }
 
-impl QuicSnapshot {
-    /// One line for the shutdown summary.
-    pub fn summary(&self) -> String {
+impl QuicFigures {
+    /// Its line of the shutdown summary ([`Snapshot::summary`](crate::Snapshot::summary)).
+    pub(crate) fn summary(&self) -> String {
         let h = &self.handshakes;
         format!(
             "quic: {} connections ({} established, {} refused, {} retries, {} closed idle: {} request timeout, {} keep-alive timeout, {} evicted), handshakes {} full / {} resumed, 0-RTT {} accepted / {} rejected, {} requests ({} in 0-RTT), failures {}, GSO {} GRO {}",
@@ -282,32 +281,6 @@ impl QuicSnapshot {
     }
 }
 
-/// The metrics of [`QuicStats`], each with `transport="quic"`: the QUIC
-/// listener's part of the families it shares with TCP (through
-/// [`TransportMetrics`]), and the `tlslab_transport_*` families of its own.
-#[derive(Clone, Debug)]
-pub(crate) struct QuicCollector(pub(crate) Arc<QuicStats>, pub(crate) Arc<Conns>);
-
-impl TransportMetrics for QuicCollector {
-    fn figures(&self) -> TransportFigures {
-        let s = self.0.snapshot(&self.1);
-        TransportFigures {
-            transport: s.transport,
-            handshakes: vec![
-                ("full", s.handshakes.full),
-                ("resumed", s.handshakes.resumed),
-            ],
-            failures: s.handshake_failures.into_iter().collect(),
-            idle_closed: s.idle_closed,
-            connections: s.connections,
-            requests: s.requests,
-            bytes_received: s.bytes_received,
-            bytes_sent: s.bytes_sent,
-            open_connections: s.open_connections,
-        }
-    }
-}
-
 fn labelled(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
@@ -333,162 +306,164 @@ fn labelled(
     Ok(())
 }
 
-impl Collector for QuicCollector {
-    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let s = self.0.snapshot(&self.1);
-        let h = s.handshakes;
-        let kind = |k: &str, v| (vec![("kind", k.to_string())], v);
-        labelled(
-            &mut enc,
-            "tlslab_transport_handshakes",
-            "TLS 1.3 handshakes by transport and kind: full, resumed, early_accepted (0-RTT data accepted) and early_rejected (0-RTT offered, not accepted).",
-            false,
-            vec![
-                kind("full", h.full),
-                kind("resumed", h.resumed),
-                kind("early_accepted", h.early_data_accepted),
-                kind("early_rejected", h.early_data_rejected),
-            ],
-        )?;
-        labelled(
-            &mut enc,
-            "tlslab_transport_handshake_failures",
-            "Connections that failed before or during the handshake, by transport and reason.",
-            false,
-            s.handshake_failures
-                .iter()
-                .map(|(r, n)| (vec![("reason", r.clone())], *n))
-                .collect(),
-        )?;
-        let c = s.idle_closed;
-        labelled(
-            &mut enc,
-            "tlslab_transport_idle_closed",
-            "Connections closed for sitting idle, by transport and reason: no first request within --request-timeout (request_timeout), no next request within --keepalive-timeout (keepalive_timeout), or the longest-idle one (a half-open handshake included) at the connection limit (evicted). TCP's are tlslab_idle_closed.",
-            false,
-            [
-                ("request_timeout", c.request_timeout),
-                ("keepalive_timeout", c.keepalive_timeout),
-                ("evicted", c.evicted),
-            ]
-            .into_iter()
-            .map(|(r, n)| (vec![("reason", r.to_string())], n))
+/// The `tlslab_transport_*` families of the QUIC listener (each with
+/// `transport="quic"`): its figures TCP does not have, and the old names of
+/// the ones it shares with TCP (kept as aliases; docs/serve.md). The shared
+/// families themselves are written from the same [`QuicFigures`] by
+/// `metrics`.
+pub(crate) fn encode(enc: &mut DescriptorEncoder<'_>, s: &QuicFigures) -> Result<(), fmt::Error> {
+    let h = s.handshakes;
+    let kind = |k: &str, v| (vec![("kind", k.to_string())], v);
+    labelled(
+        enc,
+        "tlslab_transport_handshakes",
+        "TLS 1.3 handshakes by transport and kind: full, resumed, early_accepted (0-RTT data accepted) and early_rejected (0-RTT offered, not accepted).",
+        false,
+        vec![
+            kind("full", h.full),
+            kind("resumed", h.resumed),
+            kind("early_accepted", h.early_data_accepted),
+            kind("early_rejected", h.early_data_rejected),
+        ],
+    )?;
+    labelled(
+        enc,
+        "tlslab_transport_handshake_failures",
+        "Connections that failed before or during the handshake, by transport and reason.",
+        false,
+        s.handshake_failures
+            .iter()
+            .map(|(r, n)| (vec![("reason", r.clone())], *n))
             .collect(),
-        )?;
-        let one = |v| vec![(vec![], v)];
-        for (name, help, v) in [
-            (
-                "tlslab_transport_connections",
-                "Connection attempts accepted for a handshake.",
-                s.connections,
-            ),
-            (
-                "tlslab_transport_requests",
-                "HTTP requests answered.",
-                s.requests,
-            ),
-            (
-                "tlslab_transport_early_requests",
-                "Requests answered in 0.5-RTT: taken up before the handshake completed on a connection whose 0-RTT was accepted.",
-                s.early_requests,
-            ),
-            (
-                "tlslab_transport_refused",
-                "Connection attempts refused at the connection limit.",
-                s.refused_at_limit,
-            ),
-            (
-                "tlslab_transport_retries",
-                "QUIC Retry packets sent (address validation).",
-                s.retries_sent,
-            ),
-            (
-                "tlslab_transport_new_tokens",
-                "QUIC NEW_TOKEN frames sent on closed connections (--quic-new-tokens).",
-                s.new_tokens_sent,
-            ),
-            (
-                "tlslab_transport_bytes_received",
-                "UDP payload bytes received on closed connections.",
-                s.bytes_received,
-            ),
-            (
-                "tlslab_transport_bytes_sent",
-                "UDP payload bytes sent on closed connections.",
-                s.bytes_sent,
-            ),
-        ] {
-            labelled(&mut enc, name, help, false, one(v))?;
-        }
+    )?;
+    let c = s.idle_closed;
+    labelled(
+        enc,
+        "tlslab_transport_idle_closed",
+        "Connections closed for sitting idle, by transport and reason: no first request within --request-timeout (request_timeout), no next request within --keepalive-timeout (keepalive_timeout), or the longest-idle one (a half-open handshake included) at the connection limit (evicted). TCP's are tlslab_idle_closed.",
+        false,
+        [
+            ("request_timeout", c.request_timeout),
+            ("keepalive_timeout", c.keepalive_timeout),
+            ("evicted", c.evicted),
+        ]
+        .into_iter()
+        .map(|(r, n)| (vec![("reason", r.to_string())], n))
+        .collect(),
+    )?;
+    let one = |v| vec![(vec![], v)];
+    for (name, help, v) in [
+        (
+            "tlslab_transport_connections",
+            "Connection attempts accepted for a handshake.",
+            s.connections,
+        ),
+        (
+            "tlslab_transport_requests",
+            "HTTP requests answered.",
+            s.requests,
+        ),
+        (
+            "tlslab_transport_early_requests",
+            "Requests answered in 0.5-RTT: taken up before the handshake completed on a connection whose 0-RTT was accepted.",
+            s.early_requests,
+        ),
+        (
+            "tlslab_transport_refused",
+            "Connection attempts refused at the connection limit.",
+            s.refused_at_limit,
+        ),
+        (
+            "tlslab_transport_retries",
+            "QUIC Retry packets sent (address validation).",
+            s.retries_sent,
+        ),
+        (
+            "tlslab_transport_new_tokens",
+            "QUIC NEW_TOKEN frames sent on closed connections (--quic-new-tokens).",
+            s.new_tokens_sent,
+        ),
+        (
+            "tlslab_transport_bytes_received",
+            "UDP payload bytes received on closed connections.",
+            s.bytes_received,
+        ),
+        (
+            "tlslab_transport_bytes_sent",
+            "UDP payload bytes sent on closed connections.",
+            s.bytes_sent,
+        ),
+    ] {
+        labelled(enc, name, help, false, one(v))?;
+    }
+    labelled(
+        enc,
+        "tlslab_transport_admission_shed",
+        "Connection attempts shed by session admission control, by transport and what they got (--quic-shed-with): refuse (CONNECTION_REFUSED), retry (a Retry packet), ignore (the Initial dropped).",
+        false,
+        [
+            ("refuse", s.shed.refused),
+            ("retry", s.shed.retried),
+            ("ignore", s.shed.ignored),
+        ]
+        .into_iter()
+        .map(|(a, n)| (vec![("action", a.to_string())], n))
+        .collect(),
+    )?;
+    labelled(
+        enc,
+        "tlslab_transport_half_open",
+        "Handshakes from addresses not validated (no Retry or NEW_TOKEN token) in progress now: the retry-threshold policy's count.",
+        true,
+        one(s.half_open),
+    )?;
+    if let Some(r) = s.hello_reads {
         labelled(
-            &mut enc,
-            "tlslab_transport_admission_shed",
-            "Connection attempts shed by session admission control, by transport and what they got (--quic-shed-with): refuse (CONNECTION_REFUSED), retry (a Retry packet), ignore (the Initial dropped).",
+            enc,
+            "tlslab_transport_hello_read_datagrams",
+            "Long-header datagrams the ClientHello reader on the QUIC socket read (installed with a remote ticket cache or --admission session).",
             false,
-            [
-                ("refuse", s.shed.refused),
-                ("retry", s.shed.retried),
-                ("ignore", s.shed.ignored),
-            ]
-            .into_iter()
-            .map(|(a, n)| (vec![("action", a.to_string())], n))
-            .collect(),
+            one(r.datagrams),
         )?;
-        labelled(
-            &mut enc,
-            "tlslab_transport_half_open",
-            "Handshakes from addresses not validated (no Retry or NEW_TOKEN token) in progress now: the retry-threshold policy's count.",
-            true,
-            one(s.half_open),
+        let mut m = enc.encode_descriptor(
+            "tlslab_transport_hello_read_seconds",
+            "Time the ClientHello reader spent on them: decrypting Initials, reassembling and parsing ClientHellos.",
+            None,
+            MetricType::Counter,
         )?;
-        if let Some(r) = s.hello_reads {
-            labelled(
-                &mut enc,
-                "tlslab_transport_hello_read_datagrams",
-                "Long-header datagrams the ClientHello reader on the QUIC socket read (installed with a remote ticket cache or --admission session).",
-                false,
-                one(r.datagrams),
-            )?;
-            let mut m = enc.encode_descriptor(
-                "tlslab_transport_hello_read_seconds",
-                "Time the ClientHello reader spent on them: decrypting Initials, reassembling and parsing ClientHellos.",
-                None,
-                MetricType::Counter,
-            )?;
-            let labels = [("transport", "quic".to_string())];
-            m.encode_family(&labels)?
-                .encode_counter::<NoLabelSet, _, u64>(&r.seconds, None)?;
-        }
-        labelled(
-            &mut enc,
-            "tlslab_transport_open_connections",
-            "Connections open now.",
-            true,
-            one(s.open_connections),
-        )?;
-        labelled(
-            &mut enc,
-            "tlslab_transport_gso_segments",
-            "quinn-udp's GSO segments per send (1: GSO not in use).",
-            true,
-            one(s.gso_segments),
-        )?;
-        labelled(
-            &mut enc,
-            "tlslab_transport_receive_buffer_bytes",
-            "The UDP socket's receive buffer, the kernel's figure (twice the bytes granted; --quic-recv-buffer).",
-            true,
-            one(s.receive_buffer_bytes),
-        )?;
-        match s.receive_drops {
-            Some(n) => labelled(
-                &mut enc,
-                "tlslab_transport_receive_drops",
-                "Datagrams the kernel dropped because the UDP socket's receive buffer was full (ss -u -m's d).",
-                false,
-                one(n),
-            ),
-            None => Ok(()),
-        }
+        let labels = [("transport", "quic".to_string())];
+        m.encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(&r.seconds, None)?;
+    }
+    labelled(
+        enc,
+        "tlslab_transport_open_connections",
+        "Connections open now.",
+        true,
+        one(s.open_connections),
+    )?;
+    labelled(
+        enc,
+        "tlslab_transport_gso_segments",
+        "quinn-udp's GSO segments per send (1: GSO not in use).",
+        true,
+        one(s.gso_segments),
+    )?;
+    labelled(
+        enc,
+        "tlslab_transport_receive_buffer_bytes",
+        "The UDP socket's receive buffer, the kernel's figure (twice the bytes granted; --quic-recv-buffer).",
+        true,
+        one(s.receive_buffer_bytes),
+    )?;
+    match s.receive_drops {
+        Some(n) => labelled(
+            enc,
+            "tlslab_transport_receive_drops",
+            "Datagrams the kernel dropped because the UDP socket's receive buffer was full (ss -u -m's d).",
+            false,
+            one(n),
+        ),
+        None => Ok(()),
     }
 }
