@@ -4,7 +4,7 @@
 #   bench/peers.sh                 the full run (5 rounds; about 25 minutes)
 #   bench/peers.sh --smoke         a short run that checks the harness (< 5 minutes)
 #   bench/peers.sh --smoke --guard  ... and fails when keep-alive drifts (.ci/run):
-#                                  serve > 1.0x nginx or load > 1.5x wrk CPU per request
+#                                  serve > 1.25x nginx or load > 1.5x wrk CPU per request
 #   bench/peers.sh --install-only  install the peers (Debian/Ubuntu, as root) and stop
 #   bench/peers.sh --help          every option of bench/peers/peers.py
 #
