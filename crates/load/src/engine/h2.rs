@@ -58,6 +58,12 @@ const MAX_FRAME: u32 = 16 << 10;
 const MAX_HEADER_LIST: u32 = 16 << 10;
 const MAX_SEND_BUFFER: usize = 1 << 20;
 
+/// How many streams are open before the server's SETTINGS say how many it
+/// takes: the least RFC 9113 recommends a server allow, and what h2load
+/// (nghttp2) assumes. Streams beyond it wait in `h2`'s queue; sent at once,
+/// a server that takes fewer than `-m` refuses the rest (REFUSED_STREAM).
+const PEER_STREAMS: u32 = 100;
+
 /// The error kind of a failed HTTP/2 stream or connection: the socket's
 /// or TLS's kind for an I/O error; `closed` when the server ended the
 /// stream or the connection without error (RST_STREAM or GOAWAY with
@@ -173,7 +179,7 @@ impl Client {
         };
         let mut builder = h2::client::Builder::new();
         builder
-            .initial_max_send_streams(h2.max_concurrent_streams as usize)
+            .initial_max_send_streams(h2.max_concurrent_streams.min(PEER_STREAMS) as usize)
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONN_WINDOW)
             .max_frame_size(MAX_FRAME)
