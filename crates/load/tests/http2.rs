@@ -131,6 +131,30 @@ fn two_clients_ten_streams_make_two_connections_the_server_sees_as_http2() {
     assert_eq!(ids.len(), 2);
 }
 
+/// More streams than the server takes at once (tlslab serve, as hyper's
+/// server, takes 200): the streams beyond its SETTINGS wait on the client
+/// rather than being sent before those SETTINGS arrived and refused
+/// (REFUSED_STREAM, counted as `reset`).
+#[test]
+fn streams_beyond_the_servers_limit_wait_instead_of_being_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let (srv, g) = server(&log, |_| {});
+    let mut cfg = config(vec![https(&srv, "/bytes/100")], &g);
+    cfg.http2 = Some(Http2 {
+        max_concurrent_streams: 300,
+    });
+    cfg.clients = 1;
+    cfg.requests = Some(600);
+    cfg.requests_per_conn = 0;
+    let (report, _rows) = run_logged(&mut cfg);
+    let snap = srv.shutdown();
+
+    assert_eq!(report.requests.succeeded, 600, "{:?}", report.errors);
+    assert_eq!(report.http.as_ref().unwrap().connections, 1);
+    assert_eq!(snap.requests.https, 600, "{snap:?}");
+}
+
 #[test]
 fn requests_per_conn_counts_streams_and_reuse_is_per_connection() {
     let dir = tempfile::tempdir().unwrap();

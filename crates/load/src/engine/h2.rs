@@ -12,16 +12,15 @@
 //! per stream: its HEADERS sent → its response HEADERS received.
 
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use h2::Reason;
+use h2::client::{ResponseFuture, SendRequest};
 use http::header::USER_AGENT;
 use http::uri::{Authority, Scheme as UriScheme};
 use http::{Request, Uri};
-use http_body_util::Empty;
-use hyper::body::Incoming;
-use hyper::client::conn::http2::{self, SendRequest};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
@@ -45,8 +44,47 @@ struct StreamEnd {
 }
 
 enum Failure {
-    Http(hyper::Error),
+    Http(h2::Error),
     Timeout,
+}
+
+/// hyper's HTTP/2 client settings (its defaults), which the engine used
+/// before it drove `h2` itself: a 2 MiB stream and 5 MiB connection
+/// receive window, 16 KiB frames and header lists, a 1 MiB send buffer and
+/// no server push.
+const STREAM_WINDOW: u32 = 2 << 20;
+const CONN_WINDOW: u32 = 5 << 20;
+const MAX_FRAME: u32 = 16 << 10;
+const MAX_HEADER_LIST: u32 = 16 << 10;
+const MAX_SEND_BUFFER: usize = 1 << 20;
+
+/// How many streams are open before the server's SETTINGS say how many it
+/// takes: the least RFC 9113 recommends a server allow, and what h2load
+/// (nghttp2) assumes. Streams beyond it wait in `h2`'s queue; sent at once,
+/// a server that takes fewer than `-m` refuses the rest (REFUSED_STREAM).
+const PEER_STREAMS: u32 = 100;
+
+/// The error kind of a failed HTTP/2 stream or connection: the socket's
+/// or TLS's kind for an I/O error; `closed` when the server ended the
+/// stream or the connection without error (RST_STREAM or GOAWAY with
+/// NO_ERROR) before the response was complete, `reset` when it did so with
+/// an error; `http_protocol` when the server broke the protocol; else `io`.
+fn h2_kind(sh: &Shared, e: &h2::Error) -> String {
+    if let Some(io) = e.get_io() {
+        return sh.classify(io);
+    }
+    let kind = if e.is_remote() {
+        if e.reason() == Some(Reason::NO_ERROR) {
+            "closed"
+        } else {
+            "reset"
+        }
+    } else if e.is_library() || (e.reason().is_some() && !e.is_go_away() && !e.is_reset()) {
+        "http_protocol"
+    } else {
+        "io"
+    };
+    kind.to_string()
 }
 
 /// Where a connection's requests go: the scheme and authority that make a
@@ -57,11 +95,11 @@ struct Target {
 }
 
 impl Target {
-    fn request(&self, path: &Uri) -> Request<Empty<Bytes>> {
+    fn request(&self, path: &Uri) -> Request<()> {
         let mut parts = path.clone().into_parts();
         parts.scheme = Some(self.scheme.clone());
         parts.authority = Some(self.authority.clone());
-        let mut req = Request::new(Empty::new());
+        let mut req = Request::new(());
         // The parts come from a valid origin-form URI and a valid authority.
         *req.uri_mut() = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
         req.headers_mut().insert(USER_AGENT, user_agent());
@@ -125,7 +163,7 @@ impl Client {
         first: Open<'_>,
         h2: Http2,
     ) where
-        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        IO: AsyncRead + AsyncWrite + Unpin,
     {
         let o = &sh.origins[self.ident.origin];
         let Ok(authority) = Authority::try_from(o.host_header.as_bytes()) else {
@@ -139,26 +177,31 @@ impl Client {
             },
             authority,
         };
-        let mut builder = http2::Builder::new(TokioExecutor::new());
-        builder.initial_max_send_streams(h2.max_concurrent_streams as usize);
-        let (mut sender, conn) = match with_timeout(
-            sh.timeout,
-            builder.handshake::<_, Empty<Bytes>>(TokioIo::new(io)),
-        )
-        .await
-        {
-            Some(Ok(x)) => x,
-            Some(Err(e)) => {
-                let kind = sh.classify(&e);
-                return self.fail(sh, first, &kind);
-            }
-            None => {
-                return self.fail(sh, first, "timeout");
-            }
-        };
-        // `conn` hands requests to the HTTP/2 connection task (which hyper
-        // spawns); it ends when the connection does, or once `sender` is
-        // dropped and the connection closed.
+        let mut builder = h2::client::Builder::new();
+        builder
+            .initial_max_send_streams(h2.max_concurrent_streams.min(PEER_STREAMS) as usize)
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONN_WINDOW)
+            .max_frame_size(MAX_FRAME)
+            .max_header_list_size(MAX_HEADER_LIST)
+            .max_send_buffer_size(MAX_SEND_BUFFER)
+            .enable_push(false);
+        let (mut sender, conn) =
+            match with_timeout(sh.timeout, builder.handshake::<_, Bytes>(io)).await {
+                Some(Ok(x)) => x,
+                Some(Err(e)) => {
+                    let kind = h2_kind(sh, &e);
+                    return self.fail(sh, first, &kind);
+                }
+                None => {
+                    return self.fail(sh, first, "timeout");
+                }
+            };
+        // `conn` reads and writes the connection's frames; it is polled
+        // here, in this task, alongside the streams (no task of its own, no
+        // channel between a stream and the connection). It ends when the
+        // connection does, or once `sender` and every stream are dropped
+        // (then with a GOAWAY and the transport's close).
         let mut conn = std::pin::pin!(conn);
         let conn_no = first.rec.conn;
         let m = h2.max_concurrent_streams as usize;
@@ -199,7 +242,7 @@ impl Client {
         end.p.fill(&mut st.rec, st.start);
         let transport_error = match &end.failure {
             None => None,
-            Some(Failure::Http(err)) => Some(sh.classify(err)),
+            Some(Failure::Http(err)) => Some(h2_kind(sh, err)),
             Some(Failure::Timeout) => Some("timeout".to_string()),
         };
         let first = st.rec.req_on_conn == 0;
@@ -210,13 +253,13 @@ impl Client {
 /// Sends `stream`'s request on `sender`; the future reads its response
 /// (within `timeout`) and hands the stream back with how it ended.
 fn launch<'a>(
-    sender: &mut SendRequest<Empty<Bytes>>,
+    sender: &mut SendRequest<Bytes>,
     to: &Target,
     stream: Open<'a>,
     timeout: Duration,
 ) -> impl Future<Output = (Open<'a>, StreamEnd)> + use<'a> {
     let sent = Instant::now();
-    let response = sender.send_request(to.request(&stream.uri));
+    let response = send(sender, to.request(&stream.uri));
     async move {
         let mut end = StreamEnd {
             p: Partial {
@@ -225,21 +268,47 @@ fn launch<'a>(
             },
             failure: None,
         };
-        end.failure = match with_timeout(timeout, receive(response, &mut end.p)).await {
-            Some(Ok(())) => None,
-            Some(Err(e)) => Some(Failure::Http(e)),
-            None => Some(Failure::Timeout),
+        end.failure = match response {
+            Err(e) => Some(Failure::Http(e)),
+            Ok(response) => match with_timeout(timeout, receive(response, &mut end.p)).await {
+                Some(Ok(())) => None,
+                Some(Err(e)) => Some(Failure::Http(e)),
+                None => Some(Failure::Timeout),
+            },
         };
         (stream, end)
     }
 }
 
-/// Waits for a response and reads its body to the end, noting times.
-async fn receive(
-    response: impl Future<Output = Result<hyper::Response<Incoming>, hyper::Error>>,
-    p: &mut Partial,
-) -> Result<(), hyper::Error> {
-    p.read(response.await?).await
+/// Sends a request (HEADERS with END_STREAM) now. `h2` queues a stream
+/// beyond the server's concurrency limit until one ends, but a handle whose
+/// queued stream is not yet open refuses another: such a stream goes out on
+/// a fresh handle (whose own queue is empty), so the `-m` streams are all
+/// sent and wait in `h2`'s queue as they waited in hyper's.
+fn send(sender: &mut SendRequest<Bytes>, req: Request<()>) -> Result<ResponseFuture, h2::Error> {
+    let mut cx = Context::from_waker(Waker::noop());
+    let sent = match sender.poll_ready(&mut cx) {
+        Poll::Ready(Ok(())) => sender.send_request(req, true),
+        Poll::Ready(Err(e)) => return Err(e),
+        Poll::Pending => sender.clone().send_request(req, true),
+    };
+    sent.map(|(response, _)| response)
+}
+
+/// Waits for a response and reads its body to the end, noting times and
+/// giving the received bytes back to the flow-control windows.
+async fn receive(response: ResponseFuture, p: &mut Partial) -> Result<(), h2::Error> {
+    let resp = response.await?;
+    p.head = Some(Instant::now());
+    p.status = Some(resp.status().as_u16());
+    let mut body = resp.into_body();
+    while let Some(data) = body.data().await {
+        let data = data?;
+        p.body += data.len() as u64;
+        let _ = body.flow_control().release_capacity(data.len());
+    }
+    p.end = Some(Instant::now());
+    Ok(())
 }
 
 #[cfg(test)]

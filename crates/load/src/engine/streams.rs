@@ -86,13 +86,13 @@ impl Client {
                 return conn_ended;
             }
             let think_end = thinking.peek().map(|t| t.0);
+            // Biased, streams before the connection: every stream a read
+            // of the connection finished is recorded and replaced before
+            // the connection is polled again, so their requests leave in
+            // one write (HTTP/2 polls its connection here).
             tokio::select! {
+                biased;
                 () = tokio::time::sleep_until(think_end.unwrap_or(now).into()), if think_end.is_some() => {}
-                () = &mut ended, if !conn_ended => {
-                    // The streams in flight end now, with an error if cut off.
-                    conn_ended = true;
-                    closing = true;
-                }
                 Some((st, end)) = streams.next() => {
                     if !done(self, st, end) {
                         closing = true;
@@ -104,6 +104,11 @@ impl Client {
                         // around the connection thinks, as over HTTP/1.1.)
                         thinking.push(Reverse(Instant::now() + d));
                     }
+                }
+                () = &mut ended, if !conn_ended => {
+                    // The streams in flight end now, with an error if cut off.
+                    conn_ended = true;
+                    closing = true;
                 }
             }
         }
