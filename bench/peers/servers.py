@@ -27,11 +27,11 @@ SUITES_RUSTLS = (
 GROUPS_RUSTLS = "x25519,secp256r1"
 
 
-# Every server writes its access log in batches: tlslab serve always does
-# (64 KiB or 100 ms), so nginx gets `buffer=64k flush=100ms` and Apache
-# `BufferedLogs On`. Until 2026-11-29 nginx and Apache wrote one line per
-# request with a `write` each, which cost them a syscall per keep-alive
-# request that tlslab serve did not pay.
+# nginx writes its access log in batches, as tlslab serve always does (64
+# KiB or 100 ms): `buffer=64k flush=100ms`. Until 2026-11-29 it wrote one
+# line per request with a `write` each, a syscall per keep-alive request
+# that tlslab serve did not pay. Apache still writes each line: its
+# BufferedLogs has no flush interval (see Apache.command).
 BUFFERED_LOGS = ["--log-buffered"]
 
 
@@ -203,8 +203,11 @@ class Apache(Server):
             "--threads", s.threads, "--cache-bytes", max(512000, s.cache_sessions * 300),
         ]
         if s.log:
+            # Not batched: Apache's BufferedLogs has no flush interval, so
+            # a cell's last lines would reach the file only with the next
+            # cell's and be counted there (apache-conf --log-buffered).
             args += ["--log-format", "%k %{SSL_SESSION_RESUMED}x %{SSL_PROTOCOL}x %>s %B %{msec}t %D",
-                     "--access-log", self.access_log] + BUFFERED_LOGS
+                     "--access-log", self.access_log]
         path = write_conf(self.env, "apache", args, os.path.join(d, "httpd.conf"))
         argv = [self.env.tools["apache2"], "-f", path, "-DFOREGROUND"]
         env = dict(os.environ, APACHE_RUN_DIR=d, APACHE_LOCK_DIR=d, APACHE_PID_FILE=f"{d}/httpd.pid")
