@@ -350,7 +350,6 @@ pub(crate) fn escape(s: &[u8]) -> String {
     out
 }
 
-/// `dd/Mon/yyyy:HH:MM:SS +0000` (UTC).
 /// Appends `$time_local` of `t`, formatted once a second per thread (as
 /// nginx caches its time strings) rather than on every line.
 fn push_time_local(buf: &mut Vec<u8>, t: SystemTime) {
@@ -368,6 +367,7 @@ fn push_time_local(buf: &mut Vec<u8>, t: SystemTime) {
     });
 }
 
+/// `dd/Mon/yyyy:HH:MM:SS +0000` (UTC).
 fn time_local(t: SystemTime) -> String {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
