@@ -136,7 +136,7 @@ impl super::Study for ClusterH3 {
         cluster_h3_comparisons(&s.doc)
     }
     fn charts(&self) -> &'static [ChartKind] {
-        &[ChartKind::Cluster, ChartKind::QuicVsTcp]
+        &[ChartKind::Cluster]
     }
 }
 

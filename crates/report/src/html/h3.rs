@@ -148,12 +148,13 @@ pub(crate) fn charts(r: &StudyResults, out: &mut Vec<Chart>, missing: &mut Vec<S
         // (`transport = h3`, charted by `super::table2`), nor seed001's
         // QUIC column (`configuration`, charted by `super::breakdown_pair`),
         // nor seed002's overload points (`arm`, charted by
-        // `super::overload_pair`).
+        // `super::overload_pair`), nor seed000-cluster-h3's arms (`policy`,
+        // charted by the cluster figure).
         .filter(|c| {
             matches!(factor(c, "transport"), "quic" | "tcp")
-                && !c.factors.contains_key("sweep")
-                && !c.factors.contains_key("configuration")
-                && !c.factors.contains_key("arm")
+                && !["sweep", "configuration", "arm", "policy"]
+                    .iter()
+                    .any(|f| c.factors.contains_key(*f))
         })
         .collect();
     if cells.is_empty() {
