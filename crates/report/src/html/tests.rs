@@ -283,7 +283,9 @@ fn quic_cluster_document_draws_every_arm_over_quic() {
     // Its arms are not quic-vs-tcp's patterns: no CPU-per-pattern chart
     // made of them, declared or not.
     assert!(
-        charts.iter().all(|c| !c.title.starts_with("Server CPU per request")),
+        charts
+            .iter()
+            .all(|c| !c.title.starts_with("Server CPU per request")),
         "{:?}",
         charts.iter().map(|c| &c.title).collect::<Vec<_>>()
     );
