@@ -23,8 +23,9 @@ use crate::parse::{parse_duration, parse_threads, parse_timeout};
     With --h2, -c is the number of connections at a time and -m the streams in flight on each \
     (as h2load's -c and -m); every stream is one request and one --log row, and a connection's \
     first stream carries its connect and handshake times. --h2 runs every loop and workload \
-    HTTP/1.1 does (closed, --rate, --think-time, --retry-on-failure, urls, specweb96, replay) \
-    except --early-data and --workload ecommerce.\n\
+    HTTP/1.1 does (closed, --rate, --think-time, --retry-on-failure, urls, specweb96, \
+    ecommerce, replay) except --early-data; an e-commerce page is then one connection, its \
+    inline objects parallel streams.\n\
     All figures are client-observed over the measurement window printed with them.\n\
     Exit code 1 when no request succeeded (every one failed, answered non-2xx or was cut off \
     unfinished) or when more than --max-error-rate percent failed; the report is still printed."
@@ -66,7 +67,7 @@ pub struct LoadArgs {
 
     /// Speak HTTP/2: offer ALPN h2 only over TLS (a server that does not select it fails
     /// the connection as `alpn_not_h2`), prior knowledge (h2c) over http://. Every loop
-    /// and workload of HTTP/1.1 but --early-data and --workload ecommerce.
+    /// and workload of HTTP/1.1 but --early-data.
     #[arg(long)]
     pub h2: bool,
 
@@ -211,8 +212,9 @@ pub struct LoadArgs {
     pub no_progress: bool,
 
     /// Where request paths come from: urls (the URLs in turn), specweb96
-    /// (the SPECweb96 mix) or ecommerce (browsers making purchase sessions);
-    /// the last two take one base URL such as https://host:8443.
+    /// (the SPECweb96 mix) or ecommerce (browsers making purchase sessions; with --rate,
+    /// sessions arriving at that rate, each a new browser); the last two take one base URL
+    /// such as https://host:8443.
     #[arg(long, default_value = "urls", value_name = "MODEL")]
     pub workload: Workload,
 

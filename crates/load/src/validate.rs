@@ -97,14 +97,6 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
         if h2.max_concurrent_streams == 0 || h2.max_concurrent_streams > MAX_STREAMS {
             return bad("--max-concurrent-streams must be between 1 and 10,000");
         }
-        if cfg.workload == Workload::Ecommerce {
-            return bad(
-                "--h2 with --workload ecommerce: the e-commerce model's browser fetches a \
-                 page's inline objects over parallel HTTP/1.1 connections, and a browser \
-                 speaking HTTP/2 would multiplex them on one; drop --h2 (or use urls, \
-                 specweb96 or replay)",
-            );
-        }
         if cfg.early_data {
             return bad(
                 "--early-data sends the first request in TLS 1.3 early data, which the \
@@ -115,14 +107,21 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
     if let Some(h3) = &cfg.http3 {
         validate_h3(cfg, h3)?;
     }
-    let model = match cfg.workload {
-        Workload::Replay => "a replay takes its order, timing and resumption from the log",
-        Workload::Ecommerce => {
-            "the e-commerce model decides connections, resumption and think times itself"
-        }
+    // An open loop's arrivals are e-commerce sessions; a replay's are the
+    // log's.
+    let (model, open) = match cfg.workload {
+        Workload::Replay => (
+            "a replay takes its order, timing and resumption from the log (its arrivals are the \
+             log's: pace them with --speed)",
+            cfg.open_loop.is_some(),
+        ),
+        Workload::Ecommerce => (
+            "the e-commerce model decides connections, resumption and think times itself",
+            false,
+        ),
         _ => return Ok(()),
     };
-    if cfg.open_loop.is_some()
+    if open
         || cfg.retry_on_failure
         || cfg.think_time != ThinkTime::Zero
         || cfg.reuse != 0.0
@@ -153,13 +152,6 @@ fn validate_h3(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
     if cfg.http2.is_some() {
         return bad("--h3 and --h2 exclude each other; choose one");
     }
-    if cfg.workload == Workload::Ecommerce {
-        return bad(
-            "--h3 with --workload ecommerce: the e-commerce model's browser fetches a page's \
-             inline objects over parallel HTTP/1.1 connections, and a browser speaking HTTP/3 \
-             would multiplex them on one; drop --h3 (or use urls, specweb96 or replay)",
-        );
-    }
     if cfg.ablation.contains(tlslab_crypto::meter::Ablation::Cache) {
         return bad(
             "--ablate cache is TLS 1.2 session-ID resumption, which QUIC does not have; drop cache from --ablate",
@@ -172,8 +164,10 @@ fn validate_h3(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
         return bad("QUIC needs TLS 1.3; use --tls 1.3 or 1.2,1.3");
     }
     // A closed loop's connections carry K requests; an open loop's arrival
-    // and a replayed request are one request on a connection of its own.
-    let closed = cfg.open_loop.is_none() && cfg.replay.is_none();
+    // and a replayed request are one request on a connection of its own,
+    // and an e-commerce page's connection carries the page.
+    let closed =
+        cfg.open_loop.is_none() && cfg.replay.is_none() && cfg.workload != Workload::Ecommerce;
     if closed && cfg.requests_per_conn > 0 && h3.max_concurrent_streams > cfg.requests_per_conn {
         let (m, k) = (h3.max_concurrent_streams, cfg.requests_per_conn);
         return Err(Error::Invalid(format!(

@@ -132,17 +132,28 @@ impl LoadReportText for LoadReport {
     fn render_table(&self) -> String {
         let c = &self.config;
         let mut out = String::new();
+        // The e-commerce browser: a new one per arrival in an open loop,
+        // and a page per connection over HTTP/2 and HTTP/3.
+        let browser = c.workload == "ecommerce";
+        let clients = if browser && self.open_loop.is_some() {
+            "a new browser per arrival".to_string()
+        } else {
+            format!("{} client(s)", c.clients)
+        };
+        let multiplexed = matches!(
+            self.http.as_ref().map(|h| h.protocol.as_str()),
+            Some("h2" | "h3")
+        );
+        let per_conn = match c.requests_per_conn {
+            _ if browser && multiplexed => "a page's requests".to_string(),
+            0 => "unlimited request(s)".to_string(),
+            k => format!("{k} request(s)"),
+        };
         let _ = writeln!(
             out,
-            "tlslab load: client-observed over {:.2} s window; {} client(s), {} thread(s), {} request(s) per connection, reuse {} ({})",
+            "tlslab load: client-observed over {:.2} s window; {clients}, {} thread(s), {per_conn} per connection, reuse {} ({})",
             self.window.measured_s,
-            c.clients,
             c.threads,
-            if c.requests_per_conn == 0 {
-                "unlimited".to_string()
-            } else {
-                c.requests_per_conn.to_string()
-            },
             requested_reuse(self),
             c.resume_with,
         );
@@ -647,5 +658,27 @@ mod tests {
         assert!(t.contains("reuse set by the access log ("), "{t}");
         assert!(t.contains("reuse: set by the access log, offered"), "{t}");
         assert!(!t.contains("% requested"), "{t}");
+    }
+
+    #[test]
+    fn an_ecommerce_header_says_what_a_client_and_a_connection_are() {
+        let mut r = tlslab_stats::fixtures::report();
+        r.config.workload = "ecommerce".into();
+        r.config.requests_per_conn = 1;
+        r.http = Some(tlslab_stats::Http {
+            protocol: "h2".into(),
+            ..Default::default()
+        });
+        // The fixture is an open loop: each arrival a new browser.
+        let t = r.render_table();
+        let head = t.lines().next().unwrap();
+        assert!(head.contains("; a new browser per arrival,"), "{head}");
+        assert!(head.contains("a page's requests per connection"), "{head}");
+        r.open_loop = None;
+        r.http.as_mut().unwrap().protocol = "http/1.1".into();
+        let t = r.render_table();
+        let head = t.lines().next().unwrap();
+        assert!(head.contains(" client(s), "), "{head}");
+        assert!(head.contains("1 request(s) per connection"), "{head}");
     }
 }

@@ -32,6 +32,8 @@ pub(super) struct Client {
     retry: Option<(u32, Uri)>,
     /// The request to make next, chosen by a browser model.
     pub(super) fixed: Option<(u32, Uri)>,
+    /// A browser's page on one multiplexed connection (HTTP/2, HTTP/3).
+    pub(super) page: Option<super::browser::Page>,
     /// The wait after connections that could not be made.
     pub(super) backoff: Backoff,
 }
@@ -53,6 +55,7 @@ impl Client {
             ident,
             retry: None,
             fixed: None,
+            page: None,
             backoff: Backoff::default(),
         }
     }
@@ -118,6 +121,9 @@ impl Client {
             return (i, uri, true);
         }
         if let Some((i, uri)) = self.fixed.take() {
+            return (i, uri, false);
+        }
+        if let Some((i, uri)) = self.page.as_mut().and_then(|p| p.objects.pop_front()) {
             return (i, uri, false);
         }
         let mut st = self.ident.state.lock();

@@ -451,7 +451,14 @@ async fn orchestrate(shared: Arc<Shared>, mode: &Mode, threads: Arc<Threads>) ->
             }
         }
         (Some((ol, run)), _) => {
-            set.spawn(open_arrivals(shared.clone(), run.clone(), identities, *ol));
+            let browser = mode.browser.clone();
+            set.spawn(open_arrivals(
+                shared.clone(),
+                run.clone(),
+                identities,
+                *ol,
+                browser,
+            ));
         }
     }
 

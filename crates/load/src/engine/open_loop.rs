@@ -1,10 +1,12 @@
 //! The open loop: arrivals at a rate, each one request on a new
-//! connection, timed from its intended start, over any protocol.
+//! connection (or, with the e-commerce model, a new browser's purchase
+//! session), timed from its intended start, over any protocol.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use super::browser::BrowserRun;
 use super::client::Client;
 use super::identity::Identity;
 use super::shared::{Shared, Slot, until_deadline};
@@ -41,7 +43,10 @@ const LATE: Duration = Duration::from_millis(1);
 /// The open loop: arrivals at the intended times, each one request on a
 /// new connection of an identity from the pool, in turn, and a task of its
 /// own, so a slow server does not slow the arrivals (no coordinated
-/// omission); its latency counts from its intended time. The times are
+/// omission); its latency counts from its intended time. With `browser`
+/// (the e-commerce model) each arrival is instead a new browser (an
+/// identity of its own, with an empty session store) making one purchase
+/// session, holding its in-flight place until the session ends. The times are
 /// kept by a blocking thread sleeping with the OS's precision (tokio's
 /// timer has a 1 ms tick, which would make most arrivals late by the 1 ms
 /// threshold).
@@ -50,12 +55,14 @@ pub(super) async fn open_arrivals(
     run: Arc<OpenLoopRun>,
     identities: Vec<Arc<Identity>>,
     ol: OpenLoop,
+    browser: Option<Arc<BrowserRun>>,
 ) {
     let handle = tokio::runtime::Handle::current();
-    let pending =
-        tokio::task::spawn_blocking(move || schedule(&sh, &run, &identities, ol, &handle))
-            .await
-            .unwrap_or_default();
+    let pending = tokio::task::spawn_blocking(move || {
+        schedule(&sh, &run, &identities, ol, browser.as_ref(), &handle)
+    })
+    .await
+    .unwrap_or_default();
     for task in pending {
         let _ = task.await;
     }
@@ -68,6 +75,7 @@ fn schedule(
     run: &Arc<OpenLoopRun>,
     identities: &[Arc<Identity>],
     ol: OpenLoop,
+    browser: Option<&Arc<BrowserRun>>,
     handle: &tokio::runtime::Handle,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     // A stream no client uses: clients use `rng(seed, client)`.
@@ -113,7 +121,11 @@ fn schedule(
             continue;
         }
         let place = Place(run.clone());
-        let ident = identities[n % identities.len()].clone();
+        let pooled = identities[n % identities.len()].clone();
+        let browser = browser.cloned();
+        // A browser's number: after the pool's, so its model stream is
+        // its own.
+        let id = (identities.len() + n) as u32;
         n = n.wrapping_add(1);
         let sh = sh.clone();
         tasks.push(handle.spawn(async move {
@@ -121,7 +133,13 @@ fn schedule(
             if measured && Instant::now().saturating_duration_since(intended) > LATE {
                 _place.0.late.fetch_add(1, Ordering::Relaxed);
             }
-            let mut client = Client::new(sh.clone(), ident);
+            if let Some(b) = browser {
+                let mut client = Client::new(sh.clone(), Arc::new(Identity::new(&sh, id)));
+                let work = client.arrive(&b, slot, intended);
+                let _ = until_deadline(sh.deadline, Box::pin(work)).await;
+                return;
+            }
+            let mut client = Client::new(sh.clone(), pooled);
             let work = client.connection(&sh, slot, Some(intended));
             let _ = until_deadline(sh.deadline, work).await;
         }));

@@ -1,6 +1,8 @@
 //! The streams of a multiplexed connection, HTTP/2's and HTTP/3's alike:
 //! up to `-m` requests in flight, each one stream and one record, until `K`
-//! were sent, the run is over, one failed, or the connection ended.
+//! were sent, the run is over, one failed, or the connection ended. A
+//! browser's page ([`super::browser::Page`]) sets its own: its objects, the
+//! HTML alone, then the inline objects up to the model's parallelism.
 //!
 //! Each stream's future is polled here, in the connection's task (as
 //! h2load does), not spawned: a task per stream cost a spawn, a join and a
@@ -42,7 +44,12 @@ impl Client {
         F: Future<Output = (Open<'a>, E)>,
     {
         let o = &sh.origins[self.ident.origin];
-        let k = sh.requests_per_conn;
+        // A browser's page: its objects, the HTML alone first (if it is
+        // still to be sent), then its inline objects side by side.
+        let (k, m, mut alone) = match &self.page {
+            Some(p) => (p.len, p.parallel, next.is_some()),
+            None => (sh.requests_per_conn, m, false),
+        };
         let mut streams = FuturesUnordered::new();
         let mut closing = false;
         let mut ended = std::pin::pin!(ended);
@@ -60,6 +67,7 @@ impl Client {
             while thinking.peek().is_some_and(|t| t.0 <= now) {
                 thinking.pop();
             }
+            let m = if alone { 1 } else { m };
             while !closing && streams.len() + thinking.len() < m && (k == 0 || sent < k) {
                 let stream = match next.take() {
                     Some(s) => s,
@@ -94,6 +102,7 @@ impl Client {
                 biased;
                 () = tokio::time::sleep_until(think_end.unwrap_or(now).into()), if think_end.is_some() => {}
                 Some((st, end)) = streams.next() => {
+                    alone = false;
                     if !done(self, st, end) {
                         closing = true;
                     } else if !closing
