@@ -86,9 +86,8 @@ fn load_h2_two_clients_ten_streams_two_connections_server_logs_http2() {
 fn load_h2_usage_errors_say_what_to_drop() {
     let url = format!("https://127.0.0.1:{}/", free_port());
     let cases: Vec<(&str, Vec<&str>)> = vec![
-        ("--early-data", vec!["--early-data"]),
-        ("ecommerce", vec!["--workload", "ecommerce"]),
         ("--max-concurrent-streams", vec!["-m", "0"]),
+        ("choose one", vec!["--h3"]),
     ];
     for (why, extra) in cases {
         let mut args = vec!["load", &url, "--insecure", "--h2", "-n", "1"];

@@ -24,8 +24,8 @@ use crate::parse::{parse_duration, parse_threads, parse_timeout};
     (as h2load's -c and -m); every stream is one request and one --log row, and a connection's \
     first stream carries its connect and handshake times. --h2 runs every loop and workload \
     HTTP/1.1 does (closed, --rate, --think-time, --retry-on-failure, urls, specweb96, \
-    ecommerce, replay) except --early-data; an e-commerce page is then one connection, its \
-    inline objects parallel streams.\n\
+    ecommerce, replay, --early-data); an e-commerce page is then one connection, its inline \
+    objects parallel streams.\n\
     All figures are client-observed over the measurement window printed with them.\n\
     Exit code 1 when no request succeeded (every one failed, answered non-2xx or was cut off \
     unfinished) or when more than --max-error-rate percent failed; the report is still printed."
@@ -67,7 +67,8 @@ pub struct LoadArgs {
 
     /// Speak HTTP/2: offer ALPN h2 only over TLS (a server that does not select it fails
     /// the connection as `alpn_not_h2`), prior knowledge (h2c) over http://. Every loop
-    /// and workload of HTTP/1.1 but --early-data.
+    /// and workload of HTTP/1.1, and --early-data (the preface and first request in TLS 1.3
+    /// early data).
     #[arg(long)]
     pub h2: bool,
 

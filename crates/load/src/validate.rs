@@ -93,16 +93,10 @@ pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
             );
         }
     }
-    if let Some(h2) = &cfg.http2 {
-        if h2.max_concurrent_streams == 0 || h2.max_concurrent_streams > MAX_STREAMS {
-            return bad("--max-concurrent-streams must be between 1 and 10,000");
-        }
-        if cfg.early_data {
-            return bad(
-                "--early-data sends the first request in TLS 1.3 early data, which the \
-                 HTTP/2 client does not do yet; drop --early-data with --h2 (--h3 has 0-RTT)",
-            );
-        }
+    if let Some(h2) = &cfg.http2
+        && (h2.max_concurrent_streams == 0 || h2.max_concurrent_streams > MAX_STREAMS)
+    {
+        return bad("--max-concurrent-streams must be between 1 and 10,000");
     }
     if let Some(h3) = &cfg.http3 {
         validate_h3(cfg, h3)?;

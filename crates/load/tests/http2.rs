@@ -295,8 +295,4 @@ fn h2_rejects_what_it_cannot_do() {
     });
     let e = tlslab_load::run(&c).unwrap_err().to_string();
     assert!(e.contains("--max-concurrent-streams"), "{e}");
-    let mut c = base();
-    c.early_data = true;
-    let e = tlslab_load::run(&c).unwrap_err().to_string();
-    assert!(e.contains("--early-data"), "{e}");
 }

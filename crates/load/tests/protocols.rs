@@ -489,3 +489,45 @@ fn open_loop_replay_is_refused_with_its_own_pacing_named() {
         assert!(e.to_string().contains("--speed"), "{proto:?}: {e}");
     }
 }
+
+/// `--early-data` over every protocol: each resumed connection's first
+/// request leaves in TLS 1.3 early data (QUIC 0-RTT over HTTP/3), and the
+/// server accepts it on each, answering every request once.
+#[test]
+fn early_data_over_every_protocol() {
+    for proto in Proto::ALL {
+        let g = generated();
+        let mut tls = TlsSettings::new(CertSource::Generated(g.clone()));
+        tls.max_early_data = 16 * 1024;
+        tls.tickets = false;
+        let mut scfg = ServeConfig::new(loopback(), Content::Empty, tls);
+        scfg.threads = 1;
+        let h3 = (proto == Proto::H3).then(|| H3Settings::new(loopback()));
+        let srv = Server::start_with_h3(scfg, h3).unwrap();
+        let mut cfg = config(vec![proto.url(&srv, "/bytes/10")], &g);
+        cfg.early_data = true;
+        cfg.reuse = 1.0;
+        cfg.requests = Some(5);
+        proto.apply(&mut cfg);
+        let (report, rows) = run_logged(&mut cfg);
+        let (requests, _) = match proto {
+            Proto::H3 => quic_counts(&srv, 5),
+            _ => (0, 0),
+        };
+        let snap = srv.shutdown();
+        assert_eq!(
+            report.requests.succeeded, 5,
+            "{proto:?}: {:?}",
+            report.errors
+        );
+        let e = &report.handshake.early_data;
+        assert_eq!((e.sent, e.accepted), (4, 4), "{proto:?}: {rows:?}");
+        match proto {
+            Proto::H3 => assert_eq!(requests, 5, "{snap:?}"),
+            _ => {
+                assert_eq!(snap.requests.https, 5, "{proto:?}: {snap:?}");
+                assert_eq!(snap.early_data.connections, 4, "{proto:?}: {snap:?}");
+            }
+        }
+    }
+}

@@ -127,7 +127,12 @@ impl Client {
         let connect = NoteDecompression::new(tls.connector.connect(tls.name.clone(), io));
         match with_timeout(sh.timeout, connect).await {
             Some((Ok(stream), decompression)) => {
-                if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                // With early data the stream comes back before the
+                // ServerHello, ALPN not yet known: rustls sends early data
+                // only on a session that had negotiated h2, and a server
+                // that then chose otherwise fails as an HTTP/2 error.
+                let tls_conn = stream.get_ref().1;
+                if !tls_conn.is_handshaking() && tls_conn.alpn_protocol() != Some(b"h2") {
                     // The handshake itself worked: keep the session.
                     return self.fail(sh, first, ALPN_NOT_H2);
                 }
