@@ -213,24 +213,43 @@ fn open_loop_over_every_protocol_makes_a_connection_per_arrival() {
     }
 }
 
+/// The SPECweb96 mix over every protocol, in a closed loop (keep-alive)
+/// and in an open loop (a connection an arrival).
 #[test]
-fn specweb96_over_every_protocol() {
+fn specweb96_over_every_protocol_and_loop() {
     for proto in Proto::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("access.log");
-        let (srv, g) = proto.server(Content::Specweb96, Some(&log));
-        let mut cfg = config(vec![proto.url(&srv, "")], &g);
-        cfg.workload = Workload::Specweb96;
-        cfg.clients = 2;
-        cfg.requests = Some(30);
-        cfg.requests_per_conn = 0;
-        proto.apply(&mut cfg);
-        let (_, rows) = run_checked(proto, srv, &log, &mut cfg, 30);
-        assert!(
-            rows.iter()
-                .all(|r| r["target"].contains("/specweb96/class")),
-            "{proto:?}"
-        );
+        for open in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("access.log");
+            let (srv, g) = proto.server(Content::Specweb96, Some(&log));
+            let mut cfg = config(vec![proto.url(&srv, "")], &g);
+            cfg.workload = Workload::Specweb96;
+            cfg.clients = 2;
+            cfg.requests = Some(20);
+            if open {
+                cfg.open_loop = Some(OpenLoop {
+                    rate: 200.0,
+                    arrivals: Arrivals::Poisson,
+                    max_in_flight: 1000,
+                });
+            } else {
+                cfg.requests_per_conn = 0;
+            }
+            proto.apply(&mut cfg);
+            let (report, rows) = run_checked(proto, srv, &log, &mut cfg, 20);
+            let conns = report.http.as_ref().unwrap().connections;
+            if open {
+                assert_eq!(report.open_loop.as_ref().unwrap().scheduled, 20);
+                assert_eq!(conns, 20, "{proto:?}");
+            } else {
+                assert!(conns <= 2, "{proto:?}: {conns}");
+            }
+            assert!(
+                rows.iter()
+                    .all(|r| r["target"].contains("/specweb96/class")),
+                "{proto:?} open {open}"
+            );
+        }
     }
 }
 
@@ -332,128 +351,79 @@ fn replay_over_every_protocol_makes_the_logged_requests() {
     }
 }
 
+/// The e-commerce browser over every protocol and loop: over HTTP/1.1 an
+/// object a connection; over HTTP/2 and HTTP/3 a page a connection, the
+/// HTML its first stream and the inline objects after it. In an open loop
+/// purchase sessions arrive at the rate, each a new browser. Either way
+/// one full handshake a purchase session, every other connection resumed.
 #[test]
-fn open_loop_specweb96_over_every_protocol() {
+fn ecommerce_over_every_protocol_and_loop() {
     for proto in Proto::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("access.log");
-        let (srv, g) = proto.server(Content::Specweb96, Some(&log));
-        let mut cfg = config(vec![proto.url(&srv, "")], &g);
-        cfg.workload = Workload::Specweb96;
-        cfg.clients = 2;
-        cfg.requests = Some(20);
-        cfg.open_loop = Some(OpenLoop {
-            rate: 200.0,
-            arrivals: Arrivals::Poisson,
-            max_in_flight: 1000,
-        });
-        proto.apply(&mut cfg);
-        let (report, rows) = run_checked(proto, srv, &log, &mut cfg, 20);
-        assert_eq!(report.open_loop.as_ref().unwrap().scheduled, 20);
-        assert_eq!(report.http.unwrap().connections, 20, "{proto:?}");
-        assert!(
-            rows.iter()
-                .all(|r| r["target"].contains("/specweb96/class")),
-            "{proto:?}"
-        );
-    }
-}
-
-/// The e-commerce browser over every protocol: over HTTP/1.1 an object a
-/// connection; over HTTP/2 and HTTP/3 a page a connection, the HTML its
-/// first stream and the inline objects after it. Either way one full
-/// handshake a purchase session, every other connection resumed.
-#[test]
-fn ecommerce_over_every_protocol() {
-    for proto in Proto::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let (srv, g, log) = logged_server(proto, dir.path());
-        let mut cfg = config(vec![proto.url(&srv, "")], &g);
-        cfg.workload = Workload::Ecommerce;
-        cfg.ecommerce = Some(tlslab_workload::ecommerce::Config {
-            new_customer_percent: 50.0,
-            think_time: ThinkTime::Zero,
-            revisit_probability: 0.0,
-            max_connections: 4,
-            ..Default::default()
-        });
-        cfg.clients = 2;
-        cfg.requests = Some(60);
-        proto.apply(&mut cfg);
-        let (report, rows) = run_checked(proto, srv, &log, &mut cfg, 60);
-        let e = report.ecommerce.clone().expect("an e-commerce report");
-        let conns = report.http.as_ref().unwrap().connections;
-        assert!(e.sessions >= 2 && e.pages >= 6, "{proto:?}: {e:?}");
-        let hs = &report.handshake;
-        assert_eq!(hs.full.count, e.sessions, "{proto:?}: {hs:?}");
-        assert_eq!(hs.resumed.count, conns - e.sessions, "{proto:?}: {hs:?}");
-        if proto == Proto::H1 {
-            assert_eq!(conns, 60, "{proto:?}");
-            continue;
-        }
-        // A page a connection (the last one perhaps cut by -n).
-        assert!(
-            (e.pages..=e.pages + 2).contains(&conns),
-            "{proto:?}: {conns} connections, {e:?}"
-        );
-        let mut by_conn: std::collections::BTreeMap<(String, u64), Vec<&Row>> = Default::default();
-        for r in &rows {
-            let key = (r["client"].clone(), num(r, "conn"));
-            by_conn.entry(key).or_default().push(r);
-        }
-        let mut multiplexed = 0;
-        for (key, mut rs) in by_conn {
-            rs.sort_by_key(|r| num(r, "req_on_conn"));
-            let html = rs[0];
-            let html_end = num(html, "t_start_us") + num(html, "total_us");
-            for r in &rs[1..] {
-                assert!(
-                    num(r, "t_start_us") >= html_end,
-                    "{proto:?} {key:?}: an inline object before its HTML ended"
-                );
+        for open in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let (srv, g, log) = logged_server(proto, dir.path());
+            let mut cfg = config(vec![proto.url(&srv, "")], &g);
+            cfg.workload = Workload::Ecommerce;
+            cfg.ecommerce = Some(tlslab_workload::ecommerce::Config {
+                new_customer_percent: 50.0,
+                think_time: ThinkTime::Zero,
+                revisit_probability: 0.0,
+                max_connections: 4,
+                ..Default::default()
+            });
+            cfg.clients = 2;
+            cfg.requests = Some(40);
+            cfg.open_loop = open.then_some(OpenLoop {
+                rate: 20.0,
+                arrivals: Arrivals::Constant,
+                max_in_flight: 100,
+            });
+            proto.apply(&mut cfg);
+            let (report, rows) = run_checked(proto, srv, &log, &mut cfg, 40);
+            let e = report.ecommerce.clone().expect("an e-commerce report");
+            let conns = report.http.as_ref().unwrap().connections;
+            assert!(e.sessions >= 2 && e.pages >= 4, "{proto:?} {open}: {e:?}");
+            let hs = &report.handshake;
+            assert_eq!(hs.full.count, e.sessions, "{proto:?} {open}: {hs:?}");
+            assert_eq!(hs.resumed.count, conns - e.sessions, "{proto:?} {open}");
+            if let Some(ol) = &report.open_loop {
+                // Every arrival that took a request is one session (the
+                // budget may stop the last ones before their first).
+                assert!(ol.scheduled >= e.sessions, "{proto:?}: {ol:?} {e:?}");
             }
-            multiplexed += usize::from(rs.len() > 1);
+            if proto == Proto::H1 {
+                assert_eq!(conns, 40, "{proto:?} {open}");
+                continue;
+            }
+            // A page a connection (the last ones perhaps cut by -n).
+            assert!(
+                (e.pages..=e.pages + 4).contains(&conns),
+                "{proto:?} {open}: {conns} connections, {e:?}"
+            );
+            let mut by_conn: std::collections::BTreeMap<(String, u64), Vec<&Row>> =
+                Default::default();
+            for r in &rows {
+                let key = (r["client"].clone(), num(r, "conn"));
+                by_conn.entry(key).or_default().push(r);
+            }
+            let mut multiplexed = 0;
+            for (key, mut rs) in by_conn {
+                rs.sort_by_key(|r| num(r, "req_on_conn"));
+                let html = rs[0];
+                let html_end = num(html, "t_start_us") + num(html, "total_us");
+                for r in &rs[1..] {
+                    assert!(
+                        num(r, "t_start_us") >= html_end,
+                        "{proto:?} {open} {key:?}: an inline object before its HTML ended"
+                    );
+                }
+                multiplexed += usize::from(rs.len() > 1);
+            }
+            assert!(
+                multiplexed > 0,
+                "{proto:?} {open}: no page carried inline objects"
+            );
         }
-        assert!(multiplexed > 0, "{proto:?}: no page carried inline objects");
-    }
-}
-
-/// E-commerce in an open loop over every protocol: purchase sessions
-/// arrive at the rate, each a new browser (one full handshake, the rest of
-/// its connections resumed), each arrival counted once.
-#[test]
-fn open_loop_ecommerce_over_every_protocol() {
-    for proto in Proto::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let (srv, g, log) = logged_server(proto, dir.path());
-        let mut cfg = config(vec![proto.url(&srv, "")], &g);
-        cfg.workload = Workload::Ecommerce;
-        cfg.ecommerce = Some(tlslab_workload::ecommerce::Config {
-            new_customer_percent: 50.0,
-            think_time: ThinkTime::Zero,
-            revisit_probability: 0.0,
-            max_connections: 2,
-            ..Default::default()
-        });
-        cfg.clients = 2;
-        cfg.requests = Some(40);
-        cfg.open_loop = Some(OpenLoop {
-            rate: 20.0,
-            arrivals: Arrivals::Constant,
-            max_in_flight: 100,
-        });
-        proto.apply(&mut cfg);
-        let (report, _) = run_checked(proto, srv, &log, &mut cfg, 40);
-        let e = report.ecommerce.clone().expect("an e-commerce report");
-        let ol = report.open_loop.as_ref().expect("an open-loop report");
-        // Every arrival that took a request is one session (the budget may
-        // stop the last arrivals before their first request).
-        assert!(e.sessions >= 2, "{proto:?}: {e:?}");
-        assert!(ol.scheduled >= e.sessions, "{proto:?}: {ol:?} {e:?}");
-        let hs = &report.handshake;
-        let conns = report.http.as_ref().unwrap().connections;
-        assert_eq!(hs.full.count, e.sessions, "{proto:?}: {hs:?}");
-        assert_eq!(hs.resumed.count, conns - e.sessions, "{proto:?}: {hs:?}");
     }
 }
 
