@@ -16,11 +16,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use http::Uri;
 use tlslab_workload::ecommerce::{Generator, Session};
 use tokio::task::JoinSet;
 
-use super::client::Client;
+use super::client::{Client, Page};
 use super::shared::Slot;
 
 /// The e-commerce model's state: the model, and the measured purchase
@@ -53,15 +52,6 @@ impl BrowserRun {
             pages: self.pages.load(Ordering::Relaxed),
         }
     }
-}
-
-/// A page on one multiplexed connection: the objects still to request
-/// (the HTML first), how many the page has, and how many inline objects
-/// may be in flight at once.
-pub(super) struct Page {
-    pub(super) objects: VecDeque<(u32, Uri)>,
-    pub(super) len: u32,
-    pub(super) parallel: usize,
 }
 
 impl Client {

@@ -33,9 +33,18 @@ pub(super) struct Client {
     /// The request to make next, chosen by a browser model.
     pub(super) fixed: Option<(u32, Uri)>,
     /// A browser's page on one multiplexed connection (HTTP/2, HTTP/3).
-    pub(super) page: Option<super::browser::Page>,
+    pub(super) page: Option<Page>,
     /// The wait after connections that could not be made.
     pub(super) backoff: Backoff,
+}
+
+/// A browser's page on one multiplexed connection (HTTP/2, HTTP/3): the
+/// objects still to request (the HTML first), how many the page has, and
+/// how many inline objects may be in flight at once.
+pub(super) struct Page {
+    pub(super) objects: std::collections::VecDeque<(u32, Uri)>,
+    pub(super) len: u32,
+    pub(super) parallel: usize,
 }
 
 /// A request begun and not yet ended: what its record needs. The guard

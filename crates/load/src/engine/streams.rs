@@ -1,7 +1,7 @@
 //! The streams of a multiplexed connection, HTTP/2's and HTTP/3's alike:
 //! up to `-m` requests in flight, each one stream and one record, until `K`
 //! were sent, the run is over, one failed, or the connection ended. A
-//! browser's page ([`super::browser::Page`]) sets its own: its objects, the
+//! browser's page ([`super::client::Page`]) sets its own: its objects, the
 //! HTML alone, then the inline objects up to the model's parallelism.
 //!
 //! Each stream's future is polled here, in the connection's task (as
