@@ -34,7 +34,17 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
     let command_line: Vec<String> = std::env::args().collect();
     let progress_bar = !a.no_progress && std::io::stderr().is_terminal();
     let log: Box<dyn FnMut(&str)> = Box::new(|l: &str| eprintln!("{l}"));
-    let dir = |name: &str| results_dir(&a, name);
+    // The options of the run whose results are under `name` (a matrix
+    // refuses --quick below, so `quick` is false for one).
+    let opts = |name: &str| RunOptions {
+        out: results_dir(&a, name),
+        resume: a.resume.is_some(),
+        quick: a.quick,
+        command_line,
+        progress_bar,
+        path: a.path,
+        pcap: a.pcap.clone(),
+    };
     let doc = if let Some(path) = &a.config {
         if a.quick {
             return Err(usage(
@@ -48,15 +58,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
             )));
         }
         let m = Matrix::from_file(path).map_err(usage)?;
-        let opts = RunOptions {
-            out: dir(&m.name),
-            resume: a.resume.is_some(),
-            quick: false,
-            command_line,
-            progress_bar,
-            path: a.path,
-            pcap: a.pcap.clone(),
-        };
+        let opts = opts(&m.name);
         eprintln!(
             "tlslab experiment: {}: {} cells ({} repeats, interleaved) of {} s each, into {}",
             m.name,
@@ -75,15 +77,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
                  (insecure, for measurement only); confirm with --insecure-ablation"
             )));
         }
-        let opts = RunOptions {
-            out: dir(name),
-            resume: a.resume.is_some(),
-            quick: a.quick,
-            command_line,
-            progress_bar,
-            path: a.path,
-            pcap: a.pcap.clone(),
-        };
+        let opts = opts(name);
         eprintln!(
             "tlslab experiment: {name}{}{} ({}), into {}",
             if a.quick { " --quick" } else { "" },

@@ -20,12 +20,7 @@ pub fn run(a: LoadArgs) -> anyhow::Result<ExitCode> {
     agent.apply(&mut cfg)?;
     cfg.progress = !a.no_progress && std::io::stderr().is_terminal();
     crate::output::warn_key_log(cfg.key_log.as_deref());
-    if a.insecure {
-        eprintln!(
-            "tlslab: WARNING: --insecure: server certificates are NOT verified; \
-             timings are valid, the connection is not authenticated"
-        );
-    }
+    crate::flags::warn_insecure(a.insecure);
     if !cfg.ablation.is_empty() {
         eprintln!(
             "tlslab: WARNING: --ablate {}: INSECURE: these TLS stages are replaced by no-ops; \

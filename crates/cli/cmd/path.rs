@@ -23,6 +23,7 @@ pub fn config(a: &PathArgs) -> anyhow::Result<PathConfig> {
         cpus: a.cpus.clone(),
         ..PathConfig::default()
     };
+    c.pcap.file.clone_from(&a.pcap);
     let mut set = |k: &str, v: &str| c.set(k, v).map_err(|e| usage(format!("--{k}: {e}")));
     set("delay", &a.delay)?;
     set("jitter", &a.jitter)?;
@@ -44,13 +45,8 @@ pub fn config(a: &PathArgs) -> anyhow::Result<PathConfig> {
     if let Some(t) = &a.downlink_trace {
         set("down.trace", &t.to_string_lossy())?;
     }
-    if let Some(f) = &a.pcap {
-        c.pcap.file = Some(f.clone());
-    }
-    c.set("pcap-size", &a.pcap_size)
-        .map_err(|e| usage(format!("--pcap-size: {e}")))?;
-    c.set("pcap-files", &a.pcap_files.to_string())
-        .map_err(|e| usage(format!("--pcap-files: {e}")))?;
+    set("pcap-size", &a.pcap_size)?;
+    set("pcap-files", &a.pcap_files.to_string())?;
     for (side, spec) in [("up", &a.up), ("down", &a.down)] {
         for part in spec
             .iter()

@@ -61,13 +61,11 @@ pub fn run(a: &PeersArgs) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("cannot read the version of {}", bin.display()))?;
                 c.http2 = Some(v);
             }
-            match &t.out {
-                Some(p) => {
-                    c.write()?;
-                    emit(&c.render(), Some(p))
-                }
-                None => emit(&c.render(), None),
+            // With --out, the temp directories too.
+            if t.out.is_some() {
+                c.write()?;
             }
+            emit(&c.render(), t.out.as_ref())
         }
         PeerConf::Apache(a) => {
             let t = &a.tls;

@@ -25,12 +25,7 @@ fn probe_config(
         Some(r) => tlslab_load::Trust::Roots(r.clone()),
         None => crate::flags::trust(a.cacert.as_ref(), a.insecure)?,
     };
-    if a.insecure {
-        eprintln!(
-            "tlslab: WARNING: --insecure: server certificates are NOT verified; \
-             timings are valid, the connection is not authenticated"
-        );
-    }
+    crate::flags::warn_insecure(a.insecure);
     cfg.sni.clone_from(&a.sni);
     cfg.key_log = crate::output::key_log(a.keylog.as_ref());
     crate::output::warn_key_log(cfg.key_log.as_deref());
@@ -192,6 +187,11 @@ fn probe_rounds(
                     let f = |v: Option<i64>| {
                         v.map_or("-".to_string(), |us| format!("{:.2}", us as f64 / 1000.0))
                     };
+                    let resumption = match s.resumption_accepted {
+                        Some(true) => "accepted",
+                        Some(false) => "refused",
+                        None => "-",
+                    };
                     let err = match (&s.error_phase, &s.error_kind) {
                         (Some(p), Some(k)) => format!("  error {p}:{k}"),
                         _ => String::new(),
@@ -204,11 +204,7 @@ fn probe_rounds(
                             f(s.tls_full_us),
                             f(s.get_us),
                             f(s.tls_resumed_us),
-                            match s.resumption_accepted {
-                                Some(true) => "accepted",
-                                Some(false) => "refused",
-                                None => "-",
-                            },
+                            resumption,
                             f(s.zero_rtt_ttfb_us),
                             match s.early_data_accepted {
                                 Some(true) => "early data accepted",
@@ -225,11 +221,7 @@ fn probe_rounds(
                         f(s.connect_us),
                         f(s.tls_full_us),
                         f(s.tls_resumed_us),
-                        match s.resumption_accepted {
-                            Some(true) => "accepted",
-                            Some(false) => "refused",
-                            None => "-",
-                        },
+                        resumption,
                         f(s.get_us),
                         s.body_bytes.map(|b| format!(" {b} B")).unwrap_or_default(),
                         s.version

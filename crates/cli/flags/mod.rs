@@ -1,7 +1,7 @@
 //! Flag groups that several commands share, turned into engine values:
 //! `--ablate`/`--insecure-ablation` (`serve`, `load`), `--cacert`/
-//! `--insecure` (`load`, `probe`) and the `--qlog` note (`serve`, `load`)
-//! here; the HTTP/3 flags of `serve` and `load` ([`h3`]); `load`'s flags
+//! `--insecure` (`load`, `probe`) and its warning, and the `--qlog` note
+//! (`serve`, `load`) here; the HTTP/3 flags of `serve` and `load` ([`h3`]); `load`'s flags
 //! into a plan (`load`, `sweep`, `fileset`: [`load`]); and the distributed
 //! flags of `load` ([`shard`]). Commands import these, never each other.
 
@@ -45,6 +45,17 @@ pub fn trust(cacert: Option<&PathBuf>, insecure: bool) -> anyhow::Result<Trust> 
         (None, true) => Trust::Insecure,
         (None, false) => Trust::WebPki,
     })
+}
+
+/// The warning a run with `--insecure` (`load`, `probe`) prints before it
+/// starts.
+pub fn warn_insecure(insecure: bool) {
+    if insecure {
+        eprintln!(
+            "tlslab: WARNING: --insecure: server certificates are NOT verified; \
+             timings are valid, the connection is not authenticated"
+        );
+    }
 }
 
 /// The note a run with `--qlog` prints on stderr before it starts: where

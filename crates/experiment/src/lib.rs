@@ -89,6 +89,16 @@ pub(crate) fn join<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, sep
     v.join(sep)
 }
 
+/// The 1-minute load average, from /proc/loadavg.
+pub(crate) fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 impl Error {
     /// [`Error::EmptyCell`] of `cell`, with the `errors` the run saw.
     pub(crate) fn empty(cell: impl Into<String>, errors: impl Into<String>) -> Error {

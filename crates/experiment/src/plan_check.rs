@@ -169,16 +169,6 @@ pub struct CheckReport {
     pub loadavg_1m: (Option<f64>, Option<f64>),
 }
 
-/// The 1-minute load average, from /proc/loadavg.
-fn loadavg() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 fn ms(us: Option<u64>) -> f64 {
     us.map_or(f64::NAN, |v| v as f64 / 1000.0)
 }
@@ -190,7 +180,7 @@ fn rel(measured: f64, predicted: f64) -> f64 {
 /// Runs the check; `progress` gets a line per step.
 pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckReport, Error> {
     let placement = Placement::split();
-    let load_before = loadavg();
+    let load_before = crate::loadavg();
     progress(&format!(
         "tlslab plan --check: TLS {} with {}, reuse {:.0} %; {}",
         cfg.version.short(),
@@ -434,7 +424,7 @@ pub fn run(cfg: &CheckConfig, mut progress: impl FnMut(&str)) -> Result<CheckRep
         capacity_per_s: cap,
         unloaded,
         points,
-        loadavg_1m: (load_before, loadavg()),
+        loadavg_1m: (load_before, crate::loadavg()),
     })
 }
 

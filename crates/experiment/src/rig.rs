@@ -59,6 +59,31 @@ pub(crate) fn on_client<T: Send>(
     on_end(path, PathHandle::enter_client, "client", f)
 }
 
+/// The progress lines of `cmd` (`tlslab lab`) as its run starts across the
+/// packet-level path `spec` (`h`): where `server` (what runs in the
+/// server namespace) and the load are, each direction's conditions, and
+/// the capture if there is one.
+pub(crate) fn announce_path(
+    cmd: &str,
+    server: &str,
+    spec: &tlslab_path::PathConfig,
+    h: &PathHandle,
+    progress: &mut impl FnMut(&str),
+) {
+    progress(&format!(
+        "{cmd}: across a packet-level path ({server} {} in {}, load {} in {}): up {}; down {}",
+        h.server_ip(),
+        h.server_netns(),
+        h.client_ip(),
+        h.client_netns(),
+        spec.up,
+        spec.down
+    ));
+    if let Some(d) = spec.pcap.describe() {
+        progress(&format!("{cmd}: {d}; one capture of every cell"));
+    }
+}
+
 /// Runs `f` on a thread that `enter` moved to one end of `path` (`end`
 /// names it in the error of a panic), or here without a path; for any
 /// error type a path's error converts into.

@@ -290,6 +290,20 @@ mod tests {
         }
     }
 
+    /// A TCP configuration's server CPU per request, µs: baseline 400;
+    /// sig and kx save 100 each, every other stage 10; the skeleton leaves
+    /// 80, plain HTTP 40, the cumulative configurations 150.
+    fn tcp_cost(c: &Configuration) -> f64 {
+        match (&c.ablation, c.stage.as_deref()) {
+            (None, _) => 40.0,
+            (Some(a), _) if *a == AblationSet::NONE => 400.0,
+            (_, Some("sig")) | (_, Some("kx")) => 300.0,
+            (_, Some(_)) => 390.0,
+            (Some(a), None) if *a == AblationSet::skeleton() => 80.0,
+            _ => 150.0,
+        }
+    }
+
     #[test]
     fn amdahl_fractions_and_residuals() {
         let cfg = cfg(Workload::NewConn);
@@ -301,14 +315,7 @@ mod tests {
         let samples = configs
             .iter()
             .map(|c| {
-                let v = match (&c.ablation, c.stage.as_deref()) {
-                    (None, _) => 40.0,
-                    (Some(a), _) if *a == AblationSet::NONE => 400.0,
-                    (_, Some("sig")) | (_, Some("kx")) => 300.0,
-                    (_, Some(_)) => 390.0,
-                    (Some(a), None) if *a == AblationSet::skeleton() => 80.0,
-                    _ => 150.0,
-                };
+                let v = tcp_cost(c);
                 drift
                     .iter()
                     .map(|d| sample(v * d, 400.0 * d, 90.0 * d))
@@ -392,20 +399,10 @@ mod tests {
         let cfg = cfg(Workload::NewConn);
         let configs = configurations(cfg.workload, cfg.transport);
         // TCP: baseline 400 µs, plain HTTP 40 (non-TLS 10 %), the rest
-        // as in `amdahl_fractions_and_residuals`.
+        // as in `tcp_cost`.
         let samples = configs
             .iter()
-            .map(|c| {
-                let v = match (&c.ablation, c.stage.as_deref()) {
-                    (None, _) => 40.0,
-                    (Some(a), _) if *a == AblationSet::NONE => 400.0,
-                    (_, Some("sig")) | (_, Some("kx")) => 300.0,
-                    (_, Some(_)) => 390.0,
-                    (Some(a), None) if *a == AblationSet::skeleton() => 80.0,
-                    _ => 150.0,
-                };
-                vec![sample(v, 400.0, 0.0); 3]
-            })
+            .map(|c| vec![sample(tcp_cost(c), 400.0, 0.0); 3])
             .collect();
         let tcp = analyse(&cfg, Placement::default(), configs, samples);
         let p = crate::breakdown::pair(tcp, quic_report());

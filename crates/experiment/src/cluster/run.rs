@@ -339,19 +339,8 @@ pub fn run(cfg: &ClusterConfig, mut progress: impl FnMut(&str)) -> Result<Cluste
     };
     let path = tlslab_path::Path::start(spec)?;
     let h = path.handle();
-    progress(&format!(
-        "tlslab cluster: across a packet-level path (dispatcher, nodes and redis-server {} in {}, \
-         load {} in {}): up {}; down {}",
-        h.server_ip(),
-        h.server_netns(),
-        h.client_ip(),
-        h.client_netns(),
-        spec.up,
-        spec.down
-    ));
-    if let Some(d) = spec.pcap.describe() {
-        progress(&format!("tlslab cluster: {d}; one capture of every cell"));
-    }
+    let server = "dispatcher, nodes and redis-server";
+    rig::announce_path("tlslab cluster", server, spec, &h, &mut progress);
     // Progress lines come back over a channel, so `progress` stays here.
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let report = std::thread::scope(|s| {

@@ -143,18 +143,7 @@ pub fn run(cfg: &LabConfig, mut progress: impl FnMut(&str)) -> Result<LabReport,
         .transpose()?;
     let handle = path.as_ref().map(|p| p.handle());
     if let (Some(c), Some(h)) = (&cfg.path, &handle) {
-        progress(&format!(
-            "tlslab lab: across a packet-level path (server {} in {}, load {} in {}): up {}; down {}",
-            h.server_ip(),
-            h.server_netns(),
-            h.client_ip(),
-            h.client_netns(),
-            c.up,
-            c.down
-        ));
-        if let Some(d) = c.pcap.describe() {
-            progress(&format!("tlslab lab: {d}; one capture of every cell"));
-        }
+        rig::announce_path("tlslab lab", "server", c, h, &mut progress);
     }
     let quic_cell = quic::cell(cfg.cell);
     progress(&format!(

@@ -217,34 +217,17 @@ fn side_by_side(tcp: &OverloadReport, quic: &OverloadReport) -> String {
         else {
             continue;
         };
-        let pair = |a: String, b: String| format!("{a}/{b}");
+        // One figure of both points: TCP's, then QUIC's.
+        let both = |f: fn(&Point) -> String| format!("{}/{}", f(t), f(q));
         let row = vec![
             t.arm_name.clone(),
             format!("{}x", t.multiplier),
-            pair(
-                format!("{:.0}", t.client.goodput_rps),
-                format!("{:.0}", q.client.goodput_rps),
-            ),
-            pair(
-                format!("{:.0}", t.client.latency_p99_ms),
-                format!("{:.0}", q.client.latency_p99_ms),
-            ),
-            pair(
-                t.server.handshakes_full.to_string(),
-                q.server.handshakes_full.to_string(),
-            ),
-            pair(
-                t.server.handshakes_resumed.to_string(),
-                q.server.handshakes_resumed.to_string(),
-            ),
-            pair(
-                t.server.full_shed.to_string(),
-                q.server.full_shed.to_string(),
-            ),
-            pair(
-                t.server.resume_shed.to_string(),
-                q.server.resume_shed.to_string(),
-            ),
+            both(|p| format!("{:.0}", p.client.goodput_rps)),
+            both(|p| format!("{:.0}", p.client.latency_p99_ms)),
+            both(|p| p.server.handshakes_full.to_string()),
+            both(|p| p.server.handshakes_resumed.to_string()),
+            both(|p| p.server.full_shed.to_string()),
+            both(|p| p.server.resume_shed.to_string()),
         ];
         out.push_str(&columns("  ", &widths, &[row]));
     }

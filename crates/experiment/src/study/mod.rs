@@ -396,18 +396,26 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    // --pcap DIR is refused (exit 2, before any work) where no cell crosses
-    // the packet-level path, naming the studies and --path that do.
-    #[test]
-    fn pcap_is_for_studies_that_cross_the_packet_path() {
-        let opts = |path| RunOptions {
+    /// A quick run across `path`, refused before it writes its directory.
+    fn quick_options(path: PathChoice) -> RunOptions {
+        RunOptions {
             out: std::env::temp_dir().join("tlslab-never-written"),
             resume: false,
             quick: true,
             command_line: vec![],
             progress_bar: false,
             path,
+            pcap: None,
+        }
+    }
+
+    // --pcap DIR is refused (exit 2, before any work) where no cell crosses
+    // the packet-level path, naming the studies and --path that do.
+    #[test]
+    fn pcap_is_for_studies_that_cross_the_packet_path() {
+        let opts = |path| RunOptions {
             pcap: Some("caps".into()),
+            ..quick_options(path)
         };
         for (study, path) in [
             ("seed000-reuse", PathChoice::Relay),
@@ -439,10 +447,7 @@ mod tests {
                 assert!(e.is_usage() && e.to_string().contains("root"), "{e}");
             }
         }
-        let none = RunOptions {
-            pcap: None,
-            ..opts(PathChoice::Relay)
-        };
+        let none = quick_options(PathChoice::Relay);
         assert!(check_pcap(builtin("seed000-reuse").unwrap(), &none).is_ok());
     }
 
@@ -492,15 +497,7 @@ mod tests {
     // study without round-trip cells, naming the studies that take it.
     #[test]
     fn a_path_is_for_the_studies_that_take_one() {
-        let opts = RunOptions {
-            out: std::env::temp_dir().join("tlslab-never-written"),
-            resume: false,
-            quick: true,
-            command_line: vec![],
-            progress_bar: false,
-            path: PathChoice::Packet,
-            pcap: None,
-        };
+        let opts = quick_options(PathChoice::Packet);
         let b = builtin("seed000-cluster").unwrap();
         let e = run_builtin(b, &opts, Box::new(|_| {})).unwrap_err();
         assert!(e.is_usage(), "{e}");

@@ -103,10 +103,6 @@ pub fn environment(placement: &Placement) -> Environment {
     )
     .trim()
     .to_string();
-    let loadavg_1m = read("/proc/loadavg")
-        .split_whitespace()
-        .next()
-        .and_then(|x| x.parse().ok());
     Environment {
         cpu_model,
         cores: tlslab_runtime::allowed_cpus().len(),
@@ -119,7 +115,7 @@ pub fn environment(placement: &Placement) -> Environment {
             env!("TLSLAB_AWS_LC_RS_VERSION")
         ),
         placement: placement.describe(),
-        loadavg_1m,
+        loadavg_1m: crate::loadavg(),
     }
 }
 

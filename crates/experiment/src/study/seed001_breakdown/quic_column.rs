@@ -53,29 +53,13 @@ fn recorded(doc: &StudyResults) -> Option<BreakdownPair> {
 /// Adds the pair's cells and puts it into the document's engine report
 /// under `quic`.
 pub(crate) fn record(doc: &mut StudyResults, pair: &BreakdownPair, command: &str, started: u64) {
-    let first = doc.cells.len();
-    let tcp = breakdown_cells(
-        &pair.tcp,
-        command,
-        started,
-        (
-            &format!("{POINT}tcp-"),
-            &[("transport", "tcp"), ("version", "1.3")],
-            first,
-        ),
-    );
-    let quic = breakdown_cells(
-        &pair.quic,
-        command,
-        started,
-        (
-            &format!("{POINT}quic-"),
-            &[("transport", "quic"), ("version", "1.3")],
-            first + tcp.len(),
-        ),
-    );
-    doc.cells.extend(tcp);
-    doc.cells.extend(quic);
+    for (transport, report) in [("tcp", &pair.tcp), ("quic", &pair.quic)] {
+        let prefix = format!("{POINT}{transport}-");
+        let factors = [("transport", transport), ("version", "1.3")];
+        let first = doc.cells.len();
+        let cells = breakdown_cells(report, command, started, (&prefix, &factors, first));
+        doc.cells.extend(cells);
+    }
     let Ok(value) = serde_json::to_value(pair) else {
         return;
     };
