@@ -367,6 +367,21 @@ fn agents_of_different_runs_are_refused_unless_forced() {
         );
         assert_no_panic(&out.stderr);
     }
+    // Agents whose interval logs are gone (an older tlslab wrote none):
+    // --hdr-log names the file and the command that writes it.
+    let seed2 = agent("seed2", "2/2", &url, &args("-c 2 --seed 1"));
+    for d in [&one, &seed2] {
+        std::fs::remove_file(d.join("intervals.hlog")).unwrap();
+    }
+    let hlog = dir.path().join("merged.hlog").display().to_string();
+    let dirs = [one.display().to_string(), seed2.display().to_string()];
+    let out = run_tlslab(&["merge", &dirs[0], &dirs[1], "--hdr-log", &hlog], LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("holds intervals.hlog; the agents must run `load --out DIR`"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -58,7 +58,7 @@ pub fn merge(a: &MergeArgs) -> anyhow::Result<ExitCode> {
             .collect();
         if logs.is_empty() {
             anyhow::bail!(
-                "--hdr-log {}: no finished agent directory holds {}; the agents must run                  `load --out DIR` (which writes it)",
+                "--hdr-log {}: no finished agent directory holds {}; the agents must run `load --out DIR` (which writes it)",
                 path.display(),
                 dist::INTERVALS_FILE
             );
