@@ -381,7 +381,12 @@ fn ecommerce_over_every_protocol_and_loop() {
             proto.apply(&mut cfg);
             let (report, rows) = run_checked(proto, srv, &log, &mut cfg, 40);
             let e = report.ecommerce.clone().expect("an e-commerce report");
-            let conns = report.http.as_ref().unwrap().connections;
+            let http = report.http.as_ref().unwrap();
+            let conns = http.connections;
+            if proto != Proto::H1 {
+                // The page's parallelism, not -m.
+                assert_eq!(http.max_concurrent_streams, Some(4), "{proto:?}");
+            }
             assert!(e.sessions >= 2 && e.pages >= 4, "{proto:?} {open}: {e:?}");
             let hs = &report.handshake;
             assert_eq!(hs.full.count, e.sessions, "{proto:?} {open}: {hs:?}");

@@ -309,10 +309,18 @@ fn http_summary(cfg: &LoadConfig, report: &LoadReport, out: &Outcome) -> tlslab_
             (None, None) => "http/1.1",
         }
         .into(),
+        // The e-commerce browser's pages use its own parallelism, not -m.
         max_concurrent_streams: cfg
             .http2
             .map(|h| h.max_concurrent_streams)
-            .or(cfg.http3.as_ref().map(|h| h.max_concurrent_streams)),
+            .or(cfg.http3.as_ref().map(|h| h.max_concurrent_streams))
+            .map(|m| match (&cfg.workload, &cfg.ecommerce) {
+                (Workload::Ecommerce, Some(e)) => e.max_connections.max(1) as u32,
+                (Workload::Ecommerce, None) => {
+                    tlslab_workload::ecommerce::Config::default().max_connections as u32
+                }
+                _ => m,
+            }),
         connections: out.connections,
         requests_per_connection: (out.connections > 0)
             .then(|| report.requests.attempted as f64 / out.connections as f64),
