@@ -25,7 +25,7 @@ use crate::config::{
 };
 use crate::content::Files;
 use crate::error::{Error, Result};
-use crate::idle::{Conns, Timeouts};
+use crate::idle::{Conns, Timeouts, Transport};
 use crate::listen::{accept_loop, metrics_loop};
 use crate::metrics;
 use crate::shared::Shared;
@@ -186,7 +186,7 @@ impl Server {
             Some(_) => Some(tls::build(&cfg.tls, &meter)?),
             None => None,
         };
-        let quic = match (&h3, &built) {
+        let mut quic = match (&h3, &built) {
             (Some(h), Some(b)) => Some(crate::quic::prepare(
                 h,
                 &b.config,
@@ -228,6 +228,7 @@ impl Server {
             threads,
             meter,
             cfg.tls.ablation,
+            quic.as_mut().map(|p| std::mem::take(&mut p.counters)),
         ));
         let admission =
             (cfg.admission.mode != AdmissionMode::Off && cfg.https.is_some()).then(|| {
@@ -252,7 +253,6 @@ impl Server {
             redis: redis.clone(),
             ticket_keys: ring.clone(),
             admission: admission.clone(),
-            quic: quic.as_ref().map(|q| q.stats.clone()),
         });
         let mut registry = metrics::registry(sources.clone());
         if let Some(c) = compression {
@@ -397,6 +397,7 @@ impl Server {
                 let l = crate::quic::start(
                     p,
                     crate::quic::Shared {
+                        stats: shared.stats.clone(),
                         handler,
                         burners: shared.burners.clone(),
                         handshake_timeout: cfg.handshake_timeout,
@@ -519,11 +520,12 @@ impl Server {
         }
         let deadline = Instant::now() + DRAIN;
         while Instant::now() < deadline
-            && (self.shared.stats.open_now() > 0 || self.loops.iter().any(|l| !l.is_finished()))
+            && (self.shared.stats.open_now(Transport::Tcp) > 0
+                || self.loops.iter().any(|l| !l.is_finished()))
         {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let open = self.shared.stats.open_now();
+        let open = self.shared.stats.open_now(Transport::Tcp);
         if open > 0 {
             tracing::warn!(open, "connections still open after 5 s; closing them");
         }

@@ -48,12 +48,12 @@
 //! control, decided on the client's first Initial.
 
 mod door;
+mod figures;
 mod initial_keys;
 mod lb;
 mod session;
 mod sniff;
 mod socket;
-mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,12 +72,13 @@ use crate::admission::Admission;
 use crate::config::QuicShedWith;
 use crate::content::{Body, Handled};
 use crate::error::{Error, Result};
-use crate::idle::{Busy, ConnInfo, Conns, Member};
+use crate::idle::{Busy, ConnInfo, Conns, Member, Transport};
 use crate::redis_cache::RedisStore;
+use crate::stats::{self, OpenGuard, QuicCounters, Stats};
 
 pub use door::QuicAdmission;
-pub use stats::{HelloReads, QuicFigures, QuicHandshakes, QuicShed};
-pub(crate) use stats::{QuicStats, encode as metric_families};
+pub(crate) use figures::encode as metric_families;
+pub use figures::{HelloReads, QuicFigures, QuicHandshakes, QuicShed};
 
 /// Address validation of the QUIC listener (`--quic-retry`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -169,7 +170,8 @@ pub(crate) struct Prepared {
     /// The idle timeout of every connection's transport.
     idle: quinn::IdleTimeout,
     early: bool,
-    pub(crate) stats: Arc<QuicStats>,
+    /// Its counters, for the server's [`Stats`].
+    pub(crate) counters: QuicCounters,
     /// `--access-log`, shared with the TCP listener.
     pub(crate) access_log: Option<Arc<AccessLog>>,
 }
@@ -211,10 +213,10 @@ pub(crate) fn prepare(
             })
         })
         .transpose()?;
-    let stats = Arc::new(QuicStats {
+    let counters = QuicCounters {
         qlog,
-        ..QuicStats::default()
-    });
+        ..QuicCounters::default()
+    };
     let mut config = tcp.clone();
     config.alpn_protocols = vec![b"h3".to_vec()];
     let early = tcp.max_early_data_size > 0;
@@ -222,7 +224,7 @@ pub(crate) fn prepare(
     config.max_early_data_size = if early { u32::MAX } else { 0 };
     config.send_half_rtt_data = early;
     config.key_log = Arc::new(session::KindLog {
-        kinds: stats.kinds.clone(),
+        kinds: counters.kinds.clone(),
         inner: tcp.key_log.clone(),
     });
     let quic = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(config)).map_err(|e| {
@@ -233,7 +235,7 @@ pub(crate) fn prepare(
     let crypto = Arc::new(session::Counting {
         lazy_initial: initial_keys::rfc_initial_keys(&quic),
         inner: Arc::new(quic),
-        kinds: stats.kinds.clone(),
+        kinds: counters.kinds.clone(),
         meter: meter.clone(),
     });
     let mut server = quinn::ServerConfig::with_crypto(crypto);
@@ -253,7 +255,7 @@ pub(crate) fn prepare(
         server,
         idle,
         early,
-        stats,
+        counters,
         access_log: None,
     })
 }
@@ -293,6 +295,7 @@ impl Listener {
 
 /// What the QUIC listener shares with the TCP one.
 pub(crate) struct Shared {
+    pub(crate) stats: Arc<Stats>,
     pub(crate) handler: Handler,
     pub(crate) burners: Arc<Semaphore>,
     pub(crate) handshake_timeout: Duration,
@@ -315,6 +318,7 @@ pub(crate) fn start(
     bound: Option<std::net::UdpSocket>,
 ) -> Result<Listener> {
     let Shared {
+        stats,
         handler,
         burners,
         handshake_timeout,
@@ -341,11 +345,10 @@ pub(crate) fn start(
     };
     // The same probe quinn's runtime makes on this socket: report what it finds.
     if let Ok(state) = quinn::udp::UdpSocketState::new((&socket).into()) {
-        p.stats
-            .gso_segments
+        let q = &stats.quic;
+        q.gso_segments
             .store(state.max_gso_segments() as u64, Ordering::Relaxed);
-        p.stats
-            .gro_segments
+        q.gro_segments
             .store(state.gro_segments() as u64, Ordering::Relaxed);
     }
     let runtime = quinn::default_runtime().ok_or_else(|| Error::Setup {
@@ -353,9 +356,12 @@ pub(crate) fn start(
         source: None,
     })?;
     let granted = socket::size_recv_buffer(&socket, p.settings.recv_buffer).map_err(bind_err)?;
-    p.stats.recv_buffer.store(granted as u64, Ordering::Relaxed);
+    stats
+        .quic
+        .recv_buffer
+        .store(granted as u64, Ordering::Relaxed);
     if let Ok(dup) = socket.try_clone() {
-        p.stats.socket.set(dup).ok();
+        stats.quic.socket.set(dup).ok();
     }
     // Admission control times how long each Initial waited in the socket's
     // queue from the kernel's receive stamps, read through a duplicate, and
@@ -372,8 +378,7 @@ pub(crate) fn start(
     // each ClientHello off its Initials, so that its PSK is claimed before
     // the handshake, or classified before the admission decision.
     let (socket, hellos) = if remote.is_some() || admission.is_some() {
-        let hellos = sniff::Hellos::new();
-        p.stats.hellos.set(hellos.clone()).ok();
+        let hellos = sniff::Hellos::new(stats.clone());
         let s: Arc<dyn quinn::AsyncUdpSocket> =
             Arc::new(sniff::SniffSocket::new(socket, hellos.clone(), stamps));
         (s, Some(hellos))
@@ -393,7 +398,7 @@ pub(crate) fn start(
     .map_err(bind_err)?;
     let local = endpoint.local_addr().map_err(bind_err)?;
     let conn = Arc::new(Conn {
-        stats: p.stats.clone(),
+        stats,
         handler,
         burners,
         early: p.early,
@@ -423,7 +428,7 @@ pub(crate) fn start(
 
 /// What every QUIC connection task shares.
 struct Conn {
-    stats: Arc<QuicStats>,
+    stats: Arc<Stats>,
     handler: Handler,
     burners: Arc<Semaphore>,
     early: bool,
@@ -463,6 +468,7 @@ impl Conn {
     ) -> Result<quinn::Connecting, quinn::ConnectionError> {
         let Some(file) = self
             .stats
+            .quic
             .qlog
             .as_ref()
             .and_then(|q| q.next(&info.id.to_string()))
@@ -483,26 +489,6 @@ impl Conn {
         server.transport_config(Arc::new(t));
         incoming.accept_with(Arc::new(server))
     }
-
-    /// Takes a slot under `--quic-max-connections`, if one is free.
-    fn reserve(&self) -> bool {
-        self.stats
-            .open
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
-                (o < self.max).then_some(o + 1)
-            })
-            .is_ok()
-    }
-}
-
-/// Keeps [`QuicStats::open`] right however the connection task ends.
-struct Open(Arc<QuicStats>);
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
-        self.0.freed.notify_one();
-    }
 }
 
 fn failure_reason(e: &quinn::ConnectionError) -> String {
@@ -520,6 +506,7 @@ fn failure_reason(e: &quinn::ConnectionError) -> String {
 
 async fn connection(
     a: door::Attempt,
+    open: OpenGuard,
     half_open: Option<door::HalfOpen>,
     c: Arc<Conn>,
     info: Arc<ConnInfo>,
@@ -528,7 +515,7 @@ async fn connection(
     // Dropped in reverse order: the slot frees before the registry entry
     // goes, so an eviction under way ends only once its slot is free.
     let _member = member;
-    let _open = Open(c.stats.clone());
+    let _open = open;
     let door::Attempt {
         incoming,
         mut guard,
@@ -552,7 +539,7 @@ async fn connection(
     }
     let mut connecting = match c.accept(incoming, &info) {
         Ok(x) => x,
-        Err(e) => return c.stats.failure(&failure_reason(&e)),
+        Err(e) => return c.stats.failure(Transport::Quic, &failure_reason(&e)),
     };
     // With 0-RTT on, the connection is used once the whole ClientHello is
     // in: requests that came in 0-RTT are answered in 0.5-RTT, before the
@@ -567,16 +554,16 @@ async fn connection(
         tokio::select! {
             r = tokio::time::timeout(c.handshake_timeout, connecting.handshake_data()) => match r {
                 Ok(Ok(_)) => {}
-                Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
-                Err(_) => return c.stats.failure("timeout"),
+                Ok(Err(e)) => return c.stats.failure(Transport::Quic, &failure_reason(&e)),
+                Err(_) => return c.stats.failure(Transport::Quic, "timeout"),
             },
-            why = info.idle.closing() => return c.stats.failure(why.name()),
+            why = info.idle.closing() => return c.stats.failure(Transport::Quic, why.name()),
         }
     }
     let (conn, done) = if c.early {
         match connecting.into_0rtt() {
             Ok((conn, accepted)) => (conn, Some(accepted)),
-            Err(_) => return c.stats.failure("early_data"),
+            Err(_) => return c.stats.failure(Transport::Quic, "early_data"),
         }
     } else {
         // Admission's in-flight count is of handshakes the server still
@@ -594,10 +581,10 @@ async fn connection(
                             g.done();
                         }
                     }
-                    Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
-                    Err(_) => return c.stats.failure("timeout"),
+                    Ok(Err(e)) => return c.stats.failure(Transport::Quic, &failure_reason(&e)),
+                    Err(_) => return c.stats.failure(Transport::Quic, "timeout"),
                 },
-                why = info.idle.closing() => return c.stats.failure(why.name()),
+                why = info.idle.closing() => return c.stats.failure(Transport::Quic, why.name()),
             }
         }
         // A half-open handshake is idle: evicted, it is dropped (quinn
@@ -605,10 +592,10 @@ async fn connection(
         tokio::select! {
             r = tokio::time::timeout(c.handshake_timeout, connecting) => match r {
                 Ok(Ok(conn)) => (conn, None),
-                Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
-                Err(_) => return c.stats.failure("timeout"),
+                Ok(Err(e)) => return c.stats.failure(Transport::Quic, &failure_reason(&e)),
+                Err(_) => return c.stats.failure(Transport::Quic, "timeout"),
             },
-            why = info.idle.closing() => return c.stats.failure(why.name()),
+            why = info.idle.closing() => return c.stats.failure(Transport::Quic, why.name()),
         }
     };
     // The server's handshake work is done (with 0-RTT, its flight is out):
@@ -631,16 +618,16 @@ async fn connection(
                 let _ = tokio::time::timeout(timeout, done).await;
                 flag.store(false, Ordering::Relaxed);
                 match conn2.close_reason() {
-                    None => stats.established.fetch_add(1, Ordering::Relaxed),
+                    None => stats.quic.established.fetch_add(1, Ordering::Relaxed),
                     Some(e) => {
-                        stats.failure(&failure_reason(&e));
+                        stats.failure(Transport::Quic, &failure_reason(&e));
                         0
                     }
                 };
             });
         }
         None => {
-            c.stats.established.fetch_add(1, Ordering::Relaxed);
+            c.stats.quic.established.fetch_add(1, Ordering::Relaxed);
         }
     }
     let quic = conn.clone();
@@ -654,17 +641,7 @@ async fn connection(
             quic.close(H3_NO_ERROR, why.name().as_bytes());
         }
     }
-    let s = quic.stats();
-    let st = &c.stats;
-    st.bytes_received
-        .fetch_add(s.udp_rx.bytes, Ordering::Relaxed);
-    st.bytes_sent.fetch_add(s.udp_tx.bytes, Ordering::Relaxed);
-    st.datagrams_received
-        .fetch_add(s.udp_rx.datagrams, Ordering::Relaxed);
-    st.datagrams_sent
-        .fetch_add(s.udp_tx.datagrams, Ordering::Relaxed);
-    st.new_tokens
-        .fetch_add(s.frame_tx.new_token, Ordering::Relaxed);
+    c.stats.quic_closed(&quic.stats());
 }
 
 /// HTTP/3's "no error" application close code (RFC 9114 §8.1).
@@ -729,11 +706,11 @@ async fn request<S>(
     S: h3::quic::BidiStream<Bytes>,
 {
     let start = std::time::Instant::now();
-    c.stats.requests.fetch_add(1, Ordering::Relaxed);
+    c.stats
+        .request(Transport::Quic, stats::Listener::Https, early);
     if early {
         req.headers_mut()
             .insert("early-data", HeaderValue::from_static("1"));
-        c.stats.early_requests.fetch_add(1, Ordering::Relaxed);
     }
     let resp = match (c.handler)(&req) {
         Handled::Ready(r) => r,
