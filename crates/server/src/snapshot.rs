@@ -378,7 +378,7 @@ impl Sources {
             redis: self.redis.as_ref().map(|r| r.stats()),
             ticket_keys: self.ticket_keys.as_ref().map(|r| r.stats()),
             admission: self.admission.as_ref().map(|a| a.stats()),
-            quic: stats.h3().then(|| self.quic()),
+            quic: stats.h3.then(|| self.quic()),
         }
     }
 
@@ -398,6 +398,7 @@ impl Sources {
         let [requests, connections, received, sent] = stats.per_listener(Transport::Quic);
         let k = &q.kinds;
         let (resumed, accepted) = (get(&k.resumed), get(&k.early_accepted));
+        let [refused, retried, ignored] = q.shed.each_ref().map(get);
         QuicFigures {
             connections: connections.https,
             established: get(&q.established),
@@ -424,9 +425,9 @@ impl Sources {
             qlog: q.qlog.as_ref().map(QlogDir::report),
             half_open: get(&q.half_open),
             shed: QuicShed {
-                refused: get(&q.shed[0]),
-                retried: get(&q.shed[1]),
-                ignored: get(&q.shed[2]),
+                refused,
+                retried,
+                ignored,
             },
             receive_buffer_bytes: get(&q.recv_buffer),
             receive_drops: q

@@ -1,19 +1,16 @@
 //! The server's live counters, one [`Stats`] for every listener, and the
 //! plain count types a [`Snapshot`](crate::Snapshot) reports them in.
 //!
-//! Its shape: the figures both transports keep are counted once, in arrays
-//! indexed by [`Transport`], and by [`Listener`] where TCP has two (QUIC's
-//! one listener is `Https`, its `Http` slots stay 0): connections accepted,
-//! requests, socket bytes (`[transport][listener]`), open connections,
-//! requests answered early and handshake failures by reason
-//! (`[transport]`). What only one transport has beside them: TCP's
+//! The figures both transports keep are counted once, indexed by
+//! [`Transport`] and, where TCP has two, [`Listener`] (QUIC's one is
+//! `Https`): connections accepted, open, requests, requests answered
+//! early, socket bytes, handshake failures by reason. Beside them: TCP's
 //! handshakes by version and kind and its early data, as rustls reports
-//! them on each connection; and [`QuicCounters`], the HTTP/3 listener's
-//! own (handshake kinds from its key log, which sees every ServerHello and
-//! every resumption, retries, shed attempts, datagrams, GSO/GRO, the
-//! receive buffer, the ClientHello reader, qlog). Every counter is a
-//! relaxed atomic the connection tasks add to through one `Arc<Stats>`;
-//! only the failure reasons take a lock. The snapshot reads it all.
+//! them per connection, and [`QuicCounters`], the HTTP/3 listener's own
+//! (handshake kinds from its key log, which sees every ServerHello and
+//! resumption; retries, shed attempts, datagrams, GSO/GRO, the receive
+//! buffer, the ClientHello reader, qlog). Every counter is a relaxed
+//! atomic added to through one `Arc<Stats>`; only failure reasons lock.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -246,7 +243,7 @@ pub(crate) struct Stats {
     early: [AtomicU64; 3],
     /// The HTTP/3 listener's own counters; `h3`: it is on.
     pub(crate) quic: QuicCounters,
-    h3: bool,
+    pub(crate) h3: bool,
     pub(crate) cache: Option<Arc<ServerSessionCache>>,
     pub(crate) ticketer: Option<Arc<CountingTicketer>>,
     pub(crate) threads: Arc<Threads>,
@@ -468,11 +465,6 @@ impl Stats {
 
     pub(crate) fn open_now(&self, t: Transport) -> u64 {
         get(&self.open[t as usize])
-    }
-
-    /// The HTTP/3 listener is on.
-    pub(crate) fn h3(&self) -> bool {
-        self.h3
     }
 
     /// A QUIC connection's transport figures, as it closes.

@@ -491,6 +491,22 @@ impl Conn {
     }
 }
 
+/// `step` of a handshake within `--handshake-timeout`, unless the
+/// connection is asked to close first; else the reason it failed.
+async fn within<T>(
+    c: &Conn,
+    info: &ConnInfo,
+    step: impl Future<Output = Result<T, quinn::ConnectionError>>,
+) -> Result<T, String> {
+    tokio::select! {
+        r = tokio::time::timeout(c.handshake_timeout, step) => match r {
+            Ok(r) => r.map_err(|e| failure_reason(&e)),
+            Err(_) => Err("timeout".into()),
+        },
+        why = info.idle.closing() => Err(why.name().into()),
+    }
+}
+
 fn failure_reason(e: &quinn::ConnectionError) -> String {
     use quinn::ConnectionError as E;
     match e {
@@ -537,35 +553,23 @@ async fn connection(
     {
         store.prefetch(&found.psk, true).await;
     }
-    let mut connecting = match c.accept(incoming, &info) {
-        Ok(x) => x,
-        Err(e) => return c.stats.failure(Transport::Quic, &failure_reason(&e)),
-    };
-    // With 0-RTT on, the connection is used once the whole ClientHello is
-    // in: requests that came in 0-RTT are answered in 0.5-RTT, before the
-    // client's Finished. Not before: quinn's 0.5-RTT conversion succeeds
-    // on the first datagram, and a ClientHello in two (a post-quantum key
-    // share) leaves the client's transport parameters unknown, so HTTP/3's
-    // control streams cannot open, and quinn does not wake them when the
-    // parameters arrive: the connection sat until its idle timeout
-    // whenever the second datagram came after the task started (through
-    // any relay or delayed path; tests/quic_replay.rs found it).
-    if c.early {
-        tokio::select! {
-            r = tokio::time::timeout(c.handshake_timeout, connecting.handshake_data()) => match r {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return c.stats.failure(Transport::Quic, &failure_reason(&e)),
-                Err(_) => return c.stats.failure(Transport::Quic, "timeout"),
-            },
-            why = info.idle.closing() => return c.stats.failure(Transport::Quic, why.name()),
+    let handshake = async {
+        let mut connecting = c.accept(incoming, &info).map_err(|e| failure_reason(&e))?;
+        // With 0-RTT on, the connection is used once the whole ClientHello
+        // is in: requests that came in 0-RTT are answered in 0.5-RTT,
+        // before the client's Finished. Not before: quinn's 0.5-RTT
+        // conversion succeeds on the first datagram, and a ClientHello in
+        // two (a post-quantum key share) leaves the client's transport
+        // parameters unknown, so HTTP/3's control streams cannot open, and
+        // quinn does not wake them when the parameters arrive: the
+        // connection sat until its idle timeout whenever the second
+        // datagram came after the task started (through any relay or
+        // delayed path; tests/quic_replay.rs found it).
+        if c.early {
+            within(&c, &info, connecting.handshake_data()).await?;
+            let (conn, accepted) = connecting.into_0rtt().map_err(|_| "early_data")?;
+            return Ok((conn, Some(accepted)));
         }
-    }
-    let (conn, done) = if c.early {
-        match connecting.into_0rtt() {
-            Ok((conn, accepted)) => (conn, Some(accepted)),
-            Err(_) => return c.stats.failure(Transport::Quic, "early_data"),
-        }
-    } else {
         // Admission's in-flight count is of handshakes the server still
         // has work for: once the whole ClientHello is in, rustls has made
         // the server's flight (key share, signature), and what remains is
@@ -573,34 +577,21 @@ async fn connection(
         // continue would otherwise count in flight until the handshake
         // timeout and hold the controller at its floor (issue 33's valid
         // flood: legitimate goodput 0.02 with full handshakes needed).
-        if guard.is_some() {
-            tokio::select! {
-                r = tokio::time::timeout(c.handshake_timeout, connecting.handshake_data()) => match r {
-                    Ok(Ok(_)) => {
-                        if let Some(g) = guard.take() {
-                            g.done();
-                        }
-                    }
-                    Ok(Err(e)) => return c.stats.failure(Transport::Quic, &failure_reason(&e)),
-                    Err(_) => return c.stats.failure(Transport::Quic, "timeout"),
-                },
-                why = info.idle.closing() => return c.stats.failure(Transport::Quic, why.name()),
-            }
+        if let Some(g) = guard.take() {
+            within(&c, &info, connecting.handshake_data()).await?;
+            g.done();
         }
         // A half-open handshake is idle: evicted, it is dropped (quinn
         // closes it).
-        tokio::select! {
-            r = tokio::time::timeout(c.handshake_timeout, connecting) => match r {
-                Ok(Ok(conn)) => (conn, None),
-                Ok(Err(e)) => return c.stats.failure(Transport::Quic, &failure_reason(&e)),
-                Err(_) => return c.stats.failure(Transport::Quic, "timeout"),
-            },
-            why = info.idle.closing() => return c.stats.failure(Transport::Quic, why.name()),
-        }
+        Ok::<_, String>((within(&c, &info, connecting).await?, None))
+    };
+    let (conn, done) = match handshake.await {
+        Ok(x) => x,
+        Err(why) => return c.stats.failure(Transport::Quic, &why),
     };
     // The server's handshake work is done (with 0-RTT, its flight is out):
     // no longer in flight for admission control, nor half-open.
-    if let Some(g) = guard {
+    if let Some(g) = guard.take() {
         g.done();
     }
     drop(half_open);
