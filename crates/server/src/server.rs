@@ -389,33 +389,8 @@ impl Server {
         let quic = match quic {
             Some(mut p) => {
                 p.follow(cfg.https, addrs[0]);
-                p.access_log = shared.access_log.clone();
                 let _enter = rt.enter();
-                let s = shared.clone();
-                let handler =
-                    Arc::new(move |r: &http::Request<()>| crate::content::handle(r, &s.files));
-                let l = crate::quic::start(
-                    p,
-                    crate::quic::Shared {
-                        stats: shared.stats.clone(),
-                        handler,
-                        burners: shared.burners.clone(),
-                        handshake_timeout: cfg.handshake_timeout,
-                        idle: shared.idle.clone(),
-                        // TLS 1.3 tickets in a remote cache: claimed before
-                        // the handshake, over QUIC as over TCP.
-                        remote: shared
-                            .prefetch
-                            .as_ref()
-                            .filter(|p| !p.stateless_tickets)
-                            .map(|p| p.store.clone()),
-                        admission: admission
-                            .clone()
-                            .filter(|a| a.settings.mode == AdmissionMode::Session),
-                    },
-                    shutdown_rx.clone(),
-                    udp,
-                )?;
+                let l = crate::quic::start(p, shared.clone(), shutdown_rx.clone(), udp)?;
                 let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));
                 Some(Box::new(l))
             }

@@ -83,10 +83,10 @@ pub(crate) const ROOM_WAIT: Duration = Duration::from_secs(1);
 
 /// How long a waiting attempt waits for the slot of the connection it
 /// asked to close before it looks again: it is woken as soon as any QUIC
-/// connection ends ([`QuicCounters::freed`](crate::stats::QuicCounters::freed)). (A fixed 20 ms sleep here
-/// capped admissions at the limit near 50/s, so a flood of clients that
-/// connect and stay, arriving faster than that, queued real clients behind
-/// it.)
+/// connection ends ([`QuicCounters::freed`](crate::stats::QuicCounters::freed)).
+/// (A fixed 20 ms sleep here capped admissions at the limit near 50/s, so
+/// a flood of clients that connect and stay, arriving faster than that,
+/// queued real clients behind it.)
 const ROOM_RETRY: Duration = Duration::from_millis(20);
 
 /// Attempts that may wait for room at once; more are refused at once
@@ -322,7 +322,7 @@ async fn room_loop(
                 a.incoming.refuse();
                 break;
             }
-            c.idle.evict(Transport::Quic);
+            c.shared.idle.evict(Transport::Quic);
             let _ = tokio::time::timeout(ROOM_RETRY, c.stats.quic.freed.notified()).await;
         }
         c.waiting.fetch_sub(1, Ordering::Relaxed);
@@ -334,7 +334,7 @@ async fn room_loop(
 fn admit(a: Attempt, open: OpenGuard, c: &Arc<Conn>) {
     let id = c.next_id.fetch_add(1, Ordering::Relaxed) + 1;
     let info = Arc::new(ConnInfo::quic(a.incoming.remote_address(), id));
-    let member = c.idle.join_handshake(&info);
+    let member = c.shared.idle.join_handshake(&info);
     let half_open = (!a.incoming.remote_address_validated()).then(|| HalfOpen::new(c));
     tokio::spawn(connection(a, open, half_open, c.clone(), info, member));
 }

@@ -64,16 +64,17 @@ use bytes::{Buf, Bytes};
 use http::{HeaderValue, Request, Response};
 use http_body_util::BodyExt;
 use tlslab_runtime::qlog::{QlogDir, QlogOptions};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::access_log::{AccessLog, Pending, Unfinished};
+use crate::access_log::{Pending, Unfinished};
 use crate::admission::Admission;
-use crate::config::QuicShedWith;
+use crate::config::{AdmissionMode, QuicShedWith};
 use crate::content::{Body, Handled};
 use crate::error::{Error, Result};
-use crate::idle::{Busy, ConnInfo, Conns, Member, Transport};
+use crate::idle::{Busy, ConnInfo, Member, Transport};
 use crate::redis_cache::RedisStore;
+use crate::shared::Shared;
 use crate::stats::{self, OpenGuard, QuicCounters, Stats};
 
 pub use door::QuicAdmission;
@@ -160,9 +161,6 @@ impl H3Settings {
 /// quinn's default number of NEW_TOKEN tokens per connection.
 const QUINN_NEW_TOKENS: u32 = 2;
 
-/// What answers a request: the TCP listener's handler, shared.
-pub(crate) type Handler = Arc<dyn Fn(&Request<()>) -> Handled + Send + Sync>;
-
 /// The QUIC listener's configuration, built before the runtime starts.
 pub(crate) struct Prepared {
     settings: H3Settings,
@@ -172,8 +170,6 @@ pub(crate) struct Prepared {
     early: bool,
     /// Its counters, for the server's [`Stats`].
     pub(crate) counters: QuicCounters,
-    /// `--access-log`, shared with the TCP listener.
-    pub(crate) access_log: Option<Arc<AccessLog>>,
 }
 
 /// The `Alt-Svc` value that the TCP listener adds to its responses.
@@ -256,7 +252,6 @@ pub(crate) fn prepare(
         idle,
         early,
         counters,
-        access_log: None,
     })
 }
 
@@ -293,42 +288,26 @@ impl Listener {
     }
 }
 
-/// What the QUIC listener shares with the TCP one.
-pub(crate) struct Shared {
-    pub(crate) stats: Arc<Stats>,
-    pub(crate) handler: Handler,
-    pub(crate) burners: Arc<Semaphore>,
-    pub(crate) handshake_timeout: Duration,
-    /// The server's connection registry.
-    pub(crate) idle: Arc<Conns>,
-    /// A remote cache of TLS 1.3 tickets, whose PSKs are claimed before
-    /// the handshake.
-    pub(crate) remote: Option<Arc<RedisStore>>,
-    /// Admission control (`--admission session` with the `session` policy).
-    pub(crate) admission: Option<Arc<Admission>>,
-}
-
-/// Binds the UDP socket and starts accepting; call inside the runtime.
-/// Starts the listener on `p`'s address, or on `bound` (a UDP socket
-/// already bound there) if given.
+/// Binds the UDP socket and starts accepting, beside the TCP listeners of
+/// `shared` (their counters, connection registry, content, access log);
+/// call inside the runtime. Starts the listener on `p`'s address, or on
+/// `bound` (a UDP socket already bound there) if given.
 pub(crate) fn start(
     p: Prepared,
-    sh: Shared,
+    shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     bound: Option<std::net::UdpSocket>,
 ) -> Result<Listener> {
-    let Shared {
-        stats,
-        handler,
-        burners,
-        handshake_timeout,
-        idle,
-        remote,
-        admission,
-    } = sh;
+    let stats = shared.stats.clone();
+    // TLS 1.3 tickets in a remote cache: claimed before the handshake,
+    // over QUIC as over TCP.
+    let remote = shared.prefetch.as_ref().filter(|p| !p.stateless_tickets);
+    let remote = remote.map(|p| p.store.clone());
     let policy = p.settings.admission;
-    let admission = admission.filter(|_| policy == QuicAdmission::Session);
-    if policy == QuicAdmission::Session && admission.is_none() {
+    let session = policy == QuicAdmission::Session;
+    let admission = shared.admission.clone();
+    let admission = admission.filter(|a| session && a.settings.mode == AdmissionMode::Session);
+    if session && admission.is_none() {
         return Err(Error::Usage(
             "--quic-admission session needs --admission session (one controller for both transports)".into(),
         ));
@@ -344,8 +323,8 @@ pub(crate) fn start(
         None => std::net::UdpSocket::bind(addr).map_err(bind_err)?,
     };
     // The same probe quinn's runtime makes on this socket: report what it finds.
+    let q = &stats.quic;
     if let Ok(state) = quinn::udp::UdpSocketState::new((&socket).into()) {
-        let q = &stats.quic;
         q.gso_segments
             .store(state.max_gso_segments() as u64, Ordering::Relaxed);
         q.gro_segments
@@ -356,12 +335,9 @@ pub(crate) fn start(
         source: None,
     })?;
     let granted = socket::size_recv_buffer(&socket, p.settings.recv_buffer).map_err(bind_err)?;
-    stats
-        .quic
-        .recv_buffer
-        .store(granted as u64, Ordering::Relaxed);
+    q.recv_buffer.store(granted as u64, Ordering::Relaxed);
     if let Ok(dup) = socket.try_clone() {
-        stats.quic.socket.set(dup).ok();
+        q.socket.set(dup).ok();
     }
     // Admission control times how long each Initial waited in the socket's
     // queue from the kernel's receive stamps, read through a duplicate, and
@@ -399,16 +375,12 @@ pub(crate) fn start(
     let local = endpoint.local_addr().map_err(bind_err)?;
     let conn = Arc::new(Conn {
         stats,
-        handler,
-        burners,
+        shared,
         early: p.early,
-        handshake_timeout,
         max: p.settings.max_connections as u64,
         retry: p.settings.retry,
-        idle,
         next_id: AtomicU64::new(0),
         waiting: AtomicU64::new(0),
-        access_log: p.access_log,
         hellos,
         store: remote,
         admission,
@@ -428,20 +400,18 @@ pub(crate) fn start(
 
 /// What every QUIC connection task shares.
 struct Conn {
+    /// `shared.stats`.
     stats: Arc<Stats>,
-    handler: Handler,
-    burners: Arc<Semaphore>,
+    /// What the TCP listeners share: the connection registry (idle
+    /// timeouts, eviction), content, `/dyn` slots, access log, timeouts.
+    shared: Arc<Shared>,
     early: bool,
-    handshake_timeout: Duration,
     max: u64,
     retry: QuicRetry,
-    /// The server's connection registry (idle timeouts, eviction).
-    idle: Arc<Conns>,
     /// The last QUIC connection number handed out.
     next_id: AtomicU64,
     /// Attempts queued for room at the limit.
     waiting: AtomicU64,
-    access_log: Option<Arc<AccessLog>>,
     /// With a remote cache of TLS 1.3 tickets or `session` admission: the
     /// ClientHellos read off the Initials.
     hellos: Option<Arc<sniff::Hellos>>,
@@ -499,7 +469,7 @@ async fn within<T>(
     step: impl Future<Output = Result<T, quinn::ConnectionError>>,
 ) -> Result<T, String> {
     tokio::select! {
-        r = tokio::time::timeout(c.handshake_timeout, step) => match r {
+        r = tokio::time::timeout(c.shared.handshake_timeout, step) => match r {
             Ok(r) => r.map_err(|e| failure_reason(&e)),
             Err(_) => Err("timeout".into()),
         },
@@ -604,7 +574,7 @@ async fn connection(
         // with false when the connection ends first.
         Some(done) => {
             let (stats, conn2, flag) = (c.stats.clone(), conn.clone(), handshaking.clone());
-            let timeout = c.handshake_timeout;
+            let timeout = c.shared.handshake_timeout;
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(timeout, done).await;
                 flag.store(false, Ordering::Relaxed);
@@ -646,7 +616,7 @@ async fn serve_h3(
 ) {
     let quic = conn.clone();
     // What the access log says of every request on this connection.
-    let log_info = c.access_log.as_ref().map(|_| info.clone());
+    let log_info = c.shared.access_log.as_ref().map(|_| info.clone());
     let mut h3 =
         match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await {
             Ok(h) => h,
@@ -703,13 +673,15 @@ async fn request<S>(
         req.headers_mut()
             .insert("early-data", HeaderValue::from_static("1"));
     }
-    let resp = match (c.handler)(&req) {
+    let resp = match crate::content::handle(&req, &c.shared.files) {
         Handled::Ready(r) => r,
-        Handled::Burn { work, bytes } => crate::http_conn::burn(&c.burners, work, bytes).await,
+        Handled::Burn { work, bytes } => {
+            crate::http_conn::burn(&c.shared.burners, work, bytes).await
+        }
     };
     // The access-log line is queued when this function ends, however it
     // ends, with the bytes handed to the stream, as over TCP.
-    let mut logged = Unfinished(match (&c.access_log, info) {
+    let mut logged = Unfinished(match (&c.shared.access_log, info) {
         (Some(log), Some(conn)) => {
             let on_conn = conn.next_request();
             Some(Pending::new(
