@@ -37,6 +37,7 @@ use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::{Accept, TlsStream};
 
+use crate::idle::Transport;
 use crate::io::Rewind;
 use crate::stats::Stats;
 use crate::tls;
@@ -345,7 +346,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> EarlyStream<IO> {
         } else {
             tls::handshake_failure(&e, self.ablation).0
         };
-        self.stats.failure(&reason);
+        self.stats.failure(Transport::Tcp, &reason);
         self.state = State::Failed;
         e
     }

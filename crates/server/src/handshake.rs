@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use crate::admission::{HelloKind, InFlight, admit};
 use crate::early::{self, EarlyStream, Started};
 use crate::http_conn::{HttpTask, serve_http};
-use crate::idle::ConnInfo;
+use crate::idle::{ConnInfo, Transport};
 use crate::io::{CountingIo, Rewind, SocketBytes};
 use crate::shared::{Shared, stopping};
 use crate::stats::Listener;
@@ -126,7 +126,10 @@ pub(crate) async fn serve_tls(
     deadline: tokio::time::Instant,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let io = CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Https)));
+    let io = CountingIo::new(
+        stream,
+        SocketBytes(shared.stats.bytes_of(Transport::Tcp, Listener::Https)),
+    );
     // The handshake's state (the sniffed bytes, the prefetch stage,
     // rustls's handshake, the timeout) is boxed and freed before HTTP
     // starts: inline, this future would be as large as that state for the
@@ -279,11 +282,11 @@ async fn handshake(
         r = tokio::time::timeout_at(deadline, handshake) => match r {
             Ok(Ok(hs)) => hs,
             Ok(Err(reason)) => {
-                stats.failure(&reason);
+                stats.failure(Transport::Tcp, &reason);
                 return None;
             }
             Err(_) => {
-                stats.failure("timeout");
+                stats.failure(Transport::Tcp, "timeout");
                 return None;
             }
         },
@@ -296,7 +299,7 @@ async fn handshake(
         let (raw, _) = tls.get_mut();
         if let Err(e) = std::future::poll_fn(|cx| raw.get_mut().get_mut().poll_send_held(cx)).await
         {
-            stats.failure(&tls::failure_reason(&e));
+            stats.failure(Transport::Tcp, &tls::failure_reason(&e));
             return None;
         }
     }

@@ -18,7 +18,7 @@ use tokio::sync::{Semaphore, watch};
 use crate::access_log::{LoggedBody, Pending};
 use crate::content::{self, Body};
 use crate::early::EarlyRequests;
-use crate::idle::{Busy, CLOSE_GRACE, CloseReason, ConnInfo, Member};
+use crate::idle::{Busy, CLOSE_GRACE, CloseReason, ConnInfo, Member, Transport};
 use crate::shared::{Shared, stopping};
 use crate::stats::Listener;
 
@@ -55,12 +55,11 @@ where
         async move {
             let start = Instant::now();
             let on_conn = info.next_request();
-            s.stats.request(kind);
+            s.stats.request(Transport::Tcp, kind, early);
             if early {
                 // RFC 8470 §5.1, for the handler (and any origin behind it).
                 req.headers_mut()
                     .insert("early-data", http::HeaderValue::from_static("1"));
-                s.stats.early_request();
             }
             let resp = if info.shed_503 {
                 shed_503(&req)

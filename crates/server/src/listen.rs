@@ -59,7 +59,7 @@ pub(crate) async fn accept_loop(
             },
         };
         let _ = stream.set_nodelay(true);
-        let guard = shared.stats.open(kind);
+        let guard = shared.stats.open(Transport::Tcp, kind);
         let conn = ConnInfo::new(peer, shared.next_conn.fetch_add(1, Ordering::Relaxed) + 1);
         let shared = shared.clone();
         let mut rx = shutdown.clone();
@@ -95,8 +95,10 @@ pub(crate) async fn accept_loop(
                     uncorked(uncork, Box::pin(tls)).await;
                 }
                 Listener::Http => {
-                    let io =
-                        CountingIo::new(stream, SocketBytes(shared.stats.bytes_of(Listener::Http)));
+                    let io = CountingIo::new(
+                        stream,
+                        SocketBytes(shared.stats.bytes_of(Transport::Tcp, Listener::Http)),
+                    );
                     serve_http(io, Listener::Http, None, None, conn, shared, rx).await;
                 }
             }
@@ -164,13 +166,13 @@ async fn first_bytes(
             // A read error is the handshake's to read and count.
             Ok(_) => true,
             Err(_) => {
-                shared.stats.failure("timeout");
+                shared.stats.failure(Transport::Tcp, "timeout");
                 false
             }
         },
         why = entry.idle.closing() => {
             tracing::debug!(conn = conn.id, "closing before the first byte: {}", why.name());
-            shared.stats.failure(why.name());
+            shared.stats.failure(Transport::Tcp, why.name());
             false
         }
         _ = stopping(shutdown) => false,
@@ -200,7 +202,7 @@ async fn time_queue(
         // The handshake reads the end or the error and counts it.
         Ok(Ok(FirstBytes::Closed) | Err(_)) => true,
         Err(_) => {
-            shared.stats.failure("timeout");
+            shared.stats.failure(Transport::Tcp, "timeout");
             false
         }
     }

@@ -115,6 +115,11 @@ fn crypto(enc: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), fmt::Erro
     )?)
 }
 
+/// A label set from its names and values.
+fn labels<'l>(pairs: &[(&'l str, &str)]) -> Vec<(&'l str, String)> {
+    pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+}
+
 /// A counter per TCP listener, then one per other transport's (HTTPS)
 /// listener.
 fn per_listener(
@@ -124,7 +129,7 @@ fn per_listener(
     get: impl Fn(Listener) -> u64,
     others: Option<(&'static str, u64)>,
 ) -> Result<(), fmt::Error> {
-    let series = |t: &str, l: &str| vec![("transport", t.to_string()), ("listener", l.to_string())];
+    let series = |t, l| labels(&[("transport", t), ("listener", l)]);
     labelled_counter(
         enc,
         name,
@@ -144,43 +149,29 @@ impl Collector for StatsCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
         let s: Snapshot = self.0.snapshot();
         let quic = s.quic.as_ref();
-        let tcp = || ("transport", TCP.to_string());
-        let mut hs = Vec::new();
-        for v in [Version::Tls12, Version::Tls13] {
-            let k = s.handshakes.get(v);
-            for (kind, n) in [
-                ("full", k.full),
-                ("resumed", k.resumed),
-                ("full_hrr", k.full_hrr),
-            ] {
-                if v == Version::Tls12 && kind == "full_hrr" {
-                    continue;
-                }
-                hs.push((
-                    vec![
-                        tcp(),
-                        ("version", v.short().to_string()),
-                        ("kind", kind.to_string()),
-                    ],
-                    n,
-                ));
-            }
-        }
-        if let Some(q) = quic {
-            for (kind, n) in [
-                ("full", q.handshakes.full),
-                ("resumed", q.handshakes.resumed),
-            ] {
-                hs.push((
-                    vec![
-                        ("transport", QUIC.to_string()),
-                        ("version", Version::Tls13.short().to_string()),
-                        ("kind", kind.to_string()),
-                    ],
-                    n,
-                ));
-            }
-        }
+        let reason = |t, r, n| (labels(&[("transport", t), ("reason", r)]), n);
+        let hs = |t, v: Version, kind, n| {
+            (
+                labels(&[("transport", t), ("version", v.short()), ("kind", kind)]),
+                n,
+            )
+        };
+        let (v12, v13) = (s.handshakes.tls12, s.handshakes.tls13);
+        let hs = [
+            hs(TCP, Version::Tls12, "full", v12.full),
+            hs(TCP, Version::Tls12, "resumed", v12.resumed),
+            hs(TCP, Version::Tls13, "full", v13.full),
+            hs(TCP, Version::Tls13, "resumed", v13.resumed),
+            hs(TCP, Version::Tls13, "full_hrr", v13.full_hrr),
+        ]
+        .into_iter()
+        .chain(quic.into_iter().flat_map(|q| {
+            let k = q.handshakes;
+            [
+                hs(QUIC, Version::Tls13, "full", k.full),
+                hs(QUIC, Version::Tls13, "resumed", k.resumed),
+            ]
+        }));
         labelled_counter(
             &mut enc,
             "tlslab_handshakes",
@@ -193,14 +184,11 @@ impl Collector for StatsCollector {
             "TLS handshakes that failed or were abandoned, by transport and reason (alert received, decode_error, not_tls, http_on_tls_port, eof, timeout, ...).",
             s.handshake_failures
                 .iter()
-                .map(|(r, n)| (vec![tcp(), ("reason", r.clone())], *n))
+                .map(|(r, n)| reason(TCP, r, *n))
                 .chain(quic.iter().flat_map(|q| {
-                    q.handshake_failures.iter().map(|(r, n)| {
-                        (
-                            vec![("transport", QUIC.to_string()), ("reason", r.clone())],
-                            *n,
-                        )
-                    })
+                    q.handshake_failures
+                        .iter()
+                        .map(|(r, n)| reason(QUIC, r, *n))
                 })),
         )?;
         if let Some(c) = s.session_cache {
@@ -320,18 +308,13 @@ impl Collector for StatsCollector {
             |l| s.connections.get(l),
             quic.map(|q| (QUIC, q.connections)),
         )?;
-        let idle = |t: &str, c: &IdleClosed| {
+        let idle = |t: &'static str, c: &IdleClosed| {
             [
                 ("request_timeout", c.request_timeout),
                 ("keepalive_timeout", c.keepalive_timeout),
                 ("evicted", c.evicted),
             ]
-            .map(|(r, n)| {
-                (
-                    vec![("transport", t.to_string()), ("reason", r.to_string())],
-                    n,
-                )
-            })
+            .map(|(r, n)| reason(t, r, n))
         };
         labelled_counter(
             &mut enc,

@@ -25,7 +25,7 @@ use crate::config::{
 };
 use crate::content::Files;
 use crate::error::{Error, Result};
-use crate::idle::{Conns, Timeouts};
+use crate::idle::{Conns, Timeouts, Transport};
 use crate::listen::{accept_loop, metrics_loop};
 use crate::metrics;
 use crate::shared::Shared;
@@ -186,7 +186,7 @@ impl Server {
             Some(_) => Some(tls::build(&cfg.tls, &meter)?),
             None => None,
         };
-        let quic = match (&h3, &built) {
+        let mut quic = match (&h3, &built) {
             (Some(h), Some(b)) => Some(crate::quic::prepare(
                 h,
                 &b.config,
@@ -228,6 +228,7 @@ impl Server {
             threads,
             meter,
             cfg.tls.ablation,
+            quic.as_mut().map(|p| std::mem::take(&mut p.counters)),
         ));
         let admission =
             (cfg.admission.mode != AdmissionMode::Off && cfg.https.is_some()).then(|| {
@@ -252,7 +253,6 @@ impl Server {
             redis: redis.clone(),
             ticket_keys: ring.clone(),
             admission: admission.clone(),
-            quic: quic.as_ref().map(|q| q.stats.clone()),
         });
         let mut registry = metrics::registry(sources.clone());
         if let Some(c) = compression {
@@ -389,32 +389,8 @@ impl Server {
         let quic = match quic {
             Some(mut p) => {
                 p.follow(cfg.https, addrs[0]);
-                p.access_log = shared.access_log.clone();
                 let _enter = rt.enter();
-                let s = shared.clone();
-                let handler =
-                    Arc::new(move |r: &http::Request<()>| crate::content::handle(r, &s.files));
-                let l = crate::quic::start(
-                    p,
-                    crate::quic::Shared {
-                        handler,
-                        burners: shared.burners.clone(),
-                        handshake_timeout: cfg.handshake_timeout,
-                        idle: shared.idle.clone(),
-                        // TLS 1.3 tickets in a remote cache: claimed before
-                        // the handshake, over QUIC as over TCP.
-                        remote: shared
-                            .prefetch
-                            .as_ref()
-                            .filter(|p| !p.stateless_tickets)
-                            .map(|p| p.store.clone()),
-                        admission: admission
-                            .clone()
-                            .filter(|a| a.settings.mode == AdmissionMode::Session),
-                    },
-                    shutdown_rx.clone(),
-                    udp,
-                )?;
+                let l = crate::quic::start(p, shared.clone(), shutdown_rx.clone(), udp)?;
                 let _ = shared.alt_svc.set(crate::quic::alt_svc(l.addr.port()));
                 Some(Box::new(l))
             }
@@ -519,11 +495,12 @@ impl Server {
         }
         let deadline = Instant::now() + DRAIN;
         while Instant::now() < deadline
-            && (self.shared.stats.open_now() > 0 || self.loops.iter().any(|l| !l.is_finished()))
+            && (self.shared.stats.open_now(Transport::Tcp) > 0
+                || self.loops.iter().any(|l| !l.is_finished()))
         {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let open = self.shared.stats.open_now();
+        let open = self.shared.stats.open_now(Transport::Tcp);
         if open > 0 {
             tracing::warn!(open, "connections still open after 5 s; closing them");
         }

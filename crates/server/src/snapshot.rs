@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -14,15 +14,15 @@ use tlslab_crypto::provider::Version;
 use tlslab_crypto::store::{CacheStats, TicketStats};
 use tlslab_crypto::ticket_keys::{TicketKeyRing, TicketKeyStats};
 use tlslab_runtime::process_cpu_time;
+use tlslab_runtime::qlog::QlogDir;
 
 use crate::admission::{Admission, AdmissionStats};
 use crate::config::AdmissionMode;
 use crate::idle::{CloseReason, Conns, Transport};
-use crate::io::ByteCounters;
-use crate::quic::{QuicFigures, QuicStats};
+use crate::quic::{HelloReads, QuicFigures, QuicHandshakes, QuicShed};
 use crate::redis_cache::{RedisStats, RedisStore};
 use crate::stats::{
-    EarlyDataStats, HandshakeCounts, IdleClosed, KindCounts, PerListener, Stats, TransportFigures,
+    EarlyDataStats, HandshakeCounts, IdleClosed, PerListener, Stats, TransportFigures, get,
 };
 
 /// The server's counters at one instant. Every figure is observed by the
@@ -337,6 +337,7 @@ impl Snapshot {
 /// The live parts a [`Snapshot`] is read from.
 #[derive(Debug)]
 pub(crate) struct Sources {
+    /// Every listener's counters.
     pub(crate) stats: Arc<Stats>,
     /// The connections past their handshake.
     pub(crate) idle: Arc<Conns>,
@@ -346,50 +347,30 @@ pub(crate) struct Sources {
     pub(crate) ticket_keys: Option<Arc<TicketKeyRing>>,
     /// Admission control, if on.
     pub(crate) admission: Option<Arc<Admission>>,
-    /// The HTTP/3 listener's counters, if it is on.
-    pub(crate) quic: Option<Arc<QuicStats>>,
 }
 
 impl Sources {
     /// Every figure now.
     pub(crate) fn snapshot(&self) -> Snapshot {
         let stats = &self.stats;
-        let kinds = |v: usize| KindCounts {
-            full: stats.handshakes[v][0].load(Ordering::Relaxed),
-            resumed: stats.handshakes[v][1].load(Ordering::Relaxed),
-            full_hrr: stats.handshakes[v][2].load(Ordering::Relaxed),
-        };
-        let bytes = |f: fn(&ByteCounters) -> &AtomicU64| PerListener {
-            https: f(&stats.bytes[0]).load(Ordering::Relaxed),
-            http: f(&stats.bytes[1]).load(Ordering::Relaxed),
-        };
-        let early = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let closed = |r| self.idle.closed(Transport::Tcp, r);
+        let [requests, connections, bytes_received, bytes_sent] =
+            stats.per_listener(Transport::Tcp);
         Snapshot {
             uptime: stats.started.elapsed(),
             handshakes: HandshakeCounts {
-                tls12: kinds(0),
-                tls13: kinds(1),
+                tls12: stats.kinds(0),
+                tls13: stats.kinds(1),
             },
-            handshake_failures: stats.failures.lock().clone(),
+            handshake_failures: stats.failures(Transport::Tcp),
             session_cache: stats.cache.as_ref().map(|c| c.stats()),
             tickets: stats.ticketer.as_ref().map(|t| t.stats()),
-            early_data: EarlyDataStats {
-                connections: early(&stats.early_connections),
-                bytes: early(&stats.early_bytes),
-                requests: early(&stats.early_requests),
-                refused: early(&stats.early_refused),
-            },
-            requests: Stats::per(&stats.requests),
-            bytes_received: bytes(|b| &b.received),
-            bytes_sent: bytes(|b| &b.sent),
-            connections: Stats::per(&stats.connections),
-            open_connections: stats.open_now(),
-            idle_closed: IdleClosed {
-                request_timeout: closed(CloseReason::RequestTimeout),
-                keepalive_timeout: closed(CloseReason::KeepaliveTimeout),
-                evicted: closed(CloseReason::Evicted),
-            },
+            early_data: stats.early_data_stats(),
+            requests,
+            bytes_received,
+            bytes_sent,
+            connections,
+            open_connections: stats.open_now(Transport::Tcp),
+            idle_closed: self.idle_closed(Transport::Tcp),
             worker_cpu: stats.threads.cpu_time().total(),
             process_cpu: process_cpu_time(),
             ablation: stats.ablation,
@@ -397,7 +378,66 @@ impl Sources {
             redis: self.redis.as_ref().map(|r| r.stats()),
             ticket_keys: self.ticket_keys.as_ref().map(|r| r.stats()),
             admission: self.admission.as_ref().map(|a| a.stats()),
-            quic: self.quic.as_ref().map(|q| q.figures(&self.idle)),
+            quic: stats.h3.then(|| self.quic()),
+        }
+    }
+
+    /// The connections of `t` closed for sitting idle, by reason.
+    fn idle_closed(&self, t: Transport) -> IdleClosed {
+        let closed = |r| self.idle.closed(t, r);
+        IdleClosed {
+            request_timeout: closed(CloseReason::RequestTimeout),
+            keepalive_timeout: closed(CloseReason::KeepaliveTimeout),
+            evicted: closed(CloseReason::Evicted),
+        }
+    }
+
+    /// The HTTP/3 listener's figures.
+    fn quic(&self) -> QuicFigures {
+        let (stats, q) = (&self.stats, &self.stats.quic);
+        let [requests, connections, received, sent] = stats.per_listener(Transport::Quic);
+        let k = &q.kinds;
+        let (resumed, accepted) = (get(&k.resumed), get(&k.early_accepted));
+        let [refused, retried, ignored] = q.shed.each_ref().map(get);
+        QuicFigures {
+            connections: connections.https,
+            established: get(&q.established),
+            open_connections: stats.open_now(Transport::Quic),
+            refused_at_limit: get(&q.refused),
+            idle_closed: self.idle_closed(Transport::Quic),
+            retries_sent: get(&q.retries),
+            handshakes: QuicHandshakes {
+                full: get(&k.hellos).saturating_sub(resumed),
+                resumed,
+                early_data_accepted: accepted,
+                early_data_rejected: get(&k.early_offered).saturating_sub(accepted),
+            },
+            handshake_failures: stats.failures(Transport::Quic),
+            requests: requests.https,
+            early_requests: stats.early_requests(Transport::Quic),
+            bytes_received: received.https,
+            bytes_sent: sent.https,
+            datagrams_received: get(&q.datagrams_received),
+            datagrams_sent: get(&q.datagrams_sent),
+            new_tokens_sent: get(&q.new_tokens),
+            gso_segments: get(&q.gso_segments),
+            gro_segments: get(&q.gro_segments),
+            qlog: q.qlog.as_ref().map(QlogDir::report),
+            half_open: get(&q.half_open),
+            shed: QuicShed {
+                refused,
+                retried,
+                ignored,
+            },
+            receive_buffer_bytes: get(&q.recv_buffer),
+            receive_drops: q
+                .socket
+                .get()
+                .and_then(|s| tlslab_runtime::udp_queue::receive_drops(s).ok()),
+            hello_reads: q.hello_reader.load(Ordering::Relaxed).then(|| HelloReads {
+                datagrams: get(&q.hello_datagrams),
+                seconds: Duration::from_nanos(get(&q.hello_nanos)).as_secs_f64(),
+            }),
         }
     }
 }
@@ -420,16 +460,17 @@ mod tests {
             Arc::new(Threads::default()),
             Meter::new(),
             "sig,kx".parse().unwrap(),
+            None,
         ));
         stats.handshake(Some(Version::Tls13), Some(HandshakeKind::Full));
         stats.handshake(Some(Version::Tls13), Some(HandshakeKind::Resumed));
         stats.handshake(Some(Version::Tls12), Some(HandshakeKind::Resumed));
-        stats.failure("timeout");
-        stats.failure("timeout");
-        stats.request(Listener::Http);
+        stats.failure(Transport::Tcp, "timeout");
+        stats.failure(Transport::Tcp, "timeout");
+        stats.request(Transport::Tcp, Listener::Http, false);
         {
-            let _g = stats.open(Listener::Https);
-            assert_eq!(stats.open_now(), 1);
+            let _g = stats.open(Transport::Tcp, Listener::Https);
+            assert_eq!(stats.open_now(Transport::Tcp), 1);
         }
         let idle = Conns::new(Timeouts {
             request: Duration::from_secs(60),
@@ -441,7 +482,6 @@ mod tests {
             redis: None,
             ticket_keys: None,
             admission: None,
-            quic: None,
         };
         let snap = sources.snapshot();
         assert_eq!(snap.open_connections, 0);
@@ -478,24 +518,20 @@ mod tests {
     /// transport, in total, in the summary and in the JSON.
     #[test]
     fn quic_figures_join_tcp_ones() {
-        let stats = Arc::new(Stats::new(
-            None,
-            None,
-            Arc::new(Threads::default()),
-            Meter::new(),
-            AblationSet::default(),
-        ));
+        let stats = Stats::bare(Some(Default::default()));
         stats.handshake(Some(Version::Tls13), Some(HandshakeKind::Full));
-        stats.request(Listener::Https);
-        stats.request(Listener::Https);
-        let quic = Arc::new(QuicStats::default());
+        stats.request(Transport::Tcp, Listener::Https, false);
+        stats.request(Transport::Tcp, Listener::Https, false);
+        let quic = &stats.quic;
         quic.kinds.hellos.fetch_add(3, Ordering::Relaxed);
         quic.kinds.resumed.fetch_add(1, Ordering::Relaxed);
-        quic.requests.fetch_add(5, Ordering::Relaxed);
-        quic.connections.fetch_add(4, Ordering::Relaxed);
+        for early in [false, false, false, false, true] {
+            stats.request(Transport::Quic, Listener::Https, early);
+        }
+        let open: Vec<_> = (0..4).filter_map(|_| stats.reserve(10)).collect();
         quic.shed[0].fetch_add(1, Ordering::Relaxed);
         quic.shed[1].fetch_add(1, Ordering::Relaxed);
-        quic.failure("timeout");
+        stats.failure(Transport::Quic, "timeout");
         let sources = Sources {
             stats,
             idle: Arc::new(Conns::new(Timeouts {
@@ -505,13 +541,23 @@ mod tests {
             redis: None,
             ticket_keys: None,
             admission: None,
-            quic: Some(quic),
         };
         let snap = sources.snapshot();
+        assert_eq!(snap.open_connections, 0, "TCP's open connections");
         let q = snap.transport(Transport::Quic).expect("an HTTP/3 listener");
         assert_eq!((q.full_handshakes, q.resumed_handshakes), (2, 1));
         assert_eq!(q.requests, 5);
-        assert_eq!(q.connections, 4);
+        assert_eq!(
+            (q.connections, q.open_connections, q.early_requests),
+            (4, 4, 1)
+        );
+        assert_eq!(snap.early_data.requests, 0, "TCP's early requests");
+        drop(open);
+        assert_eq!(sources.stats.open_now(Transport::Quic), 0);
+        assert!(
+            sources.stats.reserve(0).is_none(),
+            "no room at a limit of 0"
+        );
         // The failure, and the refused attempt; the retried one comes back.
         assert_eq!(q.handshake_failures, 2);
         let t = snap.total();

@@ -1,9 +1,20 @@
-//! The server's live counters, and the plain count types a
-//! [`Snapshot`](crate::Snapshot) reports them in.
+//! The server's live counters, one [`Stats`] for every listener, and the
+//! plain count types a [`Snapshot`](crate::Snapshot) reports them in.
+//!
+//! The figures both transports keep are counted once, indexed by
+//! [`Transport`] and, where TCP has two, [`Listener`] (QUIC's one is
+//! `Https`): connections accepted, open, requests, requests answered
+//! early, socket bytes, handshake failures by reason. Beside them: TCP's
+//! handshakes by version and kind and its early data, as rustls reports
+//! them per connection, and [`QuicCounters`], the HTTP/3 listener's own
+//! (handshake kinds from its key log, which sees every ServerHello and
+//! resumption; retries, shed attempts, datagrams, GSO/GRO, the receive
+//! buffer, the ClientHello reader, qlog). Every counter is a relaxed
+//! atomic added to through one `Arc<Stats>`; only failure reasons lock.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -13,7 +24,9 @@ use tlslab_crypto::meter::{AblationSet, Meter};
 use tlslab_crypto::provider::Version;
 use tlslab_crypto::store::{CountingTicketer, ServerSessionCache};
 use tlslab_runtime::Threads;
+use tlslab_runtime::qlog::QlogDir;
 
+use crate::idle::Transport;
 use crate::io::ByteCounters;
 
 /// Which listener a connection or request arrived on.
@@ -36,10 +49,6 @@ impl Listener {
     }
 
     pub(crate) const ALL: [Listener; 2] = [Listener::Https, Listener::Http];
-
-    fn idx(self) -> usize {
-        self as usize
-    }
 }
 
 /// A figure per listener.
@@ -212,22 +221,29 @@ impl std::ops::Add for TransportFigures {
     }
 }
 
-/// The live counters of one server.
+/// The live counters of the server, its TCP and QUIC listeners alike.
 #[derive(Debug)]
 pub(crate) struct Stats {
     pub(crate) started: Instant,
-    /// `[version][kind]`: version 0 = 1.2, 1 = 1.3; kind 0 full, 1
-    /// resumed, 2 full with HRR.
-    pub(crate) handshakes: [[AtomicU64; 3]; 2],
-    pub(crate) failures: Mutex<BTreeMap<String, u64>>,
-    pub(crate) early_connections: AtomicU64,
-    pub(crate) early_bytes: AtomicU64,
-    pub(crate) early_requests: AtomicU64,
-    pub(crate) early_refused: AtomicU64,
-    pub(crate) requests: [AtomicU64; 2],
-    pub(crate) bytes: [Arc<ByteCounters>; 2],
-    pub(crate) connections: [AtomicU64; 2],
-    open: AtomicU64,
+    /// `[transport][listener]`: connections accepted (QUIC: attempts
+    /// accepted for a handshake), requests, and socket bytes (QUIC: UDP
+    /// payload, added as each connection closes).
+    connections: [[AtomicU64; 2]; 2],
+    requests: [[AtomicU64; 2]; 2],
+    bytes: [[Arc<ByteCounters>; 2]; 2],
+    /// `[transport]`: connections open now, requests answered before the
+    /// handshake completed, and failed handshakes by reason.
+    open: [AtomicU64; 2],
+    early_requests: [AtomicU64; 2],
+    failures: [Mutex<BTreeMap<String, u64>>; 2],
+    /// TCP's handshakes, `[version][kind]`: version 0 = 1.2, 1 = 1.3;
+    /// kind 0 full, 1 resumed, 2 full with HRR.
+    handshakes: [[AtomicU64; 3]; 2],
+    /// TCP's accepted early data: connections, bytes; and refused offers.
+    early: [AtomicU64; 3],
+    /// The HTTP/3 listener's own counters; `h3`: it is on.
+    pub(crate) quic: QuicCounters,
+    pub(crate) h3: bool,
     pub(crate) cache: Option<Arc<ServerSessionCache>>,
     pub(crate) ticketer: Option<Arc<CountingTicketer>>,
     pub(crate) threads: Arc<Threads>,
@@ -235,26 +251,89 @@ pub(crate) struct Stats {
     pub(crate) ablation: AblationSet,
 }
 
+/// Handshake kinds as the TLS layer of the QUIC listener saw them
+/// (`quic::session`: its key log and crypto sessions add to them).
+#[derive(Debug, Default)]
+pub(crate) struct Kinds {
+    /// ServerHellos sent (full and resumed).
+    pub(crate) hellos: AtomicU64,
+    /// Resumed handshakes (a PSK accepted).
+    pub(crate) resumed: AtomicU64,
+    /// ClientHellos that offered 0-RTT.
+    pub(crate) early_offered: AtomicU64,
+    /// 0-RTT accepted (the server derived 0-RTT keys).
+    pub(crate) early_accepted: AtomicU64,
+}
+
+/// The figures only the QUIC listener keeps: the part of [`Stats`] that
+/// [`QuicFigures`](crate::QuicFigures) reports beside the shared ones.
+#[derive(Debug, Default)]
+pub(crate) struct QuicCounters {
+    /// Shared with the listener's rustls configuration, built before the
+    /// server's `Stats`.
+    pub(crate) kinds: Arc<Kinds>,
+    pub(crate) established: AtomicU64,
+    /// Attempts refused at `--quic-max-connections`.
+    pub(crate) refused: AtomicU64,
+    pub(crate) retries: AtomicU64,
+    /// Datagrams received and sent, and NEW_TOKEN frames sent, on closed
+    /// connections.
+    pub(crate) datagrams_received: AtomicU64,
+    pub(crate) datagrams_sent: AtomicU64,
+    pub(crate) new_tokens: AtomicU64,
+    /// quinn-udp's segments per `sendmsg` and per receive (1: none).
+    pub(crate) gso_segments: AtomicU64,
+    pub(crate) gro_segments: AtomicU64,
+    /// Handshakes from unvalidated addresses in progress (the
+    /// `retry-threshold` policy's count).
+    pub(crate) half_open: AtomicU64,
+    /// Attempts shed by `session` admission, by `--quic-shed-with` action
+    /// (refuse, retry, ignore).
+    pub(crate) shed: [AtomicU64; 3],
+    /// The kernel's figure for the socket's receive buffer
+    /// (`--quic-recv-buffer`), and a duplicate of the socket to read its
+    /// drops from.
+    pub(crate) recv_buffer: AtomicU64,
+    pub(crate) socket: OnceLock<std::net::UdpSocket>,
+    /// The ClientHello reader on the socket (`quic::sniff`): installed,
+    /// and the long-header datagrams it read and the nanoseconds it took.
+    pub(crate) hello_reader: AtomicBool,
+    pub(crate) hello_datagrams: AtomicU64,
+    pub(crate) hello_nanos: AtomicU64,
+    /// Woken when a connection ends and its slot frees: the attempts
+    /// waiting for room at the limit.
+    pub(crate) freed: tokio::sync::Notify,
+    /// `--qlog DIR`.
+    pub(crate) qlog: Option<QlogDir>,
+}
+
+/// Reads one counter.
+pub(crate) fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
 impl Stats {
+    /// The counters of a server; `quic`: its HTTP/3 listener's, if on.
     pub(crate) fn new(
         cache: Option<Arc<ServerSessionCache>>,
         ticketer: Option<Arc<CountingTicketer>>,
         threads: Arc<Threads>,
         meter: Arc<Meter>,
         ablation: AblationSet,
+        quic: Option<QuicCounters>,
     ) -> Self {
         Stats {
             started: Instant::now(),
-            handshakes: Default::default(),
-            failures: Mutex::new(BTreeMap::new()),
-            early_connections: AtomicU64::new(0),
-            early_bytes: AtomicU64::new(0),
-            early_requests: AtomicU64::new(0),
-            early_refused: AtomicU64::new(0),
+            connections: Default::default(),
             requests: Default::default(),
             bytes: Default::default(),
-            connections: Default::default(),
-            open: AtomicU64::new(0),
+            open: Default::default(),
+            early_requests: Default::default(),
+            failures: Default::default(),
+            handshakes: Default::default(),
+            early: Default::default(),
+            h3: quic.is_some(),
+            quic: quic.unwrap_or_default(),
             cache,
             ticketer,
             threads,
@@ -263,6 +342,7 @@ impl Stats {
         }
     }
 
+    /// A completed TCP handshake.
     pub(crate) fn handshake(&self, version: Option<Version>, kind: Option<HandshakeKind>) {
         let v = match version {
             Some(Version::Tls12) => 0,
@@ -277,65 +357,150 @@ impl Stats {
         self.handshakes[v][k].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Full handshakes completed so far (with and without HRR, both
+    /// TCP's handshakes of one version (0 = 1.2, 1 = 1.3).
+    pub(crate) fn kinds(&self, v: usize) -> KindCounts {
+        let [full, resumed, full_hrr] = self.handshakes[v].each_ref().map(get);
+        KindCounts {
+            full,
+            resumed,
+            full_hrr,
+        }
+    }
+
+    /// Full TCP handshakes completed so far (with and without HRR, both
     /// versions).
     pub(crate) fn full_handshakes(&self) -> u64 {
-        self.handshakes
-            .iter()
-            .map(|k| k[0].load(Ordering::Relaxed) + k[2].load(Ordering::Relaxed))
+        (0..2)
+            .map(|v| self.kinds(v))
+            .map(|k| k.full + k.full_hrr)
             .sum()
     }
 
-    pub(crate) fn failure(&self, reason: &str) {
-        *self.failures.lock().entry(reason.to_string()).or_insert(0) += 1;
+    /// A connection of `t` that failed before or during its handshake.
+    pub(crate) fn failure(&self, t: Transport, reason: &str) {
+        *self.failures[t as usize]
+            .lock()
+            .entry(reason.to_string())
+            .or_default() += 1;
     }
 
+    pub(crate) fn failures(&self, t: Transport) -> BTreeMap<String, u64> {
+        self.failures[t as usize].lock().clone()
+    }
+
+    /// TCP early data accepted on a connection.
     pub(crate) fn early_data(&self, bytes: usize) {
-        self.early_connections.fetch_add(1, Ordering::Relaxed);
-        self.early_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-    }
-
-    pub(crate) fn early_request(&self) {
-        self.early_requests.fetch_add(1, Ordering::Relaxed);
+        self.early[0].fetch_add(1, Ordering::Relaxed);
+        self.early[1].fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn early_data_refused(&self) {
-        self.early_refused.fetch_add(1, Ordering::Relaxed);
+        self.early[2].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn request(&self, l: Listener) {
-        self.requests[l.idx()].fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn bytes_of(&self, l: Listener) -> Arc<ByteCounters> {
-        self.bytes[l.idx()].clone()
-    }
-
-    /// Counts an accepted connection; the guard counts it closed on drop.
-    pub(crate) fn open(self: &Arc<Self>, l: Listener) -> OpenGuard {
-        self.connections[l.idx()].fetch_add(1, Ordering::Relaxed);
-        self.open.fetch_add(1, Ordering::Relaxed);
-        OpenGuard(self.clone())
-    }
-
-    pub(crate) fn open_now(&self) -> u64 {
-        self.open.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn per(arr: &[AtomicU64; 2]) -> PerListener {
-        PerListener {
-            https: arr[0].load(Ordering::Relaxed),
-            http: arr[1].load(Ordering::Relaxed),
+    pub(crate) fn early_data_stats(&self) -> EarlyDataStats {
+        let [connections, bytes, refused] = self.early.each_ref().map(get);
+        EarlyDataStats {
+            connections,
+            bytes,
+            requests: self.early_requests(Transport::Tcp),
+            refused,
         }
+    }
+
+    /// A request on listener `l` of `t`; `early`: taken up before the
+    /// handshake completed.
+    pub(crate) fn request(&self, t: Transport, l: Listener, early: bool) {
+        self.requests[t as usize][l as usize].fetch_add(1, Ordering::Relaxed);
+        if early {
+            self.early_requests[t as usize].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn early_requests(&self, t: Transport) -> u64 {
+        get(&self.early_requests[t as usize])
+    }
+
+    /// The byte counters of listener `l` of `t`.
+    pub(crate) fn bytes_of(&self, t: Transport, l: Listener) -> Arc<ByteCounters> {
+        self.bytes[t as usize][l as usize].clone()
+    }
+
+    /// Requests, connections accepted, bytes received and sent of `t`, per
+    /// listener.
+    pub(crate) fn per_listener(&self, t: Transport) -> [PerListener; 4] {
+        let t = t as usize;
+        let per = |f: &dyn Fn(usize) -> u64| PerListener {
+            https: f(0),
+            http: f(1),
+        };
+        [
+            per(&|l| get(&self.requests[t][l])),
+            per(&|l| get(&self.connections[t][l])),
+            per(&|l| get(&self.bytes[t][l].received)),
+            per(&|l| get(&self.bytes[t][l].sent)),
+        ]
+    }
+
+    /// Counts a connection accepted on listener `l` of `t`; the guard
+    /// counts it closed on drop.
+    pub(crate) fn open(self: &Arc<Self>, t: Transport, l: Listener) -> OpenGuard {
+        self.connections[t as usize][l as usize].fetch_add(1, Ordering::Relaxed);
+        self.open[t as usize].fetch_add(1, Ordering::Relaxed);
+        OpenGuard(self.clone(), t)
+    }
+
+    /// A QUIC connection accepted for a handshake, if fewer than `max` are
+    /// open (`--quic-max-connections`).
+    pub(crate) fn reserve(self: &Arc<Self>, max: u64) -> Option<OpenGuard> {
+        let q = Transport::Quic as usize;
+        self.open[q]
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
+                (o < max).then_some(o + 1)
+            })
+            .ok()?;
+        self.connections[q][Listener::Https as usize].fetch_add(1, Ordering::Relaxed);
+        Some(OpenGuard(self.clone(), Transport::Quic))
+    }
+
+    pub(crate) fn open_now(&self, t: Transport) -> u64 {
+        get(&self.open[t as usize])
+    }
+
+    /// A QUIC connection's transport figures, as it closes.
+    pub(crate) fn quic_closed(&self, s: &quinn::ConnectionStats) {
+        let (b, q) = (&self.bytes[Transport::Quic as usize][0], &self.quic);
+        b.received.fetch_add(s.udp_rx.bytes, Ordering::Relaxed);
+        b.sent.fetch_add(s.udp_tx.bytes, Ordering::Relaxed);
+        q.datagrams_received
+            .fetch_add(s.udp_rx.datagrams, Ordering::Relaxed);
+        q.datagrams_sent
+            .fetch_add(s.udp_tx.datagrams, Ordering::Relaxed);
+        q.new_tokens
+            .fetch_add(s.frame_tx.new_token, Ordering::Relaxed);
     }
 }
 
-/// Counts one open connection; decrements on drop.
+#[cfg(test)]
+impl Stats {
+    /// A unit test's counters: no session cache, tickets or ablation.
+    pub(crate) fn bare(quic: Option<QuicCounters>) -> Arc<Self> {
+        let threads = Arc::new(Threads::default());
+        let none = AblationSet::default();
+        Arc::new(Stats::new(None, None, threads, Meter::new(), none, quic))
+    }
+}
+
+/// Counts one open connection; decrements on drop (over QUIC, and frees
+/// its slot for an attempt waiting at the limit).
 #[derive(Debug)]
-pub(crate) struct OpenGuard(Arc<Stats>);
+pub(crate) struct OpenGuard(Arc<Stats>, Transport);
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
+        self.0.open[self.1 as usize].fetch_sub(1, Ordering::Relaxed);
+        if self.1 == Transport::Quic {
+            self.0.quic.freed.notify_one();
+        }
     }
 }

@@ -43,6 +43,7 @@ use super::{Conn, QuicRetry, connection};
 use crate::admission::{Admission, Door, HelloKind, InFlight, Verdict, classify_psk};
 use crate::config::QuicShedWith;
 use crate::idle::{ConnInfo, Transport};
+use crate::stats::{OpenGuard, Stats};
 
 /// The admission policy of the QUIC listener (`--quic-admission`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,10 +83,10 @@ pub(crate) const ROOM_WAIT: Duration = Duration::from_secs(1);
 
 /// How long a waiting attempt waits for the slot of the connection it
 /// asked to close before it looks again: it is woken as soon as any QUIC
-/// connection ends ([`super::QuicStats::freed`]). (A fixed 20 ms sleep here
-/// capped admissions at the limit near 50/s, so a flood of clients that
-/// connect and stay, arriving faster than that, queued real clients behind
-/// it.)
+/// connection ends ([`QuicCounters::freed`](crate::stats::QuicCounters::freed)).
+/// (A fixed 20 ms sleep here capped admissions at the limit near 50/s, so
+/// a flood of clients that connect and stay, arriving faster than that,
+/// queued real clients behind it.)
 const ROOM_RETRY: Duration = Duration::from_millis(20);
 
 /// Attempts that may wait for room at once; more are refused at once
@@ -134,18 +135,18 @@ async fn accept_loop(
             }
         };
         let retry = match c.policy {
-            QuicAdmission::RetryThreshold(n) => c.stats.half_open.load(Ordering::Relaxed) >= n,
+            QuicAdmission::RetryThreshold(n) => c.stats.quic.half_open.load(Ordering::Relaxed) >= n,
             _ => match c.retry {
                 QuicRetry::Off => false,
                 QuicRetry::Always => true,
-                QuicRetry::UnderLoad => c.stats.open.load(Ordering::Relaxed) * 2 >= c.max,
+                QuicRetry::UnderLoad => c.stats.open_now(Transport::Quic) * 2 >= c.max,
             },
         };
         // First, so that an address that cannot answer a Retry (a flood of
         // Initials) never waits for room or takes a slot.
         if retry && !incoming.remote_address_validated() && incoming.may_retry() {
             if incoming.retry().is_ok() {
-                c.stats.retries.fetch_add(1, Ordering::Relaxed);
+                c.stats.quic.retries.fetch_add(1, Ordering::Relaxed);
             }
             continue;
         }
@@ -253,7 +254,7 @@ fn shed(incoming: quinn::Incoming, c: &Conn) -> QuicShedWith {
         QuicShedWith::Retry if !incoming.remote_address_validated() && incoming.may_retry() => {
             match incoming.retry() {
                 Ok(()) => {
-                    c.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    c.stats.quic.retries.fetch_add(1, Ordering::Relaxed);
                     QuicShedWith::Retry
                 }
                 Err(e) => {
@@ -272,15 +273,17 @@ fn shed(incoming: quinn::Incoming, c: &Conn) -> QuicShedWith {
             QuicShedWith::Refuse
         }
     };
-    c.stats.shed[how as usize].fetch_add(1, Ordering::Relaxed);
+    c.stats.quic.shed[how as usize].fetch_add(1, Ordering::Relaxed);
     how
 }
 
 /// The connection limit: a free slot, or the room queue, or a refusal.
 fn place(a: Attempt, c: &Arc<Conn>, room: &Room) {
     // Attempts already waiting for room go first.
-    if c.waiting.load(Ordering::Relaxed) == 0 && c.reserve() {
-        admit(a, c);
+    if c.waiting.load(Ordering::Relaxed) == 0
+        && let Some(open) = c.stats.reserve(c.max)
+    {
+        admit(a, open, c);
         return;
     }
     c.waiting.fetch_add(1, Ordering::Relaxed);
@@ -288,7 +291,7 @@ fn place(a: Attempt, c: &Arc<Conn>, room: &Room) {
         c.waiting.fetch_sub(1, Ordering::Relaxed);
         let (mpsc::error::TrySendError::Full((a, _)) | mpsc::error::TrySendError::Closed((a, _))) =
             e;
-        c.stats.refused.fetch_add(1, Ordering::Relaxed);
+        c.stats.quic.refused.fetch_add(1, Ordering::Relaxed);
         a.incoming.refuse();
     }
 }
@@ -310,17 +313,17 @@ async fn room_loop(
             _ = shutdown.wait_for(|s| *s) => return,
         };
         loop {
-            if c.reserve() {
-                admit(a, &c);
+            if let Some(open) = c.stats.reserve(c.max) {
+                admit(a, open, &c);
                 break;
             }
             if arrived.elapsed() >= ROOM_WAIT {
-                c.stats.refused.fetch_add(1, Ordering::Relaxed);
+                c.stats.quic.refused.fetch_add(1, Ordering::Relaxed);
                 a.incoming.refuse();
                 break;
             }
-            c.idle.evict(Transport::Quic);
-            let _ = tokio::time::timeout(ROOM_RETRY, c.stats.freed.notified()).await;
+            c.shared.idle.evict(Transport::Quic);
+            let _ = tokio::time::timeout(ROOM_RETRY, c.stats.quic.freed.notified()).await;
         }
         c.waiting.fetch_sub(1, Ordering::Relaxed);
     }
@@ -328,28 +331,27 @@ async fn room_loop(
 
 /// Starts a connection in a slot already reserved: it joins the registry
 /// in its handshake phase, so the next eviction sees it.
-fn admit(a: Attempt, c: &Arc<Conn>) {
-    c.stats.connections.fetch_add(1, Ordering::Relaxed);
+fn admit(a: Attempt, open: OpenGuard, c: &Arc<Conn>) {
     let id = c.next_id.fetch_add(1, Ordering::Relaxed) + 1;
     let info = Arc::new(ConnInfo::quic(a.incoming.remote_address(), id));
-    let member = c.idle.join_handshake(&info);
+    let member = c.shared.idle.join_handshake(&info);
     let half_open = (!a.incoming.remote_address_validated()).then(|| HalfOpen::new(c));
-    tokio::spawn(connection(a, half_open, c.clone(), info, member));
+    tokio::spawn(connection(a, open, half_open, c.clone(), info, member));
 }
 
 /// One handshake from an unvalidated address in progress (the
 /// `retry-threshold` policy's count); the count drops with it.
-pub(super) struct HalfOpen(Arc<super::QuicStats>);
+pub(super) struct HalfOpen(Arc<Stats>);
 
 impl HalfOpen {
     fn new(c: &Conn) -> Self {
-        c.stats.half_open.fetch_add(1, Ordering::Relaxed);
+        c.stats.quic.half_open.fetch_add(1, Ordering::Relaxed);
         HalfOpen(c.stats.clone())
     }
 }
 
 impl Drop for HalfOpen {
     fn drop(&mut self) {
-        self.0.half_open.fetch_sub(1, Ordering::Relaxed);
+        self.0.quic.half_open.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -48,12 +48,12 @@
 //! control, decided on the client's first Initial.
 
 mod door;
+mod figures;
 mod initial_keys;
 mod lb;
 mod session;
 mod sniff;
 mod socket;
-mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -64,20 +64,22 @@ use bytes::{Buf, Bytes};
 use http::{HeaderValue, Request, Response};
 use http_body_util::BodyExt;
 use tlslab_runtime::qlog::{QlogDir, QlogOptions};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::access_log::{AccessLog, Pending, Unfinished};
+use crate::access_log::{Pending, Unfinished};
 use crate::admission::Admission;
-use crate::config::QuicShedWith;
+use crate::config::{AdmissionMode, QuicShedWith};
 use crate::content::{Body, Handled};
 use crate::error::{Error, Result};
-use crate::idle::{Busy, ConnInfo, Conns, Member};
+use crate::idle::{Busy, ConnInfo, Member, Transport};
 use crate::redis_cache::RedisStore;
+use crate::shared::Shared;
+use crate::stats::{self, OpenGuard, QuicCounters, Stats};
 
 pub use door::QuicAdmission;
-pub use stats::{HelloReads, QuicFigures, QuicHandshakes, QuicShed};
-pub(crate) use stats::{QuicStats, encode as metric_families};
+pub(crate) use figures::encode as metric_families;
+pub use figures::{HelloReads, QuicFigures, QuicHandshakes, QuicShed};
 
 /// Address validation of the QUIC listener (`--quic-retry`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -159,9 +161,6 @@ impl H3Settings {
 /// quinn's default number of NEW_TOKEN tokens per connection.
 const QUINN_NEW_TOKENS: u32 = 2;
 
-/// What answers a request: the TCP listener's handler, shared.
-pub(crate) type Handler = Arc<dyn Fn(&Request<()>) -> Handled + Send + Sync>;
-
 /// The QUIC listener's configuration, built before the runtime starts.
 pub(crate) struct Prepared {
     settings: H3Settings,
@@ -169,9 +168,8 @@ pub(crate) struct Prepared {
     /// The idle timeout of every connection's transport.
     idle: quinn::IdleTimeout,
     early: bool,
-    pub(crate) stats: Arc<QuicStats>,
-    /// `--access-log`, shared with the TCP listener.
-    pub(crate) access_log: Option<Arc<AccessLog>>,
+    /// Its counters, for the server's [`Stats`].
+    pub(crate) counters: QuicCounters,
 }
 
 /// The `Alt-Svc` value that the TCP listener adds to its responses.
@@ -211,10 +209,10 @@ pub(crate) fn prepare(
             })
         })
         .transpose()?;
-    let stats = Arc::new(QuicStats {
+    let counters = QuicCounters {
         qlog,
-        ..QuicStats::default()
-    });
+        ..QuicCounters::default()
+    };
     let mut config = tcp.clone();
     config.alpn_protocols = vec![b"h3".to_vec()];
     let early = tcp.max_early_data_size > 0;
@@ -222,7 +220,7 @@ pub(crate) fn prepare(
     config.max_early_data_size = if early { u32::MAX } else { 0 };
     config.send_half_rtt_data = early;
     config.key_log = Arc::new(session::KindLog {
-        kinds: stats.kinds.clone(),
+        kinds: counters.kinds.clone(),
         inner: tcp.key_log.clone(),
     });
     let quic = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(config)).map_err(|e| {
@@ -233,7 +231,7 @@ pub(crate) fn prepare(
     let crypto = Arc::new(session::Counting {
         lazy_initial: initial_keys::rfc_initial_keys(&quic),
         inner: Arc::new(quic),
-        kinds: stats.kinds.clone(),
+        kinds: counters.kinds.clone(),
         meter: meter.clone(),
     });
     let mut server = quinn::ServerConfig::with_crypto(crypto);
@@ -253,8 +251,7 @@ pub(crate) fn prepare(
         server,
         idle,
         early,
-        stats,
-        access_log: None,
+        counters,
     })
 }
 
@@ -291,40 +288,26 @@ impl Listener {
     }
 }
 
-/// What the QUIC listener shares with the TCP one.
-pub(crate) struct Shared {
-    pub(crate) handler: Handler,
-    pub(crate) burners: Arc<Semaphore>,
-    pub(crate) handshake_timeout: Duration,
-    /// The server's connection registry.
-    pub(crate) idle: Arc<Conns>,
-    /// A remote cache of TLS 1.3 tickets, whose PSKs are claimed before
-    /// the handshake.
-    pub(crate) remote: Option<Arc<RedisStore>>,
-    /// Admission control (`--admission session` with the `session` policy).
-    pub(crate) admission: Option<Arc<Admission>>,
-}
-
-/// Binds the UDP socket and starts accepting; call inside the runtime.
-/// Starts the listener on `p`'s address, or on `bound` (a UDP socket
-/// already bound there) if given.
+/// Binds the UDP socket and starts accepting, beside the TCP listeners of
+/// `shared` (their counters, connection registry, content, access log);
+/// call inside the runtime. Starts the listener on `p`'s address, or on
+/// `bound` (a UDP socket already bound there) if given.
 pub(crate) fn start(
     p: Prepared,
-    sh: Shared,
+    shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     bound: Option<std::net::UdpSocket>,
 ) -> Result<Listener> {
-    let Shared {
-        handler,
-        burners,
-        handshake_timeout,
-        idle,
-        remote,
-        admission,
-    } = sh;
+    let stats = shared.stats.clone();
+    // TLS 1.3 tickets in a remote cache: claimed before the handshake,
+    // over QUIC as over TCP.
+    let remote = shared.prefetch.as_ref().filter(|p| !p.stateless_tickets);
+    let remote = remote.map(|p| p.store.clone());
     let policy = p.settings.admission;
-    let admission = admission.filter(|_| policy == QuicAdmission::Session);
-    if policy == QuicAdmission::Session && admission.is_none() {
+    let session = policy == QuicAdmission::Session;
+    let admission = shared.admission.clone();
+    let admission = admission.filter(|a| session && a.settings.mode == AdmissionMode::Session);
+    if session && admission.is_none() {
         return Err(Error::Usage(
             "--quic-admission session needs --admission session (one controller for both transports)".into(),
         ));
@@ -340,12 +323,11 @@ pub(crate) fn start(
         None => std::net::UdpSocket::bind(addr).map_err(bind_err)?,
     };
     // The same probe quinn's runtime makes on this socket: report what it finds.
+    let q = &stats.quic;
     if let Ok(state) = quinn::udp::UdpSocketState::new((&socket).into()) {
-        p.stats
-            .gso_segments
+        q.gso_segments
             .store(state.max_gso_segments() as u64, Ordering::Relaxed);
-        p.stats
-            .gro_segments
+        q.gro_segments
             .store(state.gro_segments() as u64, Ordering::Relaxed);
     }
     let runtime = quinn::default_runtime().ok_or_else(|| Error::Setup {
@@ -353,9 +335,9 @@ pub(crate) fn start(
         source: None,
     })?;
     let granted = socket::size_recv_buffer(&socket, p.settings.recv_buffer).map_err(bind_err)?;
-    p.stats.recv_buffer.store(granted as u64, Ordering::Relaxed);
+    q.recv_buffer.store(granted as u64, Ordering::Relaxed);
     if let Ok(dup) = socket.try_clone() {
-        p.stats.socket.set(dup).ok();
+        q.socket.set(dup).ok();
     }
     // Admission control times how long each Initial waited in the socket's
     // queue from the kernel's receive stamps, read through a duplicate, and
@@ -372,8 +354,7 @@ pub(crate) fn start(
     // each ClientHello off its Initials, so that its PSK is claimed before
     // the handshake, or classified before the admission decision.
     let (socket, hellos) = if remote.is_some() || admission.is_some() {
-        let hellos = sniff::Hellos::new();
-        p.stats.hellos.set(hellos.clone()).ok();
+        let hellos = sniff::Hellos::new(stats.clone());
         let s: Arc<dyn quinn::AsyncUdpSocket> =
             Arc::new(sniff::SniffSocket::new(socket, hellos.clone(), stamps));
         (s, Some(hellos))
@@ -393,17 +374,13 @@ pub(crate) fn start(
     .map_err(bind_err)?;
     let local = endpoint.local_addr().map_err(bind_err)?;
     let conn = Arc::new(Conn {
-        stats: p.stats.clone(),
-        handler,
-        burners,
+        stats,
+        shared,
         early: p.early,
-        handshake_timeout,
         max: p.settings.max_connections as u64,
         retry: p.settings.retry,
-        idle,
         next_id: AtomicU64::new(0),
         waiting: AtomicU64::new(0),
-        access_log: p.access_log,
         hellos,
         store: remote,
         admission,
@@ -423,20 +400,18 @@ pub(crate) fn start(
 
 /// What every QUIC connection task shares.
 struct Conn {
-    stats: Arc<QuicStats>,
-    handler: Handler,
-    burners: Arc<Semaphore>,
+    /// `shared.stats`.
+    stats: Arc<Stats>,
+    /// What the TCP listeners share: the connection registry (idle
+    /// timeouts, eviction), content, `/dyn` slots, access log, timeouts.
+    shared: Arc<Shared>,
     early: bool,
-    handshake_timeout: Duration,
     max: u64,
     retry: QuicRetry,
-    /// The server's connection registry (idle timeouts, eviction).
-    idle: Arc<Conns>,
     /// The last QUIC connection number handed out.
     next_id: AtomicU64,
     /// Attempts queued for room at the limit.
     waiting: AtomicU64,
-    access_log: Option<Arc<AccessLog>>,
     /// With a remote cache of TLS 1.3 tickets or `session` admission: the
     /// ClientHellos read off the Initials.
     hellos: Option<Arc<sniff::Hellos>>,
@@ -463,6 +438,7 @@ impl Conn {
     ) -> Result<quinn::Connecting, quinn::ConnectionError> {
         let Some(file) = self
             .stats
+            .quic
             .qlog
             .as_ref()
             .and_then(|q| q.next(&info.id.to_string()))
@@ -483,25 +459,21 @@ impl Conn {
         server.transport_config(Arc::new(t));
         incoming.accept_with(Arc::new(server))
     }
-
-    /// Takes a slot under `--quic-max-connections`, if one is free.
-    fn reserve(&self) -> bool {
-        self.stats
-            .open
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
-                (o < self.max).then_some(o + 1)
-            })
-            .is_ok()
-    }
 }
 
-/// Keeps [`QuicStats::open`] right however the connection task ends.
-struct Open(Arc<QuicStats>);
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
-        self.0.freed.notify_one();
+/// `step` of a handshake within `--handshake-timeout`, unless the
+/// connection is asked to close first; else the reason it failed.
+async fn within<T>(
+    c: &Conn,
+    info: &ConnInfo,
+    step: impl Future<Output = Result<T, quinn::ConnectionError>>,
+) -> Result<T, String> {
+    tokio::select! {
+        r = tokio::time::timeout(c.shared.handshake_timeout, step) => match r {
+            Ok(r) => r.map_err(|e| failure_reason(&e)),
+            Err(_) => Err("timeout".into()),
+        },
+        why = info.idle.closing() => Err(why.name().into()),
     }
 }
 
@@ -520,6 +492,7 @@ fn failure_reason(e: &quinn::ConnectionError) -> String {
 
 async fn connection(
     a: door::Attempt,
+    open: OpenGuard,
     half_open: Option<door::HalfOpen>,
     c: Arc<Conn>,
     info: Arc<ConnInfo>,
@@ -528,7 +501,7 @@ async fn connection(
     // Dropped in reverse order: the slot frees before the registry entry
     // goes, so an eviction under way ends only once its slot is free.
     let _member = member;
-    let _open = Open(c.stats.clone());
+    let _open = open;
     let door::Attempt {
         incoming,
         mut guard,
@@ -550,35 +523,23 @@ async fn connection(
     {
         store.prefetch(&found.psk, true).await;
     }
-    let mut connecting = match c.accept(incoming, &info) {
-        Ok(x) => x,
-        Err(e) => return c.stats.failure(&failure_reason(&e)),
-    };
-    // With 0-RTT on, the connection is used once the whole ClientHello is
-    // in: requests that came in 0-RTT are answered in 0.5-RTT, before the
-    // client's Finished. Not before: quinn's 0.5-RTT conversion succeeds
-    // on the first datagram, and a ClientHello in two (a post-quantum key
-    // share) leaves the client's transport parameters unknown, so HTTP/3's
-    // control streams cannot open, and quinn does not wake them when the
-    // parameters arrive: the connection sat until its idle timeout
-    // whenever the second datagram came after the task started (through
-    // any relay or delayed path; tests/quic_replay.rs found it).
-    if c.early {
-        tokio::select! {
-            r = tokio::time::timeout(c.handshake_timeout, connecting.handshake_data()) => match r {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
-                Err(_) => return c.stats.failure("timeout"),
-            },
-            why = info.idle.closing() => return c.stats.failure(why.name()),
+    let handshake = async {
+        let mut connecting = c.accept(incoming, &info).map_err(|e| failure_reason(&e))?;
+        // With 0-RTT on, the connection is used once the whole ClientHello
+        // is in: requests that came in 0-RTT are answered in 0.5-RTT,
+        // before the client's Finished. Not before: quinn's 0.5-RTT
+        // conversion succeeds on the first datagram, and a ClientHello in
+        // two (a post-quantum key share) leaves the client's transport
+        // parameters unknown, so HTTP/3's control streams cannot open, and
+        // quinn does not wake them when the parameters arrive: the
+        // connection sat until its idle timeout whenever the second
+        // datagram came after the task started (through any relay or
+        // delayed path; tests/quic_replay.rs found it).
+        if c.early {
+            within(&c, &info, connecting.handshake_data()).await?;
+            let (conn, accepted) = connecting.into_0rtt().map_err(|_| "early_data")?;
+            return Ok((conn, Some(accepted)));
         }
-    }
-    let (conn, done) = if c.early {
-        match connecting.into_0rtt() {
-            Ok((conn, accepted)) => (conn, Some(accepted)),
-            Err(_) => return c.stats.failure("early_data"),
-        }
-    } else {
         // Admission's in-flight count is of handshakes the server still
         // has work for: once the whole ClientHello is in, rustls has made
         // the server's flight (key share, signature), and what remains is
@@ -586,34 +547,21 @@ async fn connection(
         // continue would otherwise count in flight until the handshake
         // timeout and hold the controller at its floor (issue 33's valid
         // flood: legitimate goodput 0.02 with full handshakes needed).
-        if guard.is_some() {
-            tokio::select! {
-                r = tokio::time::timeout(c.handshake_timeout, connecting.handshake_data()) => match r {
-                    Ok(Ok(_)) => {
-                        if let Some(g) = guard.take() {
-                            g.done();
-                        }
-                    }
-                    Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
-                    Err(_) => return c.stats.failure("timeout"),
-                },
-                why = info.idle.closing() => return c.stats.failure(why.name()),
-            }
+        if let Some(g) = guard.take() {
+            within(&c, &info, connecting.handshake_data()).await?;
+            g.done();
         }
         // A half-open handshake is idle: evicted, it is dropped (quinn
         // closes it).
-        tokio::select! {
-            r = tokio::time::timeout(c.handshake_timeout, connecting) => match r {
-                Ok(Ok(conn)) => (conn, None),
-                Ok(Err(e)) => return c.stats.failure(&failure_reason(&e)),
-                Err(_) => return c.stats.failure("timeout"),
-            },
-            why = info.idle.closing() => return c.stats.failure(why.name()),
-        }
+        Ok::<_, String>((within(&c, &info, connecting).await?, None))
+    };
+    let (conn, done) = match handshake.await {
+        Ok(x) => x,
+        Err(why) => return c.stats.failure(Transport::Quic, &why),
     };
     // The server's handshake work is done (with 0-RTT, its flight is out):
     // no longer in flight for admission control, nor half-open.
-    if let Some(g) = guard {
+    if let Some(g) = guard.take() {
         g.done();
     }
     drop(half_open);
@@ -626,21 +574,21 @@ async fn connection(
         // with false when the connection ends first.
         Some(done) => {
             let (stats, conn2, flag) = (c.stats.clone(), conn.clone(), handshaking.clone());
-            let timeout = c.handshake_timeout;
+            let timeout = c.shared.handshake_timeout;
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(timeout, done).await;
                 flag.store(false, Ordering::Relaxed);
                 match conn2.close_reason() {
-                    None => stats.established.fetch_add(1, Ordering::Relaxed),
+                    None => stats.quic.established.fetch_add(1, Ordering::Relaxed),
                     Some(e) => {
-                        stats.failure(&failure_reason(&e));
+                        stats.failure(Transport::Quic, &failure_reason(&e));
                         0
                     }
                 };
             });
         }
         None => {
-            c.stats.established.fetch_add(1, Ordering::Relaxed);
+            c.stats.quic.established.fetch_add(1, Ordering::Relaxed);
         }
     }
     let quic = conn.clone();
@@ -654,17 +602,7 @@ async fn connection(
             quic.close(H3_NO_ERROR, why.name().as_bytes());
         }
     }
-    let s = quic.stats();
-    let st = &c.stats;
-    st.bytes_received
-        .fetch_add(s.udp_rx.bytes, Ordering::Relaxed);
-    st.bytes_sent.fetch_add(s.udp_tx.bytes, Ordering::Relaxed);
-    st.datagrams_received
-        .fetch_add(s.udp_rx.datagrams, Ordering::Relaxed);
-    st.datagrams_sent
-        .fetch_add(s.udp_tx.datagrams, Ordering::Relaxed);
-    st.new_tokens
-        .fetch_add(s.frame_tx.new_token, Ordering::Relaxed);
+    c.stats.quic_closed(&quic.stats());
 }
 
 /// HTTP/3's "no error" application close code (RFC 9114 §8.1).
@@ -678,7 +616,7 @@ async fn serve_h3(
 ) {
     let quic = conn.clone();
     // What the access log says of every request on this connection.
-    let log_info = c.access_log.as_ref().map(|_| info.clone());
+    let log_info = c.shared.access_log.as_ref().map(|_| info.clone());
     let mut h3 =
         match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await {
             Ok(h) => h,
@@ -729,19 +667,21 @@ async fn request<S>(
     S: h3::quic::BidiStream<Bytes>,
 {
     let start = std::time::Instant::now();
-    c.stats.requests.fetch_add(1, Ordering::Relaxed);
+    c.stats
+        .request(Transport::Quic, stats::Listener::Https, early);
     if early {
         req.headers_mut()
             .insert("early-data", HeaderValue::from_static("1"));
-        c.stats.early_requests.fetch_add(1, Ordering::Relaxed);
     }
-    let resp = match (c.handler)(&req) {
+    let resp = match crate::content::handle(&req, &c.shared.files) {
         Handled::Ready(r) => r,
-        Handled::Burn { work, bytes } => crate::http_conn::burn(&c.burners, work, bytes).await,
+        Handled::Burn { work, bytes } => {
+            crate::http_conn::burn(&c.shared.burners, work, bytes).await
+        }
     };
     // The access-log line is queued when this function ends, however it
     // ends, with the bytes handed to the stream, as over TCP.
-    let mut logged = Unfinished(match (&c.access_log, info) {
+    let mut logged = Unfinished(match (&c.shared.access_log, info) {
         (Some(log), Some(conn)) => {
             let on_conn = conn.next_request();
             Some(Pending::new(

@@ -16,7 +16,7 @@
 
 use std::any::Any;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use quinn::ConnectionId;
 use quinn::crypto::{self, ExportKeyingMaterialError, HeaderKey, KeyPair, Keys, PacketKey};
@@ -25,18 +25,7 @@ use quinn_proto::transport_parameters::TransportParameters;
 use tlslab_crypto::meter::{Meter, Op};
 use tlslab_runtime::thread_cpu_time;
 
-/// Handshake kinds as the TLS layer of the QUIC listener saw them.
-#[derive(Debug, Default)]
-pub(crate) struct Kinds {
-    /// ServerHellos sent (full and resumed).
-    pub(crate) hellos: AtomicU64,
-    /// Resumed handshakes (a PSK accepted).
-    pub(crate) resumed: AtomicU64,
-    /// ClientHellos that offered 0-RTT.
-    pub(crate) early_offered: AtomicU64,
-    /// 0-RTT accepted (the server derived 0-RTT keys).
-    pub(crate) early_accepted: AtomicU64,
-}
+use crate::stats::Kinds;
 
 /// Counts handshakes and resumptions from rustls's key-log calls, then
 /// hands every line to the key log the TCP configuration had.

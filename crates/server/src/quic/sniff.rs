@@ -19,7 +19,7 @@
 //! The socket is wrapped when a remote cache stores TLS 1.3 tickets, and
 //! for `--admission session`, which classifies each attempt by the PSK its
 //! ClientHello offers (`quic::door`). The time spent reading long-header
-//! datagrams is measured ([`Hellos::cost`], `/metrics`).
+//! datagrams is measured (the server's `Stats`, `/metrics`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -27,7 +27,7 @@ use std::io::IoSliceMut;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,8 @@ use tlslab_crypto::quic::initial::{HelloReader, Read};
 use tlslab_runtime::udp_queue;
 use tlslab_wire::quic::AssemblerLimits;
 use tokio::sync::Notify;
+
+use crate::stats::Stats;
 
 /// How long a connection waits for its ClientHello to be read whole (the
 /// rest of a two-datagram first flight follows the first at once; a lost
@@ -69,9 +71,9 @@ pub(crate) struct Hellos {
     reader: Mutex<HelloReader>,
     found: Mutex<HashMap<(SocketAddr, Vec<u8>), Found>>,
     notify: Notify,
-    /// Long-header datagrams read, and the nanoseconds spent reading them.
-    datagrams: AtomicU64,
-    nanos: AtomicU64,
+    /// Where the long-header datagrams read, and the nanoseconds spent
+    /// reading them, are counted.
+    stats: Arc<Stats>,
 }
 
 impl fmt::Debug for Hellos {
@@ -84,25 +86,14 @@ impl fmt::Debug for Hellos {
 }
 
 impl Hellos {
-    pub(crate) fn new() -> Arc<Self> {
+    pub(crate) fn new(stats: Arc<Stats>) -> Arc<Self> {
+        stats.quic.hello_reader.store(true, Ordering::Relaxed);
         Arc::new(Hellos {
             reader: Mutex::new(HelloReader::new(AssemblerLimits::default())),
             found: Mutex::new(HashMap::new()),
             notify: Notify::new(),
-            datagrams: AtomicU64::new(0),
-            nanos: AtomicU64::new(0),
+            stats,
         })
-    }
-
-    /// The long-header datagrams read so far and the CPU time the reader
-    /// spent on them (wall-clock time inside [`Hellos::observe`], on the
-    /// thread that received them: decrypting the Initial, reassembling and
-    /// parsing the ClientHello).
-    pub(crate) fn cost(&self) -> (u64, Duration) {
-        (
-            self.datagrams.load(Ordering::Relaxed),
-            Duration::from_nanos(self.nanos.load(Ordering::Relaxed)),
-        )
     }
 
     /// Reads one datagram, timed.
@@ -114,8 +105,9 @@ impl Hellos {
     ) {
         let t = Instant::now();
         self.observe(from, datagram, waited);
-        self.datagrams.fetch_add(1, Ordering::Relaxed);
-        self.nanos
+        let q = &self.stats.quic;
+        q.hello_datagrams.fetch_add(1, Ordering::Relaxed);
+        q.hello_nanos
             .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
@@ -325,7 +317,7 @@ mod tests {
         let stamps = stamped.then(|| rx.try_clone().unwrap());
         let inner = quinn::TokioRuntime.wrap_udp_socket(rx).unwrap();
         let to = inner.local_addr().unwrap();
-        let hellos = Hellos::new();
+        let hellos = Hellos::new(Stats::bare(None));
         let sock = SniffSocket::new(inner, hellos.clone(), stamps);
         // The kernel may turn stamping on from a work queue.
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -1,126 +1,17 @@
-//! The QUIC listener's counters, its part of the server's
-//! [`Snapshot`](crate::Snapshot) ([`QuicFigures`]), its line of the
-//! shutdown summary and its own metric families (`transport="quic"`).
+//! The HTTP/3 listener's part of the server's
+//! [`Snapshot`](crate::Snapshot) ([`QuicFigures`], read from the
+//! [`Stats`](crate::stats::Stats) every listener counts in), its line of
+//! the shutdown summary and its own metric families (`transport="quic"`).
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 use serde::Serialize;
 
-use tlslab_runtime::qlog::QlogDir;
-
-use super::session::Kinds;
-use crate::idle::{CloseReason, Conns, Transport};
 use crate::stats::IdleClosed;
-
-/// Live counters of the QUIC listener.
-#[derive(Debug, Default)]
-pub(crate) struct QuicStats {
-    pub(crate) kinds: Arc<Kinds>,
-    pub(crate) connections: AtomicU64,
-    pub(crate) established: AtomicU64,
-    pub(crate) open: AtomicU64,
-    pub(crate) refused: AtomicU64,
-    pub(crate) retries: AtomicU64,
-    pub(crate) requests: AtomicU64,
-    pub(crate) early_requests: AtomicU64,
-    pub(crate) bytes_received: AtomicU64,
-    pub(crate) bytes_sent: AtomicU64,
-    pub(crate) datagrams_received: AtomicU64,
-    pub(crate) datagrams_sent: AtomicU64,
-    pub(crate) new_tokens: AtomicU64,
-    pub(crate) failures: Mutex<BTreeMap<String, u64>>,
-    /// quinn-udp's segments per `sendmsg` (1: no GSO).
-    pub(crate) gso_segments: AtomicU64,
-    pub(crate) gro_segments: AtomicU64,
-    /// Woken when a connection ends and its slot frees: the attempts
-    /// waiting for room at the limit.
-    pub(crate) freed: tokio::sync::Notify,
-    /// `--qlog DIR`.
-    pub(crate) qlog: Option<QlogDir>,
-    /// Handshakes from unvalidated addresses in progress (the
-    /// `retry-threshold` policy's count).
-    pub(crate) half_open: AtomicU64,
-    /// Attempts shed by `session` admission, by `--quic-shed-with` action
-    /// (refuse, retry, ignore).
-    pub(crate) shed: [AtomicU64; 3],
-    /// The ClientHello reader on the socket, when installed.
-    pub(crate) hellos: std::sync::OnceLock<Arc<super::sniff::Hellos>>,
-    /// The kernel's figure for the socket's receive buffer
-    /// (`--quic-recv-buffer`), and a duplicate of the socket to read its
-    /// drops from.
-    pub(crate) recv_buffer: AtomicU64,
-    pub(crate) socket: std::sync::OnceLock<std::net::UdpSocket>,
-}
-
-impl QuicStats {
-    pub(crate) fn failure(&self, reason: &str) {
-        *self.failures.lock().entry(reason.to_string()).or_default() += 1;
-    }
-
-    /// The figures now; `idle` is the server's connection registry.
-    pub(crate) fn figures(&self, idle: &Conns) -> QuicFigures {
-        let closed = |r| idle.closed(Transport::Quic, r);
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let hellos = get(&self.kinds.hellos);
-        let resumed = get(&self.kinds.resumed);
-        let offered = get(&self.kinds.early_offered);
-        let accepted = get(&self.kinds.early_accepted);
-        QuicFigures {
-            connections: get(&self.connections),
-            established: get(&self.established),
-            open_connections: get(&self.open),
-            refused_at_limit: get(&self.refused),
-            idle_closed: IdleClosed {
-                request_timeout: closed(CloseReason::RequestTimeout),
-                keepalive_timeout: closed(CloseReason::KeepaliveTimeout),
-                evicted: closed(CloseReason::Evicted),
-            },
-            retries_sent: get(&self.retries),
-            handshakes: QuicHandshakes {
-                full: hellos.saturating_sub(resumed),
-                resumed,
-                early_data_accepted: accepted,
-                early_data_rejected: offered.saturating_sub(accepted),
-            },
-            handshake_failures: self.failures.lock().clone(),
-            requests: get(&self.requests),
-            early_requests: get(&self.early_requests),
-            bytes_received: get(&self.bytes_received),
-            bytes_sent: get(&self.bytes_sent),
-            datagrams_received: get(&self.datagrams_received),
-            datagrams_sent: get(&self.datagrams_sent),
-            new_tokens_sent: get(&self.new_tokens),
-            gso_segments: get(&self.gso_segments),
-            gro_segments: get(&self.gro_segments),
-            qlog: self.qlog.as_ref().map(QlogDir::report),
-            half_open: get(&self.half_open),
-            shed: QuicShed {
-                refused: get(&self.shed[0]),
-                retried: get(&self.shed[1]),
-                ignored: get(&self.shed[2]),
-            },
-            receive_buffer_bytes: get(&self.recv_buffer),
-            receive_drops: self
-                .socket
-                .get()
-                .and_then(|s| tlslab_runtime::udp_queue::receive_drops(s).ok()),
-            hello_reads: self.hellos.get().map(|h| {
-                let (datagrams, t) = h.cost();
-                HelloReads {
-                    datagrams,
-                    seconds: t.as_secs_f64(),
-                }
-            }),
-        }
-    }
-}
 
 /// Handshakes of the QUIC listener by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
