@@ -1,8 +1,6 @@
-//! The pieces of one HTTP exchange that every client of this crate shares:
-//! timeouts that keep futures small, the request it sends and how it reads
-//! a response. The engine's clients ([`crate::engine`]) and the user
-//! sessions of [`crate::users`] both use them, so both measure the same
-//! way.
+//! The pieces of one HTTP exchange that the engine's clients
+//! ([`crate::engine`]) share over every protocol: timeouts that keep
+//! futures small, the request HTTP/1.1 sends and how a response is read.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -47,7 +47,6 @@ pub mod source;
 mod sweep;
 mod target;
 mod tls;
-mod users;
 mod validate;
 
 pub use config::{
@@ -70,8 +69,8 @@ pub fn run(cfg: &LoadConfig) -> Result<tlslab_stats::LoadReport, Error> {
 pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
     validate::validate(cfg)
 }
+pub use engine::users::{Second, Users, UsersReport, run_users};
 pub use error::Error;
-pub use users::{Second, Users, UsersReport, run_users};
 
 /// The load client's pieces that other engines reuse (`tlslab-probe`):
 /// its TLS client configuration, its round-trip counter and its error
