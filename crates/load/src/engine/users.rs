@@ -48,6 +48,17 @@
 //! for the whole request, around the engine's per-step ones) are the
 //! workload's own. Over QUIC, the sessions share a few UDP sockets
 //! ([`SHARED_SOCKETS`]) rather than one each.
+//!
+//! Why this shape: a user session is counted by session (goodput, the
+//! per-second timeline), not by request records, and draws its offer and
+//! bounds its request itself, so it does not run the engine's loops,
+//! reuse planner or sinks; but its connections are the engine's, behind
+//! the same seam as every loop's, rather than a client of its own beside
+//! it. The seam's one addition is the entry that hands the record back.
+//! What the workload inherits with it: failures carry the engine's kinds
+//! (`closed`, `refused`, `http_503`, …), and a TLS failure (a `tls_…`
+//! kind, not a shed connection's `closed` or `reset`) empties the
+//! session's store before its retry, as it does for `load`'s clients.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -166,6 +177,13 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
     if multiplexed {
         return Err(Error::Invalid(
             "user sessions make one request per connection: no -m or --flood with them".into(),
+        ));
+    }
+    if (cfg.http3.as_ref()).is_some_and(|h| h.new_socket || h.rebind_after.is_some()) {
+        return Err(Error::Invalid(
+            "user sessions share a few UDP sockets: no --quic-new-socket or --quic-rebind-after \
+             with them"
+                .into(),
         ));
     }
     // The engine's run of one request per connection to the first target:
