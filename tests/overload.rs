@@ -254,6 +254,10 @@ fn overload_over_both_transports_sets_quic_beside_tcp() {
     );
     assert!(err.contains("--servers tlslab"), "{err}");
     common::usage_error(&["overload", "--transport", "both", "--h3"], limit);
+    // The user sessions could speak HTTP/2 (crates/load/tests/protocols.rs),
+    // but the command offers HTTP/1.1 and HTTP/3 only: refused, by name.
+    let err = common::usage_error(&["overload", "--h2"], limit);
+    assert!(err.contains("--h2"), "{err}");
 
     let dir = common::tempdir();
     let json = dir.path().join("o.json");

@@ -1,8 +1,6 @@
-//! The pieces of one HTTP exchange that every client of this crate shares:
-//! timeouts that keep futures small, the request it sends and how it reads
-//! a response. The engine's clients ([`crate::engine`]) and the user
-//! sessions of [`crate::users`] both use them, so both measure the same
-//! way.
+//! The pieces of one HTTP exchange that the engine's clients
+//! ([`crate::engine`]) share over every protocol: timeouts that keep
+//! futures small, the request HTTP/1.1 sends and how a response is read.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{CONNECTION, HOST, USER_AGENT};
+use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
@@ -166,6 +165,16 @@ pub(crate) fn request(uri: &Uri, host: &HeaderValue, last: bool) -> Request<Empt
     );
     h.insert(USER_AGENT, user_agent());
     req
+}
+
+/// `path` (origin-form, as the engine keeps its paths) as the absolute URI
+/// an HTTP/2 or HTTP/3 request carries: `scheme` and `authority` added.
+pub(crate) fn absolute(scheme: Scheme, authority: &Authority, path: &Uri) -> Uri {
+    let mut parts = path.clone().into_parts();
+    parts.scheme = Some(scheme);
+    parts.authority = Some(authority.clone());
+    // The parts come from a valid origin-form URI and a valid authority.
+    Uri::from_parts(parts).unwrap_or_else(|_| path.clone())
 }
 
 /// tlslab's `User-Agent`.

@@ -24,7 +24,9 @@
 //! HTTP/3 over QUIC (a UDP socket per client); both keep up to
 //! `max_concurrent_streams` streams in flight on a connection, and every
 //! stream is one request and one record. The protocol is one seam of the
-//! engine: every loop and workload runs over each of them.
+//! engine: every loop and workload runs over each of them, and so do the
+//! user sessions of `tlslab overload` ([`run_users`]), each request of
+//! which is one connection through that seam.
 //!
 //! It is not for serving (that is `tlslab-server`) nor for printing (that
 //! is `tlslab-report`). Network failures are
@@ -47,7 +49,6 @@ pub mod source;
 mod sweep;
 mod target;
 mod tls;
-mod users;
 mod validate;
 
 pub use config::{
@@ -70,8 +71,8 @@ pub fn run(cfg: &LoadConfig) -> Result<tlslab_stats::LoadReport, Error> {
 pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
     validate::validate(cfg)
 }
+pub use engine::users::{Second, Users, UsersReport, run_users};
 pub use error::Error;
-pub use users::{Second, Users, UsersReport, run_users};
 
 /// The load client's pieces that other engines reuse (`tlslab-probe`):
 /// its TLS client configuration, its round-trip counter and its error

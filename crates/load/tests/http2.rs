@@ -220,8 +220,12 @@ fn plain_http_speaks_h2c_with_prior_knowledge() {
     let snap = srv.shutdown();
     assert_eq!(report.requests.succeeded, 40, "{:?}", report.errors);
     assert_eq!(report.reuse.handshakes, 0);
-    assert_eq!(per_connection(&rows).len(), 2);
-    assert_eq!(report.http.as_ref().unwrap().connections, 2);
+    // A connection per client (on a busy machine one client may take all
+    // 40 before the other's task runs), each kept for all its requests.
+    let conns = report.http.as_ref().unwrap().connections;
+    assert!((1..=2).contains(&conns), "{conns}");
+    assert_eq!(per_connection(&rows).len() as u64, conns);
+    assert_eq!(snap.connections.http, conns);
     assert_eq!(snap.requests.http, 40);
     let lines = access_log(&log);
     assert!(lines.iter().all(|(r, _)| r == "GET /bytes/10 HTTP/2.0"));

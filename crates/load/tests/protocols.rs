@@ -10,7 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tlslab_crypto::pki::Generated;
-use tlslab_load::{Arrivals, Http2, Http3, LoadConfig, OpenLoop, Target, ThinkTime, Workload};
+use tlslab_load::{
+    Arrivals, Http2, Http3, LoadConfig, OpenLoop, Target, ThinkTime, Users, Workload, run_users,
+};
 use tlslab_server::{CertSource, Content, H3Settings, ServeConfig, Server, TlsSettings};
 use tlslab_stats::LoadReport;
 
@@ -504,5 +506,61 @@ fn early_data_over_every_protocol() {
                 assert_eq!(snap.early_data.connections, 4, "{proto:?}: {snap:?}");
             }
         }
+    }
+}
+
+/// The user sessions of `overload` (`run_users`) over every protocol: each
+/// request is one connection of the engine's seam (`Client::one_request`),
+/// and the server saw exactly the requests, connections and handshakes
+/// (full and resumed) the users counted. Bounded: 1 s of arrivals, and
+/// sessions of 3 requests get at most 20 s to finish.
+#[test]
+fn user_sessions_over_every_protocol_make_a_connection_per_request() {
+    for proto in Proto::ALL {
+        let (srv, g) = proto.server(Content::Empty, None);
+        let mut cfg = config(vec![proto.url(&srv, "/bytes/100")], &g);
+        proto.apply(&mut cfg);
+        proto.streams(&mut cfg, 2);
+        let users = Users {
+            rate: 10.0,
+            requests: 3,
+            max_users: 100,
+            drain: Duration::from_secs(20),
+            then: None,
+            retry_backoff: Duration::from_millis(10),
+        };
+        cfg.duration = Some(Duration::from_secs(1));
+        cfg.reuse = 1.0;
+        cfg.think_time = ThinkTime::Const(Duration::from_millis(5));
+        if proto != Proto::H1 {
+            // One request per connection: streams beyond one are refused.
+            let e = run_users(&cfg, users).unwrap_err();
+            assert!(
+                e.is_usage() && e.to_string().contains("-m"),
+                "{proto:?}: {e}"
+            );
+        }
+        proto.streams(&mut cfg, 1);
+        let r = run_users(&cfg, users).unwrap();
+        let want = r.responses;
+        let quic = (proto == Proto::H3).then(|| quic_counts(&srv, want));
+        let t = srv.shutdown().total();
+        eprintln!("{proto:?}: {r:?}\nserver: {t:?}");
+        assert!(r.users_arrived > 0, "{proto:?}");
+        assert!(r.failures.is_empty(), "{proto:?}: {:?}", r.failures);
+        assert_eq!(r.sessions_completed, r.users_arrived, "{proto:?}");
+        assert_eq!(want, 3 * r.sessions_completed, "{proto:?}");
+        assert_eq!(t.requests, want, "{proto:?}");
+        if let Some((requests, established)) = quic {
+            assert_eq!((requests, established), (want, want), "{proto:?}");
+        } else {
+            assert_eq!(t.connections, want, "{proto:?}: a connection per request");
+        }
+        assert_eq!(t.full_handshakes, r.handshakes_full, "{proto:?}");
+        assert_eq!(t.resumed_handshakes, r.handshakes_resumed, "{proto:?}");
+        // Every session's first request is full, and (reuse 100 %) its
+        // later ones offer the session it stored.
+        assert!(r.handshakes_full >= r.sessions_completed, "{proto:?}");
+        assert!(r.handshakes_resumed > 0, "{proto:?}");
     }
 }

@@ -240,8 +240,9 @@ pub struct UsersReport {
     pub sessions_unfinished: u64,
     /// Responses completed (any session), the drain included.
     pub responses: u64,
-    /// Requests that failed, by reason: `timeout`, `connect`, `tls`
-    /// (handshake refused or closed, as a shed connection is), `http`.
+    /// Requests that failed, by reason: the load engine's error kinds
+    /// (`timeout`, `refused`, `reset`, `closed` as a shed connection is,
+    /// `tls_…`, `http_<status>`, …).
     pub failures: std::collections::BTreeMap<String, u64>,
     /// Connections whose handshake was full.
     pub handshakes_full: u64,

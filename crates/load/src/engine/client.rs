@@ -36,6 +36,19 @@ pub(super) struct Client {
     pub(super) page: Option<Page>,
     /// The wait after connections that could not be made.
     pub(super) backoff: Backoff,
+    /// Set while [`one_request`](Self::one_request) makes its request:
+    /// what the caller decided, and the record handed back. Boxed: every
+    /// idle client's task keeps this struct (tests/idle_memory.rs).
+    kept: Option<Box<Kept>>,
+}
+
+/// A request whose caller keeps its record rather than the run's sinks
+/// (see [`Client::one_request`]).
+struct Kept {
+    /// Whether its handshake offers a held session.
+    offer: bool,
+    /// Its record, once it ended (with or without a response).
+    record: Option<RequestRecord>,
 }
 
 /// A browser's page on one multiplexed connection (HTTP/2, HTTP/3): the
@@ -66,6 +79,7 @@ impl Client {
             fixed: None,
             page: None,
             backoff: Backoff::default(),
+            kept: None,
         }
     }
 
@@ -108,11 +122,14 @@ impl Client {
         (!d.is_zero()).then_some(d)
     }
 
-    /// Whether the next handshake offers a held session: a browser model
-    /// or a replay whenever it holds one, other clients as the reuse
-    /// planner says.
+    /// Whether the next handshake offers a held session: as the caller of
+    /// [`one_request`](Self::one_request) decided, a browser model or a
+    /// replay whenever it holds one, other clients as the reuse planner
+    /// says.
     pub(super) fn offer(&self, sh: &Shared, tls: &ClientTls) -> bool {
-        if sh.offer_held {
+        if let Some(k) = &self.kept {
+            k.offer
+        } else if sh.offer_held {
             tls.sessions.has_session()
         } else {
             self.ident
@@ -193,8 +210,20 @@ impl Client {
         rec.error = Some(kind.to_string());
         rec.total_us = start.elapsed().as_micros() as u64;
         let target = rec.target;
-        sh.emit(slot, guard, rec);
+        self.emit(sh, slot, guard, rec);
         self.failed(target, uri);
+    }
+
+    /// Hands a finished request's record to the run's sinks, or back to
+    /// the caller of [`one_request`](Self::one_request).
+    fn emit(&mut self, sh: &Shared, slot: Slot, guard: InFlight<'_>, rec: RequestRecord) {
+        match &mut self.kept {
+            None => sh.emit(slot, guard, rec),
+            Some(k) => {
+                guard.done();
+                k.record = Some(rec);
+            }
+        }
     }
 
     /// A new connection's number and its first request, begun now (the
@@ -300,6 +329,31 @@ impl Client {
         // this function's own, making every client's task future (and so
         // each idle connection) 20 KiB instead of 10 KiB.
         uncorked(uncork, Box::pin(self.over(sh, io, ident, first))).await;
+    }
+
+    /// One request on a new connection of this client's identity, over the
+    /// run's protocol (through [`connection`](Self::connection), with the
+    /// run's `requests_per_conn` of 1), for a caller that counts requests
+    /// its own way: the user sessions of `overload` ([`super::users`]).
+    /// Its handshake offers a held session if and only if `offer`; the
+    /// whole of it (connect, handshake, response) must end within
+    /// `timeout`. Returns its record, which the run's sinks never see;
+    /// `None` if it did not end in time. A request that ended in time is
+    /// not failed by a close that did not.
+    pub(super) async fn one_request(
+        &mut self,
+        sh: &Shared,
+        offer: bool,
+        timeout: Duration,
+    ) -> Option<RequestRecord> {
+        self.kept = Some(Box::new(Kept {
+            offer,
+            record: None,
+        }));
+        // A warm-up slot: outside the run's counts (its `unfinished`, its
+        // HTTP/3 handshakes), which are the caller's here.
+        let _ = with_timeout(timeout, Box::pin(self.connection(sh, Slot::Warmup, None))).await;
+        self.kept.take().and_then(|k| k.record)
     }
 
     /// The rest of [`connection`](Self::connection) once TCP is up: the TLS
@@ -498,7 +552,7 @@ impl Client {
             rec.handshake = Some(h);
         }
         let target = rec.target;
-        sh.emit(slot, guard, rec);
+        self.emit(sh, slot, guard, rec);
         if let Some(e) = &transport_error {
             if e.starts_with("tls_")
                 && let Some(tls) = &self.ident.tls

@@ -27,7 +27,7 @@ use tokio::net::TcpStream;
 use super::client::{Client, Open};
 use super::identity::Identity;
 use super::shared::{CLOSE_GRACE, Shared};
-use crate::conn::{Partial, user_agent, with_timeout};
+use crate::conn::{Partial, absolute, user_agent, with_timeout};
 use crate::io::{CountingIo, HandshakeSlot, HandshakeWatch, NoteDecompression};
 use crate::protocol::Http2;
 
@@ -96,12 +96,8 @@ struct Target {
 
 impl Target {
     fn request(&self, path: &Uri) -> Request<()> {
-        let mut parts = path.clone().into_parts();
-        parts.scheme = Some(self.scheme.clone());
-        parts.authority = Some(self.authority.clone());
         let mut req = Request::new(());
-        // The parts come from a valid origin-form URI and a valid authority.
-        *req.uri_mut() = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
+        *req.uri_mut() = absolute(self.scheme.clone(), &self.authority, path);
         req.headers_mut().insert(USER_AGENT, user_agent());
         req
     }

@@ -29,6 +29,7 @@ use tlslab_stats::{EarlyData, HandshakeKind, HandshakeRecord, RequestRecord};
 use super::client::{Client, Open};
 use super::quic::{Hs, Kind, QuicIdentity, QuicRun};
 use super::shared::{Shared, Slot};
+use crate::conn::{Partial, absolute};
 use crate::io::HandshakeSlot;
 use crate::quic::http3::{self, Got, H3, Send, conn_kind, h3_open, request};
 
@@ -44,16 +45,6 @@ struct Established {
     early: EarlyData,
     h3: Result<H3, String>,
     first: Result<Got, String>,
-}
-
-/// `path` (origin-form, as the engine keeps its paths) as the absolute
-/// URI an HTTP/3 request carries: `https://` and the origin's authority.
-fn absolute(authority: &Authority, path: &Uri) -> Uri {
-    let mut parts = path.clone().into_parts();
-    parts.scheme = Some(Scheme::HTTPS);
-    parts.authority = Some(authority.clone());
-    // The parts come from a valid origin-form URI and a valid authority.
-    Uri::from_parts(parts).unwrap_or_else(|_| path.clone())
 }
 
 /// Starts HTTP/3 on `conn` and sends `uri` as its first request.
@@ -132,7 +123,7 @@ impl Client {
             qi.verified.load(Ordering::Relaxed) > verified0
         };
         let early_ok = sh.early_data && offer;
-        let uri = absolute(&authority, &first.uri);
+        let uri = absolute(Scheme::HTTPS, &authority, &first.uri);
         let est = match handshake(sh, q, connecting, early_ok, &uri, &mut full_now).await {
             Ok(est) => est,
             Err((kind, made)) => {
@@ -251,7 +242,7 @@ impl Client {
     ) {
         let launch = |open: Open<'a>| {
             let (send, timeout) = (send.clone(), sh.timeout);
-            let uri = absolute(authority, &open.uri);
+            let uri = absolute(Scheme::HTTPS, authority, &open.uri);
             async move {
                 let got = request(send, uri, timeout).await;
                 (open, got)
@@ -363,16 +354,19 @@ async fn zero_rtt(
     }
 }
 
-/// Fills `rec` from a response (or its failure); returns the transport
-/// error, if any.
+/// Fills `rec` from a response (or its failure), as a response over TCP
+/// is; returns the transport error, if any.
 fn fill(rec: &mut RequestRecord, got: &Result<Got, String>, start: Instant) -> Option<String> {
     match got {
         Ok(g) => {
-            rec.status = Some(g.status);
-            rec.ttfb_us = Some(g.ttfb_at.saturating_duration_since(g.sent_at).as_micros() as u64);
-            rec.transfer_us = Some(g.end.saturating_duration_since(g.ttfb_at).as_micros() as u64);
-            rec.total_us = g.end.saturating_duration_since(start).as_micros() as u64;
-            rec.body_bytes = g.body;
+            let p = Partial {
+                sent: Some(g.sent_at),
+                head: Some(g.ttfb_at),
+                end: Some(g.end),
+                status: Some(g.status),
+                body: g.body,
+            };
+            p.fill(rec, start);
             None
         }
         Err(e) => {

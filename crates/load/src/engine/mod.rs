@@ -14,7 +14,10 @@
 //! - [`h3`]: the same over HTTP/3 on QUIC (`--h3`), and [`quic`] the QUIC
 //!   state of the run and of each identity;
 //! - [`browser`]: the e-commerce browser driving a client;
-//! - [`backoff`]: the wait after connections that could not be made.
+//! - [`backoff`]: the wait after connections that could not be made;
+//! - [`users`]: the user sessions of `overload`, a workload with a runtime
+//!   and report of its own whose every request is one connection through
+//!   the same seam ([`client::Client::one_request`]).
 
 mod backoff;
 mod browser;
@@ -27,9 +30,10 @@ mod quic;
 mod replay;
 mod shared;
 mod streams;
+pub(crate) mod users;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tlslab_crypto::meter::{Ablation, Meter, Op, Snapshot};
@@ -51,7 +55,6 @@ use self::shared::{CLOSE_GRACE, Shared, group_origins, until_deadline};
 use crate::config::{LoadConfig, OpenLoop, Workload};
 use crate::conn::with_timeout;
 use crate::error::Error;
-use crate::progress::Progress;
 use crate::target::Target;
 use crate::tls;
 
@@ -164,44 +167,16 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
         // Fail before the run on a bad window or speed.
         Scheduler::new(r.plan.clone(), r.window, r.pacing).map_err(Error::Workload)?;
     }
-    let socket = Arc::new(crate::io::SocketTotals::default());
     let hdr_log = crate::hdr::open(cfg, window_start)?;
-    let shared = Arc::new(Shared {
-        origins,
-        run_start: window_start.checked_sub(cfg.warmup).unwrap_or(window_start),
-        window_start,
-        deadline: cfg.duration.map(|d| window_start + d),
-        budget: cfg.requests.map(AtomicU64::new),
-        requests_per_conn: cfg.requests_per_conn,
-        connections: AtomicU64::new(0),
-        timeout: cfg.timeout,
-        source: cfg.source_ip.clone(),
-        mss: cfg.mss,
-        reuse: cfg.reuse,
-        resume_with: cfg.resume_with,
-        early_data: cfg.early_data,
-        http2: cfg.http2,
-        quic: quic.clone(),
-        collector: Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4)))
-            .with_hdr_log(hdr_log.clone()),
-        csv,
-        progress: cfg.progress.then(Progress::default),
-        unfinished: AtomicU64::new(0),
-        workload: cfg.workload,
-        seed: cfg.seed,
-        think_time: cfg.think_time,
-        retry_on_failure: cfg.retry_on_failure,
-        retry_backoff: cfg.retry_backoff,
-        backoff_waits: AtomicU64::new(0),
-        backoff_ns: AtomicU64::new(0),
-        path_index,
-        offer_held: generator.is_some() || cfg.replay.is_some(),
-        meter,
-        ablation: cfg.ablation,
-        ablation_hint: parking_lot::Mutex::new(None),
-        wrap_store: tls::store_wrapper(cfg),
-        socket: socket.clone(),
-    });
+    let collector = Collector::new(cfg.clients.min(cfg.threads.saturating_mul(4)))
+        .with_hdr_log(hdr_log.clone());
+    let mut shared = Shared::new(cfg, origins, meter, window_start, collector);
+    shared.quic = quic.clone();
+    shared.csv = csv;
+    shared.path_index = path_index;
+    shared.offer_held = generator.is_some() || cfg.replay.is_some();
+    let socket = shared.socket.clone();
+    let shared = Arc::new(shared);
     if cfg.ablation.contains(Ablation::Cache) {
         rt.block_on(prime_universal_session(&shared));
     }

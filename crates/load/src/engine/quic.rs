@@ -70,10 +70,26 @@ pub(super) struct QuicRun {
     /// completed, or the server closed, refused or reset it).
     pub(super) attempts: AtomicU64,
     pub(super) answered: AtomicBool,
-    /// Every identity's UDP endpoint, to let their CONNECTION_CLOSE frames
-    /// out before the runtime stops.
+    /// Every identity's UDP endpoint (with `shared_sockets`, every shared
+    /// one), to let their CONNECTION_CLOSE frames out before the runtime
+    /// stops.
     endpoints: Mutex<std::collections::HashMap<u32, quinn::Endpoint>>,
+    /// `Some(n)`: the identities share `n` UDP sockets, identity `id`
+    /// taking the `id % n`-th, rather than one each (the user sessions of
+    /// `overload`, a new identity per session: see [`SHARED_RECV_BUFFER`]).
+    pub(super) shared_sockets: Option<u32>,
 }
+
+/// The receive buffer asked for on each shared socket (the server's
+/// `--quic-recv-buffer` default; the kernel caps it at
+/// `net.core.rmem_max`). Best effort: a burst of server flights to a socket
+/// many identities share must not overflow the kernel's default buffer
+/// (overload at 3x saw 9,682 drops on one), or the client, not the server,
+/// stalls the handshakes it loses. A socket per identity instead cost the
+/// overload client a socket, a driver task and quinn's receive buffer
+/// (megabytes once touched) per arriving user: at 200 users/s its memory
+/// grew to 1.9 GB, and the point measured the client.
+const SHARED_RECV_BUFFER: usize = 4 << 20;
 
 impl QuicRun {
     /// The run's QUIC state for `cfg` and its HTTP/3 options, on the run's
@@ -117,7 +133,34 @@ impl QuicRun {
             attempts: AtomicU64::new(0),
             answered: AtomicBool::new(false),
             endpoints: Mutex::default(),
+            shared_sockets: None,
         })
+    }
+
+    /// Shared socket `key`, bound to `local` on first use.
+    fn shared_endpoint(
+        &self,
+        key: u32,
+        local: SocketAddr,
+    ) -> Result<quinn::Endpoint, &'static str> {
+        let mut pool = self.endpoints.lock();
+        if let Some(e) = pool.get(&key) {
+            return Ok(e.clone());
+        }
+        let socket = std::net::UdpSocket::bind(local).map_err(|err| {
+            tracing::warn!("HTTP/3 client: UDP bind {local}: {err}");
+            "udp_bind"
+        })?;
+        let _ = nix::sys::socket::setsockopt(
+            &socket,
+            nix::sys::socket::sockopt::RcvBuf,
+            &SHARED_RECV_BUFFER,
+        );
+        let runtime = quinn::default_runtime().ok_or("udp_bind")?;
+        let e = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
+            .map_err(|_| "udp_bind")?;
+        pool.insert(key, e.clone());
+        Ok(e)
     }
 
     /// Closes every identity's endpoint and waits (at most `wait`) until
@@ -216,7 +259,8 @@ impl QuicIdentity {
     /// With `fresh` (`--quic-new-socket`, a connection after the
     /// identity's first), a new endpoint on a new socket replaces it: the
     /// previous one stays with its closing connection, whose last packets
-    /// leave from their own port, until that connection is gone.
+    /// leave from their own port, until that connection is gone. With
+    /// [`QuicRun::shared_sockets`], it is the run's shared one.
     pub(super) fn endpoint(
         &self,
         q: &QuicRun,
@@ -227,6 +271,11 @@ impl QuicIdentity {
         let mut e = self.endpoint.lock();
         if let (Some(e), false) = (&*e, fresh) {
             return Ok(e.clone());
+        }
+        if let Some(n) = q.shared_sockets {
+            let shared = q.shared_endpoint(id % n.max(1), local)?;
+            *e = Some(shared.clone());
+            return Ok(shared);
         }
         let made = quinn::Endpoint::client(local).map_err(|err| {
             tracing::warn!("HTTP/3 client: UDP bind {local}: {err}");

@@ -178,6 +178,53 @@ pub(super) enum Slot {
 }
 
 impl Shared {
+    /// The state of a run of `cfg` against `origins`, its window starting
+    /// at `window_start`, its requests counted into `collector`: no QUIC
+    /// state, CSV log or named paths yet (the caller sets those it has).
+    pub(super) fn new(
+        cfg: &LoadConfig,
+        origins: Vec<Origin>,
+        meter: Arc<Meter>,
+        window_start: Instant,
+        collector: Collector,
+    ) -> Shared {
+        Shared {
+            origins,
+            run_start: window_start.checked_sub(cfg.warmup).unwrap_or(window_start),
+            window_start,
+            deadline: cfg.duration.map(|d| window_start + d),
+            budget: cfg.requests.map(AtomicU64::new),
+            requests_per_conn: cfg.requests_per_conn,
+            connections: AtomicU64::new(0),
+            timeout: cfg.timeout,
+            source: cfg.source_ip.clone(),
+            mss: cfg.mss,
+            reuse: cfg.reuse,
+            resume_with: cfg.resume_with,
+            early_data: cfg.early_data,
+            http2: cfg.http2,
+            quic: None,
+            collector,
+            csv: None,
+            progress: cfg.progress.then(Progress::default),
+            unfinished: AtomicU64::new(0),
+            workload: cfg.workload,
+            seed: cfg.seed,
+            think_time: cfg.think_time,
+            retry_on_failure: cfg.retry_on_failure,
+            retry_backoff: cfg.retry_backoff,
+            backoff_waits: AtomicU64::new(0),
+            backoff_ns: AtomicU64::new(0),
+            path_index: Default::default(),
+            offer_held: false,
+            meter,
+            ablation: cfg.ablation,
+            ablation_hint: parking_lot::Mutex::new(None),
+            wrap_store: tls::store_wrapper(cfg),
+            socket: Arc::default(),
+        }
+    }
+
     /// The error kind of `e`; a TLS error that a different `--ablate` set on
     /// the server explains is `tls_ablation_mismatch`, and its explanation
     /// is kept for the report.

@@ -35,36 +35,53 @@
 //! counted as unfinished, and a session finishing after it counts if it
 //! arrived within it, up to the drain bound).
 //!
-//! It reuses the load engine's TLS client configuration and session store
-//! (`tlslab_crypto::store::ClientSessions`), not its closed-loop clients:
-//! one request per connection, over HTTP/1.1, or over HTTP/3 when the
-//! configuration asks for it ([`LoadConfig::http3`]; see [`quic`]): then
-//! each request is a new QUIC connection (from one of a few UDP sockets
-//! the users share), and the same knobs (reuse, timeout, retry, backoff)
-//! apply.
+//! The users' connections are the load engine's: each request is one
+//! [`Client::one_request`], a connection through the engine's protocol
+//! seam ([`Client::connection`]) with the run's `requests_per_conn` of 1,
+//! over HTTP/1.1 or HTTP/2 over TLS ([`LoadConfig::http2`]) or HTTP/3 over
+//! QUIC ([`LoadConfig::http3`]): the same TLS configuration, connect,
+//! handshake, certificate-verification count, response reading and error
+//! classes as `load`. A session is one engine [`Identity`] (its own
+//! session store); the seam hands each request's record back instead of
+//! counting it, and this module counts it as a user session does. Only
+//! the offer (drawn here, not by the reuse planner) and the timeout (one
+//! for the whole request, around the engine's per-step ones) are the
+//! workload's own. Over QUIC, the sessions share a few UDP sockets
+//! ([`SHARED_SOCKETS`]) rather than one each.
+//!
+//! Why this shape: a user session is counted by session (goodput, the
+//! per-second timeline), not by request records, and draws its offer and
+//! bounds its request itself, so it does not run the engine's loops,
+//! reuse planner or sinks; but its connections are the engine's, behind
+//! the same seam as every loop's, rather than a client of its own beside
+//! it. The seam's one addition is the entry that hands the record back.
+//! What the workload inherits with it: failures carry the engine's kinds
+//! (`closed`, `refused`, `http_503`, …), and a TLS failure (a `tls_…`
+//! kind, not a shed connection's `closed` or `reset`) empties the
+//! session's store before its retry, as it does for `load`'s clients.
 
-mod quic;
-
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::{HeaderValue, Uri};
-use http_body_util::Empty;
-use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
-use rustls::pki_types::ServerName;
 use tlslab_crypto::meter::Meter;
-use tlslab_crypto::store::ClientSessions;
 use tlslab_runtime::{CpuPin, RuntimeSpec};
+use tlslab_stats::{Collector, HandshakeKind, RequestRecord};
 use tlslab_workload::think::ThinkTime;
-use tokio_rustls::TlsConnector;
 
-use crate::config::{LoadConfig, retry_backoff_bound};
-use crate::conn::{Partial, request as get, send, with_timeout};
+use super::client::Client;
+use super::identity::Identity;
+use super::quic::QuicRun;
+use super::shared::{Shared, group_origins};
+use crate::config::{LoadConfig, Workload, retry_backoff_bound};
 use crate::error::Error;
+
+/// The UDP sockets the sessions share over QUIC, each taken by every
+/// `SHARED_SOCKETS`-th session: connections, not sockets, are what the
+/// server admits and serves (see [`super::quic`] for what a socket per
+/// session cost).
+const SHARED_SOCKETS: u32 = 16;
 
 /// The user-session knobs beside a [`LoadConfig`] (which gives the target,
 /// TLS settings and trust, `duration`, `timeout`, `think_time`,
@@ -116,11 +133,8 @@ struct Counters {
 
 struct Ctx {
     start: Instant,
-    addr: SocketAddr,
-    name: ServerName<'static>,
-    path: Uri,
-    host: HeaderValue,
-    base: rustls::ClientConfig,
+    /// The engine's state for the sessions' connections.
+    sh: Arc<Shared>,
     timeout: Duration,
     think: ThinkTime,
     retry: bool,
@@ -129,8 +143,6 @@ struct Ctx {
     k: u32,
     end: Instant,
     c: Counters,
-    /// HTTP/3 (`LoadConfig::http3`): what its connections share.
-    quic: Option<quic::QuicBase>,
 }
 
 /// Runs the user-session workload of `cfg` and `users` and returns what it
@@ -160,21 +172,42 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
             "user sessions measure TLS sessions: give an https:// URL".into(),
         ));
     }
-    if cfg.http2.is_some() {
+    let multiplexed = cfg.http2.is_some_and(|h| h.max_concurrent_streams > 1)
+        || (cfg.http3.as_ref()).is_some_and(|h| h.max_concurrent_streams > 1 || h.flood.is_some());
+    if multiplexed {
         return Err(Error::Invalid(
-            "user sessions speak HTTP/1.1, or HTTP/3 with --h3; not HTTP/2".into(),
+            "user sessions make one request per connection: no -m or --flood with them".into(),
         ));
     }
-    let name = crate::target::server_name(cfg.sni.as_deref(), &target.host)?;
-    let (path, host) = target.request_parts()?;
-    let base = crate::tls::base_config(cfg, &Meter::new())?;
-    let quic = match &cfg.http3 {
-        Some(h3) if h3.max_concurrent_streams > 1 || h3.flood.is_some() => {
-            return Err(Error::Invalid(
-                "user sessions make one request per connection: no -m or --flood with them".into(),
-            ));
+    if (cfg.http3.as_ref()).is_some_and(|h| h.new_socket || h.rebind_after.is_some()) {
+        return Err(Error::Invalid(
+            "user sessions share a few UDP sockets: no --quic-new-socket or --quic-rebind-after \
+             with them"
+                .into(),
+        ));
+    }
+    // The engine's run of one request per connection to the first target:
+    // the workload thinks, retries, offers and times out itself, and its
+    // requests are 1-RTT.
+    let mut one = cfg.clone();
+    one.targets = vec![target.clone()];
+    one.workload = Workload::Urls;
+    one.requests_per_conn = 1;
+    one.think_time = ThinkTime::Zero;
+    one.early_data = false;
+    one.duration = None;
+    one.requests = None;
+    one.warmup = Duration::ZERO;
+    one.progress = false;
+    let meter = Meter::new();
+    let base = crate::tls::base_config(&one, &meter)?;
+    let origins = group_origins(&one, Some(&base))?;
+    let quic = match &one.http3 {
+        Some(h3) => {
+            let mut q = QuicRun::new(&one, h3, &base)?;
+            q.shared_sockets = Some(SHARED_SOCKETS);
+            Some(Arc::new(q))
         }
-        Some(_) => Some(quic::QuicBase::new(cfg, target)?),
         None => None,
     };
     let pin = cfg.pin_cpus.as_deref().map(CpuPin::new).transpose()?;
@@ -189,24 +222,14 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
     let cpu0 = threads.cpu_time().total();
     let wall0 = Instant::now();
     let report = rt.block_on(async {
-        let unresolved = |source| Error::Resolve {
-            host: target.host.clone(),
-            port: target.port,
-            source,
-        };
-        let addr = tokio::net::lookup_host((target.host.as_str(), target.port))
-            .await
-            .map_err(|e| unresolved(Some(e)))?
-            .next()
-            .ok_or_else(|| unresolved(None))?;
+        let _ = origins[0].resolve(cfg.timeout).await;
         let start = Instant::now();
+        let mut sh = Shared::new(&one, origins, meter, start, Collector::new(1));
+        sh.quic = quic.clone();
+        super::addr_of(&sh)?;
         let ctx = Arc::new(Ctx {
             start,
-            addr,
-            name,
-            path,
-            host,
-            base,
+            sh: Arc::new(sh),
             timeout: cfg.timeout,
             think: cfg.think_time,
             retry: cfg.retry_on_failure,
@@ -218,7 +241,6 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
                 latency: Mutex::new(hdrhistogram::Histogram::new(3).ok()),
                 ..Default::default()
             },
-            quic,
         });
         let mut rng = tlslab_workload::rng(cfg.seed, u64::MAX);
         let gap = |rate: f64| ThinkTime::Exp {
@@ -260,8 +282,8 @@ pub fn run_users(cfg: &LoadConfig, users: Users) -> Result<UsersReport, Error> {
                 .fetch_add(tasks.len() as u64, Ordering::Relaxed);
             tasks.abort_all();
         }
-        if let Some(q) = &ctx.quic {
-            q.close();
+        if let Some(q) = &quic {
+            q.close_endpoints(cfg.timeout).await;
         }
         Ok::<_, Error>(report(&ctx, duration))
     })?;
@@ -345,27 +367,10 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
     // Failures in a row, for the backoff.
     let mut failures = 0u32;
     'session: loop {
-        ctx.c.started.fetch_add(1, Ordering::Relaxed);
-        // The session's client: a TLS configuration with its own session
-        // store over TCP, or a shared UDP socket and a store of its own
-        // over QUIC.
-        let (sessions, client) = match &ctx.quic {
-            Some(base) => match quic::QuicUser::new(base, ctx.addr, ctx.timeout) {
-                Ok(q) => (q.sessions.clone(), Client::Quic(q)),
-                Err(reason) => {
-                    // No socket: counted as a failure, and the run goes on.
-                    *ctx.c.failures.lock().entry(reason.into()).or_insert(0) += 1;
-                    ctx.c.abandoned.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-            },
-            None => {
-                let sessions = ClientSessions::new();
-                let mut cfg = ctx.base.clone();
-                cfg.resumption = rustls::client::Resumption::store(sessions.clone());
-                (sessions, Client::Tcp(Arc::new(cfg)))
-            }
-        };
+        // The session's client: an engine identity of its own (its own
+        // TLS session store), numbered by the sessions started.
+        let id = ctx.c.started.fetch_add(1, Ordering::Relaxed) as u32;
+        let mut client = Client::new(ctx.sh.clone(), Arc::new(Identity::new(&ctx.sh, id)));
         let mut i = 0;
         // Whether request i offers the session: drawn once per request.
         let mut offer = None;
@@ -378,15 +383,16 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
                 }
             }
             let o = *offer.get_or_insert_with(|| rng.random_bool(ctx.reuse.clamp(0.0, 1.0)));
-            sessions.set_offer(o);
-            match request(&ctx, &client).await {
-                Ok(()) => {
+            let rec = client.one_request(&ctx.sh, o, ctx.timeout).await;
+            match outcome(rec) {
+                Ok(rec) => {
+                    counted(&ctx, &rec);
                     i += 1;
                     offer = None;
                     failures = 0;
                 }
                 Err(reason) => {
-                    *ctx.c.failures.lock().entry(reason.into()).or_insert(0) += 1;
+                    *ctx.c.failures.lock().entry(reason).or_insert(0) += 1;
                     if Instant::now() >= ctx.end {
                         ctx.c.abandoned.fetch_add(1, Ordering::Relaxed);
                         return;
@@ -421,79 +427,35 @@ async fn user(ctx: Arc<Ctx>, mut rng: tlslab_workload::Rng, arrived: usize) {
     }
 }
 
-/// A user session's client, by transport.
-enum Client {
-    /// TLS over TCP: the configuration with the session's store.
-    Tcp(Arc<rustls::ClientConfig>),
-    /// QUIC: the session's socket and store.
-    Quic(quic::QuicUser),
+/// A request's record as a success, or its failure's kind (`timeout` for
+/// one that did not end in time).
+fn outcome(rec: Option<RequestRecord>) -> Result<RequestRecord, String> {
+    match rec {
+        None => Err("timeout".into()),
+        Some(RequestRecord { error: Some(e), .. }) => Err(e),
+        Some(rec) => Ok(rec),
+    }
 }
 
-/// One request on a new connection, within the timeout, made as the
-/// engine's clients make theirs ([`crate::conn`], or HTTP/3's
-/// [`crate::quic::http3`]), counted. Errors are failure reasons.
-async fn request(ctx: &Ctx, client: &Client) -> Result<(), &'static str> {
-    let t0 = Instant::now();
-    let resumed = match (client, &ctx.quic) {
-        (Client::Quic(q), Some(base)) => {
-            with_timeout(ctx.timeout, q.request(base, ctx.addr, ctx.timeout))
-                .await
-                .unwrap_or(Err("timeout"))?
-        }
-        (Client::Tcp(cfg), _) => request_tcp(ctx, cfg.clone()).await?,
-        (Client::Quic(_), None) => return Err("quic_config"),
-    };
-    counted(ctx, t0, resumed);
-    Ok(())
-}
-
-/// One HTTP/1.1 request on a new TLS connection, within the timeout;
-/// whether its handshake was resumed.
-async fn request_tcp(ctx: &Ctx, cfg: Arc<rustls::ClientConfig>) -> Result<bool, &'static str> {
-    let work = async {
-        let tcp = crate::source::connect(None, ctx.addr)
-            .await
-            .map_err(|_| "connect")?;
-        let _ = tcp.set_nodelay(true);
-        let tls = TlsConnector::from(cfg)
-            .connect(ctx.name.clone(), tcp)
-            .await
-            .map_err(|_| "tls")?;
-        let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(tls))
-                .await
-                .map_err(|_| "http")?;
-        tokio::spawn(conn);
-        let mut p = Partial::default();
-        send(&mut sender, get(&ctx.path, &ctx.host, true), &mut p)
-            .await
-            .map_err(|_| "http")?;
-        if !p.status.is_some_and(|s| (200..300).contains(&s)) {
-            return Err("status");
-        }
-        Ok(resumed)
-    };
-    with_timeout(ctx.timeout, work)
-        .await
-        .unwrap_or(Err("timeout"))
-}
-
-/// Counts a response that took from `t0` until now.
-fn counted(ctx: &Ctx, t0: Instant, resumed: bool) {
+/// Counts a response.
+fn counted(ctx: &Ctx, rec: &RequestRecord) {
     let c = &ctx.c;
     c.responses.fetch_add(1, Ordering::Relaxed);
     if Instant::now() < ctx.end {
         c.responses_in_window.fetch_add(1, Ordering::Relaxed);
     }
     ctx.second(|s| s.responses += 1);
+    let resumed = rec
+        .handshake
+        .as_ref()
+        .is_some_and(|h| h.kind == HandshakeKind::Resumed);
     if resumed {
         c.resumed.fetch_add(1, Ordering::Relaxed);
     } else {
         c.full.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(h) = c.latency.lock().as_mut() {
-        let _ = h.record(t0.elapsed().as_micros() as u64);
+        let _ = h.record(rec.total_us);
     }
 }
 
