@@ -20,27 +20,20 @@ set -euo pipefail
 T=$1 ROUNDS=${2:-3} SECS=${3:-5} CLIENTS=${4:-8}
 [ -x "$T" ] || { echo "$0: $T is not an executable" >&2; exit 2; }
 dir=$(mktemp -d)
-trap 'kill "$(cat "$dir/serve.pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$dir"' EXIT
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
 tck=$(getconf CLK_TCK)
 printf 'think_time = "0"\n' >"$dir/model.toml"
-
-taskset -c 0 "$T" serve --listen 127.0.0.1:0 --threads 1 --tls 1.3 --tickets on --h3 \
-  </dev/null >"$dir/serve.out" 2>"$dir/serve.err" &
-echo $! >"$dir/serve.pid"
-url=""
-for _ in $(seq 100); do
-  url=$(sed -n 's/^tlslab serve: https \(https:[^ ]*\).*/\1/p' "$dir/serve.out" 2>/dev/null || true)
-  [ -n "$url" ] && break
-  sleep 0.05
-done
-[ -n "$url" ] || { echo "$0: serve did not start: $(cat "$dir/serve.err")" >&2; exit 1; }
-pid=$(cat "$dir/serve.pid")
+. "$(dirname "$0")/serve-lib.sh"
+BIN=$T
+pid=
+serve_start --threads 1 --tls 1.3 --tickets on --h3
+url=$URL
 
 one() { # protocol round
   local flag=() c0 c1
   case $1 in h2) flag=(--h2) ;; h3) flag=(--h3) ;; esac
   c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-  taskset -c 1 "$T" load "$url" --insecure --no-progress --threads 1 -c "$CLIENTS" -d "${SECS}s" \
+  taskset -c 1 "$T" load "$url" --cacert "$CA" --no-progress --threads 1 -c "$CLIENTS" -d "${SECS}s" \
     --workload ecommerce --workload-config "$dir/model.toml" "${flag[@]}" \
     --json "$dir/$1.$2.json" </dev/null >/dev/null 2>"$dir/$1.$2.err" ||
     { echo "$0: load $1 failed: $(cat "$dir/$1.$2.err")" >&2; exit 1; }
