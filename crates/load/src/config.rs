@@ -1,5 +1,5 @@
 //! What a load run is told: [`LoadConfig`] and the choices it holds.
-//! Checked by [`crate::validate`] before any work.
+//! Checked by [`LoadConfig::validate`] before any work.
 
 use std::path::PathBuf;
 use std::str::FromStr;

@@ -60,13 +60,13 @@ pub use protocol::{FloodKind, FloodPlan, Http2, Http3};
 /// Runs the load described by `cfg` over its protocol: HTTP/1.1, HTTP/2
 /// ([`LoadConfig::http2`]) or HTTP/3 over QUIC ([`LoadConfig::http3`]),
 /// each behind the engine's one protocol seam, with the same loops,
-/// workloads and report. See [`engine::run`] for what a run does and when
+/// workloads and report. See `engine::run` for what a run does and when
 /// it fails.
 pub fn run(cfg: &LoadConfig) -> Result<tlslab_stats::LoadReport, Error> {
     engine::run(cfg)
 }
 
-/// Checks `cfg` without running it (see [`validate::validate`]). A failure
+/// Checks `cfg` without running it (see `validate::validate`). A failure
 /// is a usage error that names the fix.
 pub fn validate(cfg: &LoadConfig) -> Result<(), Error> {
     validate::validate(cfg)

@@ -22,15 +22,15 @@ pub const MAX_PING_CLIENTS: u64 = 10_000;
 /// else fails the connection as `alpn_not_h2`) and speaking HTTP/2 with
 /// prior knowledge (h2c) over `http://`. Up to `max_concurrent_streams`
 /// streams are in flight on the connection, as h2load's `-m`;
-/// [`LoadConfig::requests_per_conn`] then counts streams per connection.
+/// [`LoadConfig::requests_per_conn`](crate::LoadConfig::requests_per_conn) then counts streams per connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Http2 {
     /// Streams in flight per connection (`-m`), at least 1.
     pub max_concurrent_streams: u32,
 }
 
-/// HTTP/3 load (`--h3`, [`LoadConfig::http3`]): its options beyond the
-/// rest of [`LoadConfig`].
+/// HTTP/3 load (`--h3`, [`LoadConfig::http3`](crate::LoadConfig::http3)): its options
+/// beyond the rest of [`LoadConfig`](crate::LoadConfig).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Http3 {
     /// Streams in flight per connection (`-m`), at least 1.

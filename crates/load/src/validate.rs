@@ -19,7 +19,7 @@ const MAX_STREAMS: u32 = 10_000;
 const MAX_SPAN: Duration = Duration::from_secs(365 * 24 * 3600);
 
 impl LoadConfig {
-    /// Checks that the configuration can run: [`validate`].
+    /// Checks that the configuration can run (`validate::validate`).
     pub fn validate(&self) -> Result<(), Error> {
         validate(self)
     }

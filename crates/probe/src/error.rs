@@ -2,7 +2,7 @@
 
 use crate::store::StoreError;
 
-/// Errors that stop the probe (never a failed target: that is a [`Sample`]
+/// Errors that stop the probe (never a failed target: that is a [`Sample`](crate::Sample)
 /// with an error kind).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

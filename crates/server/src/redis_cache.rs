@@ -164,7 +164,7 @@ impl Outage {
     }
 }
 
-/// Counters of a [`RedisStore`], as of one instant.
+/// Counters of the Redis session store, as of one instant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RedisStats {
     /// Prefetch GETs that found a session in Redis.
@@ -497,7 +497,7 @@ impl RedisStore {
 /// The claim of a TLS 1.3 ticket, atomic in Redis: take it (`GETDEL`),
 /// and where there was none, or only a tombstone, leave a tombstone (an
 /// empty value, for the sessions' TTL) so that the ticket, if it is still
-/// on its way, can never be claimed later. KEYS[1]: the key; ARGV[1]: TTL
+/// on its way, can never be claimed later. `KEYS[1]`: the key; `ARGV[1]`: TTL
 /// in ms. Returns the value, nil, or the tombstone.
 pub(crate) const CLAIM: &str = "local v = redis.call('GETDEL', KEYS[1]) \
 if not v or v == '' then redis.call('SET', KEYS[1], '', 'PX', ARGV[1]) end \

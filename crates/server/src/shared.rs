@@ -40,7 +40,7 @@ pub(crate) struct Shared {
     pub(crate) auto: auto::Builder<TokioExecutor>,
     /// HTTP/1 only (ALPN http/1.1): hyper's own connection, not the
     /// version-detecting one, whose future has room for an HTTP/2
-    /// connection too (see [`serve_http`]).
+    /// connection too (see [`serve_http`](crate::http_conn::serve_http)).
     pub(crate) h1: http1::Builder,
     pub(crate) h2: auto::Builder<TokioExecutor>,
     pub(crate) registry: Registry,

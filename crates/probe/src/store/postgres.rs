@@ -137,7 +137,7 @@ pub fn check_url(url: &str) -> Result<(), String> {
 
 impl PostgresStore {
     /// Connects to `url` (`postgres://user[:password]@host[:port]/db`) and
-    /// brings the schema to [`SCHEMA_VERSION`]. A server that cannot be
+    /// brings the schema to the store's `SCHEMA_VERSION`. A server that cannot be
     /// reached is an error here: a probe never starts without its database.
     pub fn open(url: &str) -> Result<Self, StoreError> {
         Self::open_within(url, CONNECT_TIMEOUT, QUERY_TIMEOUT)

@@ -17,7 +17,7 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if `create`) the database at `path`, in WAL mode,
-    /// and brings its schema to [`SCHEMA_VERSION`].
+    /// and brings its schema to the store's `SCHEMA_VERSION`.
     pub fn open(path: &Path, create: bool) -> Result<Self, StoreError> {
         let p = path.display().to_string();
         let open_err = |reason: String| StoreError::Open {
