@@ -6,6 +6,15 @@
 //! may use. Exit codes: 0 success, 1 runtime failure, 2 usage error (bad
 //! flags, bad files named by flags).
 
+// The doc comments of `args` are clap's `--help` text, written for a
+// terminal: `<arm>`, `host:port` in brackets and bare URLs there are the
+// user's words, not rustdoc markup.
+#![allow(
+    rustdoc::invalid_html_tags,
+    rustdoc::broken_intra_doc_links,
+    rustdoc::bare_urls
+)]
+
 mod args;
 mod cmd;
 mod flags;

@@ -139,7 +139,7 @@ pub fn line(label: &str, client_random: &[u8], secret: &[u8]) -> String {
     s
 }
 
-/// Appends [`line`] to `s`.
+/// Appends [`line()`] to `s`.
 fn push_line(s: &mut String, label: &str, client_random: &[u8], secret: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let hex = |s: &mut String, bytes: &[u8]| {

@@ -2,7 +2,7 @@
 //! packet-level WAN path (`tlslab path`), for a client that brings its own
 //! engine (the probe) and runs it on the path's client end.
 //!
-//! The server is the one every experiment starts from ([`Rig::server`]):
+//! The server is the one every experiment starts from (`Rig::server`):
 //! one worker thread pinned to the server's CPUs, metered from the start
 //! of the run to [`PathServer::stop`], which also stops the path and
 //! returns its counters.

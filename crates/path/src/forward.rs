@@ -47,7 +47,7 @@ pub struct Forwarded {
     pub cpu: Duration,
     /// The thread's lifetime.
     pub wall: Duration,
-    /// Whether the thread ran under SCHED_FIFO (see [`RT_PRIORITY`]).
+    /// Whether the thread ran under SCHED_FIFO (see `RT_PRIORITY`).
     pub realtime: bool,
 }
 

@@ -39,10 +39,10 @@ pub const DEFAULT_MAX_QUEUED: usize = 128 * 1024 * 1024;
 /// `proxy_timeout`.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// How many bytes one direction may hold: [`WINDOW`] without a bandwidth
+/// How many bytes one direction may hold: `WINDOW` without a bandwidth
 /// limit; with one, the bytes the bottleneck sends in the path's delays
 /// (both ways, with jitter and a retransmission) plus one second, within
-/// [`MIN_WINDOW`]..=[`WINDOW`]. At 100 kbit/s that is 128 KiB, not 4 MiB
+/// `MIN_WINDOW..=WINDOW`. At 100 kbit/s that is 128 KiB, not 4 MiB
 /// that would take five minutes to drain.
 pub fn window(c: &Conditions) -> usize {
     let Some(bw) = c.bandwidth else {

@@ -31,7 +31,7 @@
 //!   `perf_event_open`, and allocations counted by [`CountingAlloc`] (the
 //!   tlslab binary's global allocator; its `unsafe impl GlobalAlloc` is the
 //!   workspace's third `unsafe`), summed by [`Threads::costs`].
-//! - [`cork`] and [`uncorked`] coalesce a connection's flushed writes
+//! - [`cork()`] and [`uncorked`] coalesce a connection's flushed writes
 //!   (TLS flights, HTTP responses, `close_notify`) into one `write` per
 //!   wait of the task that owns it.
 //!

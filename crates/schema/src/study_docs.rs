@@ -1,4 +1,4 @@
-//! Every committed results document reads back as [`StudyResults`] and
+//! Every committed results document reads back as [`StudyResults`](crate::study::StudyResults) and
 //! writes the same bytes.
 
 #[cfg(test)]

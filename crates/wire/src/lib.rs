@@ -3,7 +3,7 @@
 //!
 //! This crate is for reading the plaintext parts of a TLS connection from
 //! bytes someone else has read (or peeked) off a socket:
-//! - [`sniff`]: is this connection TLS, plain HTTP on a TLS port, or junk?
+//! - [`sniff()`]: is this connection TLS, plain HTTP on a TLS port, or junk?
 //! - the record layer ([`parse_record_header`], [`records`]) and handshake
 //!   messages ([`handshake_messages`], [`Reassembler`] for messages that
 //!   span records, [`first_handshake_message`] for a peeked connection start);

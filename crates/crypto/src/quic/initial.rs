@@ -414,7 +414,7 @@ pub enum Read {
 
 /// Reads clients' ClientHellos from their datagrams, across as many
 /// Initials as they take, bounded by [`AssemblerLimits`]; the client
-/// Initial keys of its last [`KEY_CACHE`] DCIDs are kept.
+/// Initial keys of its last `KEY_CACHE` DCIDs are kept.
 pub struct HelloReader {
     assembler: HelloAssembler,
     /// Most recently used last.

@@ -21,7 +21,7 @@
 //!
 //! `blind` sends every datagram by the 4-tuple hash. Every policy reads
 //! each new connection's ClientHello and its node's ServerHello
-//! ([`learn`]), for the same routing-efficiency figures as over TCP.
+//! (`learn`), for the same routing-efficiency figures as over TCP.
 //!
 //! State is a bounded LRU table of flows (client address and port), each
 //! with at most one connected socket per node, opened on first use and

@@ -9,11 +9,11 @@
 //! each cell's window; CPU per request is server-observed (the server
 //! worker's CPU time over the whole run divided by the requests it served).
 //!
-//! With `--explain`, [`explain`] splits each cell's CPU per request, for
+//! With `--explain`, `explain` splits each cell's CPU per request, for
 //! the server and the client, into crypto, kernel time and the remainder,
 //! with syscalls, writes and allocations per request.
 //!
-//! [`quic`] adds HTTP/3 cells beside TCP: full, resumed, 0-RTT and
+//! `quic` adds HTTP/3 cells beside TCP: full, resumed, 0-RTT and
 //! keep-alive over QUIC on the same servers, each against the matching
 //! TCP+TLS 1.3 cell (same key, group and provider).
 

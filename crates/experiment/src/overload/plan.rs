@@ -88,7 +88,7 @@ pub struct OverloadPlan {
     /// server's share of each session's TLS work larger than the client's.
     pub key: KeyType,
     /// The base of the clients' exponential backoff (full jitter) before
-    /// an attempt that follows a failure ([`Users::retry_backoff`]); zero:
+    /// an attempt that follows a failure ([`Users::retry_backoff`](tlslab_load::Users::retry_backoff)); zero:
     /// at once, as httperf.
     pub retry_backoff: Duration,
     /// `--h3` ([`Transport::Quic`]): the embedded server's HTTP/3

@@ -198,7 +198,7 @@ pub struct CellSpec {
     /// The maximum segment size the client announces (`load --mss`).
     pub mss: Option<u32>,
     /// Run through a path of this round-trip time
-    /// ([`super::rtt_path::RttPath`]).
+    /// (`rtt_path::RttPath`).
     pub rtt: Option<Duration>,
     /// Which kind of path (with `rtt`).
     pub wan: super::path_kind::PathKind,

@@ -164,7 +164,7 @@ fn draws(r: &StudyResults, k: ChartKind) -> bool {
     }
 }
 
-/// The charts `r` draws ([`draws`]) whose data exists in it, and a note
+/// The charts `r` draws (`draws`) whose data exists in it, and a note
 /// for each left out.
 pub fn charts(r: &StudyResults) -> (Vec<Chart>, Vec<String>) {
     let mut out = Vec::new();

@@ -17,7 +17,7 @@
 //!   only if everything before it was written and flushed.
 //!
 //! A directory without the marker belongs to an agent that died or has
-//! not finished: [`merge`] reports it as missing and never counts any of
+//! not finished: [`merge()`] reports it as missing and never counts any of
 //! its partial files. Everything in [`Stats`](crate::Stats) is a sum or a histogram, so
 //! the merge of the agents equals the statistics of one run that made all
 //! their requests: percentiles come from the added histograms, never from
