@@ -161,6 +161,10 @@ fn bad_quic_flags_are_usage_errors() {
         ("load --h3 -m 0 URL -n 1", "-m 0"),
         ("load --h3 --mss 1400 URL -n 1", "--mss is TCP-only"),
         (
+            "load --h3 --workload ecommerce --rate 5 --quic-new-socket URL -n 1",
+            "share a few UDP sockets",
+        ),
+        (
             "load --h3 --rate 10 --requests-per-conn 2 URL",
             "one request per arrival",
         ),

@@ -146,6 +146,15 @@ fn validate_h3(cfg: &LoadConfig, h3: &Http3) -> Result<(), Error> {
     if cfg.http2.is_some() {
         return bad("--h3 and --h2 exclude each other; choose one");
     }
+    if cfg.workload == Workload::Ecommerce
+        && cfg.open_loop.is_some()
+        && (h3.new_socket || h3.rebind_after.is_some())
+    {
+        return bad(
+            "--rate with --workload ecommerce makes a browser per arrival, and the browsers share \
+             a few UDP sockets: drop --quic-new-socket and --quic-rebind-after",
+        );
+    }
     if cfg.ablation.contains(tlslab_crypto::meter::Ablation::Cache) {
         return bad(
             "--ablate cache is TLS 1.2 session-ID resumption, which QUIC does not have; drop cache from --ablate",

@@ -118,7 +118,14 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, Error> {
     };
     let origins = group_origins(cfg, tls_base.as_ref())?;
     let quic = match (&cfg.http3, &tls_base) {
-        (Some(h3), Some(base)) => Some(Arc::new(QuicRun::new(cfg, h3, base)?)),
+        (Some(h3), Some(base)) => {
+            let mut q = QuicRun::new(cfg, h3, base)?;
+            // A browser per arrival: they share a few sockets, not one each.
+            if cfg.workload == Workload::Ecommerce && cfg.open_loop.is_some() {
+                q.shared_sockets = Some(quic::SHARED_SOCKETS);
+            }
+            Some(Arc::new(q))
+        }
         _ => None,
     };
     // CpuPin checks the CPUs and that pinning works here.

@@ -80,6 +80,12 @@ pub(super) struct QuicRun {
     pub(super) shared_sockets: Option<u32>,
 }
 
+/// The UDP sockets identities share over QUIC when each session is a new
+/// identity (the user sessions of `overload`, an open loop's e-commerce
+/// browsers), each taken by every `SHARED_SOCKETS`-th identity:
+/// connections, not sockets, are what the server admits and serves.
+pub(super) const SHARED_SOCKETS: u32 = 16;
+
 /// The receive buffer asked for on each shared socket (the server's
 /// `--quic-recv-buffer` default; the kernel caps it at
 /// `net.core.rmem_max`). Best effort: a burst of server flights to a socket

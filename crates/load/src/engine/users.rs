@@ -73,15 +73,10 @@ use tlslab_workload::think::ThinkTime;
 use super::client::Client;
 use super::identity::Identity;
 use super::quic::QuicRun;
+use super::quic::SHARED_SOCKETS;
 use super::shared::{Shared, group_origins};
 use crate::config::{LoadConfig, Workload, retry_backoff_bound};
 use crate::error::Error;
-
-/// The UDP sockets the sessions share over QUIC, each taken by every
-/// `SHARED_SOCKETS`-th session: connections, not sockets, are what the
-/// server admits and serves (see [`super::quic`] for what a socket per
-/// session cost).
-const SHARED_SOCKETS: u32 = 16;
 
 /// The user-session knobs beside a [`LoadConfig`] (which gives the target,
 /// TLS settings and trust, `duration`, `timeout`, `think_time`,
